@@ -1,0 +1,5 @@
+import sys
+
+from kitbench._cli import main
+
+sys.exit(main())

@@ -1,0 +1,124 @@
+"""Is acceleration usable here, and if not, exactly why."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import torch
+
+from kitbench import devices
+from kitbench.checks.base import CheckResult, Context
+from kitbench.timing import timed
+from kitbench.versions import arch_of_capability, capability_supported, parse_capability
+
+_KERNEL_TOLERANCE = 1e-4   # relative L2 error vs float64; TF32 (off by default) would exceed it
+
+
+@dataclass
+class DeviceInfo:
+    index: int
+    name: str
+    capability: str
+    kernels_in_wheel: bool          # capability covered by torch.cuda.get_arch_list()
+    total_memory_mib: int
+    free_memory_mib: int | None
+    multiprocessors: int
+
+
+@dataclass
+class KernelCheck:
+    device: str
+    relative_error: float
+    tolerance: float
+    passed: bool
+    seconds: float
+
+
+@dataclass
+class AvailabilityResult(CheckResult):
+    torch_version: str
+    build_tag: str
+    built_cuda: str | None
+    cudnn: int | None
+    built_hip: str | None
+    mps_built: bool
+    arch_list: list[str]
+    cuda_visible_devices: str | None
+    driver: str | None
+    driver_source: str | None
+    cuda_available: bool
+    cuda_reason: str | None
+    mps_available: bool
+    mps_reason: str | None
+    selected_device: str
+    devices: list[DeviceInfo] = field(default_factory=list)
+    kernel: KernelCheck | None = None
+
+
+def kernel_check(device: torch.device) -> KernelCheck:
+    """A small matmul + softmax on ``device`` against a float64 CPU reference."""
+    gen = torch.Generator().manual_seed(1234)
+    a = torch.randn(256, 256, generator=gen)
+    b = torch.randn(256, 256, generator=gen)
+
+    def compute(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x @ y / 16.0, dim=1) @ y
+
+    result, seconds = timed(lambda: compute(a.to(device), b.to(device)), device)
+    reference = compute(a.double(), b.double())
+    error = float(torch.linalg.norm(result.cpu().double() - reference) / torch.linalg.norm(reference))
+    return KernelCheck(str(device), error, _KERNEL_TOLERANCE, error <= _KERNEL_TOLERANCE, seconds)
+
+
+def _cuda_devices(arch_list: list[str]) -> list[DeviceInfo]:
+    found = []
+    for index in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(index)
+        cc = (props.major, props.minor)
+        free = torch.cuda.mem_get_info(index)[0] // 2**20
+        found.append(DeviceInfo(index, props.name, f"{cc[0]}.{cc[1]}", capability_supported(cc, arch_list),
+                                props.total_memory // 2**20, free, props.multi_processor_count))
+    return found
+
+
+def run(ctx: Context) -> AvailabilityResult:
+    cuda = devices.cuda_facts(ctx.machine)
+    mps = devices.mps_facts(ctx.machine)
+    cuda_reason = devices.cuda_unavailable_reason(cuda)
+    mps_reason = devices.mps_unavailable_reason(mps)
+    arch_list = torch.cuda.get_arch_list() if cuda.built_cuda else []
+    found = _cuda_devices(arch_list) if cuda_reason is None else []
+    kernel = kernel_check(ctx.device)
+    tag = torch.__version__.partition("+")[2]
+    problems = [f"no kernels for {arch_of_capability(parse_capability(d.capability))} "
+                f"({d.name}) in this wheel's arch list" for d in found if not d.kernels_in_wheel]
+    if not kernel.passed:
+        problems.append(f"kernel result off by {kernel.relative_error:.2e} on {kernel.device}")
+    if problems:
+        summary = "; ".join(problems)
+    elif devices.is_accelerator(ctx.device):
+        summary = f"{ctx.device} usable; kernel matches float64 reference ({kernel.relative_error:.1e})"
+    else:
+        summary = f"CPU only. cuda: {cuda_reason}; mps: {mps_reason}"
+    return AvailabilityResult(
+        status="failed" if problems else "ok",
+        summary=summary,
+        torch_version=torch.__version__,
+        build_tag=tag or "none (a PyPI default build)",
+        built_cuda=cuda.built_cuda,
+        cudnn=torch.backends.cudnn.version() if cuda.built_cuda else None,
+        built_hip=cuda.built_hip,
+        mps_built=mps.built,
+        arch_list=arch_list,
+        cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+        driver=ctx.machine.driver,
+        driver_source=ctx.machine.sources.get("driver"),
+        cuda_available=cuda_reason is None,
+        cuda_reason=cuda_reason,
+        mps_available=mps_reason is None,
+        mps_reason=mps_reason,
+        selected_device=str(ctx.device),
+        devices=found,
+        kernel=kernel,
+    )

@@ -1,0 +1,71 @@
+"""What every check gets and gives: a context in, a typed result out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from kitbench.probe import Probe
+
+if TYPE_CHECKING:
+    import torch
+
+
+MODELS = ("fnn", "cnn")
+LOOPS = ("tutorial", "resident")
+
+
+class Progress(Protocol):
+    """Progress reporting, supplied by the caller; the library never prints."""
+
+    def start(self, label: str, total: float | None = None) -> None: ...
+
+    def advance(self, amount: float = 1) -> None: ...
+
+    def done(self) -> None: ...
+
+
+class NoProgress:
+    def start(self, label: str, total: float | None = None) -> None:
+        pass
+
+    def advance(self, amount: float = 1) -> None:
+        pass
+
+    def done(self) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class Options:
+    """The suite's knobs, validated by ``suite.validate_options``."""
+
+    checks: tuple[str, ...] = ("availability", "moves", "mnist")
+    device: str = "auto"
+    data: Path | None = None
+    offline: bool = False
+    quick: bool = False
+    models: tuple[str, ...] = ("fnn",)
+    loops: tuple[str, ...] = ("resident", "tutorial")
+    epochs: int = 1
+    batch_size: int = 64
+    seed: int = 0
+    threads: int | None = None
+    train_limit: int | None = None   # train on the first N samples (tests, --quick)
+
+
+@dataclass
+class Context:
+    device: torch.device
+    machine: Probe
+    options: Options
+    progress: Progress
+    data_root: Path | None = None
+    data_digests: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class CheckResult:
+    status: str     # ok | failed | skipped
+    summary: str    # one line for the table

@@ -1,0 +1,241 @@
+"""An MNIST training epoch, measured honestly, on the device and on the CPU.
+
+Two loops feed the same training step: ``tutorial`` (a DataLoader with
+ToTensor/Normalize, each batch moved to the device inside the loop, as the
+tutorials do) and ``resident`` (the normalized dataset as one tensor on the
+device, shuffled index batches). Both shuffle with the same seeded
+permutation, so their loss curves are comparable. One-time costs (dataset
+load, warm-up) are reported apart from the steady-state epoch time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader, Dataset, Subset
+from torchvision import datasets, transforms
+
+from kitbench import devices, models
+from kitbench.checks.base import CheckResult, Context
+from kitbench.data import MEAN, STD
+from kitbench.stats import Summary
+from kitbench.timing import measure, timed
+
+_CURVE_POINTS = 20          # the loss curve keeps this many means per epoch
+_EVAL_BATCH = 1000
+_Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+@dataclass
+class MnistRun:
+    device: str
+    model: str
+    loop: str
+    batch_size: int
+    epochs: int
+    train_samples: int
+    epoch_s: float                  # median over epochs, steady state
+    epoch_s_all: list[float]
+    samples_per_s: float
+    data_s: float                   # host time spent waiting for batches (median epoch)
+    final_loss: float               # mean training loss of the last epoch
+    epoch_losses: list[float]
+    loss_curve: list[float]
+    test_acc: float                 # after the last epoch
+    test_loss: float
+    epoch_test_acc: list[float]     # after each epoch (evaluation is not part of epoch_s)
+    dataset_load_s: float           # one-time: reading and preparing the data
+    warmup_s: float                 # one-time: a few untimed steps on a throwaway model
+    eval_s: float
+    compute_floor_s: float          # the epoch's FLOPs at this device's measured matmul rate
+    floor_fraction: float           # compute_floor_s / epoch_s: 1.0 would be matmul-bound perfection
+
+
+@dataclass
+class Speedup:
+    model: str
+    loop: str
+    cpu_epoch_s: float
+    device_epoch_s: float
+    speedup: float
+
+
+@dataclass
+class MnistResult(CheckResult):
+    data_root: str
+    sha256: dict[str, str]
+    matmul_gflops: dict[str, float] = field(default_factory=dict)
+    runs: list[MnistRun] = field(default_factory=list)
+    speedups: list[Speedup] = field(default_factory=list)
+
+
+def matmul_gflops(device: torch.device, size: int = 1024) -> float:
+    """Single-precision matmul rate on ``device``: the yardstick for the compute floor."""
+    a = torch.randn(size, size, device=device)
+    b = torch.randn(size, size, device=device)
+    seconds = measure(lambda: a @ b, device, repeats=5, warmup=2, inner=4)
+    return 2 * size**3 / seconds.median / 1e9
+
+
+def _resident_tensors(root: Path, train: bool, device: torch.device, limit: int | None) -> _Batch:
+    ds = datasets.MNIST(str(root), train=train, download=False)
+    images, labels = ds.data, ds.targets
+    if limit is not None:
+        images, labels = images[:limit], labels[:limit]
+    x = ((images.float() / 255.0 - MEAN) / STD).unsqueeze(1)
+    return x.to(device), labels.to(device)
+
+
+def _tutorial_dataset(root: Path, limit: int | None) -> Dataset[_Batch]:
+    transform = transforms.Compose([transforms.ToTensor(), transforms.Normalize((MEAN,), (STD,))])
+    ds: Dataset[_Batch] = datasets.MNIST(str(root), train=True, download=False, transform=transform)
+    return Subset(ds, range(limit)) if limit is not None else ds
+
+
+def _tutorial_batches(ds: Dataset[_Batch], batch: int, gen: torch.Generator,
+                      device: torch.device) -> Iterator[_Batch]:
+    pin = devices.pinning_supported(device)
+    loader = DataLoader(ds, batch_size=batch, shuffle=True, generator=gen, num_workers=0, pin_memory=pin)
+    for x, y in loader:
+        yield x.to(device, non_blocking=pin), y.to(device, non_blocking=pin)
+
+
+def _resident_batches(x: torch.Tensor, y: torch.Tensor, batch: int, gen: torch.Generator) -> Iterator[_Batch]:
+    # The same permutation RandomSampler draws from the same generator.
+    order = torch.randperm(len(x), generator=gen).to(x.device)
+    for start in range(0, len(x), batch):
+        index = order[start:start + batch]
+        yield x[index], y[index]
+
+
+def _epoch(model: nn.Module, opt: torch.optim.Optimizer, batches: Iterable[_Batch], device: torch.device,
+           ctx: Context, max_steps: int | None = None) -> tuple[float, float, torch.Tensor]:
+    """Train one pass; return (seconds, seconds waiting for data, per-step losses)."""
+    model.train()
+    losses = []
+    data_s = 0.0
+    iterator = iter(batches)
+    devices.synchronize(device)
+    start = time.perf_counter()
+    while max_steps is None or len(losses) < max_steps:
+        fetch = time.perf_counter()
+        try:
+            x, y = next(iterator)
+        except StopIteration:
+            break
+        data_s += time.perf_counter() - fetch
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        # Kept on the device: .item() here would synchronize every step.
+        losses.append(loss.detach())
+        ctx.progress.advance()
+    devices.synchronize(device)
+    return time.perf_counter() - start, data_s, torch.stack(losses).float().cpu()
+
+
+@torch.no_grad()
+def _evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
+    model.eval()
+    correct, loss = 0, 0.0
+    for start in range(0, len(x), _EVAL_BATCH):
+        logits = model(x[start:start + _EVAL_BATCH])
+        target = y[start:start + _EVAL_BATCH]
+        loss += float(F.cross_entropy(logits, target, reduction="sum"))
+        correct += int((logits.argmax(1) == target).sum())
+    return correct / len(x), loss / len(x)
+
+
+def _curve(losses: torch.Tensor) -> list[float]:
+    chunks = torch.tensor_split(losses, min(_CURVE_POINTS, len(losses)))
+    return [round(float(c.mean()), 6) for c in chunks]
+
+
+def _load(root: Path, loop: str, device: torch.device,
+          limit: int | None) -> tuple[Dataset[_Batch] | _Batch, _Batch]:
+    train: Dataset[_Batch] | _Batch
+    if loop == "resident":
+        train = _resident_tensors(root, True, device, limit)
+    else:
+        train = _tutorial_dataset(root, limit)
+    return train, _resident_tensors(root, False, device, None)
+
+
+def train(ctx: Context, device: torch.device, model_name: str, loop: str, gflops: float) -> MnistRun:
+    opts = ctx.options
+    assert ctx.data_root is not None
+    root = ctx.data_root
+    (train_data, (test_x, test_y)), dataset_load_s = timed(
+        lambda: _load(root, loop, device, opts.train_limit), device)
+    samples = len(train_data[0]) if isinstance(train_data, tuple) else len(train_data)  # type: ignore[arg-type]
+
+    def batches(gen: torch.Generator) -> Iterator[_Batch]:
+        if isinstance(train_data, tuple):
+            return _resident_batches(*train_data, opts.batch_size, gen)
+        return _tutorial_batches(train_data, opts.batch_size, gen, device)
+
+    label = f"{model_name}/{loop} on {device}"
+    warm_steps = 5 if opts.quick else 20
+    ctx.progress.start(f"{label}: warm-up", total=warm_steps)
+    throwaway = models.build(model_name).to(device)
+    warm_opt = models.optimizer(model_name, list(throwaway.parameters()))
+    warmup_s, _, _ = _epoch(throwaway, warm_opt, batches(torch.Generator().manual_seed(opts.seed + 1)),
+                            device, ctx, max_steps=warm_steps)
+    del throwaway, warm_opt
+
+    torch.manual_seed(opts.seed)
+    model = models.build(model_name).to(device)
+    opt = models.optimizer(model_name, list(model.parameters()))
+    gen = torch.Generator().manual_seed(opts.seed)
+    steps = -(-samples // opts.batch_size)
+    times, data_times, epoch_losses, curve, accuracies, eval_times = [], [], [], [], [], []
+    for epoch in range(opts.epochs):
+        ctx.progress.start(f"{label}: epoch {epoch + 1}/{opts.epochs}", total=steps)
+        seconds, data_s, losses = _epoch(model, opt, batches(gen), device, ctx)
+        times.append(seconds)
+        data_times.append(data_s)
+        epoch_losses.append(round(float(losses.mean()), 6))
+        curve += _curve(losses)
+        (test_acc, test_loss), eval_s = timed(lambda: _evaluate(model, test_x, test_y), device)
+        accuracies.append(test_acc)
+        eval_times.append(eval_s)
+    ctx.progress.done()
+    epoch_s = Summary.of(times).median
+    floor = models.training_flops_per_sample(model_name) * samples / (gflops * 1e9)
+    return MnistRun(
+        device=str(device), model=model_name, loop=loop, batch_size=opts.batch_size, epochs=opts.epochs,
+        train_samples=samples, epoch_s=epoch_s, epoch_s_all=times, samples_per_s=samples / epoch_s,
+        data_s=Summary.of(data_times).median, final_loss=epoch_losses[-1], epoch_losses=epoch_losses,
+        loss_curve=curve, test_acc=test_acc, test_loss=round(test_loss, 6), epoch_test_acc=accuracies,
+        dataset_load_s=dataset_load_s, warmup_s=warmup_s, eval_s=Summary.of(eval_times).median, compute_floor_s=floor, floor_fraction=floor / epoch_s,
+    )
+
+
+def run(ctx: Context) -> MnistResult:
+    assert ctx.data_root is not None
+    device = ctx.device
+    cpu = torch.device("cpu")
+    run_devices = [device, cpu] if devices.is_accelerator(device) else [device]
+    rates = {str(d): matmul_gflops(d) for d in run_devices}
+    runs = []
+    speedups = []
+    for model_name in ctx.options.models:
+        for loop in ctx.options.loops:
+            here = [train(ctx, d, model_name, loop, rates[str(d)]) for d in run_devices]
+            runs += here
+            if len(here) == 2:
+                speedups.append(Speedup(model_name, loop, here[1].epoch_s, here[0].epoch_s,
+                                        here[1].epoch_s / here[0].epoch_s))
+    best = min(runs, key=lambda r: r.epoch_s)
+    summary = (f"fastest: {best.model}/{best.loop} on {best.device} {best.epoch_s:.2f} s/epoch, "
+               f"test acc {best.test_acc:.4f}")
+    if speedups:
+        summary += "; speedup vs CPU " + ", ".join(f"{s.model}/{s.loop} {s.speedup:.1f}x" for s in speedups)
+    return MnistResult("ok", summary, str(ctx.data_root), ctx.data_digests, rates, runs, speedups)

@@ -1,0 +1,92 @@
+"""The real MNIST, through torchvision's own loader, verified before use.
+
+``--data`` (or ``KITBENCH_DATA``) may name the root torchvision expects (the
+directory holding ``MNIST/raw``), the ``MNIST`` directory or ``raw`` itself.
+Nothing is downloaded unless the files are missing and ``--offline`` is off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from functools import cache
+from pathlib import Path
+
+from kitbench import manifest
+from kitbench.errors import DataError
+
+DATA_VARIABLE = "KITBENCH_DATA"
+MEAN, STD = 0.1307, 0.3081     # the normalization every MNIST tutorial uses
+
+
+def default_root() -> Path:
+    if os.environ.get(DATA_VARIABLE):
+        return Path(os.environ[DATA_VARIABLE])
+    cache_home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache_home / "kitbench" / "data"
+
+
+def normalize_root(path: Path) -> Path:
+    """Accept root, root/MNIST or root/MNIST/raw; return root."""
+    path = path.expanduser()
+    if path.name == "raw" and path.parent.name == "MNIST":
+        return path.parent.parent
+    if path.name == "MNIST":
+        return path.parent
+    return path
+
+
+@cache
+def expected_checksums() -> dict[str, str]:
+    files: dict[str, str] = manifest.load(manifest.envs_dir() / "mnist.yaml", "mnist").data["files"]
+    return files
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify(root: Path) -> dict[str, str]:
+    """Check every raw file against ``envs/mnist.yaml``; return their digests."""
+    raw = root / "MNIST" / "raw"
+    found = {}
+    for name, expected in expected_checksums().items():
+        path = raw / name
+        if not path.is_file():
+            raise DataError(f"MNIST file missing: {path}",
+                            hint="point --data (or KITBENCH_DATA) at the directory holding MNIST/raw")
+        actual = _sha256(path)
+        if actual != expected:
+            raise DataError(f"MNIST file {path} fails its SHA-256 check ({actual[:12]}... != {expected[:12]}...)",
+                            hint="the file is corrupt or not MNIST; delete it and download again")
+        found[name] = actual
+    return found
+
+
+def prepare(path: Path | None, offline: bool) -> tuple[Path, dict[str, str]]:
+    """Find (or, when allowed, download) MNIST and verify it; return (root, digests)."""
+    root = normalize_root(path) if path is not None else default_root()
+    raw = root / "MNIST" / "raw"
+    missing = [n for n in expected_checksums() if not (raw / n).is_file()]
+    if missing and offline:
+        raise DataError(f"no MNIST at {root} ({len(missing)} of 4 raw files missing) and --offline forbids a download",
+                        hint="point --data at a directory holding MNIST/raw, or drop --offline")
+    if missing:
+        _download(root)
+    return root, verify(root)
+
+
+def _download(root: Path) -> None:
+    from torchvision.datasets import MNIST
+
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        MNIST(str(root), train=True, download=True)
+        MNIST(str(root), train=False, download=True)
+    except (OSError, RuntimeError) as exc:
+        raise DataError(f"could not download MNIST into {root}: {str(exc).splitlines()[0]}",
+                        hint="on an offline machine, copy MNIST/raw there and pass --data (or --offline)") from None

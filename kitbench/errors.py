@@ -1,0 +1,81 @@
+"""The one exception hierarchy of kitbench.
+
+The library raises these and never prints or exits; ``kitbench._cli`` turns
+them into ``ERROR: ...`` plus a ``hint:`` line and the exit code carried here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class KitbenchError(Exception):
+    """Base class: a one-line message, an optional hint, an exit code."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class UsageError(KitbenchError):
+    """Bad command-line input (unknown choice, out-of-range number)."""
+
+    exit_code = 2
+
+
+class ManifestError(KitbenchError):
+    """A file in envs/ is missing, unparsable or does not match its schema."""
+
+    def __init__(self, path: Path | str, message: str, line: int | None = None,
+                 hint: str | None = None) -> None:
+        where = f"{path}:{line}" if line is not None else str(path)
+        super().__init__(f"{where}: {message}", hint)
+        self.path = Path(path)
+        self.line = line
+
+
+class DeviceUnavailableError(KitbenchError):
+    """The requested device cannot be used here; ``reason`` says why."""
+
+    def __init__(self, device: str, reason: str, hint: str | None = None) -> None:
+        super().__init__(f"device {device!r} is not usable here: {reason}", hint)
+        self.device = device
+        self.reason = reason
+
+
+class DataError(KitbenchError):
+    """The MNIST data is missing, incomplete or fails its checksums."""
+
+
+class RecordError(KitbenchError):
+    """A run record cannot be written or read."""
+
+
+class SelectionError(KitbenchError):
+    """No published PyTorch build matches the asked-for combination."""
+
+    exit_code = 2
+
+
+class PreflightError(KitbenchError):
+    """A target cannot be built or run on this host; ``alternative`` may fit."""
+
+    def __init__(self, target: str, reason: str, alternative: str | None = None) -> None:
+        hint = f"try: nox -s {alternative}" if alternative else None
+        super().__init__(f"target {target!r} cannot run on this host: {reason}", hint)
+        self.target = target
+        self.reason = reason
+        self.alternative = alternative
+
+
+class ContainerError(KitbenchError):
+    """Building or running a target's image failed; the message is decoded."""
+
+
+class Interrupted(KitbenchError):
+    """The run was stopped by SIGINT/SIGTERM; a partial record was kept."""
+
+    exit_code = 130

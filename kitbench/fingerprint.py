@@ -1,0 +1,89 @@
+"""Everything about the environment that could explain a difference in numbers."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from kitbench import __version__
+from kitbench.probe import Probe
+
+_IMAGE_VARIABLES = {"target": "KITBENCH_TARGET", "image": "KITBENCH_IMAGE", "image_id": "KITBENCH_IMAGE_ID",
+                    "manifest_sha256": "KITBENCH_MANIFEST_SHA256"}
+
+
+def _git_revision() -> str | None:
+    """The kit's git revision; inside an image, the one it was built from."""
+    if os.environ.get("KITBENCH_GIT_REV"):
+        return os.environ["KITBENCH_GIT_REV"]
+    repo = Path(__file__).resolve().parent.parent
+    if not (repo / ".git").exists():
+        return None
+    try:
+        rev = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=5, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return rev + ("-dirty" if dirty else "")
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    if platform.system() == "Darwin":
+        try:
+            return subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True,
+                                  text=True, timeout=5, check=True).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return platform.processor() or platform.machine()
+
+
+def _ram_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def collect(machine: Probe) -> dict[str, Any]:
+    """The fingerprint; the torch part only when torch is already imported."""
+    import torch
+    import torchvision
+
+    cuda_built = torch.version.cuda
+    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] \
+        if torch.cuda.is_available() else [g.name for g in machine.gpus]
+    return {
+        "kitbench": __version__,
+        "git_revision": _git_revision(),
+        "python": platform.python_version(),
+        "python_arch": machine.python_arch,
+        "os": machine.os,
+        "os_version": machine.os_version,
+        "platform": platform.platform(),
+        "arch": machine.arch,
+        "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "ram_bytes": _ram_bytes(),
+        "torch": torch.__version__,
+        "torch_build": torch.__version__.partition("+")[2] or None,
+        "torchvision": torchvision.__version__,
+        "cuda": cuda_built,
+        "cudnn": torch.backends.cudnn.version() if cuda_built else None,
+        "driver": machine.driver,
+        "gpus": gpus,
+        "container": machine.container,
+        "threads": torch.get_num_threads(),
+        "interop_threads": torch.get_num_interop_threads(),
+        **{key: os.environ.get(var) for key, var in _IMAGE_VARIABLES.items()},
+    }

@@ -1,0 +1,72 @@
+"""Does a target fit this host? Answered before anything is built.
+
+The host facts come from ``probe`` and the driver rules from ``drivers``,
+the same knowledge ``install-cmd`` uses; when a target does not fit, the
+error names the target that would.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+
+from kitbench import drivers, targets
+from kitbench.errors import PreflightError
+from kitbench.probe import Probe
+from kitbench.targets import Target
+from kitbench.versions import parse_driver
+
+GPUS_VARIABLE = "KITBENCH_GPUS"
+CONDA_TOOLS = ("micromamba", "mamba", "conda")
+
+
+def gpus_requested() -> bool:
+    """``KITBENCH_GPUS=none`` runs a CUDA image on the CPU (CI); the default asks for all GPUs."""
+    return os.environ.get(GPUS_VARIABLE, "all").lower() != "none"
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split(".") if p.isdigit())
+
+
+def host_reasons(target: Target, machine: Probe, which: Callable[[str], str | None] = shutil.which) -> list[str]:
+    """Why ``target`` cannot run on ``machine`` (empty when it can); no daemon is asked."""
+    reasons = []
+    hosts = [h for h in target.hosts if h.os == machine.os]
+    if not hosts:
+        made_for = ", ".join(sorted({h.os for h in target.hosts}))
+        return [f"it is made for {made_for}, this host runs {machine.os}"]
+    if not any(machine.arch in h.arch for h in hosts):
+        return [f"it is made for {'/'.join(a for h in hosts for a in h.arch)} on {machine.os}, "
+                f"this host is {machine.arch}"]
+    if target.kind in ("venv", "conda") and machine.python_arch != machine.arch:
+        reasons.append(f"this Python is {machine.python_arch} on an {machine.arch} machine"
+                       + (" (Rosetta)" if machine.rosetta else "") + f": use an {machine.arch} Python")
+    for host in hosts:
+        if host.min_os_version and _version(machine.os_version) < _version(host.min_os_version):
+            reasons.append(f"it needs {machine.os} >= {host.min_os_version}, this host has {machine.os_version}")
+    if target.kind == "conda" and not any(which(tool) for tool in CONDA_TOOLS):
+        reasons.append(f"none of {', '.join(CONDA_TOOLS)} is installed")
+    if target.cuda and (target.kind != "docker" or gpus_requested()):
+        need = drivers.load().requirement(target.cuda, machine.os)
+        if machine.driver is None:
+            reasons.append(f"no NVIDIA driver found (CUDA {target.cuda} needs >= {need.floor})")
+        elif need.floor and parse_driver(machine.driver) < parse_driver(need.floor):
+            reasons.append(f"NVIDIA driver {machine.driver} is older than {need.floor}, "
+                           f"the floor for CUDA {target.cuda}")
+    return reasons
+
+
+def alternative(machine: Probe, exclude: str) -> str | None:
+    """The best other target that fits this host: an accelerated one before plain CPU."""
+    candidates = [t for t in targets.load_all().values() if t.name != exclude and not host_reasons(t, machine)]
+    # Accelerated targets first, the newest CUDA among them first.
+    candidates.sort(key=lambda t: (t.compute == "cpu", tuple(-n for n in _version(t.cuda or "0"))))
+    return candidates[0].name if candidates else None
+
+
+def check(target: Target, machine: Probe) -> None:
+    reasons = host_reasons(target, machine)
+    if reasons:
+        raise PreflightError(target.name, "; ".join(reasons), alternative(machine, target.name))

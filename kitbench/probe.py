@@ -1,0 +1,216 @@
+"""What this machine is, read without torch: OS, chip, Python arch, NVIDIA
+driver and GPUs, ROCm, WSL, containers.
+
+Each fact carries the source it was read from, so ``install-cmd --explain``
+can say where an answer came from. The parsers are pure functions over the
+text of ``/proc/driver/nvidia/version``, ``nvidia-smi`` and ``sysctl`` so
+they are tested on recorded outputs (``tests/resources/``).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from kitbench.errors import UsageError
+from kitbench.versions import format_capability, parse_capability, parse_driver
+
+_PROC_DRIVER = Path("/proc/driver/nvidia/version")
+_NVRM = re.compile(r"NVRM version:.*?Kernel Module(?:\s+for\s+\S+)?\s+(\d+\.\d+(?:\.\d+)?)\s")
+_ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "i386": "x86", "i686": "x86", "arm64": "arm64",
+                 "aarch64": "aarch64"}
+_SMI_FIELDS = "index,name,compute_cap,memory.total,driver_version"
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    name: str
+    capability: str | None   # "8.6"; None when the driver cannot say (pre-510 nvidia-smi)
+    memory_mib: int | None
+
+
+@dataclass(frozen=True)
+class Probe:
+    """The machine facts; ``sources`` maps a field name to where it was read."""
+
+    os: str                      # linux | macos | windows
+    os_version: str
+    arch: str                    # the machine's: x86_64 | aarch64 | arm64
+    python_arch: str             # the interpreter's (differs under Rosetta)
+    python_version: str
+    rosetta: bool
+    wsl: bool
+    container: bool
+    driver: str | None
+    gpus: tuple[Gpu, ...]
+    rocm: str | None
+    sources: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def capabilities(self) -> tuple[str, ...]:
+        return tuple(g.capability for g in self.gpus if g.capability)
+
+
+def normalize_arch(name: str, os_name: str) -> str:
+    arch = _ARCH_ALIASES.get(name.lower(), name.lower())
+    # Linux calls 64-bit Arm aarch64, macOS calls it arm64; keep each OS's word.
+    if arch in ("arm64", "aarch64"):
+        return "arm64" if os_name == "macos" else "aarch64"
+    return arch
+
+
+def parse_proc_driver(text: str) -> str | None:
+    """The driver version in ``/proc/driver/nvidia/version``, if any."""
+    match = _NVRM.search(text)
+    return match.group(1) if match else None
+
+
+def parse_nvidia_smi_csv(text: str) -> tuple[str | None, tuple[Gpu, ...]]:
+    """Parse ``nvidia-smi --query-gpu=index,name,compute_cap,memory.total,driver_version
+    --format=csv,noheader,nounits``; older drivers print ``[N/A]`` for compute_cap."""
+    gpus: list[Gpu] = []
+    driver: str | None = None
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != 5 or not parts[0].isdigit():
+            continue
+        index, name, cap, memory, drv = parts
+        capability = None
+        if cap and not cap.startswith("["):
+            try:
+                capability = format_capability(parse_capability(cap))
+            except UsageError:
+                capability = None
+        gpus.append(Gpu(int(index), name, capability, int(memory) if memory.isdigit() else None))
+        driver = driver or (drv if re.fullmatch(r"\d+(\.\d+)*", drv) else None)
+    return driver, tuple(gpus)
+
+
+def parse_sysctl(text: str) -> dict[str, str]:
+    """``sysctl key1 key2`` output (``key: value`` lines) as a dict."""
+    result = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            result[key.strip()] = value.strip()
+    return result
+
+
+def _run(argv: Sequence[str], timeout: float = 5.0) -> str | None:
+    if shutil.which(argv[0]) is None:
+        return None
+    try:
+        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return None
+
+
+def _os_name() -> str:
+    return {"darwin": "macos", "win32": "windows"}.get(sys.platform, "linux")
+
+
+def _in_container() -> bool:
+    if Path("/.dockerenv").exists() or Path("/run/.containerenv").exists():
+        return True
+    cgroup = _read(Path("/proc/1/cgroup")) or ""
+    return any(word in cgroup for word in ("docker", "containerd", "kubepods", "libpod"))
+
+
+def _rocm_version() -> str | None:
+    text = _read(Path("/opt/rocm/.info/version"))
+    return text.strip().split("-")[0] if text else None
+
+
+def probe() -> Probe:
+    """Read this machine. Fast: no torch, and ``nvidia-smi`` only when a driver is loaded."""
+    os_name = _os_name()
+    sources: dict[str, str] = {"os": "sys.platform", "arch": "platform.machine()",
+                               "python_arch": "sysconfig platform of the interpreter"}
+    python_arch = normalize_arch(platform.machine(), os_name)
+    arch = python_arch
+    rosetta = False
+    os_version = platform.release()
+    if os_name == "macos":
+        os_version = platform.mac_ver()[0] or os_version
+        sysctl = parse_sysctl(_run(["sysctl", "hw.optional.arm64", "sysctl.proc_translated"]) or "")
+        rosetta = sysctl.get("sysctl.proc_translated") == "1"
+        if sysctl.get("hw.optional.arm64") == "1":
+            arch = "arm64"
+            sources["arch"] = "sysctl hw.optional.arm64"
+    elif os_name == "windows":
+        os_version = platform.version()
+        arch = normalize_arch(os.environ.get("PROCESSOR_ARCHITEW6432") or platform.machine(), os_name)
+    version_text = _read(Path("/proc/version")) or ""
+    wsl = "microsoft" in version_text.lower()
+
+    driver = parse_proc_driver(_read(_PROC_DRIVER) or "")
+    if driver:
+        sources["driver"] = str(_PROC_DRIVER)
+    gpus: tuple[Gpu, ...] = ()
+    smi = _run(["nvidia-smi", f"--query-gpu={_SMI_FIELDS}", "--format=csv,noheader,nounits"])
+    if smi is not None:
+        smi_driver, gpus = parse_nvidia_smi_csv(smi)
+        if smi_driver and not driver:
+            driver = smi_driver
+            sources["driver"] = "nvidia-smi"
+        sources["gpus"] = "nvidia-smi --query-gpu"
+    rocm = _rocm_version()
+    if rocm:
+        sources["rocm"] = "/opt/rocm/.info/version"
+    return Probe(os=os_name, os_version=os_version, arch=arch, python_arch=python_arch,
+                 python_version=platform.python_version(), rosetta=rosetta, wsl=wsl,
+                 container=_in_container(), driver=driver, gpus=gpus, rocm=rocm, sources=sources)
+
+
+def override(base: Probe, *, os: str | None = None, arch: str | None = None,
+             python_arch: str | None = None, driver: str | None = None,
+             gpu_capabilities: Sequence[str] = (), no_gpu: bool = False) -> Probe:
+    """Answer for another machine: replace probed facts with given ones."""
+    sources = dict(base.sources)
+    changes: dict[str, object] = {}
+    if os is not None:
+        changes["os"] = os
+        sources["os"] = "--os"
+        if arch is None and python_arch is None and os != base.os:
+            # Another OS with the probed chip name translated to its own word.
+            changes["arch"] = changes["python_arch"] = normalize_arch(base.arch, os)
+    target_os = os or base.os
+    if arch is not None:
+        changes["arch"] = normalize_arch(arch, target_os)
+        changes.setdefault("python_arch", changes["arch"])
+        sources["arch"] = "--arch"
+    if python_arch is not None:
+        changes["python_arch"] = normalize_arch(python_arch, target_os)
+        sources["python_arch"] = "--python-arch"
+    if os is not None or arch is not None or python_arch is not None:
+        final_arch = changes.get("arch", base.arch)
+        final_py = changes.get("python_arch", base.python_arch)
+        changes["rosetta"] = target_os == "macos" and final_arch == "arm64" and final_py == "x86_64"
+    if no_gpu:
+        changes.update(driver=None, gpus=(), rocm=None)
+        sources["driver"] = sources["gpus"] = "--no-gpu"
+    if driver is not None:
+        parse_driver(driver)
+        changes["driver"] = driver
+        sources["driver"] = "--driver"
+    if gpu_capabilities:
+        caps = [format_capability(parse_capability(c)) for c in gpu_capabilities]
+        changes["gpus"] = tuple(Gpu(i, "(given)", c, None) for i, c in enumerate(caps))
+        sources["gpus"] = "--gpu-cc"
+    return replace(base, sources=sources, **changes)  # type: ignore[arg-type]

@@ -1,0 +1,139 @@
+"""Targets: one pinned environment per ``envs/targets/<name>.yaml``.
+
+Adding a target is adding a file; the noxfile registers a session for each.
+This module also owns the two overrides every target honours:
+``KITBENCH_INDEX_URL`` (another package index, or ``default`` for pip's own
+configuration) for offline and proxied machines.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kitbench import manifest
+from kitbench.errors import ManifestError, UsageError
+
+INDEX_VARIABLE = "KITBENCH_INDEX_URL"
+PYPI = "pypi"
+
+
+@dataclass(frozen=True)
+class Host:
+    os: str
+    arch: tuple[str, ...]
+    min_os_version: str | None = None
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    description: str
+    kind: str
+    compute: str
+    python: str
+    torch: str
+    torchvision: str
+    index: dict[str, str]
+    hosts: tuple[Host, ...]
+    cuda: str | None
+    base_image: str | None
+    image_digest: str | None
+    environment: Path | None
+    requirements: tuple[str, ...]
+    path: Path
+    sha256: str
+
+    def pins(self) -> list[str]:
+        """Every exact pin installed into the environment, torch first."""
+        return [f"torch=={self.torch}", f"torchvision=={self.torchvision}",
+                *self.requirements, *suite_requirements()]
+
+    def index_for(self, os_name: str) -> str | None:
+        """The index URL pip should use on ``os_name``; None means pip's own default.
+
+        ``KITBENCH_INDEX_URL`` overrides the manifest for every target.
+        """
+        override = os.environ.get(INDEX_VARIABLE)
+        if override:
+            return None if override == "default" else override
+        url = self.index.get(os_name)
+        if url is None:
+            raise UsageError(f"target {self.name!r} names no package index for {os_name}",
+                             hint=f"it is made for: {', '.join(sorted(self.index))}")
+        return None if url == PYPI else url
+
+    def pip_index_args(self, os_name: str) -> list[str]:
+        url = self.index_for(os_name)
+        return [] if url is None else ["--index-url", url]
+
+
+def targets_dir() -> Path:
+    return manifest.envs_dir() / "targets"
+
+
+@cache
+def suite_requirements() -> tuple[str, ...]:
+    data = manifest.load(manifest.envs_dir() / "suite.yaml", "suite").data
+    return tuple(data["requirements"])
+
+
+def _from_manifest(loaded: manifest.Manifest) -> Target:
+    data: dict[str, Any] = loaded.data
+    image = data.get("image") or {}
+    environment = None
+    if "environment" in data:
+        environment = loaded.path.parent.parent / data["environment"]
+        _check_environment(environment, data["python"], loaded.path)
+    return Target(
+        name=loaded.path.stem,
+        description=data["description"],
+        kind=data["kind"],
+        compute=data["compute"],
+        python=data["python"],
+        torch=data["torch"],
+        torchvision=data["torchvision"],
+        index=dict(data["index"]),
+        hosts=tuple(Host(h["os"], tuple(h["arch"]), h.get("min_os_version")) for h in data["hosts"]),
+        cuda=data.get("cuda"),
+        base_image=image.get("base"),
+        image_digest=image.get("digest"),
+        environment=environment,
+        requirements=tuple(data.get("requirements", ())),
+        path=loaded.path,
+        sha256=loaded.sha256,
+    )
+
+
+def _check_environment(path: Path, python: str, target_path: Path) -> None:
+    """A conda environment file must exist and agree with its target's python pin."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ManifestError(target_path, f"environment file {path} does not exist") from None
+    except yaml.YAMLError as exc:
+        raise ManifestError(path, f"invalid YAML: {exc}") from None
+    deps = data.get("dependencies", []) if isinstance(data, dict) else []
+    pythons = [d for d in deps if isinstance(d, str) and d.replace(" ", "").startswith("python=")]
+    if not pythons:
+        raise ManifestError(path, "conda environment pins no python (expected python=X.Y)")
+    pinned = pythons[0].split("=", 1)[1].strip().lstrip("=")
+    if pinned != python:
+        raise ManifestError(path, f"pins python={pinned} but {target_path.name} pins python {python}")
+
+
+@cache
+def load_all() -> dict[str, Target]:
+    return {m.path.stem: _from_manifest(m) for m in manifest.iter_manifests(targets_dir(), "target")}
+
+
+def get(name: str) -> Target:
+    found = load_all()
+    if name not in found:
+        raise UsageError(f"unknown target {name!r}", hint=f"known targets: {', '.join(sorted(found))}")
+    return found[name]

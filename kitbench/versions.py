@@ -1,0 +1,83 @@
+"""Parsing of the version-like strings a machine reports.
+
+Every parser refuses bad input with ``UsageError`` naming what it expected;
+none of them ever raises anything else, whatever the input (property-tested).
+"""
+
+from __future__ import annotations
+
+import re
+
+from kitbench.errors import UsageError
+
+_DRIVER = re.compile(r"^\s*(\d{1,4})(?:\.(\d{1,4}))?(?:\.(\d{1,4}))?\s*$")
+_CC = re.compile(r"^\s*(?:sm_?)?(\d{1,2})(?:\.(\d))?\s*$")
+_CUDA = re.compile(r"^\s*(?:cu)?(\d{1,2})\.?(\d)\s*$")
+
+
+def parse_driver(text: str) -> tuple[int, int, int]:
+    """``'535.104.05'`` -> ``(535, 104, 5)``; missing parts count as 0."""
+    match = _DRIVER.match(text)
+    if match is None:
+        raise UsageError(f"malformed NVIDIA driver version {text!r}",
+                         hint="expected digits like 535.104.05 or 580")
+    major, minor, patch = (int(part) if part else 0 for part in match.groups())
+    return major, minor, patch
+
+
+def parse_capability(text: str) -> tuple[int, int]:
+    """``'8.6'``, ``'sm_86'`` or ``'86'`` -> ``(8, 6)``."""
+    match = _CC.match(text)
+    if match is None:
+        raise UsageError(f"malformed compute capability {text!r}",
+                         hint="expected MAJOR.MINOR like 8.6 (or sm_86)")
+    major, minor = match.groups()
+    if minor is None:
+        # "86" means sm_86; a lone single digit means MAJOR.0.
+        if len(major) == 1:
+            return int(major), 0
+        return int(major[:-1]), int(major[-1])
+    return int(major), int(minor)
+
+
+def parse_cuda(text: str) -> tuple[int, int]:
+    """``'12.6'`` or ``'cu126'`` -> ``(12, 6)``."""
+    match = _CUDA.match(text)
+    if match is None:
+        raise UsageError(f"malformed CUDA version {text!r}", hint="expected MAJOR.MINOR like 12.6 or cu126")
+    return int(match.group(1)), int(match.group(2))
+
+
+def cuda_of_compute(compute: str) -> tuple[int, int] | None:
+    """The CUDA version of a compute platform tag (``cu118`` -> (11, 8)), else None."""
+    if not compute.startswith("cu"):
+        return None
+    digits = compute[2:]
+    return int(digits[:-1]), int(digits[-1])
+
+
+def format_capability(cc: tuple[int, int]) -> str:
+    return f"{cc[0]}.{cc[1]}"
+
+
+def arch_of_capability(cc: tuple[int, int]) -> str:
+    """``(8, 6)`` -> ``'sm_86'``, the name torch's arch lists use."""
+    return f"sm_{cc[0]}{cc[1]}"
+
+
+def capability_supported(cc: tuple[int, int], arch_list: list[str] | tuple[str, ...]) -> bool:
+    """Whether a build with ``arch_list`` (torch's ``get_arch_list()`` names) runs on ``cc``.
+
+    A cubin for sm_XY runs on devices of the same major with minor >= Y; PTX
+    (compute_XY) is JIT-compiled for any device of capability >= XY.
+    """
+    for arch in arch_list:
+        kind, _, digits = arch.partition("_")
+        if not digits.isdigit() or len(digits) < 2:
+            continue
+        major, minor = int(digits[:-1]), int(digits[-1])
+        if kind == "sm" and major == cc[0] and minor <= cc[1]:
+            return True
+        if kind == "compute" and (major, minor) <= cc:
+            return True
+    return False

@@ -1,0 +1,131 @@
+"""One session per pinned environment in envs/targets/, plus tests, lint and bench.
+
+Adding envs/targets/<name>.yaml adds a session `nox -s <name>`; nothing here
+names a version. Arguments after `--` go to `kitbench run`, e.g.
+`nox -s cpu -- --quick --check mnist`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+
+from kitbench import manifest, preflight, probe, targets  # noqa: E402
+from kitbench.errors import KitbenchError  # noqa: E402
+from kitbench.targets import Target  # noqa: E402
+
+nox.options.sessions = ["lint", "tests"]
+nox.options.error_on_missing_interpreters = True
+
+
+def _dev_requirements(group: str) -> list[str]:
+    found: list[str] = manifest.load(manifest.envs_dir() / "suite.yaml", "suite").data[group]
+    return found
+
+
+def _install_suite(session: nox.Session, target: Target) -> None:
+    """torch and torchvision from the target's index, everything else pinned from PyPI."""
+    os_name = probe.probe().os
+    session.install(*target.pip_index_args(os_name), f"torch=={target.torch}",
+                    f"torchvision=={target.torchvision}")
+    session.install(*targets.suite_requirements())
+    session.install("--no-deps", "-e", str(ROOT))
+
+
+def _preflight(session: nox.Session, target: Target) -> None:
+    try:
+        preflight.check(target, probe.probe())
+    except KitbenchError as error:
+        session.error(f"{error.message}" + (f" ({error.hint})" if error.hint else ""))
+
+
+def _suite_env(target: Target) -> dict[str, str]:
+    return {"KITBENCH_TARGET": target.name, "KITBENCH_MANIFEST_SHA256": target.sha256}
+
+
+def _venv_session(target: Target) -> Callable[[nox.Session], None]:
+    def session(session: nox.Session) -> None:
+        _preflight(session, target)
+        _install_suite(session, target)
+        session.run("python", "-m", "kitbench", "run", *session.posargs, env=_suite_env(target))
+
+    return session
+
+
+def _docker_session(target: Target) -> Callable[[nox.Session], None]:
+    def session(session: nox.Session) -> None:
+        _preflight(session, target)
+        session.run(sys.executable, "-m", "kitbench", "container", target.name, "--", *session.posargs,
+                    external=True)
+
+    return session
+
+
+def _conda_session(target: Target) -> Callable[[nox.Session], None]:
+    def session(session: nox.Session) -> None:
+        _preflight(session, target)
+        assert target.environment is not None
+        tool = next(t for t in preflight.CONDA_TOOLS if preflight.shutil.which(t))
+        prefix = ROOT / ".nox" / target.name
+        session.run(tool, "env", "update" if prefix.exists() else "create", "--prefix", str(prefix),
+                    "--file", str(target.environment), external=True)
+        python = str(prefix / "bin" / "python")
+        session.run(python, "-m", "pip", "install", *target.pip_index_args("macos"), f"torch=={target.torch}",
+                    f"torchvision=={target.torchvision}", external=True)
+        session.run(python, "-m", "pip", "install", *targets.suite_requirements(), external=True)
+        session.run(python, "-m", "pip", "install", "--no-deps", "-e", str(ROOT), external=True)
+        session.run(python, "-m", "kitbench", "run", *session.posargs, env=_suite_env(target), external=True)
+
+    return session
+
+
+_FACTORIES = {"venv": _venv_session, "docker": _docker_session, "conda": _conda_session}
+
+
+def _register(target: Target) -> None:
+    func = _FACTORIES[target.kind](target)
+    func.__doc__ = target.description
+    func.__name__ = target.name
+    # Only venv targets let nox build the environment; docker and conda ones
+    # build their own after pre-flight, so a host without conda or docker gets
+    # kitbench's one-line reason rather than a failure inside nox.
+    python = target.python if target.kind == "venv" else None
+    nox.session(name=target.name, python=python,
+                venv_backend=None if target.kind == "venv" else "none")(func)
+
+
+for _target in targets.load_all().values():
+    _register(_target)
+
+
+@nox.session(python=targets.get("cpu").python)
+def tests(session: nox.Session) -> None:
+    """Run the test suite against the cpu target's pinned torch."""
+    _install_suite(session, targets.get("cpu"))
+    session.install(*_dev_requirements("dev"))
+    session.run("pytest", *session.posargs)
+
+
+@nox.session(python=targets.get("cpu").python)
+def lint(session: nox.Session) -> None:
+    """ruff and mypy (torch's own types are used where torch is installed)."""
+    session.install(*_dev_requirements("lint"), *targets.suite_requirements())
+    session.install("--no-deps", "-e", str(ROOT))
+    session.run("ruff", "check", "kitbench", "tests", "noxfile.py")
+    session.run("mypy")
+
+
+@nox.session(python=targets.get("cpu").python)
+def bench(session: nox.Session) -> None:
+    """The MNIST benchmark: both models, both loops, full epochs; record in results/bench/."""
+    target = targets.get("cpu")
+    _install_suite(session, target)
+    session.run("python", "-m", "kitbench", "run", "--check", "mnist", "--model", "fnn", "--model", "cnn",
+                "--loop", "tutorial", "--loop", "resident", *session.posargs,
+                env={**_suite_env(target), "KITBENCH_TARGET": "bench"})
