@@ -7,6 +7,7 @@ names a version. Arguments after `--` go to `kitbench run`, e.g.
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -71,7 +72,7 @@ def _conda_session(target: Target) -> Callable[[nox.Session], None]:
     def session(session: nox.Session) -> None:
         _preflight(session, target)
         assert target.environment is not None
-        tool = next(t for t in preflight.CONDA_TOOLS if preflight.shutil.which(t))
+        tool = next(t for t in preflight.CONDA_TOOLS if shutil.which(t))
         prefix = ROOT / ".nox" / target.name
         session.run(tool, "env", "update" if prefix.exists() else "create", "--prefix", str(prefix),
                     "--file", str(target.environment), external=True)

@@ -111,35 +111,50 @@ def mps_facts(machine: Probe) -> MpsFacts:
                     available=torch.backends.mps.is_available())
 
 
+def parse_spec(spec: str) -> tuple[str, int | None]:
+    """Check ``--device`` syntax without touching torch: ``cuda:1`` -> ("cuda", 1)."""
+    kind, _, index = spec.partition(":")
+    if kind not in ("auto", "cpu", "cuda", "mps") or (index and kind != "cuda"):
+        raise UsageError(f"unknown device {spec!r}", hint=f"choose one of: {', '.join(DEVICE_CHOICES)}")
+    if index and not index.isdigit():
+        raise UsageError(f"bad device {spec!r}", hint="use cuda or cuda:N with N a number")
+    return kind, int(index) if index else None
+
+
 def resolve(spec: str, machine: Probe) -> torch.device:
     """Turn ``--device`` into a usable device, or say in one line why not."""
     import torch
 
-    if spec == "cpu":
+    kind, index = parse_spec(spec)
+    if kind == "cpu":
         return torch.device("cpu")
-    if spec == "auto":
+    if kind == "auto":
         if cuda_unavailable_reason(cuda_facts(machine)) is None:
             return torch.device("cuda", 0)
         if mps_unavailable_reason(mps_facts(machine)) is None:
             return torch.device("mps")
         return torch.device("cpu")
-    if spec == "mps":
+    if kind == "mps":
         reason = mps_unavailable_reason(mps_facts(machine))
         if reason:
             raise DeviceUnavailableError(spec, reason, hint="use --device cpu, or see `kitbench install-cmd`")
         return torch.device("mps")
-    if spec == "cuda" or spec.startswith("cuda:"):
-        index_text = spec.partition(":")[2] or "0"
-        if not index_text.isdigit():
-            raise UsageError(f"bad device {spec!r}", hint="use cuda or cuda:N with N a number")
-        facts = cuda_facts(machine)
-        reason = cuda_unavailable_reason(facts)
-        if reason:
-            raise DeviceUnavailableError(spec, reason, hint="use --device cpu, or see `kitbench install-cmd`")
-        if int(index_text) >= facts.device_count:
-            raise DeviceUnavailableError(spec, f"only {facts.device_count} CUDA device(s) are visible")
-        return torch.device("cuda", int(index_text))
-    raise UsageError(f"unknown device {spec!r}", hint=f"choose one of: {', '.join(DEVICE_CHOICES)}")
+    facts = cuda_facts(machine)
+    reason = cuda_unavailable_reason(facts)
+    if reason:
+        raise DeviceUnavailableError(spec, reason, hint="use --device cpu, or see `kitbench install-cmd`")
+    if (index or 0) >= facts.device_count:
+        raise DeviceUnavailableError(spec, f"only {facts.device_count} CUDA device(s) are visible")
+    return torch.device("cuda", index or 0)
+
+
+def cudnn_version() -> int | None:
+    import torch
+
+    if torch.version.cuda is None:
+        return None
+    version: int | None = torch.backends.cudnn.version()  # type: ignore[no-untyped-call]
+    return version
 
 
 def is_accelerator(device: torch.device) -> bool:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kitbench import __version__
+from kitbench.devices import cudnn_version
 from kitbench.probe import Probe
 
 _IMAGE_VARIABLES = {"target": "KITBENCH_TARGET", "image": "KITBENCH_IMAGE", "image_id": "KITBENCH_IMAGE_ID",
@@ -79,7 +80,7 @@ def collect(machine: Probe) -> dict[str, Any]:
         "torch_build": torch.__version__.partition("+")[2] or None,
         "torchvision": torchvision.__version__,
         "cuda": cuda_built,
-        "cudnn": torch.backends.cudnn.version() if cuda_built else None,
+        "cudnn": cudnn_version(),
         "driver": machine.driver,
         "gpus": gpus,
         "container": machine.container,

@@ -98,10 +98,7 @@ def validate(data: dict[str, Any], root: yaml.Node, schema: str, path: Path) -> 
     location = list(best.absolute_path)
     if best.validator == "additionalProperties":
         # Point at the offending key itself, not at the mapping holding it.
-        allowed = set(best.schema.get("properties", {}))
-        location.append(sorted(set(best.instance) - allowed)[0])
-        line = node_line(root, location, key=True)
-        location.pop()
+        line = node_line(root, [*location, _extra_keys(best)[0]], key=True)
     else:
         line = node_line(root, location)
     where = "/".join(str(p) for p in location)
@@ -109,14 +106,23 @@ def validate(data: dict[str, Any], root: yaml.Node, schema: str, path: Path) -> 
     raise ManifestError(path, f"{where + ': ' if where else ''}{message}", line)
 
 
+def _allowed_keys(error: jsonschema.ValidationError) -> list[str]:
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    return sorted(schema.get("properties", {}))
+
+
+def _extra_keys(error: jsonschema.ValidationError) -> list[str]:
+    instance = error.instance if isinstance(error.instance, dict) else {}
+    return sorted(set(instance) - set(_allowed_keys(error)))
+
+
 def _describe(error: jsonschema.ValidationError) -> str:
     if error.validator == "additionalProperties":
-        allowed = sorted(error.schema.get("properties", {}))
-        extra = sorted(set(error.instance) - set(allowed))
-        return f"unknown key {', '.join(map(repr, extra))} (allowed: {', '.join(allowed)})"
+        extra = ", ".join(map(repr, _extra_keys(error)))
+        return f"unknown key {extra} (allowed: {', '.join(_allowed_keys(error))})"
     if error.validator == "type":
         return f"expected {error.validator_value}, found {type(error.instance).__name__} {error.instance!r}"
-    return error.message
+    return str(error.message)
 
 
 def node_line(root: yaml.Node, location: list[str | int], key: bool = False) -> int:
@@ -138,7 +144,8 @@ def _child(node: yaml.Node, part: str | int, key: bool = False) -> yaml.Node | N
     if isinstance(node, yaml.MappingNode):
         for k, value in node.value:
             if k.value == str(part):
-                return k if key else value
+                found: yaml.Node = k if key else value
+                return found
     if isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
         child: yaml.Node = node.value[part]
         return child

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 from torch import nn
 
@@ -12,7 +14,7 @@ def build(name: str) -> nn.Module:
     if name == "fnn":
         # The fully-connected net of the common MNIST tutorials.
         layers: list[nn.Module] = [nn.Flatten()]
-        for fan_in, fan_out in zip(_FNN_WIDTHS, _FNN_WIDTHS[1:]):
+        for fan_in, fan_out in itertools.pairwise(_FNN_WIDTHS):
             layers += [nn.Linear(fan_in, fan_out), nn.ReLU()]
         return nn.Sequential(*layers[:-1])
     if name == "cnn":
@@ -39,7 +41,7 @@ def optimizer(name: str, params: list[nn.Parameter]) -> torch.optim.Optimizer:
 def training_flops_per_sample(name: str) -> int:
     """Multiply-adds of one forward pass x 2 FLOPs x 3 (forward, two backward GEMMs)."""
     if name == "fnn":
-        macs = sum(a * b for a, b in zip(_FNN_WIDTHS, _FNN_WIDTHS[1:]))
+        macs = sum(a * b for a, b in itertools.pairwise(_FNN_WIDTHS))
     else:
         macs = 26 * 26 * 32 * 9 + 24 * 24 * 64 * 32 * 9 + 9216 * 128 + 128 * 10
     return 6 * macs

@@ -79,7 +79,8 @@ def read(path: Path) -> dict[str, Any]:
         raise RecordError(f"cannot read record {path}: {exc}") from None
     except json.JSONDecodeError as exc:
         raise RecordError(f"{path} is not a complete JSON record (line {exc.lineno}: {exc.msg})",
-                          hint="it may be truncated; records are written atomically, so it was not written by kitbench") from None
+                          hint="it may be truncated; kitbench writes records atomically, so another tool "
+                               "or a copy cut it short") from None
     if not isinstance(data, dict) or "schema" not in data:
         raise RecordError(f"{path} is not a kitbench run record (no 'schema' field)")
     if data["schema"] != SCHEMA:

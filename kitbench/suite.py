@@ -14,6 +14,7 @@ from typing import Any
 
 from kitbench import checks, data, records
 from kitbench.checks.base import LOOPS, MODELS, Context, NoProgress, Options, Progress
+from kitbench.devices import parse_spec
 from kitbench.errors import Interrupted, KitbenchError, UsageError
 from kitbench.probe import Probe
 from kitbench.probe import probe as probe_machine
@@ -30,19 +31,22 @@ def validate(options: Options) -> None:
     for name in options.loops:
         if name not in LOOPS:
             raise UsageError(f"unknown loop {name!r}", hint=f"choose from: {', '.join(LOOPS)}")
+    parse_spec(options.device)
     for label, value in (("--epochs", options.epochs), ("--batch-size", options.batch_size),
                          ("--threads", options.threads), ("--limit", options.train_limit)):
         if value is not None and value < 1:
-            raise UsageError(f"{label} must be a positive whole number, not {value}")
+            raise UsageError(f"{label} must be a positive whole number, not {value}",
+                             hint=f"for example {label} 1")
     if options.data is not None and options.offline and not data.normalize_root(options.data).exists():
         raise UsageError(f"--data {options.data} does not exist and --offline forbids a download",
                          hint="point --data at the directory holding MNIST/raw")
 
 
 def options_record(options: Options) -> dict[str, Any]:
+    """The options as JSON has them (lists, strings), so a record reads back equal."""
     fields = dataclasses.asdict(options)
     fields["data"] = str(options.data) if options.data is not None else None
-    return fields
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}
 
 
 @contextmanager

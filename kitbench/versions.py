@@ -11,7 +11,7 @@ import re
 from kitbench.errors import UsageError
 
 _DRIVER = re.compile(r"^\s*(\d{1,4})(?:\.(\d{1,4}))?(?:\.(\d{1,4}))?\s*$")
-_CC = re.compile(r"^\s*(?:sm_?)?(\d{1,2})(?:\.(\d))?\s*$")
+_CC = re.compile(r"^\s*(?:(\d{1,2})\.(\d)|(?:sm_?)?(\d{1,3}))\s*$")
 _CUDA = re.compile(r"^\s*(?:cu)?(\d{1,2})\.?(\d)\s*$")
 
 
@@ -31,13 +31,13 @@ def parse_capability(text: str) -> tuple[int, int]:
     if match is None:
         raise UsageError(f"malformed compute capability {text!r}",
                          hint="expected MAJOR.MINOR like 8.6 (or sm_86)")
-    major, minor = match.groups()
-    if minor is None:
-        # "86" means sm_86; a lone single digit means MAJOR.0.
-        if len(major) == 1:
-            return int(major), 0
-        return int(major[:-1]), int(major[-1])
-    return int(major), int(minor)
+    major, minor, compact = match.groups()
+    if compact is None:
+        return int(major), int(minor)
+    # "86" means sm_86, "120" sm_120; a lone digit means MAJOR.0.
+    if len(compact) == 1:
+        return int(compact), 0
+    return int(compact[:-1]), int(compact[-1])
 
 
 def parse_cuda(text: str) -> tuple[int, int]:

@@ -107,7 +107,7 @@ def run(ctx: Context) -> AvailabilityResult:
         torch_version=torch.__version__,
         build_tag=tag or "none (a PyPI default build)",
         built_cuda=cuda.built_cuda,
-        cudnn=torch.backends.cudnn.version() if cuda.built_cuda else None,
+        cudnn=devices.cudnn_version(),
         built_hip=cuda.built_hip,
         mps_built=mps.built,
         arch_list=arch_list,

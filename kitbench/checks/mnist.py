@@ -118,7 +118,7 @@ def _epoch(model: nn.Module, opt: torch.optim.Optimizer, batches: Iterable[_Batc
            ctx: Context, max_steps: int | None = None) -> tuple[float, float, torch.Tensor]:
     """Train one pass; return (seconds, seconds waiting for data, per-step losses)."""
     model.train()
-    losses = []
+    losses: list[torch.Tensor] = []
     data_s = 0.0
     iterator = iter(batches)
     devices.synchronize(device)
@@ -132,7 +132,7 @@ def _epoch(model: nn.Module, opt: torch.optim.Optimizer, batches: Iterable[_Batc
         data_s += time.perf_counter() - fetch
         opt.zero_grad(set_to_none=True)
         loss = F.cross_entropy(model(x), y)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         opt.step()
         # Kept on the device: .item() here would synchronize every step.
         losses.append(loss.detach())
@@ -160,11 +160,8 @@ def _curve(losses: torch.Tensor) -> list[float]:
 
 def _load(root: Path, loop: str, device: torch.device,
           limit: int | None) -> tuple[Dataset[_Batch] | _Batch, _Batch]:
-    train: Dataset[_Batch] | _Batch
-    if loop == "resident":
-        train = _resident_tensors(root, True, device, limit)
-    else:
-        train = _tutorial_dataset(root, limit)
+    train: Dataset[_Batch] | _Batch = (_resident_tensors(root, True, device, limit) if loop == "resident"
+                                       else _tutorial_dataset(root, limit))
     return train, _resident_tensors(root, False, device, None)
 
 
@@ -214,7 +211,8 @@ def train(ctx: Context, device: torch.device, model_name: str, loop: str, gflops
         train_samples=samples, epoch_s=epoch_s, epoch_s_all=times, samples_per_s=samples / epoch_s,
         data_s=Summary.of(data_times).median, final_loss=epoch_losses[-1], epoch_losses=epoch_losses,
         loss_curve=curve, test_acc=test_acc, test_loss=round(test_loss, 6), epoch_test_acc=accuracies,
-        dataset_load_s=dataset_load_s, warmup_s=warmup_s, eval_s=Summary.of(eval_times).median, compute_floor_s=floor, floor_fraction=floor / epoch_s,
+        dataset_load_s=dataset_load_s, warmup_s=warmup_s, eval_s=Summary.of(eval_times).median,
+        compute_floor_s=floor, floor_fraction=floor / epoch_s,
     )
 
 

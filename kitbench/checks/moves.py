@@ -11,6 +11,7 @@ missing.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import torch
@@ -40,11 +41,12 @@ class Transfer:
 @dataclass
 class RoundTrip:
     size: int
+    device: str
     numpy_s: float
     device_s: float
-    device_with_copies_s: float
-    device_vs_numpy: float          # > 1: the device is faster than NumPy
-    copies_overhead: float          # how many times slower the round trip makes it
+    device_vs_numpy: float                  # > 1: torch on the device beats NumPy
+    device_with_copies_s: float | None      # None without an accelerator: there is nothing to copy
+    copies_overhead: float | None           # how many times slower the round trip makes it
 
 
 @dataclass
@@ -71,7 +73,7 @@ def _sweep(src_device: torch.device, dst_device: torch.device, pinned: bool, siz
             else:
                 dst = dst.pin_memory()
         inner = max(1, _BYTES_PER_SAMPLE // size)
-        seconds = measure(lambda: dst.copy_(src, non_blocking=pinned), clock_device,
+        seconds = measure(partial(dst.copy_, src, non_blocking=pinned), clock_device,
                           repeats=repeats, warmup=1, inner=inner)
         # The slower quartile of times is the lower quartile of rates.
         rows.append(Transfer(direction, "pinned" if pinned else "pageable", size, size / seconds.median / 1e9,
@@ -88,9 +90,11 @@ def round_trip(device: torch.device, repeats: int) -> RoundTrip:
     cpu = torch.device("cpu")
     numpy_s = measure(lambda: a @ b, cpu, repeats=repeats, inner=20).median
     device_s = measure(lambda: ta @ tb, device, repeats=repeats, inner=20).median
+    if not devices.is_accelerator(device):
+        return RoundTrip(_MATMUL, str(device), numpy_s, device_s, numpy_s / device_s, None, None)
     copies_s = measure(lambda: (torch.from_numpy(a).to(device) @ torch.from_numpy(b).to(device)).cpu().numpy(),
                        device, repeats=repeats, inner=20).median
-    return RoundTrip(_MATMUL, numpy_s, device_s, copies_s, numpy_s / device_s, copies_s / device_s)
+    return RoundTrip(_MATMUL, str(device), numpy_s, device_s, numpy_s / device_s, copies_s, copies_s / device_s)
 
 
 def mismatch_error(device: torch.device) -> str | None:
@@ -127,9 +131,11 @@ def run(ctx: Context) -> MovesResult:
     if mismatch is None and devices.is_accelerator(device):
         return MovesResult("failed", f"mixing {device} and cpu tensors did not raise", str(device),
                            transfers, skipped, lesson, None)
-    if not devices.is_accelerator(device):
-        skipped.append("device mismatch: skipped: no accelerator")
     peak = max(transfers, key=lambda t: t.gb_per_s)
-    summary = (f"peak {peak.direction} {peak.memory} {peak.gb_per_s:.1f} GB/s at {peak.bytes // _KIB} KiB; "
-               f"{_MATMUL}x{_MATMUL} matmul round trip {lesson.copies_overhead:.1f}x the resident time")
+    summary = f"peak {peak.direction} {peak.memory} {peak.gb_per_s:.1f} GB/s at {peak.bytes // _KIB} KiB; "
+    if lesson.copies_overhead is None:
+        skipped += ["round trip with copies: skipped: no accelerator", "device mismatch: skipped: no accelerator"]
+        summary += f"{_MATMUL}x{_MATMUL} matmul: torch {lesson.device_vs_numpy:.2f}x NumPy's speed"
+    else:
+        summary += f"{_MATMUL}x{_MATMUL} matmul round trip {lesson.copies_overhead:.1f}x the resident time"
     return MovesResult("ok", summary, str(device), transfers, skipped, lesson, mismatch)

@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+RESOURCES = Path(__file__).resolve().parent / "resources"
+SHARED_MNIST = Path(os.environ.get("KITBENCH_TEST_DATA") or REPO.parent / "shared" / "data")
+
+
+@pytest.fixture
+def resources() -> Path:
+    return RESOURCES
+
+
+@pytest.fixture(scope="session")
+def mnist_root() -> Path:
+    """The real MNIST beside the checkout (../shared/data); never downloaded."""
+    if not (SHARED_MNIST / "MNIST" / "raw" / "train-images-idx3-ubyte").is_file():
+        pytest.skip(f"real MNIST not found at {SHARED_MNIST} (set KITBENCH_TEST_DATA)")
+    return SHARED_MNIST
+
+
+@pytest.fixture
+def envs_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private copy of envs/ that KITBENCH_ENVS points the kit at."""
+    from kitbench import data, drivers, targets
+
+    copy = tmp_path / "envs"
+    shutil.copytree(REPO / "envs", copy)
+    monkeypatch.setenv("KITBENCH_ENVS", str(copy))
+    for cached in (data.expected_checksums, drivers.load, targets.load_all, targets.suite_requirements):
+        cached.cache_clear()
+    yield copy
+    for cached in (data.expected_checksums, drivers.load, targets.load_all, targets.suite_requirements):
+        cached.cache_clear()
+
+
+def write_idx(raw: Path, prefix: str, count: int, seed: int = 0) -> None:
+    """Write a tiny IDX image/label pair the way the MNIST files are laid out."""
+    import random
+
+    rng = random.Random(seed)
+    labels = bytes(i % 10 for i in range(count))
+    # Each image is its label's digit drawn as a band, so a model can learn it.
+    pixels = bytearray()
+    for label in labels:
+        image = bytearray(rng.randrange(0, 30) for _ in range(28 * 28))
+        for row in range(label * 2 + 2, label * 2 + 6):
+            image[row * 28:(row + 1) * 28] = bytes([250] * 28)
+        pixels += image
+    (raw / f"{prefix}-images-idx3-ubyte").write_bytes(struct.pack(">IIII", 2051, count, 28, 28) + bytes(pixels))
+    (raw / f"{prefix}-labels-idx1-ubyte").write_bytes(struct.pack(">II", 2049, count) + labels)
+
+
+@pytest.fixture
+def tiny_mnist(tmp_path: Path, envs_copy: Path) -> Path:
+    """A 300/100-image MNIST written here, with envs/mnist.yaml naming its digests."""
+    root = tmp_path / "tiny"
+    raw = root / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    write_idx(raw, "train", 300)
+    write_idx(raw, "t10k", 100, seed=1)
+    lines = ["files:"]
+    for path in sorted(raw.iterdir()):
+        lines.append(f"  {path.name}: {hashlib.sha256(path.read_bytes()).hexdigest()}")
+    (envs_copy / "mnist.yaml").write_text("\n".join(lines) + "\n")
+    return root

@@ -1,0 +1,125 @@
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kitbench import manifest, targets
+from kitbench.errors import ManifestError
+
+GOOD = """\
+description: test target
+kind: venv
+compute: cpu
+python: "3.11"
+torch: "2.14.1"
+torchvision: "0.29.1"
+index:
+  linux: https://download.pytorch.org/whl/cpu
+hosts:
+  - {os: linux, arch: [x86_64]}
+"""
+
+
+def _load(tmp_path: Path, text: str) -> manifest.Manifest:
+    path = tmp_path / "t.yaml"
+    path.write_text(text)
+    return manifest.load(path, "target")
+
+
+def test_real_manifests_all_validate() -> None:
+    found = targets.load_all()
+    assert {"cpu", "cuda118", "cuda126", "mps"} <= set(found)
+    assert found["cuda118"].compute == "cu118" and found["cuda118"].torch == "2.7.1"
+
+
+def test_good_manifest_loads_with_hash(tmp_path: Path) -> None:
+    loaded = _load(tmp_path, GOOD)
+    assert loaded.data["kind"] == "venv"
+    assert len(loaded.sha256) == 64
+
+
+def test_unknown_key_names_file_line_and_allowed_keys(tmp_path: Path) -> None:
+    text = GOOD.replace('torch: "2.14.1"', 'torch: "2.14.1"\ntorh: "2.0.0"')
+    with pytest.raises(ManifestError) as caught:
+        _load(tmp_path, text)
+    assert caught.value.line == 6
+    assert "t.yaml:6" in caught.value.message
+    assert "unknown key 'torh'" in caught.value.message and "torchvision" in caught.value.message
+
+
+def test_unknown_nested_key_points_at_that_key(tmp_path: Path) -> None:
+    text = GOOD.replace("  - {os: linux, arch: [x86_64]}", "  - os: linux\n    arch: [x86_64]\n    gpu: yes")
+    with pytest.raises(ManifestError) as caught:
+        _load(tmp_path, text)
+    assert caught.value.line == 12
+    assert "hosts/0" in caught.value.message
+
+
+def test_wrong_type_is_refused_with_its_line(tmp_path: Path) -> None:
+    with pytest.raises(ManifestError) as caught:
+        _load(tmp_path, GOOD.replace('python: "3.11"', "python: 3.11"))
+    assert caught.value.line == 4
+    assert "python" in caught.value.message and "float" in caught.value.message
+
+
+def test_broken_yaml_names_line(tmp_path: Path) -> None:
+    with pytest.raises(ManifestError) as caught:
+        _load(tmp_path, GOOD + "index: [unclosed\n")
+    assert "invalid YAML" in caught.value.message
+    assert caught.value.line is not None
+
+
+@pytest.mark.parametrize("text", ["", "   \n", "# only a comment\n"])
+def test_empty_manifest(tmp_path: Path, text: str) -> None:
+    with pytest.raises(ManifestError, match="empty manifest"):
+        _load(tmp_path, text)
+
+
+def test_top_level_list_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ManifestError, match="expected a mapping"):
+        _load(tmp_path, "- a\n- b\n")
+
+
+def test_docker_kind_needs_image(tmp_path: Path) -> None:
+    text = GOOD.replace("kind: venv", "kind: docker").replace("compute: cpu", "compute: cpu\ncuda: \"12.6\"")
+    with pytest.raises(ManifestError, match="'image' is a required property"):
+        _load(tmp_path, text)
+
+
+def test_missing_file_hints_at_envs_variable(tmp_path: Path) -> None:
+    with pytest.raises(ManifestError) as caught:
+        manifest.load(tmp_path / "nope.yaml", "target")
+    assert caught.value.hint and "KITBENCH_ENVS" in caught.value.hint
+
+
+def test_conda_environment_must_agree_with_target(envs_copy: Path) -> None:
+    env_file = envs_copy / "conda" / "mps.yml"
+    env_file.write_text(env_file.read_text().replace("python=3.11", "python=3.12"))
+    with pytest.raises(ManifestError, match=r"pins python=3.12 but mps.yaml pins python 3.11"):
+        targets.load_all()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300))
+def test_arbitrary_text_is_refused_never_crashes(tmp_path_factory: pytest.TempPathFactory, text: str) -> None:
+    path = tmp_path_factory.mktemp("fuzz") / "t.yaml"
+    path.write_text(text)
+    with contextlib.suppress(ManifestError):
+        manifest.load(path, "target")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from(["description", "kind", "compute", "python", "torch", "hosts", "x"]),
+                       st.one_of(st.none(), st.integers(), st.text(max_size=10), st.lists(st.integers()))))
+def test_arbitrary_mappings_are_refused_never_crash(tmp_path_factory: pytest.TempPathFactory,
+                                                    data: dict[str, object]) -> None:
+    import yaml
+
+    path = tmp_path_factory.mktemp("fuzz") / "t.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ManifestError):
+        manifest.load(path, "target")

@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from kitbench import preflight, targets
+from kitbench.errors import PreflightError
+from kitbench.probe import Gpu, Probe
+
+LINUX = Probe(os="linux", os_version="6.1", arch="x86_64", python_arch="x86_64", python_version="3.11.7",
+              rosetta=False, wsl=False, container=False, driver=None, gpus=(), rocm=None)
+MAC = dataclasses.replace(LINUX, os="macos", os_version="14.5", arch="arm64", python_arch="arm64")
+
+
+def _none(tool: str) -> None:
+    return None
+
+
+def test_cpu_fits_every_common_host() -> None:
+    cpu = targets.get("cpu")
+    for machine in (LINUX, MAC, dataclasses.replace(LINUX, arch="aarch64", python_arch="aarch64")):
+        assert preflight.host_reasons(cpu, machine, which=_none) == []
+
+
+def test_mps_on_linux_names_cpu_instead() -> None:
+    with pytest.raises(PreflightError) as caught:
+        preflight.check(targets.get("mps"), LINUX)
+    assert caught.value.reason == "it is made for macos, this host runs linux"
+    assert caught.value.alternative == "cpu"
+
+
+def test_mps_needs_conda_an_arm64_python_and_macos_12_3() -> None:
+    mps = targets.get("mps")
+    assert preflight.host_reasons(mps, MAC, which=_none) == ["none of micromamba, mamba, conda is installed"]
+    assert preflight.host_reasons(mps, MAC, which=lambda tool: "/opt/bin/" + tool) == []
+    rosetta = dataclasses.replace(MAC, python_arch="x86_64", rosetta=True)
+    assert "(Rosetta)" in preflight.host_reasons(mps, rosetta, which=lambda t: t)[0]
+    old = dataclasses.replace(MAC, os_version="12.1")
+    assert preflight.host_reasons(mps, old, which=lambda t: t) == ["it needs macos >= 12.3, this host has 12.1"]
+
+
+def test_cuda118_without_driver(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KITBENCH_GPUS", raising=False)
+    with pytest.raises(PreflightError) as caught:
+        preflight.check(targets.get("cuda118"), LINUX)
+    assert caught.value.reason == "no NVIDIA driver found (CUDA 11.8 needs >= 450.80.02)"
+    assert caught.value.alternative == "cpu"
+
+
+def test_driver_floor_picks_the_cuda_target_that_fits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KITBENCH_GPUS", raising=False)
+    old_box = dataclasses.replace(LINUX, driver="470.57.02", gpus=(Gpu(0, "V100", "7.0", 16160),))
+    reasons = preflight.host_reasons(targets.get("cuda126"), old_box)
+    assert reasons == ["NVIDIA driver 470.57.02 is older than 525.60.13, the floor for CUDA 12.6"]
+    assert preflight.alternative(old_box, exclude="cuda126") == "cuda118"
+    new_box = dataclasses.replace(old_box, driver="560.35.03")
+    assert preflight.alternative(new_box, exclude="cpu") == "cuda126"
+
+
+def test_gpus_none_skips_the_driver_check_for_images(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KITBENCH_GPUS", "none")
+    assert preflight.host_reasons(targets.get("cuda126"), LINUX) == []

@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kitbench import probe
+from kitbench.errors import UsageError
+
+
+def test_nvidia_smi_several_gpus(resources: Path) -> None:
+    driver, gpus = probe.parse_nvidia_smi_csv((resources / "nvidia-smi/four-gpus.csv").read_text())
+    assert driver == "535.104.05"
+    assert [g.capability for g in gpus] == ["8.0", "8.0", "8.6", "6.0"]
+    assert gpus[2].name == "NVIDIA GeForce RTX 3090" and gpus[2].memory_mib == 24576
+
+
+def test_nvidia_smi_old_driver_without_compute_cap(resources: Path) -> None:
+    driver, gpus = probe.parse_nvidia_smi_csv((resources / "nvidia-smi/old-driver-no-cc.csv").read_text())
+    assert driver == "450.80.02"
+    assert gpus[0].capability is None
+
+
+def test_nvidia_smi_failure_text_gives_nothing(resources: Path) -> None:
+    assert probe.parse_nvidia_smi_csv((resources / "nvidia-smi/failed.txt").read_text()) == (None, ())
+
+
+@pytest.mark.parametrize(("name", "expected"), [("nvidia-version-proprietary.txt", "535.104.05"),
+                                                ("nvidia-version-open.txt", "550.54.14"),
+                                                ("nvidia-version-aarch64.txt", "580.65.06")])
+def test_proc_driver_version(resources: Path, name: str, expected: str) -> None:
+    assert probe.parse_proc_driver((resources / "proc" / name).read_text()) == expected
+
+
+def test_proc_driver_garbage() -> None:
+    assert probe.parse_proc_driver("no driver here") is None
+
+
+@pytest.mark.parametrize(("name", "arm64", "translated"), [("m2-native.txt", "1", "0"),
+                                                           ("m2-rosetta.txt", "1", "1"),
+                                                           ("intel-mac.txt", "0", None)])
+def test_sysctl(resources: Path, name: str, arm64: str, translated: str | None) -> None:
+    facts = probe.parse_sysctl((resources / "sysctl" / name).read_text())
+    assert facts["hw.optional.arm64"] == arm64
+    assert facts.get("sysctl.proc_translated") == translated
+
+
+def test_arch_names_follow_the_os() -> None:
+    assert probe.normalize_arch("AMD64", "windows") == "x86_64"
+    assert probe.normalize_arch("arm64", "linux") == "aarch64"
+    assert probe.normalize_arch("aarch64", "macos") == "arm64"
+
+
+def test_probe_here_is_fast_and_torch_free() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, time; t = time.perf_counter(); from kitbench.probe import probe; p = probe(); "
+            "assert 'torch' not in sys.modules; print(p.os, time.perf_counter() - t)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split()[0] in ("linux", "macos", "windows")
+    assert float(out.split()[1]) < 1.0
+
+
+def _base() -> probe.Probe:
+    return probe.Probe(os="linux", os_version="6.1", arch="x86_64", python_arch="x86_64", python_version="3.11.7",
+                       rosetta=False, wsl=False, container=False, driver=None, gpus=(), rocm=None)
+
+
+def test_override_answers_for_a_rosetta_mac() -> None:
+    mac = probe.override(_base(), os="macos", arch="arm64", python_arch="x86_64")
+    assert (mac.os, mac.arch, mac.python_arch, mac.rosetta) == ("macos", "arm64", "x86_64", True)
+    assert mac.sources["python_arch"] == "--python-arch"
+
+
+def test_override_gpus_and_driver() -> None:
+    box = probe.override(_base(), driver="535.104.05", gpu_capabilities=["8.6", "sm_61"])
+    assert box.driver == "535.104.05"
+    assert box.capabilities == ("8.6", "6.1")
+    assert probe.override(box, no_gpu=True).gpus == ()
+
+
+def test_override_refuses_malformed_values() -> None:
+    with pytest.raises(UsageError):
+        probe.override(_base(), driver="five hundred")
+    with pytest.raises(UsageError):
+        probe.override(_base(), gpu_capabilities=["8.66"])

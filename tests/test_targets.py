@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kitbench import targets
+from kitbench.errors import UsageError
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_pins_come_from_the_manifests() -> None:
+    cpu = targets.get("cpu")
+    assert cpu.pins()[:2] == [f"torch=={cpu.torch}", f"torchvision=={cpu.torchvision}"]
+    assert all("==" in pin for pin in cpu.pins())
+
+
+def test_index_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    cpu = targets.get("cpu")
+    monkeypatch.delenv("KITBENCH_INDEX_URL", raising=False)
+    assert cpu.pip_index_args("linux") == ["--index-url", "https://download.pytorch.org/whl/cpu"]
+    assert cpu.pip_index_args("macos") == []       # PyPI
+    monkeypatch.setenv("KITBENCH_INDEX_URL", "default")
+    assert cpu.pip_index_args("linux") == []
+    monkeypatch.setenv("KITBENCH_INDEX_URL", "https://mirror.example/simple")
+    assert cpu.pip_index_args("linux") == ["--index-url", "https://mirror.example/simple"]
+
+
+def test_target_without_index_for_the_os(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KITBENCH_INDEX_URL", raising=False)
+    with pytest.raises(UsageError, match="names no package index for windows"):
+        targets.get("cuda118").pip_index_args("windows")
+
+
+def test_unknown_target() -> None:
+    with pytest.raises(UsageError, match="unknown target 'cuda99'"):
+        targets.get("cuda99")
+
+
+def test_no_version_is_written_in_the_noxfile() -> None:
+    import re
+
+    text = (REPO / "noxfile.py").read_text()
+    assert not re.search(r"==\s*\d|\b\d+\.\d+\.\d+\b", text)
+
+
+def _nox_list(env_dir: Path) -> str:
+    import os
+
+    return subprocess.run([sys.executable, "-m", "nox", "-l", "-f", str(REPO / "noxfile.py")], capture_output=True,
+                          text=True, check=True, env={**os.environ, "KITBENCH_ENVS": str(env_dir)}).stdout
+
+
+def test_nox_lists_a_session_per_target_with_its_description() -> None:
+    listing = _nox_list(REPO / "envs")
+    for name in ("cpu", "cuda118", "cuda126", "mps", "tests", "lint", "bench"):
+        assert f"{name} -> " in listing
+    assert targets.get("cuda118").description in listing
+
+
+def test_adding_a_yaml_file_adds_a_session(envs_copy: Path) -> None:
+    text = (envs_copy / "targets" / "cpu.yaml").read_text()
+    (envs_copy / "targets" / "cpu-py312.yaml").write_text(
+        text.replace('python: "3.11"', 'python: "3.12"').replace("CPU-only", "CPU-only, Python 3.12,"))
+    listing = _nox_list(envs_copy)
+    assert "cpu-py312 -> CPU-only, Python 3.12," in listing
