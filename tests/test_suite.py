@@ -67,6 +67,8 @@ def test_mnist_runs_both_loops_with_separate_one_time_costs(quick_record: dict) 
         assert 0 < run["floor_fraction"] < 1
         assert run["test_acc"] > 0.2          # well above chance (0.1) after 32 SGD steps
         assert len(run["loss_curve"]) == 20
+    ratio = quick_record["checks"]["mnist"]["loop_ratios"][0]
+    assert ratio["resident_speedup"] == pytest.approx(runs[1]["epoch_s"] / runs[0]["epoch_s"])
     # The same seeded permutation feeds both loops: nearly the same training.
     assert runs[0]["final_loss"] == pytest.approx(runs[1]["final_loss"], rel=0.05)
 

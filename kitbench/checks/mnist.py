@@ -67,12 +67,22 @@ class Speedup:
 
 
 @dataclass
+class LoopRatio:
+    device: str
+    model: str
+    tutorial_epoch_s: float
+    resident_epoch_s: float
+    resident_speedup: float         # how many times faster the resident loop's epoch is
+
+
+@dataclass
 class MnistResult(CheckResult):
     data_root: str
     sha256: dict[str, str]
     matmul_gflops: dict[str, float] = field(default_factory=dict)
     runs: list[MnistRun] = field(default_factory=list)
     speedups: list[Speedup] = field(default_factory=list)
+    loop_ratios: list[LoopRatio] = field(default_factory=list)
 
 
 def matmul_gflops(device: torch.device, size: int = 1024) -> float:
@@ -231,9 +241,16 @@ def run(ctx: Context) -> MnistResult:
             if len(here) == 2:
                 speedups.append(Speedup(model_name, loop, here[1].epoch_s, here[0].epoch_s,
                                         here[1].epoch_s / here[0].epoch_s))
+    by_key = {(r.device, r.model, r.loop): r for r in runs}
+    ratios = [LoopRatio(d, m, t.epoch_s, r.epoch_s, t.epoch_s / r.epoch_s)
+              for (d, m, loop), t in by_key.items() if loop == "tutorial"
+              and (r := by_key.get((d, m, "resident"))) is not None]
     best = min(runs, key=lambda r: r.epoch_s)
     summary = (f"fastest: {best.model}/{best.loop} on {best.device} {best.epoch_s:.2f} s/epoch, "
                f"test acc {best.test_acc:.4f}")
     if speedups:
         summary += "; speedup vs CPU " + ", ".join(f"{s.model}/{s.loop} {s.speedup:.1f}x" for s in speedups)
-    return MnistResult("ok", summary, str(ctx.data_root), ctx.data_digests, rates, runs, speedups)
+    if ratios:
+        summary += "; resident vs tutorial " + ", ".join(
+            f"{q.model} on {q.device} {q.resident_speedup:.1f}x" for q in ratios)
+    return MnistResult("ok", summary, str(ctx.data_root), ctx.data_digests, rates, runs, speedups, ratios)
