@@ -75,6 +75,46 @@ def _build_parser() -> argparse.ArgumentParser:
     mnist.add_argument("--threads", type=_positive_int, help="CPU threads for torch (default: torch's choice)")
     mnist.add_argument("--limit", type=int, help="train on the first N images only")
 
+    install = sub.add_parser(
+        "install-cmd", help="print the PyTorch install command for this machine (no torch needed)",
+        description="Print the command that installs PyTorch with the best acceleration this machine can use, "
+                    "the way pytorch.org's selector does, but detected, explained and pinned. Only the command "
+                    "goes to stdout (pipe it to a shell); notes go to stderr.",
+        epilog="examples:\n"
+               "  kitbench install-cmd --explain                      what fits here, and why\n"
+               "  kitbench install-cmd --release 2.4.0 --format selector --os windows --compute cu121\n"
+               "  kitbench install-cmd --driver 535.104.05 --gpu-cc 6.1   answer for another machine\n"
+               "  eval \"$(kitbench install-cmd --package uv)\"",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    install.add_argument("--release", default="stable", help="X.Y.Z or stable (default: stable)")
+    install.add_argument("--package", default="pip", help="pip, conda or uv (default: pip)")
+    install.add_argument("--compute", default="auto",
+                         help="auto (detect), cpu, mps, cuXYZ or rocmX.Y (default: auto)")
+    install.add_argument("--format", default="pinned", dest="fmt",
+                         help="pinned (the previous-versions page: exact versions) or selector (Start Locally)")
+    install.add_argument("--json", action="store_true", help="print command, compute, reasons, ... as JSON")
+    install.add_argument("--explain", action="store_true",
+                         help="show each probed fact with its source and each rejected alternative")
+    machine = install.add_argument_group("answer for another machine")
+    machine.add_argument("--os", help="linux, macos or windows")
+    machine.add_argument("--arch", help="x86_64, aarch64 or arm64")
+    machine.add_argument("--python-arch", help="the Python interpreter's arch (x86_64 under Rosetta)")
+    machine.add_argument("--driver", help="NVIDIA driver version, e.g. 535.104.05")
+    machine.add_argument("--gpu-cc", action="append", default=[], metavar="MAJOR.MINOR",
+                         help="a GPU's compute capability (repeatable)")
+    machine.add_argument("--no-gpu", action="store_true", help="answer as if there were no GPU")
+
+    container = sub.add_parser(
+        "container", help="build a docker target's image and run the suite in it",
+        description="Build docker/Dockerfile for a docker target of envs/targets/ (cached: a change to kitbench's "
+                    "code reuses the torch layers) and run `kitbench run` inside it with all GPUs.",
+        epilog="environment: KITBENCH_BASE_IMAGE replaces the base image, KITBENCH_INDEX_URL the package index, "
+               "KITBENCH_CA_BUNDLE adds a CA bundle for pip during the build (TLS-re-signing proxies), "
+               "KITBENCH_GPUS=none runs without GPUs, KITBENCH_DOCKER_NETWORK sets the build and run network.")
+    container.add_argument("target", help="a docker target, e.g. cuda126")
+    container.add_argument("--build-only", action="store_true", help="build the image, do not run it")
+    container.add_argument("run_args", nargs=argparse.REMAINDER, help="after --: arguments for `kitbench run`")
+
     probe = sub.add_parser("probe", help="print this machine's facts (no torch needed)",
                            description="Read OS, chip, Python arch, NVIDIA driver, GPUs, ROCm, WSL and "
                                        "container facts without importing torch.")
@@ -100,6 +140,53 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0 if record["status"] == "ok" else 1
 
 
+def _cmd_container(args: argparse.Namespace) -> int:
+    from kitbench import containers, targets
+
+    target = targets.get(args.target)
+    if target.kind != "docker":
+        raise UsageError(f"target {target.name!r} is a {target.kind} target, not a docker one",
+                         hint=f"run it with: nox -s {target.name}")
+    run_args = args.run_args[1:] if args.run_args[:1] == ["--"] else args.run_args
+    result = containers.build(target, log=lambda line: print(line, file=sys.stderr, flush=True))
+    print(f"image {result.tag} ({result.image_id[:19]}, {result.size_bytes / 2**30:.2f} GiB) "
+          f"from {result.base_image}", file=sys.stderr)
+    if args.build_only:
+        return 0
+    return containers.run(target, result, run_args, log=lambda line: print(line, flush=True))
+
+
+def _cmd_install(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from kitbench import probe, selector
+
+    for name, value, choices in (("--os", args.os, selector.OSES), ("--arch", args.arch, selector.ARCHES),
+                                 ("--python-arch", args.python_arch, selector.ARCHES)):
+        if value is not None and value not in choices:
+            raise UsageError(f"unknown {name} {value!r}", hint=f"choose one of: {', '.join(choices)}")
+    machine = probe.override(probe.probe(), os=args.os, arch=args.arch, python_arch=args.python_arch,
+                             driver=args.driver, gpu_capabilities=args.gpu_cc, no_gpu=args.no_gpu)
+    chosen = selector.select(machine, release_spec=args.release, package=args.package, compute=args.compute,
+                             fmt=args.fmt)
+    if args.json:
+        print(json.dumps(dataclasses.asdict(chosen), indent=2))
+        return 0
+    if args.explain:
+        sources = chosen.facts["sources"]
+        for key in ("os", "arch", "python_arch", "driver", "gpu_capabilities", "rocm", "wsl", "container"):
+            value = chosen.facts[key]
+            shown = ", ".join(value) if isinstance(value, list) else value
+            where = sources.get("gpus" if key == "gpu_capabilities" else key, "probe")
+            print(f"# {key}: {shown if shown not in (None, '') else 'none'}  [{where}]", file=sys.stderr)
+        for line in chosen.rejected:
+            print(f"# rejected {line}", file=sys.stderr)
+    for line in chosen.reasons:
+        print(f"# {line}", file=sys.stderr)
+    print(chosen.command)
+    return 0
+
+
 def _cmd_probe(args: argparse.Namespace) -> int:
     import dataclasses
 
@@ -118,7 +205,8 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     return 0
 
 
-_COMMANDS: dict[str, Any] = {"run": _cmd_run, "probe": _cmd_probe}
+_COMMANDS: dict[str, Any] = {"run": _cmd_run, "probe": _cmd_probe, "container": _cmd_container,
+                             "install-cmd": _cmd_install}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,6 +3,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kitbench import probe
 from kitbench.errors import UsageError
@@ -85,3 +87,13 @@ def test_override_refuses_malformed_values() -> None:
         probe.override(_base(), driver="five hundred")
     with pytest.raises(UsageError):
         probe.override(_base(), gpu_capabilities=["8.66"])
+
+
+@settings(max_examples=300)
+@given(st.text(max_size=400))
+def test_parsers_never_crash_on_arbitrary_text(text: str) -> None:
+    probe.parse_proc_driver(text)
+    probe.parse_sysctl(text)
+    driver, gpus = probe.parse_nvidia_smi_csv(text)
+    assert driver is None or driver[0].isdigit()
+    assert all(g.capability is None or "." in g.capability for g in gpus)

@@ -1,0 +1,248 @@
+"""Build and run a docker target's image through the docker SDK.
+
+The image is ``docker/Dockerfile`` with build arguments taken from the
+target's manifest; the suite runs inside it with all GPUs requested, MNIST
+mounted read-only and the results directory mounted, and writes its record
+there. Docker's raw failures are translated into one line and a hint by
+``translate``, a pure function tested against recorded daemon messages.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import tarfile
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kitbench import __version__, data, preflight, records
+from kitbench.errors import ContainerError
+from kitbench.targets import Target
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE_VARIABLE = "KITBENCH_BASE_IMAGE"
+CA_VARIABLE = "KITBENCH_CA_BUNDLE"
+NETWORK_VARIABLE = "KITBENCH_DOCKER_NETWORK"
+_IMAGE_USER_UID = 1000          # the Dockerfile's `kitbench` user
+_TAIL = 12                      # lines of build log kept for an error
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    tag: str
+    image_id: str
+    base_image: str
+    size_bytes: int
+
+
+def _client() -> Any:
+    import docker
+
+    try:
+        client = docker.from_env()
+        client.ping()
+    except docker.errors.DockerException as exc:
+        raise translate(str(exc)) from None
+    return client
+
+
+def _git_revision() -> str:
+    from kitbench.fingerprint import _git_revision as revision
+
+    return revision() or ""
+
+
+def image_tag(target: Target) -> str:
+    return f"kitbench/{target.name}:{target.sha256[:12]}"
+
+
+def build_args(target: Target) -> dict[str, str]:
+    """Every build argument, from the manifest and the documented overrides."""
+    base = os.environ.get(BASE_VARIABLE) or target.base_image
+    if base is None:
+        raise ContainerError(f"target {target.name!r} names no base image",
+                             hint=f"add image.base to {target.path} or set {BASE_VARIABLE}")
+    from kitbench.targets import suite_requirements
+
+    return {
+        "BASE_IMAGE": base,
+        "TORCH": target.torch,
+        "TORCHVISION": target.torchvision,
+        "INDEX_URL": target.index_for("linux") or "",
+        "SUITE_REQUIREMENTS": " ".join(suite_requirements()),
+        "TARGET": target.name,
+        "MANIFEST_SHA256": target.sha256,
+        "KITBENCH_VERSION": __version__,
+        "GIT_REVISION": _git_revision(),
+    }
+
+
+def context_tar() -> io.BytesIO:
+    """The build context: the repository as ``.dockerignore`` filters it, plus
+    ``extra/ca-bundle.crt`` (empty unless ``KITBENCH_CA_BUNDLE`` names a file)."""
+    from docker.utils.build import exclude_paths
+
+    patterns = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+                if line.strip() and not line.startswith("#")]
+    ca = b""
+    if os.environ.get(CA_VARIABLE):
+        path = Path(os.environ[CA_VARIABLE])
+        try:
+            ca = path.read_bytes()
+        except OSError as exc:
+            raise ContainerError(f"{CA_VARIABLE}={path} cannot be read: {exc.strerror}",
+                                 hint="point it at a PEM bundle, e.g. /etc/ssl/certs/ca-certificates.crt") from None
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name in sorted(exclude_paths(str(ROOT), patterns, dockerfile="docker/Dockerfile")):
+            tar.add(str(ROOT / name), arcname=name, recursive=False)
+        info = tarfile.TarInfo("extra/ca-bundle.crt")
+        info.size = len(ca)
+        info.mode = 0o644
+        tar.addfile(info, io.BytesIO(ca))
+    buffer.seek(0)
+    return buffer
+
+
+def build(target: Target, log: Log) -> BuildResult:
+    """Build (or reuse from cache) the target's image, streaming the build log."""
+    client = _client()
+    args = build_args(target)
+    tag = image_tag(target)
+    tail: deque[str] = deque(maxlen=_TAIL)
+    step = ""
+    image_id = None
+    stream = client.api.build(fileobj=context_tar(), custom_context=True, dockerfile="docker/Dockerfile",
+                              tag=tag, buildargs=args, decode=True, rm=True, forcerm=True,
+                              network_mode=os.environ.get(NETWORK_VARIABLE))
+    for chunk in stream:
+        if "stream" in chunk:
+            for line in chunk["stream"].splitlines():
+                if line.startswith("Step "):
+                    step = line
+                if line.strip():
+                    tail.append(line)
+                    log(line)
+        if "error" in chunk:
+            raise translate(chunk["error"], target=target, step=step, tail=list(tail), base=args["BASE_IMAGE"])
+        if "aux" in chunk and "ID" in chunk["aux"]:
+            image_id = chunk["aux"]["ID"]
+    image = client.images.get(image_id or tag)
+    return BuildResult(tag, image.id, args["BASE_IMAGE"], image.attrs.get("Size", 0))
+
+
+def run(target: Target, result: BuildResult, run_args: Sequence[str], log: Log) -> int:
+    """Run the suite in the image; return the container's exit status."""
+    import docker
+    from docker.types import DeviceRequest, Mount
+
+    client = _client()
+    results_dir = records.results_root().resolve() / target.name
+    results_dir.mkdir(parents=True, exist_ok=True)
+    mounts = [Mount("/results", str(results_dir.parent), type="bind")]
+    data_root = data.default_root()
+    if (data_root / "MNIST" / "raw").is_dir():
+        mounts.append(Mount("/data", str(data_root.resolve()), type="bind", read_only=True))
+    user = None
+    if os.getuid() == 0:
+        # Root on the host: let the image's own non-root user write the record.
+        os.chown(results_dir, _IMAGE_USER_UID, _IMAGE_USER_UID)
+    else:
+        user = f"{os.getuid()}:{os.getgid()}"   # records owned by whoever ran nox
+    devices = []
+    if preflight.gpus_requested():
+        devices = [DeviceRequest(count=-1, capabilities=[["gpu"]])]
+        # With GPUs asked for, a GPU that does not work is an error, never a quiet run on the CPU.
+        if not any(a == "--device" or a.startswith("--device=") for a in run_args):
+            run_args = ["--device", "cuda", *run_args]
+    environment = {"KITBENCH_IMAGE": result.tag, "KITBENCH_IMAGE_ID": result.image_id}
+    try:
+        container = client.containers.run(result.tag, ["run", *run_args], detach=True, mounts=mounts, user=user,
+                                          device_requests=devices, environment=environment,
+                                          network_mode=os.environ.get(NETWORK_VARIABLE), shm_size="1g")
+    except docker.errors.APIError as exc:
+        raise translate(str(exc.explanation or exc), target=target) from None
+    tail: deque[str] = deque(maxlen=_TAIL)
+    try:
+        for raw in container.logs(stream=True, follow=True):
+            for line in raw.decode(errors="replace").splitlines():
+                tail.append(line)
+                log(line)
+        status: int = container.wait()["StatusCode"]
+    finally:
+        container.remove(force=True)
+    # CUDA's 803/804 surface only in the suite's own output.
+    known = _known("\n".join(tail), _context(target)) if status != 0 else None
+    if known is not None:
+        raise known
+    return status
+
+
+_RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str], dict[str, Any]], tuple[str, str]]]] = [
+    (re.compile(r"Error while fetching server API version|Cannot connect to the Docker daemon"),
+     lambda m, c: ("cannot reach the Docker daemon",
+                   "start it (systemctl start docker, or dockerd), check DOCKER_HOST, or join the docker group")),
+    (re.compile(r'could not select device driver "[^"]*" with capabilities: \[\[gpu\]\]'),
+     lambda m, c: ("Docker has no NVIDIA GPU runtime: the NVIDIA Container Toolkit is missing or not configured",
+                   "install nvidia-container-toolkit and run `nvidia-ctk runtime configure --runtime=docker`, "
+                   "then restart docker; or set KITBENCH_GPUS=none to run the image on the CPU")),
+    (re.compile(r"unsatisfied condition: cuda>=(\d+\.\d+)"),
+     lambda m, c: (f"the host NVIDIA driver is too old for this image's CUDA {m.group(1)} "
+                   f"(the container toolkit refused NVIDIA_REQUIRE_CUDA)", c["fit"])),
+    (re.compile(r"(Error 803|error 803|unsupported display driver / cuda driver combination)"),
+     lambda m, c: ("CUDA error 803: the host driver does not support this image's CUDA "
+                   "(system has unsupported display driver / cuda driver combination)", c["fit"])),
+    (re.compile(r"(Error 804|error 804|forward compatibility was attempted on non supported HW)"),
+     lambda m, c: ("CUDA error 804: forward compatibility was attempted on a GPU that does not support it",
+                   c["fit"])),
+    (re.compile(r"(pull access denied for ([^,\s]+)|manifest for (\S+) not found|"
+                r"repository (\S+) not found|failed to resolve reference|dial tcp: lookup \S+)", re.I),
+     lambda m, c: (f"base image {c['base']} is not on this machine and cannot be pulled",
+                   f"docker pull it where a registry is reachable, or set {BASE_VARIABLE} to a local image")),
+    (re.compile(r"The command '(.+)' returned a non-zero code: (\d+)", re.S),
+     lambda m, c: (f"build step failed (exit {m.group(2)}): {c['step'] or m.group(1)[:120]}",
+                   "last lines of the build log:\n  " + "\n  ".join(c["tail"]))),
+]
+
+
+def _fit_hint(target: Target | None) -> str:
+    """Which docker targets an older driver can still run, from the manifests and driver table."""
+    from kitbench import drivers, targets
+    from kitbench.versions import parse_cuda
+
+    if target is None or target.cuda is None:
+        return "update the NVIDIA driver"
+    older = sorted((t for t in targets.load_all().values()
+                    if t.kind == "docker" and t.cuda and parse_cuda(t.cuda) < parse_cuda(target.cuda)),
+                   key=lambda t: parse_cuda(t.cuda or "0.0"), reverse=True)
+    options = [f"nox -s {t.name} (driver >= {drivers.load().requirement(t.cuda or '').floor})" for t in older]
+    return "update the NVIDIA driver" + (f", or use an older CUDA target: {'; '.join(options)}" if options else "")
+
+
+def _context(target: Target | None, step: str = "", tail: Sequence[str] = (),
+             base: str | None = None) -> dict[str, Any]:
+    return {"fit": _fit_hint(target), "step": step, "tail": list(tail), "base": base or "(unknown)"}
+
+
+def _known(message: str, context: dict[str, Any]) -> ContainerError | None:
+    for pattern, explain in _RULES:
+        match = pattern.search(message)
+        if match:
+            text, hint = explain(match, context)
+            return ContainerError(text, hint=hint)
+    return None
+
+
+def translate(message: str, *, target: Target | None = None, step: str = "", tail: Sequence[str] = (),
+              base: str | None = None) -> ContainerError:
+    """Docker's raw error text -> one line and a hint; unknown text passes through as one line."""
+    known = _known(message, _context(target, step, tail, base))
+    if known is not None:
+        return known
+    first = next((line for line in message.splitlines() if line.strip()), "unknown error")
+    return ContainerError(f"docker: {first.strip()[:300]}", hint="\n  ".join(["see the log above", *tail]))

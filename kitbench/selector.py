@@ -1,0 +1,284 @@
+"""Which PyTorch install command fits a machine, exact to pytorch.org's text.
+
+Release data comes from ``envs/releases/*.yaml`` (each series names the page
+its commands were taken from); the rules that turn it into commands are the
+ones pytorch.org's two pages follow, and the departures the pages make from
+their own rules are kept verbatim as ``quirks``. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from kitbench import drivers, manifest
+from kitbench.errors import SelectionError, UsageError
+from kitbench.probe import Probe
+from kitbench.versions import arch_of_capability, capability_supported, cuda_of_compute, parse_capability
+
+OSES = ("linux", "macos", "windows")
+ARCHES = ("x86_64", "aarch64", "arm64")
+PACKAGES = ("pip", "conda", "uv")
+FORMATS = ("selector", "pinned")
+_MAC = "mac"          # the quirk key of macOS commands
+
+
+@dataclass(frozen=True)
+class Release:
+    version: str
+    torchvision: str
+    torchaudio: str
+    wheels: tuple[str, ...]
+    conda: tuple[str, ...]
+    series: str
+    pypi_linux: str
+    pinned_pypi_without_index: bool
+    macos_x86_64: bool
+    aarch64_cuda: bool
+    kernels: dict[str, tuple[str, ...]]
+    quirks: dict[tuple[str, str], str]
+    source: str
+
+    @property
+    def key(self) -> tuple[int, ...]:
+        return tuple(int(p) for p in self.version.split("."))
+
+
+@dataclass
+class Selection:
+    command: str
+    compute: str
+    release: str
+    os: str
+    arch: str
+    package: str
+    format: str
+    reasons: list[str] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+@cache
+def index_pattern() -> str:
+    pattern: str = manifest.load(manifest.envs_dir() / "pytorch.yaml", "pytorch").data["index"]
+    return pattern
+
+
+@cache
+def releases() -> dict[str, Release]:
+    """Every covered release, oldest first."""
+    found: list[Release] = []
+    for loaded in manifest.iter_manifests(manifest.envs_dir() / "releases", "release"):
+        data = loaded.data
+        quirks: dict[tuple[str, str, str], str] = {
+            (q["release"], q["package"], q["compute"]): q["command"] for q in data.get("quirks", ())}
+        kernels = {k["compute"]: tuple(k["arches"]) for k in data.get("kernels", ())}
+        for entry in data["releases"]:
+            version = entry["version"]
+            found.append(Release(
+                version=version, torchvision=entry["torchvision"], torchaudio=entry["torchaudio"],
+                wheels=tuple(entry["wheels"]), conda=tuple(entry.get("conda", ())), series=data["series"],
+                pypi_linux=data["pypi"]["linux"],
+                pinned_pypi_without_index=data.get("pinned_pypi_without_index", False),
+                macos_x86_64=data["macos_x86_64"], aarch64_cuda=data.get("aarch64_cuda", False), kernels=kernels,
+                quirks={(p, c): cmd for (r, p, c), cmd in quirks.items() if r == version},
+                source=data["pinned_source"]))
+    found.sort(key=lambda r: r.key)
+    return {r.version: r for r in found}
+
+
+def release(spec: str) -> Release:
+    known = releases()
+    if spec == "stable":
+        return list(known.values())[-1]
+    if spec in known:
+        return known[spec]
+    covered = f"{next(iter(known))} .. {list(known)[-1]}"
+    if spec == "nightly":
+        raise SelectionError("nightly builds are not covered: kitbench keeps no dated record of them",
+                             hint=f"choose a release ({covered}) or 'stable'")
+    raise SelectionError(f"unknown release {spec!r}", hint=f"covered releases: {covered}, or 'stable'")
+
+
+def computes(rel: Release, os: str, arch: str, package: str) -> list[str]:
+    """The compute platforms published for this release, OS, chip and package, in the page's order."""
+    if package == "conda":
+        if not rel.conda:
+            return []
+        if os == "macos":
+            return ["mps" if arch == "arm64" else "cpu"] if _mac_ok(rel, arch) else []
+        return [c for c in rel.conda if not (os == "linux" and arch == "aarch64" and c != "cpu")]
+    if os == "macos":
+        return ["mps" if arch == "arm64" else "cpu"] if _mac_ok(rel, arch) else []
+    found = [c for c in rel.wheels if not (os == "windows" and c.startswith("rocm"))]
+    if arch == "aarch64":
+        found = [c for c in found if c == "cpu" or (rel.aarch64_cuda and c.startswith("cu"))]
+    return found
+
+
+def _mac_ok(rel: Release, arch: str) -> bool:
+    return arch == "arm64" or rel.macos_x86_64
+
+
+def _index(compute: str) -> str:
+    return index_pattern().format(compute=compute)
+
+
+def _pypi_compute(rel: Release, os: str) -> str:
+    """What a plain `pip install torch` gets on ``os``."""
+    return rel.pypi_linux if os == "linux" else "cpu"
+
+
+def command(rel: Release, os: str, package: str, compute: str, fmt: str) -> str:
+    """The published command for one cell of the selector (or previous-versions page)."""
+    cuda = cuda_of_compute(compute)
+    if package == "conda":
+        return _conda(rel, os, compute, fmt, cuda)
+    installer = {"pip": "pip3 install" if fmt == "selector" else "pip install", "uv": "uv pip install"}[package]
+    names = ("torch torchvision torchaudio" if fmt == "selector" else
+             f"torch=={rel.version} torchvision=={rel.torchvision} torchaudio=={rel.torchaudio}")
+    if fmt == "selector":
+        plain = os == "macos" or compute == _pypi_compute(rel, os)
+    else:
+        # The previous-versions page shares one block between Linux and Windows.
+        plain = os == "macos" or (rel.pinned_pypi_without_index and compute == rel.pypi_linux)
+    text = f"{installer} {names}" + ("" if plain else f" --index-url {_index(compute)}")
+    if fmt == "pinned" and package == "pip":
+        return rel.quirks.get(("pip", _MAC if os == "macos" else compute), text)
+    return text
+
+
+def _conda(rel: Release, os: str, compute: str, fmt: str, cuda: tuple[int, int] | None) -> str:
+    if fmt == "selector":
+        if os == "macos":
+            return "conda install pytorch::pytorch torchvision torchaudio -c pytorch"
+        names = "pytorch torchvision torchaudio"
+    else:
+        names = f"pytorch=={rel.version} torchvision=={rel.torchvision} torchaudio=={rel.torchaudio}"
+        if os == "macos":
+            return rel.quirks.get(("conda", _MAC), f"conda install {names} -c pytorch")
+    if cuda is not None:
+        text = f"conda install {names} pytorch-cuda={cuda[0]}.{cuda[1]} -c pytorch -c nvidia"
+    else:
+        text = f"conda install {names} cpuonly -c pytorch"
+    return rel.quirks.get(("conda", compute), text) if fmt == "pinned" else text
+
+
+def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise UsageError(f"unknown {name} {value!r}", hint=f"choose one of: {', '.join(choices)}")
+
+
+def _unavailable(rel: Release, os: str, arch: str, package: str, compute: str) -> SelectionError:
+    available = computes(rel, os, arch, package)
+    if package == "conda" and not rel.conda:
+        last = max((r for r in releases().values() if r.conda), key=lambda r: r.key)
+        return SelectionError(f"torch {rel.version} has no conda packages: PyTorch published them up to {last.version}",
+                              hint="use --package pip or uv (or --release " + last.version + ")")
+    if os == "macos" and compute.startswith(("cu", "rocm")):
+        return SelectionError(f"there are no {compute} builds for macOS",
+                              hint="macOS gets cpu (Intel, up to 2.2.2) or mps (Apple Silicon)")
+    if os == "macos" and arch == "x86_64" and not available:
+        last = max((r for r in releases().values() if r.macos_x86_64), key=lambda r: r.key)
+        return SelectionError(f"torch {rel.version} has no macOS x86_64 wheels: the last is {last.version}",
+                              hint="use an arm64 Python on Apple Silicon, or --release " + last.version)
+    if os == "windows" and compute.startswith("rocm"):
+        return SelectionError("ROCm builds exist only for Linux", hint=f"Windows gets: {', '.join(available)}")
+    return SelectionError(f"torch {rel.version} has no {compute} build for {package} on {os} {arch}",
+                          hint=f"it has: {', '.join(available) or 'nothing'}")
+
+
+def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip", compute: str = "auto",
+           fmt: str = "pinned") -> Selection:
+    """The command for ``machine``; with ``compute='auto'`` the best platform it can run, explained."""
+    for name, value, choices in (("OS", machine.os, OSES), ("architecture", machine.arch, ARCHES),
+                                 ("package", package, PACKAGES), ("format", fmt, FORMATS)):
+        _check_choice(name, value, choices)
+    rel = release(release_spec)
+    if fmt == "selector" and package == "uv":
+        raise UsageError("--format selector reproduces pytorch.org, which has no uv command",
+                         hint="use --format pinned with --package uv")
+    arch = machine.python_arch if machine.os == "macos" else machine.arch
+    chosen = Selection(command="", compute="", release=rel.version, os=machine.os, arch=arch, package=package,
+                       format=fmt, facts=_facts(machine))
+    if compute == "auto":
+        chosen.compute = _auto(rel, machine, arch, package, chosen)
+    else:
+        if compute not in computes(rel, machine.os, arch, package):
+            raise _unavailable(rel, machine.os, arch, package, compute)
+        chosen.compute = compute
+        chosen.reasons.append(f"{compute}: asked for with --compute")
+    wheel_compute = "cpu" if chosen.compute == "mps" else chosen.compute
+    chosen.command = command(rel, machine.os, package, wheel_compute, fmt)
+    return chosen
+
+
+def _facts(machine: Probe) -> dict[str, Any]:
+    return {"os": machine.os, "os_version": machine.os_version, "arch": machine.arch,
+            "python_arch": machine.python_arch, "rosetta": machine.rosetta, "wsl": machine.wsl,
+            "container": machine.container, "driver": machine.driver, "gpu_capabilities": list(machine.capabilities),
+            "rocm": machine.rocm, "sources": machine.sources}
+
+
+def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection) -> str:
+    available = computes(rel, machine.os, arch, package)
+    if machine.os == "macos":
+        if machine.rosetta or (machine.arch == "arm64" and machine.python_arch == "x86_64"):
+            out.reasons.append("x86_64 Python under Rosetta on Apple Silicon: no MPS, and macOS x86_64 wheels "
+                               "stopped at 2.2.2; install an arm64 Python")
+        if not available:
+            raise _unavailable(rel, machine.os, arch, package, "cpu")
+        out.reasons.append("mps: Apple Silicon with an arm64 Python; the macOS wheels carry MPS"
+                           if available[0] == "mps" else "cpu: macOS on x86_64 has no GPU backend")
+        return available[0]
+    if machine.rocm and package != "conda":
+        rocm = [c for c in available if c.startswith("rocm")]
+        if rocm:
+            out.reasons.append(f"{rocm[-1]}: ROCm {machine.rocm} found at /opt/rocm")
+            return rocm[-1]
+    cudas = sorted((c for c in available if c.startswith("cu")), key=lambda c: cuda_of_compute(c) or (0, 0),
+                   reverse=True)
+    for candidate in cudas:
+        why = _cuda_rejection(rel, machine, candidate)
+        if why:
+            out.rejected.append(f"{candidate}: {why}")
+            continue
+        out.reasons.append(_cuda_reason(rel, machine, candidate))
+        return candidate
+    if "cpu" not in available:
+        raise _unavailable(rel, machine.os, arch, package, "cpu")
+    out.reasons.append("cpu: no CUDA build of this release fits this machine" if cudas and machine.driver
+                       else "cpu: no NVIDIA driver found")
+    return "cpu"
+
+
+def _cuda_rejection(rel: Release, machine: Probe, compute: str) -> str | None:
+    cuda = cuda_of_compute(compute)
+    assert cuda is not None
+    if machine.driver is None:
+        return "no NVIDIA driver"
+    need = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os)
+    if not need.allows(machine.driver):
+        return f"driver {machine.driver} < {need.floor} (CUDA {cuda[0]} family floor)"
+    arches = rel.kernels.get(compute)
+    if arches is not None:
+        missing = [c for c in machine.capabilities if not capability_supported(parse_capability(c), arches)]
+        if missing:
+            return "no kernels for " + ", ".join(arch_of_capability(parse_capability(c)) for c in missing)
+    return None
+
+
+def _cuda_reason(rel: Release, machine: Probe, compute: str) -> str:
+    cuda = cuda_of_compute(compute)
+    assert cuda is not None and machine.driver is not None
+    need = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os)
+    text = f"{compute}: the newest CUDA build of {rel.version} that driver {machine.driver} runs (floor {need.floor})"
+    if need.below_toolkit(machine.driver):
+        text += (f"; note: below CUDA {need.cuda}'s own driver {need.toolkit}, so it runs by minor-version "
+                 "compatibility (no JIT of newer PTX)")
+    if compute not in rel.kernels:
+        text += "; this build's kernel list is not recorded, so GPU architectures were not checked"
+    elif machine.capabilities:
+        text += "; kernels for " + ", ".join(arch_of_capability(parse_capability(c)) for c in machine.capabilities)
+    return text

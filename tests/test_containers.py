@@ -1,0 +1,134 @@
+"""The container layer: error translation on recorded daemon and CUDA messages,
+build arguments and context, and the failures a real engine can show here."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from kitbench import containers, targets
+from kitbench.errors import ContainerError
+
+BASE = os.environ.get("KITBENCH_TEST_BASE_IMAGE", "kitbench-ci/debian:bookworm")
+
+
+def _message(resources: Path, name: str) -> str:
+    return (resources / "docker" / name).read_text()
+
+
+def test_no_gpu_runtime(resources: Path) -> None:
+    error = containers.translate(_message(resources, "no-gpu-runtime.txt"))
+    assert error.message.startswith("Docker has no NVIDIA GPU runtime")
+    assert error.hint and "nvidia-ctk runtime configure" in error.hint and "KITBENCH_GPUS=none" in error.hint
+
+
+@pytest.mark.parametrize(("name", "words"), [
+    ("require-cuda.txt", "too old for this image's CUDA 12.6"),
+    ("error-803.txt", "CUDA error 803"),
+    ("error-804.txt", "CUDA error 804"),
+])
+def test_driver_too_old_names_the_target_that_fits(resources: Path, name: str, words: str) -> None:
+    error = containers.translate(_message(resources, name), target=targets.get("cuda126"))
+    assert words in error.message
+    assert error.hint and "nox -s cuda118 (driver >= 450.80.02)" in error.hint
+
+
+def test_pull_denied_and_daemon_down(resources: Path) -> None:
+    pulled = containers.translate(_message(resources, "pull-denied.txt"), base="nvidia/cuda-typo:1")
+    assert pulled.message == "base image nvidia/cuda-typo:1 is not on this machine and cannot be pulled"
+    down = containers.translate(_message(resources, "daemon-down.txt"))
+    assert down.message == "cannot reach the Docker daemon"
+
+
+def test_unknown_text_passes_through_as_one_line() -> None:
+    error = containers.translate("something odd\nsecond line")
+    assert error.message == "docker: something odd"
+
+
+def test_build_args_come_from_the_manifest(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KITBENCH_BASE_IMAGE", raising=False)
+    monkeypatch.delenv("KITBENCH_INDEX_URL", raising=False)
+    target = targets.get("cuda118")
+    args = containers.build_args(target)
+    assert args["BASE_IMAGE"] == target.base_image
+    assert (args["TORCH"], args["TORCHVISION"]) == (target.torch, target.torchvision)
+    assert args["INDEX_URL"] == "https://download.pytorch.org/whl/cu118"
+    assert args["MANIFEST_SHA256"] == target.sha256
+    monkeypatch.setenv("KITBENCH_BASE_IMAGE", "local/base:1")
+    monkeypatch.setenv("KITBENCH_INDEX_URL", "default")
+    args = containers.build_args(target)
+    assert (args["BASE_IMAGE"], args["INDEX_URL"]) == ("local/base:1", "")
+
+
+def _members(buffer: io.BytesIO) -> dict[str, bytes]:
+    with tarfile.open(fileobj=buffer) as tar:
+        return {m.name: (tar.extractfile(m).read() if m.isfile() else b"") for m in tar.getmembers()}  # type: ignore[union-attr]
+
+
+def test_context_holds_only_what_the_image_needs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("KITBENCH_CA_BUNDLE", raising=False)
+    members = _members(containers.context_tar())
+    assert {"docker/Dockerfile", "pyproject.toml", "envs/targets/cuda126.yaml", "kitbench/__main__.py"} <= set(members)
+    assert not any(name.startswith(("tests", ".git", "results", ".nox")) for name in members)
+    assert members["extra/ca-bundle.crt"] == b""
+    bundle = tmp_path / "ca.pem"
+    bundle.write_bytes(b"-----BEGIN CERTIFICATE-----\n")
+    monkeypatch.setenv("KITBENCH_CA_BUNDLE", str(bundle))
+    assert _members(containers.context_tar())["extra/ca-bundle.crt"] == bundle.read_bytes()
+
+
+def test_unreadable_ca_bundle(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KITBENCH_CA_BUNDLE", "/nonexistent/ca.pem")
+    with pytest.raises(ContainerError, match=r"KITBENCH_CA_BUNDLE=/nonexistent/ca\.pem cannot be read"):
+        containers.context_tar()
+
+
+def test_stopped_daemon_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
+    with pytest.raises(ContainerError) as caught:
+        containers.build(targets.get("cuda126"), log=lambda line: None)
+    assert caught.value.message == "cannot reach the Docker daemon"
+
+
+def _engine() -> None:
+    try:
+        import docker
+
+        docker.from_env().ping()
+    except Exception as exc:
+        pytest.skip(f"no Docker engine reachable here ({type(exc).__name__})")
+
+
+def _has_image(name: str) -> bool:
+    done = subprocess.run(["docker", "image", "inspect", name], capture_output=True, check=False)
+    return done.returncode == 0
+
+
+@pytest.mark.docker
+def test_real_engine_unknown_base_image(monkeypatch: pytest.MonkeyPatch) -> None:
+    _engine()
+    monkeypatch.setenv("KITBENCH_BASE_IMAGE", "kitbench-test/no-such-image:0")
+    with pytest.raises(ContainerError) as caught:
+        containers.build(targets.get("cuda126"), log=lambda line: None)
+    assert caught.value.message == ("base image kitbench-test/no-such-image:0 is not on this machine "
+                                    "and cannot be pulled")
+
+
+@pytest.mark.docker
+def test_real_engine_failing_build_step_names_step_and_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    _engine()
+    if not _has_image(BASE):
+        pytest.skip(f"base image {BASE} not built here (.ci/run makes it with debootstrap)")
+    monkeypatch.setenv("KITBENCH_BASE_IMAGE", BASE)
+    monkeypatch.setenv("KITBENCH_INDEX_URL", "http://127.0.0.1:9/simple")   # nothing listens: pip fails
+    monkeypatch.setenv("KITBENCH_DOCKER_NETWORK", "host")
+    with pytest.raises(ContainerError) as caught:
+        containers.build(targets.get("cuda126"), log=lambda line: None)
+    assert caught.value.message.startswith("build step failed (exit 1): Step ")
+    assert "RUN set -e" in caught.value.message
+    assert caught.value.hint and "last lines of the build log" in caught.value.hint

@@ -1,0 +1,192 @@
+"""install-cmd: golden commands from pytorch.org's pages, and the auto-mode decisions."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kitbench import selector
+from kitbench.errors import SelectionError, UsageError
+from kitbench.probe import Gpu, Probe
+
+RESOURCES = Path(__file__).resolve().parent / "resources" / "published"
+LINUX = Probe(os="linux", os_version="6.1", arch="x86_64", python_arch="x86_64", python_version="3.11.7",
+              rosetta=False, wsl=False, container=False, driver=None, gpus=(), rocm=None)
+MAC = dataclasses.replace(LINUX, os="macos", os_version="14.5", arch="arm64", python_arch="arm64")
+
+
+def _rows(name: str) -> list[list[str]]:
+    lines = (RESOURCES / name).read_text().splitlines()
+    return [line.split("\t") for line in lines if line and not line.startswith("#")]
+
+
+def _compute(label: str) -> str:
+    if label.startswith("ROCM"):
+        return "rocm" + label.split()[1]
+    if label.startswith("CUDA"):
+        return "cu" + label.split()[1].replace(".", "")
+    return "cpu"
+
+
+def _machine(os: str) -> Probe:
+    return MAC if os == "macos" else dataclasses.replace(LINUX, os=os)
+
+
+PINNED = _rows("previous-versions.tsv")
+
+
+@pytest.mark.parametrize("row", PINNED, ids=[f"{r[0]}-{r[1]}-{r[2]}-{r[3] or 'osx'}" for r in PINNED])
+def test_pinned_format_equals_the_previous_versions_page(row: list[str]) -> None:
+    version, package, section, label, published = row
+    if section == "osx":
+        cells = [("macos", "mps")]
+    else:
+        compute = _compute(label)
+        cells = [("linux", compute)] + ([] if compute.startswith("rocm") else [("windows", compute)])
+    for os, compute in cells:
+        chosen = selector.select(_machine(os), release_spec=version, package=package, compute=compute, fmt="pinned")
+        assert chosen.command == published, (os, compute)
+
+
+def test_every_covered_release_has_golden_data() -> None:
+    assert {row[0] for row in PINNED} == set(selector.releases())
+
+
+SELECTOR = _rows("selector.tsv")
+
+
+@pytest.mark.parametrize("row", SELECTOR, ids=["-".join(r[:4]) for r in SELECTOR])
+def test_selector_format_equals_start_locally(row: list[str]) -> None:
+    version, os, package, compute, published = row
+    chosen = selector.select(_machine(os), release_spec=version, package=package, compute=compute, fmt="selector")
+    assert chosen.command == published
+
+
+def test_uv_variant() -> None:
+    chosen = selector.select(LINUX, release_spec="2.7.1", package="uv", compute="cu118")
+    assert chosen.command == ("uv pip install torch==2.7.1 torchvision==0.22.1 torchaudio==2.7.1 "
+                              "--index-url https://download.pytorch.org/whl/cu118")
+
+
+def _box(driver: str | None, *caps: str) -> Probe:
+    return dataclasses.replace(LINUX, driver=driver, gpus=tuple(Gpu(i, "gpu", c, None) for i, c in enumerate(caps)))
+
+
+def test_auto_takes_the_newest_cuda_the_driver_runs() -> None:
+    chosen = selector.select(_box("535.104.05", "8.6"), release_spec="2.9.1")
+    assert chosen.compute == "cu128"
+    assert chosen.rejected == ["cu130: driver 535.104.05 < 580.65.06 (CUDA 13 family floor)"]
+    assert "below CUDA 12.8's own driver 570.26" in chosen.reasons[0]
+    assert chosen.command.endswith("/whl/cu128")
+
+
+def test_auto_skips_builds_without_kernels_for_the_gpu() -> None:
+    chosen = selector.select(_box("580.65.06", "6.1"), release_spec="2.9.1")
+    assert chosen.compute == "cu126"
+    assert chosen.rejected == ["cu130: no kernels for sm_61", "cu128: no kernels for sm_61"]
+
+
+def test_auto_blackwell_needs_a_build_with_sm_120() -> None:
+    chosen = selector.select(_box("575.64.03", "12.0"), release_spec="2.9.1")
+    assert chosen.compute == "cu128"
+    assert "cu130: driver 575.64.03 < 580.65.06 (CUDA 13 family floor)" in chosen.rejected
+
+
+def test_auto_without_driver_is_cpu() -> None:
+    chosen = selector.select(_box(None), release_spec="2.9.1")
+    assert (chosen.compute, chosen.reasons) == ("cpu", ["cpu: no NVIDIA driver found"])
+
+
+def test_auto_old_driver_falls_back_to_the_cuda_11_build() -> None:
+    chosen = selector.select(_box("470.57.02", "7.0"), release_spec="2.7.1")
+    assert chosen.compute == "cu118"
+
+
+def test_auto_on_apple_silicon_is_mps_and_rosetta_is_called_out() -> None:
+    chosen = selector.select(MAC, release_spec="2.9.1")
+    assert (chosen.compute, chosen.command) == ("mps", "pip install torch==2.9.1 torchvision==0.24.1 torchaudio==2.9.1")
+    rosetta = dataclasses.replace(MAC, python_arch="x86_64", rosetta=True)
+    with pytest.raises(SelectionError, match=r"no macOS x86_64 wheels: the last is 2\.2\.2"):
+        selector.select(rosetta, release_spec="2.9.1")
+    old = selector.select(rosetta, release_spec="2.2.2")
+    assert old.compute == "cpu"
+    assert "Rosetta" in old.reasons[0]
+
+
+def test_auto_rocm() -> None:
+    chosen = selector.select(dataclasses.replace(LINUX, rocm="6.4.1"), release_spec="2.9.1")
+    assert chosen.compute == "rocm6.4"
+
+
+@pytest.mark.parametrize(("kwargs", "words"), [
+    ({"compute": "cu118", "machine": MAC}, "no cu118 builds for macOS"),
+    ({"compute": "rocm6.4", "machine": dataclasses.replace(LINUX, os="windows")}, "ROCm builds exist only for Linux"),
+    ({"package": "conda", "release_spec": "2.6.0"}, "no conda packages: PyTorch published them up to 2.5.1"),
+    ({"compute": "cu118", "release_spec": "2.8.0"}, "has no cu118 build"),
+    ({"release_spec": "1.13.1"}, "unknown release '1.13.1'"),
+    ({"release_spec": "nightly"}, "nightly builds are not covered"),
+])
+def test_combinations_that_do_not_exist(kwargs: dict, words: str) -> None:
+    machine = kwargs.pop("machine", LINUX)
+    with pytest.raises(SelectionError, match=words):
+        selector.select(machine, **kwargs)
+
+
+def test_bad_choices() -> None:
+    with pytest.raises(UsageError, match="unknown package 'brew'"):
+        selector.select(LINUX, package="brew")
+    with pytest.raises(UsageError, match="no uv command"):
+        selector.select(LINUX, package="uv", fmt="selector")
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    # torch made unimportable: install-cmd must never need it.
+    code = ("import sys, runpy; sys.modules['torch'] = None; sys.argv = ['kitbench', *sys.argv[1:]]; "
+            "runpy.run_module('kitbench', run_name='__main__')")
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=False)
+
+
+def test_cli_stdout_is_only_the_command_and_runs_without_torch() -> None:
+    done = _cli("install-cmd", "--release", "2.4.0", "--driver", "550.54.14", "--gpu-cc", "8.9", "--explain")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ("pip install torch==2.4.0 torchvision==0.19.0 torchaudio==2.4.0 "
+                           "--index-url https://download.pytorch.org/whl/cu124\n")
+    assert "# driver: 550.54.14  [--driver]" in done.stderr
+
+
+def test_cli_json_has_the_promised_fields() -> None:
+    done = _cli("install-cmd", "--json", "--no-gpu", "--os", "linux", "--arch", "x86_64")
+    data = json.loads(done.stdout)
+    assert {"command", "compute", "release", "os", "arch", "package", "reasons"} <= set(data)
+    assert data["compute"] == "cpu"
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--os", "beos"], "unknown --os 'beos'"),
+    (["--compute", "cu999"], "has no cu999 build"),
+    (["--driver", "five"], "malformed NVIDIA driver version"),
+    (["--gpu-cc", "x.y"], "malformed compute capability"),
+    (["--release", "9.9.9"], "unknown release"),
+])
+def test_cli_bad_input(args: list[str], words: str) -> None:
+    done = _cli("install-cmd", *args)
+    assert done.returncode == 2
+    assert done.stderr.startswith("ERROR: ") and words in done.stderr.splitlines()[0]
+    assert "Traceback" not in done.stderr
+
+
+def test_manifest_errors_reach_the_cli_with_file_and_line(envs_copy: Path) -> None:
+    import os
+
+    path = envs_copy / "releases" / "2.9.yaml"
+    path.write_text(path.read_text().replace("macos_x86_64: false", "macos_x86_64: false\nwindows_arm: true"))
+    done = subprocess.run([sys.executable, "-m", "kitbench", "install-cmd"], capture_output=True, text=True,
+                          env={**os.environ, "KITBENCH_ENVS": str(envs_copy)}, check=False)
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"ERROR: {path}:")
+    assert "unknown key 'windows_arm'" in done.stderr
