@@ -2,7 +2,8 @@
 
 Every manifest is checked against a JSON Schema shipped in
 ``kitbench/schemas/`` (``additionalProperties: false`` throughout, so an
-unknown or misspelt key is refused). Errors name the file and the line of the
+unknown or misspelt key is refused), compiled to plain Python by
+fastjsonschema. Errors name the file and the line of the
 offending node, which is why the YAML is composed into a node tree first: the
 tree keeps source positions that plain ``yaml.safe_load`` throws away.
 """
@@ -12,14 +13,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jsonschema
+import fastjsonschema
 import yaml
 
 from kitbench.errors import ManifestError
@@ -44,11 +45,15 @@ class Manifest:
     sha256: str
 
 
+# libyaml when present: parsing the manifests is most of install-cmd's start-up.
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 @cache
-def _schema(name: str) -> dict[str, Any]:
+def _validator(name: str) -> Callable[[Any], Any]:
     text = resources.files("kitbench.schemas").joinpath(f"{name}.schema.json").read_text()
-    schema: dict[str, Any] = json.loads(text)
-    return schema
+    compiled: Callable[[Any], Any] = fastjsonschema.compile(json.loads(text))
+    return compiled
 
 
 def load(path: Path, schema: str) -> Manifest:
@@ -70,16 +75,19 @@ def load(path: Path, schema: str) -> Manifest:
 
 
 def parse(text: str, path: Path) -> tuple[dict[str, Any], yaml.Node]:
-    """Parse YAML text into (data, node tree); refuse anything but a mapping."""
+    """Parse YAML text once into (data, node tree); refuse anything but a mapping."""
+    loader = _Loader(text)
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        root = loader.get_single_node()
+        data = loader.construct_document(root) if root is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
         raise ManifestError(path, f"invalid YAML: {exc.problem or exc.context}", line) from None
     except yaml.YAMLError as exc:
         raise ManifestError(path, f"invalid YAML: {exc}") from None
+    finally:
+        loader.dispose()
     if root is None or data is None:
         raise ManifestError(path, "empty manifest")
     if not isinstance(data, dict) or not isinstance(root, yaml.MappingNode):
@@ -89,40 +97,41 @@ def parse(text: str, path: Path) -> tuple[dict[str, Any], yaml.Node]:
 
 
 def validate(data: dict[str, Any], root: yaml.Node, schema: str, path: Path) -> None:
-    """Validate against the named schema; raise on the first (deepest-path) error."""
-    validator = jsonschema.Draft202012Validator(_schema(schema))
-    errors = sorted(validator.iter_errors(data), key=lambda e: (list(e.absolute_path), e.message))
-    if not errors:
-        return
-    best = jsonschema.exceptions.best_match(errors)
-    location = list(best.absolute_path)
-    if best.validator == "additionalProperties":
-        # Point at the offending key itself, not at the mapping holding it.
-        line = node_line(root, [*location, _extra_keys(best)[0]], key=True)
-    else:
-        line = node_line(root, location)
-    where = "/".join(str(p) for p in location)
-    message = _describe(best)
-    raise ManifestError(path, f"{where + ': ' if where else ''}{message}", line)
+    """Validate against the named schema; raise on the first error, with its line."""
+    try:
+        _validator(schema)(data)
+    except fastjsonschema.JsonSchemaValueException as error:
+        location: list[str | int] = [int(p) if p.isdigit() else p for p in error.path[1:]]
+        definition = error.definition if isinstance(error.definition, dict) else {}
+        if error.rule == "additionalProperties":
+            # Point at the offending key itself, not at the mapping holding it.
+            line = node_line(root, [*location, _extra_keys(error.value, definition)[0]], key=True)
+        else:
+            line = node_line(root, location)
+        where = "/".join(str(p) for p in location)
+        raise ManifestError(path, f"{where + ': ' if where else ''}{_describe(error, definition)}", line) from None
 
 
-def _allowed_keys(error: jsonschema.ValidationError) -> list[str]:
-    schema = error.schema if isinstance(error.schema, dict) else {}
-    return sorted(schema.get("properties", {}))
+def _extra_keys(value: object, definition: dict[str, Any]) -> list[str]:
+    instance = value if isinstance(value, dict) else {}
+    return sorted(set(instance) - set(definition.get("properties", {})))
 
 
-def _extra_keys(error: jsonschema.ValidationError) -> list[str]:
-    instance = error.instance if isinstance(error.instance, dict) else {}
-    return sorted(set(instance) - set(_allowed_keys(error)))
-
-
-def _describe(error: jsonschema.ValidationError) -> str:
-    if error.validator == "additionalProperties":
-        extra = ", ".join(map(repr, _extra_keys(error)))
-        return f"unknown key {extra} (allowed: {', '.join(_allowed_keys(error))})"
-    if error.validator == "type":
-        return f"expected {error.validator_value}, found {type(error.instance).__name__} {error.instance!r}"
-    return str(error.message)
+def _describe(error: fastjsonschema.JsonSchemaValueException, definition: dict[str, Any]) -> str:
+    value = error.value
+    if error.rule == "additionalProperties":
+        allowed = ", ".join(sorted(definition.get("properties", {})))
+        return f"unknown key {', '.join(map(repr, _extra_keys(value, definition)))} (allowed: {allowed})"
+    if error.rule == "type":
+        return f"expected {definition.get('type')}, found {type(value).__name__} {value!r}"
+    if error.rule == "required" and isinstance(value, dict):
+        missing = [k for k in definition.get("required", []) if k not in value]
+        return f"missing key {', '.join(map(repr, missing))}"
+    if error.rule == "enum":
+        return f"{value!r} is not one of {', '.join(map(str, definition.get('enum', [])))}"
+    if error.rule == "pattern":
+        return f"{value!r} does not match {definition.get('pattern')}"
+    return str(error.message).replace("data.", "", 1).replace("data ", "", 1)
 
 
 def node_line(root: yaml.Node, location: list[str | int], key: bool = False) -> int:
