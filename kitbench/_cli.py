@@ -74,6 +74,7 @@ def _build_parser() -> argparse.ArgumentParser:
     mnist.add_argument("--seed", type=int, default=0, help="same seed, same result on CPU (default: 0)")
     mnist.add_argument("--threads", type=_positive_int, help="CPU threads for torch (default: torch's choice)")
     mnist.add_argument("--limit", type=int, help="train on the first N images only")
+    mnist.add_argument("--lr", type=float, help="learning rate (default: the model's recipe: fnn 0.01, cnn 1.0)")
 
     install = sub.add_parser(
         "install-cmd", help="print the PyTorch install command for this machine (no torch needed)",
@@ -108,12 +109,32 @@ def _build_parser() -> argparse.ArgumentParser:
         "container", help="build a docker target's image and run the suite in it",
         description="Build docker/Dockerfile for a docker target of envs/targets/ (cached: a change to kitbench's "
                     "code reuses the torch layers) and run `kitbench run` inside it with all GPUs.",
-        epilog="environment: KITBENCH_BASE_IMAGE replaces the base image, KITBENCH_INDEX_URL the package index, "
+        epilog="arguments after -- go to `kitbench run` inside the container. "
+               "environment: KITBENCH_BASE_IMAGE replaces the base image, KITBENCH_INDEX_URL the package index, "
                "KITBENCH_CA_BUNDLE adds a CA bundle for pip during the build (TLS-re-signing proxies), "
                "KITBENCH_GPUS=none runs without GPUs, KITBENCH_DOCKER_NETWORK sets the build and run network.")
     container.add_argument("target", help="a docker target, e.g. cuda126")
     container.add_argument("--build-only", action="store_true", help="build the image, do not run it")
-    container.add_argument("run_args", nargs=argparse.REMAINDER, help="after --: arguments for `kitbench run`")
+
+    compare = sub.add_parser(
+        "compare", help="compare run records: a table (or markdown, csv, json) and a plot",
+        description="One row per record: target, machine, torch build, device, the MNIST epoch on CPU and on "
+                    "the accelerator, the speedup, test accuracy and peak pinned bandwidth; beside it, what "
+                    "differs in each environment from the first record's.",
+        epilog="examples:\n  kitbench compare results/\n  kitbench compare 'results/*/*.json' --format markdown "
+               "--plot compare.png", formatter_class=argparse.RawDescriptionHelpFormatter)
+    compare.add_argument("inputs", nargs="+", metavar="RECORD_OR_DIR", help="record files, directories or globs")
+    compare.add_argument("--format", default="table", dest="fmt", help="table, markdown, csv or json")
+    compare.add_argument("--plot", type=Path, metavar="FILE.png", help="also draw epoch times and bandwidth curves")
+
+    verify = sub.add_parser(
+        "verify", help="did CANDIDATE reproduce REF? exit 0 if so, 1 with the first divergence",
+        description="Compare the MNIST loss curves and accuracies of two records: bitwise when both ran on the "
+                    "CPU with the same torch, CPU model and threads; within a stated tolerance across devices "
+                    "or builds.")
+    verify.add_argument("reference", type=Path, metavar="REF")
+    verify.add_argument("candidate", type=Path, metavar="CANDIDATE")
+    verify.add_argument("--json", action="store_true", help="print the verdict as JSON")
 
     probe = sub.add_parser("probe", help="print this machine's facts (no torch needed)",
                            description="Read OS, chip, Python arch, NVIDIA driver, GPUs, ROCm, WSL and "
@@ -130,7 +151,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         checks=tuple(args.checks or ("availability", "moves", "mnist")), device=args.device, data=args.data,
         offline=args.offline, quick=args.quick, models=tuple(args.models or ("fnn",)),
         loops=tuple(args.loops or LOOPS), epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
-        threads=args.threads, train_limit=args.limit if args.limit is not None else (6000 if args.quick else None))
+        threads=args.threads, train_limit=args.limit if args.limit is not None else (6000 if args.quick else None),
+        lr=args.lr)
     out = args.out or records.default_path()
     record = suite.run(options, out, progress=_ui.RichProgress())
     if args.json:
@@ -147,13 +169,12 @@ def _cmd_container(args: argparse.Namespace) -> int:
     if target.kind != "docker":
         raise UsageError(f"target {target.name!r} is a {target.kind} target, not a docker one",
                          hint=f"run it with: nox -s {target.name}")
-    run_args = args.run_args[1:] if args.run_args[:1] == ["--"] else args.run_args
     result = containers.build(target, log=lambda line: print(line, file=sys.stderr, flush=True))
     print(f"image {result.tag} ({result.image_id[:19]}, {result.size_bytes / 2**30:.2f} GiB) "
           f"from {result.base_image}", file=sys.stderr)
     if args.build_only:
         return 0
-    return containers.run(target, result, run_args, log=lambda line: print(line, flush=True))
+    return containers.run(target, result, args.run_args, log=lambda line: print(line, flush=True))
 
 
 def _cmd_install(args: argparse.Namespace) -> int:
@@ -187,6 +208,45 @@ def _cmd_install(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_compare(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from kitbench import _ui, compare
+
+    if args.fmt not in ("table", "markdown", "csv", "json"):
+        raise UsageError(f"unknown format {args.fmt!r}", hint="choose one of: table, markdown, csv, json")
+    loaded = compare.load(args.inputs)
+    table = compare.rows(loaded)
+    if args.fmt == "json":
+        print(json.dumps([dataclasses.asdict(r) for r in table], indent=2))
+    else:
+        _ui.comparison(table, args.fmt)
+    if args.plot:
+        from kitbench import plots
+
+        plots.comparison(loaded, table, args.plot)
+        print(f"plot: {args.plot}", file=sys.stderr)
+    return 0
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from kitbench import compare, records
+
+    verdict = compare.verify(records.read(args.reference), records.read(args.candidate))
+    if args.json:
+        print(json.dumps(dataclasses.asdict(verdict), indent=2))
+    elif verdict.reproduced:
+        print(f"reproduced: {verdict.compared}")
+    else:
+        print(f"NOT reproduced: {verdict.first_divergence} ({verdict.compared})")
+    if not args.json:
+        for line in verdict.differences:
+            print(f"  differs: {line}")
+    return 0 if verdict.reproduced else 1
+
+
 def _cmd_probe(args: argparse.Namespace) -> int:
     import dataclasses
 
@@ -206,12 +266,19 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 
 
 _COMMANDS: dict[str, Any] = {"run": _cmd_run, "probe": _cmd_probe, "container": _cmd_container,
-                             "install-cmd": _cmd_install}
+                             "install-cmd": _cmd_install, "compare": _cmd_compare, "verify": _cmd_verify}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    # Only `container` takes arguments after "--" (for the `kitbench run` inside the image).
+    passed = words[words.index("--") + 1:] if "--" in words else []
+    words = words[:words.index("--")] if "--" in words else words
     try:
-        args = _build_parser().parse_args(argv)
+        args = _build_parser().parse_args(words)
+        if passed and args.command != "container":
+            raise UsageError(f"unexpected arguments after --: {' '.join(passed)}")
+        args.run_args = passed
         code: int = _COMMANDS[args.command](args)
         return code
     except KitbenchError as error:

@@ -10,7 +10,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 stderr = Console(stderr=True)
-stdout = Console(soft_wrap=True)
+# In logs and pipes rich would squeeze tables into 80 columns and cut cells.
+stdout = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 
 
 class RichProgress:
@@ -80,3 +81,37 @@ def run_summary(record: dict[str, Any], path: str) -> None:
         for line in moves.get("skipped", []):
             stdout.print(f"  {line}")
     stdout.print(f"status: [bold]{record['status']}[/]; record: {path}")
+
+
+_COLUMNS = (("target", "target", None), ("status", "status", None), ("machine", "machine", None),
+            ("torch", "torch", None), ("device", "device", None), ("MNIST", "mnist", None),
+            ("CPU epoch s", "cpu_epoch_s", ".2f"), ("accel epoch s", "accel_epoch_s", ".2f"),
+            ("speedup", "speedup", ".1f"), ("test acc", "test_acc", ".4f"),
+            ("H2D pinned GB/s", "h2d_pinned_gb_s", ".1f"), ("D2H pinned GB/s", "d2h_pinned_gb_s", ".1f"))
+
+
+def comparison(rows: list[Any], fmt: str) -> None:
+    cells = [[_fmt(getattr(r, attr), spec) if spec else str(getattr(r, attr) or "-") for _, attr, spec in _COLUMNS]
+             for r in rows]
+    headers = [name for name, _, _ in _COLUMNS]
+    if fmt == "csv":
+        import csv
+
+        writer = csv.writer(sys.stdout)
+        writer.writerow([*headers, "record", "differs"])
+        for row, line in zip(rows, cells, strict=True):
+            writer.writerow([*line, row.path, "; ".join(row.differs)])
+        return
+    if fmt == "markdown":
+        print("| " + " | ".join(headers) + " |")
+        print("|" + "---|" * len(headers))
+        for line in cells:
+            print("| " + " | ".join(c.replace("|", "/") for c in line) + " |")
+    else:
+        table = Table(*headers, title="kitbench compare", title_justify="left")
+        for line in cells:
+            table.add_row(*line)
+        stdout.print(table)
+    for row in rows:
+        if row.differs:
+            print(f"{row.path} differs from the first record: " + "; ".join(row.differs))

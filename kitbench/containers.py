@@ -29,6 +29,7 @@ CA_VARIABLE = "KITBENCH_CA_BUNDLE"
 NETWORK_VARIABLE = "KITBENCH_DOCKER_NETWORK"
 _IMAGE_USER_UID = 1000          # the Dockerfile's `kitbench` user
 _TAIL = 12                      # lines of build log kept for an error
+_DOCKERFILE = "docker/Dockerfile"
 Log = Callable[[str], None]
 
 
@@ -83,7 +84,8 @@ def build_args(target: Target) -> dict[str, str]:
 
 
 def context_tar() -> io.BytesIO:
-    """The build context: the repository as ``.dockerignore`` filters it, plus
+    """The build context: the Dockerfile, ``app/`` (the repository as
+    ``.dockerignore`` filters it, so the image gets it in one COPY) and
     ``extra/ca-bundle.crt`` (empty unless ``KITBENCH_CA_BUNDLE`` names a file)."""
     from docker.utils.build import exclude_paths
 
@@ -99,8 +101,10 @@ def context_tar() -> io.BytesIO:
                                  hint="point it at a PEM bundle, e.g. /etc/ssl/certs/ca-certificates.crt") from None
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name in sorted(exclude_paths(str(ROOT), patterns, dockerfile="docker/Dockerfile")):
-            tar.add(str(ROOT / name), arcname=name, recursive=False)
+        tar.add(str(ROOT / _DOCKERFILE), arcname=_DOCKERFILE)
+        for name in sorted(exclude_paths(str(ROOT), patterns, dockerfile=_DOCKERFILE)):
+            if name != _DOCKERFILE:
+                tar.add(str(ROOT / name), arcname=f"app/{name}", recursive=False)
         info = tarfile.TarInfo("extra/ca-bundle.crt")
         info.size = len(ca)
         info.mode = 0o644
@@ -117,7 +121,7 @@ def build(target: Target, log: Log) -> BuildResult:
     tail: deque[str] = deque(maxlen=_TAIL)
     step = ""
     image_id = None
-    stream = client.api.build(fileobj=context_tar(), custom_context=True, dockerfile="docker/Dockerfile",
+    stream = client.api.build(fileobj=context_tar(), custom_context=True, dockerfile=_DOCKERFILE,
                               tag=tag, buildargs=args, decode=True, rm=True, forcerm=True,
                               network_mode=os.environ.get(NETWORK_VARIABLE))
     for chunk in stream:

@@ -29,13 +29,13 @@ def build(name: str) -> nn.Module:
     raise ValueError(f"unknown model {name!r}")
 
 
-def optimizer(name: str, params: list[nn.Parameter]) -> torch.optim.Optimizer:
+def optimizer(name: str, params: list[nn.Parameter], lr: float | None = None) -> torch.optim.Optimizer:
     # Each model keeps the optimizer its reference recipe trains it with. The
     # fused SGD kernel (CPU, CUDA, MPS) does the same update as the per-tensor
     # loop but takes a third off a small model's step on a 2-core CPU.
     if name == "cnn":
-        return torch.optim.Adadelta(params, lr=1.0)
-    return torch.optim.SGD(params, lr=0.01, momentum=0.9, fused=True)
+        return torch.optim.Adadelta(params, lr=1.0 if lr is None else lr)
+    return torch.optim.SGD(params, lr=0.01 if lr is None else lr, momentum=0.9, fused=True)
 
 
 def training_flops_per_sample(name: str) -> int:

@@ -32,6 +32,8 @@ def validate(options: Options) -> None:
         if name not in LOOPS:
             raise UsageError(f"unknown loop {name!r}", hint=f"choose from: {', '.join(LOOPS)}")
     parse_spec(options.device)
+    if options.lr is not None and not options.lr > 0:
+        raise UsageError(f"--lr must be a positive number, not {options.lr}", hint="for example --lr 0.01")
     for label, value in (("--epochs", options.epochs), ("--batch-size", options.batch_size),
                          ("--threads", options.threads), ("--limit", options.train_limit)):
         if value is not None and value < 1:

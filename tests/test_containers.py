@@ -73,8 +73,10 @@ def _members(buffer: io.BytesIO) -> dict[str, bytes]:
 def test_context_holds_only_what_the_image_needs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("KITBENCH_CA_BUNDLE", raising=False)
     members = _members(containers.context_tar())
-    assert {"docker/Dockerfile", "pyproject.toml", "envs/targets/cuda126.yaml", "kitbench/__main__.py"} <= set(members)
-    assert not any(name.startswith(("tests", ".git", "results", ".nox")) for name in members)
+    assert {"docker/Dockerfile", "app/pyproject.toml", "app/envs/targets/cuda126.yaml",
+            "app/kitbench/__main__.py"} <= set(members)
+    assert not any(name.startswith(("app/tests", "app/.git", "app/results", "app/.nox", "app/docker"))
+                   for name in members)
     assert members["extra/ca-bundle.crt"] == b""
     bundle = tmp_path / "ca.pem"
     bundle.write_bytes(b"-----BEGIN CERTIFICATE-----\n")

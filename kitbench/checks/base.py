@@ -53,6 +53,7 @@ class Options:
     seed: int = 0
     threads: int | None = None
     train_limit: int | None = None   # train on the first N samples (tests, --quick)
+    lr: float | None = None          # None: each model's recipe rate
 
 
 @dataclass

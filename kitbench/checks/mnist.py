@@ -199,7 +199,7 @@ def train(ctx: Context, device: torch.device, model_name: str, loop: str, gflops
 
     torch.manual_seed(opts.seed)
     model = models.build(model_name).to(device)
-    opt = models.optimizer(model_name, list(model.parameters()))
+    opt = models.optimizer(model_name, list(model.parameters()), opts.lr)
     gen = torch.Generator().manual_seed(opts.seed)
     steps = -(-samples // opts.batch_size)
     times, data_times, epoch_losses, curve, accuracies, eval_times = [], [], [], [], [], []

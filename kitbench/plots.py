@@ -1,0 +1,49 @@
+"""The comparison plot: epoch times by environment, and bandwidth against size."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from kitbench.compare import Loaded, Row
+from kitbench.errors import RecordError
+
+
+def comparison(loaded: Sequence[Loaded], table: Sequence[Row], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    good = [(item, row) for item, row in zip(loaded, table, strict=True) if item.record is not None]
+    labels = [f"{row.target or '?'}\n{Path(row.path).stem}" for _, row in good]
+    fig, (epochs, bandwidth) = plt.subplots(1, 2, figsize=(13, 5), constrained_layout=True)
+    width = 0.38
+    for offset, attr, name in ((-width / 2, "cpu_epoch_s", "CPU"), (width / 2, "accel_epoch_s", "accelerator")):
+        values = [getattr(row, attr) or 0.0 for _, row in good]
+        bars = epochs.bar([i + offset for i in range(len(good))], values, width, label=name)
+        epochs.bar_label(bars, labels=[f"{v:.2f}" if v else "" for v in values], fontsize=8)
+    epochs.set_xticks(range(len(good)), labels, fontsize=8)
+    epochs.set_ylabel("steady-state epoch time (s, lower is better)")
+    epochs.set_title(f"MNIST epoch ({good[0][1].mnist or 'no MNIST run'})")
+    epochs.legend()
+    for item, row in good:
+        assert item.record is not None
+        series: dict[tuple[str, str], list[tuple[int, float]]] = {}
+        for t in item.record.get("checks", {}).get("moves", {}).get("transfers", []):
+            series.setdefault((t["direction"], t["memory"]), []).append((t["bytes"], t["gb_per_s"]))
+        for (direction, memory), points in series.items():
+            xs, ys = zip(*sorted(points), strict=True)
+            bandwidth.plot(xs, ys, marker="o", markersize=3, label=f"{row.target or '?'}: {direction} {memory}")
+    bandwidth.set_xscale("log", base=2)
+    bandwidth.set_xlabel("transfer size (bytes)")
+    bandwidth.set_ylabel("bandwidth (GB/s, median)")
+    bandwidth.set_title("tensor moves")
+    bandwidth.grid(True, which="major", alpha=0.3)
+    bandwidth.legend(fontsize=7)
+    try:
+        fig.savefig(out, dpi=110)
+    except OSError as exc:
+        raise RecordError(f"cannot write the plot to {out}: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)

@@ -1,0 +1,122 @@
+"""compare and verify, on records made by really running the suite on the CPU."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kitbench import compare, records, suite
+from kitbench.checks.base import Options
+from kitbench.errors import RecordError
+
+
+@pytest.fixture(scope="module")
+def runs(mnist_root: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    base = dict(checks=("moves", "mnist"), device="cpu", data=mnist_root, offline=True, quick=True,
+                loops=("resident",), train_limit=1500, epochs=2, threads=1)
+    made = {}
+    for name, changes in (("a", {}), ("b", {}), ("seed", {"seed": 1}), ("lr", {"lr": 0.05})):
+        out = tmp_path_factory.mktemp(name) / f"{name}.json"
+        suite.run(Options(**{**base, **changes}), out)
+        made[name] = out
+    return made
+
+
+def test_same_seed_reproduces_bitwise(runs: dict[str, Path]) -> None:
+    verdict = compare.verify(records.read(runs["a"]), records.read(runs["b"]))
+    assert verdict.reproduced
+    assert "bitwise" in verdict.compared
+    assert verdict.first_divergence is None
+
+
+@pytest.mark.parametrize(("name", "option"), [("seed", "option seed: 0 -> 1"), ("lr", "option lr: None -> 0.05")])
+def test_changed_seed_or_rate_names_the_first_differing_epoch(runs: dict[str, Path], name: str, option: str) -> None:
+    verdict = compare.verify(records.read(runs["a"]), records.read(runs[name]))
+    assert not verdict.reproduced
+    assert verdict.first_divergence is not None
+    assert verdict.first_divergence.startswith("epoch 1: training loss")
+    assert option in verdict.differences
+
+
+def test_cross_device_tolerance_is_used_when_builds_differ(runs: dict[str, Path], tmp_path: Path) -> None:
+    other = records.read(runs["b"])
+    other["environment"]["torch"] = "2.9.1+cu126"
+    for run in other["checks"]["mnist"]["runs"]:
+        run["loss_curve"] = [x * 1.01 for x in run["loss_curve"]]     # within 5 %
+    verdict = compare.verify(records.read(runs["a"]), other)
+    assert verdict.reproduced
+    assert "rtol 0.05" in verdict.compared
+
+
+def test_verify_cli_exit_codes(runs: dict[str, Path]) -> None:
+    same = subprocess.run([sys.executable, "-m", "kitbench", "verify", str(runs["a"]), str(runs["b"])],
+                          capture_output=True, text=True, check=False)
+    assert same.returncode == 0
+    assert same.stdout.startswith("reproduced:")
+    other = subprocess.run([sys.executable, "-m", "kitbench", "verify", str(runs["a"]), str(runs["seed"])],
+                           capture_output=True, text=True, check=False)
+    assert other.returncode == 1
+    assert other.stdout.startswith("NOT reproduced: epoch 1:")
+
+
+def test_rows_and_environment_diff(runs: dict[str, Path]) -> None:
+    table = compare.rows(compare.load([str(runs["a"]), str(runs["b"])]))
+    assert [r.status for r in table] == ["ok", "ok"]
+    assert table[0].mnist == "fnn/resident"
+    assert table[0].cpu_epoch_s and table[0].accel_epoch_s is None and table[0].speedup is None
+    assert table[1].differs == []
+
+
+def test_one_bad_file_among_good_ones_is_a_row(runs: dict[str, Path], tmp_path: Path) -> None:
+    shutil.copy(runs["a"], tmp_path / "good.json")
+    (tmp_path / "cut.json").write_text(runs["a"].read_text()[:200])
+    table = compare.rows(compare.load([str(tmp_path)]))
+    by_name = {Path(r.path).name: r for r in table}
+    assert by_name["good.json"].status == "ok"
+    assert by_name["cut.json"].status.startswith("unreadable: ")
+    assert "not a complete JSON record" in by_name["cut.json"].status
+
+
+def test_nothing_readable_is_a_one_line_error(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(RecordError, match="no records"):
+        compare.load([str(tmp_path / "empty")])
+    bad = tmp_path / "v9.json"
+    bad.write_text(json.dumps({"schema": "kitbench.run/9", "status": "ok"}))
+    with pytest.raises(RecordError, match=r"has schema 'kitbench\.run/9'"):
+        compare.load([str(bad)])
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "csv", "json"])
+def test_compare_cli_formats(runs: dict[str, Path], fmt: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "kitbench", "compare", str(runs["a"]), str(runs["seed"]),
+                           "--format", fmt], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    if fmt == "json":
+        assert [r["status"] for r in json.loads(done.stdout)] == ["ok", "ok"]
+    elif fmt == "csv":
+        assert done.stdout.splitlines()[0].startswith("target,status,machine")
+    else:
+        assert "fnn/resident" in done.stdout
+
+
+def test_plot_is_written(runs: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "compare.png"
+    done = subprocess.run([sys.executable, "-m", "kitbench", "compare", str(runs["a"]), str(runs["b"]),
+                           "--plot", str(out)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert out.stat().st_size > 20_000
+
+
+def test_compare_cli_errors(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "kitbench", "compare", str(tmp_path / "nope*.json")],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 1
+    assert done.stderr.startswith("ERROR: no such record, directory or match")
+    assert "Traceback" not in done.stderr
