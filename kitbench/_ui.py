@@ -87,7 +87,8 @@ _COLUMNS = (("target", "target", None), ("status", "status", None), ("machine", 
             ("torch", "torch", None), ("device", "device", None), ("MNIST", "mnist", None),
             ("CPU epoch s", "cpu_epoch_s", ".2f"), ("accel epoch s", "accel_epoch_s", ".2f"),
             ("speedup", "speedup", ".1f"), ("test acc", "test_acc", ".4f"),
-            ("H2D pinned GB/s", "h2d_pinned_gb_s", ".1f"), ("D2H pinned GB/s", "d2h_pinned_gb_s", ".1f"))
+            ("H2D pinned GB/s", "h2d_pinned_gb_s", ".1f"), ("D2H pinned GB/s", "d2h_pinned_gb_s", ".1f"),
+            ("link", "link", None))
 
 
 def comparison(rows: list[Any], fmt: str) -> None:
@@ -115,3 +116,5 @@ def comparison(rows: list[Any], fmt: str) -> None:
     for row in rows:
         if row.differs:
             print(f"{row.path} differs from the first record: " + "; ".join(row.differs))
+        for warning in row.warnings:
+            print(f"WARNING {row.path}: {warning}")

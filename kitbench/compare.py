@@ -12,10 +12,11 @@ import glob
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-from kitbench import records
+from kitbench import manifest, records
 from kitbench.errors import RecordError, UsageError
 
 # The fingerprint fields that most often explain a difference in numbers.
@@ -46,7 +47,9 @@ class Row:
     test_acc: float | None = None
     h2d_pinned_gb_s: float | None = None
     d2h_pinned_gb_s: float | None = None
+    link: str | None = None
     differs: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def expand(inputs: Sequence[str]) -> list[Path]:
@@ -114,14 +117,38 @@ def rows(loaded: Sequence[Loaded]) -> list[Row]:
         env = rec.get("environment", {})
         config, cpu_s, accel_s, acc = _epochs(rec)
         gpus = ", ".join(env.get("gpus") or []) or "no GPU"
+        link = next(iter(env.get("gpu_links") or []), None)
+        h2d, d2h = _peak(rec, "h2d"), _peak(rec, "d2h")
         out.append(Row(
             path=str(item.path), status=rec["status"], target=env.get("target"),
             machine=f"{env.get('cpu')} x{env.get('cpu_count')}; {gpus}", torch=env.get("torch"),
             device=rec.get("device"), mnist=config, cpu_epoch_s=cpu_s, accel_epoch_s=accel_s,
             speedup=cpu_s / accel_s if cpu_s and accel_s else None, test_acc=acc,
-            h2d_pinned_gb_s=_peak(rec, "h2d"), d2h_pinned_gb_s=_peak(rec, "d2h"),
-            differs=diff(reference, env) if env is not reference else []))
+            h2d_pinned_gb_s=h2d, d2h_pinned_gb_s=d2h, link=link,
+            differs=diff(reference, env) if env is not reference else [],
+            warnings=link_warnings(link, h2d, d2h)))
     return out
+
+
+@cache
+def _links() -> tuple[dict[int, float], tuple[float, float]]:
+    data = manifest.load(manifest.envs_dir() / "links.yaml", "links").data
+    return {row["gen"]: row["lane_gb_s"] for row in data["pcie"]}, (data["band"][0], data["band"][1])
+
+
+def link_warnings(link: str | None, h2d: float | None, d2h: float | None) -> list[str]:
+    """A warning per direction whose pinned peak is below the band of its link."""
+    if link is None or not link.startswith("PCIe "):
+        return []
+    gen_text, width_text = link.removeprefix("PCIe ").split(" x")
+    lanes, (low, high) = _links()
+    lane = lanes.get(int(gen_text))
+    if lane is None:
+        return []
+    peak = lane * int(width_text)
+    return [f"{name} pinned {value:.1f} GB/s is {value / peak:.0%} of {link}'s {peak:.1f} GB/s peak "
+            f"(expected {low:.0%}-{high:.0%}): check the slot's link width and NUMA placement"
+            for name, value in (("H2D", h2d), ("D2H", d2h)) if value is not None and value < low * peak]
 
 
 def diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:

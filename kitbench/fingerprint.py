@@ -83,6 +83,7 @@ def collect(machine: Probe) -> dict[str, Any]:
         "cudnn": cudnn_version(),
         "driver": machine.driver,
         "gpus": gpus,
+        "gpu_links": [g.link for g in machine.gpus],
         "container": machine.container,
         "threads": torch.get_num_threads(),
         "interop_threads": torch.get_num_interop_threads(),

@@ -26,7 +26,7 @@ _PROC_DRIVER = Path("/proc/driver/nvidia/version")
 _NVRM = re.compile(r"NVRM version:.*?Kernel Module(?:\s+for\s+\S+)?\s+(\d+\.\d+(?:\.\d+)?)\s")
 _ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "i386": "x86", "i686": "x86", "arm64": "arm64",
                  "aarch64": "aarch64"}
-_SMI_FIELDS = "index,name,compute_cap,memory.total,driver_version"
+_SMI_FIELDS = "index,name,compute_cap,memory.total,driver_version,pcie.link.gen.max,pcie.link.width.max"
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,12 @@ class Gpu:
     name: str
     capability: str | None   # "8.6"; None when the driver cannot say (pre-510 nvidia-smi)
     memory_mib: int | None
+    pcie_gen: int | None = None      # the link's maximum, not its idle (down-clocked) state
+    pcie_width: int | None = None
+
+    @property
+    def link(self) -> str | None:
+        return f"PCIe {self.pcie_gen} x{self.pcie_width}" if self.pcie_gen and self.pcie_width else None
 
 
 @dataclass(frozen=True)
@@ -74,22 +80,24 @@ def parse_proc_driver(text: str) -> str | None:
 
 
 def parse_nvidia_smi_csv(text: str) -> tuple[str | None, tuple[Gpu, ...]]:
-    """Parse ``nvidia-smi --query-gpu=index,name,compute_cap,memory.total,driver_version
-    --format=csv,noheader,nounits``; older drivers print ``[N/A]`` for compute_cap."""
+    """Parse ``nvidia-smi --query-gpu=<_SMI_FIELDS> --format=csv,noheader,nounits``
+    (also the five-field form without the PCIe link); older drivers print
+    ``[N/A]`` for compute_cap."""
     gpus: list[Gpu] = []
     driver: str | None = None
     for line in text.splitlines():
         parts = [p.strip() for p in line.split(",")]
-        if len(parts) != 5 or not parts[0].isdigit():
+        if len(parts) not in (5, 7) or not parts[0].isdigit():
             continue
-        index, name, cap, memory, drv = parts
+        index, name, cap, memory, drv = parts[:5]
+        gen, width = (int(p) if p.isdigit() else None for p in (parts[5:] or ["", ""]))
         capability = None
         if cap and not cap.startswith("["):
             try:
                 capability = format_capability(parse_capability(cap))
             except UsageError:
                 capability = None
-        gpus.append(Gpu(int(index), name, capability, int(memory) if memory.isdigit() else None))
+        gpus.append(Gpu(int(index), name, capability, int(memory) if memory.isdigit() else None, gen, width))
         driver = driver or (drv if re.fullmatch(r"\d+(\.\d+)*", drv) else None)
     return driver, tuple(gpus)
 

@@ -120,3 +120,25 @@ def test_compare_cli_errors(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert done.stderr.startswith("ERROR: no such record, directory or match")
     assert "Traceback" not in done.stderr
+
+
+def test_reference_bands_warn_below_70_percent_of_the_link() -> None:
+    assert compare.link_warnings("PCIe 4 x16", 25.0, 26.0) == []
+    slow = compare.link_warnings("PCIe 4 x16", 9.1, 24.0)
+    assert slow == ["H2D pinned 9.1 GB/s is 29% of PCIe 4 x16's 31.5 GB/s peak (expected 70%-90%): "
+                    "check the slot's link width and NUMA placement"]
+    assert compare.link_warnings(None, 1.0, 1.0) == []
+
+
+def test_compare_cli_shows_the_link_warning(runs: dict[str, Path], tmp_path: Path) -> None:
+    record = records.read(runs["a"])
+    record["environment"]["gpu_links"] = ["PCIe 3 x16"]
+    record["checks"]["moves"]["transfers"].append(
+        {"direction": "h2d", "memory": "pinned", "bytes": 2**26, "gb_per_s": 5.0, "gb_per_s_q1": 4.9,
+         "gb_per_s_q3": 5.1, "samples": 7})
+    path = tmp_path / "gpu.json"
+    records.write_atomic(path, record)
+    done = subprocess.run([sys.executable, "-m", "kitbench", "compare", str(path)], capture_output=True, text=True,
+                          check=False)
+    assert "WARNING" in done.stdout
+    assert "32% of PCIe 3 x16's 15.8 GB/s peak" in done.stdout

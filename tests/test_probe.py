@@ -97,3 +97,8 @@ def test_parsers_never_crash_on_arbitrary_text(text: str) -> None:
     driver, gpus = probe.parse_nvidia_smi_csv(text)
     assert driver is None or driver[0].isdigit()
     assert all(g.capability is None or "." in g.capability for g in gpus)
+
+
+def test_nvidia_smi_with_pcie_link(resources: Path) -> None:
+    _, gpus = probe.parse_nvidia_smi_csv((resources / "nvidia-smi/with-pcie.csv").read_text())
+    assert [g.link for g in gpus] == ["PCIe 5 x16", "PCIe 4 x8"]
