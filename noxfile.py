@@ -30,12 +30,22 @@ def _dev_requirements(group: str) -> list[str]:
     return found
 
 
+def _platform(python: str) -> str:
+    machine = probe.probe()
+    return f"{machine.os}-{machine.arch}-py{python}"
+
+
 def _install_suite(session: nox.Session, target: Target) -> None:
-    """torch and torchvision from the target's index, everything else pinned from PyPI."""
+    """The hash-locked set when `nox -s lock` made one for this platform and index;
+    else torch and torchvision from the target's index and the rest pinned from PyPI."""
     os_name = probe.probe().os
-    session.install(*target.pip_index_args(os_name), f"torch=={target.torch}",
-                    f"torchvision=={target.torchvision}")
-    session.install(*targets.suite_requirements())
+    lock = target.usable_lock(_platform(target.python), os_name)
+    if lock is not None:
+        session.install(*target.pip_index_args(os_name), "--require-hashes", "-r", str(lock))
+    else:
+        session.install(*target.pip_index_args(os_name), f"torch=={target.torch}",
+                        f"torchvision=={target.torchvision}")
+        session.install(*targets.suite_requirements())
     session.install("--no-deps", "-e", str(ROOT))
 
 
@@ -120,6 +130,35 @@ def lint(session: nox.Session) -> None:
     session.install(*_dev_requirements("dev"), *_dev_requirements("lint"))
     session.run("ruff", "check", "kitbench", "tests", "noxfile.py")
     session.run("mypy")
+
+
+@nox.session(python=targets.get("cpu").python)
+def lock(session: nox.Session) -> None:
+    """Write hash-locked requirements (envs/locks/) for each venv target that fits this host."""
+    import tempfile
+
+    session.install(*_dev_requirements("lock"))
+    os_name = probe.probe().os
+    for target in targets.load_all().values():
+        if target.kind != "venv" or preflight.host_reasons(target, probe.probe()):
+            session.log(f"{target.name}: not a venv target for this host; no lock")
+            continue
+        platform = _platform(target.python)
+        out = target.lock_file(platform)
+        out.parent.mkdir(exist_ok=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            wanted = Path(tmp) / "requirements.in"
+            wanted.write_text("\n".join(target.pins()) + "\n")
+            compiled = Path(tmp) / "requirements.txt"
+            try:
+                session.run("pip-compile", "--quiet", "--generate-hashes", "--allow-unsafe", "--no-header",
+                            *target.pip_index_args(os_name), "--output-file", str(compiled), str(wanted))
+            except nox.command.CommandFailed:
+                session.warn(f"{target.name}: could not resolve against its index (unreachable?); no lock written")
+                continue
+            header = targets.lock_header(target.name, platform, target.index_for(os_name))
+            out.write_text(header + "\n" + compiled.read_text())
+        session.log(f"{target.name}: wrote {out.relative_to(ROOT)}")
 
 
 @nox.session(python=targets.get("cpu").python)

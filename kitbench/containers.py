@@ -165,14 +165,16 @@ def run(target: Target, result: BuildResult, run_args: Sequence[str], log: Log) 
         if not any(a == "--device" or a.startswith("--device=") for a in run_args):
             run_args = ["--device", "cuda", *run_args]
     environment = {"KITBENCH_IMAGE": result.tag, "KITBENCH_IMAGE_ID": result.image_id}
-    try:
-        container = client.containers.run(result.tag, ["run", *run_args], detach=True, mounts=mounts, user=user,
-                                          device_requests=devices, environment=environment,
-                                          network_mode=os.environ.get(NETWORK_VARIABLE), shm_size="1g")
-    except docker.errors.APIError as exc:
-        raise translate(str(exc.explanation or exc), target=target) from None
+    container = client.containers.create(result.tag, ["run", *run_args], mounts=mounts, user=user,
+                                         device_requests=devices, environment=environment,
+                                         network_mode=os.environ.get(NETWORK_VARIABLE), shm_size="1g")
     tail: deque[str] = deque(maxlen=_TAIL)
     try:
+        # A refused start (no GPU runtime, driver too old) must not leave the container behind.
+        try:
+            container.start()
+        except docker.errors.APIError as exc:
+            raise translate(str(exc.explanation or exc), target=target) from None
         for raw in container.logs(stream=True, follow=True):
             for line in raw.decode(errors="replace").splitlines():
                 tail.append(line)

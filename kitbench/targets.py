@@ -72,6 +72,22 @@ class Target:
         url = self.index_for(os_name)
         return [] if url is None else ["--index-url", url]
 
+    def lock_file(self, platform: str) -> Path:
+        """``envs/locks/<target>-<os>-<arch>-py<X.Y>.txt``, written by `nox -s lock`."""
+        return manifest.envs_dir() / "locks" / f"{self.name}-{platform}.txt"
+
+    def usable_lock(self, platform: str, os_name: str) -> Path | None:
+        """The lock for this platform, if it was resolved against the index in force now."""
+        path = self.lock_file(platform)
+        if not path.is_file():
+            return None
+        first = path.read_text().partition("\n")[0]
+        return path if first == lock_header(self.name, platform, self.index_for(os_name)) else None
+
+
+def lock_header(target: str, platform: str, index: str | None) -> str:
+    return f"# kitbench lock: target {target}, {platform}, index {index or 'default (pip configuration)'}"
+
 
 def targets_dir() -> Path:
     return manifest.envs_dir() / "targets"
