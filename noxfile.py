@@ -17,9 +17,13 @@ import nox
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from kitbench import manifest, preflight, probe, targets  # noqa: E402
-from kitbench.errors import KitbenchError  # noqa: E402
-from kitbench.targets import Target  # noqa: E402
+try:
+    from kitbench import manifest, preflight, probe, targets
+    from kitbench.errors import KitbenchError
+    from kitbench.targets import Target
+except ImportError as missing:  # kitbench's light dependencies live where nox runs
+    raise SystemExit(f"noxfile: {missing}; install kitbench's dependencies beside nox: "
+                     "python3 -m pip install -e . nox") from None
 
 nox.options.sessions = ["lint", "tests"]
 nox.options.error_on_missing_interpreters = True

@@ -134,3 +134,28 @@ def test_real_engine_failing_build_step_names_step_and_log(monkeypatch: pytest.M
     assert caught.value.message.startswith("build step failed (exit 1): Step ")
     assert "RUN set -e" in caught.value.message
     assert caught.value.hint and "last lines of the build log" in caught.value.hint
+
+
+@pytest.mark.docker
+def test_real_engine_without_gpu_runtime_says_so_and_leaves_nothing(monkeypatch: pytest.MonkeyPatch,
+                                                                    tmp_path: Path) -> None:
+    _engine()
+    import docker
+
+    client = docker.from_env()
+    if "nvidia" in client.info().get("Runtimes", {}):
+        pytest.skip("this engine has the NVIDIA runtime, so a GPU request is not refused")
+    target = targets.get("cuda126")
+    tag = containers.image_tag(target)
+    if not _has_image(tag):
+        pytest.skip(f"image {tag} not built here (.ci/run builds it with nox -s cuda126)")
+    monkeypatch.delenv("KITBENCH_GPUS", raising=False)
+    monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path))
+    monkeypatch.setenv("KITBENCH_DOCKER_NETWORK", "host")
+    before = len(client.containers.list(all=True))
+    image = client.images.get(tag)
+    result = containers.BuildResult(tag, image.id, "(test)", 0)
+    with pytest.raises(ContainerError) as caught:
+        containers.run(target, result, ["--check", "availability"], log=lambda line: None)
+    assert caught.value.message.startswith("Docker has no NVIDIA GPU runtime")
+    assert len(client.containers.list(all=True)) == before
