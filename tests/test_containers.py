@@ -159,3 +159,20 @@ def test_real_engine_without_gpu_runtime_says_so_and_leaves_nothing(monkeypatch:
         containers.run(target, result, ["--check", "availability"], log=lambda line: None)
     assert caught.value.message.startswith("Docker has no NVIDIA GPU runtime")
     assert len(client.containers.list(all=True)) == before
+
+
+@pytest.mark.docker
+def test_built_image_keeps_no_ca_bundle_and_runs_as_non_root() -> None:
+    _engine()
+    import docker
+
+    tag = containers.image_tag(targets.get("cuda126"))
+    if not _has_image(tag):
+        pytest.skip(f"image {tag} not built here (.ci/run builds it with nox -s cuda126)")
+    image = docker.from_env().images.get(tag)
+    history = " ".join(step.get("CreatedBy", "") for step in image.history())
+    assert "/build/extra" not in history and "ca-bundle" not in history
+    assert image.attrs["Config"]["User"] == "kitbench"
+    labels = image.labels
+    assert labels["dev.kitbench.target"] == "cuda126"
+    assert labels["dev.kitbench.manifest-sha256"] == targets.get("cuda126").sha256

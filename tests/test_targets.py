@@ -67,3 +67,17 @@ def test_adding_a_yaml_file_adds_a_session(envs_copy: Path) -> None:
         text.replace('python: "3.11"', 'python: "3.12"').replace("CPU-only", "CPU-only, Python 3.12,"))
     listing = _nox_list(envs_copy)
     assert "cpu-py312 -> CPU-only, Python 3.12," in listing
+
+
+def test_a_lock_is_used_only_for_its_platform_and_index(envs_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KITBENCH_INDEX_URL", raising=False)
+    cpu = targets.get("cpu")
+    platform = "linux-x86_64-py3.11"
+    assert cpu.usable_lock(platform, "linux") is None
+    lock = cpu.lock_file(platform)
+    lock.parent.mkdir()
+    lock.write_text(targets.lock_header("cpu", platform, cpu.index_for("linux")) + "\ntorch==2.14.1 --hash=sha256:00\n")
+    assert cpu.usable_lock(platform, "linux") == lock
+    assert cpu.usable_lock("linux-aarch64-py3.11", "linux") is None
+    monkeypatch.setenv("KITBENCH_INDEX_URL", "default")       # resolved against another index: not used
+    assert cpu.usable_lock(platform, "linux") is None
