@@ -155,7 +155,10 @@ def lock(session: nox.Session) -> None:
             wanted.write_text("\n".join(target.pins()) + "\n")
             compiled = Path(tmp) / "requirements.txt"
             try:
+                # The index belongs to the header, not to the file: pip's own configuration
+                # (mirrors, find-links) must not be written into a committed lock.
                 session.run("pip-compile", "--quiet", "--generate-hashes", "--allow-unsafe", "--no-header",
+                            "--no-emit-index-url", "--no-emit-find-links", "--no-emit-trusted-host",
                             *target.pip_index_args(os_name), "--output-file", str(compiled), str(wanted))
             except nox.command.CommandFailed:
                 session.warn(f"{target.name}: could not resolve against its index (unreachable?); no lock written")

@@ -9,6 +9,7 @@ there. Docker's raw failures are translated into one line and a hint by
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
@@ -79,7 +80,6 @@ def build_args(target: Target) -> dict[str, str]:
         "TARGET": target.name,
         "MANIFEST_SHA256": target.sha256,
         "KITBENCH_VERSION": __version__,
-        "GIT_REVISION": _git_revision(),
     }
 
 
@@ -115,9 +115,15 @@ def context_tar() -> io.BytesIO:
 
 def build(target: Target, log: Log) -> BuildResult:
     """Build (or reuse from cache) the target's image, streaming the build log."""
+    import docker
+
     client = _client()
     args = build_args(target)
     tag = image_tag(target)
+    try:
+        previous = client.images.get(tag).id
+    except docker.errors.ImageNotFound:
+        previous = None
     tail: deque[str] = deque(maxlen=_TAIL)
     step = ""
     image_id = None
@@ -137,6 +143,10 @@ def build(target: Target, log: Log) -> BuildResult:
         if "aux" in chunk and "ID" in chunk["aux"]:
             image_id = chunk["aux"]["ID"]
     image = client.images.get(image_id or tag)
+    if previous not in (None, image.id):
+        # The image this build superseded: on copy-per-layer storage (vfs) each one holds gigabytes.
+        with contextlib.suppress(docker.errors.APIError):
+            client.images.remove(previous)
     return BuildResult(tag, image.id, args["BASE_IMAGE"], image.attrs.get("Size", 0))
 
 
@@ -164,7 +174,9 @@ def run(target: Target, result: BuildResult, run_args: Sequence[str], log: Log) 
         # With GPUs asked for, a GPU that does not work is an error, never a quiet run on the CPU.
         if not any(a == "--device" or a.startswith("--device=") for a in run_args):
             run_args = ["--device", "cuda", *run_args]
-    environment = {"KITBENCH_IMAGE": result.tag, "KITBENCH_IMAGE_ID": result.image_id}
+    # The code in the image is the code built from this checkout a moment ago.
+    environment = {"KITBENCH_IMAGE": result.tag, "KITBENCH_IMAGE_ID": result.image_id,
+                   "KITBENCH_GIT_REV": _git_revision()}
     container = client.containers.create(result.tag, ["run", *run_args], mounts=mounts, user=user,
                                          device_requests=devices, environment=environment,
                                          network_mode=os.environ.get(NETWORK_VARIABLE), shm_size="1g")
