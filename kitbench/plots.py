@@ -18,15 +18,24 @@ def comparison(loaded: Sequence[Loaded], table: Sequence[Row], out: Path) -> Non
     good = [(item, row) for item, row in zip(loaded, table, strict=True) if item.record is not None]
     labels = [f"{row.target or '?'}\n{Path(row.path).stem}" for _, row in good]
     fig, (epochs, bandwidth) = plt.subplots(1, 2, figsize=(13, 5), constrained_layout=True)
-    width = 0.38
-    for offset, attr, name in ((-width / 2, "cpu_epoch_s", "CPU"), (width / 2, "accel_epoch_s", "accelerator")):
-        values = [getattr(row, attr) or 0.0 for _, row in good]
-        bars = epochs.bar([i + offset for i in range(len(good))], values, width, label=name)
+    # One bar per MNIST run (model, loop, device) and environment.
+    configs = sorted({(r["model"], r["loop"], r["device"]) for item, _ in good if item.record
+                      for r in item.record.get("checks", {}).get("mnist", {}).get("runs", [])})
+    width = 0.8 / max(1, len(configs))
+    for n, (model, loop, device) in enumerate(configs):
+        values = []
+        for item, _ in good:
+            assert item.record is not None
+            runs = item.record.get("checks", {}).get("mnist", {}).get("runs", [])
+            values.append(next((r["epoch_s"] for r in runs if (r["model"], r["loop"], r["device"]) ==
+                                (model, loop, device)), 0.0))
+        offset = (n - (len(configs) - 1) / 2) * width
+        bars = epochs.bar([i + offset for i in range(len(good))], values, width, label=f"{model}/{loop} on {device}")
         epochs.bar_label(bars, labels=[f"{v:.2f}" if v else "" for v in values], fontsize=8)
     epochs.set_xticks(range(len(good)), labels, fontsize=8)
     epochs.set_ylabel("steady-state epoch time (s, lower is better)")
-    epochs.set_title(f"MNIST epoch ({good[0][1].mnist or 'no MNIST run'})")
-    epochs.legend()
+    epochs.set_title("MNIST epoch by environment")
+    epochs.legend(fontsize=8)
     for item, row in good:
         assert item.record is not None
         series: dict[tuple[str, str], list[tuple[int, float]]] = {}

@@ -61,6 +61,10 @@ def write_atomic(path: Path, record: dict[str, Any]) -> None:
                 handle.write(text)
                 handle.flush()
                 os.fsync(handle.fileno())
+            # mkstemp makes the file private; a record is as readable as any file the user writes.
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

@@ -19,6 +19,7 @@ def test_write_atomic_leaves_no_temporary_files(tmp_path: Path) -> None:
     records.write_atomic(path, _record("failed"))
     assert records.read(path)["status"] == "failed"
     assert [p.name for p in path.parent.iterdir()] == ["r.json"]
+    assert path.stat().st_mode & 0o044 == 0o044       # group and others may read it
 
 
 def test_failed_write_keeps_the_previous_record(tmp_path: Path) -> None:
