@@ -118,6 +118,8 @@ def rows(loaded: Sequence[Loaded]) -> list[Row]:
         config, cpu_s, accel_s, acc = _epochs(rec)
         gpus = ", ".join(env.get("gpus") or []) or "no GPU"
         link = next(iter(env.get("gpu_links") or []), None)
+        if rec.get("device") == "mps":
+            link = _links()[2]
         h2d, d2h = _peak(rec, "h2d"), _peak(rec, "d2h")
         out.append(Row(
             path=str(item.path), status=rec["status"], target=env.get("target"),
@@ -131,9 +133,10 @@ def rows(loaded: Sequence[Loaded]) -> list[Row]:
 
 
 @cache
-def _links() -> tuple[dict[int, float], tuple[float, float]]:
+def _links() -> tuple[dict[int, float], tuple[float, float], str]:
     data = manifest.load(manifest.envs_dir() / "links.yaml", "links").data
-    return {row["gen"]: row["lane_gb_s"] for row in data["pcie"]}, (data["band"][0], data["band"][1])
+    return ({row["gen"]: row["lane_gb_s"] for row in data["pcie"]}, (data["band"][0], data["band"][1]),
+            data["apple_unified_memory"])
 
 
 def link_warnings(link: str | None, h2d: float | None, d2h: float | None) -> list[str]:
@@ -141,7 +144,7 @@ def link_warnings(link: str | None, h2d: float | None, d2h: float | None) -> lis
     if link is None or not link.startswith("PCIe "):
         return []
     gen_text, width_text = link.removeprefix("PCIe ").split(" x")
-    lanes, (low, high) = _links()
+    lanes, (low, high), _ = _links()
     lane = lanes.get(int(gen_text))
     if lane is None:
         return []

@@ -142,3 +142,12 @@ def test_compare_cli_shows_the_link_warning(runs: dict[str, Path], tmp_path: Pat
                           check=False)
     assert "WARNING" in done.stdout
     assert "32% of PCIe 3 x16's 15.8 GB/s peak" in done.stdout
+
+
+def test_mps_records_name_unified_memory_and_get_no_band(runs: dict[str, Path]) -> None:
+    record = records.read(runs["a"])
+    record["device"] = "mps"
+    table = compare.rows([compare.Loaded(runs["a"], record)])
+    assert table[0].link is not None
+    assert table[0].link.startswith("Apple unified memory (no band")
+    assert table[0].warnings == []
