@@ -22,6 +22,7 @@ from typing import Any
 
 from kitbench import __version__, data, preflight, records
 from kitbench.errors import ContainerError
+from kitbench.fingerprint import git_revision
 from kitbench.targets import Target
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,12 +52,6 @@ def _client() -> Any:
     except docker.errors.DockerException as exc:
         raise translate(str(exc)) from None
     return client
-
-
-def _git_revision() -> str:
-    from kitbench.fingerprint import _git_revision as revision
-
-    return revision() or ""
 
 
 def image_tag(target: Target) -> str:
@@ -176,7 +171,7 @@ def run(target: Target, result: BuildResult, run_args: Sequence[str], log: Log) 
             run_args = ["--device", "cuda", *run_args]
     # The code in the image is the code built from this checkout a moment ago.
     environment = {"KITBENCH_IMAGE": result.tag, "KITBENCH_IMAGE_ID": result.image_id,
-                   "KITBENCH_GIT_REV": _git_revision()}
+                   "KITBENCH_GIT_REV": git_revision() or ""}
     container = client.containers.create(result.tag, ["run", *run_args], mounts=mounts, user=user,
                                          device_requests=devices, environment=environment,
                                          network_mode=os.environ.get(NETWORK_VARIABLE), shm_size="1g")

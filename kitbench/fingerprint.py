@@ -16,7 +16,7 @@ _IMAGE_VARIABLES = {"target": "KITBENCH_TARGET", "image": "KITBENCH_IMAGE", "ima
                     "manifest_sha256": "KITBENCH_MANIFEST_SHA256"}
 
 
-def _git_revision() -> str | None:
+def git_revision() -> str | None:
     """The kit's git revision; inside an image, the one it was built from."""
     if os.environ.get("KITBENCH_GIT_REV"):
         return os.environ["KITBENCH_GIT_REV"]
@@ -66,7 +66,7 @@ def collect(machine: Probe) -> dict[str, Any]:
         if torch.cuda.is_available() else [g.name for g in machine.gpus]
     return {
         "kitbench": __version__,
-        "git_revision": _git_revision(),
+        "git_revision": git_revision(),
         "python": platform.python_version(),
         "python_arch": machine.python_arch,
         "os": machine.os,
