@@ -69,6 +69,7 @@ def test_mnist_runs_both_loops_with_separate_one_time_costs(quick_record: dict) 
         assert len(run["loss_curve"]) == 20
     ratio = quick_record["checks"]["mnist"]["loop_ratios"][0]
     assert ratio["resident_speedup"] == pytest.approx(runs[1]["epoch_s"] / runs[0]["epoch_s"])
+    assert ratio["per_epoch"] == [round(ratio["resident_speedup"], 3)]
     # The same seeded permutation feeds both loops: nearly the same training.
     assert runs[0]["final_loss"] == pytest.approx(runs[1]["final_loss"], rel=0.05)
 

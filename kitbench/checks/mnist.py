@@ -5,13 +5,16 @@ ToTensor/Normalize, each batch moved to the device inside the loop, as the
 tutorials do) and ``resident`` (the normalized dataset as one tensor on the
 device, shuffled index batches). Both shuffle with the same seeded
 permutation, so their loss curves are comparable. One-time costs (dataset
-load, warm-up) are reported apart from the steady-state epoch time.
+load, warm-up) are reported apart from the steady-state epoch time, and the
+configurations take turns epoch by epoch, so ratios compare epochs measured
+back to back.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,7 +66,8 @@ class Speedup:
     loop: str
     cpu_epoch_s: float
     device_epoch_s: float
-    speedup: float
+    speedup: float                  # median of the epoch-by-epoch ratios
+    per_epoch: list[float]
 
 
 @dataclass
@@ -72,7 +76,8 @@ class LoopRatio:
     model: str
     tutorial_epoch_s: float
     resident_epoch_s: float
-    resident_speedup: float         # how many times faster the resident loop's epoch is
+    resident_speedup: float         # how many times faster the resident loop's epoch is (median of epochs)
+    per_epoch: list[float]          # each epoch pair was trained back to back
 
 
 @dataclass
@@ -175,55 +180,97 @@ def _load(root: Path, loop: str, device: torch.device,
     return train, _resident_tensors(root, False, device, None)
 
 
-def train(ctx: Context, device: torch.device, model_name: str, loop: str, gflops: float) -> MnistRun:
-    opts = ctx.options
-    assert ctx.data_root is not None
-    root = ctx.data_root
-    (train_data, (test_x, test_y)), dataset_load_s = timed(
-        lambda: _load(root, loop, device, opts.train_limit), device)
-    samples = len(train_data[0]) if isinstance(train_data, tuple) else len(train_data)  # type: ignore[arg-type]
+class _Trainer:
+    """One configuration (model, loop, device): data loaded and warmed up on
+    construction, then trained one epoch per call, so that configurations can
+    take turns and drift in the machine's speed hits all of them alike.
 
-    def batches(gen: torch.Generator) -> Iterator[_Batch]:
-        if isinstance(train_data, tuple):
-            return _resident_batches(*train_data, opts.batch_size, gen)
-        return _tutorial_batches(train_data, opts.batch_size, gen, device)
+    Each trainer keeps its own random stream (init, dropout, shuffling), so
+    taking turns changes no result: same seed, same numbers as alone."""
 
-    label = f"{model_name}/{loop} on {device}"
-    warm_steps = 5 if opts.quick else 20
-    ctx.progress.start(f"{label}: warm-up", total=warm_steps)
-    throwaway = models.build(model_name).to(device)
-    warm_opt = models.optimizer(model_name, list(throwaway.parameters()))
-    warmup_s, _, _ = _epoch(throwaway, warm_opt, batches(torch.Generator().manual_seed(opts.seed + 1)),
-                            device, ctx, max_steps=warm_steps)
-    del throwaway, warm_opt
+    def __init__(self, ctx: Context, device: torch.device, model_name: str, loop: str, gflops: float) -> None:
+        opts = ctx.options
+        assert ctx.data_root is not None
+        root = ctx.data_root
+        self.ctx, self.device, self.model_name, self.loop, self.gflops = ctx, device, model_name, loop, gflops
+        (self.train_data, (self.test_x, self.test_y)), self.dataset_load_s = timed(
+            lambda: _load(root, loop, device, opts.train_limit), device)
+        data = self.train_data
+        self.samples = len(data[0]) if isinstance(data, tuple) else len(data)  # type: ignore[arg-type]
+        self.label = f"{model_name}/{loop} on {device}"
+        warm_steps = 5 if opts.quick else 20
+        ctx.progress.start(f"{self.label}: warm-up", total=warm_steps)
+        throwaway = models.build(model_name).to(device)
+        warm_opt = models.optimizer(model_name, list(throwaway.parameters()))
+        self.warmup_s, _, _ = _epoch(throwaway, warm_opt, self._batches(torch.Generator().manual_seed(opts.seed + 1)),
+                                     device, ctx, max_steps=warm_steps)
+        del throwaway, warm_opt
+        torch.manual_seed(opts.seed)
+        self.model = models.build(model_name).to(device)
+        self.opt = models.optimizer(model_name, list(self.model.parameters()), opts.lr)
+        self.rng = torch.random.get_rng_state()
+        self.cuda_rng: torch.Tensor | None = None
+        self.gen = torch.Generator().manual_seed(opts.seed)
+        self.times: list[float] = []
+        self.data_times: list[float] = []
+        self.epoch_losses: list[float] = []
+        self.curve: list[float] = []
+        self.accuracies: list[float] = []
+        self.eval_times: list[float] = []
+        self.test_loss = 0.0
 
-    torch.manual_seed(opts.seed)
-    model = models.build(model_name).to(device)
-    opt = models.optimizer(model_name, list(model.parameters()), opts.lr)
-    gen = torch.Generator().manual_seed(opts.seed)
-    steps = -(-samples // opts.batch_size)
-    times, data_times, epoch_losses, curve, accuracies, eval_times = [], [], [], [], [], []
-    for epoch in range(opts.epochs):
-        ctx.progress.start(f"{label}: epoch {epoch + 1}/{opts.epochs}", total=steps)
-        seconds, data_s, losses = _epoch(model, opt, batches(gen), device, ctx)
-        times.append(seconds)
-        data_times.append(data_s)
-        epoch_losses.append(round(float(losses.mean()), 6))
-        curve += _curve(losses)
-        (test_acc, test_loss), eval_s = timed(lambda: _evaluate(model, test_x, test_y), device)
-        accuracies.append(test_acc)
-        eval_times.append(eval_s)
-    ctx.progress.done()
-    epoch_s = Summary.of(times).median
-    floor = models.training_flops_per_sample(model_name) * samples / (gflops * 1e9)
-    return MnistRun(
-        device=str(device), model=model_name, loop=loop, batch_size=opts.batch_size, epochs=opts.epochs,
-        train_samples=samples, epoch_s=epoch_s, epoch_s_all=times, samples_per_s=samples / epoch_s,
-        data_s=Summary.of(data_times).median, final_loss=epoch_losses[-1], epoch_losses=epoch_losses,
-        loss_curve=curve, test_acc=test_acc, test_loss=round(test_loss, 6), epoch_test_acc=accuracies,
-        dataset_load_s=dataset_load_s, warmup_s=warmup_s, eval_s=Summary.of(eval_times).median,
-        compute_floor_s=floor, floor_fraction=floor / epoch_s,
-    )
+    def _batches(self, gen: torch.Generator) -> Iterator[_Batch]:
+        data = self.train_data
+        if isinstance(data, tuple):
+            return _resident_batches(*data, self.ctx.options.batch_size, gen)
+        return _tutorial_batches(data, self.ctx.options.batch_size, gen, self.device)
+
+    @contextmanager
+    def _own_rng(self) -> Iterator[None]:
+        """Run on this trainer's own random stream (CPU, and CUDA's), keeping where it got to."""
+        cuda = self.device.type == "cuda"
+        with torch.random.fork_rng(devices=[self.device] if cuda else []):
+            torch.random.set_rng_state(self.rng)
+            if cuda and self.cuda_rng is not None:
+                torch.cuda.set_rng_state(self.cuda_rng, self.device)
+            yield
+            self.rng = torch.random.get_rng_state()
+            if cuda:
+                self.cuda_rng = torch.cuda.get_rng_state(self.device)
+
+    def epoch(self) -> None:
+        opts = self.ctx.options
+        steps = -(-self.samples // opts.batch_size)
+        self.ctx.progress.start(f"{self.label}: epoch {len(self.times) + 1}/{opts.epochs}", total=steps)
+        with self._own_rng():
+            seconds, data_s, losses = _epoch(self.model, self.opt, self._batches(self.gen), self.device, self.ctx)
+        self.times.append(seconds)
+        self.data_times.append(data_s)
+        self.epoch_losses.append(round(float(losses.mean()), 6))
+        self.curve += _curve(losses)
+        (acc, self.test_loss), eval_s = timed(lambda: _evaluate(self.model, self.test_x, self.test_y), self.device)
+        self.accuracies.append(acc)
+        self.eval_times.append(eval_s)
+
+    def result(self) -> MnistRun:
+        opts = self.ctx.options
+        epoch_s = Summary.of(self.times).median
+        floor = models.training_flops_per_sample(self.model_name) * self.samples / (self.gflops * 1e9)
+        return MnistRun(
+            device=str(self.device), model=self.model_name, loop=self.loop, batch_size=opts.batch_size,
+            epochs=opts.epochs, train_samples=self.samples, epoch_s=epoch_s, epoch_s_all=self.times,
+            samples_per_s=self.samples / epoch_s, data_s=Summary.of(self.data_times).median,
+            final_loss=self.epoch_losses[-1], epoch_losses=self.epoch_losses, loss_curve=self.curve,
+            test_acc=self.accuracies[-1], test_loss=round(self.test_loss, 6), epoch_test_acc=self.accuracies,
+            dataset_load_s=self.dataset_load_s, warmup_s=self.warmup_s, eval_s=Summary.of(self.eval_times).median,
+            compute_floor_s=floor, floor_fraction=floor / epoch_s,
+        )
+
+
+def _ratios(slow: MnistRun, fast: MnistRun) -> tuple[float, list[float]]:
+    """The median of epoch-by-epoch ratios: each pair was measured back to back."""
+    per_epoch = [a / b for a, b in zip(slow.epoch_s_all, fast.epoch_s_all, strict=True)]
+    return Summary.of(per_epoch).median, [round(r, 3) for r in per_epoch]
 
 
 def run(ctx: Context) -> MnistResult:
@@ -232,19 +279,29 @@ def run(ctx: Context) -> MnistResult:
     cpu = torch.device("cpu")
     run_devices = [device, cpu] if devices.is_accelerator(device) else [device]
     rates = {str(d): matmul_gflops(d) for d in run_devices}
-    runs = []
-    speedups = []
+    runs: list[MnistRun] = []
     for model_name in ctx.options.models:
-        for loop in ctx.options.loops:
-            here = [train(ctx, d, model_name, loop, rates[str(d)]) for d in run_devices]
-            runs += here
-            if len(here) == 2:
-                speedups.append(Speedup(model_name, loop, here[1].epoch_s, here[0].epoch_s,
-                                        here[1].epoch_s / here[0].epoch_s))
+        trainers = [_Trainer(ctx, d, model_name, loop, rates[str(d)])
+                    for loop in ctx.options.loops for d in run_devices]
+        for _ in range(ctx.options.epochs):
+            for trainer in trainers:
+                trainer.epoch()
+        ctx.progress.done()
+        runs += [t.result() for t in trainers]
     by_key = {(r.device, r.model, r.loop): r for r in runs}
-    ratios = [LoopRatio(d, m, t.epoch_s, r.epoch_s, t.epoch_s / r.epoch_s)
-              for (d, m, loop), t in by_key.items() if loop == "tutorial"
-              and (r := by_key.get((d, m, "resident"))) is not None]
+    speedups = []
+    if devices.is_accelerator(device):
+        for (d, m, loop), fast in by_key.items():
+            slow = by_key.get(("cpu", m, loop))
+            if d != "cpu" and slow is not None:
+                median, per_epoch = _ratios(slow, fast)
+                speedups.append(Speedup(m, loop, slow.epoch_s, fast.epoch_s, median, per_epoch))
+    ratios = []
+    for (d, m, loop), tutorial in by_key.items():
+        resident = by_key.get((d, m, "resident"))
+        if loop == "tutorial" and resident is not None:
+            median, per_epoch = _ratios(tutorial, resident)
+            ratios.append(LoopRatio(d, m, tutorial.epoch_s, resident.epoch_s, median, per_epoch))
     best = min(runs, key=lambda r: r.epoch_s)
     summary = (f"fastest: {best.model}/{best.loop} on {best.device} {best.epoch_s:.2f} s/epoch, "
                f"test acc {best.test_acc:.4f}")
