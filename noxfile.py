@@ -7,6 +7,7 @@ names a version. Arguments after `--` go to `kitbench run`, e.g.
 
 from __future__ import annotations
 
+import functools
 import shutil
 import sys
 from collections.abc import Callable
@@ -29,20 +30,26 @@ nox.options.sessions = ["lint", "tests"]
 nox.options.error_on_missing_interpreters = True
 
 
+@functools.cache
+def _machine() -> probe.Probe:
+    """This host, probed once per nox run (the probe may call nvidia-smi)."""
+    return probe.probe()
+
+
 def _dev_requirements(group: str) -> list[str]:
     found: list[str] = manifest.load(manifest.envs_dir() / "suite.yaml", "suite").data[group]
     return found
 
 
 def _platform(python: str) -> str:
-    machine = probe.probe()
+    machine = _machine()
     return f"{machine.os}-{machine.arch}-py{python}"
 
 
 def _install_suite(session: nox.Session, target: Target) -> None:
     """The hash-locked set when `nox -s lock` made one for this platform and index;
     else torch and torchvision from the target's index and the rest pinned from PyPI."""
-    os_name = probe.probe().os
+    os_name = _machine().os
     lock = target.usable_lock(_platform(target.python), os_name)
     if lock is not None:
         session.install(*target.pip_index_args(os_name), "--require-hashes", "-r", str(lock))
@@ -55,7 +62,7 @@ def _install_suite(session: nox.Session, target: Target) -> None:
 
 def _preflight(session: nox.Session, target: Target) -> None:
     try:
-        preflight.check(target, probe.probe())
+        preflight.check(target, _machine())
     except KitbenchError as error:
         session.error(f"{error.message}" + (f" ({error.hint})" if error.hint else ""))
 
@@ -142,9 +149,9 @@ def lock(session: nox.Session) -> None:
     import tempfile
 
     session.install(*_dev_requirements("lock"))
-    os_name = probe.probe().os
+    os_name = _machine().os
     for target in targets.load_all().values():
-        if target.kind != "venv" or preflight.host_reasons(target, probe.probe()):
+        if target.kind != "venv" or preflight.host_reasons(target, _machine()):
             session.log(f"{target.name}: not a venv target for this host; no lock")
             continue
         platform = _platform(target.python)

@@ -184,8 +184,8 @@ def _cmd_install(args: argparse.Namespace) -> int:
 
     for name, value, choices in (("--os", args.os, selector.OSES), ("--arch", args.arch, selector.ARCHES),
                                  ("--python-arch", args.python_arch, selector.ARCHES)):
-        if value is not None and value not in choices:
-            raise UsageError(f"unknown {name} {value!r}", hint=f"choose one of: {', '.join(choices)}")
+        if value is not None:
+            selector.check_choice(name, value, choices)
     machine = probe.override(probe.probe(), os=args.os, arch=args.arch, python_arch=args.python_arch,
                              driver=args.driver, gpu_capabilities=args.gpu_cc, no_gpu=args.no_gpu)
     chosen = selector.select(machine, release_spec=args.release, package=args.package, compute=args.compute,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from kitbench import drivers
 from kitbench.errors import DeviceUnavailableError, UsageError
 from kitbench.probe import Probe
+from kitbench.versions import version_tuple
 
 if TYPE_CHECKING:
     import torch
@@ -45,10 +46,6 @@ class MpsFacts:
     python_arch: str
     built: bool
     available: bool
-
-
-def _version_tuple(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in text.split(".") if p.isdigit())
 
 
 def cuda_unavailable_reason(f: CudaFacts) -> str | None:
@@ -81,7 +78,7 @@ def mps_unavailable_reason(f: MpsFacts) -> str | None:
         return "x86_64 Python under Rosetta on Apple Silicon: MPS needs an arm64 Python"
     if f.arch != "arm64":
         return "MPS needs Apple Silicon (or an AMD GPU Mac); this Mac is Intel without a supported GPU"
-    if _version_tuple(f.os_version) < (12, 3):
+    if version_tuple(f.os_version) < (12, 3):
         return f"macOS {f.os_version} is older than 12.3, the first with MPS"
     if not f.built:
         return "this torch was built without MPS"

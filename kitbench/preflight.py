@@ -15,7 +15,7 @@ from kitbench import drivers, targets
 from kitbench.errors import PreflightError
 from kitbench.probe import Probe
 from kitbench.targets import Target
-from kitbench.versions import parse_driver
+from kitbench.versions import version_tuple
 
 GPUS_VARIABLE = "KITBENCH_GPUS"
 CONDA_TOOLS = ("micromamba", "mamba", "conda")
@@ -24,10 +24,6 @@ CONDA_TOOLS = ("micromamba", "mamba", "conda")
 def gpus_requested() -> bool:
     """``KITBENCH_GPUS=none`` runs a CUDA image on the CPU (CI); the default asks for all GPUs."""
     return os.environ.get(GPUS_VARIABLE, "all").lower() != "none"
-
-
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in text.split(".") if p.isdigit())
 
 
 def host_reasons(target: Target, machine: Probe, which: Callable[[str], str | None] = shutil.which) -> list[str]:
@@ -44,7 +40,7 @@ def host_reasons(target: Target, machine: Probe, which: Callable[[str], str | No
         reasons.append(f"this Python is {machine.python_arch} on an {machine.arch} machine"
                        + (" (Rosetta)" if machine.rosetta else "") + f": use an {machine.arch} Python")
     for host in hosts:
-        if host.min_os_version and _version(machine.os_version) < _version(host.min_os_version):
+        if host.min_os_version and version_tuple(machine.os_version) < version_tuple(host.min_os_version):
             reasons.append(f"it needs {machine.os} >= {host.min_os_version}, this host has {machine.os_version}")
     if target.kind == "conda" and not any(which(tool) for tool in CONDA_TOOLS):
         reasons.append(f"none of {', '.join(CONDA_TOOLS)} is installed")
@@ -52,7 +48,7 @@ def host_reasons(target: Target, machine: Probe, which: Callable[[str], str | No
         need = drivers.load().requirement(target.cuda, machine.os)
         if machine.driver is None:
             reasons.append(f"no NVIDIA driver found (CUDA {target.cuda} needs >= {need.floor})")
-        elif need.floor and parse_driver(machine.driver) < parse_driver(need.floor):
+        elif need.floor and not need.allows(machine.driver):
             reasons.append(f"NVIDIA driver {machine.driver} is older than {need.floor}, "
                            f"the floor for CUDA {target.cuda}")
     return reasons
@@ -62,7 +58,7 @@ def alternative(machine: Probe, exclude: str) -> str | None:
     """The best other target that fits this host: an accelerated one before plain CPU."""
     candidates = [t for t in targets.load_all().values() if t.name != exclude and not host_reasons(t, machine)]
     # Accelerated targets first, the newest CUDA among them first.
-    candidates.sort(key=lambda t: (t.compute == "cpu", tuple(-n for n in _version(t.cuda or "0"))))
+    candidates.sort(key=lambda t: (t.compute == "cpu", tuple(-n for n in version_tuple(t.cuda or "0"))))
     return candidates[0].name if candidates else None
 
 

@@ -165,7 +165,7 @@ def _conda(rel: Release, os: str, compute: str, fmt: str, cuda: tuple[int, int] 
     return rel.quirks.get(("conda", compute), text) if fmt == "pinned" else text
 
 
-def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+def check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise UsageError(f"unknown {name} {value!r}", hint=f"choose one of: {', '.join(choices)}")
 
@@ -194,7 +194,7 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     """The command for ``machine``; with ``compute='auto'`` the best platform it can run, explained."""
     for name, value, choices in (("OS", machine.os, OSES), ("architecture", machine.arch, ARCHES),
                                  ("package", package, PACKAGES), ("format", fmt, FORMATS)):
-        _check_choice(name, value, choices)
+        check_choice(name, value, choices)
     rel = release(release_spec)
     if fmt == "selector" and package == "uv":
         raise UsageError("--format selector reproduces pytorch.org, which has no uv command",

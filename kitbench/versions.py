@@ -56,6 +56,11 @@ def cuda_of_compute(compute: str) -> tuple[int, int] | None:
     return int(digits[:-1]), int(digits[-1])
 
 
+def version_tuple(text: str) -> tuple[int, ...]:
+    """``'12.3'`` -> ``(12, 3)``: OS versions, for ordering only; non-numeric parts are skipped."""
+    return tuple(int(p) for p in text.split(".") if p.isdigit())
+
+
 def format_capability(cc: tuple[int, int]) -> str:
     return f"{cc[0]}.{cc[1]}"
 
