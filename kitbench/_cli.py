@@ -204,6 +204,8 @@ def _cmd_install(args: argparse.Namespace) -> int:
             print(f"# rejected {line}", file=sys.stderr)
     for line in chosen.reasons:
         print(f"# {line}", file=sys.stderr)
+    for line in chosen.notes:
+        print(f"note: {line}", file=sys.stderr)
     print(chosen.command)
     return 0
 

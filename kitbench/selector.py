@@ -28,7 +28,7 @@ _MAC = "mac"          # the quirk key of macOS commands
 class Release:
     version: str
     torchvision: str
-    torchaudio: str
+    torchaudio: str | None      # None: no torchaudio was released with it
     wheels: tuple[str, ...]
     conda: tuple[str, ...]
     series: str
@@ -36,9 +36,11 @@ class Release:
     pinned_pypi_without_index: bool
     macos_x86_64: bool
     aarch64_cuda: bool
+    selector_torchaudio: bool
     kernels: dict[str, tuple[str, ...]]
     quirks: dict[tuple[str, str], str]
     source: str
+    unverified: str | None      # why its commands could not be checked against pytorch.org's text
 
     @property
     def key(self) -> tuple[int, ...]:
@@ -54,8 +56,10 @@ class Selection:
     arch: str
     package: str
     format: str
+    verified: bool = True
     reasons: list[str] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)
 
 
@@ -77,13 +81,14 @@ def releases() -> dict[str, Release]:
         for entry in data["releases"]:
             version = entry["version"]
             found.append(Release(
-                version=version, torchvision=entry["torchvision"], torchaudio=entry["torchaudio"],
+                version=version, torchvision=entry["torchvision"], torchaudio=entry.get("torchaudio"),
                 wheels=tuple(entry["wheels"]), conda=tuple(entry.get("conda", ())), series=data["series"],
                 pypi_linux=data["pypi"]["linux"],
                 pinned_pypi_without_index=data.get("pinned_pypi_without_index", False),
-                macos_x86_64=data["macos_x86_64"], aarch64_cuda=data.get("aarch64_cuda", False), kernels=kernels,
+                macos_x86_64=data["macos_x86_64"], aarch64_cuda=data.get("aarch64_cuda", False),
+                selector_torchaudio=data.get("selector_torchaudio", True), kernels=kernels,
                 quirks={(p, c): cmd for (r, p, c), cmd in quirks.items() if r == version},
-                source=data["pinned_source"]))
+                source=data["pinned_source"], unverified=data.get("unverified")))
     found.sort(key=lambda r: r.key)
     return {r.version: r for r in found}
 
@@ -136,8 +141,7 @@ def command(rel: Release, os: str, package: str, compute: str, fmt: str) -> str:
     if package == "conda":
         return _conda(rel, os, compute, fmt, cuda)
     installer = {"pip": "pip3 install" if fmt == "selector" else "pip install", "uv": "uv pip install"}[package]
-    names = ("torch torchvision torchaudio" if fmt == "selector" else
-             f"torch=={rel.version} torchvision=={rel.torchvision} torchaudio=={rel.torchaudio}")
+    names = _names(rel, fmt)
     if fmt == "selector":
         plain = os == "macos" or compute == _pypi_compute(rel, os)
     else:
@@ -147,6 +151,13 @@ def command(rel: Release, os: str, package: str, compute: str, fmt: str) -> str:
     if fmt == "pinned" and package == "pip":
         return rel.quirks.get(("pip", _MAC if os == "macos" else compute), text)
     return text
+
+
+def _names(rel: Release, fmt: str) -> str:
+    if fmt == "selector":
+        return "torch torchvision torchaudio" if rel.selector_torchaudio else "torch torchvision"
+    audio = f" torchaudio=={rel.torchaudio}" if rel.torchaudio else ""
+    return f"torch=={rel.version} torchvision=={rel.torchvision}{audio}"
 
 
 def _conda(rel: Release, os: str, compute: str, fmt: str, cuda: tuple[int, int] | None) -> str:
@@ -201,7 +212,9 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
                          hint="use --format pinned with --package uv")
     arch = machine.python_arch if machine.os == "macos" else machine.arch
     chosen = Selection(command="", compute="", release=rel.version, os=machine.os, arch=arch, package=package,
-                       format=fmt, facts=_facts(machine))
+                       format=fmt, verified=rel.unverified is None, facts=_facts(machine))
+    if rel.unverified:
+        chosen.notes.append(f"torch {rel.version}: not checked against pytorch.org's text: {rel.unverified}")
     if compute == "auto":
         chosen.compute = _auto(rel, machine, arch, package, chosen)
     else:
@@ -261,12 +274,17 @@ def _cuda_rejection(rel: Release, machine: Probe, compute: str) -> str | None:
     need = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os)
     if not need.allows(machine.driver):
         return f"driver {machine.driver} < {need.floor} (CUDA {cuda[0]} family floor)"
-    arches = rel.kernels.get(compute)
+    arches = _kernels(rel, machine, compute)
     if arches is not None:
         missing = [c for c in machine.capabilities if not capability_supported(parse_capability(c), arches)]
         if missing:
             return "no kernels for " + ", ".join(arch_of_capability(parse_capability(c)) for c in missing)
     return None
+
+
+def _kernels(rel: Release, machine: Probe, compute: str) -> tuple[str, ...] | None:
+    # The lists were read from x86_64 wheels; aarch64 builds carry other architectures (sm_110, no sm_75).
+    return rel.kernels.get(compute) if machine.arch == "x86_64" else None
 
 
 def _cuda_reason(rel: Release, machine: Probe, compute: str) -> str:
@@ -277,8 +295,9 @@ def _cuda_reason(rel: Release, machine: Probe, compute: str) -> str:
     if need.below_toolkit(machine.driver):
         text += (f"; note: below CUDA {need.cuda}'s own driver {need.toolkit}, so it runs by minor-version "
                  "compatibility (no JIT of newer PTX)")
-    if compute not in rel.kernels:
-        text += "; this build's kernel list is not recorded, so GPU architectures were not checked"
+    if _kernels(rel, machine, compute) is None:
+        text += ("; kernel lists are recorded for x86_64 wheels only" if machine.arch != "x86_64" else
+                 "; this build's kernel list is not recorded") + ", so GPU architectures were not checked"
     elif machine.capabilities:
         text += "; kernels for " + ", ".join(arch_of_capability(parse_capability(c)) for c in machine.capabilities)
     return text

@@ -29,7 +29,8 @@ def test_nvidia_smi_failure_text_gives_nothing(resources: Path) -> None:
 
 @pytest.mark.parametrize(("name", "expected"), [("nvidia-version-proprietary.txt", "535.104.05"),
                                                 ("nvidia-version-open.txt", "550.54.14"),
-                                                ("nvidia-version-aarch64.txt", "580.65.06")])
+                                                ("nvidia-version-aarch64.txt", "580.65.06"),
+                                                ("nvidia-version-h100.txt", "580.159.04")])
 def test_proc_driver_version(resources: Path, name: str, expected: str) -> None:
     assert probe.parse_proc_driver((resources / "proc" / name).read_text()) == expected
 
@@ -102,3 +103,11 @@ def test_parsers_never_crash_on_arbitrary_text(text: str) -> None:
 def test_nvidia_smi_with_pcie_link(resources: Path) -> None:
     _, gpus = probe.parse_nvidia_smi_csv((resources / "nvidia-smi/with-pcie.csv").read_text())
     assert [g.link for g in gpus] == ["PCIe 5 x16", "PCIe 4 x8"]
+
+
+def test_recorded_h100(resources: Path) -> None:
+    # Recorded on a real H100 machine (tests/resources/nvidia-smi/h100-sxm.txt holds the whole capture).
+    driver, gpus = probe.parse_nvidia_smi_csv((resources / "nvidia-smi/h100-sxm.csv").read_text())
+    assert driver == "580.159.04"
+    assert [(g.name, g.capability, g.memory_mib, g.pcie_gen, g.pcie_width) for g in gpus] == [
+        ("NVIDIA H100 80GB HBM3", "9.0", 81559, 5, 16)]

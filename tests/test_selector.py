@@ -53,8 +53,45 @@ def test_pinned_format_equals_the_previous_versions_page(row: list[str]) -> None
         assert chosen.command == published, (os, compute)
 
 
-def test_every_covered_release_has_golden_data() -> None:
-    assert {row[0] for row in PINNED} == set(selector.releases())
+def test_every_release_checked_against_pytorch_org_has_golden_data() -> None:
+    checked = {v for v, rel in selector.releases().items() if rel.unverified is None}
+    assert checked <= {row[0] for row in PINNED}
+    assert checked >= {"2.0.0", "2.4.0", "2.9.1", "2.10.0", "2.11.0"}
+
+
+def test_unchecked_releases_say_so() -> None:
+    chosen = selector.select(LINUX, release_spec="2.14.1", compute="cu130")
+    assert chosen.command == ("pip install torch==2.14.1 torchvision==0.29.1 "
+                              "--index-url https://download.pytorch.org/whl/cu130")
+    assert not chosen.verified
+    assert chosen.notes[0].startswith("torch 2.14.1: not checked against pytorch.org's text: ")
+    assert selector.select(LINUX, release_spec="2.11.0").verified
+
+
+def test_no_torchaudio_after_2_11() -> None:
+    # PyPI's last torchaudio is 2.11.0; the Start Locally page dropped it from 2.8 on.
+    assert selector.select(LINUX, release_spec="2.12.1", compute="cpu").command == (
+        "pip install torch==2.12.1 torchvision==0.27.1 --index-url https://download.pytorch.org/whl/cpu")
+    assert selector.select(LINUX, release_spec="2.13.0", compute="cu130", fmt="selector").command == (
+        "pip3 install torch torchvision")
+    assert selector.select(LINUX, release_spec="2.7.1", compute="cu126", fmt="selector").command == (
+        "pip3 install torch torchvision torchaudio")
+
+
+PYPI = _rows("pypi-builds.tsv")[1:]
+
+
+@pytest.mark.parametrize("row", PYPI, ids=[r[0] for r in PYPI])
+def test_pypi_build_and_its_kernels_match_the_wheel(row: list[str]) -> None:
+    version, runtime, _, arch_flags = row
+    rel = selector.releases()[version]
+    major, minor = runtime.split(".")[:2]
+    assert rel.pypi_linux == f"cu{major}{minor}"
+    assert rel.kernels[rel.pypi_linux] == tuple(arch_flags.split())
+
+
+def test_every_release_is_in_the_pypi_table() -> None:
+    assert {row[0] for row in PYPI} == set(selector.releases())
 
 
 SELECTOR = _rows("selector.tsv")
@@ -162,8 +199,14 @@ def test_cli_stdout_is_only_the_command_and_runs_without_torch() -> None:
 def test_cli_json_has_the_promised_fields() -> None:
     done = _cli("install-cmd", "--json", "--no-gpu", "--os", "linux", "--arch", "x86_64")
     data = json.loads(done.stdout)
-    assert {"command", "compute", "release", "os", "arch", "package", "reasons"} <= set(data)
+    assert {"command", "compute", "release", "os", "arch", "package", "reasons", "verified"} <= set(data)
     assert data["compute"] == "cpu"
+
+
+def test_cli_notes_an_unchecked_release_on_stderr_only() -> None:
+    done = _cli("install-cmd", "--release", "2.15.0", "--no-gpu", "--os", "linux", "--arch", "x86_64")
+    assert done.stdout == "pip install torch==2.15.0 torchvision==0.29.2 --index-url https://download.pytorch.org/whl/cpu\n"
+    assert "note: torch 2.15.0: not checked against pytorch.org's text" in done.stderr
 
 
 @pytest.mark.parametrize(("args", "words"), [
@@ -190,3 +233,23 @@ def test_manifest_errors_reach_the_cli_with_file_and_line(envs_copy: Path) -> No
     assert done.returncode == 1
     assert done.stderr.startswith(f"ERROR: {path}:")
     assert "unknown key 'windows_arm'" in done.stderr
+
+
+def test_kernel_lists_apply_to_x86_64_only() -> None:
+    arm = dataclasses.replace(_box("580.65.06", "6.1"), arch="aarch64", python_arch="aarch64")
+    chosen = selector.select(arm, release_spec="2.9.1")
+    assert chosen.compute == "cu130"
+    assert "kernel lists are recorded for x86_64 wheels only" in chosen.reasons[0]
+
+
+def test_recorded_h100_machine(resources: Path) -> None:
+    from kitbench import probe
+
+    driver, gpus = probe.parse_nvidia_smi_csv((resources / "nvidia-smi/h100-sxm.csv").read_text())
+    h100 = dataclasses.replace(LINUX, driver=driver, gpus=gpus)
+    chosen = selector.select(h100, release_spec="2.11.0")
+    assert chosen.compute == "cu130"
+    assert chosen.reasons == ["cu130: the newest CUDA build of 2.11.0 that driver 580.159.04 runs "
+                              "(floor 580.65.06); kernels for sm_90"]
+    # 2.0.1's only recorded list (the CUDA 11.7 wheel's) stops at sm_86.
+    assert selector._cuda_rejection(selector.release("2.0.1"), h100, "cu117") == "no kernels for sm_90"
