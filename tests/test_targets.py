@@ -18,6 +18,18 @@ def test_pins_come_from_the_manifests() -> None:
     assert all("==" in pin for pin in cpu.pins())
 
 
+@pytest.mark.parametrize("name", sorted(targets.load_all()))
+def test_target_pins_agree_with_the_release_manifests(name: str) -> None:
+    from kitbench import selector
+
+    target = targets.get(name)
+    release = selector.releases()[target.torch]
+    assert target.torchvision == release.torchvision
+    if target.kind != "conda":
+        assert target.compute in release.wheels
+        assert target.index_for("linux") == selector.index_pattern().format(compute=target.compute)
+
+
 def test_index_override(monkeypatch: pytest.MonkeyPatch) -> None:
     cpu = targets.get("cpu")
     monkeypatch.delenv("KITBENCH_INDEX_URL", raising=False)
