@@ -87,7 +87,8 @@ def _build_parser() -> argparse.ArgumentParser:
                "  kitbench install-cmd --driver 535.104.05 --gpu-cc 6.1   answer for another machine\n"
                "  eval \"$(kitbench install-cmd --package uv)\"",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    install.add_argument("--release", default="stable", help="X.Y.Z or stable (default: stable)")
+    install.add_argument("--release", default="stable",
+                         help="X.Y.Z, stable or nightly (a dated record, Start Locally form) (default: stable)")
     install.add_argument("--package", default="pip", help="pip, conda or uv (default: pip)")
     install.add_argument("--compute", default="auto",
                          help="auto (detect), cpu, mps, cuXYZ or rocmX.Y (default: auto)")

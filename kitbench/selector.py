@@ -40,7 +40,9 @@ class Release:
     kernels: dict[str, tuple[str, ...]]
     quirks: dict[tuple[str, str], str]
     source: str
-    unverified: str | None      # why its commands could not be checked against pytorch.org's text
+    unverified: dict[str, str]  # format -> why its commands could not be checked against pytorch.org's text
+    index: str = ""             # the index pattern; empty: envs/pytorch.yaml's
+    nightly: bool = False
 
     @property
     def key(self) -> tuple[int, ...]:
@@ -64,9 +66,25 @@ class Selection:
 
 
 @cache
+def _pytorch() -> dict[str, Any]:
+    data: dict[str, Any] = manifest.load(manifest.envs_dir() / "pytorch.yaml", "pytorch").data
+    return data
+
+
 def index_pattern() -> str:
-    pattern: str = manifest.load(manifest.envs_dir() / "pytorch.yaml", "pytorch").data["index"]
+    pattern: str = _pytorch()["index"]
     return pattern
+
+
+@cache
+def nightly() -> Release:
+    data = _pytorch()["nightly"]
+    why = (f"nightly builds change daily; this is their Start Locally matrix as of {data['as_of']} "
+           f"(torch {data['version']} then), from {data['source']}")
+    return Release(version="nightly", torchvision="", torchaudio=None, wheels=tuple(data["wheels"]), conda=(),
+                   series="nightly", pypi_linux="", pinned_pypi_without_index=False, macos_x86_64=False,
+                   aarch64_cuda=data.get("aarch64_cuda", False), selector_torchaudio=False, kernels={}, quirks={},
+                   source=data["source"], unverified={"selector": why}, index=data["index"], nightly=True)
 
 
 @cache
@@ -88,7 +106,7 @@ def releases() -> dict[str, Release]:
                 macos_x86_64=data["macos_x86_64"], aarch64_cuda=data.get("aarch64_cuda", False),
                 selector_torchaudio=data.get("selector_torchaudio", True), kernels=kernels,
                 quirks={(p, c): cmd for (r, p, c), cmd in quirks.items() if r == version},
-                source=data["pinned_source"], unverified=data.get("unverified")))
+                source=data["pinned_source"], unverified=data.get("unverified", {})))
     found.sort(key=lambda r: r.key)
     return {r.version: r for r in found}
 
@@ -99,11 +117,10 @@ def release(spec: str) -> Release:
         return list(known.values())[-1]
     if spec in known:
         return known[spec]
-    covered = f"{next(iter(known))} .. {list(known)[-1]}"
     if spec == "nightly":
-        raise SelectionError("nightly builds are not covered: kitbench keeps no dated record of them",
-                             hint=f"choose a release ({covered}) or 'stable'")
-    raise SelectionError(f"unknown release {spec!r}", hint=f"covered releases: {covered}, or 'stable'")
+        return nightly()
+    covered = f"{next(iter(known))} .. {list(known)[-1]}"
+    raise SelectionError(f"unknown release {spec!r}", hint=f"covered releases: {covered}, 'stable' or 'nightly'")
 
 
 def computes(rel: Release, os: str, arch: str, package: str) -> list[str]:
@@ -126,8 +143,8 @@ def _mac_ok(rel: Release, arch: str) -> bool:
     return arch == "arm64" or rel.macos_x86_64
 
 
-def _index(compute: str) -> str:
-    return index_pattern().format(compute=compute)
+def _index(rel: Release, compute: str) -> str:
+    return (rel.index or index_pattern()).format(compute=compute)
 
 
 def _pypi_compute(rel: Release, os: str) -> str:
@@ -140,14 +157,20 @@ def command(rel: Release, os: str, package: str, compute: str, fmt: str) -> str:
     cuda = cuda_of_compute(compute)
     if package == "conda":
         return _conda(rel, os, compute, fmt, cuda)
+    if rel.nightly:
+        fmt = "selector"        # a nightly has no pinned form: its version changes every day
     installer = {"pip": "pip3 install" if fmt == "selector" else "pip install", "uv": "uv pip install"}[package]
+    if rel.nightly:
+        installer += " --pre"
     names = _names(rel, fmt)
-    if fmt == "selector":
+    if rel.nightly:
+        plain = False
+    elif fmt == "selector":
         plain = os == "macos" or compute == _pypi_compute(rel, os)
     else:
         # The previous-versions page shares one block between Linux and Windows.
         plain = os == "macos" or (rel.pinned_pypi_without_index and compute == rel.pypi_linux)
-    text = f"{installer} {names}" + ("" if plain else f" --index-url {_index(compute)}")
+    text = f"{installer} {names}" + ("" if plain else f" --index-url {_index(rel, compute)}")
     if fmt == "pinned" and package == "pip":
         return rel.quirks.get(("pip", _MAC if os == "macos" else compute), text)
     return text
@@ -212,9 +235,14 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
                          hint="use --format pinned with --package uv")
     arch = machine.python_arch if machine.os == "macos" else machine.arch
     chosen = Selection(command="", compute="", release=rel.version, os=machine.os, arch=arch, package=package,
-                       format=fmt, verified=rel.unverified is None, facts=_facts(machine))
-    if rel.unverified:
-        chosen.notes.append(f"torch {rel.version}: not checked against pytorch.org's text: {rel.unverified}")
+                       format=fmt, facts=_facts(machine))
+    if rel.nightly and fmt == "pinned":
+        chosen.format = "selector"
+        chosen.notes.append("nightly has no pinned command; this is the Start Locally form")
+    why = rel.unverified.get(chosen.format)
+    if why:
+        chosen.verified = False
+        chosen.notes.append(f"torch {rel.version}, {chosen.format} form unverified: {why}")
     if compute == "auto":
         chosen.compute = _auto(rel, machine, arch, package, chosen)
     else:

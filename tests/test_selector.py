@@ -54,9 +54,12 @@ def test_pinned_format_equals_the_previous_versions_page(row: list[str]) -> None
 
 
 def test_every_release_checked_against_pytorch_org_has_golden_data() -> None:
-    checked = {v for v, rel in selector.releases().items() if rel.unverified is None}
-    assert checked <= {row[0] for row in PINNED}
-    assert checked >= {"2.0.0", "2.4.0", "2.9.1", "2.10.0", "2.11.0"}
+    known = selector.releases().items()
+    pinned = {v for v, rel in known if "pinned" not in rel.unverified}
+    assert pinned <= {row[0] for row in PINNED}
+    assert pinned >= {"2.0.0", "2.4.0", "2.9.1", "2.10.0", "2.11.0"}
+    chosen = {v for v, rel in known if "selector" not in rel.unverified}
+    assert chosen <= {row[0] for row in GENERATED + SELECTOR}
 
 
 def test_unchecked_releases_say_so() -> None:
@@ -64,8 +67,10 @@ def test_unchecked_releases_say_so() -> None:
     assert chosen.command == ("pip install torch==2.14.1 torchvision==0.29.1 "
                               "--index-url https://download.pytorch.org/whl/cu130")
     assert not chosen.verified
-    assert chosen.notes[0].startswith("torch 2.14.1: not checked against pytorch.org's text: ")
+    assert chosen.notes[0].startswith("torch 2.14.1, pinned form unverified: no copy of pytorch.org's 2.14 commands")
     assert selector.select(LINUX, release_spec="2.11.0").verified
+    assert not selector.select(LINUX, release_spec="2.13.0", fmt="pinned").verified
+    assert selector.select(LINUX, release_spec="2.13.0", fmt="selector").verified
 
 
 def test_no_torchaudio_after_2_11() -> None:
@@ -102,6 +107,20 @@ def test_selector_format_equals_start_locally(row: list[str]) -> None:
     version, os, package, compute, published = row
     chosen = selector.select(_machine(os), release_spec=version, package=package, compute=compute, fmt="selector")
     assert chosen.command == published
+
+
+GENERATED = _rows("selector-generated.tsv")
+
+
+@pytest.mark.parametrize("row", GENERATED, ids=["-".join(r[:4]) for r in GENERATED])
+def test_selector_format_equals_the_generator_of_start_locally(row: list[str]) -> None:
+    version, os, package, compute, published, _ = row
+    chosen = selector.select(_machine(os), release_spec=version, package=package, compute=compute, fmt="selector")
+    assert chosen.command == published
+
+
+def test_the_generator_table_covers_2_0_to_2_13() -> None:
+    assert {row[0] for row in GENERATED} == {v for v, rel in selector.releases().items() if rel.key < (2, 14)}
 
 
 def test_uv_variant() -> None:
@@ -166,7 +185,6 @@ def test_auto_rocm() -> None:
     ({"package": "conda", "release_spec": "2.6.0"}, "no conda packages: PyTorch published them up to 2.5.1"),
     ({"compute": "cu118", "release_spec": "2.8.0"}, "has no cu118 build"),
     ({"release_spec": "1.13.1"}, "unknown release '1.13.1'"),
-    ({"release_spec": "nightly"}, "nightly builds are not covered"),
 ])
 def test_combinations_that_do_not_exist(kwargs: dict, words: str) -> None:
     machine = kwargs.pop("machine", LINUX)
@@ -206,7 +224,7 @@ def test_cli_json_has_the_promised_fields() -> None:
 def test_cli_notes_an_unchecked_release_on_stderr_only() -> None:
     done = _cli("install-cmd", "--release", "2.15.0", "--no-gpu", "--os", "linux", "--arch", "x86_64")
     assert done.stdout == "pip install torch==2.15.0 torchvision==0.29.2 --index-url https://download.pytorch.org/whl/cpu\n"
-    assert "note: torch 2.15.0: not checked against pytorch.org's text" in done.stderr
+    assert "note: torch 2.15.0, pinned form unverified: " in done.stderr
 
 
 @pytest.mark.parametrize(("args", "words"), [
@@ -253,3 +271,28 @@ def test_recorded_h100_machine(resources: Path) -> None:
                               "(floor 580.65.06); kernels for sm_90"]
     # 2.0.1's only recorded list (the CUDA 11.7 wheel's) stops at sm_86.
     assert selector._cuda_rejection(selector.release("2.0.1"), h100, "cu117") == "no kernels for sm_90"
+
+
+NIGHTLY = [("linux", "cu132"), ("linux", "rocm7.2"), ("linux", "cpu"), ("windows", "cu126"), ("windows", "cpu"),
+           ("macos", "mps")]
+
+
+@pytest.mark.parametrize(("os", "compute"), NIGHTLY)
+def test_nightly_is_the_dated_start_locally_form(os: str, compute: str) -> None:
+    # As pytorch/test-infra@61a77570's generator prints it (envs/pytorch.yaml).
+    wheel = "cpu" if compute == "mps" else compute
+    chosen = selector.select(_machine(os), release_spec="nightly", compute=compute)
+    assert chosen.command == ("pip3 install --pre torch torchvision "
+                              f"--index-url https://download.pytorch.org/whl/nightly/{wheel}")
+    assert (chosen.format, chosen.verified) == ("selector", False)
+    assert chosen.notes[0] == "nightly has no pinned command; this is the Start Locally form"
+    assert "as of 2026-08-21" in chosen.notes[1]
+
+
+def test_nightly_refuses_what_it_lacks() -> None:
+    with pytest.raises(SelectionError, match="nightly has no cu118 build"):
+        selector.select(LINUX, release_spec="nightly", compute="cu118")
+    with pytest.raises(SelectionError, match="no conda packages"):
+        selector.select(LINUX, release_spec="nightly", package="conda")
+    auto = selector.select(_box("580.65.06", "9.0"), release_spec="nightly", package="uv")
+    assert auto.command == "uv pip install --pre torch torchvision --index-url https://download.pytorch.org/whl/nightly/cu132"
