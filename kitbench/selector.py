@@ -42,7 +42,10 @@ class Release:
     source: str
     unverified: dict[str, str]  # format -> why its commands could not be checked against pytorch.org's text
     index: str = ""             # the index pattern; empty: envs/pytorch.yaml's
-    nightly: bool = False
+
+    @property
+    def nightly(self) -> bool:
+        return self.version == "nightly"
 
     @property
     def key(self) -> tuple[int, ...]:
@@ -84,7 +87,7 @@ def nightly() -> Release:
     return Release(version="nightly", torchvision="", torchaudio=None, wheels=tuple(data["wheels"]), conda=(),
                    series="nightly", pypi_linux="", pinned_pypi_without_index=False, macos_x86_64=False,
                    aarch64_cuda=data.get("aarch64_cuda", False), selector_torchaudio=False, kernels={}, quirks={},
-                   source=data["source"], unverified={"selector": why}, index=data["index"], nightly=True)
+                   source=data["source"], unverified={"selector": why}, index=data["index"])
 
 
 @cache
@@ -157,13 +160,11 @@ def command(rel: Release, os: str, package: str, compute: str, fmt: str) -> str:
     cuda = cuda_of_compute(compute)
     if package == "conda":
         return _conda(rel, os, compute, fmt, cuda)
-    if rel.nightly:
-        fmt = "selector"        # a nightly has no pinned form: its version changes every day
     installer = {"pip": "pip3 install" if fmt == "selector" else "pip install", "uv": "uv pip install"}[package]
-    if rel.nightly:
-        installer += " --pre"
     names = _names(rel, fmt)
     if rel.nightly:
+        # Nightly wheels live only on their own index, as pre-releases.
+        installer += " --pre"
         plain = False
     elif fmt == "selector":
         plain = os == "macos" or compute == _pypi_compute(rel, os)
@@ -237,6 +238,7 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     chosen = Selection(command="", compute="", release=rel.version, os=machine.os, arch=arch, package=package,
                        format=fmt, facts=_facts(machine))
     if rel.nightly and fmt == "pinned":
+        # A nightly has no pinned form: its version changes every day.
         chosen.format = "selector"
         chosen.notes.append("nightly has no pinned command; this is the Start Locally form")
     why = rel.unverified.get(chosen.format)
@@ -251,7 +253,7 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
         chosen.compute = compute
         chosen.reasons.append(f"{compute}: asked for with --compute")
     wheel_compute = "cpu" if chosen.compute == "mps" else chosen.compute
-    chosen.command = command(rel, machine.os, package, wheel_compute, fmt)
+    chosen.command = command(rel, machine.os, package, wheel_compute, chosen.format)
     return chosen
 
 
