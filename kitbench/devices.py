@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from kitbench import drivers
 from kitbench.errors import DeviceUnavailableError, UsageError
-from kitbench.probe import Probe
+from kitbench.probe import Probe, no_driver_reason
 from kitbench.versions import version_tuple
 
 if TYPE_CHECKING:
@@ -33,6 +33,7 @@ class CudaFacts:
     driver: str | None
     os: str
     in_container: bool
+    wsl: bool
     available: bool
     device_count: int
     init_warning: str | None      # what torch warned while probing CUDA
@@ -57,8 +58,7 @@ def cuda_unavailable_reason(f: CudaFacts) -> str | None:
     if f.visible_devices is not None and f.visible_devices.strip() in ("", "-1", "none", "NoDevFiles"):
         return f"GPUs are hidden by CUDA_VISIBLE_DEVICES={f.visible_devices!r}"
     if f.built_cuda is not None and f.driver is None:
-        where = " (inside a container started without GPUs: docker run --gpus all)" if f.in_container else ""
-        return f"no NVIDIA driver found{where}"
+        return no_driver_reason(container=f.in_container, wsl=f.wsl)
     if f.built_cuda is not None and f.driver is not None:
         need = drivers.load().requirement(f.built_cuda, f.os)
         if need.floor is not None and not need.allows(f.driver):
@@ -96,7 +96,7 @@ def cuda_facts(machine: Probe) -> CudaFacts:
     return CudaFacts(torch_version=torch.__version__, built_cuda=torch.version.cuda,
                      built_hip=getattr(torch.version, "hip", None),
                      visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"), driver=machine.driver,
-                     os=machine.os, in_container=machine.container, available=available,
+                     os=machine.os, in_container=machine.container, wsl=machine.wsl, available=available,
                      device_count=count, init_warning=warning)
 
 

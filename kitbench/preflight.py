@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from kitbench import drivers, targets
 from kitbench.errors import PreflightError
-from kitbench.probe import Probe
+from kitbench.probe import Probe, no_driver_reason
 from kitbench.targets import Target
 from kitbench.versions import version_tuple
 
@@ -47,7 +47,8 @@ def host_reasons(target: Target, machine: Probe, which: Callable[[str], str | No
     if target.cuda and (target.kind != "docker" or gpus_requested()):
         need = drivers.load().requirement(target.cuda, machine.os)
         if machine.driver is None:
-            reasons.append(f"no NVIDIA driver found (CUDA {target.cuda} needs >= {need.floor})")
+            reasons.append(no_driver_reason(container=machine.container, wsl=machine.wsl)
+                           + f" (CUDA {target.cuda} needs >= {need.floor})")
         elif need.floor and not need.allows(machine.driver):
             reasons.append(f"NVIDIA driver {machine.driver} is older than {need.floor}, "
                            f"the floor for CUDA {target.cuda}")

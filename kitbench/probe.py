@@ -23,6 +23,10 @@ from kitbench.errors import UsageError
 from kitbench.versions import format_capability, parse_capability, parse_driver
 
 _PROC_DRIVER = Path("/proc/driver/nvidia/version")
+# Where /proc/driver/nvidia is hidden (some container runtimes) the module still names its version here.
+_SYS_DRIVER = Path("/sys/module/nvidia/version")
+# WSL 2 has no NVIDIA kernel module: the Windows driver exposes its nvidia-smi here, not always on PATH.
+_WSL_SMI = "/usr/lib/wsl/lib/nvidia-smi"
 _NVRM = re.compile(r"NVRM version:.*?Kernel Module(?:\s+for\s+\S+)?\s+(\d+\.\d+(?:\.\d+)?)\s")
 _ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "i386": "x86", "i686": "x86", "arm64": "arm64",
                  "aarch64": "aarch64"}
@@ -77,6 +81,22 @@ def parse_proc_driver(text: str) -> str | None:
     """The driver version in ``/proc/driver/nvidia/version``, if any."""
     match = _NVRM.search(text)
     return match.group(1) if match else None
+
+
+def parse_sys_driver(text: str) -> str | None:
+    """The driver version in ``/sys/module/nvidia/version`` (the bare version string), if any."""
+    version = text.strip()
+    return version if re.fullmatch(r"\d+\.\d+(\.\d+)?", version) else None
+
+
+def no_driver_reason(*, container: bool, wsl: bool) -> str:
+    """Why no NVIDIA driver is visible, in the words that point at the usual fix."""
+    if container:
+        return "no NVIDIA driver found (inside a container started without GPUs: docker run --gpus all)"
+    if wsl:
+        return ("no NVIDIA driver found (WSL 2 uses the Windows NVIDIA driver: install it on Windows, "
+                f"never inside WSL; its nvidia-smi is {_WSL_SMI})")
+    return "no NVIDIA driver found"
 
 
 def parse_nvidia_smi_csv(text: str) -> tuple[str | None, tuple[Gpu, ...]]:
@@ -167,16 +187,20 @@ def probe() -> Probe:
     version_text = _read(Path("/proc/version")) or ""
     wsl = "microsoft" in version_text.lower()
 
-    driver = parse_proc_driver(_read(_PROC_DRIVER) or "")
-    if driver:
-        sources["driver"] = str(_PROC_DRIVER)
+    driver = None
+    for path, parse in ((_PROC_DRIVER, parse_proc_driver), (_SYS_DRIVER, parse_sys_driver)):
+        driver = parse(_read(path) or "")
+        if driver:
+            sources["driver"] = str(path)
+            break
     gpus: tuple[Gpu, ...] = ()
-    smi = _run(["nvidia-smi", f"--query-gpu={_SMI_FIELDS}", "--format=csv,noheader,nounits"])
+    smi_path = shutil.which("nvidia-smi") or (_WSL_SMI if wsl and Path(_WSL_SMI).is_file() else None)
+    smi = _run([smi_path, f"--query-gpu={_SMI_FIELDS}", "--format=csv,noheader,nounits"]) if smi_path else None
     if smi is not None:
         smi_driver, gpus = parse_nvidia_smi_csv(smi)
         if smi_driver and not driver:
             driver = smi_driver
-            sources["driver"] = "nvidia-smi"
+            sources["driver"] = smi_path if smi_path == _WSL_SMI else "nvidia-smi"
         sources["gpus"] = "nvidia-smi --query-gpu"
     rocm = _rocm_version()
     if rocm:

@@ -14,7 +14,7 @@ from typing import Any
 
 from kitbench import drivers, manifest
 from kitbench.errors import SelectionError, UsageError
-from kitbench.probe import Probe
+from kitbench.probe import Probe, no_driver_reason
 from kitbench.versions import arch_of_capability, capability_supported, cuda_of_compute, parse_capability
 
 OSES = ("linux", "macos", "windows")
@@ -292,7 +292,7 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection)
     if "cpu" not in available:
         raise _unavailable(rel, machine.os, arch, package, "cpu")
     out.reasons.append("cpu: no CUDA build of this release fits this machine" if cudas and machine.driver
-                       else "cpu: no NVIDIA driver found")
+                       else "cpu: " + no_driver_reason(container=machine.container, wsl=machine.wsl))
     return "cpu"
 
 

@@ -8,7 +8,7 @@ from kitbench import devices
 from kitbench.devices import CudaFacts, MpsFacts
 
 CUDA = CudaFacts(torch_version="2.9.1+cu126", built_cuda="12.6", built_hip=None, visible_devices=None,
-                 driver="560.35.03", os="linux", in_container=False, available=False, device_count=0,
+                 driver="560.35.03", os="linux", in_container=False, wsl=False, available=False, device_count=0,
                  init_warning=None)
 MPS = MpsFacts(os="macos", os_version="14.5", arch="arm64", python_arch="arm64", built=True, available=False)
 
@@ -19,6 +19,7 @@ MPS = MpsFacts(os="macos", os_version="14.5", arch="arm64", python_arch="arm64",
     ({"visible_devices": "-1"}, "hidden by CUDA_VISIBLE_DEVICES='-1'"),
     ({"driver": None}, "no NVIDIA driver found"),
     ({"driver": None, "in_container": True}, "container started without GPUs"),
+    ({"driver": None, "wsl": True}, "WSL 2 uses the Windows NVIDIA driver"),
     ({"driver": "470.57.02"}, "driver 470.57.02 is too old for this wheel's CUDA 12.6 (needs >= 525.60.13)"),
     ({"built_cuda": "13.0", "driver": "570.26"}, "too old for this wheel's CUDA 13.0 (needs >= 580.65.06)"),
     ({"init_warning": "CUDA initialization: Unexpected error from cudaGetDeviceCount()"},

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,13 @@ def test_proc_driver_version(resources: Path, name: str, expected: str) -> None:
 
 def test_proc_driver_garbage() -> None:
     assert probe.parse_proc_driver("no driver here") is None
+
+
+def test_sys_module_driver_version(resources: Path) -> None:
+    # Recorded on the H100 machine whose /proc/driver/nvidia/version is nvidia-version-h100.txt.
+    assert probe.parse_sys_driver((resources / "sys" / "nvidia-module-version.txt").read_text()) == "580.159.04"
+    assert probe.parse_sys_driver("") is None
+    assert probe.parse_sys_driver("580.159.04 extra") is None
 
 
 @pytest.mark.parametrize(("name", "arm64", "translated"), [("m2-native.txt", "1", "0"),
@@ -90,10 +98,50 @@ def test_override_refuses_malformed_values() -> None:
         probe.override(_base(), gpu_capabilities=["8.66"])
 
 
+def _driverless(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, proc_version: str) -> None:
+    """This machine as one whose driver is visible only where a test puts it."""
+    real_read = probe._read
+
+    def read(path: Path) -> str | None:
+        return proc_version if path == Path("/proc/version") else real_read(path)
+
+    monkeypatch.setattr(probe, "_read", read)
+    monkeypatch.setattr(probe, "_PROC_DRIVER", tmp_path / "no-proc-driver")
+    monkeypatch.setattr(probe, "_SYS_DRIVER", tmp_path / "no-sys-driver")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-path"))
+
+
+def test_probe_reads_the_driver_from_sysfs_when_procfs_hides_it(resources: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    _driverless(monkeypatch, tmp_path, "Linux version 6.1.0")
+    monkeypatch.setattr(probe, "_SYS_DRIVER", resources / "sys" / "nvidia-module-version.txt")
+    found = probe.probe()
+    assert (found.driver, found.sources["driver"]) == ("580.159.04", str(probe._SYS_DRIVER))
+
+
+def test_probe_finds_wsl_nvidia_smi_off_path(resources: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A stand-in that prints the recorded H100 answer; PATH will be empty, so it names cat by path.
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\nexec {shutil.which('cat')} {resources / 'nvidia-smi' / 'h100-sxm.csv'}\n")
+    _driverless(monkeypatch, tmp_path, "Linux version 5.15.153.1-microsoft-standard-WSL2")
+    smi.chmod(0o755)
+    monkeypatch.setattr(probe, "_WSL_SMI", str(smi))
+    found = probe.probe()
+    assert found.wsl and found.capabilities == ("9.0",)
+    assert (found.driver, found.sources["driver"]) == ("580.159.04", str(smi))
+
+
+def test_no_driver_reason_names_the_usual_fix() -> None:
+    assert probe.no_driver_reason(container=False, wsl=False) == "no NVIDIA driver found"
+    assert "docker run --gpus all" in probe.no_driver_reason(container=True, wsl=False)
+    assert "install it on Windows" in probe.no_driver_reason(container=False, wsl=True)
+
+
 @settings(max_examples=300)
 @given(st.text(max_size=400))
 def test_parsers_never_crash_on_arbitrary_text(text: str) -> None:
     probe.parse_proc_driver(text)
+    probe.parse_sys_driver(text)
     probe.parse_sysctl(text)
     driver, gpus = probe.parse_nvidia_smi_csv(text)
     assert driver is None or driver[0].isdigit()

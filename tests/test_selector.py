@@ -158,6 +158,14 @@ def test_auto_without_driver_is_cpu() -> None:
     assert (chosen.compute, chosen.reasons) == ("cpu", ["cpu: no NVIDIA driver found"])
 
 
+@pytest.mark.parametrize(("where", "words"), [({"container": True}, "inside a container started without GPUs"),
+                                              ({"wsl": True}, "install it on Windows, never inside WSL")])
+def test_auto_without_driver_says_where_the_driver_went(where: dict[str, bool], words: str) -> None:
+    chosen = selector.select(dataclasses.replace(_box(None), **where), release_spec="2.9.1")  # type: ignore[arg-type]
+    assert chosen.compute == "cpu"
+    assert words in chosen.reasons[0]
+
+
 def test_auto_old_driver_falls_back_to_the_cuda_11_build() -> None:
     chosen = selector.select(_box("470.57.02", "7.0"), release_spec="2.7.1")
     assert chosen.compute == "cu118"
