@@ -9,13 +9,14 @@ there. Docker's raw failures are translated into one line and a hint by
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import io
 import os
 import re
 import tarfile
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ NETWORK_VARIABLE = "KITBENCH_DOCKER_NETWORK"
 _IMAGE_USER_UID = 1000          # the Dockerfile's `kitbench` user
 _TAIL = 12                      # lines of build log kept for an error
 _DOCKERFILE = "docker/Dockerfile"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")   # the colour codes the builder wraps a step's stderr in
 Log = Callable[[str], None]
 
 
@@ -46,11 +48,9 @@ class BuildResult:
 def _client() -> Any:
     import docker
 
-    try:
+    with _engine_errors():
         client = docker.from_env()
         client.ping()
-    except docker.errors.DockerException as exc:
-        raise translate(str(exc)) from None
     return client
 
 
@@ -108,6 +108,72 @@ def context_tar() -> io.BytesIO:
     return buffer
 
 
+class _Lines:
+    """Text that arrives in chunks, as whole lines without colour codes (the
+    builder sends one line in several chunks, each wrapped in codes). Each line
+    goes to ``log``; the last ones are kept for an error."""
+
+    def __init__(self, log: Log) -> None:
+        self.log = log
+        self.tail: deque[str] = deque(maxlen=_TAIL)
+        self._partial = ""
+
+    def feed(self, text: str) -> None:
+        *complete, self._partial = (self._partial + text).split("\n")
+        for line in complete:
+            self._emit(line)
+
+    def flush(self) -> None:
+        if self._partial:
+            self._emit(self._partial)
+            self._partial = ""
+
+    def _emit(self, raw: str) -> None:
+        line = _ANSI.sub("", raw).rstrip()
+        if line.strip():
+            self.tail.append(line)
+            self.log(line)
+
+
+def follow_build(chunks: Iterable[dict[str, Any]], log: Log, *, target: Target | None = None,
+                 base: str | None = None) -> str | None:
+    """Stream a build's decoded chunks to ``log`` line by line; return the built
+    image's id (None if the stream named none), or raise the build's error translated."""
+    step = ""
+
+    def log_line(line: str) -> None:
+        nonlocal step
+        if line.startswith("Step "):
+            step = line
+        log(line)
+
+    lines = _Lines(log_line)
+    image_id = None
+    for chunk in chunks:
+        if "stream" in chunk:
+            lines.feed(chunk["stream"])
+        if "error" in chunk:
+            lines.flush()
+            raise translate(chunk["error"], target=target, step=step, tail=list(lines.tail), base=base)
+        if "aux" in chunk and "ID" in chunk["aux"]:
+            image_id = chunk["aux"]["ID"]
+    lines.flush()
+    return image_id
+
+
+@contextlib.contextmanager
+def _engine_errors(target: Target | None = None, base: str | None = None) -> Iterator[None]:
+    """Any error the engine answers with, as one translated line rather than the SDK's traceback."""
+    import docker
+
+    try:
+        yield
+    except docker.errors.APIError as exc:
+        raise translate(str(exc.explanation or exc), target=target, base=base) from None
+    except docker.errors.DockerException as exc:
+        raise translate(str(exc), target=target, base=base) from None
+
+
 def build(target: Target, log: Log) -> BuildResult:
     """Build (or reuse from cache) the target's image, streaming the build log."""
     import docker
@@ -115,33 +181,20 @@ def build(target: Target, log: Log) -> BuildResult:
     client = _client()
     args = build_args(target)
     tag = image_tag(target)
-    try:
-        previous = client.images.get(tag).id
-    except docker.errors.ImageNotFound:
-        previous = None
-    tail: deque[str] = deque(maxlen=_TAIL)
-    step = ""
-    image_id = None
-    stream = client.api.build(fileobj=context_tar(), custom_context=True, dockerfile=_DOCKERFILE,
-                              tag=tag, buildargs=args, decode=True, rm=True, forcerm=True,
-                              network_mode=os.environ.get(NETWORK_VARIABLE))
-    for chunk in stream:
-        if "stream" in chunk:
-            for line in chunk["stream"].splitlines():
-                if line.startswith("Step "):
-                    step = line
-                if line.strip():
-                    tail.append(line)
-                    log(line)
-        if "error" in chunk:
-            raise translate(chunk["error"], target=target, step=step, tail=list(tail), base=args["BASE_IMAGE"])
-        if "aux" in chunk and "ID" in chunk["aux"]:
-            image_id = chunk["aux"]["ID"]
-    image = client.images.get(image_id or tag)
-    if previous not in (None, image.id):
-        # The image this build superseded: on copy-per-layer storage (vfs) each one holds gigabytes.
-        with contextlib.suppress(docker.errors.APIError):
-            client.images.remove(previous)
+    with _engine_errors(target, args["BASE_IMAGE"]):
+        try:
+            previous = client.images.get(tag).id
+        except docker.errors.ImageNotFound:
+            previous = None
+        stream = client.api.build(fileobj=context_tar(), custom_context=True, dockerfile=_DOCKERFILE,
+                                  tag=tag, buildargs=args, decode=True, rm=True, forcerm=True,
+                                  network_mode=os.environ.get(NETWORK_VARIABLE))
+        image_id = follow_build(stream, log, target=target, base=args["BASE_IMAGE"])
+        image = client.images.get(image_id or tag)
+        if previous not in (None, image.id):
+            # The image this build superseded: on copy-per-layer storage (vfs) each one holds gigabytes.
+            with contextlib.suppress(docker.errors.APIError):
+                client.images.remove(previous)
     return BuildResult(tag, image.id, args["BASE_IMAGE"], image.attrs.get("Size", 0))
 
 
@@ -172,31 +225,38 @@ def run(target: Target, result: BuildResult, run_args: Sequence[str], log: Log) 
     # The code in the image is the code built from this checkout a moment ago.
     environment = {"KITBENCH_IMAGE": result.tag, "KITBENCH_IMAGE_ID": result.image_id,
                    "KITBENCH_GIT_REV": git_revision() or ""}
-    container = client.containers.create(result.tag, ["run", *run_args], mounts=mounts, user=user,
-                                         device_requests=devices, environment=environment,
-                                         network_mode=os.environ.get(NETWORK_VARIABLE), shm_size="1g")
-    tail: deque[str] = deque(maxlen=_TAIL)
-    try:
-        # A refused start (no GPU runtime, driver too old) must not leave the container behind.
+    lines = _Lines(log)
+    # A chunk may end inside a multi-byte character.
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    with _engine_errors(target, result.base_image):
+        container = client.containers.create(result.tag, ["run", *run_args], mounts=mounts, user=user,
+                                             device_requests=devices, environment=environment,
+                                             network_mode=os.environ.get(NETWORK_VARIABLE), shm_size="1g")
         try:
+            # A refused start (no GPU runtime, driver too old) must not leave the container behind.
             container.start()
-        except docker.errors.APIError as exc:
-            raise translate(str(exc.explanation or exc), target=target) from None
-        for raw in container.logs(stream=True, follow=True):
-            for line in raw.decode(errors="replace").splitlines():
-                tail.append(line)
-                log(line)
-        status: int = container.wait()["StatusCode"]
-    finally:
-        container.remove(force=True)
+            for raw in container.logs(stream=True, follow=True):
+                lines.feed(decoder.decode(raw))
+            lines.feed(decoder.decode(b"", final=True))
+            lines.flush()
+            status: int = container.wait()["StatusCode"]
+        finally:
+            with contextlib.suppress(docker.errors.APIError):
+                container.remove(force=True)
     # CUDA's 803/804 surface only in the suite's own output.
-    known = _known("\n".join(tail), _context(target)) if status != 0 else None
+    known = _known("\n".join(lines.tail), _context(target)) if status != 0 else None
     if known is not None:
         raise known
     return status
 
 
 _RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str], dict[str, Any]], tuple[str, str]]]] = [
+    # First: a full disk fails whichever step it hits, and a build step's own output may be the only place it shows.
+    (re.compile(r"no space left on device", re.I),
+     lambda m, c: ("the Docker engine ran out of disk space",
+                   "free space where it keeps its data (docker system df; docker system prune; docker info names "
+                   "its root dir and storage driver): a CUDA target's image is about 7 GB, and the vfs storage "
+                   "driver copies the whole filesystem for every layer and container, overlay2 shares them")),
     (re.compile(r"Error while fetching server API version|Cannot connect to the Docker daemon"),
      lambda m, c: ("cannot reach the Docker daemon",
                    "start it (systemctl start docker, or dockerd), check DOCKER_HOST, or join the docker group")),
@@ -253,8 +313,9 @@ def _known(message: str, context: dict[str, Any]) -> ContainerError | None:
 
 def translate(message: str, *, target: Target | None = None, step: str = "", tail: Sequence[str] = (),
               base: str | None = None) -> ContainerError:
-    """Docker's raw error text -> one line and a hint; unknown text passes through as one line."""
-    known = _known(message, _context(target, step, tail, base))
+    """Docker's raw error text (and the build log's last lines, which may name the cause)
+    -> one line and a hint; unknown text passes through as one line."""
+    known = _known("\n".join((message, *tail)), _context(target, step, tail, base))
     if known is not None:
         return known
     first = next((line for line in message.splitlines() if line.strip()), "unknown error")

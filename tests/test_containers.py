@@ -45,6 +45,41 @@ def test_pull_denied_and_daemon_down(resources: Path) -> None:
     assert down.message == "cannot reach the Docker daemon"
 
 
+def _replay(resources: Path, name: str) -> tuple[list[str], ContainerError]:
+    """A build stream recorded from a real engine (a vfs engine on a small tmpfs), fed
+    through the same loop a real build uses."""
+    import json
+
+    chunks = [json.loads(line) for line in (resources / "docker" / name).read_text().splitlines()]
+    lines: list[str] = []
+    with pytest.raises(ContainerError) as caught:
+        containers.follow_build(chunks, lines.append, target=targets.get("cuda126"), base="t/base:1")
+    return lines, caught.value
+
+
+def test_full_disk_in_a_build_step_is_named_from_the_step_output(resources: Path) -> None:
+    lines, error = _replay(resources, "build-no-space-in-step.jsonl")
+    # One line, reassembled from four chunks, without the builder's colour codes.
+    assert "head: error writing 'standard output': No space left on device" in lines
+    assert not any("\x1b" in line for line in lines)
+    assert error.message == "the Docker engine ran out of disk space"
+    assert error.hint and "docker system prune" in error.hint and "vfs" in error.hint
+
+
+def test_full_disk_refused_by_the_daemon(resources: Path) -> None:
+    lines, error = _replay(resources, "build-no-space-daemon.jsonl")
+    assert lines[-1].startswith("Step 2/3 : RUN python3 -m venv")
+    assert error.message == "the Docker engine ran out of disk space"
+
+
+def test_build_stream_without_error_gives_the_image_id() -> None:
+    chunks = [{"stream": "Step 1/1 : FROM t/base:1"}, {"stream": "\n ---> 10cc57a23fe8\n"},
+              {"aux": {"ID": "sha256:10cc57a23fe8"}}, {"stream": "Successfully built 10cc57a23fe8"}]
+    lines: list[str] = []
+    assert containers.follow_build(chunks, lines.append) == "sha256:10cc57a23fe8"
+    assert lines == ["Step 1/1 : FROM t/base:1", " ---> 10cc57a23fe8", "Successfully built 10cc57a23fe8"]
+
+
 def test_unknown_text_passes_through_as_one_line() -> None:
     error = containers.translate("something odd\nsecond line")
     assert error.message == "docker: something odd"
