@@ -291,8 +291,12 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection)
         return candidate
     if "cpu" not in available:
         raise _unavailable(rel, machine.os, arch, package, "cpu")
-    out.reasons.append("cpu: no CUDA build of this release fits this machine" if cudas and machine.driver
-                       else "cpu: " + no_driver_reason(container=machine.container, wsl=machine.wsl))
+    if cudas and machine.driver:
+        out.reasons.append("cpu: no CUDA build of this release fits this machine")
+    elif machine.sources.get("driver") == "--no-gpu":
+        out.reasons.append("cpu: no GPU, as --no-gpu says")
+    else:
+        out.reasons.append("cpu: " + no_driver_reason(container=machine.container, wsl=machine.wsl))
     return "cpu"
 
 

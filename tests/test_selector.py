@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kitbench import selector
+from kitbench import probe, selector
 from kitbench.errors import SelectionError, UsageError
 from kitbench.probe import Gpu, Probe
 
@@ -156,6 +156,12 @@ def test_auto_blackwell_needs_a_build_with_sm_120() -> None:
 def test_auto_without_driver_is_cpu() -> None:
     chosen = selector.select(_box(None), release_spec="2.9.1")
     assert (chosen.compute, chosen.reasons) == ("cpu", ["cpu: no NVIDIA driver found"])
+
+
+def test_no_gpu_is_the_reason_when_asked_for_even_in_a_container() -> None:
+    asked = probe.override(dataclasses.replace(_box("580.65.06", "9.0"), container=True), no_gpu=True)
+    chosen = selector.select(asked, release_spec="2.9.1")
+    assert (chosen.compute, chosen.reasons) == ("cpu", ["cpu: no GPU, as --no-gpu says"])
 
 
 @pytest.mark.parametrize(("where", "words"), [({"container": True}, "inside a container started without GPUs"),
