@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from kitbench import __version__
-from kitbench.errors import KitbenchError, UsageError
+from kitbench._signals import sigterm_raises
+from kitbench.errors import OPTIONAL_HINTS, KitbenchError, MissingDependency, Terminated, UsageError
 
 _EPILOG_RUN = """\
 examples:
@@ -34,11 +35,17 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message, hint=f"see: {self.prog} --help")
 
 
-def _positive_int(text: str) -> int:
+def _whole(text: str) -> int:
+    if len(text) > 20:       # int() of a 100,000-digit string is slow and no knob needs one
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text[:24]!r}...")
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+
+
+def _positive_int(text: str) -> int:
+    value = _whole(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
     return value
@@ -59,7 +66,9 @@ def _build_parser() -> argparse.ArgumentParser:
                      help="auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps (default: auto)")
     run.add_argument("--data", type=Path, help="directory holding MNIST/raw (default: KITBENCH_DATA or the cache)")
     run.add_argument("--offline", action="store_true", help="never download MNIST")
-    run.add_argument("--out", type=Path, help="record file (default: results/<target>/<UTC time>.json)")
+    run.add_argument("--out", type=Path, help="record file (default: a new results/<target>/<UTC time>-<id>.json); "
+                                             "never replaces anything but a kitbench record, that only with --force")
+    run.add_argument("--force", action="store_true", help="let --out replace an existing kitbench record")
     run.add_argument("--quick", action="store_true",
                      help="fewer sizes and repeats; MNIST on the first 6,000 training images")
     run.add_argument("--json", action="store_true", help="print the record as JSON on stdout instead of tables")
@@ -69,11 +78,11 @@ def _build_parser() -> argparse.ArgumentParser:
     mnist.add_argument("--loop", dest="loops", action="append", metavar="LOOP",
                        help="tutorial (DataLoader, batches moved in the loop) or resident (dataset on the "
                             "device); repeatable (default: both)")
-    mnist.add_argument("--epochs", type=int, default=1, help="timed epochs per run (default: 1)")
-    mnist.add_argument("--batch-size", type=int, default=64, help="(default: 64)")
-    mnist.add_argument("--seed", type=int, default=0, help="same seed, same result on CPU (default: 0)")
+    mnist.add_argument("--epochs", type=_whole, default=1, help="timed epochs per run (default: 1)")
+    mnist.add_argument("--batch-size", type=_whole, default=64, help="(default: 64)")
+    mnist.add_argument("--seed", type=_whole, default=0, help="same seed, same result on CPU (default: 0)")
     mnist.add_argument("--threads", type=_positive_int, help="CPU threads for torch (default: torch's choice)")
-    mnist.add_argument("--limit", type=int, help="train on the first N images only")
+    mnist.add_argument("--limit", type=_whole, help="train on the first N images only")
     mnist.add_argument("--lr", type=float, help="learning rate (default: the model's recipe: fnn 0.01, cnn 1.0)")
 
     install = sub.add_parser(
@@ -129,7 +138,7 @@ def _build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--plot", type=Path, metavar="FILE.png", help="also draw epoch times and bandwidth curves")
 
     verify = sub.add_parser(
-        "verify", help="did CANDIDATE reproduce REF? exit 0 if so, 1 with the first divergence",
+        "verify", help="did CANDIDATE reproduce REF? exit 0 if so, 1 if not, 2 if they cannot be compared",
         description="Compare the MNIST loss curves and accuracies of two records: bitwise when both ran on the "
                     "CPU with the same torch, CPU model and threads; within a stated tolerance across devices "
                     "or builds.")
@@ -144,23 +153,27 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _once(values: Sequence[str] | None, default: Sequence[str]) -> tuple[str, ...]:
+    """Repeated values run once, in the order first given."""
+    return tuple(dict.fromkeys(values or default))
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from kitbench import _ui, records, suite
     from kitbench.checks.base import LOOPS, Options
 
     options = Options(
-        checks=tuple(args.checks or ("availability", "moves", "mnist")), device=args.device, data=args.data,
-        offline=args.offline, quick=args.quick, models=tuple(args.models or ("fnn",)),
-        loops=tuple(args.loops or LOOPS), epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
+        checks=_once(args.checks, ("availability", "moves", "mnist")), device=args.device, data=args.data,
+        offline=args.offline, quick=args.quick, models=_once(args.models, ("fnn",)),
+        loops=_once(args.loops, LOOPS), epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
         threads=args.threads, train_limit=args.limit if args.limit is not None else (6000 if args.quick else None),
         lr=args.lr)
-    out = args.out or records.default_path()
-    record = suite.run(options, out, progress=_ui.RichProgress())
+    finished = suite.run(options, args.out, progress=_ui.progress(), force=args.force)
     if args.json:
-        print(json.dumps(record, indent=2))
+        print(records.to_json(finished.record), end="")
     else:
-        _ui.run_summary(record, str(out))
-    return 0 if record["status"] == "ok" else 1
+        _ui.run_summary(finished.record, str(finished.path))
+    return 0 if finished.record["status"] == "ok" else 1
 
 
 def _cmd_container(args: argparse.Namespace) -> int:
@@ -218,6 +231,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     if args.fmt not in ("table", "markdown", "csv", "json"):
         raise UsageError(f"unknown format {args.fmt!r}", hint="choose one of: table, markdown, csv, json")
+    if args.plot:
+        from kitbench import plots
+
+        plots.check_target(args.plot)
     loaded = compare.load(args.inputs)
     table = compare.rows(loaded)
     if args.fmt == "json":
@@ -225,8 +242,6 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     else:
         _ui.comparison(table, args.fmt)
     if args.plot:
-        from kitbench import plots
-
         plots.comparison(loaded, table, args.plot)
         print(f"plot: {args.plot}", file=sys.stderr)
     return 0
@@ -239,14 +254,15 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
     verdict = compare.verify(records.read(args.reference), records.read(args.candidate))
     if args.json:
-        print(json.dumps(dataclasses.asdict(verdict), indent=2))
-    elif verdict.reproduced:
-        print(f"reproduced: {verdict.compared}")
+        print(json.dumps({**dataclasses.asdict(verdict), "reproduced": verdict.reproduced}, indent=2))
     else:
-        print(f"NOT reproduced: {verdict.first_divergence} ({verdict.compared})")
-    if not args.json:
+        print(verdict.verdict.upper() if not verdict.reproduced else verdict.verdict,
+              f": {verdict.first_divergence}" if verdict.first_divergence else "", sep="")
+        for c in verdict.comparisons:
+            detail = f": {c.detail}" if c.detail else ""
+            print(f"  {'equal' if c.equal else 'DIFFERS'} ({c.rule}): {c.quantity}{detail}")
         for line in verdict.differences:
-            print(f"  differs: {line}")
+            print(f"  environment differs: {line}")
     return 0 if verdict.reproduced else 1
 
 
@@ -272,23 +288,45 @@ _COMMANDS: dict[str, Any] = {"run": _cmd_run, "probe": _cmd_probe, "container": 
                              "install-cmd": _cmd_install, "compare": _cmd_compare, "verify": _cmd_verify}
 
 
+_MAX_ARGUMENT = 4096        # PATH_MAX: no name, path or value kitbench takes is longer
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    with sigterm_raises():
+        try:
+            return _main(argv)
+        except KeyboardInterrupt as stop:
+            code = Terminated.exit_code if isinstance(stop, Terminated) else 130
+            print(f"ERROR: {'terminated (SIGTERM)' if code == 143 else 'interrupted'} before a record was written",
+                  file=sys.stderr)
+            return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    error: KitbenchError
     words = list(sys.argv[1:] if argv is None else argv)
     # Only `container` takes arguments after "--" (for the `kitbench run` inside the image).
     passed = words[words.index("--") + 1:] if "--" in words else []
     words = words[:words.index("--")] if "--" in words else words
     try:
+        for word in words + passed:
+            if len(word) > _MAX_ARGUMENT:
+                raise UsageError(f"an argument of {len(word):,} characters ({word[:40]!r}...) is longer than any "
+                                 f"kitbench takes ({_MAX_ARGUMENT})")
         args = _build_parser().parse_args(words)
         if passed and args.command != "container":
             raise UsageError(f"unexpected arguments after --: {' '.join(passed)}")
         args.run_args = passed
         code: int = _COMMANDS[args.command](args)
         return code
-    except KitbenchError as error:
-        print(f"ERROR: {error.message}", file=sys.stderr)
-        if error.hint:
-            print(f"hint: {error.hint}", file=sys.stderr)
-        return error.exit_code
-    except KeyboardInterrupt:
-        print("ERROR: interrupted", file=sys.stderr)
-        return 130
+    except ModuleNotFoundError as missing:
+        root = (missing.name or "").partition(".")[0]
+        if root not in OPTIONAL_HINTS:
+            raise
+        error = MissingDependency(root, f"kitbench {words[0] if words else ''}".strip(), OPTIONAL_HINTS[root])
+    except KitbenchError as caught:
+        error = caught
+    print(f"ERROR: {error.message}", file=sys.stderr)
+    if error.hint:
+        print(f"hint: {error.hint}", file=sys.stderr)
+    return error.exit_code

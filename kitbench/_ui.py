@@ -1,35 +1,85 @@
-"""Terminal output: progress and tables. Only the CLI imports this module."""
+"""Terminal output: progress and tables. Only the CLI imports this module.
+
+rich is optional (``kitbench[suite]`` brings it): without it, or in a log,
+tables are aligned plain text and progress is a plain line per phase and at
+least one every ``LOG_EVERY_S`` seconds, so a long epoch shows it is alive.
+"""
 
 from __future__ import annotations
 
 import sys
-from typing import Any
+import time
+from collections.abc import Sequence
+from typing import Any, cast
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from kitbench._types import Check, RunRecord, Transfer
+from kitbench.checks.base import Progress
 
-stderr = Console(stderr=True)
-# In logs and pipes rich would squeeze tables into 80 columns and cut cells.
-stdout = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+LOG_EVERY_S = 10.0
 
 
-class RichProgress:
-    """Live bars on a terminal; one plain line per phase in logs (nox, CI, docker)."""
+def _rich_console(stderr: bool = False) -> Any:
+    try:
+        from rich.console import Console
+    except ImportError:
+        return None
+    if stderr:
+        return Console(stderr=True)
+    # In logs and pipes rich would squeeze tables into 80 columns and cut cells.
+    return Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 
-    def __init__(self) -> None:
-        self._live = stderr.is_terminal
-        self._bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                              TimeElapsedColumn(), console=stderr, transient=True)
+
+def progress() -> Progress:
+    """Live bars on a terminal with rich; plain, timed lines anywhere else."""
+    console = _rich_console(stderr=True)
+    if console is not None and console.is_terminal:
+        return _RichProgress(console)
+    return LogProgress()
+
+
+class LogProgress:
+    """A line when a phase starts, then one every ``LOG_EVERY_S`` seconds while it runs."""
+
+    def __init__(self, clock: Any = time.monotonic, out: Any = None) -> None:
+        self._clock, self._out = clock, out
+        self._label: str | None = None
+        self._total: float | None = None
+        self._count = 0.0
+        self._started = self._last = 0.0
+
+    def _print(self, text: str) -> None:
+        print(text, file=self._out or sys.stderr, flush=True)
+
+    def start(self, label: str, total: float | None = None) -> None:
+        self._label, self._total, self._count = label, total, 0.0
+        self._started = self._last = self._clock()
+        self._print(f"... {label}")
+
+    def advance(self, amount: float = 1) -> None:
+        self._count += amount
+        now = self._clock()
+        if self._label is not None and now - self._last >= LOG_EVERY_S:
+            self._last = now
+            of = f"/{self._total:g}" if self._total else ""
+            self._print(f"... {self._label}: {self._count:g}{of} after {now - self._started:.0f} s")
+
+    def done(self) -> None:
+        self._label = None
+
+
+class _RichProgress:
+    def __init__(self, console: Any) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import Progress as Bars
+
+        self._bars = Bars(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), console=console, transient=True)
         self._task: Any = None
 
     def start(self, label: str, total: float | None = None) -> None:
         self.done()
-        if self._live:
-            self._bars.start()
-            self._task = self._bars.add_task(label, total=total)
-        else:
-            print(f"... {label}", file=sys.stderr, flush=True)
+        self._bars.start()
+        self._task = self._bars.add_task(label, total=total)
 
     def advance(self, amount: float = 1) -> None:
         if self._task is not None:
@@ -42,45 +92,58 @@ class RichProgress:
             self._bars.stop()
 
 
+def table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """One table on stdout: rich's when installed, aligned plain text otherwise."""
+    console = _rich_console()
+    if console is not None:
+        from rich.markup import escape
+        from rich.table import Table
+
+        shown = Table(*headers, title=title, title_justify="left")
+        for row in rows:
+            shown.add_row(*(escape(cell) for cell in row))
+        console.print(shown)
+        return
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    print(title)
+    for line in (headers, *rows):
+        print("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
+
+
 def _fmt(value: float | None, spec: str = ".2f") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def run_summary(record: dict[str, Any], path: str) -> None:
+def run_summary(record: RunRecord, path: str) -> None:
     env = record["environment"]
-    stdout.print(f"[bold]kitbench run[/] on {record['device']}: torch {env['torch']} "
-                 f"(CUDA {env['cuda'] or 'none'}), {env['cpu']}, {env['threads']} threads")
-    table = Table("check", "status", "summary", title="checks", title_justify="left")
-    for name, result in record["checks"].items():
-        style = {"ok": "green", "failed": "red"}.get(result["status"], "yellow")
-        table.add_row(name, f"[{style}]{result['status']}[/]", result["summary"])
-    stdout.print(table)
-    mnist = record["checks"].get("mnist", {})
-    if mnist.get("runs"):
-        runs = Table("device", "model", "loop", "batch", "epoch s", "samples/s", "data wait s", "floor %",
-                     "test acc", "load s", "warm-up s", title="MNIST (epoch: steady-state median; "
-                     "load and warm-up are one-time costs)", title_justify="left")
-        for r in mnist["runs"]:
-            runs.add_row(r["device"], r["model"], r["loop"], str(r["batch_size"]), _fmt(r["epoch_s"]),
-                         _fmt(r["samples_per_s"], ",.0f"), _fmt(r["data_s"]), _fmt(100 * r["floor_fraction"], ".0f"),
-                         _fmt(r["test_acc"], ".4f"), _fmt(r["dataset_load_s"]), _fmt(r["warmup_s"]))
-        stdout.print(runs)
+    print(f"kitbench run on {record['device']}: torch {env['torch']} (CUDA {env.get('cuda') or 'none'}), "
+          f"{env['cpu']}, {env.get('threads')} threads")
+    table("checks", ("check", "status", "summary"),
+          [(name, result["status"], result["summary"])
+           for name, result in cast("dict[str, Check]", record["checks"]).items()])
+    runs = record["checks"].get("mnist", {}).get("runs", [])
+    if runs:
+        table("MNIST (epoch: steady-state median; load and warm-up are one-time costs)",
+              ("device", "model", "loop", "batch", "epoch s", "samples/s", "data wait s", "floor %", "test acc",
+               "load s", "warm-up s"),
+              [(r["device"], r["model"], r["loop"], str(r["batch_size"]), _fmt(r["epoch_s"]),
+                _fmt(r["samples_per_s"], ",.0f"), _fmt(r["data_s"]), _fmt(100 * r["floor_fraction"], ".0f"),
+                _fmt(r["test_acc"], ".4f"), _fmt(r["dataset_load_s"]), _fmt(r["warmup_s"])) for r in runs])
     moves = record["checks"].get("moves", {})
-    if moves.get("transfers"):
-        peaks: dict[tuple[str, str], dict[str, Any]] = {}
-        for t in moves["transfers"]:
-            key = (t["direction"], t["memory"])
-            if key not in peaks or t["gb_per_s"] > peaks[key]["gb_per_s"]:
-                peaks[key] = t
-        table = Table("direction", "memory", "peak GB/s", "IQR GB/s", "at size", title="transfers",
-                      title_justify="left")
-        for (direction, memory), t in peaks.items():
-            table.add_row(direction, memory, _fmt(t["gb_per_s"]),
-                          f"{t['gb_per_s_q1']:.2f}-{t['gb_per_s_q3']:.2f}", f"{t['bytes'] // 1024} KiB")
-        stdout.print(table)
-        for line in moves.get("skipped", []):
-            stdout.print(f"  {line}")
-    stdout.print(f"status: [bold]{record['status']}[/]; record: {path}")
+    peaks: dict[tuple[str, str], Transfer] = {}
+    for t in moves.get("transfers", []):
+        key = (t["direction"], t["memory"])
+        if key not in peaks or t["gb_per_s"] > peaks[key]["gb_per_s"]:
+            peaks[key] = t
+    if peaks:
+        table("transfers", ("direction", "memory", "peak GB/s", "IQR GB/s", "at size"),
+              [(direction, memory, _fmt(t["gb_per_s"]), f"{t['gb_per_s_q1']:.2f}-{t['gb_per_s_q3']:.2f}",
+                f"{t['bytes'] // 1024} KiB") for (direction, memory), t in peaks.items()])
+    for line in moves.get("skipped", []):
+        print(f"  {line}")
+    if record.get("nonfinite"):
+        print(f"  non-finite numbers (written as null): {', '.join(record.get('nonfinite', [])[:5])}")
+    print(f"status: {record['status']}; record: {path}")
 
 
 _COLUMNS = (("target", "target", None), ("status", "status", None), ("machine", "machine", None),
@@ -109,10 +172,7 @@ def comparison(rows: list[Any], fmt: str) -> None:
         for line in cells:
             print("| " + " | ".join(c.replace("|", "/") for c in line) + " |")
     else:
-        table = Table(*headers, title="kitbench compare", title_justify="left")
-        for line in cells:
-            table.add_row(*line)
-        stdout.print(table)
+        table("kitbench compare", headers, cells)
     for row in rows:
         if row.differs:
             print(f"{row.path} differs from the first record: " + "; ".join(row.differs))

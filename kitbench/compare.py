@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import glob
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 from kitbench import manifest, records
+from kitbench._types import Environment, MnistRun, RunRecord
 from kitbench.errors import RecordError, UsageError
 
 # The fingerprint fields that most often explain a difference in numbers.
@@ -28,7 +29,7 @@ CROSS_DEVICE_RTOL = 0.05        # loss agreement demanded across devices or buil
 @dataclass
 class Loaded:
     path: Path
-    record: dict[str, Any] | None
+    record: RunRecord | None
     error: str | None = None
 
 
@@ -85,15 +86,15 @@ def load(inputs: Sequence[str]) -> list[Loaded]:
     return loaded
 
 
-def _peak(record: dict[str, Any], direction: str) -> float | None:
-    rows = [t["gb_per_s"] for t in record.get("checks", {}).get("moves", {}).get("transfers", [])
+def _peak(record: RunRecord, direction: str) -> float | None:
+    rows = [t["gb_per_s"] for t in record["checks"].get("moves", {}).get("transfers", [])
             if t["direction"] == direction and t["memory"] == "pinned"]
     return max(rows) if rows else None
 
 
-def _epochs(record: dict[str, Any]) -> tuple[str | None, float | None, float | None, float | None]:
+def _epochs(record: RunRecord) -> tuple[str | None, float | None, float | None, float | None]:
     """(config, CPU epoch s, accelerator epoch s, test acc) for the record's first model and loop."""
-    runs = record.get("checks", {}).get("mnist", {}).get("runs", [])
+    runs = record["checks"].get("mnist", {}).get("runs", [])
     if not runs:
         return None, None, None, None
     model, loop = runs[0]["model"], runs[0]["loop"]
@@ -107,27 +108,27 @@ def _epochs(record: dict[str, Any]) -> tuple[str | None, float | None, float | N
 
 def rows(loaded: Sequence[Loaded]) -> list[Row]:
     readable = [item.record for item in loaded if item.record is not None]
-    reference = readable[0]["environment"] if readable else {}
+    reference = readable[0]["environment"] if readable else None
     out = []
     for item in loaded:
         if item.record is None:
             out.append(Row(str(item.path), f"unreadable: {item.error}"))
             continue
         rec = item.record
-        env = rec.get("environment", {})
+        env = rec["environment"]
         config, cpu_s, accel_s, acc = _epochs(rec)
         gpus = ", ".join(env.get("gpus") or []) or "no GPU"
         link = next(iter(env.get("gpu_links") or []), None)
-        if rec.get("device") == "mps":
+        if rec["device"] == "mps":
             link = _links()[2]
         h2d, d2h = _peak(rec, "h2d"), _peak(rec, "d2h")
         out.append(Row(
             path=str(item.path), status=rec["status"], target=env.get("target"),
             machine=f"{env.get('cpu')} x{env.get('cpu_count')}; {gpus}", torch=env.get("torch"),
-            device=rec.get("device"), mnist=config, cpu_epoch_s=cpu_s, accel_epoch_s=accel_s,
+            device=rec["device"], mnist=config, cpu_epoch_s=cpu_s, accel_epoch_s=accel_s,
             speedup=cpu_s / accel_s if cpu_s and accel_s else None, test_acc=acc,
             h2d_pinned_gb_s=h2d, d2h_pinned_gb_s=d2h, link=link,
-            differs=diff(reference, env) if env is not reference else [],
+            differs=diff(reference, env) if reference is not None and env is not reference else [],
             warnings=link_warnings(link, h2d, d2h)))
     return out
 
@@ -141,80 +142,134 @@ def _links() -> tuple[dict[int, float], tuple[float, float], str]:
 
 def link_warnings(link: str | None, h2d: float | None, d2h: float | None) -> list[str]:
     """A warning per direction whose pinned peak is below the band of its link."""
-    if link is None or not link.startswith("PCIe "):
+    match = re.fullmatch(r"PCIe (\d{1,2}) x(\d{1,2})", link or "")
+    if match is None:
         return []
-    gen_text, width_text = link.removeprefix("PCIe ").split(" x")
     lanes, (low, high), _ = _links()
-    lane = lanes.get(int(gen_text))
-    if lane is None:
+    peak = lanes.get(int(match[1]), 0.0) * int(match[2])
+    if not peak:
         return []
-    peak = lane * int(width_text)
     return [f"{name} pinned {value:.1f} GB/s is {value / peak:.0%} of {link}'s {peak:.1f} GB/s peak "
             f"(expected {low:.0%}-{high:.0%}): check the slot's link width and NUMA placement"
             for name, value in (("H2D", h2d), ("D2H", d2h)) if value is not None and value < low * peak]
 
 
-def diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+def diff(a: Environment, b: Environment) -> list[str]:
     """``field: a -> b`` for each fingerprint field that differs."""
     return [f"{key}: {a.get(key)} -> {b.get(key)}" for key in DIFF_FIELDS if a.get(key) != b.get(key)]
 
 
 @dataclass
+class Comparison:
+    """One compared quantity, the rule applied to it, and what came out."""
+
+    quantity: str           # e.g. "fnn/resident on cpu: training loss curve"
+    rule: str               # "bitwise" or "within rtol 0.05"
+    equal: bool
+    detail: str | None = None
+
+
+@dataclass
 class Verdict:
-    reproduced: bool
-    compared: str                   # what was compared, and how strictly
+    verdict: str                    # reproduced | not reproduced | both diverged
     first_divergence: str | None    # None when reproduced
+    comparisons: list[Comparison] = field(default_factory=list)
     differences: list[str] = field(default_factory=list)
 
+    @property
+    def reproduced(self) -> bool:
+        return self.verdict == "reproduced"
 
-def _runs(record: dict[str, Any]) -> dict[tuple[str, str, str], dict[str, Any]]:
-    return {(r["model"], r["loop"], r["device"]): r
-            for r in record.get("checks", {}).get("mnist", {}).get("runs", [])}
+
+def _runs(record: RunRecord) -> dict[tuple[str, str, str], MnistRun]:
+    return {(r["model"], r["loop"], r["device"]): r for r in record["checks"].get("mnist", {}).get("runs", [])}
 
 
-def verify(reference: dict[str, Any], candidate: dict[str, Any]) -> Verdict:
-    """Did ``candidate`` reproduce ``reference``'s training? Bitwise on the same CPU
-    build and settings; within ``CROSS_DEVICE_RTOL`` across devices or builds."""
+def _diverged_at(run: MnistRun) -> int | None:
+    """The step where training stopped being finite; records older than that field show it
+    as null points in their loss curve."""
+    step = run.get("diverged_at_step")
+    if step is not None:
+        return step
+    curve = run["loss_curve"]
+    return next((i for i, v in enumerate(curve) if v is None), None) if None in curve else None
+
+
+def verify(reference: RunRecord, candidate: RunRecord) -> Verdict:
+    """Did ``candidate`` reproduce ``reference``'s training? Bitwise where both ran on the
+    CPU with the same torch build, CPU model and threads; within ``CROSS_DEVICE_RTOL``
+    otherwise. Each comparison names the rule it applied. A diverged run never verifies."""
     ref_runs, cand_runs = _runs(reference), _runs(candidate)
     if not ref_runs or not cand_runs:
         raise UsageError("both records need MNIST runs to verify", hint="run with --check mnist")
-    pairs = [(key, ref_runs[key], cand_runs[key]) for key in ref_runs if key in cand_runs]
+    pairs = [(ref_runs[key], cand_runs[key]) for key in ref_runs if key in cand_runs]
     if not pairs:
         # Same model and loop on another device: the cross-device comparison.
         by_config = {(m, lp): r for (m, lp, _), r in cand_runs.items()}
-        pairs = [(key, run, by_config[key[:2]]) for key, run in ref_runs.items() if key[:2] in by_config]
+        pairs = [(run, by_config[key[:2]]) for key, run in ref_runs.items() if key[:2] in by_config]
     if not pairs:
         raise UsageError("the records share no MNIST model and loop", hint="run both with the same --model/--loop")
     env_a, env_b = reference["environment"], candidate["environment"]
     same_build = all(env_a.get(k) == env_b.get(k) for k in ("torch", "cpu", "threads"))
-    differences = [f"option {k}: {v} -> {candidate['options'].get(k)}" for k, v in reference["options"].items()
-                   if k in ("seed", "epochs", "batch_size", "lr", "train_limit") and candidate["options"].get(k) != v]
+    options_a, options_b = reference["options"], candidate["options"]
+    differences = [f"option {k}: {options_a[k]} -> {options_b[k]}"
+                   for k in ("seed", "epochs", "batch_size", "lr", "train_limit")
+                   if options_a[k] != options_b[k]]
     differences += diff(env_a, env_b)
-    for (model, loop, device), ref, cand in pairs:
-        bitwise = same_build and device == cand["device"] == "cpu"
-        label = f"{model}/{loop} on {device}" + ("" if device == cand["device"] else f" vs {cand['device']}")
-        divergence = _first_divergence(ref, cand, bitwise)
-        if divergence:
-            return Verdict(False, f"{label}, {'bitwise' if bitwise else f'rtol {CROSS_DEVICE_RTOL}'}",
-                           divergence, differences)
-    strictness = "bitwise" if same_build else f"within rtol {CROSS_DEVICE_RTOL}"
-    return Verdict(True, f"{len(pairs)} MNIST run(s), loss curves and accuracy {strictness}", None, differences)
+    comparisons: list[Comparison] = []
+    both_diverged = True
+    for ref, cand in pairs:
+        label = f"{ref['model']}/{ref['loop']} on {ref['device']}" + (
+            "" if ref["device"] == cand["device"] else f" vs {cand['device']}")
+        rule = "bitwise" if same_build and ref["device"] == cand["device"] == "cpu" else \
+            f"within rtol {CROSS_DEVICE_RTOL}"
+        found, diverged = _compare_run(label, ref, cand, rule)
+        comparisons += found
+        both_diverged &= diverged
+    first = next((f"{c.quantity}: {c.detail}" for c in comparisons if not c.equal), None)
+    if first is None:
+        return Verdict("reproduced", None, comparisons, differences)
+    if both_diverged and all(c.equal or c.quantity.endswith("divergence") for c in comparisons):
+        return Verdict("both diverged", first, comparisons, differences)
+    return Verdict("not reproduced", first, comparisons, differences)
 
 
-def _close(a: float, b: float, bitwise: bool) -> bool:
+def _compare_run(label: str, ref: MnistRun, cand: MnistRun, rule: str) -> tuple[list[Comparison], bool]:
+    """The comparisons of one pair of runs, and whether both diverged identically."""
+    bitwise = rule == "bitwise"
+    at_ref, at_cand = _diverged_at(ref), _diverged_at(cand)
+    if at_ref is not None or at_cand is not None:
+        if at_ref == at_cand:
+            same = _first_difference(ref["loss_curve"][:at_ref], cand["loss_curve"][:at_cand], bitwise) is None
+            return [Comparison(f"{label}: divergence", rule, False,
+                               f"both diverged at step {at_ref}" + ("" if same else ", after different curves"))], same
+        return [Comparison(f"{label}: divergence", rule, False,
+                           f"the reference diverged at step {at_ref}, the candidate at {at_cand}")], False
+    if (ref["epochs"], ref["train_samples"]) != (cand["epochs"], cand["train_samples"]) or \
+            len(ref["loss_curve"]) != len(cand["loss_curve"]):
+        return [Comparison(f"{label}: training length", "equal", False,
+                           f"{ref['epochs']} vs {cand['epochs']} epochs, {ref['train_samples']} vs "
+                           f"{cand['train_samples']} samples")], False
+    per_epoch = max(1, len(ref["loss_curve"]) // ref["epochs"])
+    found = []
+    index = _first_difference(ref["loss_curve"], cand["loss_curve"], bitwise)
+    found.append(Comparison(f"{label}: training loss curve", rule, index is None, None if index is None else
+                            f"epoch {index // per_epoch + 1}: {ref['loss_curve'][index]} vs "
+                            f"{cand['loss_curve'][index]} (curve point {index})"))
+    index = _first_difference(ref["epoch_test_acc"], cand["epoch_test_acc"], bitwise)
+    found.append(Comparison(f"{label}: test accuracy per epoch", rule, index is None, None if index is None else
+                            f"epoch {index + 1}: {ref['epoch_test_acc'][index]:.4f} vs "
+                            f"{cand['epoch_test_acc'][index]:.4f}"))
+    return found, False
+
+
+def _close(a: float | None, b: float | None, bitwise: bool) -> bool:
+    if a is None or b is None:
+        return a is b
     return a == b if bitwise else math.isclose(a, b, rel_tol=CROSS_DEVICE_RTOL, abs_tol=1e-6)
 
 
-def _first_divergence(ref: dict[str, Any], cand: dict[str, Any], bitwise: bool) -> str | None:
-    if len(ref["loss_curve"]) != len(cand["loss_curve"]):
-        return f"different training lengths ({ref['epochs']} vs {cand['epochs']} epochs, " \
-               f"{ref['train_samples']} vs {cand['train_samples']} samples)"
-    per_epoch = max(1, len(ref["loss_curve"]) // ref["epochs"])
-    for index, (a, b) in enumerate(zip(ref["loss_curve"], cand["loss_curve"], strict=True)):
-        if not _close(a, b, bitwise):
-            epoch = index // per_epoch + 1
-            return f"epoch {epoch}: training loss {a:.6f} vs {b:.6f} (curve point {index})"
-    for epoch, (a, b) in enumerate(zip(ref["epoch_test_acc"], cand["epoch_test_acc"], strict=True), start=1):
-        if not _close(a, b, bitwise):
-            return f"epoch {epoch}: test accuracy {a:.4f} vs {b:.4f}"
-    return None
+def _first_difference(a: Sequence[float | None], b: Sequence[float | None], bitwise: bool) -> int | None:
+    if len(a) != len(b):
+        return min(len(a), len(b))
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=True)) if not _close(x, y, bitwise)), None)

@@ -54,6 +54,32 @@ class RecordError(KitbenchError):
     """A run record cannot be written or read."""
 
 
+class RecordReadError(RecordError):
+    """An input record is unreadable or malformed: nothing can be compared (exit 2)."""
+
+    exit_code = 2
+
+
+_IN_A_TARGET = ("run it in a target's pinned environment: `nox -s cpu -- ARGS` (`nox -R -s cpu -- ARGS` reuses it), "
+                "or install torch here: pip install 'kitbench[suite]'")
+# The optional parts of kitbench, and what a user without one should do.
+OPTIONAL_HINTS = {
+    "torch": _IN_A_TARGET,
+    "torchvision": _IN_A_TARGET,
+    "numpy": _IN_A_TARGET,
+    "matplotlib": "pip install 'kitbench[plots]' (or run it in a target's environment: nox -R -s cpu -- ...)",
+    "docker": "pip install 'kitbench[docker]'",
+}
+
+
+class MissingDependency(KitbenchError):
+    """An optional part of kitbench is not installed; the hint says how to get it."""
+
+    def __init__(self, module: str, purpose: str, hint: str) -> None:
+        super().__init__(f"{purpose} needs {module}, which is not installed in this Python", hint)
+        self.module = module
+
+
 class SelectionError(KitbenchError):
     """No published PyTorch build matches the asked-for combination."""
 
@@ -76,6 +102,14 @@ class ContainerError(KitbenchError):
 
 
 class Interrupted(KitbenchError):
-    """The run was stopped by SIGINT/SIGTERM; a partial record was kept."""
+    """The run was stopped by SIGINT (exit 130) or SIGTERM (exit 143); a partial record was kept."""
 
-    exit_code = 130
+    def __init__(self, message: str, hint: str | None = None, exit_code: int = 130) -> None:
+        super().__init__(message, hint)
+        self.exit_code = exit_code
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C would be so one handler keeps the record for both."""
+
+    exit_code = 143

@@ -56,14 +56,9 @@ def _ram_bytes() -> int | None:
         return None
 
 
-def collect(machine: Probe) -> dict[str, Any]:
-    """The fingerprint; the torch part only when torch is already imported."""
-    import torch
-    import torchvision
-
-    cuda_built = torch.version.cuda
-    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] \
-        if torch.cuda.is_available() else [g.name for g in machine.gpus]
+def host(machine: Probe) -> dict[str, Any]:
+    """The part of the fingerprint known before torch is imported: what a record holds
+    from its first write, so that even a run stopped during ``import torch`` says where it ran."""
     return {
         "kitbench": __version__,
         "git_revision": git_revision(),
@@ -76,16 +71,39 @@ def collect(machine: Probe) -> dict[str, Any]:
         "cpu": _cpu_model(),
         "cpu_count": os.cpu_count(),
         "ram_bytes": _ram_bytes(),
-        "torch": torch.__version__,
-        "torch_build": torch.__version__.partition("+")[2] or None,
-        "torchvision": torchvision.__version__,
-        "cuda": cuda_built,
-        "cudnn": cudnn_version(),
+        "torch": None,
         "driver": machine.driver,
-        "gpus": gpus,
+        "gpus": [g.name for g in machine.gpus],
         "gpu_links": [g.link for g in machine.gpus],
         "container": machine.container,
-        "threads": torch.get_num_threads(),
-        "interop_threads": torch.get_num_interop_threads(),
         **{key: os.environ.get(var) for key, var in _IMAGE_VARIABLES.items()},
     }
+
+
+def _torchvision_version() -> str:
+    """torchvision's version, or why it cannot be imported: a broken torchvision is a
+    finding for the MNIST check, not a reason to lose the other checks."""
+    try:
+        import torchvision
+    except Exception as exc:  # a mismatched build fails with RuntimeError, not only ImportError
+        return f"unusable: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:200]
+    return str(torchvision.__version__)
+
+
+def collect(machine: Probe) -> dict[str, Any]:
+    """The whole fingerprint, torch's part included (torch is imported by now)."""
+    import torch
+
+    found = host(machine)
+    if torch.cuda.is_available():
+        found["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    found.update({
+        "torch": torch.__version__,
+        "torch_build": torch.__version__.partition("+")[2] or None,
+        "torchvision": _torchvision_version(),
+        "cuda": torch.version.cuda,
+        "cudnn": cudnn_version(),
+        "threads": torch.get_num_threads(),
+        "interop_threads": torch.get_num_interop_threads(),
+    })
+    return found

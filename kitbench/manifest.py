@@ -90,10 +90,29 @@ def parse(text: str, path: Path) -> tuple[dict[str, Any], yaml.Node]:
         loader.dispose()
     if root is None or data is None:
         raise ManifestError(path, "empty manifest")
+    _refuse_duplicate_keys(root, path)
     if not isinstance(data, dict) or not isinstance(root, yaml.MappingNode):
         raise ManifestError(path, f"expected a mapping at the top, found {type(data).__name__}",
                             root.start_mark.line + 1)
     return data, root
+
+
+def _refuse_duplicate_keys(root: yaml.Node, path: Path) -> None:
+    """YAML lets the last of two equal keys win silently; a manifest must not."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[str, int] = {}
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    if key.value in seen:
+                        raise ManifestError(path, f"duplicate key {key.value!r} (first on line {seen[key.value]})",
+                                            key.start_mark.line + 1, hint="keep one of them")
+                    seen[key.value] = key.start_mark.line + 1
+                stack.append(value)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
 
 
 def validate(data: dict[str, Any], root: yaml.Node, schema: str, path: Path) -> None:

@@ -10,6 +10,10 @@ from torch import nn
 _FNN_WIDTHS = (784, 512, 256, 128, 64, 10)
 
 
+# Each model's learning rate in the recipe it comes from (fnn: the tutorials' SGD; cnn: pytorch/examples).
+RECIPE_LR = {"fnn": 0.01, "cnn": 1.0}
+
+
 def build(name: str) -> nn.Module:
     if name == "fnn":
         # The fully-connected net of the common MNIST tutorials.
@@ -34,8 +38,8 @@ def optimizer(name: str, params: list[nn.Parameter], lr: float | None = None) ->
     # fused SGD kernel (CPU, CUDA, MPS) does the same update as the per-tensor
     # loop but takes a third off a small model's step on a 2-core CPU.
     if name == "cnn":
-        return torch.optim.Adadelta(params, lr=1.0 if lr is None else lr)
-    return torch.optim.SGD(params, lr=0.01 if lr is None else lr, momentum=0.9, fused=True)
+        return torch.optim.Adadelta(params, lr=RECIPE_LR[name] if lr is None else lr)
+    return torch.optim.SGD(params, lr=RECIPE_LR[name] if lr is None else lr, momentum=0.9, fused=True)
 
 
 def training_flops_per_sample(name: str) -> int:

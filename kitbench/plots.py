@@ -4,29 +4,54 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from kitbench.compare import Loaded, Row
-from kitbench.errors import RecordError
+from kitbench.errors import OPTIONAL_HINTS, MissingDependency, RecordError, UsageError
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+    except ImportError:
+        raise MissingDependency("matplotlib", "kitbench compare --plot", OPTIONAL_HINTS["matplotlib"]) from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def check_target(out: Path) -> None:
+    """Refuse a plot file that cannot be written, before any record is read."""
+    plt = _pyplot()
+    formats = plt.figure().canvas.get_supported_filetypes()
+    plt.close("all")
+    suffix = out.suffix.lower().lstrip(".")
+    if suffix not in formats:
+        raise UsageError(f"--plot {str(out)[:200]}: {'no' if not suffix else 'unknown'} image format "
+                         f"{('.' + suffix) if suffix else ''}".rstrip(),
+                         hint=f"end the name with one of: {', '.join('.' + f for f in sorted(formats))}")
+    if out.is_dir():
+        raise UsageError(f"--plot {out} is a directory", hint="give a file name such as compare.png")
+    if not out.parent.is_dir():
+        raise UsageError(f"--plot {out}: no such directory {out.parent}", hint="create it first")
 
 
 def comparison(loaded: Sequence[Loaded], table: Sequence[Row], out: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     good = [(item, row) for item, row in zip(loaded, table, strict=True) if item.record is not None]
     labels = [f"{row.target or '?'}\n{Path(row.path).stem}" for _, row in good]
     fig, (epochs, bandwidth) = plt.subplots(1, 2, figsize=(13, 5), constrained_layout=True)
     # One bar per MNIST run (model, loop, device) and environment.
     configs = sorted({(r["model"], r["loop"], r["device"]) for item, _ in good if item.record
-                      for r in item.record.get("checks", {}).get("mnist", {}).get("runs", [])})
+                      for r in item.record["checks"].get("mnist", {}).get("runs", [])})
     width = 0.8 / max(1, len(configs))
     for n, (model, loop, device) in enumerate(configs):
         values = []
         for item, _ in good:
             assert item.record is not None
-            runs = item.record.get("checks", {}).get("mnist", {}).get("runs", [])
+            runs = item.record["checks"].get("mnist", {}).get("runs", [])
             values.append(next((r["epoch_s"] for r in runs if (r["model"], r["loop"], r["device"]) ==
                                 (model, loop, device)), 0.0))
         offset = (n - (len(configs) - 1) / 2) * width
@@ -39,7 +64,7 @@ def comparison(loaded: Sequence[Loaded], table: Sequence[Row], out: Path) -> Non
     for item, row in good:
         assert item.record is not None
         series: dict[tuple[str, str], list[tuple[int, float]]] = {}
-        for t in item.record.get("checks", {}).get("moves", {}).get("transfers", []):
+        for t in item.record["checks"].get("moves", {}).get("transfers", []):
             series.setdefault((t["direction"], t["memory"]), []).append((t["bytes"], t["gb_per_s"]))
         for (direction, memory), points in series.items():
             xs, ys = zip(*sorted(points), strict=True)
@@ -52,7 +77,7 @@ def comparison(loaded: Sequence[Loaded], table: Sequence[Row], out: Path) -> Non
     bandwidth.legend(fontsize=7)
     try:
         fig.savefig(out, dpi=110)
-    except OSError as exc:
-        raise RecordError(f"cannot write the plot to {out}: {exc.strerror or exc}") from None
+    except (OSError, ValueError) as exc:
+        raise RecordError(f"cannot write the plot to {out}: {getattr(exc, 'strerror', None) or exc}") from None
     finally:
         plt.close(fig)

@@ -210,23 +210,41 @@ def probe() -> Probe:
                  container=_in_container(), driver=driver, gpus=gpus, rocm=rocm, sources=sources)
 
 
+# What a machine is taken to have when the question names another OS than this host's
+# and says nothing more: the most common machine each OS's wheels are built for.
+DEFAULT_ARCH = {"linux": "x86_64", "windows": "x86_64", "macos": "arm64"}
+
+
 def override(base: Probe, *, os: str | None = None, arch: str | None = None,
              python_arch: str | None = None, driver: str | None = None,
              gpu_capabilities: Sequence[str] = (), no_gpu: bool = False) -> Probe:
-    """Answer for another machine: replace probed facts with given ones."""
+    """Answer for another machine: replace probed facts with given ones.
+
+    Naming another OS than the host's answers for another machine altogether: none
+    of this host's facts (arch, driver, GPUs, ROCm, WSL, container) carry over; each
+    takes that OS's default unless given, and ``sources`` says which is which.
+    """
+    if no_gpu and (driver is not None or gpu_capabilities):
+        raise UsageError("--no-gpu contradicts " + ("--driver" if driver is not None else "--gpu-cc"),
+                         hint="give either --no-gpu or the GPU's facts, not both")
     sources = dict(base.sources)
     changes: dict[str, object] = {}
+    target_os = os or base.os
     if os is not None:
         changes["os"] = os
         sources["os"] = "--os"
-        if arch is None and python_arch is None and os != base.os:
-            # Another OS with the probed chip name translated to its own word.
-            changes["arch"] = changes["python_arch"] = normalize_arch(base.arch, os)
-    target_os = os or base.os
+        if os != base.os:
+            default = f"default for {os} (not this host)"
+            changes.update(os_version="", arch=DEFAULT_ARCH[os], python_arch=DEFAULT_ARCH[os], driver=None,
+                           gpus=(), rocm=None, wsl=False, container=False)
+            sources.update({key: default for key in ("os_version", "arch", "python_arch", "driver", "gpus",
+                                                     "rocm", "wsl", "container")})
     if arch is not None:
         changes["arch"] = normalize_arch(arch, target_os)
-        changes.setdefault("python_arch", changes["arch"])
         sources["arch"] = "--arch"
+        if python_arch is None:
+            changes["python_arch"] = changes["arch"]
+            sources["python_arch"] = "--arch"
     if python_arch is not None:
         changes["python_arch"] = normalize_arch(python_arch, target_os)
         sources["python_arch"] = "--python-arch"

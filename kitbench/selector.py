@@ -252,6 +252,10 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
             raise _unavailable(rel, machine.os, arch, package, compute)
         chosen.compute = compute
         chosen.reasons.append(f"{compute}: asked for with --compute")
+        if compute.startswith("cu") and machine.driver is not None:
+            why = _cuda_rejection(rel, machine, compute)
+            if why:
+                chosen.notes.append(f"warning: {compute} will not run on this machine: {why}")
     wheel_compute = "cpu" if chosen.compute == "mps" else chosen.compute
     chosen.command = command(rel, machine.os, package, wheel_compute, chosen.format)
     return chosen

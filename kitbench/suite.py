@@ -3,45 +3,62 @@
 from __future__ import annotations
 
 import dataclasses
-import signal
+import importlib.util
+import math
+import os
 import sys
 import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
-from typing import Any
+from typing import Any, cast
 
-from kitbench import checks, data, records
+from kitbench import checks, data, fingerprint, records
+from kitbench._signals import sigterm_raises
+from kitbench._types import RunRecord
 from kitbench.checks.base import LOOPS, MODELS, Context, NoProgress, Options, Progress
 from kitbench.devices import parse_spec
-from kitbench.errors import Interrupted, KitbenchError, UsageError
+from kitbench.errors import OPTIONAL_HINTS, Interrupted, KitbenchError, MissingDependency, Terminated, UsageError
 from kitbench.probe import Probe
 from kitbench.probe import probe as probe_machine
+
+MAX_THREADS_PER_CPU = 4          # beyond this torch's pool only thrashes (100,000 crashed it)
+MAX_SEED = 2**63 - 2             # torch seeds are 64-bit; the warm-up uses seed + 1
+MAX_EPOCHS = 1000
+MAX_BATCH = 2**20
 
 
 def validate(options: Options) -> None:
     """Refuse bad options before anything is imported, loaded or timed."""
     for name in options.checks:
         if name not in checks.CHECKS:
-            raise UsageError(f"unknown check {name!r}", hint=f"choose from: {', '.join(checks.CHECKS)}")
+            raise UsageError(f"unknown check {name[:80]!r}", hint=f"choose from: {', '.join(checks.CHECKS)}")
     for name in options.models:
         if name not in MODELS:
-            raise UsageError(f"unknown model {name!r}", hint=f"choose from: {', '.join(MODELS)}")
+            raise UsageError(f"unknown model {name[:80]!r}", hint=f"choose from: {', '.join(MODELS)}")
     for name in options.loops:
         if name not in LOOPS:
-            raise UsageError(f"unknown loop {name!r}", hint=f"choose from: {', '.join(LOOPS)}")
+            raise UsageError(f"unknown loop {name[:80]!r}", hint=f"choose from: {', '.join(LOOPS)}")
     parse_spec(options.device)
-    if options.lr is not None and not options.lr > 0:
-        raise UsageError(f"--lr must be a positive number, not {options.lr}", hint="for example --lr 0.01")
-    for label, value in (("--epochs", options.epochs), ("--batch-size", options.batch_size),
-                         ("--threads", options.threads), ("--limit", options.train_limit)):
+    if options.lr is not None and not (math.isfinite(options.lr) and options.lr > 0):
+        raise UsageError(f"--lr must be a positive finite number, not {options.lr}", hint="for example --lr 0.01")
+    max_threads = MAX_THREADS_PER_CPU * (os.cpu_count() or 1)
+    for label, value, most in (("--epochs", options.epochs, MAX_EPOCHS),
+                               ("--batch-size", options.batch_size, MAX_BATCH),
+                               ("--threads", options.threads, max_threads), ("--limit", options.train_limit, None)):
         if value is not None and value < 1:
             raise UsageError(f"{label} must be a positive whole number, not {value}",
                              hint=f"for example {label} 1")
+        if value is not None and most is not None and value > most:
+            raise UsageError(f"{label} {value} is more than this kit allows ({most})",
+                             hint=f"{label} at most {most}" + (f" ({MAX_THREADS_PER_CPU} per CPU here)"
+                                                              if label == "--threads" else ""))
+    if not 0 <= options.seed <= MAX_SEED:
+        raise UsageError(f"--seed must be between 0 and {MAX_SEED}, not {options.seed}", hint="for example --seed 0")
     if options.data is not None and options.offline and not data.normalize_root(options.data).exists():
         raise UsageError(f"--data {options.data} does not exist and --offline forbids a download",
                          hint="point --data at the directory holding MNIST/raw")
+    if importlib.util.find_spec("torch") is None:
+        raise MissingDependency("torch", "kitbench run", OPTIONAL_HINTS["torch"])
 
 
 def options_record(options: Options) -> dict[str, Any]:
@@ -51,85 +68,89 @@ def options_record(options: Options) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}
 
 
-@contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """``docker stop`` and nox send SIGTERM: treat it like Ctrl-C so the record is kept."""
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:       # not the main thread: leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+@dataclass(frozen=True)
+class Finished:
+    path: Path
+    record: RunRecord
 
 
-def run(options: Options, out: Path, progress: Progress | None = None,
-        machine: Probe | None = None) -> dict[str, Any]:
-    """Run the selected checks in order; return the record, also written to ``out``.
+def run(options: Options, out: Path | None = None, progress: Progress | None = None,
+        machine: Probe | None = None, force: bool = False) -> Finished:
+    """Run the selected checks in order; return the record, also written to its file.
 
-    A failing check is recorded and the suite goes on; an interruption writes
-    the record as ``interrupted`` and raises ``Interrupted``.
+    The record's file is claimed (``records.claim``) and written before torch is
+    imported. A failing check is recorded and the suite goes on; an error in the
+    set-up writes the record as ``failed`` with the error and raises it; an
+    interruption writes it as ``interrupted`` and raises ``Interrupted``.
     """
     validate(options)
-    records.ensure_writable(out)
     progress = progress or NoProgress()
-    machine = machine or probe_machine()
+    with sigterm_raises():
+        machine = machine or probe_machine()
+        path = records.claim(out, force)
+        record: dict[str, Any] = {
+            "schema": records.SCHEMA,
+            "status": "interrupted",
+            "started_at": records.utc_now(),
+            "ended_at": None,
+            "argv": sys.argv[1:],
+            "options": options_record(options),
+            "device": None,
+            "device_init_s": None,
+            "environment": fingerprint.host(machine),
+            "checks": {},
+        }
+        try:
+            records.write_atomic(path, record)
+            _run_checks(options, machine, progress, path, record)
+        except KeyboardInterrupt as stop:
+            record["ended_at"] = records.utc_now()
+            records.write_atomic(path, record)
+            code = Terminated.exit_code if isinstance(stop, Terminated) else 130
+            raise Interrupted(f"{'terminated' if code == 143 else 'interrupted'}; the partial record is {path}",
+                              hint="the record says status: interrupted and keeps the checks that finished",
+                              exit_code=code) from None
+        except KitbenchError as error:
+            record.update(status="failed", ended_at=records.utc_now(), error=error.message)
+            records.write_atomic(path, record)
+            raise
+    return Finished(path, cast(RunRecord, record))
+
+
+def _run_checks(options: Options, machine: Probe, progress: Progress, path: Path, record: dict[str, Any]) -> None:
     data_root, digests = (data.prepare(options.data, options.offline)
                           if "mnist" in options.checks else (None, {}))
-
+    progress.start("importing torch")
     import torch
 
-    from kitbench import devices, fingerprint
+    from kitbench import devices
 
     if options.threads is not None:
         torch.set_num_threads(options.threads)
     device = devices.resolve(options.device, machine)
-    device_init_s = _init_device(device)
-    record: dict[str, Any] = {
-        "schema": records.SCHEMA,
-        "status": "interrupted",
-        "started_at": records.utc_now(),
-        "ended_at": None,
-        "argv": sys.argv[1:],
-        "options": options_record(options),
-        "device": str(device),
-        "device_init_s": device_init_s,
-        "environment": fingerprint.collect(machine),
-        "checks": {},
-    }
+    record.update(device=str(device), device_init_s=_init_device(device), environment=fingerprint.collect(machine))
+    progress.done()
     ctx = Context(device=device, machine=machine, options=options, progress=progress,
                   data_root=data_root, data_digests=digests)
-    records.write_atomic(out, record)
-    failed = False
-    with _sigterm_as_interrupt():
+    records.write_atomic(path, record)
+    for name in options.checks:
         try:
-            for name in options.checks:
-                try:
-                    result = dataclasses.asdict(checks.get(name)(ctx))
-                except KitbenchError:
-                    raise
-                except Exception as exc:   # a broken check is a finding, not a crash
-                    result = {"status": "failed", "summary": f"{type(exc).__name__}: {exc}".splitlines()[0],
-                              "traceback": traceback.format_exc()}
-                finally:
-                    progress.done()
-                failed |= result["status"] == "failed"
-                record["checks"][name] = result
-                records.write_atomic(out, record)
-        except KeyboardInterrupt:
-            record["ended_at"] = records.utc_now()
-            records.write_atomic(out, record)
-            raise Interrupted(f"interrupted; the partial record is {out}",
-                              hint="the record says status: interrupted and keeps the checks that finished") from None
-    record["status"] = "failed" if failed else "ok"
+            result = dataclasses.asdict(checks.get(name)(ctx))
+        except KitbenchError as error:   # e.g. a device that fails mid-check: this check's finding
+            result = {"status": "failed", "summary": error.message + (f" ({error.hint})" if error.hint else "")}
+        except Exception as exc:   # a broken check is a finding, not a crash
+            result = {"status": "failed", "summary": f"{type(exc).__name__}: {exc}".splitlines()[0][:500],
+                      "traceback": traceback.format_exc()}
+        finally:
+            progress.done()
+        record["checks"][name] = result
+        records.write_atomic(path, record)
+    results = record["checks"].values()
+    diverged = any(r.get("diverged_at_step") is not None for c in results for r in c.get("runs", []))
+    failed = any(c["status"] == "failed" for c in results)
+    record["status"] = "diverged" if diverged else "failed" if failed else "ok"
     record["ended_at"] = records.utc_now()
-    records.write_atomic(out, record)
-    return record
+    records.write_atomic(path, record)
 
 
 def _init_device(device: Any) -> float:

@@ -30,7 +30,7 @@ def runs(mnist_root: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str
 def test_same_seed_reproduces_bitwise(runs: dict[str, Path]) -> None:
     verdict = compare.verify(records.read(runs["a"]), records.read(runs["b"]))
     assert verdict.reproduced
-    assert "bitwise" in verdict.compared
+    assert verdict.comparisons and all(c.rule == "bitwise" and c.equal for c in verdict.comparisons)
     assert verdict.first_divergence is None
 
 
@@ -39,7 +39,7 @@ def test_changed_seed_or_rate_names_the_first_differing_epoch(runs: dict[str, Pa
     verdict = compare.verify(records.read(runs["a"]), records.read(runs[name]))
     assert not verdict.reproduced
     assert verdict.first_divergence is not None
-    assert verdict.first_divergence.startswith("epoch 1: training loss")
+    assert verdict.first_divergence.startswith("fnn/resident on cpu: training loss curve: epoch 1:")
     assert option in verdict.differences
 
 
@@ -50,18 +50,19 @@ def test_cross_device_tolerance_is_used_when_builds_differ(runs: dict[str, Path]
         run["loss_curve"] = [x * 1.01 for x in run["loss_curve"]]     # within 5 %
     verdict = compare.verify(records.read(runs["a"]), other)
     assert verdict.reproduced
-    assert "rtol 0.05" in verdict.compared
+    assert {c.rule for c in verdict.comparisons} == {"within rtol 0.05"}
 
 
 def test_verify_cli_exit_codes(runs: dict[str, Path]) -> None:
     same = subprocess.run([sys.executable, "-m", "kitbench", "verify", str(runs["a"]), str(runs["b"])],
                           capture_output=True, text=True, check=False)
     assert same.returncode == 0
-    assert same.stdout.startswith("reproduced:")
+    assert same.stdout.startswith("reproduced\n")
+    assert "equal (bitwise): fnn/resident on cpu: training loss curve" in same.stdout
     other = subprocess.run([sys.executable, "-m", "kitbench", "verify", str(runs["a"]), str(runs["seed"])],
                            capture_output=True, text=True, check=False)
     assert other.returncode == 1
-    assert other.stdout.startswith("NOT reproduced: epoch 1:")
+    assert other.stdout.startswith("NOT REPRODUCED: fnn/resident on cpu: training loss curve: epoch 1:")
 
 
 def test_rows_and_environment_diff(runs: dict[str, Path]) -> None:

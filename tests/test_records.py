@@ -1,20 +1,35 @@
+"""Records: claimed before a run, never clobbering, strict JSON, read back only when valid."""
+
 from __future__ import annotations
 
 import json
+import math
+import os
+import threading
+import typing
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from kitbench import records
-from kitbench.errors import RecordError
+from kitbench import _types, compare, records
+from kitbench.errors import KitbenchError, RecordError, RecordReadError, UsageError
+
+REPO = Path(__file__).resolve().parent.parent
+KEPT = sorted((REPO / "docs" / "records").glob("*.json"))
+FULL = REPO / "docs" / "records" / "h100-fnn.json"    # all three checks, on a real H100
 
 
-def _record(status: str = "ok") -> dict[str, object]:
-    return {"schema": records.SCHEMA, "status": status, "checks": {}}
+def _record(status: str = "ok") -> dict[str, typing.Any]:
+    """The smallest valid record: a real one with its checks emptied."""
+    data = json.loads(FULL.read_text())
+    data.update(status=status, checks={})
+    return data
 
 
 def test_write_atomic_leaves_no_temporary_files(tmp_path: Path) -> None:
-    path = tmp_path / "deep" / "r.json"
+    path = tmp_path / "r.json"
     records.write_atomic(path, _record())
     records.write_atomic(path, _record("failed"))
     assert records.read(path)["status"] == "failed"
@@ -31,22 +46,180 @@ def test_failed_write_keeps_the_previous_record(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
 
 
+def test_non_finite_numbers_are_null_and_named(tmp_path: Path) -> None:
+    record = _record()
+    record["device_init_s"] = math.inf
+    record["checks"] = {"mnist": {"status": "failed", "summary": "diverged", "runs": [],
+                                  "curve": [1.0, math.nan, -math.inf]}}
+    text = records.to_json(record)
+    assert "NaN" not in text and "Infinity" not in text
+    data = json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} token written"))
+    assert data["device_init_s"] is None and data["checks"]["mnist"]["curve"] == [1.0, None, None]
+    assert data["nonfinite"] == ["/device_init_s", "/checks/mnist/curve/1", "/checks/mnist/curve/2"]
+
+
+def test_default_names_never_collide(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path))
+    claimed: list[Path] = []
+    threads = [threading.Thread(target=lambda: claimed.append(records.claim(None, target="cpu"))) for _ in range(50)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(set(claimed)) == 50
+    assert {p.parent for p in claimed} == {tmp_path / "cpu"}
+    assert len(list((tmp_path / "cpu").iterdir())) == 50
+
+
+@pytest.mark.parametrize("name", ["../escape", "a/b", "/abs", ".", "..", ".hidden", "x" * 65, "tab\there"])
+def test_target_names_are_plain(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("KITBENCH_TARGET", name)
+    with pytest.raises(UsageError, match="is not a plain name"):
+        records.claim(None)
+    assert not (tmp_path / "escape").exists()
+
+
+def _fifo(tmp_path: Path) -> Path:
+    path = tmp_path / "fifo.json"
+    os.mkfifo(path)
+    return path
+
+
+@pytest.mark.parametrize(("make", "words"), [
+    (lambda p: p.mkdir() or p, "is a directory"),
+    (lambda p: (p.symlink_to(p.parent / "elsewhere.json"), p)[1], "is a symlink"),
+    (lambda p: Path("/dev/null"), "not a regular file"),
+    (lambda p: _fifo(p.parent), "not a regular file"),
+    (lambda p: (p.write_text("my thesis"), p)[1], "is not a kitbench record"),
+])
+def test_out_never_replaces_what_is_not_a_record(tmp_path: Path, make: typing.Any, words: str) -> None:
+    target = make(tmp_path / "out.json")
+    before = sorted(tmp_path.iterdir())
+    for force in (False, True):
+        with pytest.raises(RecordError, match=words):
+            records.claim(target, force=force)
+    assert sorted(tmp_path.iterdir()) == before
+    assert not (tmp_path / "elsewhere.json").exists()
+
+
+def test_an_existing_record_is_replaced_only_with_force(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    records.write_atomic(out, _record())
+    with pytest.raises(RecordError, match="already holds a kitbench record"):
+        records.claim(out)
+    assert records.claim(out, force=True) == out
+
+
+def test_over_long_names_are_one_line_errors(tmp_path: Path) -> None:
+    with pytest.raises(RecordError, match="cannot write the record"):
+        records.claim(tmp_path / ("x" * 300 + ".json"))
+
+
 @pytest.mark.parametrize(("text", "words"), [
     ('{"schema": "kitbench.run/1", "status": "ok", "chec', "not a complete JSON record"),
     ('{"schema": "kitbench.run/9", "status": "ok"}', "has schema 'kitbench.run/9'"),
     ('{"status": "ok"}', "not a kitbench run record"),
-    ('{"schema": "kitbench.run/1", "status": "great"}', "unknown status 'great'"),
     ("[1, 2]", "not a kitbench run record"),
+    ('{"schema": "kitbench.run/1", "x": NaN}', "not strict JSON"),
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ('{"schema": "kitbench.run/1"}', "field (top level)"),
 ])
 def test_bad_records_are_one_line_errors(tmp_path: Path, text: str, words: str) -> None:
     path = tmp_path / "r.json"
     path.write_text(text)
-    with pytest.raises(RecordError, match=words.replace("(", r"\(")):
+    with pytest.raises(RecordReadError, match=words.replace("(", r"\(").replace(")", r"\)")):
         records.read(path)
 
 
-def test_default_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path))
-    path = records.default_path("cpu")
-    assert path.parent == tmp_path / "cpu" and path.suffix == ".json"
-    json.dumps(str(path))
+@pytest.mark.parametrize(("change", "field"), [
+    (lambda r: r.update(status="great"), "status"),
+    (lambda r: r.update(environment=None), "environment"),
+    (lambda r: r["checks"].update(mnist=None), "checks/mnist"),
+    (lambda r: r["checks"]["mnist"]["runs"][0].update(epoch_s="fast"), "checks/mnist/runs/0/epoch_s"),
+    (lambda r: r["checks"]["moves"].update(transfers={"a": 1}), "checks/moves/transfers"),
+    (lambda r: r["options"].pop("seed"), "options"),
+])
+def test_malformed_sections_name_the_field(tmp_path: Path, change: typing.Any, field: str) -> None:
+    record = json.loads(FULL.read_text())
+    change(record)
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(record))
+    with pytest.raises(RecordReadError, match=f"field {field}"):
+        records.read(path)
+
+
+def test_only_bounded_regular_files_are_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fifo = _fifo(tmp_path)
+    done: list[BaseException] = []
+
+    def reading() -> None:
+        try:
+            records.read(fifo)
+        except BaseException as exc:
+            done.append(exc)
+
+    reader = threading.Thread(target=reading, daemon=True)
+    reader.start()
+    reader.join(timeout=5)
+    assert done and isinstance(done[0], RecordReadError), "reading a FIFO blocked or did not refuse"
+    with pytest.raises(RecordReadError, match="not a regular file"):
+        records.read(Path("/dev/zero"))
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * (records.MAX_BYTES + 1))
+    with pytest.raises(RecordReadError, match="a kitbench record is at most"):
+        records.read(big)
+
+
+@pytest.mark.parametrize("path", KEPT, ids=lambda p: p.name)
+def test_the_kept_records_are_valid(path: Path) -> None:
+    assert records.read(path)["status"] == "ok"
+
+
+def _schema() -> dict[str, typing.Any]:
+    schema: dict[str, typing.Any] = json.loads((REPO / "kitbench" / "schemas" / "run.schema.json").read_text())
+    return schema
+
+
+@pytest.mark.parametrize(("typed", "where"), [
+    (_types.RunRecord, ()), (_types.Environment, ("$defs", "environment")),
+    (_types.MnistRun, ("$defs", "mnist_run")), (_types.Transfer, ("$defs", "moves", "properties", "transfers",
+                                                                  "items")),
+    (_types.Check, ("$defs", "check")),
+])
+def test_typed_records_match_the_schema(typed: typing.Any, where: tuple[str, ...]) -> None:
+    node = _schema()
+    for step in where:
+        node = node[step]
+    hints = typing.get_type_hints(typed, include_extras=True)
+    required = {k for k, v in hints.items() if typing.get_origin(v) is not typing.NotRequired}
+    assert required == set(node.get("required", [])), typed.__name__
+    assert set(hints) <= set(node["properties"]), typed.__name__
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                   max_size=4), max_leaves=30)
+_keys = st.sampled_from(["schema", "status", "checks", "environment", "options", "runs", "mnist", "moves",
+                         "device", "transfers", "loss_curve", "epoch_s", "model", "loop"])
+
+
+def _near_record(value: typing.Any) -> dict[str, typing.Any]:
+    """A real record with one part replaced by arbitrary JSON: the inputs that reach deepest."""
+    record = json.loads(FULL.read_text())
+    return {**record, **value} if isinstance(value, dict) else {**record, "checks": value}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(_json, st.dictionaries(_keys, _json, max_size=6).map(_near_record)))
+def test_readers_only_ever_refuse_cleanly(value: typing.Any) -> None:
+    text = json.dumps(value)
+    try:
+        record = records.parse(text, "arbitrary.json")
+    except RecordReadError:
+        return
+    compare.rows([compare.Loaded(Path("a.json"), record)])
+    try:
+        compare.verify(record, record)
+    except KitbenchError:
+        pass

@@ -17,9 +17,10 @@ QUICK = Options(device="cpu", quick=True, offline=True, train_limit=2000)
 @pytest.fixture(scope="module")
 def quick_record(mnist_root: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     out = tmp_path_factory.mktemp("run") / "run.json"
-    record = suite.run(Options(**{**QUICK.__dict__, "data": mnist_root}), out)
+    record = suite.run(Options(**{**QUICK.__dict__, "data": mnist_root}), out).record
     assert json.loads(out.read_text()) == record
-    return record
+    records.validate(json.loads(out.read_text()))
+    return dict(record)
 
 
 def test_record_is_versioned_and_complete(quick_record: dict) -> None:
@@ -77,18 +78,18 @@ def test_mnist_runs_both_loops_with_separate_one_time_costs(quick_record: dict) 
 def test_same_seed_same_result_on_cpu(mnist_root: Path, tmp_path: Path, quick_record: dict) -> None:
     options = Options(checks=("mnist",), device="cpu", data=mnist_root, offline=True, loops=("resident",),
                       train_limit=2000, quick=True)
-    again = suite.run(options, tmp_path / "a.json")["checks"]["mnist"]["runs"][0]
+    again = suite.run(options, tmp_path / "a.json").record["checks"]["mnist"]["runs"][0]
     first = quick_record["checks"]["mnist"]["runs"][0]
     assert again["loss_curve"] == first["loss_curve"]
     assert again["test_acc"] == first["test_acc"]
-    other = suite.run(Options(**{**options.__dict__, "seed": 1}), tmp_path / "b.json")["checks"]["mnist"]["runs"][0]
+    other = suite.run(Options(**{**options.__dict__, "seed": 1}), tmp_path / "b.json").record["checks"]["mnist"]["runs"][0]
     assert other["loss_curve"] != first["loss_curve"]
 
 
 @pytest.mark.slow
 def test_full_epoch_fnn_resident_reaches_95_percent(mnist_root: Path, tmp_path: Path) -> None:
     options = Options(checks=("mnist",), device="cpu", data=mnist_root, offline=True, loops=("resident",))
-    run = suite.run(options, tmp_path / "full.json")["checks"]["mnist"]["runs"][0]
+    run = suite.run(options, tmp_path / "full.json").record["checks"]["mnist"]["runs"][0]
     assert run["train_samples"] == 60000
     assert run["test_acc"] >= 0.95
 
@@ -97,7 +98,7 @@ def test_tiny_idx_partial_and_oversized_batches(tiny_mnist: Path, tmp_path: Path
     for batch, steps in ((128, 3), (1000, 1)):
         options = Options(checks=("mnist",), device="cpu", data=tiny_mnist, offline=True, batch_size=batch,
                           quick=True)
-        runs = suite.run(options, tmp_path / f"{batch}.json")["checks"]["mnist"]["runs"]
+        runs = suite.run(options, tmp_path / f"{batch}.json").record["checks"]["mnist"]["runs"]
         for run in runs:
             assert run["train_samples"] == 300
             assert len(run["loss_curve"]) == steps
@@ -153,7 +154,7 @@ def test_a_crashing_check_is_recorded_and_the_suite_goes_on(monkeypatch: pytest.
         raise RuntimeError("simulated failure\nsecond line")
 
     monkeypatch.setattr(moves, "run", broken)
-    record = suite.run(Options(checks=("moves", "availability"), device="cpu", quick=True), tmp_path / "r.json")
+    record = suite.run(Options(checks=("moves", "availability"), device="cpu", quick=True), tmp_path / "r.json").record
     assert record["status"] == "failed"
     assert record["checks"]["moves"]["summary"] == "RuntimeError: simulated failure"
     assert record["checks"]["availability"]["status"] == "ok"
@@ -165,7 +166,8 @@ def test_accelerator_suite_measures_both_directions(mnist_root: Path, tmp_path: 
 
     if not (torch.cuda.is_available() or torch.backends.mps.is_available()):
         pytest.skip("no CUDA or MPS device here: the accelerator rows cannot be measured")
-    record = suite.run(Options(**{**QUICK.__dict__, "device": "auto", "data": mnist_root}), tmp_path / "r.json")
+    record = suite.run(Options(**{**QUICK.__dict__, "device": "auto", "data": mnist_root}),
+                       tmp_path / "r.json").record
     moves = record["checks"]["moves"]
     assert {"h2d", "d2h"} <= {t["direction"] for t in moves["transfers"]}
     assert moves["mismatch_error"]

@@ -31,6 +31,9 @@ from kitbench.stats import Summary
 from kitbench.timing import measure, timed
 
 _CURVE_POINTS = 20          # the loss curve keeps this many means per epoch
+# Ten balanced classes: guessing scores 0.10. A run that ends below twice that has not
+# learned (a rate too high, a broken build), whatever its clock says: the check fails.
+CHANCE_FLOOR = 0.2
 _EVAL_BATCH = 1000
 _Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -58,6 +61,7 @@ class MnistRun:
     eval_s: float
     compute_floor_s: float          # the epoch's FLOPs at this device's measured matmul rate
     floor_fraction: float           # compute_floor_s / epoch_s: 1.0 would be matmul-bound perfection
+    diverged_at_step: int | None = None     # the first training step whose loss was not finite
 
 
 @dataclass
@@ -222,6 +226,8 @@ class _Trainer:
         self.accuracies: list[float] = []
         self.eval_times: list[float] = []
         self.test_loss = 0.0
+        self.steps = 0
+        self.diverged_at: int | None = None
 
     def _batches(self, gen: torch.Generator) -> Iterator[_Batch]:
         data = self.train_data
@@ -248,6 +254,10 @@ class _Trainer:
         self.ctx.progress.start(f"{self.label}: epoch {len(self.times) + 1}/{opts.epochs}", total=steps)
         with self._own_rng():
             seconds, data_s, losses = _epoch(self.model, self.opt, self._batches(self.gen), self.device, self.ctx)
+        bad = (~torch.isfinite(losses)).nonzero()
+        if self.diverged_at is None and len(bad):
+            self.diverged_at = self.steps + int(bad[0])
+        self.steps += len(losses)
         self.times.append(seconds)
         self.data_times.append(data_s)
         self.epoch_losses.append(round(float(losses.mean()), 6))
@@ -267,7 +277,7 @@ class _Trainer:
             final_loss=self.epoch_losses[-1], epoch_losses=self.epoch_losses, loss_curve=self.curve,
             test_acc=self.accuracies[-1], test_loss=round(self.test_loss, 6), epoch_test_acc=self.accuracies,
             dataset_load_s=self.dataset_load_s, warmup_s=self.warmup_s, eval_s=Summary.of(self.eval_times).median,
-            compute_floor_s=floor, floor_fraction=floor / epoch_s,
+            compute_floor_s=floor, floor_fraction=floor / epoch_s, diverged_at_step=self.diverged_at,
         )
 
 
@@ -275,6 +285,13 @@ def _ratios(slow: MnistRun, fast: MnistRun) -> tuple[float, list[float]]:
     """The median of epoch-by-epoch ratios: each pair was measured back to back."""
     per_epoch = [a / b for a, b in zip(slow.epoch_s_all, fast.epoch_s_all, strict=True)]
     return Summary.of(per_epoch).median, [round(r, 3) for r in per_epoch]
+
+
+def _problem(run: MnistRun, lr: float) -> str:
+    label = f"{run.model}/{run.loop} on {run.device}"
+    if run.diverged_at_step is not None:
+        return f"{label} diverged: the training loss is not finite from step {run.diverged_at_step} (lr {lr})"
+    return f"{label} did not learn: test accuracy {run.test_acc:.4f} is below {CHANCE_FLOOR} (chance is 0.10)"
 
 
 def run(ctx: Context) -> MnistResult:
@@ -306,6 +323,11 @@ def run(ctx: Context) -> MnistResult:
         if loop == "tutorial" and resident is not None:
             median, per_epoch = _ratios(tutorial, resident)
             ratios.append(LoopRatio(d, m, tutorial.epoch_s, resident.epoch_s, median, per_epoch))
+    problems = [_problem(r, ctx.options.lr or models.RECIPE_LR[r.model]) for r in runs
+                if r.diverged_at_step is not None or r.test_acc < CHANCE_FLOOR]
+    if problems:
+        return MnistResult("failed", "; ".join(problems), str(ctx.data_root), ctx.data_digests, rates, runs,
+                           speedups, ratios)
     best = min(runs, key=lambda r: r.epoch_s)
     summary = (f"fastest: {best.model}/{best.loop} on {best.device} {best.epoch_s:.2f} s/epoch, "
                f"test acc {best.test_acc:.4f}")

@@ -1,0 +1,117 @@
+"""Types shared across modules: the run record as readers see it.
+
+These mirror ``kitbench/schemas/run.schema.json`` field for field (a test
+keeps them in step). ``records.read`` validates a file against the schema
+before it hands one of these out, so code that reads a record can index the
+required fields without checking them again.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Literal, TypedDict
+
+if sys.version_info >= (3, 11):
+    from typing import NotRequired
+else:  # a dependency on 3.10 only
+    from typing_extensions import NotRequired
+
+Status = Literal["ok", "failed", "interrupted", "diverged"]
+
+
+class RunOptions(TypedDict):
+    seed: int
+    epochs: int
+    batch_size: int
+    lr: float | None
+    train_limit: int | None
+
+
+class Environment(TypedDict):
+    kitbench: str
+    python: str
+    os: str
+    arch: str
+    cpu: str | None
+    cpu_count: int | None
+    torch: str | None
+    gpus: list[str]
+    target: NotRequired[str | None]
+    torch_build: NotRequired[str | None]
+    build_matches_target: NotRequired[bool | None]
+    cuda: NotRequired[str | None]
+    cudnn: NotRequired[int | None]
+    driver: NotRequired[str | None]
+    threads: NotRequired[int | None]
+    gpu_links: NotRequired[list[str | None]]
+    image: NotRequired[str | None]
+    image_id: NotRequired[str | None]
+    manifest_sha256: NotRequired[str | None]
+    os_version: NotRequired[str | None]
+
+
+class Check(TypedDict):
+    status: Literal["ok", "failed", "skipped"]
+    summary: str
+
+
+class Transfer(TypedDict):
+    direction: Literal["h2d", "d2h", "host_copy"]
+    memory: Literal["pageable", "pinned"]
+    bytes: int
+    gb_per_s: float
+    gb_per_s_q1: float
+    gb_per_s_q3: float
+
+
+class MovesCheck(Check):
+    transfers: NotRequired[list[Transfer]]
+    skipped: NotRequired[list[str]]
+
+
+class MnistRun(TypedDict):
+    device: str
+    model: str
+    loop: str
+    batch_size: int
+    epochs: int
+    train_samples: int
+    epoch_s: float
+    epoch_s_all: list[float]
+    samples_per_s: float
+    data_s: float
+    final_loss: float | None
+    loss_curve: list[float | None]
+    test_acc: float
+    test_loss: float | None
+    epoch_test_acc: list[float]
+    dataset_load_s: float
+    warmup_s: float
+    floor_fraction: float
+    epoch_losses: NotRequired[list[float | None]]
+    diverged_at_step: NotRequired[int | None]
+
+
+class MnistCheck(Check):
+    runs: NotRequired[list[MnistRun]]
+
+
+class Checks(TypedDict, total=False):
+    availability: Check
+    moves: MovesCheck
+    mnist: MnistCheck
+
+
+class RunRecord(TypedDict):
+    schema: Literal["kitbench.run/1"]
+    status: Status
+    started_at: str
+    ended_at: str | None
+    argv: list[str]
+    options: RunOptions
+    device: str | None
+    environment: Environment
+    checks: Checks
+    device_init_s: NotRequired[float | None]
+    error: NotRequired[str | None]
+    nonfinite: NotRequired[list[str]]
