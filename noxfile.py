@@ -12,6 +12,7 @@ import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 import nox
 
@@ -60,11 +61,20 @@ def _install_suite(session: nox.Session, target: Target) -> None:
     session.install("--no-deps", "-e", str(ROOT))
 
 
+def _kit_errors(body: Callable[[nox.Session], None]) -> Callable[[nox.Session], None]:
+    """A session body whose kitbench errors end the session with their one line, not a traceback."""
+    @functools.wraps(body)
+    def session(session: nox.Session) -> None:
+        try:
+            body(session)
+        except KitbenchError as error:
+            session.error(f"{error.message}" + (f" ({error.hint})" if error.hint else ""))
+
+    return session
+
+
 def _preflight(session: nox.Session, target: Target) -> None:
-    try:
-        preflight.check(target, _machine())
-    except KitbenchError as error:
-        session.error(f"{error.message}" + (f" ({error.hint})" if error.hint else ""))
+    preflight.check(target, _machine())
 
 
 def _suite_env(target: Target) -> dict[str, str]:
@@ -111,7 +121,7 @@ _FACTORIES = {"venv": _venv_session, "docker": _docker_session, "conda": _conda_
 
 
 def _register(target: Target) -> None:
-    func = _FACTORIES[target.kind](target)
+    func = _kit_errors(_FACTORIES[target.kind](target))
     func.__doc__ = target.description
     func.__name__ = target.name
     # Only venv targets let nox build the environment; docker and conda ones
@@ -122,11 +132,21 @@ def _register(target: Target) -> None:
                 venv_backend=None if target.kind == "venv" else "none")(func)
 
 
-for _target in targets.load_all().values():
-    _register(_target)
+def _fail(error: KitbenchError) -> NoReturn:
+    """One line and the hint, as the kitbench CLI prints them: nox would show a traceback."""
+    raise SystemExit(f"ERROR: {error.message}" + (f"\nhint: {error.hint}" if error.hint else ""))
 
 
-@nox.session(python=targets.get("cpu").python)
+try:
+    for _target in targets.load_all().values():
+        _register(_target)
+    _CPU_PYTHON = targets.get("cpu").python
+except KitbenchError as _error:
+    _fail(_error)
+
+
+@nox.session(python=_CPU_PYTHON)
+@_kit_errors
 def tests(session: nox.Session) -> None:
     """Run the test suite against the cpu target's pinned torch."""
     _install_suite(session, targets.get("cpu"))
@@ -134,7 +154,8 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", *session.posargs)
 
 
-@nox.session(python=targets.get("cpu").python)
+@nox.session(python=_CPU_PYTHON)
+@_kit_errors
 def lint(session: nox.Session) -> None:
     """ruff and mypy, against the cpu target's torch (mypy checks the calls into it)."""
     _install_suite(session, targets.get("cpu"))
@@ -143,7 +164,8 @@ def lint(session: nox.Session) -> None:
     session.run("mypy")
 
 
-@nox.session(python=targets.get("cpu").python)
+@nox.session(python=_CPU_PYTHON)
+@_kit_errors
 def lock(session: nox.Session) -> None:
     """Write hash-locked requirements (envs/locks/) for each venv target that fits this host."""
     import tempfile
@@ -175,7 +197,8 @@ def lock(session: nox.Session) -> None:
         session.log(f"{target.name}: wrote {out.relative_to(ROOT)}")
 
 
-@nox.session(python=targets.get("cpu").python)
+@nox.session(python=_CPU_PYTHON)
+@_kit_errors
 def bench(session: nox.Session) -> None:
     """The MNIST benchmark: fnn over 3 epochs (medians), cnn for one; records in results/bench/."""
     target = targets.get("cpu")

@@ -36,8 +36,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _whole(text: str) -> int:
-    if len(text) > 20:       # int() of a 100,000-digit string is slow and no knob needs one
-        raise argparse.ArgumentTypeError(f"expected a whole number, not {text[:24]!r}...")
+    if len(text) > 40:       # int() of a 100,000-digit string is slow; each knob's range is checked later
+        raise argparse.ArgumentTypeError(f"expected a whole number of at most 40 digits, not {text[:24]!r}...")
     try:
         return int(text)
     except ValueError:

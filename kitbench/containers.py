@@ -21,12 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kitbench import __version__, data, preflight, records
+from kitbench import __version__, data, manifest, preflight, records
 from kitbench.errors import ContainerError
 from kitbench.fingerprint import git_revision
 from kitbench.targets import Target
 
-ROOT = Path(__file__).resolve().parent.parent
 BASE_VARIABLE = "KITBENCH_BASE_IMAGE"
 CA_VARIABLE = "KITBENCH_CA_BUNDLE"
 NETWORK_VARIABLE = "KITBENCH_DOCKER_NETWORK"
@@ -79,12 +78,16 @@ def build_args(target: Target) -> dict[str, str]:
 
 
 def context_tar() -> io.BytesIO:
-    """The build context: the Dockerfile, ``app/`` (the repository as
-    ``.dockerignore`` filters it, so the image gets it in one COPY) and
-    ``extra/ca-bundle.crt`` (empty unless ``KITBENCH_CA_BUNDLE`` names a file)."""
+    """The build context: the Dockerfile, ``app/`` (the checkout, or the installed
+    package, as ``Dockerfile.dockerignore`` filters it, so the image gets it in one
+    COPY) and ``extra/ca-bundle.crt`` (empty unless ``KITBENCH_CA_BUNDLE`` names a file)."""
     from docker.utils.build import exclude_paths
 
-    patterns = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+    folder = manifest.docker_dir()
+    # From a checkout: the package, envs/ and metadata. From a wheel: the installed
+    # package, which carries its envs/ inside (the same filter selects only it).
+    source = manifest.checkout_root() or Path(__file__).resolve().parent.parent
+    patterns = [line.strip() for line in (folder / "Dockerfile.dockerignore").read_text().splitlines()
                 if line.strip() and not line.startswith("#")]
     ca = b""
     if os.environ.get(CA_VARIABLE):
@@ -96,10 +99,10 @@ def context_tar() -> io.BytesIO:
                                  hint="point it at a PEM bundle, e.g. /etc/ssl/certs/ca-certificates.crt") from None
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
-        tar.add(str(ROOT / _DOCKERFILE), arcname=_DOCKERFILE)
-        for name in sorted(exclude_paths(str(ROOT), patterns, dockerfile=_DOCKERFILE)):
+        tar.add(str(folder / "Dockerfile"), arcname=_DOCKERFILE)
+        for name in sorted(exclude_paths(str(source), patterns, dockerfile=_DOCKERFILE)):
             if name != _DOCKERFILE:
-                tar.add(str(ROOT / name), arcname=f"app/{name}", recursive=False)
+                tar.add(str(source / name), arcname=f"app/{name}", recursive=False)
         info = tarfile.TarInfo("extra/ca-bundle.crt")
         info.size = len(ca)
         info.mode = 0o644

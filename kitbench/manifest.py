@@ -28,12 +28,31 @@ from kitbench.errors import ManifestError
 ENVS_VARIABLE = "KITBENCH_ENVS"
 
 
+def checkout_root() -> Path | None:
+    """The repository kitbench runs from, when it runs from a checkout (or an image built from one)."""
+    root = Path(__file__).resolve().parent.parent
+    return root if (root / "pyproject.toml").is_file() and (root / "envs").is_dir() else None
+
+
+def packaged(name: str) -> Path:
+    """A folder the wheel ships inside the package (``envs``, ``dockerfiles``)."""
+    return Path(str(resources.files("kitbench").joinpath(name)))
+
+
 def envs_dir() -> Path:
-    """The manifest directory: ``$KITBENCH_ENVS`` or the repository's ``envs/``."""
+    """The manifest directory: ``$KITBENCH_ENVS``, else a checkout's ``envs/``, else the
+    copy shipped in the wheel. A checkout wins so that editing ``envs/`` takes effect."""
     override = os.environ.get(ENVS_VARIABLE)
     if override:
         return Path(override)
-    return Path(__file__).resolve().parent.parent / "envs"
+    root = checkout_root()
+    return root / "envs" if root is not None else packaged("envs")
+
+
+def docker_dir() -> Path:
+    """The Dockerfile's folder: a checkout's ``docker/``, else the copy in the wheel."""
+    root = checkout_root()
+    return root / "docker" if root is not None else packaged("dockerfiles")
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ def _pyplot() -> Any:
 
 def check_target(out: Path) -> None:
     """Refuse a plot file that cannot be written, before any record is read."""
+    if out.is_dir():
+        raise UsageError(f"--plot {out} is a directory", hint="give a file name such as compare.png")
     plt = _pyplot()
     formats = plt.figure().canvas.get_supported_filetypes()
     plt.close("all")
@@ -31,8 +33,6 @@ def check_target(out: Path) -> None:
         raise UsageError(f"--plot {str(out)[:200]}: {'no' if not suffix else 'unknown'} image format "
                          f"{('.' + suffix) if suffix else ''}".rstrip(),
                          hint=f"end the name with one of: {', '.join('.' + f for f in sorted(formats))}")
-    if out.is_dir():
-        raise UsageError(f"--plot {out} is a directory", hint="give a file name such as compare.png")
     if not out.parent.is_dir():
         raise UsageError(f"--plot {out}: no such directory {out.parent}", hint="create it first")
 

@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from kitbench.data import normalize_root
+
 REPO = Path(__file__).resolve().parent.parent
 RESOURCES = Path(__file__).resolve().parent / "resources"
-SHARED_MNIST = Path(os.environ.get("KITBENCH_TEST_DATA") or REPO.parent / "shared" / "data")
+# The one variable the README documents for MNIST, in any form the suite accepts (root, MNIST or MNIST/raw).
+SHARED_MNIST = normalize_root(Path(os.environ.get("KITBENCH_DATA") or REPO.parent / "shared" / "data"))
 
 
 @pytest.fixture
@@ -22,7 +25,7 @@ def resources() -> Path:
 def mnist_root() -> Path:
     """The real MNIST beside the checkout (../shared/data); never downloaded."""
     if not (SHARED_MNIST / "MNIST" / "raw" / "train-images-idx3-ubyte").is_file():
-        pytest.skip(f"real MNIST not found at {SHARED_MNIST} (set KITBENCH_TEST_DATA)")
+        pytest.skip(f"real MNIST not found at {SHARED_MNIST} (set KITBENCH_DATA)")
     return SHARED_MNIST
 
 

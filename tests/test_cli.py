@@ -109,3 +109,209 @@ def test_probe_json_without_torch() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["os"] in ("linux", "macos", "windows")
+
+
+# --- Nothing lost or clobbered, and the record says what happened (through the real CLI) ---
+
+def _main(*args: str) -> int:
+    from kitbench._cli import main
+
+    return main(list(args))
+
+
+AVAIL = ("run", "--check", "availability", "--device", "cpu")
+
+
+@pytest.mark.parametrize(("make", "words"), [
+    (lambda p: p.mkdir(), "is a directory"),
+    (lambda p: p.write_text("notes I care about"), "is not a kitbench record"),
+    (lambda p: p.symlink_to(p.parent / "target.json"), "is a symlink"),
+    (lambda p: os.mkfifo(p), "not a regular file"),
+])
+def test_out_refuses_what_is_not_a_record(tmp_path: Path, make: object, words: str,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out.json"
+    make(out)  # type: ignore[operator]
+    before = out.lstat()
+    assert _main(*AVAIL, "--out", str(out), "--force") == 1
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR: ") and words in err and "Traceback" not in err
+    assert out.lstat() == before and not (tmp_path / "target.json").exists()
+
+
+def test_out_to_a_device_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _main(*AVAIL, "--out", "/dev/null") == 1
+    assert "not a regular file" in capsys.readouterr().err
+
+
+def test_a_record_is_replaced_only_with_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "r.json"
+    assert _main(*AVAIL, "--out", str(out)) == 0
+    first = out.read_text()
+    assert _main(*AVAIL, "--out", str(out)) == 1
+    assert "already holds a kitbench record" in capsys.readouterr().err and out.read_text() == first
+    assert _main(*AVAIL, "--out", str(out), "--force") == 0
+    assert out.read_text() != first
+
+
+def test_two_runs_in_the_same_second_keep_two_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path))
+    monkeypatch.setenv("KITBENCH_TARGET", "same")
+    procs = [subprocess.Popen([sys.executable, "-m", "kitbench", *AVAIL], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL) for _ in range(3)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
+    assert len(list((tmp_path / "same").glob("*.json"))) == 3
+
+
+@pytest.mark.parametrize("name", ["../outside", "a/b", "/etc"])
+def test_a_target_name_cannot_leave_the_results_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("KITBENCH_TARGET", name)
+    assert _main(*AVAIL) == 2
+    assert "is not a plain name" in capsys.readouterr().err
+    assert list(tmp_path.rglob("*.json")) == []
+
+
+def test_sigterm_while_torch_imports_leaves_an_interrupted_record(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen([sys.executable, "-m", "kitbench", *AVAIL, "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (out.exists() and out.stat().st_size) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)      # the record exists; torch takes seconds to import
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 143, stderr
+    assert "Traceback" not in stderr
+    record = json.loads(out.read_text())
+    assert record["status"] == "interrupted" and record["ended_at"]
+    assert record["environment"]["torch"] is None and record["checks"] == {}
+
+
+@pytest.mark.parametrize(("stop", "code", "words"),
+                         [("term", 143, "terminated (SIGTERM)"), ("int", 130, "interrupted")])
+def test_a_signal_before_the_record_exists_is_one_line(stop: str, code: int, words: str, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench import suite
+    from kitbench.errors import Terminated
+
+    def probe_stopped() -> None:          # the signal arrives while the machine is probed, before the claim
+        raise Terminated if stop == "term" else KeyboardInterrupt
+
+    monkeypatch.setattr(suite, "probe_machine", probe_stopped)
+    assert _main(*AVAIL, "--out", str(tmp_path / "r.json")) == code
+    assert capsys.readouterr().err == f"ERROR: {words} before a record was written\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_setup_error_makes_a_failed_record(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here, so --device cuda is not refused")
+    out = tmp_path / "r.json"
+    assert _main("run", "--check", "availability", "--device", "cuda", "--out", str(out)) == 1
+    record = json.loads(out.read_text())
+    assert record["status"] == "failed" and record["ended_at"]
+    assert record["error"].startswith("device 'cuda' is not usable here")
+
+
+def test_a_diverging_run_is_not_ok(tiny_mnist: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "r.json"
+    assert _main("run", "--check", "mnist", "--device", "cpu", "--data", str(tiny_mnist), "--offline",
+                 "--loop", "resident", "--lr", "1e30", "--out", str(out)) == 1
+    text = out.read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    record = json.loads(text)
+    assert record["status"] == "diverged"
+    mnist = record["checks"]["mnist"]
+    assert mnist["status"] == "failed" and "diverged: the training loss is not finite from step" in mnist["summary"]
+    assert record["nonfinite"]
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--lr", "inf"], "--lr must be a positive finite number"),
+    (["--lr", "nan"], "--lr must be a positive finite number"),
+    (["--threads", "100000"], "--threads 100000 is more than this kit allows"),
+    (["--seed", str(2**70)], "--seed must be between 0 and"),
+    (["--seed", "9" * 100_000], "longer than any kitbench takes"),
+    (["--epochs", "1" * 30], "is more than this kit allows (1000)"),
+    (["--epochs", "1" * 50], "expected a whole number of at most 40 digits"),
+    (["--device", "x" * 100_000], "longer than any kitbench takes"),
+    (["--out", "x" * 5000], "longer than any kitbench takes"),
+])
+def test_unbounded_values_are_refused(args: list[str], words: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _main(*AVAIL, *args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR: ") and words in err, err
+    assert len(err) < 1000
+
+
+def test_an_over_long_file_name_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _main(*AVAIL, "--out", str(tmp_path / ("x" * 300 + ".json"))) == 1
+    assert "cannot write the record" in capsys.readouterr().err
+
+
+def test_repeated_checks_run_once(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    assert _main("run", "--check", "availability", "--check", "availability", "--device", "cpu",
+                 "--out", str(out)) == 0
+    record = json.loads(out.read_text())
+    assert list(record["checks"]) == ["availability"]
+    assert record["options"]["checks"] == ["availability"]
+
+
+def test_a_broken_torchvision_fails_only_the_mnist_check(mnist_root: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    code = ("import sys, runpy; sys.modules['torchvision'] = None; sys.argv = ['kitbench', 'run', '--device', "
+            f"'cpu', '--check', 'availability', '--check', 'mnist', '--quick', '--offline', '--data', "
+            f"{str(mnist_root)!r}, '--out', {str(out)!r}]; runpy.run_module('kitbench', run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=300)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    record = json.loads(out.read_text())
+    assert record["checks"]["availability"]["status"] == "ok"
+    assert record["checks"]["mnist"]["status"] == "failed"
+    assert "torchvision" in record["checks"]["mnist"]["summary"]
+    assert record["environment"]["torchvision"].startswith("unusable: ")
+
+
+@pytest.mark.parametrize(("name", "words"), [
+    ("torch", "pip install 'kitbench[suite]'"),
+    ("matplotlib", "pip install 'kitbench[plots]'"),
+])
+def test_a_missing_optional_part_is_named_with_its_extra(name: str, words: str) -> None:
+    args = ["run", "--check", "availability"] if name == "torch" else ["compare", "docs/records", "--plot", "c.png"]
+    code = (f"import sys, runpy; sys.modules[{name!r}] = None; sys.argv = ['kitbench', *{args!r}]; "
+            "runpy.run_module('kitbench', run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert_clean_error(done, f"needs {name}, which is not installed")
+    assert words in done.stderr
+
+
+@pytest.mark.parametrize(("plot", "words"), [("c.xyz", "unknown image format .xyz"), ("c", "no image format"),
+                                             (".", "is a directory")])
+def test_plot_targets_are_checked_first(plot: str, words: str, tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    repo = Path(__file__).resolve().parent.parent
+    target = str(tmp_path / plot) if plot != "." else str(tmp_path)
+    assert _main("compare", str(repo / "docs" / "records"), "--plot", target) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR: ") and words in err
+
+
+@pytest.mark.parametrize(("content", "code"), [
+    ("cut", 2), ("null-section", 2), ("dev-zero", 2),
+])
+def test_verify_cannot_compare_exits_2(tmp_path: Path, content: str, code: int,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    good = Path(__file__).resolve().parent.parent / "docs" / "records" / "h100-fnn.json"
+    bad = tmp_path / "bad.json"
+    if content == "cut":
+        bad.write_text(good.read_text()[:300])
+    elif content == "null-section":
+        bad.write_text(good.read_text().replace('"checks": {', '"checks": null, "x": {', 1))
+    assert _main("verify", str(good), "/dev/zero" if content == "dev-zero" else str(bad)) == code
+    assert capsys.readouterr().err.startswith("ERROR: ")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -219,7 +220,5 @@ def test_readers_only_ever_refuse_cleanly(value: typing.Any) -> None:
     except RecordReadError:
         return
     compare.rows([compare.Loaded(Path("a.json"), record)])
-    try:
+    with contextlib.suppress(KitbenchError):
         compare.verify(record, record)
-    except KitbenchError:
-        pass

@@ -310,3 +310,64 @@ def test_nightly_refuses_what_it_lacks() -> None:
         selector.select(LINUX, release_spec="nightly", package="conda")
     auto = selector.select(_box("580.65.06", "9.0"), release_spec="nightly", package="uv")
     assert auto.command == "uv pip install --pre torch torchvision --index-url https://download.pytorch.org/whl/nightly/cu132"
+
+
+OSX = [row for row in PINNED if row[2] == "osx"]
+# A Linux host with a GPU and a driver, inside a container: nothing of it may leak into advice for a Mac.
+GPU_HOST = dataclasses.replace(LINUX, driver="580.95.05", container=True,
+                               gpus=(Gpu(0, "NVIDIA H100", "9.0", "PCIe 5 x16"),))
+
+
+@pytest.mark.parametrize("row", OSX, ids=[f"{r[0]}-{r[1]}" for r in OSX])
+def test_macos_advice_from_a_linux_host_needs_no_arch(row: list[str]) -> None:
+    version, package, _, _, published = row
+    machine = probe.override(GPU_HOST, os="macos")
+    chosen = selector.select(machine, release_spec=version, package=package, fmt="pinned")
+    assert chosen.command == published
+    assert (chosen.compute, chosen.arch) == ("mps", "arm64")
+
+
+def test_another_os_inherits_nothing_from_this_host() -> None:
+    machine = probe.override(GPU_HOST, os="windows")
+    assert (machine.arch, machine.driver, machine.gpus, machine.container) == ("x86_64", None, (), False)
+    assert machine.sources["driver"] == "default for windows (not this host)"
+    assert selector.select(machine, release_spec="2.5.1").compute == "cpu"
+    with_gpu = probe.override(GPU_HOST, os="windows", driver="560.94", gpu_capabilities=["8.9"])
+    assert selector.select(with_gpu, release_spec="2.5.1").compute.startswith("cu")
+
+
+def test_explain_labels_each_fact_by_its_true_source(capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench._cli import main
+
+    assert main(["install-cmd", "--os", "macos", "--release", "2.5.1", "--explain"]) == 0
+    err = capsys.readouterr().err
+    assert "# os: macos  [--os]" in err
+    assert "# arch: arm64  [default for macos (not this host)]" in err
+    assert "# driver: none  [default for macos (not this host)]" in err
+    assert "# container: False  [default for macos (not this host)]" in err
+    assert main(["install-cmd", "--arch", "aarch64", "--no-gpu", "--explain"]) == 0
+    err = capsys.readouterr().err
+    assert "# python_arch: aarch64  [--arch]" in err and "# driver: none  [--no-gpu]" in err
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--no-gpu", "--driver", "550.54.14"], "--no-gpu contradicts --driver"),
+    (["--no-gpu", "--gpu-cc", "8.0"], "--no-gpu contradicts --gpu-cc"),
+])
+def test_conflicting_machine_flags_are_refused(args: list[str], words: str,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench._cli import main
+
+    assert main(["install-cmd", *args]) == 2
+    assert capsys.readouterr().err.startswith(f"ERROR: {words}")
+
+
+def test_an_explicit_cuda_build_too_new_for_the_driver_is_warned_about(capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench._cli import main
+
+    assert main(["install-cmd", "--release", "2.9.1", "--compute", "cu128", "--driver", "470.82.01"]) == 0
+    err = capsys.readouterr().err
+    assert "note: warning: cu128 will not run on this machine: driver 470.82.01 < 525.60.13 (CUDA 12 family floor)" \
+        in err
+    assert main(["install-cmd", "--release", "2.9.1", "--compute", "cu128", "--driver", "570.86.10"]) == 0
+    assert "warning" not in capsys.readouterr().err

@@ -82,7 +82,8 @@ def test_same_seed_same_result_on_cpu(mnist_root: Path, tmp_path: Path, quick_re
     first = quick_record["checks"]["mnist"]["runs"][0]
     assert again["loss_curve"] == first["loss_curve"]
     assert again["test_acc"] == first["test_acc"]
-    other = suite.run(Options(**{**options.__dict__, "seed": 1}), tmp_path / "b.json").record["checks"]["mnist"]["runs"][0]
+    other = suite.run(Options(**{**options.__dict__, "seed": 1}), tmp_path / "b.json").record["checks"]
+    other = other["mnist"]["runs"][0]
     assert other["loss_curve"] != first["loss_curve"]
 
 

@@ -60,12 +60,35 @@ def test_no_version_is_written_in_the_noxfile() -> None:
     assert not re.search(r"==\s*\d|\b\d+\.\d+\.\d+\b", text)
 
 
-def _nox_list(env_dir: Path) -> str:
+def _nox(env_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     pytest.importorskip("nox", reason="nox is not installed beside this Python (nox -s tests installs it)")
     import os
 
-    return subprocess.run([sys.executable, "-m", "nox", "-l", "-f", str(REPO / "noxfile.py")], capture_output=True,
-                          text=True, check=True, env={**os.environ, "KITBENCH_ENVS": str(env_dir)}).stdout
+    return subprocess.run([sys.executable, "-m", "nox", *args, "-f", str(REPO / "noxfile.py")], capture_output=True,
+                          text=True, check=False, env={**os.environ, "KITBENCH_ENVS": str(env_dir)})
+
+
+def _nox_list(env_dir: Path) -> str:
+    done = _nox(env_dir, "-l")
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize(("breakage", "words"), [
+    (lambda envs: (envs / "targets" / "cpu.yaml").write_text("kind: venv\nkind: docker\n"),
+     "cpu.yaml:2: duplicate key 'kind' (first on line 1)"),
+    (lambda envs: (envs / "targets" / "cpu.yaml").unlink(), "unknown target 'cpu'"),
+    (lambda envs: (envs / "targets" / "cpu.yaml").write_text("description: [unclosed\n"), "cpu.yaml:2: invalid YAML"),
+])
+@pytest.mark.parametrize("args", [("-l",), ("-s", "cpu")])
+def test_nox_with_a_broken_manifest_says_one_line(envs_copy: Path, breakage: object, words: str,
+                                                  args: tuple[str, ...]) -> None:
+    breakage(envs_copy)  # type: ignore[operator]
+    done = _nox(envs_copy, *args)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("ERROR: ")]
+    assert len(errors) == 1 and words in errors[0], done.stderr
 
 
 def test_nox_lists_a_session_per_target_with_its_description() -> None:
