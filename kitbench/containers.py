@@ -280,6 +280,13 @@ _RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str], dict[str, Any]], tu
                 r"repository (\S+) not found|failed to resolve reference|dial tcp: lookup \S+)", re.I),
      lambda m, c: (f"base image {c['base']} is not on this machine and cannot be pulled",
                    f"docker pull it where a registry is reachable, or set {BASE_VARIABLE} to a local image")),
+    # Before the generic step failure: pip, apt and curl each word a failed name lookup their own way.
+    (re.compile(r"Temporary failure in name resolution|Temporary failure resolving|Name or service not known|"
+                r"Could not resolve host|No address associated with hostname", re.I),
+     lambda m, c: (f"a build step could not reach the network (name resolution failed): {c['step'] or 'a RUN step'}",
+                   f"builds use Docker's default network; where only the host's network reaches out (no bridge, "
+                   f"a proxy on the host) set {NETWORK_VARIABLE}=host, and behind a TLS-re-signing proxy also "
+                   f"{CA_VARIABLE}=/path/to/ca-bundle.crt")),
     (re.compile(r"The command '(.+)' returned a non-zero code: (\d+)", re.S),
      lambda m, c: (f"build step failed (exit {m.group(2)}): {c['step'] or m.group(1)[:120]}",
                    "last lines of the build log:\n  " + "\n  ".join(c["tail"]))),

@@ -30,6 +30,12 @@ class DriverTable:
     families: tuple[tuple[tuple[int, int], tuple[int, int], dict[str, str]], ...]
     toolkits: dict[tuple[int, int], dict[str, str | None]]
     source: str
+    oldest_arches: tuple[tuple[tuple[int, int], tuple[int, int], tuple[int, int]], ...] = ()
+
+    def oldest_arch(self, cuda: str) -> tuple[int, int] | None:
+        """The oldest compute capability a wheel built with this CUDA can carry kernels for."""
+        version = parse_cuda(cuda)
+        return next((oldest for first, last, oldest in self.oldest_arches if first <= version <= last), None)
 
     def requirement(self, cuda: str, os: str = "linux") -> DriverRequirement:
         version = parse_cuda(cuda)
@@ -48,4 +54,6 @@ def load() -> DriverTable:
     )
     toolkits = {parse_cuda(row["cuda"]): {"linux": row["linux"], "windows": row["windows"]}
                 for row in data["toolkits"]}
-    return DriverTable(families=families, toolkits=toolkits, source=data["source"])
+    oldest = tuple((parse_cuda(row["first"]), parse_cuda(row["last"]), parse_cuda(row["oldest"]))
+                   for row in data["architectures"])
+    return DriverTable(families=families, toolkits=toolkits, source=data["source"], oldest_arches=oldest)

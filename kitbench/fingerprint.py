@@ -90,6 +90,18 @@ def _torchvision_version() -> str:
     return str(torchvision.__version__)
 
 
+def _build_matches(target: str | None, version: str, cuda: str | None, os_name: str) -> bool | None:
+    """Whether torch is the build its target asks for; None outside a known target."""
+    from kitbench import targets
+    from kitbench.errors import KitbenchError
+
+    try:
+        known = targets.get(target) if target else None
+    except KitbenchError:
+        return None
+    return None if known is None else targets.check_build(known, version, cuda, os_name).matches
+
+
 def collect(machine: Probe) -> dict[str, Any]:
     """The whole fingerprint, torch's part included (torch is imported by now)."""
     import torch
@@ -98,6 +110,8 @@ def collect(machine: Probe) -> dict[str, Any]:
     if torch.cuda.is_available():
         found["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
     found.update({
+        "build_matches_target": _build_matches(found.get("target"), torch.__version__, torch.version.cuda,
+                                               machine.os),
         "torch": torch.__version__,
         "torch_build": torch.__version__.partition("+")[2] or None,
         "torchvision": _torchvision_version(),

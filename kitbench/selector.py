@@ -317,6 +317,14 @@ def _cuda_rejection(rel: Release, machine: Probe, compute: str) -> str | None:
         missing = [c for c in machine.capabilities if not capability_supported(parse_capability(c), arches)]
         if missing:
             return "no kernels for " + ", ".join(arch_of_capability(parse_capability(c)) for c in missing)
+        return None
+    # The build's own list is not recorded: no build can hold kernels its toolkit cannot compile.
+    oldest = drivers.load().oldest_arch(f"{cuda[0]}.{cuda[1]}")
+    older = [c for c in machine.capabilities if oldest is not None and parse_capability(c) < oldest]
+    if older:
+        assert oldest is not None
+        return (f"no kernels for {', '.join(arch_of_capability(parse_capability(c)) for c in older)}: "
+                f"CUDA {cuda[0]}.{cuda[1]} compiles for {arch_of_capability(oldest)} and newer only")
     return None
 
 
@@ -334,8 +342,12 @@ def _cuda_reason(rel: Release, machine: Probe, compute: str) -> str:
         text += (f"; note: below CUDA {need.cuda}'s own driver {need.toolkit}, so it runs by minor-version "
                  "compatibility (no JIT of newer PTX)")
     if _kernels(rel, machine, compute) is None:
+        oldest = drivers.load().oldest_arch(f"{cuda[0]}.{cuda[1]}")
         text += ("; kernel lists are recorded for x86_64 wheels only" if machine.arch != "x86_64" else
-                 "; this build's kernel list is not recorded") + ", so GPU architectures were not checked"
+                 "; this build's kernel list is not recorded")
+        text += (f", so GPU architectures were checked only against CUDA {cuda[0]}.{cuda[1]}'s "
+                 f"({arch_of_capability(oldest)} and newer)" if oldest is not None and machine.capabilities
+                 else ", so GPU architectures were not checked")
     elif machine.capabilities:
         text += "; kernels for " + ", ".join(arch_of_capability(parse_capability(c)) for c in machine.capabilities)
     return text

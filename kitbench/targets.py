@@ -18,6 +18,7 @@ import yaml
 
 from kitbench import manifest
 from kitbench.errors import ManifestError, UsageError
+from kitbench.versions import cuda_of_compute
 
 INDEX_VARIABLE = "KITBENCH_INDEX_URL"
 PYPI = "pypi"
@@ -83,6 +84,46 @@ class Target:
             return None
         first = path.read_text().partition("\n")[0]
         return path if first == lock_header(self.name, platform, self.index_for(os_name)) else None
+
+
+@dataclass(frozen=True)
+class BuildCheck:
+    """Whether an installed torch is the build a target asks for, and if not, why not."""
+
+    matches: bool
+    got: str            # e.g. "torch 2.14.1 (CUDA 13.0 build from plain PyPI)"
+    cause: str | None   # what put another build there, when it is not the target's
+
+
+def installed_build(version: str, cuda: str | None) -> str:
+    tag = version.partition("+")[2]
+    kind = f"+{tag} build" if tag else (f"CUDA {cuda} build from plain PyPI" if cuda else "CPU build from plain PyPI")
+    return f"torch {version} ({kind})"
+
+
+def check_build(target: Target, version: str, cuda: str | None, os_name: str) -> BuildCheck:
+    """Compare an installed torch (its version and ``torch.version.cuda``) with the target's compute.
+
+    A local tag names the build (``+cpu``, ``+cu126``, ``+rocm6.2``); plain PyPI's
+    untagged wheels are CUDA builds on Linux and Windows (``torch.version.cuda`` says
+    which) and CPU (or MPS) builds on macOS.
+    """
+    tag = version.partition("+")[2]
+    compute = target.compute
+    if tag:
+        matches = tag == compute or (compute == "mps" and tag == "cpu")
+    elif compute in ("cpu", "mps"):
+        matches = cuda is None
+    else:
+        wanted = cuda_of_compute(compute)
+        matches = wanted is not None and cuda == f"{wanted[0]}.{wanted[1]}"
+    cause = None
+    if not matches:
+        override = os.environ.get(INDEX_VARIABLE)
+        declared = target.index.get(os_name)
+        cause = (f"{INDEX_VARIABLE}={override} replaced the target's index ({declared})" if override
+                 else f"the target's index ({declared}) served another build")
+    return BuildCheck(matches, installed_build(version, cuda), cause)
 
 
 def lock_header(target: str, platform: str, index: str | None) -> str:

@@ -268,10 +268,13 @@ def test_manifest_errors_reach_the_cli_with_file_and_line(envs_copy: Path) -> No
 
 
 def test_kernel_lists_apply_to_x86_64_only() -> None:
-    arm = dataclasses.replace(_box("580.65.06", "6.1"), arch="aarch64", python_arch="aarch64")
+    arm = dataclasses.replace(_box("580.65.06", "9.0"), arch="aarch64", python_arch="aarch64")
     chosen = selector.select(arm, release_spec="2.9.1")
     assert chosen.compute == "cu130"
     assert "kernel lists are recorded for x86_64 wheels only" in chosen.reasons[0]
+    # Unrecorded lists are still bounded by the toolkit: CUDA 13 cannot hold Pascal, on any arch.
+    pascal = dataclasses.replace(_box("580.65.06", "6.1"), arch="aarch64", python_arch="aarch64")
+    assert not selector.select(pascal, release_spec="2.9.1").compute.startswith("cu13")
 
 
 def test_recorded_h100_machine(resources: Path) -> None:
@@ -371,3 +374,25 @@ def test_an_explicit_cuda_build_too_new_for_the_driver_is_warned_about(capsys: p
         in err
     assert main(["install-cmd", "--release", "2.9.1", "--compute", "cu128", "--driver", "570.86.10"]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cc", ["3.7", "5.2", "6.1", "7.0", "7.2", "7.5", "9.0"])
+@pytest.mark.parametrize("version", sorted(selector.releases(), key=lambda v: selector.releases()[v].key))
+def test_no_advice_names_a_build_whose_toolkit_cannot_hold_the_gpu(version: str, cc: str) -> None:
+    from kitbench import drivers
+    from kitbench.versions import cuda_of_compute, parse_capability
+
+    machine = dataclasses.replace(LINUX, driver="595.45.04", gpus=(Gpu(0, "a GPU", cc, None),))
+    chosen = selector.select(machine, release_spec=version)
+    cuda = cuda_of_compute(chosen.compute)
+    if cuda is not None:
+        oldest = drivers.load().oldest_arch(f"{cuda[0]}.{cuda[1]}")
+        assert oldest is not None and parse_capability(cc) >= oldest, chosen.compute
+
+
+def test_pascal_on_2_12_gets_a_cuda_12_build_not_cuda_13() -> None:
+    machine = probe.override(LINUX, driver="580.95.05", gpu_capabilities=["6.1"])
+    chosen = selector.select(machine, release_spec="2.12.0")
+    assert chosen.compute == "cu126"
+    assert any(line.startswith("cu132: no kernels for sm_61: CUDA 13.2 compiles for sm_75 and newer only")
+               for line in chosen.rejected)

@@ -118,3 +118,25 @@ def test_a_lock_is_used_only_for_its_platform_and_index(envs_copy: Path, monkeyp
     assert cpu.usable_lock("linux-aarch64-py3.11", "linux") is None
     monkeypatch.setenv("KITBENCH_INDEX_URL", "default")       # resolved against another index: not used
     assert cpu.usable_lock(platform, "linux") is None
+
+
+@pytest.mark.parametrize(("target", "version", "cuda", "os_name", "matches"), [
+    ("cpu", "2.14.1+cpu", None, "linux", True),
+    ("cpu", "2.14.1+cu130", "13.0", "linux", False),       # what the offline override installs here
+    ("cpu", "2.14.1", "13.0", "linux", False),             # plain PyPI's untagged CUDA build
+    ("cpu", "2.14.1", None, "macos", True),
+    ("mps", "2.9.1", None, "macos", True),
+    ("cuda126", "2.9.1+cu126", "12.6", "linux", True),
+    ("cuda126", "2.9.1", "12.6", "linux", True),
+    ("cuda126", "2.9.1+cu128", "12.8", "linux", False),
+    ("cuda118", "2.7.1+cpu", None, "linux", False),
+])
+def test_the_installed_build_is_checked_against_the_target(target: str, version: str, cuda: str | None,
+                                                           os_name: str, matches: bool,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KITBENCH_INDEX_URL", "default")
+    check = targets.check_build(targets.get(target), version, cuda, os_name)
+    assert check.matches is matches
+    assert version in check.got
+    if not matches:
+        assert check.cause is not None and check.cause.startswith("KITBENCH_INDEX_URL=default replaced")

@@ -9,6 +9,7 @@ import torch
 
 from kitbench import devices
 from kitbench.checks.base import CheckResult, Context
+from kitbench.probe import Probe
 from kitbench.timing import timed
 from kitbench.versions import arch_of_capability, capability_supported, parse_capability
 
@@ -54,6 +55,23 @@ class AvailabilityResult(CheckResult):
     selected_device: str
     devices: list[DeviceInfo] = field(default_factory=list)
     kernel: KernelCheck | None = None
+    fix: str | None = None          # the install command that gives this machine a working GPU build
+
+
+def install_fix(machine: Probe, torch_version: str) -> str:
+    """What ``kitbench install-cmd`` answers for this machine and this torch release (the
+    newest release where this one is not in the manifests): one source for the advice."""
+    from kitbench import selector
+    from kitbench.errors import KitbenchError
+
+    release = torch_version.partition("+")[0]
+    try:
+        chosen = selector.select(machine, release_spec=release)
+    except KitbenchError:
+        chosen = selector.select(machine)
+    if chosen.compute == "cpu":
+        return f"no build of torch {chosen.release} runs on this GPU and driver: {chosen.reasons[-1]}"
+    return chosen.command
 
 
 def kernel_check(device: torch.device) -> KernelCheck:
@@ -93,10 +111,17 @@ def run(ctx: Context) -> AvailabilityResult:
     tag = torch.__version__.partition("+")[2]
     problems = [f"no kernels for {arch_of_capability(parse_capability(d.capability))} "
                 f"({d.name}) in this wheel's arch list" for d in found if not d.kernels_in_wheel]
+    # The build, not the machine, stands between it and its GPU: a CPU wheel beside a driver,
+    # a wheel whose CUDA the driver cannot run, a wheel without kernels for the GPU.
+    build_at_fault = problems or (ctx.machine.driver is not None and cuda_reason is not None and (
+        (cuda.built_cuda is None and cuda.built_hip is None) or "is too old for this wheel's CUDA" in cuda_reason))
+    if build_at_fault and cuda_reason is not None:
+        problems.append(f"cuda: {cuda_reason}")
+    fix = install_fix(ctx.machine, torch.__version__) if build_at_fault else None
     if not kernel.passed:
         problems.append(f"kernel result off by {kernel.relative_error:.2e} on {kernel.device}")
     if problems:
-        summary = "; ".join(problems)
+        summary = "; ".join(problems) + (f"; fix: {fix}" if fix else "")
     elif devices.is_accelerator(ctx.device):
         summary = f"{ctx.device} usable; kernel matches float64 reference ({kernel.relative_error:.1e})"
     else:
@@ -121,4 +146,5 @@ def run(ctx: Context) -> AvailabilityResult:
         selected_device=str(ctx.device),
         devices=found,
         kernel=kernel,
+        fix=fix,
     )
