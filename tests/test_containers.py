@@ -3,6 +3,7 @@ build arguments and context, and the failures a real engine can show here."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import subprocess
@@ -207,7 +208,49 @@ def test_built_image_keeps_no_ca_bundle_and_runs_as_non_root() -> None:
     image = docker.from_env().images.get(tag)
     history = " ".join(step.get("CreatedBy", "") for step in image.history())
     assert "/build/extra" not in history and "ca-bundle" not in history
-    assert image.attrs["Config"]["User"] == "kitbench"
+    assert image.attrs["Config"]["User"] == "1000"
     labels = image.labels
     assert labels["dev.kitbench.target"] == "cuda126"
     assert labels["dev.kitbench.manifest-sha256"] == targets.get("cuda126").sha256
+
+
+@pytest.mark.docker
+def test_real_engine_build_without_name_resolution_names_the_network_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    _engine()
+    if not _has_image(BASE):
+        pytest.skip(f"base image {BASE} not built here (.ci/run makes it with debootstrap)")
+    monkeypatch.setenv("KITBENCH_BASE_IMAGE", BASE)
+    monkeypatch.setenv("KITBENCH_INDEX_URL", "https://pypi.org/simple")
+    monkeypatch.setenv("KITBENCH_DOCKER_NETWORK", "none")      # no DNS inside the build
+    with pytest.raises(ContainerError) as caught:
+        containers.build(targets.get("cuda126"), log=lambda line: None)
+    assert caught.value.message.startswith("a build step could not reach the network (name resolution failed)")
+    assert caught.value.hint and "KITBENCH_DOCKER_NETWORK=host" in caught.value.hint
+
+
+@pytest.mark.docker
+def test_real_engine_base_that_already_has_uid_1000_builds() -> None:
+    """Every Ubuntu 24.04 image has uid 1000 (ubuntu); the image's runtime stage must still build."""
+    _engine()
+    if not _has_image(BASE):
+        pytest.skip(f"base image {BASE} not built here (.ci/run makes it with debootstrap)")
+    import io
+
+    import docker
+
+    client = docker.from_env()
+    taken = "kitbench-test/uid1000:1"
+    dockerfile = f"FROM {BASE}\nRUN useradd --create-home --uid 1000 ubuntu\n".encode()
+    client.images.build(fileobj=io.BytesIO(dockerfile), tag=taken, network_mode="none", rm=True)
+    try:
+        chunks = client.api.build(fileobj=containers.context_tar(), custom_context=True,
+                                  dockerfile="docker/Dockerfile", target="runtime", buildargs={"BASE_IMAGE": taken},
+                                  network_mode="none", decode=True, rm=True, forcerm=True, tag="kitbench-test/rt:1")
+        image_id = containers.follow_build(chunks, lambda line: None, target=targets.get("cuda126"), base=taken)
+        users = client.containers.run(image_id, ["getent", "passwd", "1000"], entrypoint=[], remove=True,
+                                      network_mode="none")
+        assert users.decode().startswith("ubuntu:")
+    finally:
+        for tag in ("kitbench-test/rt:1", taken):
+            with contextlib.suppress(docker.errors.ImageNotFound):
+                client.images.remove(tag, force=True)

@@ -1,0 +1,37 @@
+"""Progress in logs: a line when a phase starts and one at least every 10 s while it runs."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from kitbench import _ui
+
+
+def test_log_progress_prints_a_line_every_ten_seconds() -> None:
+    now = [0.0]
+    out = io.StringIO()
+    progress = _ui.LogProgress(clock=lambda: now[0], out=out)
+    progress.start("fnn/tutorial on cpu: epoch 1/1", total=938)
+    for _ in range(938):
+        now[0] += 0.05              # a 47 s epoch, a step every 50 ms
+        progress.advance()
+    progress.done()
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "... fnn/tutorial on cpu: epoch 1/1"
+    assert lines[1] == "... fnn/tutorial on cpu: epoch 1/1: 200/938 after 10 s"
+    assert len(lines) == 1 + 4          # 10, 20, 30 and 40 s
+    assert all(line.startswith("... fnn/tutorial") for line in lines)
+
+
+def test_without_a_terminal_progress_is_plain_lines() -> None:
+    assert isinstance(_ui.progress(), _ui.LogProgress)       # pytest captures stderr: not a terminal
+
+
+def test_tables_without_rich_are_aligned_text(monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(_ui, "_rich_console", lambda stderr=False: None)
+    _ui.table("checks", ("check", "status"), [("availability", "ok"), ("mnist", "failed")])
+    out = capsys.readouterr().out
+    assert out.splitlines() == ["checks", "check         status", "availability  ok", "mnist         failed"]

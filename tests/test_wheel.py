@@ -1,0 +1,155 @@
+"""kitbench as a tool anyone can install: its own wheel, run from outside the checkout.
+
+The wheel is built from this checkout and installed into a fresh venv with only
+its base dependencies (the advice path), then every command is run from a
+directory that is not the checkout. ``run`` needs torch: it runs the installed
+wheel's code with this test environment's torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+RECORD = REPO / "docs" / "records" / "h100-fnn.json"
+
+
+def _installer() -> list[str]:
+    """uv where it is (nox's uv-made venvs have no pip), else this Python's pip."""
+    uv = shutil.which("uv")
+    if uv:
+        return [uv, "pip"]
+    if subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True, check=False).returncode == 0:
+        return [sys.executable, "-m", "pip"]
+    pytest.skip("neither uv nor pip is available to build and install the wheel")
+
+
+def _run(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None,
+         check: bool = True) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([str(a) for a in args], capture_output=True, text=True, cwd=cwd, check=False,
+                          env={**os.environ, **(env or {})}, timeout=600)
+    if check:
+        assert done.returncode == 0, f"{args}: {done.stdout}\n{done.stderr}"
+    return done
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    installer = _installer()
+    if installer[0].endswith("uv"):
+        _run(installer[0], "build", "--wheel", "--out-dir", out, REPO)
+    else:
+        _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", out, REPO)
+    (found,) = out.glob("kitbench-*.whl")
+    return found
+
+
+@pytest.fixture(scope="module")
+def outside(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory with nothing of the checkout in it, and no KITBENCH_ENVS pointing back."""
+    return tmp_path_factory.mktemp("elsewhere")
+
+
+@pytest.fixture(scope="module")
+def advice_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv with the wheel and its base dependencies only: the install-advice path."""
+    env = tmp_path_factory.mktemp("venv") / "v"
+    venv.create(env, with_pip=False)
+    python = env / "bin" / "python"
+    installer = _installer()
+    target = ["--python", str(python)] if installer[0].endswith("uv") else []
+    if not target:     # pip installs into the Python that runs it
+        installer = [str(python), "-m", "pip"]
+        venv.create(env, with_pip=True, clear=True)
+    _run(*installer, "install", *target, str(wheel))
+    return env
+
+
+def _no_envs_override() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "KITBENCH_ENVS"}
+
+
+def _kitbench(env: Path, *args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(env / "bin" / "kitbench"), *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, env=_no_envs_override(), check=False, timeout=120)
+
+
+def test_the_wheel_carries_envs_dockerfile_and_schemas(wheel: Path) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for tracked in (REPO / "envs").rglob("*"):
+        if tracked.is_file() and tracked.suffix in (".yaml", ".yml", ".txt"):
+            assert f"kitbench/envs/{tracked.relative_to(REPO / 'envs')}" in names
+    assert {"kitbench/dockerfiles/Dockerfile", "kitbench/dockerfiles/Dockerfile.dockerignore",
+            "kitbench/schemas/run.schema.json"} <= names
+    assert not any(name.startswith(("tests/", "envs/", "docker/")) for name in names)
+
+
+def test_advice_commands_work_from_anywhere(advice_venv: Path, outside: Path) -> None:
+    version = _kitbench(advice_venv, "--version", cwd=outside)
+    assert version.returncode == 0 and version.stdout.startswith("kitbench ")
+    command = _kitbench(advice_venv, "install-cmd", "--no-gpu", cwd=outside)
+    assert command.returncode == 0, command.stderr
+    assert command.stdout.startswith("pip install torch==")
+    probed = _kitbench(advice_venv, "probe", "--json", cwd=outside)
+    assert json.loads(probed.stdout)["os"] in ("linux", "macos", "windows")
+    compared = _kitbench(advice_venv, "compare", RECORD, "--format", "csv", cwd=outside)
+    assert compared.returncode == 0, compared.stderr
+    assert "NVIDIA H100" in compared.stdout
+    verified = _kitbench(advice_venv, "verify", RECORD, RECORD, cwd=outside)
+    assert verified.returncode == 0 and verified.stdout.startswith("reproduced")
+
+
+@pytest.mark.parametrize(("args", "extra"), [
+    (["run", "--quick"], "kitbench[suite]"),
+    (["compare", str(RECORD), "--plot", "c.png"], "kitbench[plots]"),
+    (["container", "cuda126"], "kitbench[docker]"),
+])
+def test_a_missing_extra_is_named(advice_venv: Path, outside: Path, args: list[str], extra: str) -> None:
+    done = _kitbench(advice_venv, *args, cwd=outside)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith("ERROR: ") and f"pip install '{extra}'" in done.stderr
+
+
+def test_the_installed_wheel_finds_its_own_manifests_and_dockerfile(advice_venv: Path, outside: Path) -> None:
+    code = ("from kitbench import manifest; print(manifest.envs_dir()); print(manifest.docker_dir()); "
+            "print(manifest.checkout_root())")
+    done = subprocess.run([str(advice_venv / "bin" / "python"), "-c", code], capture_output=True, text=True,
+                          cwd=outside, env=_no_envs_override(), check=True)
+    envs, docker, checkout = done.stdout.splitlines()
+    assert "site-packages" in envs and envs.endswith("kitbench/envs")
+    assert docker.endswith("kitbench/dockerfiles") and checkout == "None"
+
+
+def test_kitbench_envs_overrides_the_shipped_manifests(advice_venv: Path, outside: Path, tmp_path: Path) -> None:
+    shutil.copytree(REPO / "envs", tmp_path / "envs")
+    (tmp_path / "envs" / "pytorch.yaml").write_text("stable: [broken\n")
+    done = subprocess.run([str(advice_venv / "bin" / "kitbench"), "install-cmd"], capture_output=True, text=True,
+                          cwd=outside, env={**_no_envs_override(), "KITBENCH_ENVS": str(tmp_path / "envs")},
+                          check=False)
+    assert done.returncode != 0 and done.stderr.startswith(f"ERROR: {tmp_path / 'envs' / 'pytorch.yaml'}:")
+
+
+def test_run_from_the_wheel_with_torch(wheel: Path, outside: Path, tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    unpacked = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(unpacked)
+    out = tmp_path / "r.json"
+    done = subprocess.run([sys.executable, "-m", "kitbench", "run", "--device", "cpu", "--check", "availability",
+                           "--check", "moves", "--quick", "--out", str(out)], capture_output=True, text=True,
+                          cwd=outside, env={**_no_envs_override(), "PYTHONPATH": str(unpacked)}, check=False,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    record = json.loads(out.read_text())
+    assert record["status"] == "ok"
+    assert record["environment"]["git_revision"] is None       # the wheel's code, not the checkout's
