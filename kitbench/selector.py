@@ -42,6 +42,7 @@ class Release:
     source: str
     unverified: dict[str, str]  # format -> why its commands could not be checked against pytorch.org's text
     index: str = ""             # the index pattern; empty: envs/pytorch.yaml's
+    selector_aarch64_cell: bool = False     # Start Locally's plain-PyPI CUDA cell names an aarch64 command too
 
     @property
     def nightly(self) -> bool:
@@ -109,7 +110,8 @@ def releases() -> dict[str, Release]:
                 macos_x86_64=data["macos_x86_64"], aarch64_cuda=data.get("aarch64_cuda", False),
                 selector_torchaudio=data.get("selector_torchaudio", True), kernels=kernels,
                 quirks={(p, c): cmd for (r, p, c), cmd in quirks.items() if r == version},
-                source=data["pinned_source"], unverified=data.get("unverified", {})))
+                source=data["pinned_source"], unverified=data.get("unverified", {}),
+                selector_aarch64_cell=entry.get("selector_aarch64_cell", False)))
     found.sort(key=lambda r: r.key)
     return {r.version: r for r in found}
 
@@ -172,6 +174,10 @@ def command(rel: Release, os: str, package: str, compute: str, fmt: str) -> str:
         # The previous-versions page shares one block between Linux and Windows.
         plain = os == "macos" or (rel.pinned_pypi_without_index and compute == rel.pypi_linux)
     text = f"{installer} {names}" + ("" if plain else f" --index-url {_index(rel, compute)}")
+    if fmt == "selector" and plain and os == "linux" and package == "pip" and rel.selector_aarch64_cell:
+        # Verbatim, markup included: plain PyPI serves this CUDA build on x86_64 only.
+        return (f"For Linux x86 use:<br />{text}<br /><br />For Linux Aarch64:<br />{text} "
+                f"--index-url {_index(rel, compute)}")
     if fmt == "pinned" and package == "pip":
         return rel.quirks.get(("pip", _MAC if os == "macos" else compute), text)
     return text

@@ -152,3 +152,29 @@ def test_mps_records_name_unified_memory_and_get_no_band(runs: dict[str, Path]) 
     assert table[0].link is not None
     assert table[0].link.startswith("Apple unified memory (no band")
     assert table[0].warnings == []
+
+
+def _diverged(step: int | None, at_point: int) -> dict:
+    record = json.loads((Path(__file__).resolve().parent.parent / "docs" / "records" / "h100-fnn.json").read_text())
+    for run in record["checks"]["mnist"]["runs"]:
+        run["diverged_at_step"] = step
+        if step is not None:
+            run["loss_curve"][at_point:] = [None] * (len(run["loss_curve"]) - at_point)
+    return record
+
+
+def test_a_diverged_run_never_verifies_and_twins_are_both_diverged() -> None:
+    both = compare.verify(_diverged(120, 3), _diverged(120, 3))
+    assert both.verdict == "both diverged" and not both.reproduced
+    assert both.first_divergence and "both diverged at step 120" in both.first_divergence
+    one = compare.verify(_diverged(None, 0), _diverged(120, 3))
+    assert one.verdict == "not reproduced"
+    assert one.first_divergence and "the reference diverged at step None, the candidate at 120" in one.first_divergence
+    assert compare.verify(_diverged(None, 0), _diverged(None, 0)).reproduced
+
+
+def test_each_comparison_names_its_rule() -> None:
+    verdict = compare.verify(_diverged(None, 0), _diverged(None, 0))
+    rules = {c.quantity.rsplit(": ", 1)[0]: c.rule for c in verdict.comparisons}
+    assert rules["fnn/resident on cpu"] == "bitwise"
+    assert rules["fnn/resident on cuda:0"] == "within rtol 0.05"
