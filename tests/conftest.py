@@ -74,3 +74,20 @@ def tiny_mnist(tmp_path: Path, envs_copy: Path) -> Path:
         lines.append(f"  {path.name}: {hashlib.sha256(path.read_bytes()).hexdigest()}")
     (envs_copy / "mnist.yaml").write_text("\n".join(lines) + "\n")
     return root
+
+
+@pytest.fixture(autouse=True)
+def _records_written_are_valid(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every record any test makes kitbench write is checked against kitbench.run/1 as it is written."""
+    import json
+
+    from kitbench import records
+
+    write = records.write_atomic
+
+    def checked(path: Path, record: object) -> None:
+        write(path, record)  # type: ignore[arg-type]
+        if isinstance(record, dict) and record.get("schema") == records.SCHEMA:
+            records.validate(json.loads(path.read_text()), path)
+
+    monkeypatch.setattr(records, "write_atomic", checked)

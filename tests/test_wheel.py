@@ -153,3 +153,38 @@ def test_run_from_the_wheel_with_torch(wheel: Path, outside: Path, tmp_path: Pat
     record = json.loads(out.read_text())
     assert record["status"] == "ok"
     assert record["environment"]["git_revision"] is None       # the wheel's code, not the checkout's
+
+
+@pytest.mark.docker
+def test_container_builds_from_the_wheel(wheel: Path, outside: Path, tmp_path: Path) -> None:
+    """The wheel's own Dockerfile and package make the image (torch layers from cache where
+    `nox -s cuda126` built them first, as .ci/run does)."""
+    docker = pytest.importorskip("docker")
+    from kitbench import containers, targets
+
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:
+        pytest.skip(f"no Docker engine reachable here ({type(exc).__name__})")
+    base = os.environ.get("KITBENCH_BASE_IMAGE") or "kitbench-ci/debian:bookworm"
+    tag = containers.image_tag(targets.get("cuda126"))
+    try:
+        client.images.get(tag)
+        client.images.get(base)
+    except docker.errors.ImageNotFound:
+        pytest.skip(f"{tag} or {base} is not here (.ci/run builds them): a build from nothing takes minutes")
+    env = tmp_path / "v"
+    venv.create(env, with_pip=False)
+    installer = _installer()
+    if installer[0].endswith("uv"):
+        _run(*installer, "install", "--python", env / "bin" / "python", f"kitbench[docker] @ {wheel.as_uri()}")
+    else:
+        venv.create(env, with_pip=True, clear=True)
+        _run(env / "bin" / "python", "-m", "pip", "install", f"kitbench[docker] @ {wheel.as_uri()}")
+    done = subprocess.run([str(env / "bin" / "kitbench"), "container", "cuda126", "--build-only"],
+                          capture_output=True, text=True, cwd=outside, check=False, timeout=900,
+                          env={**_no_envs_override(), "KITBENCH_BASE_IMAGE": base,
+                               "KITBENCH_DOCKER_NETWORK": os.environ.get("KITBENCH_DOCKER_NETWORK", "host")})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"image {tag}" in done.stderr
