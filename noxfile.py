@@ -70,6 +70,8 @@ def _check_build(session: nox.Session, target: Target) -> None:
     can put a CUDA build in a "CPU-only" environment, and nothing else would tell."""
     found = session.run("python", "-c", "import torch; print(torch.__version__); print(torch.version.cuda or '')",
                         silent=True)
+    if found is None:       # --install-only: nothing was run
+        return
     version, _, cuda = str(found).strip().partition("\n")
     check = targets.check_build(target, version, cuda.strip() or None, _machine().os)
     if check.matches:

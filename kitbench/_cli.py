@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from kitbench import __version__
 from kitbench._signals import sigterm_raises
+
+if TYPE_CHECKING:
+    from kitbench import fleet
+
 from kitbench.errors import OPTIONAL_HINTS, KitbenchError, MissingDependency, Terminated, UsageError
 
 _EPILOG_RUN = """\
@@ -146,6 +151,8 @@ def _build_parser() -> argparse.ArgumentParser:
     verify.add_argument("candidate", type=Path, metavar="CANDIDATE")
     verify.add_argument("--json", action="store_true", help="print the verdict as JSON")
 
+    _fleet_parser(sub)
+
     probe = sub.add_parser("probe", help="print this machine's facts (no torch needed)",
                            description="Read OS, chip, Python arch, NVIDIA driver, GPUs, ROCm, WSL and "
                                        "container facts without importing torch.")
@@ -156,6 +163,95 @@ def _build_parser() -> argparse.ArgumentParser:
 def _once(values: Sequence[str] | None, default: Sequence[str]) -> tuple[str, ...]:
     """Repeated values run once, in the order first given."""
     return tuple(dict.fromkeys(values or default))
+
+
+def _slurm_options(parser: argparse.ArgumentParser) -> None:
+    slurm = parser.add_argument_group("Slurm (written into the job script as #SBATCH lines)")
+    for name in ("partition", "account", "time", "gres", "constraint", "qos"):
+        slurm.add_argument(f"--{name}", metavar=name.upper())
+    slurm.add_argument("--sbatch-arg", dest="sbatch_args", action="append", default=[], metavar="ARG",
+                       help="any other sbatch option, e.g. --sbatch-arg=--mem=4G (repeatable)")
+    slurm.add_argument("--per", default="node", help="one task per node, or per distinct gres or feature set "
+                                                     "(default: node)")
+    slurm.add_argument("--dry-run", action="store_true", help="print the job script and submit nothing")
+    slurm.add_argument("--json", action="store_true", help="print the gathered results as JSON")
+
+
+def _fleet_parser(sub: Any) -> None:
+    fleet = sub.add_parser(
+        "fleet", help="install advice and the suite on every node of a Slurm cluster",
+        description="Submit one Slurm job array (one task per node, or per node type), wait for it and gather "
+                    "what every node wrote into one table. Results go to $KITBENCH_RESULTS/fleet/<jobid>/ "
+                    "(default results/fleet/), which must be on storage every node shares.")
+    verbs = fleet.add_subparsers(dest="fleet_command", required=True, parser_class=_Parser)
+    probe = verbs.add_parser("probe", help="kitbench probe and install-cmd on every node (no torch needed)")
+    probe.add_argument("--release", default="stable", help="the torch release to advise on (default: stable)")
+    probe.add_argument("--python", type=Path, help="the Python that runs kitbench on the nodes "
+                                                   "(default: this one; it must exist on every node)")
+    _slurm_options(probe)
+    run = verbs.add_parser("run", help="a target's suite on every node; arguments after -- go to kitbench run",
+                           epilog="example: kitbench fleet run cpu --partition gpu -- --quick --check availability")
+    run.add_argument("target", help="a target of envs/targets/, e.g. cpu or cuda126")
+    run.add_argument("--venv", type=Path, help="a venv target's environment on shared storage (default: the "
+                                               "checkout's .nox/<target>, built once with nox if missing)")
+    run.add_argument("--verify", action="store_true", help="check every record against the reference node's "
+                                                          "(kitbench verify's rules)")
+    run.add_argument("--reference", metavar="NODE", help="the reference node for --verify (default: the first ok)")
+    _slurm_options(run)
+    gather = verbs.add_parser("gather", help="gather a finished or detached fleet job")
+    gather.add_argument("job", help="the Slurm job id")
+    gather.add_argument("--verify", action="store_true")
+    gather.add_argument("--reference", metavar="NODE")
+    gather.add_argument("--json", action="store_true")
+
+
+def _cmd_fleet(args: argparse.Namespace) -> int:
+    from kitbench import _ui, fleet, slurm
+
+    if args.fleet_command == "gather":
+        summary, rows = fleet.gather(args.job, verify=args.verify, reference=args.reference)
+        return _ui.fleet_results(args.job, summary, rows, fleet.majority_notes(rows), args.json)
+    options = fleet.SlurmOptions(args.partition, args.account, args.time, args.gres, args.constraint, args.qos,
+                                 tuple(args.sbatch_args))
+    options.lines()         # refuse a bad value before asking Slurm anything
+    chosen = [n.name for n in fleet.choose(slurm.nodes(args.partition), args.per, args.constraint)]
+    if not chosen:
+        raise UsageError("no usable node" + (f" in partition {args.partition!r}" if args.partition else ""),
+                         hint="sinfo --Node shows each node's state; down and drained nodes are left out")
+    log = _ui.stderr_line
+    plan: fleet.Plan
+    if args.fleet_command == "probe":
+        plan = fleet.plan_probe(chosen, args.per, options, (args.python or Path(sys.executable)).absolute(),
+                                ["--release", args.release])
+    else:
+        plan = _fleet_run_plan(args, chosen, options, log)
+    if args.dry_run:
+        print(plan.script, end="")
+        return 0
+    job = fleet.submit(plan)
+    log(f"submitted job {job}: {len(chosen)} task(s) on {', '.join(chosen)}; results in {plan.results / job}")
+    states = fleet.wait(job, len(chosen), _ui.fleet_task_line(chosen))
+    _, rows = fleet.gather(job, states, verify=getattr(args, "verify", False),
+                           reference=getattr(args, "reference", None))
+    return _ui.fleet_results(job, _plan_summary(plan), rows, fleet.majority_notes(rows), args.json)
+
+
+def _fleet_run_plan(args: argparse.Namespace, chosen: list[str], options: fleet.SlurmOptions,
+                    log: Callable[[str], None]) -> fleet.Plan:
+    from kitbench import fleet, targets
+
+    target = targets.get(args.target)
+    if target.kind != "venv":
+        raise UsageError(f"target {target.name!r} is a {target.kind} target; fleet run takes venv targets here",
+                         hint="see README: On a cluster")
+    python = fleet.venv_python(target.name, args.venv, log)
+    environment = {k: v for k, v in (("KITBENCH_DATA", os.environ.get("KITBENCH_DATA")),) if v}
+    return fleet.plan_run(chosen, args.per, options, target.name, target.sha256, [str(python)], args.run_args,
+                          environment)
+
+
+def _plan_summary(plan: fleet.Plan) -> dict[str, Any]:
+    return {"action": plan.action, "per": plan.per, "target": plan.target, "nodes": list(plan.nodes)}
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -284,7 +380,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     return 0
 
 
-_COMMANDS: dict[str, Any] = {"run": _cmd_run, "probe": _cmd_probe, "container": _cmd_container,
+_COMMANDS: dict[str, Any] = {"run": _cmd_run, "probe": _cmd_probe, "container": _cmd_container, "fleet": _cmd_fleet,
                              "install-cmd": _cmd_install, "compare": _cmd_compare, "verify": _cmd_verify}
 
 
@@ -305,7 +401,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     error: KitbenchError
     words = list(sys.argv[1:] if argv is None else argv)
-    # Only `container` takes arguments after "--" (for the `kitbench run` inside the image).
+    # Only `container` and `fleet run` take arguments after "--" (for the `kitbench run` they start).
     passed = words[words.index("--") + 1:] if "--" in words else []
     words = words[:words.index("--")] if "--" in words else words
     try:
@@ -314,8 +410,9 @@ def _main(argv: Sequence[str] | None) -> int:
                 raise UsageError(f"an argument of {len(word):,} characters ({word[:40]!r}...) is longer than any "
                                  f"kitbench takes ({_MAX_ARGUMENT})")
         args = _build_parser().parse_args(words)
-        if passed and args.command != "container":
-            raise UsageError(f"unexpected arguments after --: {' '.join(passed)}")
+        takes_run_args = args.command == "container" or (args.command == "fleet" and args.fleet_command == "run")
+        if passed and not takes_run_args:
+            raise UsageError(f"unexpected arguments after --: {' '.join(passed)[:200]}")
         args.run_args = passed
         code: int = _COMMANDS[args.command](args)
         return code

@@ -178,3 +178,83 @@ def comparison(rows: list[Any], fmt: str) -> None:
             print(f"{row.path} differs from the first record: " + "; ".join(row.differs))
         for warning in row.warnings:
             print(f"WARNING {row.path}: {warning}")
+
+
+def stderr_line(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def fleet_task_line(nodes: Sequence[str]) -> Any:
+    """A line per change of a task's state: pending, running, then how it ended."""
+    def show(task: Any) -> None:
+        node = nodes[task.index] if task.index < len(nodes) else task.node
+        ended = f", exit {task.exit_code}" if task.done and task.exit_code is not None else ""
+        why = f" ({task.reason})" if task.reason and not task.done else ""
+        stderr_line(f"task {task.index} on {node}: {task.state.lower()}{why}{ended}")
+
+    return show
+
+
+def _gpus(probe: dict[str, Any]) -> str:
+    gpus = probe.get("gpus") or []
+    return ", ".join(f"{g.get('name')} (sm {g.get('capability')})" for g in gpus if isinstance(g, dict)) or "none"
+
+
+def fleet_results(job: str, plan: dict[str, Any], rows: list[Any], notes: list[str], as_json: bool) -> int:
+    """The gathered fleet: one row per task, then (for runs) the comparison and the seeds' table.
+    Exit 0 only when every task ended well and wrote an ok record."""
+    import dataclasses
+    import json
+
+    ok = all(r.ok for r in rows) and bool(rows)
+    if as_json:
+        out = [{k: (str(v) if k == "record_path" and v is not None else v)
+                for k, v in dataclasses.asdict(r).items()} for r in rows]
+        print(json.dumps({"job": job, "ok": ok, "plan": plan, "tasks": out, "notes": notes}, indent=2))
+        return 0 if ok else 1
+    if plan["action"] == "probe":
+        table(f"kitbench fleet probe (job {job})", ("node", "state", "os/arch", "GPUs", "driver", "install"),
+              [(r.node, _state(r), f"{r.probe.get('os')}/{r.probe.get('arch')}" if r.probe else "-",
+                _gpus(r.probe) if r.probe else "-", str(r.probe.get("driver") or "none") if r.probe else "-",
+                r.install.get("command", "-") if r.install else (r.error or "-")) for r in rows])
+    else:
+        verify = any(r.verdict for r in rows)
+        headers = ("node", "state", "record", *(("reproduced",) if verify else ()), "file")
+        table(f"kitbench fleet run {plan.get('target')} (job {job})", headers,
+              [(r.node, _state(r), r.record["status"] if r.record else (r.error or "-"),
+                *((r.verdict or "-",) if verify else ()), str(r.record_path or "-")) for r in rows])
+        _fleet_comparison(rows)
+    for note in notes:
+        print(f"differs: {note}")
+    for row in rows:
+        if row.stderr_tail:
+            print(f"{row.node} (task {row.index}) stderr, last lines:")
+            for line in row.stderr_tail:
+                print(f"  {line}")
+    print(f"{'ok' if ok else 'NOT ok'}: {sum(r.ok for r in rows)} of {len(rows)} task(s) ok")
+    return 0 if ok else 1
+
+
+def _state(row: Any) -> str:
+    state = row.state.lower()
+    return state if row.exit_code in (None, 0) else f"{state} (exit {row.exit_code})"
+
+
+def _fleet_comparison(rows: list[Any]) -> None:
+    from kitbench import compare
+
+    loaded = [compare.Loaded(r.record_path, r.record) for r in rows if r.record is not None]
+    if not loaded:
+        return
+    compared = compare.rows(loaded)
+    comparison(compared, "table")
+    # The seeds' table: what a lab writes by hand when it compares its machines.
+    table("machines", ("node", "machine", "memory GiB", "CPU epoch s", "accelerator epoch s", "speedup"),
+          [(r.node, row.machine or "-", _fmt(_ram_gib(r.record)), _fmt(row.cpu_epoch_s), _fmt(row.accel_epoch_s),
+            _fmt(row.speedup, ".1f")) for r, row in zip([r for r in rows if r.record is not None], compared,
+                                                        strict=True)])
+
+
+def _ram_gib(record: Any) -> float | None:
+    ram = record["environment"].get("ram_bytes")
+    return ram / 2**30 if isinstance(ram, (int, float)) else None

@@ -101,6 +101,15 @@ class ContainerError(KitbenchError):
     """Building or running a target's image failed; the message is decoded."""
 
 
+class SlurmError(KitbenchError):
+    """A Slurm command refused or failed; ``stderr`` keeps Slurm's own words."""
+
+    def __init__(self, message: str, hint: str | None = None, command: str = "", stderr: str = "") -> None:
+        super().__init__(message, hint)
+        self.command = command
+        self.stderr = stderr
+
+
 class Interrupted(KitbenchError):
     """The run was stopped by SIGINT (exit 130) or SIGTERM (exit 143); a partial record was kept."""
 

@@ -4,6 +4,7 @@ import hashlib
 import os
 import shutil
 import struct
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,26 @@ def _records_written_are_valid(monkeypatch: pytest.MonkeyPatch) -> None:
             records.validate(json.loads(path.read_text()), path)
 
     monkeypatch.setattr(records, "write_atomic", checked)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A real 3-node Slurm cluster on this host (tests/slurm_local.py), for the whole session;
+    SLURM_CONF points every Slurm command at it. Stopped by its PIDs at the end."""
+    import slurm_local
+
+    why = slurm_local.missing()
+    if why:
+        pytest.skip(why)
+    root = tmp_path_factory.mktemp("kitlab")
+    cluster = slurm_local.up(root, oci=True)
+    previous = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(cluster.conf)
+    try:
+        yield root
+    finally:
+        slurm_local.down(root)
+        if previous is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = previous

@@ -1,0 +1,397 @@
+"""The fleet: install advice and the suite on every node of a Slurm cluster, by Slurm itself.
+
+One job array, one task per node (or per distinct GRES or feature set). The
+array is submitted held, each task is pinned to its node (``scontrol update
+JobId=J_i NodeList=...``), then released: Slurm runs and schedules everything,
+kitbench only renders the job script, watches the tasks and gathers what they
+wrote to ``results/fleet/<jobid>/<node>.*`` on shared storage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import shlex
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from kitbench import __version__, compare, records, slurm
+from kitbench._types import RunRecord
+from kitbench.errors import Interrupted, KitbenchError, SlurmError, Terminated, UsageError
+
+PER = ("node", "gres", "feature")
+_TAIL = 8
+_OK_VERDICTS = ("reproduced", "reference", "n/a: no MNIST run to compare")
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    """Slurm's own options, passed through as ``#SBATCH`` lines of the job script."""
+
+    partition: str | None = None
+    account: str | None = None
+    time: str | None = None
+    gres: str | None = None
+    constraint: str | None = None
+    qos: str | None = None
+    extra: tuple[str, ...] = ()
+
+    def lines(self) -> list[str]:
+        named = [(f"--{key}", value) for key, value in (
+            ("partition", self.partition), ("account", self.account), ("time", self.time), ("gres", self.gres),
+            ("constraint", self.constraint), ("qos", self.qos)) if value is not None]
+        out = []
+        for flag, value in named:
+            _check_word(flag, value)
+            out.append(f"#SBATCH {flag}={value}")
+        for extra in self.extra:
+            _check_word("--sbatch-arg", extra)
+            if not extra.startswith("-"):
+                raise UsageError(f"--sbatch-arg {extra!r} is not an sbatch option", hint="e.g. --sbatch-arg=--mem=4G")
+            out.append(f"#SBATCH {extra}")
+        return out
+
+
+def _check_word(flag: str, value: str) -> None:
+    if not value or any(c in value for c in "\n\r\0") or len(value) > 256:
+        raise UsageError(f"{flag} {value[:40]!r} cannot be an sbatch option value",
+                         hint="one line, no control characters, at most 256 characters")
+
+
+@dataclass(frozen=True)
+class Plan:
+    action: str                         # probe | run
+    per: str
+    nodes: tuple[str, ...]              # task i runs on nodes[i]
+    script: str
+    results: Path                       # results/fleet (shared storage)
+    target: str | None = None
+
+
+@dataclass
+class TaskResult:
+    index: int
+    node: str
+    state: str                          # Slurm's: COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL, ...
+    exit_code: int | None
+    reason: str | None = None
+    record: RunRecord | None = None     # fleet run
+    record_path: Path | None = None
+    probe: dict[str, Any] | None = None     # fleet probe
+    install: dict[str, Any] | None = None
+    error: str | None = None            # why the task's output is missing or unreadable
+    stderr_tail: list[str] = field(default_factory=list)
+    verdict: str | None = None          # --verify: reference | reproduced | not reproduced: ... | ...
+
+    @property
+    def ok(self) -> bool:
+        if self.state != "COMPLETED" or self.exit_code not in (0, None) or self.error:
+            return False
+        if self.record is not None and self.record["status"] != "ok":
+            return False
+        return self.verdict is None or self.verdict in _OK_VERDICTS
+
+
+def choose(nodes: Sequence[slurm.Node], per: str, constraint: str | None = None) -> list[slurm.Node]:
+    """The usable nodes that stand for the cluster: each, or one per distinct GRES or feature set."""
+    if per not in PER:
+        raise UsageError(f"unknown --per {per!r}", hint=f"choose one of: {', '.join(PER)}")
+    usable = [n for n in nodes if n.usable]
+    if constraint and re.fullmatch(r"[\w.-]+(&[\w.-]+)*", constraint):
+        # A plain AND of features can be matched here; anything richer is Slurm's to resolve, and so is
+        # a constraint no node meets: its refusal is the clearest answer.
+        wanted = set(constraint.split("&"))
+        usable = [n for n in usable if wanted <= set(n.features.split(","))] or usable
+    if per == "node":
+        return usable
+    seen: dict[str, slurm.Node] = {}
+    for node in usable:
+        seen.setdefault(node.gres if per == "gres" else node.features, node)
+    return list(seen.values())
+
+
+def _template() -> str:
+    return resources.files("kitbench").joinpath("templates/fleet-job.sh").read_text()
+
+
+def render(action: str, per: str, nodes: Sequence[str], results: Path, command: str,
+           options: SlurmOptions, environment: dict[str, str]) -> str:
+    """The job script, from the one template; every value is quoted for the shell."""
+    values = {
+        "action": action, "per": per, "count": str(len(nodes)), "last": str(len(nodes) - 1),
+        "plan": " ".join(f"{i}={n}" for i, n in enumerate(nodes)), "version": __version__,
+        "logs": str(results / "logs"), "results": shlex.quote(str(results)),
+        "sbatch_lines": "\n".join(options.lines()),
+        "environment": "\n".join(f"export {k}={shlex.quote(v)}" for k, v in environment.items()),
+        "command": command,
+    }
+    if any(c.isspace() for c in str(results)):
+        raise UsageError(f"the results root {results} has a space in it, which #SBATCH --output cannot carry",
+                         hint="set KITBENCH_RESULTS to a path without spaces")
+    return re.sub(r"{{(\w+)}}", lambda m: values[m.group(1)], _template())
+
+
+def _python(python: Path) -> str:
+    return shlex.quote(str(python))
+
+
+def plan_probe(nodes: Sequence[str], per: str, options: SlurmOptions, python: Path,
+               install_args: Sequence[str] = ()) -> Plan:
+    results = fleet_root()
+    py = _python(python)
+    extra = " ".join(shlex.quote(a) for a in install_args)
+    command = (f'{py} -m kitbench probe --json > "$out/$node.probe.json" && '
+               f'{py} -m kitbench install-cmd --json {extra} > "$out/$node.install.json"').replace("  ", " ")
+    return Plan("probe", per, tuple(nodes), render("probe", per, nodes, results, command, options, {}), results)
+
+
+def plan_run(nodes: Sequence[str], per: str, options: SlurmOptions, target: str, manifest_sha256: str,
+             command_prefix: Sequence[str], run_args: Sequence[str], environment: dict[str, str],
+             record_dir: str = "$out") -> Plan:
+    """``command_prefix`` runs Python in the target's environment: a venv's python, or
+    ``srun --container...`` and the image's; ``record_dir`` is where the shared results
+    folder of this job is seen from there."""
+    results = fleet_root()
+    # --force: a task Slurm requeues replaces its own earlier record, nothing else.
+    command = " ".join([*(shlex.quote(p) for p in command_prefix), "-m", "kitbench", "run", "--force",
+                        "--out", f'"{record_dir}/$node.json"', *(shlex.quote(a) for a in run_args)])
+    env = {"KITBENCH_TARGET": target, "KITBENCH_MANIFEST_SHA256": manifest_sha256, **environment}
+    return Plan("run", per, tuple(nodes), render("run", per, nodes, results, command, options, env), results, target)
+
+
+def fleet_root() -> Path:
+    return (records.results_root() / "fleet").resolve()
+
+
+def submit(plan: Plan) -> str:
+    """Write the job script beside the logs, submit it held, pin each task, release: the job id."""
+    logs = plan.results / "logs"
+    try:
+        logs.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        script = logs / f"{stamp}-{plan.action}.sh"
+        script.write_text(plan.script)
+    except OSError as exc:
+        raise KitbenchError(f"cannot write the job script under {logs}: {exc.strerror or exc}",
+                            hint="KITBENCH_RESULTS must be a writable directory on storage every node shares"
+                            ) from None
+    job = slurm.submit_held(str(script))
+    try:
+        for index, node in enumerate(plan.nodes):
+            slurm.pin(job, index, node)
+        _write_plan(job, plan, script)
+        slurm.release(job)
+    except BaseException:
+        _cancel_quietly(job)
+        raise
+    return job
+
+
+def _write_plan(job: str, plan: Plan, script: Path) -> None:
+    folder = plan.results / job
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "fleet.json").write_text(json.dumps(
+        {"job": job, "action": plan.action, "per": plan.per, "target": plan.target, "nodes": list(plan.nodes),
+         "script": str(script), "submitted_at": records.utc_now()}, indent=2) + "\n")
+
+
+def _cancel_quietly(job: str) -> None:
+    with contextlib.suppress(SlurmError):
+        slurm.cancel(job)
+
+
+def wait(job: str, count: int, on_change: Callable[[slurm.TaskState], None], poll_s: float = 1.0,
+         clock: Callable[[], float] = time.monotonic) -> list[slurm.TaskState]:
+    """Poll the array until every task has ended, reporting each change of state.
+
+    Ctrl-C or SIGTERM cancels the array (scancel) and raises ``Interrupted``; the
+    records that finished stay where they are."""
+    seen: dict[int, str] = {}
+    try:
+        while True:
+            states = slurm.tasks(job)
+            for task in states:
+                if seen.get(task.index) != task.state:
+                    seen[task.index] = task.state
+                    on_change(task)
+            if len(states) >= count and all(t.done for t in states):
+                return states
+            if not states and seen:
+                return states       # forgotten by the controller, no accounting: the files say the rest
+            time.sleep(poll_s)
+    except KeyboardInterrupt as stop:
+        _cancel_quietly(job)
+        code = Terminated.exit_code if isinstance(stop, Terminated) else 130
+        raise Interrupted(f"interrupted: job {job} cancelled (scancel); finished records are kept",
+                          hint=f"kitbench fleet gather {job} shows what finished", exit_code=code) from None
+
+
+def load_plan(job: str) -> dict[str, Any]:
+    if not job.isdigit():
+        raise UsageError(f"{job[:40]!r} is not a Slurm job id", hint="e.g. kitbench fleet gather 1234")
+    path = fleet_root() / job / "fleet.json"
+    try:
+        plan: dict[str, Any] = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"no fleet job {job} under {fleet_root()}",
+                         hint="run gather with the KITBENCH_RESULTS the job was submitted with") from None
+    except (OSError, ValueError) as exc:
+        raise KitbenchError(f"{path} is unreadable: {exc}") from None
+    return plan
+
+
+def gather(job: str, states: Sequence[slurm.TaskState] | None = None, verify: bool = False,
+           reference: str | None = None) -> tuple[dict[str, Any], list[TaskResult]]:
+    """Every task of ``job`` as a row: Slurm's state and exit code, what the task wrote, the
+    tail of its stderr where it failed; with ``verify``, each record against the reference's."""
+    plan = load_plan(job)
+    known = {t.index: t for t in (states if states is not None else slurm.tasks(job))}
+    folder = fleet_root() / job
+    rows = []
+    for index, node in enumerate(plan["nodes"]):
+        task = known.get(index)
+        exit_file = folder / f"{node}.exit"
+        code = task.exit_code if task is not None else None
+        if code is None and exit_file.is_file():
+            text = exit_file.read_text().strip()
+            code = int(text) if text.isdigit() else None
+        state = task.state if task is not None else ("COMPLETED" if code == 0 else "FAILED" if code is not None
+                                                     else "UNKNOWN")
+        row = TaskResult(index, node, state, code, task.reason if task else None)
+        if plan["action"] == "probe":
+            row.probe, row.error = _json_file(folder / f"{node}.probe.json")
+            row.install, install_error = _json_file(folder / f"{node}.install.json")
+            row.error = row.error or install_error
+        else:
+            row.record_path = folder / f"{node}.json"
+            try:
+                row.record = records.read(row.record_path)
+            except KitbenchError as error:
+                row.error = error.message
+        if not (state == "COMPLETED" and code == 0) or row.error:
+            row.stderr_tail = _tail(fleet_root() / "logs" / f"{job}_{index}.err")
+        rows.append(row)
+    if verify and plan["action"] == "run":
+        _verify(rows, reference)
+    return plan, rows
+
+
+def _json_file(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None, f"{path.name} was not written"
+    except OSError as exc:
+        return None, f"{path.name}: {exc.strerror}"
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None, f"{path.name} is not JSON"
+    return (data, None) if isinstance(data, dict) else (None, f"{path.name} is not a JSON object")
+
+
+def _tail(path: Path) -> list[str]:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    return [line[:300] for line in lines if line.strip()][-_TAIL:]
+
+
+def _verify(rows: list[TaskResult], reference: str | None) -> None:
+    """Each node's record against the reference node's, with ``kitbench verify``'s rules."""
+    candidates = [r for r in rows if r.record is not None]
+    ref = next((r for r in candidates if r.node == reference), None) if reference else \
+        next((r for r in candidates if r.record and r.record["status"] == "ok"), None)
+    if reference and ref is None:
+        raise UsageError(f"--reference {reference!r} has no record in this job",
+                         hint=f"nodes with records: {', '.join(r.node for r in candidates) or 'none'}")
+    for row in rows:
+        if row.record is None or ref is None or ref.record is None:
+            row.verdict = "no record" if row.record is None else "no reference"
+        elif row is ref:
+            row.verdict = "reference"
+        else:
+            if not (ref.record["checks"].get("mnist", {}).get("runs") and
+                    row.record["checks"].get("mnist", {}).get("runs")):
+                row.verdict = "n/a: no MNIST run to compare"
+                continue
+            try:
+                verdict = compare.verify(ref.record, row.record)
+            except KitbenchError as error:
+                row.verdict = f"cannot compare: {error.message}"
+                continue
+            row.verdict = verdict.verdict if verdict.reproduced else f"{verdict.verdict}: {verdict.first_divergence}"
+
+
+def majority_notes(rows: Sequence[TaskResult]) -> list[str]:
+    """What sets a node apart from most of the fleet: an older driver, a GPU no build of the
+    release fits, a different build than most nodes take."""
+    probed = [r for r in rows if r.probe is not None and r.install is not None]
+    notes: list[str] = []
+    drivers = Counter(r.probe.get("driver") for r in probed if r.probe and r.probe.get("driver"))
+    computes = Counter(r.install.get("compute") for r in probed if r.install)
+    common_driver = drivers.most_common(1)[0][0] if drivers else None
+    common_compute = computes.most_common(1)[0][0] if computes else None
+    for row in probed:
+        assert row.probe is not None and row.install is not None
+        driver, compute = row.probe.get("driver"), row.install.get("compute")
+        if driver and common_driver and driver != common_driver and _older(driver, common_driver):
+            notes.append(f"{row.node}: driver {driver} is older than most nodes' {common_driver}")
+        if row.probe.get("gpus") and compute == "cpu":
+            why = (row.install.get("reasons") or ["no build fits"])[-1]
+            notes.append(f"{row.node}: has GPUs, but no build of torch {row.install.get('release')} runs on them "
+                         f"({why})")
+        elif common_compute and compute != common_compute and len(probed) > 1:
+            notes.append(f"{row.node}: needs {compute} where most nodes take {common_compute}")
+    return notes
+
+
+def _older(a: str, b: str) -> bool:
+    from kitbench.versions import parse_driver
+
+    try:
+        return parse_driver(a) < parse_driver(b)
+    except KitbenchError:
+        return False
+
+
+def venv_python(target: str, venv: Path | None, log: Callable[[str], None]) -> Path:
+    """The Python of a venv target's environment on shared storage: ``venv`` as given, else the
+    checkout's ``.nox/<target>``, built once with ``nox -s <target> --install-only`` if missing."""
+    from kitbench import manifest
+
+    if venv is None:
+        checkout = manifest.checkout_root()
+        if checkout is None:
+            raise UsageError(f"kitbench runs from an installed wheel: say where {target}'s environment is",
+                             hint="--venv PATH (a venv with torch and kitbench, on storage every node shares)")
+        venv = checkout / ".nox" / target
+        if not (venv / "bin" / "python").exists():
+            log(f"building {target}'s environment once, in {venv} (nox -s {target} --install-only)")
+            _build_with_nox(checkout, target, log)
+    python = venv / "bin" / "python"
+    if not python.exists():
+        raise UsageError(f"no Python in {venv}", hint=f"build it first: nox -s {target} --install-only")
+    return python.absolute()
+
+
+def _build_with_nox(checkout: Path, target: str, log: Callable[[str], None]) -> None:
+    import subprocess
+
+    command = [sys.executable, "-m", "nox", "-s", target, "--install-only", "-f", str(checkout / "noxfile.py")]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            log(line.rstrip())
+    if proc.returncode != 0:
+        raise KitbenchError(f"nox -s {target} --install-only failed (exit {proc.returncode})",
+                            hint="see its output above; python3 -m pip install nox if nox is missing")

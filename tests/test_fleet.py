@@ -1,0 +1,221 @@
+"""kitbench fleet on a real Slurm cluster: three nodes on this host (tests/slurm_local.py).
+
+Everything here goes through Slurm for real: sbatch, the held array pinned task by
+task, the tasks running kitbench on n1, n2 and n3, scancel. Only the parsers of
+Slurm's output and the job script's rendering are also tested without a cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kitbench import fleet, slurm
+from kitbench._cli import main
+from kitbench.errors import SlurmError, UsageError
+
+NODES = ["n1", "n2", "n3"]
+
+
+@pytest.fixture
+def results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Shared storage for the fleet: on one host, any directory is."""
+    monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path))
+    return tmp_path / "fleet"
+
+
+def _json(capsys: pytest.CaptureFixture[str]) -> dict:
+    return json.loads(capsys.readouterr().out)
+
+
+# --- against the real cluster ---
+
+def test_fleet_probe_gathers_every_node(slurm_cluster: Path, results: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fleet", "probe", "--json"]) == 0
+    out = _json(capsys)
+    assert out["ok"] and [t["node"] for t in out["tasks"]] == NODES
+    for task in out["tasks"]:
+        assert task["state"] == "COMPLETED" and task["exit_code"] == 0
+        assert task["probe"]["os"] == "linux"
+        assert task["install"]["command"].startswith("pip install torch==")
+    job = out["job"]
+    assert sorted(p.name for p in (results / job).glob("*.probe.json")) == [f"{n}.probe.json" for n in NODES]
+    script = Path(json.loads((results / job / "fleet.json").read_text())["script"])
+    assert "#SBATCH --array=0-2" in script.read_text()
+
+
+def test_fleet_probe_table_and_gather_later(slurm_cluster: Path, results: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fleet", "probe", "--per", "gres"]) == 0       # every node has the same (no) GRES: one task
+    captured = capsys.readouterr()
+    assert "kitbench fleet probe (job" in captured.out and "ok: 1 of 1 task(s) ok" in captured.out
+    assert "task 0 on n1: pending" in captured.err and "task 0 on n1: completed, exit 0" in captured.err
+    job = captured.err.split("submitted job ")[1].split(":")[0]
+    assert main(["fleet", "gather", job, "--json"]) == 0
+    assert [t["node"] for t in _json(capsys)["tasks"]] == ["n1"]
+
+
+def test_fleet_run_cpu_on_three_nodes(slurm_cluster: Path, results: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["fleet", "run", "cpu", "--venv", sys.prefix, "--verify", "--json", "--",
+                 "--quick", "--check", "availability", "--check", "moves"])
+    out = _json(capsys)
+    assert code == 0, out
+    assert [t["node"] for t in out["tasks"]] == NODES
+    for task in out["tasks"]:
+        assert task["record"]["status"] == "ok"
+        assert list(task["record"]["checks"]) == ["availability", "moves"]
+        assert task["record"]["environment"]["target"] == "cpu"
+        assert Path(task["record_path"]) == results / out["job"] / f"{task['node']}.json"
+    assert [t["verdict"] for t in out["tasks"]] == ["reference", *["n/a: no MNIST run to compare"] * 2]
+
+
+def test_a_task_that_exits_1_is_a_row_with_its_stderr(slurm_cluster: Path, results: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("CUDA works here, so --device cuda does not fail")
+    assert main(["fleet", "run", "cpu", "--venv", sys.prefix, "--per", "gres", "--",
+                 "--check", "availability", "--device", "cuda"]) == 1
+    out = capsys.readouterr().out
+    assert "failed (exit 1)" in out and "NOT ok: 0 of 1 task(s) ok" in out
+    assert "n1 (task 0) stderr, last lines:" in out and "ERROR: device 'cuda' is not usable here" in out
+
+
+def _running(results: Path, count: int) -> str:
+    """The job id of the fleet job under ``results`` once ``count`` of its tasks are running."""
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        found = list(results.glob("*/fleet.json"))
+        if found:
+            job = found[0].parent.name
+            if sum(t.state == "RUNNING" for t in slurm.tasks(job)) >= count:
+                return job
+        time.sleep(0.2)
+    raise AssertionError("the fleet job's tasks did not start")
+
+
+def _long_run(results: Path, mnist_root: Path, *extra: str) -> subprocess.Popen[str]:
+    """A fleet run whose tasks train for minutes: time enough to cancel them."""
+    return subprocess.Popen([sys.executable, "-m", "kitbench", "fleet", "run", "cpu", "--venv", sys.prefix, *extra,
+                             "--", "--check", "mnist", "--epochs", "50", "--offline", "--data", str(mnist_root)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "KITBENCH_RESULTS": str(results.parent)})
+
+
+def test_a_cancelled_job_is_a_row_saying_so(slurm_cluster: Path, results: Path, mnist_root: Path) -> None:
+    proc = _long_run(results, mnist_root, "--per", "gres")
+    job = _running(results, 1)
+    slurm.cancel(job)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 1, stderr
+    assert "task 0 on n1: cancelled" in stderr
+    assert "cancelled" in stdout and "NOT ok: 0 of 1 task(s) ok" in stdout
+    record = json.loads((results / job / "n1.json").read_text())
+    assert record["status"] == "interrupted"        # scancel sends SIGTERM: the record says so
+
+
+def test_ctrl_c_cancels_the_array(slurm_cluster: Path, results: Path, mnist_root: Path) -> None:
+    proc = _long_run(results, mnist_root, "--per", "gres")
+    job = _running(results, 1)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert f"ERROR: interrupted: job {job} cancelled (scancel)" in stderr
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not all(t.done for t in slurm.tasks(job)):
+        time.sleep(0.5)
+    assert {t.state for t in slurm.tasks(job)} == {"CANCELLED"}
+
+
+def test_a_missing_partition_is_slurms_refusal_translated(slurm_cluster: Path, results: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fleet", "probe", "--partition", "nosuch"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR: Slurm refused the partition 'nosuch'") and "hint: " in err
+
+
+def test_an_unknown_constraint_is_slurms_refusal_translated(slurm_cluster: Path, results: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fleet", "probe", "--constraint", "nosuchfeature"]) == 1
+    assert capsys.readouterr().err.startswith("ERROR: Slurm refused the constraint")
+    assert not list(results.glob("*/fleet.json"))
+
+
+def test_dry_run_prints_the_script_and_submits_nothing(slurm_cluster: Path, results: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fleet", "run", "cpu", "--venv", sys.prefix, "--dry-run", "--partition", "debug",
+                 "--time", "10", "--sbatch-arg=--mem=100M", "--", "--quick"]) == 0
+    script = capsys.readouterr().out
+    assert script.startswith("#!/bin/bash\n")
+    for line in ("#SBATCH --array=0-2", "#SBATCH --partition=debug", "#SBATCH --time=10", "#SBATCH --mem=100M",
+                 "export KITBENCH_TARGET=cpu", "-m kitbench run --force --out \"$out/$node.json\" --quick"):
+        assert line in script
+    assert not results.exists() or not list(results.glob("*/fleet.json"))
+
+
+def test_no_controller_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "absent.conf"))
+    assert main(["fleet", "probe"]) == 1
+    assert capsys.readouterr().err.startswith(f"ERROR: SLURM_CONF={tmp_path / 'absent.conf'} does not exist")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("SLURM_CONF")
+    assert main(["fleet", "probe"]) == 1
+    assert "is not on PATH: this machine is not a Slurm submit host" in capsys.readouterr().err
+
+
+# --- without a cluster: the parsers and the script ---
+
+def test_scontrol_records_parse_into_tasks() -> None:
+    text = ("JobId=7 ArrayJobId=5 ArrayTaskId=2 JobName=x JobState=TIMEOUT Reason=TimeLimit ExitCode=0:15 "
+            "NodeList=n3 Command=/a b\n"
+            "JobId=5 ArrayJobId=5 ArrayTaskId=0 JobState=COMPLETED Reason=None ExitCode=1:0 NodeList=n1\n"
+            "JobId=6 ArrayJobId=5 ArrayTaskId=1 JobState=PENDING Reason=Resources ExitCode=0:0 NodeList=(null)\n")
+    tasks = slurm.parse_scontrol(text)
+    assert [(t.index, t.state, t.exit_code, t.node, t.reason) for t in tasks] == [
+        (0, "COMPLETED", 1, "n1", None), (1, "PENDING", None, None, "Resources"), (2, "TIMEOUT", 0, "n3", "TimeLimit")]
+    assert tasks[2].signal == 15 and tasks[2].done and not tasks[1].done
+
+
+def test_sacct_json_parses_into_tasks() -> None:
+    text = json.dumps({"jobs": [{"array": {"task_id": 1}, "state": {"current": "NODE_FAIL", "reason": "None"},
+                                 "exit_code": {"return_code": 0, "signal": {"signal_id": 9}}, "nodes": "n2"}]})
+    (task,) = slurm.parse_sacct(text)
+    assert (task.index, task.state, task.node, task.signal) == (1, "NODE_FAIL", "n2", 9)
+
+
+@pytest.mark.parametrize(("value", "words"), [("a\nb", "cannot be an sbatch option value"), ("", "cannot be")])
+def test_option_values_cannot_inject_lines(value: str, words: str) -> None:
+    with pytest.raises(UsageError, match=words):
+        fleet.SlurmOptions(partition=value).lines()
+    with pytest.raises(UsageError, match="is not an sbatch option"):
+        fleet.SlurmOptions(extra=("rm -rf /",)).lines()
+
+
+def test_choose_one_node_per_type() -> None:
+    nodes = [slurm.Node("a1", ("p",), "gpu:a100:4", "a100,ib", "idle"),
+             slurm.Node("a2", ("p",), "gpu:a100:4", "a100,ib", "mixed"),
+             slurm.Node("h1", ("p",), "gpu:h100:8", "h100,ib", "idle"),
+             slurm.Node("h2", ("p",), "gpu:h100:8", "h100,ib", "down*")]
+    assert [n.name for n in fleet.choose(nodes, "node")] == ["a1", "a2", "h1"]
+    assert [n.name for n in fleet.choose(nodes, "gres")] == ["a1", "h1"]
+    assert [n.name for n in fleet.choose(nodes, "node", "h100")] == ["h1"]
+    assert [n.name for n in fleet.choose(nodes, "node", "nosuch")] == ["a1", "a2", "h1"]     # Slurm will refuse it
+
+
+def test_slurm_refusals_are_translated() -> None:
+    for stderr, words in (("sbatch: error: Batch job submission failed: Invalid qos specification", "the QOS"),
+                          ("sbatch: error: Batch job submission failed: Invalid account or account/partition "
+                           "combination specified", "the account"),
+                          ("sinfo: error: Unable to contact slurm controller (connect failure)",
+                           "cannot reach a Slurm controller")):
+        error = slurm._translate("sbatch", stderr)
+        assert isinstance(error, SlurmError) and words in error.message and error.hint
