@@ -197,6 +197,11 @@ def _fleet_parser(sub: Any) -> None:
     run.add_argument("--verify", action="store_true", help="check every record against the reference node's "
                                                           "(kitbench verify's rules)")
     run.add_argument("--reference", metavar="NODE", help="the reference node for --verify (default: the first ok)")
+    run.add_argument("--containers", default="auto", help="a docker target's container support: pyxis "
+                                                          "(srun --container-image), oci (srun --container, a bundle "
+                                                          "exported from the image) or auto (default)")
+    run.add_argument("--image", metavar="REF", help="with pyxis: the image enroot imports (default: "
+                                                     "dockerd://<the image kitbench builds>)")
     _slurm_options(run)
     gather = verbs.add_parser("gather", help="gather a finished or detached fleet job")
     gather.add_argument("job", help="the Slurm job id")
@@ -241,13 +246,30 @@ def _fleet_run_plan(args: argparse.Namespace, chosen: list[str], options: fleet.
     from kitbench import fleet, targets
 
     target = targets.get(args.target)
-    if target.kind != "venv":
-        raise UsageError(f"target {target.name!r} is a {target.kind} target; fleet run takes venv targets here",
-                         hint="see README: On a cluster")
-    python = fleet.venv_python(target.name, args.venv, log)
-    environment = {k: v for k, v in (("KITBENCH_DATA", os.environ.get("KITBENCH_DATA")),) if v}
-    return fleet.plan_run(chosen, args.per, options, target.name, target.sha256, [str(python)], args.run_args,
-                          environment)
+    if target.kind == "venv":
+        python = fleet.venv_python(target.name, args.venv, log)
+        environment = {k: v for k, v in (("KITBENCH_DATA", os.environ.get("KITBENCH_DATA")),) if v}
+        return fleet.plan_run(chosen, args.per, options, target.name, target.sha256, [str(python)], args.run_args,
+                              environment)
+    if target.kind != "docker":
+        raise UsageError(f"target {target.name!r} is a {target.kind} target: it cannot run on a Slurm cluster",
+                         hint="fleet run takes venv and docker targets")
+    from kitbench import containers, data, fleet_containers
+
+    runtime = fleet_containers.detect(args.containers)
+    built = containers.build(target, log=log)
+    mnist = data.default_root().resolve()
+    shared_data = mnist if (mnist / "MNIST" / "raw").is_dir() else None
+    results = fleet.fleet_root()
+    if runtime == "pyxis":
+        where = args.image or f"dockerd://{built.tag}"
+    else:
+        where = str(fleet_containers.bundle(built.image_id, target.name, results, shared_data, log))
+    environment = {"KITBENCH_TARGET": target.name, "KITBENCH_MANIFEST_SHA256": target.sha256,
+                   "KITBENCH_IMAGE": built.tag, "KITBENCH_IMAGE_ID": built.image_id}
+    prefix = fleet_containers.command(runtime, where, environment, shared_data, results)
+    return fleet.plan_run(chosen, args.per, options, target.name, target.sha256, prefix, args.run_args, {},
+                          record_dir=f"{fleet_containers.RESULTS_INSIDE}/$SLURM_ARRAY_JOB_ID")
 
 
 def _plan_summary(plan: fleet.Plan) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import contextlib
 import io
 import os
 import re
+import shutil
 import tarfile
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -251,6 +252,46 @@ def run(target: Target, result: BuildResult, run_args: Sequence[str], log: Log) 
     if known is not None:
         raise known
     return status
+
+
+def export_rootfs(image_id: str, dest: Path, log: Log) -> list[str]:
+    """The image's filesystem unpacked into ``dest`` (an OCI bundle's rootfs); return its
+    environment (``Config.Env``), which a runtime without Docker must be told."""
+    import subprocess
+
+    import docker
+
+    client = _client()
+    with _engine_errors():
+        image = client.images.get(image_id)
+        container = client.containers.create(image_id, ["true"])
+    partial = dest.with_name(dest.name + ".partial")
+    try:
+        partial.mkdir(parents=True, exist_ok=False)
+    except FileExistsError:
+        raise ContainerError(f"{partial} exists: another export is under way, or one was cut short",
+                             hint=f"wait for it, or remove {partial}") from None
+    try:
+        log(f"exporting {image.tags[0] if image.tags else image_id[:19]} into {dest} (once per image)")
+        # tar, not tarfile: device nodes, hard links and ownership as the image has them, at disk speed.
+        with subprocess.Popen(["tar", "-x", "-C", str(partial)], stdin=subprocess.PIPE) as untar:
+            assert untar.stdin is not None
+            with _engine_errors():
+                for chunk in container.export():
+                    untar.stdin.write(chunk)
+            untar.stdin.close()
+        if untar.returncode != 0:
+            raise ContainerError(f"unpacking the image into {partial} failed (tar exit {untar.returncode})",
+                                 hint="is there room on the shared storage? a CUDA image is about 7 GB")
+        partial.rename(dest)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    finally:
+        with contextlib.suppress(docker.errors.APIError):
+            container.remove(force=True)
+    env: list[str] = image.attrs.get("Config", {}).get("Env") or []
+    return env
 
 
 _RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str], dict[str, Any]], tuple[str, str]]]] = [

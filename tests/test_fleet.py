@@ -219,3 +219,72 @@ def test_slurm_refusals_are_translated() -> None:
                            "cannot reach a Slurm controller")):
         error = slurm._translate("sbatch", stderr)
         assert isinstance(error, SlurmError) and words in error.message and error.hint
+
+
+# --- docker targets: pyxis or Slurm's OCI support ---
+
+def test_the_container_commands_are_exact(tmp_path: Path) -> None:
+    from kitbench import fleet_containers
+
+    env = {"KITBENCH_TARGET": "cuda126", "KITBENCH_IMAGE": "kitbench/cuda126:abc"}
+    data = tmp_path / "data"
+    pyxis = fleet_containers.command("pyxis", "dockerd://kitbench/cuda126:abc", env, data, tmp_path / "fleet")
+    assert pyxis == ["srun", "--container-image=dockerd://kitbench/cuda126:abc",
+                     f"--container-mounts={tmp_path}/fleet:/results,{data}:/data:ro", "--container-workdir=/tmp",
+                     "env", "KITBENCH_TARGET=cuda126", "KITBENCH_IMAGE=kitbench/cuda126:abc", "KITBENCH_RESULTS=/results",
+                     "HOME=/tmp", "KITBENCH_DATA=/data", "/opt/venv/bin/python"]
+    oci = fleet_containers.command("oci", "/shared/bundles/cuda126-1ff995446493", env, None, tmp_path)
+    assert oci == ["srun", "--container=/shared/bundles/cuda126-1ff995446493", "env", "KITBENCH_TARGET=cuda126",
+                   "KITBENCH_IMAGE=kitbench/cuda126:abc", "KITBENCH_RESULTS=/results", "HOME=/tmp",
+                   "/opt/venv/bin/python"]
+    plan = fleet.plan_run(NODES, "node", fleet.SlurmOptions(gres="gpu:1"), "cuda126", "9ad5", oci, ["--quick"], {},
+                          record_dir="/results/$SLURM_ARRAY_JOB_ID")
+    assert ('srun --container=/shared/bundles/cuda126-1ff995446493 env KITBENCH_TARGET=cuda126 '
+            'KITBENCH_IMAGE=kitbench/cuda126:abc KITBENCH_RESULTS=/results HOME=/tmp /opt/venv/bin/python -m kitbench '
+            'run --force --out "/results/$SLURM_ARRAY_JOB_ID/$node.json" --quick') in plan.script
+    assert "#SBATCH --gres=gpu:1" in plan.script
+
+
+def test_the_oci_spec_suits_a_batch_task(tmp_path: Path) -> None:
+    import shutil
+
+    from kitbench import fleet_containers
+
+    if shutil.which("runc") is None:
+        pytest.skip("runc is not installed (apt-get install runc)")
+    config = fleet_containers.spec(["PATH=/opt/venv/bin:/usr/bin"], tmp_path / "fleet", tmp_path / "data")
+    assert config["process"]["terminal"] is False and config["root"] == {"path": "rootfs", "readonly": False}
+    assert "HOME=/tmp" in config["process"]["env"] and "PATH=/opt/venv/bin:/usr/bin" in config["process"]["env"]
+    assert "network" not in {n["type"] for n in config["linux"]["namespaces"]}
+    binds = {m["destination"]: m for m in config["mounts"] if m["type"] == "bind"}
+    assert binds["/results"]["source"] == str(tmp_path / "fleet") and "rw" in binds["/results"]["options"]
+    assert "ro" in binds["/data"]["options"]
+
+
+@pytest.mark.docker
+def test_a_docker_target_runs_for_real_through_slurms_oci_support(slurm_cluster: Path, results: Path,
+                                                                   capsys: pytest.CaptureFixture[str],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    docker = pytest.importorskip("docker")
+    # The image .ci/run built: the same base and network, so the build here is all cache.
+    monkeypatch.setenv("KITBENCH_BASE_IMAGE", os.environ.get("KITBENCH_TEST_BASE_IMAGE", "kitbench-ci/debian:bookworm"))
+    monkeypatch.setenv("KITBENCH_DOCKER_NETWORK", "host")
+    from kitbench import containers, targets
+
+    try:
+        client = docker.from_env()
+        client.images.get(containers.image_tag(targets.get("cuda126")))
+    except Exception as exc:
+        pytest.skip(f"the cuda126 image is not here ({type(exc).__name__}; .ci/run builds it): "
+                    "exporting a bundle needs it")
+    if not (slurm_cluster / "oci.conf").is_file():
+        pytest.skip("runc is not installed, so the local cluster has no oci.conf")
+    code = main(["fleet", "run", "cuda126", "--containers", "oci", "--per", "gres", "--json", "--",
+                 "--quick", "--check", "availability", "--check", "moves"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0, out
+    (task,) = out["tasks"]
+    record = task["record"]
+    assert record["status"] == "ok" and record["environment"]["target"] == "cuda126"
+    assert record["environment"]["image_id"].startswith("sha256:")
+    assert (results / "bundles").is_dir()

@@ -1,0 +1,97 @@
+"""Docker targets on a Slurm cluster, through the container support the cluster already has.
+
+pyxis/enroot (``srun --container-image``) where the cluster has it; otherwise
+Slurm's own OCI support (``srun --container BUNDLE``, run by the runtime in
+``oci.conf``, runc here) with a bundle exported once from the target's image
+onto shared storage. The command each task runs is a pure function of what
+it runs, so the exact job script is testable without a cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kitbench import slurm
+from kitbench.errors import KitbenchError, UsageError
+
+RUNTIMES = ("auto", "pyxis", "oci")
+IMAGE_PYTHON = "/opt/venv/bin/python"       # docker/Dockerfile's venv
+RESULTS_INSIDE = "/results"
+DATA_INSIDE = "/data"
+
+
+def detect(choice: str = "auto") -> str:
+    """The container support this cluster's srun has: pyxis, else Slurm's own OCI."""
+    if choice not in RUNTIMES:
+        raise UsageError(f"unknown --containers {choice!r}", hint=f"choose one of: {', '.join(RUNTIMES)}")
+    if choice != "auto":
+        return choice
+    help_text = slurm.run(["srun", "--help"])
+    if "--container-image" in help_text:
+        return "pyxis"
+    if "--container" in help_text:
+        return "oci"
+    raise KitbenchError("this cluster's srun runs no containers (neither pyxis nor Slurm's OCI support)",
+                        hint="install pyxis/enroot, or configure oci.conf; or use a venv target such as cpu")
+
+
+def command(runtime: str, where: str, environment: dict[str, str], data: Path | None,
+            results: Path) -> list[str]:
+    """The task's command up to the image's Python: ``where`` is the bundle (oci) or the image
+    reference (pyxis). The environment is given on the command line: Slurm's OCI runs do not
+    pass the job's environment into the container."""
+    env = {**environment, "KITBENCH_RESULTS": RESULTS_INSIDE, "HOME": "/tmp",
+           **({"KITBENCH_DATA": DATA_INSIDE} if data is not None else {})}
+    assignments = ["env", *(f"{k}={v}" for k, v in env.items())]
+    if runtime == "pyxis":
+        mounts = f"{results}:{RESULTS_INSIDE}" + (f",{data}:{DATA_INSIDE}:ro" if data is not None else "")
+        return ["srun", f"--container-image={where}", f"--container-mounts={mounts}", "--container-workdir=/tmp",
+                *assignments, IMAGE_PYTHON]
+    return ["srun", f"--container={where}", *assignments, IMAGE_PYTHON]
+
+
+def bundle(image_id: str, target: str, results: Path, data: Path | None, log: Callable[[str], None]) -> Path:
+    """An OCI bundle of the image under ``results/bundles/``: the rootfs exported once per image,
+    config.json written each time (the mounts follow the results and data folders)."""
+    from kitbench import containers
+
+    folder = results / "bundles" / f"{target}-{image_id.split(':')[-1][:12]}"
+    rootfs, env_file = folder / "rootfs", folder / "image-env.json"
+    if not rootfs.is_dir():
+        env_file.parent.mkdir(parents=True, exist_ok=True)
+        env_file.write_text(json.dumps(containers.export_rootfs(image_id, rootfs, log)))
+    env: list[str] = json.loads(env_file.read_text())
+    (folder / "config.json").write_text(json.dumps(spec(env, results, data), indent=2) + "\n")
+    return folder
+
+
+def spec(env: list[str], results: Path, data: Path | None) -> dict[str, Any]:
+    """runc's default spec, adjusted for a batch task: no terminal, the host's network (a
+    multi-node run needs it), the image's environment, results and data bind-mounted."""
+    config = _runc_default()
+    config["process"].update(terminal=False, cwd="/tmp", args=["true"], env=[*env, "HOME=/tmp"])
+    config["root"] = {"path": "rootfs", "readonly": False}
+    namespaces = config.get("linux", {}).get("namespaces", [])
+    config.setdefault("linux", {})["namespaces"] = [n for n in namespaces if n.get("type") != "network"]
+    binds = [(results, RESULTS_INSIDE, "rw")] + ([(data, DATA_INSIDE, "ro")] if data is not None else [])
+    config["mounts"] = [*config.get("mounts", []),
+                        *({"destination": inside, "type": "bind", "source": str(outside),
+                           "options": ["rbind", mode]} for outside, inside, mode in binds)]
+    return config
+
+
+def _runc_default() -> dict[str, Any]:
+    runc = shutil.which("runc")
+    if runc is None:
+        raise KitbenchError("runc is not installed here, and an OCI bundle needs its default spec",
+                            hint="apt-get install runc (the same runtime oci.conf names on the nodes)")
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([runc, "spec", "--bundle", tmp], check=True, capture_output=True)
+        loaded: dict[str, Any] = json.loads((Path(tmp) / "config.json").read_text())
+    return loaded
