@@ -231,8 +231,8 @@ def test_the_container_commands_are_exact(tmp_path: Path) -> None:
     pyxis = fleet_containers.command("pyxis", "dockerd://kitbench/cuda126:abc", env, data, tmp_path / "fleet")
     assert pyxis == ["srun", "--container-image=dockerd://kitbench/cuda126:abc",
                      f"--container-mounts={tmp_path}/fleet:/results,{data}:/data:ro", "--container-workdir=/tmp",
-                     "env", "KITBENCH_TARGET=cuda126", "KITBENCH_IMAGE=kitbench/cuda126:abc", "KITBENCH_RESULTS=/results",
-                     "HOME=/tmp", "KITBENCH_DATA=/data", "/opt/venv/bin/python"]
+                     "env", "KITBENCH_TARGET=cuda126", "KITBENCH_IMAGE=kitbench/cuda126:abc",
+                     "KITBENCH_RESULTS=/results", "HOME=/tmp", "KITBENCH_DATA=/data", "/opt/venv/bin/python"]
     oci = fleet_containers.command("oci", "/shared/bundles/cuda126-1ff995446493", env, None, tmp_path)
     assert oci == ["srun", "--container=/shared/bundles/cuda126-1ff995446493", "env", "KITBENCH_TARGET=cuda126",
                    "KITBENCH_IMAGE=kitbench/cuda126:abc", "KITBENCH_RESULTS=/results", "HOME=/tmp",
