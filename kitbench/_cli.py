@@ -66,7 +66,7 @@ def _build_parser() -> argparse.ArgumentParser:
                          description="Run the kitbench suite and write one JSON record.", epilog=_EPILOG_RUN,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("--check", dest="checks", action="append", metavar="NAME",
-                     help="availability, moves or mnist (repeatable; default: all three, in that order)")
+                     help="availability, moves, mnist or ddp (repeatable; default: the first three, in that order)")
     run.add_argument("--device", default="auto",
                      help="auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps (default: auto)")
     run.add_argument("--data", type=Path, help="directory holding MNIST/raw (default: KITBENCH_DATA or the cache)")
@@ -89,6 +89,13 @@ def _build_parser() -> argparse.ArgumentParser:
     mnist.add_argument("--threads", type=_positive_int, help="CPU threads for torch (default: torch's choice)")
     mnist.add_argument("--limit", type=_whole, help="train on the first N images only")
     mnist.add_argument("--lr", type=float, help="learning rate (default: the model's recipe: fnn 0.01, cnn 1.0)")
+    ddp = run.add_argument_group("DDP (--check ddp, launched through torchrun)")
+    ddp.add_argument("--nproc", type=_positive_int, help="CPU processes for the gloo part; world sizes 1..N "
+                                                        "(default: up to 2, as cores allow)")
+    ddp.add_argument("--nnodes", type=_positive_int, help="nodes joining the run (with --rdzv-endpoint)")
+    ddp.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="the c10d rendezvous every node joins")
+    ddp.add_argument("--ddp-timeout", type=float, default=300.0,
+                     help="seconds a collective may wait before every rank is stopped (default: 300)")
 
     install = sub.add_parser(
         "install-cmd", help="print the PyTorch install command for this machine (no torch needed)",
@@ -235,7 +242,8 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
         return 0
     job = fleet.submit(plan)
     log(f"submitted job {job}: {len(chosen)} task(s) on {', '.join(chosen)}; results in {plan.results / job}")
-    states = fleet.wait(job, len(chosen), _ui.fleet_task_line(chosen))
+    states = fleet.wait(job, 1 if plan.span else len(chosen), _ui.fleet_task_line(["all nodes"] if plan.span
+                                                                                   else chosen))
     _, rows = fleet.gather(job, states, verify=getattr(args, "verify", False),
                            reference=getattr(args, "reference", None))
     return _ui.fleet_results(job, _plan_summary(plan), rows, fleet.majority_notes(rows), args.json)
@@ -273,19 +281,22 @@ def _fleet_run_plan(args: argparse.Namespace, chosen: list[str], options: fleet.
 
 
 def _plan_summary(plan: fleet.Plan) -> dict[str, Any]:
-    return {"action": plan.action, "per": plan.per, "target": plan.target, "nodes": list(plan.nodes)}
+    return {"action": plan.action, "per": plan.per, "target": plan.target, "nodes": list(plan.nodes),
+            "span": plan.span}
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from kitbench import _ui, records, suite
+    from kitbench.checks import DEFAULT_CHECKS
     from kitbench.checks.base import LOOPS, Options
 
     options = Options(
-        checks=_once(args.checks, ("availability", "moves", "mnist")), device=args.device, data=args.data,
+        checks=_once(args.checks, DEFAULT_CHECKS), device=args.device, data=args.data,
         offline=args.offline, quick=args.quick, models=_once(args.models, ("fnn",)),
         loops=_once(args.loops, LOOPS), epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
         threads=args.threads, train_limit=args.limit if args.limit is not None else (6000 if args.quick else None),
-        lr=args.lr)
+        lr=args.lr, nproc=args.nproc, nnodes=args.nnodes, rdzv_endpoint=args.rdzv_endpoint,
+        ddp_timeout=args.ddp_timeout)
     finished = suite.run(options, args.out, progress=_ui.progress(), force=args.force)
     if args.json:
         print(records.to_json(finished.record), end="")

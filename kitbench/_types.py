@@ -96,10 +96,42 @@ class MnistCheck(Check):
     runs: NotRequired[list[MnistRun]]
 
 
+class DdpScaling(TypedDict):
+    model: str
+    world_size: int
+    global_batch: int
+    epoch_s: float
+    samples_per_s: float
+    efficiency: float | None
+    identical: bool
+
+
+class DdpBus(TypedDict):
+    world_size: int
+    bytes: int
+    busbw_gb_s: float
+    algbw_gb_s: float
+
+
+class DdpRun(TypedDict):
+    backend: str
+    device: str
+    world_sizes: list[int]
+    nodes: int
+    scaling: list[DdpScaling]
+    allreduce: list[DdpBus]
+
+
+class DdpCheck(Check):
+    runs: NotRequired[list[DdpRun]]
+    skipped: NotRequired[list[str]]
+
+
 class Checks(TypedDict, total=False):
     availability: Check
     moves: MovesCheck
     mnist: MnistCheck
+    ddp: DdpCheck
 
 
 class RunRecord(TypedDict):

@@ -141,6 +141,7 @@ def run_summary(record: RunRecord, path: str) -> None:
                 f"{t['bytes'] // 1024} KiB") for (direction, memory), t in peaks.items()])
     for line in moves.get("skipped", []):
         print(f"  {line}")
+    _ddp_summary(cast("dict[str, Any]", record["checks"]).get("ddp") or {})
     if record.get("nonfinite"):
         print(f"  non-finite numbers (written as null): {', '.join(record.get('nonfinite', [])[:5])}")
     print(f"status: {record['status']}; record: {path}")
@@ -151,7 +152,7 @@ _COLUMNS = (("target", "target", None), ("status", "status", None), ("machine", 
             ("CPU epoch s", "cpu_epoch_s", ".2f"), ("accel epoch s", "accel_epoch_s", ".2f"),
             ("speedup", "speedup", ".1f"), ("test acc", "test_acc", ".4f"),
             ("H2D pinned GB/s", "h2d_pinned_gb_s", ".1f"), ("D2H pinned GB/s", "d2h_pinned_gb_s", ".1f"),
-            ("link", "link", None))
+            ("link", "link", None), ("DDP efficiency", "ddp", None), ("busbw GB/s", "busbw_gb_s", ".2f"))
 
 
 def comparison(rows: list[Any], fmt: str) -> None:
@@ -178,6 +179,29 @@ def comparison(rows: list[Any], fmt: str) -> None:
             print(f"{row.path} differs from the first record: " + "; ".join(row.differs))
         for warning in row.warnings:
             print(f"WARNING {row.path}: {warning}")
+
+
+def _ddp_summary(ddp: dict[str, Any]) -> None:
+    for run in ddp.get("runs", []):
+        table(f"DDP scaling: {run['backend']} on {run['device']}, {run['nodes']} node(s); threads per rank = "
+              "cores / ranks, so every world size uses the same cores",
+              ("model", "world", "per-rank batch", "global batch", "lr", "epoch s", "samples/s", "efficiency",
+               "test acc", "replicas"),
+              [(r["model"], str(r["world_size"]), str(r["per_rank_batch"]), str(r["global_batch"]), f"{r['lr']:g}",
+                _fmt(r["epoch_s"]), _fmt(r["samples_per_s"], ",.0f"),
+                "-" if r["efficiency"] is None else f"{r['efficiency']:.0%}", _fmt(r["test_acc"], ".4f"),
+                "identical" if r["identical"] else "DIFFER") for r in run["scaling"]])
+        if run["allreduce"]:
+            table(f"all-reduce ({run['backend']}; busbw = algbw x 2(n-1)/n; reference: {run['reference']})",
+                  ("world", "size", "time us", "algbw GB/s", "busbw GB/s"),
+                  [(str(b["world_size"]), _size(b["bytes"]), _fmt(b["time_s"] * 1e6, ".0f"), _fmt(b["algbw_gb_s"]),
+                    _fmt(b["busbw_gb_s"])) for b in run["allreduce"]])
+    for line in ddp.get("skipped", []):
+        print(f"  {line}")
+
+
+def _size(n: int) -> str:
+    return f"{n // 2**20} MiB" if n >= 2**20 else f"{n // 1024} KiB"
 
 
 def stderr_line(text: str) -> None:

@@ -49,6 +49,8 @@ class Row:
     h2d_pinned_gb_s: float | None = None
     d2h_pinned_gb_s: float | None = None
     link: str | None = None
+    ddp: str | None = None               # e.g. "gloo x2 fnn 30%": the largest world size's scaling efficiency
+    busbw_gb_s: float | None = None      # the peak all-reduce bus bandwidth
     differs: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -106,6 +108,21 @@ def _epochs(record: RunRecord) -> tuple[str | None, float | None, float | None, 
             best["test_acc"] if best else None)
 
 
+def _ddp(record: RunRecord) -> tuple[str | None, float | None]:
+    runs = record["checks"].get("ddp", {}).get("runs", [])
+    if not runs:
+        return None, None
+    run = runs[-1]              # NCCL where it ran, else gloo
+    last = [r for r in run["scaling"] if r["world_size"] == max(run["world_sizes"], default=0)]
+    label = None
+    if last:
+        row = last[0]
+        eff = "-" if row["efficiency"] is None else f"{row['efficiency']:.0%}"
+        label = f"{run['backend']} x{row['world_size']} {row['model']} {eff}"
+    peak = max((b["busbw_gb_s"] for b in run["allreduce"]), default=None)
+    return label, peak
+
+
 def rows(loaded: Sequence[Loaded]) -> list[Row]:
     readable = [item.record for item in loaded if item.record is not None]
     reference = readable[0]["environment"] if readable else None
@@ -122,12 +139,13 @@ def rows(loaded: Sequence[Loaded]) -> list[Row]:
         if rec["device"] == "mps":
             link = _links()[2]
         h2d, d2h = _peak(rec, "h2d"), _peak(rec, "d2h")
+        ddp, busbw = _ddp(rec)
         out.append(Row(
             path=str(item.path), status=rec["status"], target=env.get("target"),
             machine=f"{env.get('cpu')} x{env.get('cpu_count')}; {gpus}", torch=env.get("torch"),
             device=rec["device"], mnist=config, cpu_epoch_s=cpu_s, accel_epoch_s=accel_s,
             speedup=cpu_s / accel_s if cpu_s and accel_s else None, test_acc=acc,
-            h2d_pinned_gb_s=h2d, d2h_pinned_gb_s=d2h, link=link,
+            h2d_pinned_gb_s=h2d, d2h_pinned_gb_s=d2h, link=link, ddp=ddp, busbw_gb_s=busbw,
             differs=diff(reference, env) if reference is not None and env is not reference else [],
             warnings=link_warnings(link, h2d, d2h)))
     return out

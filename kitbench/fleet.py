@@ -74,6 +74,7 @@ class Plan:
     script: str
     results: Path                       # results/fleet (shared storage)
     target: str | None = None
+    span: bool = False                  # one job across the nodes (DDP), not an array
 
 
 @dataclass
@@ -123,10 +124,25 @@ def _template() -> str:
 
 
 def render(action: str, per: str, nodes: Sequence[str], results: Path, command: str,
-           options: SlurmOptions, environment: dict[str, str]) -> str:
-    """The job script, from the one template; every value is quoted for the shell."""
+           options: SlurmOptions, environment: dict[str, str], span: bool = False) -> str:
+    """The job script, from the one template; every value is quoted for the shell. An array
+    (a task per node) unless ``span``: then one job over every node, one srun task per node."""
+    if span:
+        shape = f"one job over {len(nodes)} nodes, one srun task per node, joined by torchrun's c10d rendezvous"
+        layout = (f"#SBATCH --nodes={len(nodes)}\n#SBATCH --nodelist={','.join(nodes)}\n"
+                  "#SBATCH --ntasks-per-node=1")
+        # The rendezvous lives on the first node, at the address Slurm knows it by; the port follows the job.
+        prologue = ('head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)\n'
+                    'head_addr=$(scontrol show node "$head" | sed -n \'s/.*NodeAddr=\\([^ ]*\\).*/\\1/p\')\n'
+                    'port=$((29500 + SLURM_JOB_ID % 1000))')
+    else:
+        shape = (f"one Slurm array task per {per} ({len(nodes)} tasks); kitbench pins\n# task i to node i of the "
+                 "list below after submitting the array held, then releases it")
+        layout = f"#SBATCH --array=0-{len(nodes) - 1}\n#SBATCH --ntasks=1"
+        prologue = ""
     values = {
-        "action": action, "per": per, "count": str(len(nodes)), "last": str(len(nodes) - 1),
+        "action": action, "shape": shape, "layout": layout, "prologue": prologue,
+        "log_name": "%j_0" if span else "%A_%a",
         "plan": " ".join(f"{i}={n}" for i, n in enumerate(nodes)), "version": __version__,
         "logs": str(results / "logs"), "results": shlex.quote(str(results)),
         "sbatch_lines": "\n".join(options.lines()),
@@ -153,18 +169,35 @@ def plan_probe(nodes: Sequence[str], per: str, options: SlurmOptions, python: Pa
     return Plan("probe", per, tuple(nodes), render("probe", per, nodes, results, command, options, {}), results)
 
 
+def spans_nodes(run_args: Sequence[str]) -> bool:
+    """Whether the suite asked for is one run across nodes (the DDP check), not one per node."""
+    return any(a == "ddp" and i and run_args[i - 1] == "--check" for i, a in enumerate(run_args)) or \
+        "--check=ddp" in run_args
+
+
 def plan_run(nodes: Sequence[str], per: str, options: SlurmOptions, target: str, manifest_sha256: str,
              command_prefix: Sequence[str], run_args: Sequence[str], environment: dict[str, str],
              record_dir: str = "$out") -> Plan:
     """``command_prefix`` runs Python in the target's environment: a venv's python, or
     ``srun --container...`` and the image's; ``record_dir`` is where the shared results
-    folder of this job is seen from there."""
+    folder of this job is seen from there. With ``--check ddp`` the job spans the nodes:
+    ``srun`` starts one kitbench per node and torchrun's rendezvous joins them."""
     results = fleet_root()
-    # --force: a task Slurm requeues replaces its own earlier record, nothing else.
-    command = " ".join([*(shlex.quote(p) for p in command_prefix), "-m", "kitbench", "run", "--force",
-                        "--out", f'"{record_dir}/$node.json"', *(shlex.quote(a) for a in run_args)])
+    span = spans_nodes(run_args) and len(nodes) > 1
+    args = " ".join(shlex.quote(a) for a in run_args)
+    prefix = " ".join(shlex.quote(p) for p in command_prefix)
+    if span:
+        # Each node's task writes its own record and exit status, named by the node it runs on.
+        inner = (f'{prefix} -m kitbench run --force --out "$0/$SLURMD_NODENAME.json" --nnodes "$SLURM_NNODES" '
+                 f'--rdzv-endpoint "$1" {args}; code=$?; echo "$code" > "$2/$SLURMD_NODENAME.exit"; exit "$code"')
+        command = (f'srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c {shlex.quote(inner)} '
+                   f'"{record_dir}" "$head_addr:$port" "$out"')
+    else:
+        # --force: a task Slurm requeues replaces its own earlier record, nothing else.
+        command = f'{prefix} -m kitbench run --force --out "{record_dir}/$node.json" {args}'.rstrip()
     env = {"KITBENCH_TARGET": target, "KITBENCH_MANIFEST_SHA256": manifest_sha256, **environment}
-    return Plan("run", per, tuple(nodes), render("run", per, nodes, results, command, options, env), results, target)
+    script = render("run", per, nodes, results, command, options, env, span=span)
+    return Plan("run", per, tuple(nodes), script, results, target, span)
 
 
 def fleet_root() -> Path:
@@ -185,7 +218,7 @@ def submit(plan: Plan) -> str:
                             ) from None
     job = slurm.submit_held(str(script))
     try:
-        for index, node in enumerate(plan.nodes):
+        for index, node in enumerate(() if plan.span else plan.nodes):
             slurm.pin(job, index, node)
         _write_plan(job, plan, script)
         slurm.release(job)
@@ -200,6 +233,7 @@ def _write_plan(job: str, plan: Plan, script: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "fleet.json").write_text(json.dumps(
         {"job": job, "action": plan.action, "per": plan.per, "target": plan.target, "nodes": list(plan.nodes),
+         "span": plan.span,
          "script": str(script), "submitted_at": records.utc_now()}, indent=2) + "\n")
 
 
@@ -257,9 +291,9 @@ def gather(job: str, states: Sequence[slurm.TaskState] | None = None, verify: bo
     folder = fleet_root() / job
     rows = []
     for index, node in enumerate(plan["nodes"]):
-        task = known.get(index)
+        task = known.get(0 if plan.get("span") else index)
         exit_file = folder / f"{node}.exit"
-        code = task.exit_code if task is not None else None
+        code = task.exit_code if task is not None and not plan.get("span") else None
         if code is None and exit_file.is_file():
             text = exit_file.read_text().strip()
             code = int(text) if text.isdigit() else None
@@ -277,7 +311,7 @@ def gather(job: str, states: Sequence[slurm.TaskState] | None = None, verify: bo
             except KitbenchError as error:
                 row.error = error.message
         if not (state == "COMPLETED" and code == 0) or row.error:
-            row.stderr_tail = _tail(fleet_root() / "logs" / f"{job}_{index}.err")
+            row.stderr_tail = _tail(fleet_root() / "logs" / f"{job}_{0 if plan.get('span') else index}.err")
         rows.append(row)
     if verify and plan["action"] == "run":
         _verify(rows, reference)

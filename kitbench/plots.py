@@ -42,7 +42,22 @@ def comparison(loaded: Sequence[Loaded], table: Sequence[Row], out: Path) -> Non
 
     good = [(item, row) for item, row in zip(loaded, table, strict=True) if item.record is not None]
     labels = [f"{row.target or '?'}\n{Path(row.path).stem}" for _, row in good]
-    fig, (epochs, bandwidth) = plt.subplots(1, 2, figsize=(13, 5), constrained_layout=True)
+    buses = [(row, run) for item, row in good if item.record
+             for run in item.record["checks"].get("ddp", {}).get("runs", []) if run["allreduce"]]
+    fig, axes = plt.subplots(1, 3 if buses else 2, figsize=(19 if buses else 13, 5), constrained_layout=True)
+    epochs, bandwidth = axes[0], axes[1]
+    if buses:
+        for row, run in buses:
+            for world in sorted({b["world_size"] for b in run["allreduce"]}):
+                points = sorted((b["bytes"], b["busbw_gb_s"]) for b in run["allreduce"] if b["world_size"] == world)
+                xs, ys = zip(*points, strict=True)
+                axes[2].plot(xs, ys, marker="o", markersize=3, label=f"{row.target or '?'}: {run['backend']} x{world}")
+        axes[2].set_xscale("log", base=2)
+        axes[2].set_xlabel("message size (bytes)")
+        axes[2].set_ylabel("all-reduce busbw (GB/s; algbw x 2(n-1)/n)")
+        axes[2].set_title("DDP all-reduce")
+        axes[2].grid(True, which="major", alpha=0.3)
+        axes[2].legend(fontsize=7)
     # One bar per MNIST run (model, loop, device) and environment.
     configs = sorted({(r["model"], r["loop"], r["device"]) for item, _ in good if item.record
                       for r in item.record["checks"].get("mnist", {}).get("runs", [])})

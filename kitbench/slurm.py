@@ -157,8 +157,13 @@ def parse_scontrol(text: str) -> list[TaskState]:
     found = []
     for line in text.splitlines():
         fields = dict(_FIELD.findall(line))
-        if "ArrayTaskId" not in fields or not fields["ArrayTaskId"].isdigit():
-            continue     # the still-pending rest of an array shows as "0-2": each task is pinned, so none is left
+        if "JobState" not in fields:
+            continue
+        # A job that is no array (one job over several nodes) is its own task 0. The still-pending
+        # rest of an array shows as "0-2": each task is pinned, so none is left.
+        fields.setdefault("ArrayTaskId", "0")
+        if not fields["ArrayTaskId"].isdigit():
+            continue
         code, _, sig = fields.get("ExitCode", "0:0").partition(":")
         state = fields.get("JobState", "UNKNOWN")
         node = fields.get("NodeList")

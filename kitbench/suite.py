@@ -6,6 +6,7 @@ import dataclasses
 import importlib.util
 import math
 import os
+import re
 import sys
 import traceback
 from dataclasses import dataclass
@@ -57,6 +58,17 @@ def validate(options: Options) -> None:
     if options.data is not None and options.offline and not data.normalize_root(options.data).exists():
         raise UsageError(f"--data {options.data} does not exist and --offline forbids a download",
                          hint="point --data at the directory holding MNIST/raw")
+    if options.nproc is not None and not 1 <= options.nproc <= 64:
+        raise UsageError(f"--nproc must be between 1 and 64, not {options.nproc}", hint="for example --nproc 2")
+    if options.nnodes is not None and not 1 <= options.nnodes <= 1024:
+        raise UsageError(f"--nnodes must be between 1 and 1024, not {options.nnodes}")
+    if (options.nnodes or 1) > 1 and not options.rdzv_endpoint:
+        raise UsageError("--nnodes above 1 needs --rdzv-endpoint HOST:PORT", hint="the rendezvous every node joins")
+    if options.rdzv_endpoint is not None and not re.fullmatch(r"[\w.-]{1,253}:\d{1,5}", options.rdzv_endpoint):
+        raise UsageError(f"--rdzv-endpoint {options.rdzv_endpoint[:80]!r} is not HOST:PORT",
+                         hint="for example --rdzv-endpoint 127.0.0.1:29511")
+    if not 1 <= options.ddp_timeout <= 86400:
+        raise UsageError(f"--ddp-timeout must be between 1 and 86400 seconds, not {options.ddp_timeout}")
     if importlib.util.find_spec("torch") is None:
         raise MissingDependency("torch", "kitbench run", OPTIONAL_HINTS["torch"])
 
@@ -119,7 +131,7 @@ def run(options: Options, out: Path | None = None, progress: Progress | None = N
 
 def _run_checks(options: Options, machine: Probe, progress: Progress, path: Path, record: dict[str, Any]) -> None:
     data_root, digests = (data.prepare(options.data, options.offline)
-                          if "mnist" in options.checks else (None, {}))
+                          if {"mnist", "ddp"} & set(options.checks) else (None, {}))
     progress.start("importing torch")
     import torch
 

@@ -288,3 +288,20 @@ def test_a_docker_target_runs_for_real_through_slurms_oci_support(slurm_cluster:
     assert record["status"] == "ok" and record["environment"]["target"] == "cuda126"
     assert record["environment"]["image_id"].startswith("sha256:")
     assert (results / "bundles").is_dir()
+
+
+def test_ddp_spans_the_job_s_nodes(slurm_cluster: Path, results: Path, mnist_root: Path,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["fleet", "run", "cpu", "--venv", sys.prefix, "--json", "--", "--check", "ddp", "--quick",
+                 "--nproc", "1", "--offline", "--data", str(mnist_root), "--limit", "2000"])
+    out = _json(capsys)
+    assert code == 0, out
+    assert out["plan"]["span"] is True
+    for task in out["tasks"]:
+        (gloo,) = task["record"]["checks"]["ddp"]["runs"]
+        assert (gloo["nodes"], gloo["world_sizes"]) == (3, [1])        # 1 process on each of 3 nodes
+        (row,) = gloo["scaling"]
+        assert row["world_size"] == 3 and row["identical"]
+    script = Path(json.loads((results / out["job"] / "fleet.json").read_text())["script"]).read_text()
+    assert "#SBATCH --nodes=3" in script and "#SBATCH --nodelist=n1,n2,n3" in script
+    assert "--array" not in script and "srun --ntasks-per-node=1 --kill-on-bad-exit=1" in script

@@ -187,6 +187,9 @@ def _schema() -> dict[str, typing.Any]:
     (_types.MnistRun, ("$defs", "mnist_run")), (_types.Transfer, ("$defs", "moves", "properties", "transfers",
                                                                   "items")),
     (_types.Check, ("$defs", "check")),
+    (_types.DdpRun, ("$defs", "ddp", "properties", "runs", "items")),
+    (_types.DdpScaling, ("$defs", "ddp", "properties", "runs", "items", "properties", "scaling", "items")),
+    (_types.DdpBus, ("$defs", "ddp", "properties", "runs", "items", "properties", "allreduce", "items")),
 ])
 def test_typed_records_match_the_schema(typed: typing.Any, where: tuple[str, ...]) -> None:
     node = _schema()

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from kitbench.checks.base import CheckResult, Context
 
-CHECKS = ("availability", "moves", "mnist")
+CHECKS = ("availability", "moves", "mnist", "ddp")
+DEFAULT_CHECKS = ("availability", "moves", "mnist")     # ddp launches processes: asked for by name
 
 
 def get(name: str) -> Callable[[Context], CheckResult]:

@@ -54,6 +54,10 @@ class Options:
     threads: int | None = None
     train_limit: int | None = None   # train on the first N samples (tests, --quick)
     lr: float | None = None          # None: each model's recipe rate
+    nproc: int | None = None         # ddp: CPU processes (gloo); None: up to 2, as cores allow
+    nnodes: int | None = None        # ddp: nodes joining over c10d rendezvous
+    rdzv_endpoint: str | None = None  # ddp: host:port of that rendezvous
+    ddp_timeout: float = 300.0       # ddp: seconds a collective may wait before the ranks give up
 
 
 @dataclass

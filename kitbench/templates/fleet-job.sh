@@ -1,20 +1,19 @@
 #!/bin/bash
-# kitbench fleet {{action}}: one Slurm array task per {{per}} ({{count}} tasks); kitbench pins
-# task i to node i of the list below after submitting the array held, then releases it.
+# kitbench fleet {{action}}: {{shape}}.
 # Rendered by kitbench {{version}} from kitbench/templates/fleet-job.sh; it reads as it runs.
 #   tasks: {{plan}}
 #SBATCH --job-name=kitbench-{{action}}
-#SBATCH --array=0-{{last}}
-#SBATCH --ntasks=1
-#SBATCH --output={{logs}}/%A_%a.out
-#SBATCH --error={{logs}}/%A_%a.err
+{{layout}}
+#SBATCH --output={{logs}}/{{log_name}}.out
+#SBATCH --error={{logs}}/{{log_name}}.err
 {{sbatch_lines}}
 set -u
-out={{results}}/$SLURM_ARRAY_JOB_ID
+out={{results}}/${SLURM_ARRAY_JOB_ID:-$SLURM_JOB_ID}
 node=${SLURMD_NODENAME:-$(hostname -s)}
 mkdir -p "$out"
 {{environment}}
-echo "kitbench fleet: task $SLURM_ARRAY_TASK_ID of job $SLURM_ARRAY_JOB_ID on $node" >&2
+{{prologue}}
+echo "kitbench fleet: task ${SLURM_ARRAY_TASK_ID:-0} of job ${SLURM_ARRAY_JOB_ID:-$SLURM_JOB_ID} on $node" >&2
 {{command}}
 code=$?
 # The exit status survives where the controller forgets the job and no accounting keeps it.

@@ -1,0 +1,270 @@
+"""Data-parallel training launched through torch's own launcher (torchrun), as it is used.
+
+World sizes 1, 2, ... N run one after another, each through
+``python -m torch.distributed.run`` starting ``kitbench.ddp_worker``: gloo on
+the CPU (``--nproc`` processes) always, NCCL on the visible GPUs where there are
+two or more. Per world size: the MNIST epoch (resident loop, per-rank batch
+stated), samples/s and the scaling efficiency against world size 1; the
+all-reduce bus bandwidth from 1 KiB to 256 MiB (16 MiB with ``--quick``); and
+whether the replicas are identical after training. Each launch runs in its own
+process group under a time limit, so a crashed or hung rank takes every other
+rank down with it and leaves no process behind. Across nodes (``--nnodes``,
+``--rdzv-endpoint``) the launcher's c10d rendezvous joins them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kitbench import devices
+from kitbench.checks.base import CheckResult, Context
+
+_QUICK_BYTES = 16 * 2**20
+_FULL_BYTES = 256 * 2**20
+_TAIL = 6
+
+
+@dataclass
+class ScalingRow:
+    model: str
+    world_size: int
+    per_rank_batch: int
+    global_batch: int
+    lr: float
+    epoch_s: float
+    samples_per_s: float
+    efficiency: float | None        # samples/s at N over N x samples/s at 1
+    test_acc: float
+    identical: bool
+
+
+@dataclass
+class BusRow:
+    world_size: int
+    bytes: int
+    time_s: float
+    algbw_gb_s: float
+    busbw_gb_s: float
+
+
+@dataclass
+class BackendRun:
+    backend: str                    # gloo | nccl
+    device: str                     # cpu | cuda
+    world_sizes: list[int]
+    nodes: int
+    threads_per_rank: int | None
+    scaling: list[ScalingRow] = field(default_factory=list)
+    allreduce: list[BusRow] = field(default_factory=list)
+    reference: str | None = None    # the link's band, where one is known
+
+
+@dataclass
+class DdpResult(CheckResult):
+    runs: list[BackendRun] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    dataparallel: list[dict[str, Any]] = field(default_factory=list)
+
+
+class LaunchFailed(Exception):
+    """One torchrun launch failed; the message is the one line for the record."""
+
+
+def _launch(world: int, ctx: Context, out: Path, backend: str, max_bytes: int) -> dict[str, Any]:
+    opts = ctx.options
+    nnodes = opts.nnodes or 1
+    rendezvous = (["--nnodes", str(nnodes), "--rdzv-backend", "c10d", "--rdzv-endpoint", opts.rdzv_endpoint,
+                   "--rdzv-conf", f"join_timeout={int(opts.ddp_timeout)}"]
+                  if opts.rdzv_endpoint else ["--standalone"])
+    assert ctx.data_root is not None
+    command = [sys.executable, "-m", "torch.distributed.run", *rendezvous, f"--nproc-per-node={world}",
+               "-m", "kitbench.ddp_worker", "--out", str(out), "--data", str(ctx.data_root),
+               "--models", ",".join(opts.models), "--batch-size", str(opts.batch_size), "--seed", str(opts.seed),
+               "--max-bytes", str(max_bytes), "--timeout", str(opts.ddp_timeout)]
+    if opts.train_limit is not None:
+        command += ["--limit", str(opts.train_limit)]
+    if opts.lr is not None:
+        command += ["--lr", str(opts.lr)]
+    env = {**os.environ, "KITBENCH_DDP_BACKEND": backend, "OMP_NUM_THREADS": "1"}
+    ctx.progress.start(f"ddp: {backend}, {nnodes} node(s) x {world} process(es)")
+    # A session of its own: on a crash or a hang every rank is killed with the launcher.
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            start_new_session=True)
+    limit = opts.ddp_timeout + 30
+    try:
+        output, _ = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        if opts.rdzv_endpoint and _answers(opts.rdzv_endpoint):
+            raise LaunchFailed(f"no run within {limit:.0f} s at rendezvous {opts.rdzv_endpoint}: the port answers "
+                               "but no rendezvous completed there: it is in use by another program, or a node never "
+                               "joined; every rank was killed") from None
+        raise LaunchFailed(f"world size {world}: a rank hung; no result within {limit:.0f} s, "
+                           "every rank was killed") from None
+    except BaseException:
+        _kill_group(proc)
+        raise
+    _kill_group(proc)          # nothing of the launch may outlive it
+    if proc.returncode != 0 or not out.is_file():
+        raise LaunchFailed(f"world size {world}: {_why(output, proc.returncode)}")
+    found: dict[str, Any] = json.loads(out.read_text())
+    return found
+
+
+def _answers(endpoint: str) -> bool:
+    host, _, port = endpoint.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _why(output: str, code: int) -> str:
+    """The launcher's failure in one line: a port in use, a dead rank, a missing backend."""
+    text = output or ""
+    port = re.search(r"(?:port|:)\s*(\d{2,5})\D[^\n]*(?:already in use|EADDRINUSE)|"
+                     r"(?:already in use|EADDRINUSE)[^\n]*?(\d{2,5})", text)
+    if "EADDRINUSE" in text or "already in use" in text:
+        number = next((g for g in (port.groups() if port else ()) if g), None)
+        return f"the rendezvous port{' ' + number if number else ''} is already in use"
+    if "NCCL" in text and ("not available" in text or "not built" in text):
+        return "NCCL is not available in this torch build"
+    # torchrun lists the ranks it stopped first, and the one that failed first under "Root Cause".
+    cause = text[text.find("Root Cause"):] if "Root Cause" in text else text
+    rank = re.search(r"rank\s*:\s*(\d+)[^\n]*\n[^\n]*exitcode\s*:\s*(-?\d+)", cause)
+    if rank:
+        code_text = rank.group(2)
+        how = f"signal {-int(code_text)}" if code_text.startswith("-") else f"exit code {code_text}"
+        return f"rank {rank.group(1)} failed ({how}); the launcher stopped every other rank"
+    lines = [line for line in text.splitlines() if line.strip() and not line.startswith("*")]
+    return f"torchrun exited {code}: {lines[-1].strip()[:300] if lines else 'no output'}"
+
+
+def _sweep(ctx: Context, backend: str, sizes: list[int], tmp: Path, max_bytes: int) -> BackendRun:
+    results = [_launch(n, ctx, tmp / f"{backend}-{n}.json", backend, max_bytes) for n in sizes]
+    first = results[0]
+    run = BackendRun(backend, first["device"], sizes, first["nodes"], first.get("threads_per_rank"))
+    base = {r["model"]: r["samples_per_s"] for r in first["runs"]} if first["world_size"] == 1 else {}
+    for result in results:
+        for r in result["runs"]:
+            one = base.get(r["model"])
+            run.scaling.append(ScalingRow(
+                r["model"], r["world_size"], r["per_rank_batch"], r["global_batch"], r["lr"], r["epoch_s"],
+                r["samples_per_s"], r["samples_per_s"] / (r["world_size"] * one) if one else None, r["test_acc"],
+                r["identical"]))
+        run.allreduce += [BusRow(result["world_size"], **row) for row in result["allreduce"]]
+    return run
+
+
+def _gpu_part(ctx: Context) -> tuple[list[int] | None, str | None]:
+    """The GPU world sizes, or why there is no multi-GPU part here."""
+    if not torch.cuda.is_available():
+        return None, "multi-GPU (NCCL): skipped: no CUDA device"
+    count = torch.cuda.device_count()
+    if count < 2:
+        return None, f"multi-GPU (NCCL): skipped: {count} device"
+    if not torch.distributed.is_nccl_available():
+        return None, "multi-GPU (NCCL): skipped: NCCL is not available in this torch build"
+    if os.environ.get("NCCL_P2P_DISABLE") == "1" or not torch.cuda.can_device_access_peer(0, 1):
+        ctx.progress.start("ddp: peer-to-peer disabled between GPU 0 and 1; NCCL goes through host memory")
+    return list(range(1, count + 1)), None
+
+
+def _dataparallel(ctx: Context, count: int) -> list[dict[str, Any]]:
+    """The seed's method beside today's: one process driving every GPU with nn.DataParallel."""
+    from kitbench import models
+    from kitbench.checks.mnist import _resident_tensors
+
+    assert ctx.data_root is not None
+    rows = []
+    x, y = _resident_tensors(ctx.data_root, True, torch.device("cuda", 0), ctx.options.train_limit)
+    for name in ctx.options.models:
+        torch.manual_seed(ctx.options.seed)
+        model = torch.nn.DataParallel(models.build(name).cuda(0), device_ids=list(range(count)))
+        batch = ctx.options.batch_size * count
+        opt = models.optimizer(name, list(model.parameters()), (ctx.options.lr or models.RECIPE_LR[name]) * count)
+        steps = len(x) // batch
+        devices.synchronize(torch.device("cuda", 0))
+        start = time.perf_counter()
+        for i in range(steps):
+            opt.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.cross_entropy(model(x[i * batch:(i + 1) * batch]), y[i * batch:(i + 1) * batch])
+            loss.backward()  # type: ignore[no-untyped-call]
+            opt.step()
+        devices.synchronize(torch.device("cuda", 0))
+        seconds = time.perf_counter() - start
+        rows.append({"model": name, "gpus": count, "global_batch": batch, "epoch_s": seconds,
+                     "samples_per_s": steps * batch / seconds})
+    return rows
+
+
+def run(ctx: Context) -> DdpResult:
+    opts = ctx.options
+    max_bytes = _QUICK_BYTES if opts.quick else _FULL_BYTES
+    nproc = opts.nproc or min(2, os.cpu_count() or 1)
+    result = DdpResult("ok", "")
+    with tempfile.TemporaryDirectory(prefix="kitbench-ddp-") as folder:
+        tmp = Path(folder)
+        # Across nodes only the whole world runs: its world size 1 would need every node again.
+        cpu_sizes = [nproc] if opts.rdzv_endpoint else list(range(1, nproc + 1))
+        try:
+            result.runs.append(_sweep(ctx, "gloo", cpu_sizes, tmp, max_bytes))
+        except LaunchFailed as failed:
+            result.problems.append(f"gloo: {failed}")
+        gpu_sizes, why = _gpu_part(ctx)
+        if why:
+            result.skipped.append(why)
+        elif gpu_sizes:
+            try:
+                result.runs.append(_sweep(ctx, "nccl", gpu_sizes, tmp, max_bytes))
+                result.dataparallel = _dataparallel(ctx, gpu_sizes[-1])
+            except LaunchFailed as failed:
+                result.problems.append(f"nccl: {failed}")
+    for run in result.runs:
+        if run.device == "cuda":
+            link = next(iter(g.link for g in ctx.machine.gpus if g.link), None)
+            run.reference = f"{link} (its band: kitbench compare)" if link else "no link band known"
+        else:
+            run.reference = "none: gloo between processes on one host goes through shared memory"
+        for row in run.scaling:
+            if not row.identical:
+                result.problems.append(f"{run.backend}: {row.model} at world size {row.world_size}: the replicas "
+                                       "differ after training (a rank diverged)")
+    result.status = "failed" if result.problems else "ok"
+    result.summary = "; ".join(result.problems) if result.problems else _summary(result)
+    return result
+
+
+def _summary(result: DdpResult) -> str:
+    parts = []
+    for run in result.runs:
+        last = [r for r in run.scaling if r.world_size == run.world_sizes[-1]]
+        for row in last:
+            eff = f", efficiency {row.efficiency:.0%}" if row.efficiency is not None else ""
+            parts.append(f"{run.backend} {row.model} x{row.world_size}: {row.samples_per_s:,.0f} samples/s{eff}")
+        if run.allreduce:
+            peak = max(run.allreduce, key=lambda b: b.busbw_gb_s)
+            parts.append(f"{run.backend} all-reduce busbw peak {peak.busbw_gb_s:.2f} GB/s at {peak.bytes // 1024} KiB")
+    return "; ".join(parts) + ("; replicas identical" if result.runs else "")

@@ -1,0 +1,168 @@
+"""One rank of the DDP check, as torch's own launcher starts it:
+
+    python -m torch.distributed.run --standalone --nproc-per-node=2 -m kitbench.ddp_worker --out r.json ...
+
+Every rank trains the same model on its shard of one seeded permutation of
+MNIST (the resident loop, per-rank batch B, global batch B x world size), and
+all ranks take part in every measurement, so every rank knows every result;
+the first rank of each node writes them to ``--out``. Nothing here prints but
+errors: the check that launched it reads the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
+
+from kitbench import devices, models
+from kitbench.checks.mnist import _evaluate, _resident_tensors
+
+_KIB = 1024
+
+
+def _args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="kitbench.ddp_worker")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--models", default="fnn")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--limit", type=int)
+    parser.add_argument("--lr", type=float)
+    parser.add_argument("--max-bytes", type=int, default=256 * 2**20)
+    parser.add_argument("--timeout", type=float, default=120.0)
+    return parser.parse_args()
+
+
+def _time_max(seconds: float, device: torch.device) -> float:
+    """The slowest rank's time: a collective step is as fast as its slowest member."""
+    value = torch.tensor([seconds], dtype=torch.float64, device=device)
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return float(value.item())
+
+
+def _checksums(model: torch.nn.Module, device: torch.device) -> list[str]:
+    """Every rank's parameter digest, gathered: equal digests are identical replicas."""
+    digest = hashlib.sha256()
+    for param in model.parameters():
+        digest.update(param.detach().cpu().contiguous().numpy().tobytes())
+    mine = torch.tensor(list(digest.digest()[:16]), dtype=torch.int64, device=device)
+    gathered = [torch.zeros_like(mine) for _ in range(dist.get_world_size())]
+    dist.all_gather(gathered, mine)
+    return [bytes(int(b) for b in t.tolist()).hex() for t in gathered]
+
+
+def _train(name: str, args: argparse.Namespace, device: torch.device, rank: int, world: int) -> dict[str, Any]:
+    x, y = _resident_tensors(args.data, True, device, args.limit)
+    test_x, test_y = _resident_tensors(args.data, False, device, None)
+    # One permutation for all ranks (same seed), each rank its strided shard: DistributedSampler's split.
+    order = torch.randperm(len(x), generator=torch.Generator().manual_seed(args.seed))[rank::world].to(device)
+    torch.manual_seed(args.seed)           # identical initial weights (DDP also broadcasts rank 0's)
+    model = models.build(name).to(device)
+    ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    # The linear scaling rule (Goyal et al. 2017): the global batch grew world-fold, so does the rate.
+    lr = (args.lr or models.RECIPE_LR[name]) * world
+    opt = models.optimizer(name, list(ddp.parameters()), lr)
+    # Full batches of the smallest shard: every rank must take the same number of steps, or DDP waits forever.
+    steps = max(1, (len(x) // world) // args.batch_size)
+    batches = [order[i * args.batch_size:(i + 1) * args.batch_size] for i in range(steps)]
+    losses = []
+    # One untimed step first: DDP's bucket set-up and the first kernels are one-time costs.
+    warm = _step(ddp, opt, x[batches[0]], y[batches[0]])
+    devices.synchronize(device)
+    dist.barrier()
+    start = time.perf_counter()
+    for index in batches[1:]:
+        losses.append(_step(ddp, opt, x[index], y[index]))
+    devices.synchronize(device)
+    epoch_s = _time_max(time.perf_counter() - start, device)
+    trained = (steps - 1) * args.batch_size * world
+    acc, _ = _evaluate(model, test_x, test_y)
+    curve = torch.stack([warm, *losses]).float().cpu()
+    digests = _checksums(model, device)
+    return {"model": name, "world_size": world, "per_rank_batch": args.batch_size,
+            "global_batch": args.batch_size * world, "lr": lr, "steps": steps, "samples": trained, "epoch_s": epoch_s,
+            "samples_per_s": trained / epoch_s if epoch_s > 0 else 0.0, "test_acc": acc,
+            "final_loss": float(curve[-max(1, len(curve) // 10):].mean()),
+            "finite": bool(torch.isfinite(curve).all()), "checksums": digests,
+            "identical": len(set(digests)) == 1}
+
+
+def _step(model: torch.nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    opt.zero_grad(set_to_none=True)
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()  # type: ignore[no-untyped-call]
+    opt.step()
+    return loss.detach()
+
+
+def _allreduce(device: torch.device, world: int, max_bytes: int) -> list[dict[str, Any]]:
+    """all-reduce (sum) over message sizes from 1 KiB by 4x, nccl-tests' way: algbw = bytes / time,
+    busbw = algbw x 2(n-1)/n, the time of the slowest rank, the median of the samples."""
+    rows = []
+    size = _KIB
+    while size <= max_bytes:
+        tensor = torch.ones(size // 4, dtype=torch.float32, device=device)
+        inner = max(1, min(20, (8 * 2**20) // size))
+        for _ in range(2):
+            dist.all_reduce(tensor)
+        samples = []
+        for _ in range(5):
+            devices.synchronize(device)
+            dist.barrier()
+            start = time.perf_counter()
+            for _ in range(inner):
+                dist.all_reduce(tensor)
+            devices.synchronize(device)
+            samples.append(_time_max((time.perf_counter() - start) / inner, device))
+        seconds = statistics.median(samples)
+        algbw = size / seconds / 1e9
+        rows.append({"bytes": size, "time_s": seconds, "algbw_gb_s": algbw,
+                     "busbw_gb_s": algbw * 2 * (world - 1) / world})
+        size *= 4
+    return rows
+
+
+def main() -> None:
+    args = _args()
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
+    cuda = torch.cuda.is_available() and os.environ.get("KITBENCH_DDP_BACKEND", "") != "gloo"
+    device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+    # The node's cores shared between its ranks: more threads than cores only measures contention.
+    threads = max(1, (os.cpu_count() or 1) // local_world)
+    torch.set_num_threads(threads)
+    backend = "nccl" if cuda else "gloo"
+    dist.init_process_group(backend, timeout=timedelta(seconds=args.timeout))
+    try:
+        result: dict[str, Any] = {
+            "backend": backend, "device": device.type, "world_size": world, "nodes": world // local_world,
+            "threads_per_rank": threads, "torch": torch.__version__,
+            "runs": [_train(name, args, device, rank, world) for name in args.models.split(",")],
+            "allreduce": _allreduce(device, world, args.max_bytes) if world > 1 else [],
+        }
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+    if local_rank == 0:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""--check ddp, launched through torchrun for real: gloo on this host's CPU.
+
+No timing is asserted: only that the figures exist, follow their definitions,
+and that the replicas are identical after training.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kitbench import suite
+from kitbench.checks.base import Options
+
+pytest.importorskip("torch")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def _pids(pattern: str) -> list[int]:
+    done = subprocess.run(["pgrep", "-f", "--", pattern], capture_output=True, text=True, check=False)
+    return [int(pid) for pid in done.stdout.split()]
+
+
+def _workers() -> list[int]:
+    """The ranks torchrun started (its own command line names the module too)."""
+    return _pids("-u -m kitbench.ddp_worker")
+
+
+def _anything_left() -> list[int]:
+    return _pids("kitbench.ddp_worker")
+
+
+@pytest.fixture(scope="module")
+def ddp_record(mnist_root: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    out = tmp_path_factory.mktemp("ddp") / "r.json"
+    options = Options(checks=("ddp",), device="cpu", data=mnist_root, offline=True, quick=True, train_limit=2000,
+                      nproc=2)
+    return dict(suite.run(options, out).record)
+
+
+def test_gloo_with_one_and_two_processes(ddp_record: dict) -> None:
+    ddp = ddp_record["checks"]["ddp"]
+    assert ddp["status"] == "ok", ddp["summary"]
+    (gloo,) = ddp["runs"]
+    assert (gloo["backend"], gloo["device"], gloo["world_sizes"], gloo["nodes"]) == ("gloo", "cpu", [1, 2], 1)
+    rows = {r["world_size"]: r for r in gloo["scaling"]}
+    assert rows[1]["efficiency"] == 1.0
+    assert rows[2]["efficiency"] == pytest.approx(rows[2]["samples_per_s"] / (2 * rows[1]["samples_per_s"]))
+    assert rows[2]["global_batch"] == 2 * rows[2]["per_rank_batch"] == 128
+    assert rows[2]["lr"] == 2 * rows[1]["lr"]             # the linear scaling rule
+    assert all(r["identical"] for r in gloo["scaling"])
+    assert all(0.0 < r["test_acc"] <= 1.0 for r in gloo["scaling"])
+
+
+def test_all_reduce_bus_bandwidth_follows_nccl_tests(ddp_record: dict) -> None:
+    (gloo,) = ddp_record["checks"]["ddp"]["runs"]
+    sizes = [b["bytes"] for b in gloo["allreduce"]]
+    assert sizes == [1024 * 4**i for i in range(8)]        # 1 KiB .. 16 MiB with --quick
+    for row in gloo["allreduce"]:
+        assert row["world_size"] == 2
+        assert row["algbw_gb_s"] == pytest.approx(row["bytes"] / row["time_s"] / 1e9)
+        assert row["busbw_gb_s"] == pytest.approx(row["algbw_gb_s"] * 2 * (2 - 1) / 2)
+    assert "gloo" in gloo["reference"]
+
+
+def test_without_gpus_the_multi_gpu_part_says_why(ddp_record: dict) -> None:
+    import torch
+
+    if torch.cuda.device_count() >= 2:
+        pytest.skip("two GPUs here: the multi-GPU part runs")
+    (line,) = ddp_record["checks"]["ddp"]["skipped"]
+    assert line.startswith("multi-GPU (NCCL): skipped: ")
+
+
+def _ddp_cli(*args: str, data: Path, out: Path) -> list[str]:
+    return [sys.executable, "-m", "kitbench", "run", "--check", "ddp", "--device", "cpu", "--quick", "--offline",
+            "--data", str(data), "--limit", "2000", "--out", str(out), *args]
+
+
+def test_two_nodes_over_loopback(mnist_root: Path, tmp_path: Path) -> None:
+    endpoint = f"127.0.0.1:{_free_port()}"
+    nodes = [subprocess.Popen(_ddp_cli("--nnodes", "2", "--rdzv-endpoint", endpoint, "--nproc", "1",
+                                       "--ddp-timeout", "120", data=mnist_root, out=tmp_path / f"node{i}.json"),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    outputs = [node.communicate(timeout=300) for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], outputs
+    for i in range(2):
+        ddp = json.loads((tmp_path / f"node{i}.json").read_text())["checks"]["ddp"]
+        (gloo,) = ddp["runs"]
+        assert (gloo["nodes"], gloo["world_sizes"]) == (2, [1])     # 1 process on each of 2 nodes
+        (row,) = gloo["scaling"]
+        assert row["world_size"] == 2 and row["identical"]
+        assert [b["world_size"] for b in gloo["allreduce"]] == [2] * 8
+
+
+def test_a_crashed_rank_fails_the_check_and_leaves_no_process(mnist_root: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    # The full training set: world size 2 trains for seconds, time to kill one of its ranks.
+    proc = subprocess.Popen([*_ddp_cli("--nproc", "2", data=mnist_root, out=out)[:-4], "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(_workers()) < 2:
+        time.sleep(0.1)
+    victims = _workers()
+    assert len(victims) == 2, "world size 2 never started"
+    time.sleep(1.5)
+    os.kill(victims[-1], signal.SIGKILL)
+    proc.communicate(timeout=300)
+    assert proc.returncode == 1
+    ddp = json.loads(out.read_text())["checks"]["ddp"]
+    assert ddp["status"] == "failed"
+    assert "gloo: world size 2: rank" in ddp["summary"] and "signal 9" in ddp["summary"]
+    assert _anything_left() == []
+
+
+def test_a_port_held_by_another_program_is_one_line(mnist_root: Path, tmp_path: Path) -> None:
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        endpoint = f"127.0.0.1:{squatter.getsockname()[1]}"
+        out = tmp_path / "r.json"
+        done = subprocess.run(_ddp_cli("--nnodes", "1", "--rdzv-endpoint", endpoint, "--nproc", "1",
+                                       "--ddp-timeout", "5", data=mnist_root, out=out),
+                              capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 1
+    ddp = json.loads(out.read_text())["checks"]["ddp"]
+    assert ddp["status"] == "failed"
+    assert f"at rendezvous {endpoint}: the port answers but no rendezvous completed" in ddp["summary"]
+    assert _anything_left() == []
