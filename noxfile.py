@@ -220,10 +220,16 @@ def lock(session: nox.Session) -> None:
 @nox.session(python=_CPU_PYTHON, venv_backend=_VENV_BACKEND)
 @_kit_errors
 def bench(session: nox.Session) -> None:
-    """The MNIST benchmark: fnn over 3 epochs (medians), cnn for one; records in results/bench/."""
+    """The MNIST benchmark: the three loops side by side (fnn over 3 epochs, cnn for one), the batch-size
+    sweep and its crossover, and DDP's scaling; records in results/bench/."""
     target = targets.get("cpu")
     _install_suite(session, target)
     env = {**_suite_env(target), "KITBENCH_TARGET": "bench"}
-    common = ["python", "-m", "kitbench", "run", "--check", "mnist", "--loop", "tutorial", "--loop", "resident"]
-    session.run(*common, "--model", "fnn", "--epochs", "3", *session.posargs, env=env)
-    session.run(*common, "--model", "cnn", "--epochs", "1", *session.posargs, env=env)
+    common = ["python", "-m", "kitbench", "run", "--check", "mnist"]
+    loops = ["--loop", "tutorial", "--loop", "resident", "--loop", "graphed"]
+    session.run(*common, *loops, "--model", "fnn", "--epochs", "3", *session.posargs, env=env)
+    session.run(*common, *loops, "--model", "cnn", "--epochs", "1", *session.posargs, env=env)
+    session.run(*common, "--sweep", "--loop", "resident", "--loop", "graphed", "--model", "fnn", "--model", "cnn",
+                *session.posargs, env=env)
+    session.run("python", "-m", "kitbench", "run", "--check", "ddp", "--model", "fnn", "--model", "cnn",
+                *session.posargs, env=env)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from kitbench import __version__
 from kitbench._signals import sigterm_raises
+from kitbench.checks.base import SWEEP
 
 if TYPE_CHECKING:
     from kitbench import fleet
@@ -47,6 +48,10 @@ def _whole(text: str) -> int:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    return tuple(dict.fromkeys(_whole(part) for part in text.split(",")))
 
 
 def _positive_int(text: str) -> int:
@@ -81,10 +86,15 @@ def _build_parser() -> argparse.ArgumentParser:
     mnist.add_argument("--model", dest="models", action="append", metavar="MODEL",
                        help="fnn (784-512-256-128-64-10) or cnn (pytorch/examples); repeatable (default: fnn)")
     mnist.add_argument("--loop", dest="loops", action="append", metavar="LOOP",
-                       help="tutorial (DataLoader, batches moved in the loop) or resident (dataset on the "
-                            "device); repeatable (default: both)")
+                       help="tutorial (DataLoader, batches moved in the loop), resident (dataset on the device) "
+                            "or graphed (resident, the whole step captured: CUDA graphs, torch.compile on CPU and "
+                            "MPS); repeatable (default: tutorial and resident)")
     mnist.add_argument("--epochs", type=_whole, default=1, help="timed epochs per run (default: 1)")
-    mnist.add_argument("--batch-size", type=_whole, default=64, help="(default: 64)")
+    mnist.add_argument("--batch-size", type=_sizes, default=(64,), metavar="N[,N...]",
+                       help="one batch size, or several to sweep, e.g. 16,64,256,1024 (default: 64)")
+    mnist.add_argument("--sweep", action="store_true",
+                       help=f"sweep batch sizes {','.join(map(str, SWEEP))}: per-step time on the device and the "
+                            "CPU, the speedup and the crossover; the SGD rate scales with the batch (linear rule)")
     mnist.add_argument("--seed", type=_whole, default=0, help="same seed, same result on CPU (default: 0)")
     mnist.add_argument("--threads", type=_positive_int, help="CPU threads for torch (default: torch's choice)")
     mnist.add_argument("--limit", type=_whole, help="train on the first N images only")
@@ -288,12 +298,13 @@ def _plan_summary(plan: fleet.Plan) -> dict[str, Any]:
 def _cmd_run(args: argparse.Namespace) -> int:
     from kitbench import _ui, records, suite
     from kitbench.checks import DEFAULT_CHECKS
-    from kitbench.checks.base import LOOPS, Options
+    from kitbench.checks.base import DEFAULT_LOOPS, SWEEP, Options
 
     options = Options(
         checks=_once(args.checks, DEFAULT_CHECKS), device=args.device, data=args.data,
         offline=args.offline, quick=args.quick, models=_once(args.models, ("fnn",)),
-        loops=_once(args.loops, LOOPS), epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
+        loops=_once(args.loops, DEFAULT_LOOPS), epochs=args.epochs, batch_size=args.batch_size[0],
+        sweep=SWEEP if args.sweep else (args.batch_size if len(args.batch_size) > 1 else ()), seed=args.seed,
         threads=args.threads, train_limit=args.limit if args.limit is not None else (6000 if args.quick else None),
         lr=args.lr, nproc=args.nproc, nnodes=args.nnodes, rdzv_endpoint=args.rdzv_endpoint,
         ddp_timeout=args.ddp_timeout)

@@ -90,10 +90,19 @@ class MnistRun(TypedDict):
     floor_fraction: float
     epoch_losses: NotRequired[list[float | None]]
     diverged_at_step: NotRequired[int | None]
+    step_s: NotRequired[float]
+
+
+class Crossover(TypedDict):
+    model: str
+    loop: str
+    batch_size: int | None
+    text: str
 
 
 class MnistCheck(Check):
     runs: NotRequired[list[MnistRun]]
+    crossovers: NotRequired[list[Crossover]]
 
 
 class DdpScaling(TypedDict):

@@ -129,6 +129,7 @@ def run_summary(record: RunRecord, path: str) -> None:
               [(r["device"], r["model"], r["loop"], str(r["batch_size"]), _fmt(r["epoch_s"]),
                 _fmt(r["samples_per_s"], ",.0f"), _fmt(r["data_s"]), _fmt(100 * r["floor_fraction"], ".0f"),
                 _fmt(r["test_acc"], ".4f"), _fmt(r["dataset_load_s"]), _fmt(r["warmup_s"])) for r in runs])
+    _mnist_extras(cast("dict[str, Any]", record["checks"]).get("mnist") or {})
     moves = record["checks"].get("moves", {})
     peaks: dict[tuple[str, str], Transfer] = {}
     for t in moves.get("transfers", []):
@@ -152,7 +153,8 @@ _COLUMNS = (("target", "target", None), ("status", "status", None), ("machine", 
             ("CPU epoch s", "cpu_epoch_s", ".2f"), ("accel epoch s", "accel_epoch_s", ".2f"),
             ("speedup", "speedup", ".1f"), ("test acc", "test_acc", ".4f"),
             ("H2D pinned GB/s", "h2d_pinned_gb_s", ".1f"), ("D2H pinned GB/s", "d2h_pinned_gb_s", ".1f"),
-            ("link", "link", None), ("DDP efficiency", "ddp", None), ("busbw GB/s", "busbw_gb_s", ".2f"))
+            ("link", "link", None), ("crossover", "crossover", None), ("DDP efficiency", "ddp", None),
+            ("busbw GB/s", "busbw_gb_s", ".2f"))
 
 
 def comparison(rows: list[Any], fmt: str) -> None:
@@ -179,6 +181,35 @@ def comparison(rows: list[Any], fmt: str) -> None:
             print(f"{row.path} differs from the first record: " + "; ".join(row.differs))
         for warning in row.warnings:
             print(f"WARNING {row.path}: {warning}")
+
+
+def _mnist_extras(mnist: dict[str, Any]) -> None:
+    if mnist.get("sweep"):
+        table("batch-size sweep (per-step time; the SGD rate scales with the batch: linear rule)",
+              ("model", "loop", "batch", "lr", "CPU step ms", "device step ms", "speedup", "CPU acc", "device acc"),
+              [(r["model"], r["loop"], str(r["batch_size"]), f"{r['lr']:g}", _ms(r["cpu_step_s"]),
+                _ms(r["device_step_s"]), _fmt(r["speedup"], ".2f"), _fmt(r["cpu_test_acc"], ".4f"),
+                _fmt(r["device_test_acc"], ".4f")) for r in mnist["sweep"]])
+    for c in mnist.get("crossovers", []):
+        print(f"  crossover {c['model']}/{c['loop']}: {c['text']}")
+    for g in mnist.get("graph_ratios", []):
+        print(f"  graphed {g['model']} on {g['device']} (batch {g['batch_size']}): {g['graphed_speedup']:.2f}x the "
+              f"resident loop; {g['capture']}: {g['capture_s']:.1f} s once; first-epoch losses within "
+              f"{g['curve_gap']:.1e} of the resident loop's (tolerance {g['curve_rtol']:.0%})")
+    for r in mnist.get("runs", []):
+        p = r.get("profile")
+        if p:
+            kernels = "" if p["kernels_per_step"] is None else (
+                f", {p['kernels_per_step']:.0f} kernels, GPU busy {_ms(p['device_busy_s_per_step'])} ms, "
+                f"host overhead {_ms(p['host_overhead_s_per_step'])} ms")
+            print(f"  profile {r['model']}/{r['loop']} on {r['device']} (batch {r['batch_size']}): "
+                  f"{p['ops_per_step']:.0f} ops per step{kernels}, {_ms(p['wall_s_per_step'])} ms per step")
+    for line in mnist.get("skipped", []):
+        print(f"  {line}")
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.2f}"
 
 
 def _ddp_summary(ddp: dict[str, Any]) -> None:

@@ -49,6 +49,7 @@ class Row:
     h2d_pinned_gb_s: float | None = None
     d2h_pinned_gb_s: float | None = None
     link: str | None = None
+    crossover: str | None = None         # e.g. "fnn/resident from batch 256": where the accelerator starts to win
     ddp: str | None = None               # e.g. "gloo x2 fnn 30%": the largest world size's scaling efficiency
     busbw_gb_s: float | None = None      # the peak all-reduce bus bandwidth
     differs: list[str] = field(default_factory=list)
@@ -140,12 +141,14 @@ def rows(loaded: Sequence[Loaded]) -> list[Row]:
             link = _links()[2]
         h2d, d2h = _peak(rec, "h2d"), _peak(rec, "d2h")
         ddp, busbw = _ddp(rec)
+        crossings = rec["checks"].get("mnist", {}).get("crossovers", [])
+        crossover = "; ".join(f"{c['model']}/{c['loop']} {c['text']}" for c in crossings) or None
         out.append(Row(
             path=str(item.path), status=rec["status"], target=env.get("target"),
             machine=f"{env.get('cpu')} x{env.get('cpu_count')}; {gpus}", torch=env.get("torch"),
             device=rec["device"], mnist=config, cpu_epoch_s=cpu_s, accel_epoch_s=accel_s,
             speedup=cpu_s / accel_s if cpu_s and accel_s else None, test_acc=acc,
-            h2d_pinned_gb_s=h2d, d2h_pinned_gb_s=d2h, link=link, ddp=ddp, busbw_gb_s=busbw,
+            h2d_pinned_gb_s=h2d, d2h_pinned_gb_s=d2h, link=link, crossover=crossover, ddp=ddp, busbw_gb_s=busbw,
             differs=diff(reference, env) if reference is not None and env is not reference else [],
             warnings=link_warnings(link, h2d, d2h)))
     return out

@@ -44,8 +44,28 @@ def comparison(loaded: Sequence[Loaded], table: Sequence[Row], out: Path) -> Non
     labels = [f"{row.target or '?'}\n{Path(row.path).stem}" for _, row in good]
     buses = [(row, run) for item, row in good if item.record
              for run in item.record["checks"].get("ddp", {}).get("runs", []) if run["allreduce"]]
-    fig, axes = plt.subplots(1, 3 if buses else 2, figsize=(19 if buses else 13, 5), constrained_layout=True)
+    swept = [(row, item.record["checks"].get("mnist", {}).get("runs", [])) for item, row in good if item.record
+             and len({r["batch_size"] for r in item.record["checks"].get("mnist", {}).get("runs", [])}) > 1]
+    panels = 2 + bool(buses) + bool(swept)
+    fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 5), constrained_layout=True)
     epochs, bandwidth = axes[0], axes[1]
+    if swept:
+        ax = axes[-1]
+        for row, runs in swept:
+            for config in sorted({(r["model"], r["loop"], r["device"]) for r in runs}):
+                # Records from before step_s: an epoch over its number of batches.
+                points = sorted((r["batch_size"], 1e3 * (r.get("step_s") or
+                                                         r["epoch_s"] / -(-r["train_samples"] // r["batch_size"])))
+                                for r in runs if (r["model"], r["loop"], r["device"]) == config)
+                xs, ys = zip(*points, strict=True)
+                ax.plot(xs, ys, marker="o", markersize=3, label=f"{row.target or '?'}: {'/'.join(config)}")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("batch size")
+        ax.set_ylabel("time per training step (ms, lower is better)")
+        ax.set_title("step time against batch size")
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize=7)
     if buses:
         for row, run in buses:
             for world in sorted({b["world_size"] for b in run["allreduce"]}):
@@ -89,7 +109,8 @@ def comparison(loaded: Sequence[Loaded], table: Sequence[Row], out: Path) -> Non
     bandwidth.set_ylabel("bandwidth (GB/s, median)")
     bandwidth.set_title("tensor moves")
     bandwidth.grid(True, which="major", alpha=0.3)
-    bandwidth.legend(fontsize=7)
+    if bandwidth.get_legend_handles_labels()[0]:
+        bandwidth.legend(fontsize=7)
     try:
         fig.savefig(out, dpi=110)
     except (OSError, ValueError) as exc:

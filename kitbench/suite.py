@@ -53,6 +53,10 @@ def validate(options: Options) -> None:
             raise UsageError(f"{label} {value} is more than this kit allows ({most})",
                              hint=f"{label} at most {most}" + (f" ({MAX_THREADS_PER_CPU} per CPU here)"
                                                               if label == "--threads" else ""))
+    for size in options.sweep:
+        if not 1 <= size <= MAX_BATCH:
+            raise UsageError(f"--batch-size {size} must be between 1 and {MAX_BATCH}",
+                             hint="e.g. --batch-size 16,64,256")
     if not 0 <= options.seed <= MAX_SEED:
         raise UsageError(f"--seed must be between 0 and {MAX_SEED}, not {options.seed}", hint="for example --seed 0")
     if options.data is not None and options.offline and not data.normalize_root(options.data).exists():

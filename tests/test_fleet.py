@@ -113,13 +113,17 @@ def _long_run(results: Path, mnist_root: Path, *extra: str) -> subprocess.Popen[
 def test_a_cancelled_job_is_a_row_saying_so(slurm_cluster: Path, results: Path, mnist_root: Path) -> None:
     proc = _long_run(results, mnist_root, "--per", "gres")
     job = _running(results, 1)
+    record = results / job / "n1.json"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (record.exists() and record.stat().st_size):
+        time.sleep(0.1)      # kitbench writes the record before it imports torch
     slurm.cancel(job)
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 1, stderr
     assert "task 0 on n1: cancelled" in stderr
     assert "cancelled" in stdout and "NOT ok: 0 of 1 task(s) ok" in stdout
-    record = json.loads((results / job / "n1.json").read_text())
-    assert record["status"] == "interrupted"        # scancel sends SIGTERM: the record says so
+    written = json.loads(record.read_text())
+    assert written["status"] == "interrupted"        # scancel sends SIGTERM: the record says so
 
 
 def test_ctrl_c_cancels_the_array(slurm_cluster: Path, results: Path, mnist_root: Path) -> None:

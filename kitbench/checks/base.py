@@ -13,7 +13,9 @@ if TYPE_CHECKING:
 
 
 MODELS = ("fnn", "cnn")
-LOOPS = ("tutorial", "resident")
+LOOPS = ("tutorial", "resident", "graphed")
+DEFAULT_LOOPS = ("tutorial", "resident")       # graphed compiles or captures: asked for by name
+SWEEP = (16, 64, 256, 1024)                     # --sweep: the batch sizes where a small model's crossover lies
 
 
 class Progress(Protocol):
@@ -50,6 +52,7 @@ class Options:
     loops: tuple[str, ...] = ("resident", "tutorial")
     epochs: int = 1
     batch_size: int = 64
+    sweep: tuple[int, ...] = ()      # batch sizes to run in turn (empty: batch_size alone)
     seed: int = 0
     threads: int | None = None
     train_limit: int | None = None   # train on the first N samples (tests, --quick)

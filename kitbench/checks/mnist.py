@@ -12,6 +12,7 @@ back to back.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -25,15 +26,23 @@ from torch.utils.data import DataLoader, Dataset, Subset
 from torchvision import datasets, transforms
 
 from kitbench import devices, models
+from kitbench.checks import steps
 from kitbench.checks.base import CheckResult, Context
+from kitbench.checks.steps import Step, StepProfile
 from kitbench.data import MEAN, STD
 from kitbench.stats import Summary
 from kitbench.timing import measure, timed
 
 _CURVE_POINTS = 20          # the loss curve keeps this many means per epoch
-# Ten balanced classes: guessing scores 0.10. A run that ends below twice that has not
-# learned (a rate too high, a broken build), whatever its clock says: the check fails.
+# Ten balanced classes: guessing scores 0.10. A run of at least FLOOR_STEPS optimizer steps that ends
+# below twice that has not learned (a rate too high, a broken build), whatever its clock says: the
+# check fails. (32 SGD steps at the recipe's rate already reach 0.2; a few steps may not.)
 CHANCE_FLOOR = 0.2
+FLOOR_STEPS = 50
+# The graphed loop's first-epoch step losses may differ from the resident loop's by this much (mean
+# absolute difference over the mean loss): compiled kernels fuse and reorder float sums, and the
+# difference grows through training; a wrong capture (a stale batch, a missed update) is far larger.
+CURVE_RTOL = 0.02
 _EVAL_BATCH = 1000
 _Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -62,6 +71,12 @@ class MnistRun:
     compute_floor_s: float          # the epoch's FLOPs at this device's measured matmul rate
     floor_fraction: float           # compute_floor_s / epoch_s: 1.0 would be matmul-bound perfection
     diverged_at_step: int | None = None     # the first training step whose loss was not finite
+    lr: float = 0.0                 # the rate it trained with (scaled with the batch: see SweepRow)
+    steps: int = 0                  # optimizer steps per epoch
+    step_s: float = 0.0             # epoch_s / steps
+    capture: str | None = None      # graphed: what captured the step
+    capture_s: float | None = None  # graphed: one-time compile or capture cost, apart from warm-up
+    profile: StepProfile | None = None
 
 
 @dataclass
@@ -85,6 +100,43 @@ class LoopRatio:
 
 
 @dataclass
+class SweepRow:
+    model: str
+    loop: str
+    batch_size: int
+    lr: float                       # the linear scaling rule for SGD: recipe rate x batch / 64
+    cpu_step_s: float | None
+    device_step_s: float | None
+    speedup: float | None           # cpu_step_s / device_step_s
+    cpu_test_acc: float | None
+    device_test_acc: float | None
+
+
+@dataclass
+class Crossover:
+    model: str
+    loop: str
+    batch_size: int | None          # the smallest batch from which the accelerator wins at every larger one
+    text: str
+
+
+@dataclass
+class GraphRatio:
+    device: str
+    model: str
+    batch_size: int
+    resident_epoch_s: float
+    graphed_epoch_s: float
+    graphed_speedup: float          # resident epoch / graphed epoch, median of back-to-back epoch pairs
+    per_epoch: list[float]
+    capture: str
+    capture_s: float                # one-time, apart from every epoch
+    curve_gap: float                # mean |step loss difference| / mean loss, first epoch
+    curve_rtol: float
+    curve_matches: bool
+
+
+@dataclass
 class MnistResult(CheckResult):
     data_root: str
     sha256: dict[str, str]
@@ -92,6 +144,10 @@ class MnistResult(CheckResult):
     runs: list[MnistRun] = field(default_factory=list)
     speedups: list[Speedup] = field(default_factory=list)
     loop_ratios: list[LoopRatio] = field(default_factory=list)
+    sweep: list[SweepRow] = field(default_factory=list)
+    crossovers: list[Crossover] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    graph_ratios: list[GraphRatio] = field(default_factory=list)
 
 
 def matmul_gflops(device: torch.device, size: int = 1024) -> float:
@@ -129,15 +185,17 @@ def _tutorial_batches(ds: Dataset[_Batch], batch: int, gen: torch.Generator,
         yield x.to(device, non_blocking=pin), y.to(device, non_blocking=pin)
 
 
-def _resident_batches(x: torch.Tensor, y: torch.Tensor, batch: int, gen: torch.Generator) -> Iterator[_Batch]:
+def _resident_batches(x: torch.Tensor, y: torch.Tensor, batch: int, gen: torch.Generator,
+                      drop_last: bool = False) -> Iterator[_Batch]:
     # The same permutation RandomSampler draws from the same generator.
     order = torch.randperm(len(x), generator=gen).to(x.device)
-    for start in range(0, len(x), batch):
+    end = len(x) - len(x) % batch if drop_last and len(x) >= batch else len(x)
+    for start in range(0, end, batch):
         index = order[start:start + batch]
         yield x[index], y[index]
 
 
-def _epoch(model: nn.Module, opt: torch.optim.Optimizer, batches: Iterable[_Batch], device: torch.device,
+def _epoch(step: Step, model: nn.Module, batches: Iterable[_Batch], device: torch.device,
            ctx: Context, max_steps: int | None = None) -> tuple[float, float, torch.Tensor]:
     """Train one pass; return (seconds, seconds waiting for data, per-step losses)."""
     model.train()
@@ -153,12 +211,7 @@ def _epoch(model: nn.Module, opt: torch.optim.Optimizer, batches: Iterable[_Batc
         except StopIteration:
             break
         data_s += time.perf_counter() - fetch
-        opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()  # type: ignore[no-untyped-call]
-        opt.step()
-        # Kept on the device: .item() here would synchronize every step.
-        losses.append(loss.detach())
+        losses.append(step(x, y))
         ctx.progress.advance()
     devices.synchronize(device)
     return time.perf_counter() - start, data_s, torch.stack(losses).float().cpu()
@@ -183,8 +236,8 @@ def _curve(losses: torch.Tensor) -> list[float]:
 
 def _load(root: Path, loop: str, device: torch.device,
           limit: int | None) -> tuple[Dataset[_Batch] | _Batch, _Batch]:
-    train: Dataset[_Batch] | _Batch = (_resident_tensors(root, True, device, limit) if loop == "resident"
-                                       else _tutorial_dataset(root, limit))
+    train: Dataset[_Batch] | _Batch = (_tutorial_dataset(root, limit) if loop == "tutorial"
+                                       else _resident_tensors(root, True, device, limit))
     return train, _resident_tensors(root, False, device, None)
 
 
@@ -196,8 +249,10 @@ class _Trainer:
     Each trainer keeps its own random stream (init, dropout, shuffling), so
     taking turns changes no result: same seed, same numbers as alone."""
 
-    def __init__(self, ctx: Context, device: torch.device, model_name: str, loop: str, gflops: float) -> None:
+    def __init__(self, ctx: Context, device: torch.device, model_name: str, loop: str, gflops: float,
+                 batch_size: int, lr: float) -> None:
         opts = ctx.options
+        self.batch_size, self.lr = batch_size, lr
         assert ctx.data_root is not None
         root = ctx.data_root
         self.ctx, self.device, self.model_name, self.loop, self.gflops = ctx, device, model_name, loop, gflops
@@ -210,12 +265,20 @@ class _Trainer:
         ctx.progress.start(f"{self.label}: warm-up", total=warm_steps)
         throwaway = models.build(model_name).to(device)
         warm_opt = models.optimizer(model_name, list(throwaway.parameters()))
-        self.warmup_s, _, _ = _epoch(throwaway, warm_opt, self._batches(torch.Generator().manual_seed(opts.seed + 1)),
-                                     device, ctx, max_steps=warm_steps)
+        self.warmup_s, _, _ = _epoch(steps.eager(throwaway, warm_opt), throwaway,
+                                     self._batches(torch.Generator().manual_seed(opts.seed + 1)), device, ctx,
+                                     max_steps=warm_steps)
         del throwaway, warm_opt
         torch.manual_seed(opts.seed)
         self.model = models.build(model_name).to(device)
-        self.opt = models.optimizer(model_name, list(self.model.parameters()), opts.lr)
+        self.opt = models.optimizer(model_name, list(self.model.parameters()), lr)
+        self.step = steps.eager(self.model, self.opt)
+        self.capture: steps.Captured | None = None
+        if loop == "graphed":
+            ctx.progress.start(f"{self.label}: compiling or capturing the step (a one-time cost)")
+            x, y = next(iter(self._batches(torch.Generator().manual_seed(opts.seed + 1))))
+            self.capture = steps.capture(self.model, self.opt, device, x, y)     # CaptureImpossible: skipped
+            self.step = self.capture.step
         self.rng = torch.random.get_rng_state()
         self.cuda_rng: torch.Tensor | None = None
         self.gen = torch.Generator().manual_seed(opts.seed)
@@ -232,8 +295,9 @@ class _Trainer:
     def _batches(self, gen: torch.Generator) -> Iterator[_Batch]:
         data = self.train_data
         if isinstance(data, tuple):
-            return _resident_batches(*data, self.ctx.options.batch_size, gen)
-        return _tutorial_batches(data, self.ctx.options.batch_size, gen, self.device)
+            # A captured step has static shapes: the graphed loop leaves out a last, partial batch.
+            return _resident_batches(*data, self.batch_size, gen, drop_last=self.loop == "graphed")
+        return _tutorial_batches(data, self.batch_size, gen, self.device)
 
     @contextmanager
     def _own_rng(self) -> Iterator[None]:
@@ -250,14 +314,17 @@ class _Trainer:
 
     def epoch(self) -> None:
         opts = self.ctx.options
-        steps = -(-self.samples // opts.batch_size)
-        self.ctx.progress.start(f"{self.label}: epoch {len(self.times) + 1}/{opts.epochs}", total=steps)
+        total = -(-self.samples // self.batch_size)
+        self.ctx.progress.start(f"{self.label}: epoch {len(self.times) + 1}/{opts.epochs}", total=total)
         with self._own_rng():
-            seconds, data_s, losses = _epoch(self.model, self.opt, self._batches(self.gen), self.device, self.ctx)
+            seconds, data_s, losses = _epoch(self.step, self.model, self._batches(self.gen), self.device, self.ctx)
         bad = (~torch.isfinite(losses)).nonzero()
         if self.diverged_at is None and len(bad):
             self.diverged_at = self.steps + int(bad[0])
         self.steps += len(losses)
+        self.epoch_steps = len(losses)
+        if len(self.times) == 0:
+            self.first_losses = losses
         self.times.append(seconds)
         self.data_times.append(data_s)
         self.epoch_losses.append(round(float(losses.mean()), 6))
@@ -266,18 +333,31 @@ class _Trainer:
         self.accuracies.append(acc)
         self.eval_times.append(eval_s)
 
+    def profiled(self) -> StepProfile | None:
+        """A few more steps under the profiler, after the timed epochs. Not the tutorial loop (its time is
+        the loader's), nor a torch.compile'd step: under the profiler torch.compile compiles it again
+        (minutes on a small CPU), while a CUDA graph replays as it is."""
+        if self.loop == "tutorial" or (self.capture is not None and self.device.type != "cuda"):
+            return None
+        batches = list(itertools.islice(self._batches(torch.Generator().manual_seed(0)), 10))
+        with self._own_rng():
+            return steps.profile(self.step, batches, self.device)
+
     def result(self) -> MnistRun:
         opts = self.ctx.options
         epoch_s = Summary.of(self.times).median
         floor = models.training_flops_per_sample(self.model_name) * self.samples / (self.gflops * 1e9)
         return MnistRun(
-            device=str(self.device), model=self.model_name, loop=self.loop, batch_size=opts.batch_size,
+            device=str(self.device), model=self.model_name, loop=self.loop, batch_size=self.batch_size,
             epochs=opts.epochs, train_samples=self.samples, epoch_s=epoch_s, epoch_s_all=self.times,
             samples_per_s=self.samples / epoch_s, data_s=Summary.of(self.data_times).median,
             final_loss=self.epoch_losses[-1], epoch_losses=self.epoch_losses, loss_curve=self.curve,
             test_acc=self.accuracies[-1], test_loss=round(self.test_loss, 6), epoch_test_acc=self.accuracies,
             dataset_load_s=self.dataset_load_s, warmup_s=self.warmup_s, eval_s=Summary.of(self.eval_times).median,
             compute_floor_s=floor, floor_fraction=floor / epoch_s, diverged_at_step=self.diverged_at,
+            lr=self.lr, steps=self.epoch_steps, step_s=epoch_s / max(1, self.epoch_steps),
+            capture=self.capture.how if self.capture else None,
+            capture_s=self.capture.capture_s if self.capture else None, profile=self.profiled(),
         )
 
 
@@ -294,46 +374,127 @@ def _problem(run: MnistRun, lr: float) -> str:
     return f"{label} did not learn: test accuracy {run.test_acc:.4f} is below {CHANCE_FLOOR} (chance is 0.10)"
 
 
+def scaled_lr(model: str, batch: int, lr: float | None) -> float:
+    """The linear scaling rule (Goyal et al. 2017) for SGD: the rate grows with the batch from the
+    recipe's 64. The cnn's Adadelta adapts its own step sizes; its rate stays the recipe's."""
+    base = lr if lr is not None else models.RECIPE_LR[model]
+    return base * batch / 64 if model == "fnn" else base
+
+
+def _graph_ratio(resident: _Trainer, graphed: _Trainer, run_r: MnistRun, run_g: MnistRun) -> GraphRatio:
+    """Same permutation, same start: the captured step's first-epoch losses, step by step, against the
+    eager step's (the graphed loop drops a last partial batch, so the common steps are compared)."""
+    a, b = resident.first_losses, graphed.first_losses
+    n = min(len(a), len(b))
+    gap = float((a[:n] - b[:n]).abs().mean() / a[:n].abs().mean()) if n else float("nan")
+    median, per_epoch = _ratios(run_r, run_g)
+    return GraphRatio(run_g.device, run_g.model, run_g.batch_size, run_r.epoch_s, run_g.epoch_s, median, per_epoch,
+                      run_g.capture or "", run_g.capture_s or 0.0, gap, CURVE_RTOL, gap <= CURVE_RTOL)
+
+
+def _crossover(model: str, loop: str, rows: list[SweepRow]) -> Crossover:
+    measured = [r for r in rows if r.speedup is not None]
+    wins = [r.speedup is not None and r.speedup > 1 for r in measured]
+    first = next((i for i in range(len(wins)) if all(wins[i:])), None)
+    if not measured:
+        return Crossover(model, loop, None, "no accelerator here: nothing to cross")
+    if first is None:
+        return Crossover(model, loop, None, f"the accelerator never wins, up to batch {measured[-1].batch_size}")
+    batch = measured[first].batch_size
+    return Crossover(model, loop, batch, f"the accelerator wins from batch {batch}" +
+                     ("" if first else ", the smallest measured"))
+
+
 def run(ctx: Context) -> MnistResult:
     assert ctx.data_root is not None
+    opts = ctx.options
     device = ctx.device
     cpu = torch.device("cpu")
     run_devices = [device, cpu] if devices.is_accelerator(device) else [device]
     rates = {str(d): matmul_gflops(d) for d in run_devices}
+    sizes = opts.sweep or (opts.batch_size,)
     runs: list[MnistRun] = []
-    for model_name in ctx.options.models:
-        trainers = [_Trainer(ctx, d, model_name, loop, rates[str(d)])
-                    for loop in ctx.options.loops for d in run_devices]
-        for _ in range(ctx.options.epochs):
+    trainers_of: dict[tuple[str, str, str, int], _Trainer] = {}
+    skipped: list[str] = []
+    for model_name in opts.models:
+        for batch in sizes:
+            # Without a sweep the rate is the one asked for; a sweep scales it with the batch.
+            lr = scaled_lr(model_name, batch, opts.lr) if opts.sweep else (opts.lr or models.RECIPE_LR[model_name])
+            trainers = []
+            for loop in opts.loops:
+                for d in run_devices:
+                    try:
+                        trainers.append(_Trainer(ctx, d, model_name, loop, rates[str(d)], batch, lr))
+                    except steps.CaptureImpossible as why:
+                        skipped.append(f"{model_name}/{loop} on {d} (batch {batch}): skipped: {why}")
+            for _ in range(opts.epochs):
+                for trainer in trainers:
+                    trainer.epoch()
+            ctx.progress.done()
             for trainer in trainers:
-                trainer.epoch()
-        ctx.progress.done()
-        runs += [t.result() for t in trainers]
-    by_key = {(r.device, r.model, r.loop): r for r in runs}
+                finished = trainer.result()
+                runs.append(finished)
+                trainers_of[(finished.device, finished.model, finished.loop, batch)] = trainer
+    by_key = {(r.device, r.model, r.loop, r.batch_size): r for r in runs}
     speedups = []
     if devices.is_accelerator(device):
-        for (d, m, loop), fast in by_key.items():
-            slow = by_key.get(("cpu", m, loop))
-            if d != "cpu" and slow is not None:
+        for (dev, m, loop, b), fast in by_key.items():
+            slow = by_key.get(("cpu", m, loop, b))
+            if dev != "cpu" and slow is not None:
                 median, per_epoch = _ratios(slow, fast)
                 speedups.append(Speedup(m, loop, slow.epoch_s, fast.epoch_s, median, per_epoch))
-    ratios = []
-    for (d, m, loop), tutorial in by_key.items():
-        resident = by_key.get((d, m, "resident"))
+    ratios, graph_ratios = [], []
+    for (dev, m, loop, b), run_ in by_key.items():
+        resident = by_key.get((dev, m, "resident", b))
         if loop == "tutorial" and resident is not None:
-            median, per_epoch = _ratios(tutorial, resident)
-            ratios.append(LoopRatio(d, m, tutorial.epoch_s, resident.epoch_s, median, per_epoch))
-    problems = [_problem(r, ctx.options.lr or models.RECIPE_LR[r.model]) for r in runs
-                if r.diverged_at_step is not None or r.test_acc < CHANCE_FLOOR]
-    if problems:
-        return MnistResult("failed", "; ".join(problems), str(ctx.data_root), ctx.data_digests, rates, runs,
-                           speedups, ratios)
-    best = min(runs, key=lambda r: r.epoch_s)
-    summary = (f"fastest: {best.model}/{best.loop} on {best.device} {best.epoch_s:.2f} s/epoch, "
-               f"test acc {best.test_acc:.4f}")
-    if speedups:
-        summary += "; speedup vs CPU " + ", ".join(f"{s.model}/{s.loop} {s.speedup:.1f}x" for s in speedups)
-    if ratios:
+            median, per_epoch = _ratios(run_, resident)
+            ratios.append(LoopRatio(dev, m, run_.epoch_s, resident.epoch_s, median, per_epoch))
+        if loop == "graphed" and resident is not None:
+            graph_ratios.append(_graph_ratio(trainers_of[(dev, m, "resident", b)], trainers_of[(dev, m, loop, b)],
+                                             resident, run_))
+    sweep, crossovers = [], []
+    if opts.sweep:
+        for m in opts.models:
+            for loop in opts.loops:
+                rows = []
+                for b in sizes:
+                    on_cpu, on_dev = by_key.get(("cpu", m, loop, b)), by_key.get((str(device), m, loop, b))
+                    if on_cpu is None and on_dev is None:
+                        continue
+                    accel = on_dev if devices.is_accelerator(device) else None
+                    either = on_cpu or on_dev
+                    rows.append(SweepRow(m, loop, b, either.lr if either else 0.0,
+                                         on_cpu.step_s if on_cpu else None, accel.step_s if accel else None,
+                                         on_cpu.step_s / accel.step_s if on_cpu and accel else None,
+                                         on_cpu.test_acc if on_cpu else None, accel.test_acc if accel else None))
+                sweep += rows
+                if rows:
+                    crossovers.append(_crossover(m, loop, rows))
+    problems = [_problem(r, r.lr) for r in runs if r.diverged_at_step is not None
+                or (r.test_acc < CHANCE_FLOOR and r.steps * r.epochs >= FLOOR_STEPS)]
+    problems += [f"{g.model}/graphed on {g.device}: its first-epoch losses differ from the resident loop's by "
+                 f"{g.curve_gap:.1%} (tolerance {g.curve_rtol:.0%})" for g in graph_ratios if not g.curve_matches]
+    result = MnistResult("failed" if problems else "ok", "", str(ctx.data_root), ctx.data_digests, rates, runs,
+                         speedups, ratios, sweep, crossovers, skipped, graph_ratios)
+    result.summary = "; ".join(problems) if problems else _summary(result)
+    return result
+
+
+def _summary(result: MnistResult) -> str:
+    if not result.runs:
+        return "; ".join(result.skipped) or "no run"
+    best = min(result.runs, key=lambda r: r.epoch_s)
+    summary = (f"fastest: {best.model}/{best.loop} on {best.device} (batch {best.batch_size}) {best.epoch_s:.2f} "
+               f"s/epoch, test acc {best.test_acc:.4f}")
+    if result.speedups:
+        summary += "; speedup vs CPU " + ", ".join(f"{s.model}/{s.loop} {s.speedup:.1f}x" for s in result.speedups)
+    if result.loop_ratios:
         summary += "; resident vs tutorial " + ", ".join(
-            f"{q.model} on {q.device} {q.resident_speedup:.1f}x" for q in ratios)
-    return MnistResult("ok", summary, str(ctx.data_root), ctx.data_digests, rates, runs, speedups, ratios)
+            f"{q.model} on {q.device} {q.resident_speedup:.1f}x" for q in result.loop_ratios)
+    if result.graph_ratios:
+        summary += "; graphed vs resident " + ", ".join(
+            f"{g.model} on {g.device} {g.graphed_speedup:.2f}x (capture {g.capture_s:.1f} s)"
+            for g in result.graph_ratios)
+    if result.crossovers:
+        summary += "; crossover " + ", ".join(f"{c.model}/{c.loop} {c.text}" for c in result.crossovers)
+    return summary

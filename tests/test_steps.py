@@ -1,0 +1,48 @@
+"""The training step captured whole: compiled here on the CPU (CUDA graphs need a GPU: the
+accelerator run in docs/records is where that path ran)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from kitbench import models  # noqa: E402
+from kitbench.checks import steps  # noqa: E402
+
+
+def _model() -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    torch.manual_seed(0)
+    model = models.build("fnn")
+    return model, models.optimizer("fnn", list(model.parameters()))
+
+
+def test_capture_leaves_the_model_and_optimizer_as_they_were() -> None:
+    model, opt = _model()
+    before = [p.detach().clone() for p in model.parameters()]
+    x, y = torch.randn(64, 1, 28, 28), torch.randint(0, 10, (64,))
+    captured = steps.capture(model, opt, torch.device("cpu"), x, y)
+    assert captured.how == "torch.compile (inductor)" and captured.capture_s > 0
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    assert all(torch.count_nonzero(s["momentum_buffer"]) == 0 for s in opt.state.values())
+    # From that same start, the captured step and the eager one take the same step.
+    twin, twin_opt = _model()
+    eager_loss = steps.eager(twin, twin_opt)(x, y)
+    assert torch.allclose(captured.step(x, y), eager_loss, rtol=1e-5)
+    for a, b in zip(model.parameters(), twin.parameters(), strict=True):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_an_impossible_capture_is_a_reason_not_a_crash() -> None:
+    model, opt = _model()
+    with pytest.raises(steps.CaptureImpossible, match=r"Error"):
+        steps.capture(model, opt, torch.device("cpu"), torch.randn(4, 3), torch.randint(0, 10, (4,)))
+    assert all(torch.equal(a, b) for a, b in zip(_model()[0].parameters(), model.parameters(), strict=True))
+
+
+def test_profile_counts_what_a_step_dispatches() -> None:
+    model, opt = _model()
+    batches = [(torch.randn(64, 1, 28, 28), torch.randint(0, 10, (64,))) for _ in range(3)]
+    found = steps.profile(steps.eager(model, opt), batches, torch.device("cpu"))
+    assert found.steps == 3 and found.ops_per_step >= 5 and found.wall_s_per_step > 0
+    assert found.kernels_per_step is None and found.host_overhead_s_per_step is None     # no GPU timeline on a CPU
