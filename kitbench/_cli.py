@@ -236,6 +236,8 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
     options = fleet.SlurmOptions(args.partition, args.account, args.time, args.gres, args.constraint, args.qos,
                                  tuple(args.sbatch_args))
     options.lines()         # refuse a bad value before asking Slurm anything
+    if args.per not in fleet.PER:
+        raise UsageError(f"unknown --per {args.per!r}", hint=f"choose one of: {', '.join(fleet.PER)}")
     chosen = [n.name for n in fleet.choose(slurm.nodes(args.partition), args.per, args.constraint)]
     if not chosen:
         raise UsageError("no usable node" + (f" in partition {args.partition!r}" if args.partition else ""),

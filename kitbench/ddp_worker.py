@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 from kitbench import devices, models
-from kitbench.checks.mnist import _evaluate, _resident_tensors
+from kitbench.checks.mnist import _evaluate, _resident_tensors, scaled_lr
 
 _KIB = 1024
 
@@ -72,8 +72,8 @@ def _train(name: str, args: argparse.Namespace, device: torch.device, rank: int,
     torch.manual_seed(args.seed)           # identical initial weights (DDP also broadcasts rank 0's)
     model = models.build(name).to(device)
     ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    # The linear scaling rule (Goyal et al. 2017): the global batch grew world-fold, so does the rate.
-    lr = (args.lr or models.RECIPE_LR[name]) * world
+    # The linear scaling rule for SGD, as the batch-size sweep applies it: the global batch grew world-fold.
+    lr = scaled_lr(name, args.batch_size * world, args.lr)
     opt = models.optimizer(name, list(ddp.parameters()), lr)
     # Full batches of the smallest shard: every rank must take the same number of steps, or DDP waits forever.
     steps = max(1, (len(x) // world) // args.batch_size)

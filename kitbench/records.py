@@ -177,13 +177,24 @@ def _read_bounded(path: Path) -> bytes:
         raise RecordReadError(f"no such record: {path}") from None
     except OSError as exc:
         raise RecordReadError(f"cannot read record {path}: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "rb") as handle:
+    try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise RecordReadError(f"{path} is not a regular file; kitbench reads records only from files")
         if info.st_size > MAX_BYTES:
             raise RecordReadError(f"{path} is {info.st_size:,} bytes; a kitbench record is at most {MAX_BYTES:,}")
-        data = handle.read(MAX_BYTES + 1)
+        chunks, size = [], 0
+        while size <= MAX_BYTES:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        data = b"".join(chunks)
+    except OSError as exc:
+        raise RecordReadError(f"cannot read record {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
     if len(data) > MAX_BYTES:
         raise RecordReadError(f"{path} grew past {MAX_BYTES:,} bytes while being read")
     return data

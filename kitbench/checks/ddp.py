@@ -195,7 +195,7 @@ def _gpu_part(ctx: Context) -> tuple[list[int] | None, str | None]:
 def _dataparallel(ctx: Context, count: int) -> list[dict[str, Any]]:
     """The seed's method beside today's: one process driving every GPU with nn.DataParallel."""
     from kitbench import models
-    from kitbench.checks.mnist import _resident_tensors
+    from kitbench.checks.mnist import _resident_tensors, scaled_lr
 
     assert ctx.data_root is not None
     rows = []
@@ -204,7 +204,7 @@ def _dataparallel(ctx: Context, count: int) -> list[dict[str, Any]]:
         torch.manual_seed(ctx.options.seed)
         model = torch.nn.DataParallel(models.build(name).cuda(0), device_ids=list(range(count)))
         batch = ctx.options.batch_size * count
-        opt = models.optimizer(name, list(model.parameters()), (ctx.options.lr or models.RECIPE_LR[name]) * count)
+        opt = models.optimizer(name, list(model.parameters()), scaled_lr(name, batch, ctx.options.lr))
         steps = len(x) // batch
         devices.synchronize(torch.device("cuda", 0))
         start = time.perf_counter()
