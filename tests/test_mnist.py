@@ -40,7 +40,7 @@ def test_the_graphed_loop_matches_the_resident_loop(swept: dict) -> None:
     ratios = swept["checks"]["mnist"]["graph_ratios"]
     assert [g["batch_size"] for g in ratios] == [16, 64]
     for g in ratios:
-        assert g["curve_matches"] and g["curve_gap"] <= g["curve_rtol"] == 0.02
+        assert g["curve_matches"] and g["curve_gap"] <= g["curve_rtol"] == 0.05
         assert g["capture"] == "torch.compile (inductor)" and g["capture_s"] > 0
         assert g["graphed_speedup"] == pytest.approx(g["resident_epoch_s"] / g["graphed_epoch_s"], rel=1e-6)
     resident = [r for r in swept["checks"]["mnist"]["runs"] if r["loop"] == "resident"]

@@ -6,8 +6,8 @@ whole-network capture: warm-up on a side stream, then forward, backward and
 the optimizer's step in one ``torch.cuda.graph``), ``torch.compile`` on the
 CPU and on MPS. Capturing runs the step on the real model, so the model and
 the optimizer are put back exactly as they were afterwards (in place: a CUDA
-graph keeps their addresses); the graphed loop then starts where the resident
-loop starts, on the same permutation.
+graph keeps their addresses), and so is the random stream; the graphed loop then
+starts where the resident loop starts, on the same permutation.
 """
 
 from __future__ import annotations
@@ -52,8 +52,12 @@ class CaptureImpossible(Exception):
 def capture(model: nn.Module, opt: torch.optim.Optimizer, device: torch.device, x: torch.Tensor,
             y: torch.Tensor) -> Captured:
     saved = _snapshot(model, opt)
+    # The random stream too: capturing's warm steps draw dropout masks the loop must draw itself.
     try:
-        return _cuda_graph(model, opt, device, x, y) if device.type == "cuda" else _compiled(model, opt, device, x, y)
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            if device.type == "cuda":
+                return _cuda_graph(model, opt, device, x, y)
+            return _compiled(model, opt, device, x, y)
     except Exception as exc:   # the backends fail in many ways; each is a reason, not a crash
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise CaptureImpossible(f"{type(exc).__name__}: {text}"[:300]) from None
@@ -63,10 +67,15 @@ def capture(model: nn.Module, opt: torch.optim.Optimizer, device: torch.device, 
 
 def _compiled(model: nn.Module, opt: torch.optim.Optimizer, device: torch.device, x: torch.Tensor,
               y: torch.Tensor) -> Captured:
+    import torch._inductor.config as inductor
+
     step = torch.compile(eager(model, opt))
     start = time.perf_counter()
-    for _ in range(3):          # the first call compiles; the next settle the optimizer's recompile
-        step(x, y)
+    # Random numbers from eager's generator, not inductor's own: the cnn's dropout masks are then the
+    # resident loop's, and the two loops' losses can be compared step by step.
+    with inductor.patch(fallback_random=True):
+        for _ in range(3):      # the first call compiles; the next settle the optimizer's recompile
+            step(x, y)
     devices.synchronize(device)
     return Captured(step, "torch.compile (inductor)", time.perf_counter() - start)
 
