@@ -194,7 +194,7 @@ def _mnist_extras(mnist: dict[str, Any]) -> None:
         print(f"  crossover {c['model']}/{c['loop']}: {c['text']}")
     for g in mnist.get("graph_ratios", []):
         print(f"  graphed {g['model']} on {g['device']} (batch {g['batch_size']}): {g['graphed_speedup']:.2f}x the "
-              f"resident loop; {g['capture']}: {g['capture_s']:.1f} s once; first-epoch losses within "
+              f"resident loop; {g['capture']}: {g['capture_s']:.1f} s once; first-epoch loss curve within "
               f"{g['curve_gap']:.1e} of the resident loop's (tolerance {g['curve_rtol']:.0%})")
     for r in mnist.get("runs", []):
         p = r.get("profile")
