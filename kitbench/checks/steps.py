@@ -12,6 +12,7 @@ starts where the resident loop starts, on the same permutation.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -150,6 +151,9 @@ class StepProfile:
 def profile(step: Step, batches: list[tuple[torch.Tensor, torch.Tensor]], device: torch.device) -> StepProfile:
     """A few steps under torch.profiler: what each step dispatches and, on CUDA, how long the GPU
     was busy; the rest of the wall time is the host's (time between launches)."""
+    # Kineto (the profiler's backend) logs its bookkeeping to stderr, and on a CUDA build without a GPU an
+    # "ERROR: gpuGetDeviceCount failed" that is not one; read before its first use, unless the user set it.
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
