@@ -141,6 +141,12 @@ def suite_requirements() -> tuple[str, ...]:
 
 
 def _from_manifest(loaded: manifest.Manifest) -> Target:
+    from kitbench.records import check_name
+
+    try:
+        check_name(loaded.path.stem)     # it names the target's results folder and nox session
+    except UsageError as error:
+        raise ManifestError(loaded.path, error.message, hint=error.hint) from None
     data: dict[str, Any] = loaded.data
     image = data.get("image") or {}
     environment = None

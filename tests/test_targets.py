@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -140,3 +141,11 @@ def test_the_installed_build_is_checked_against_the_target(target: str, version:
     assert version in check.got
     if not matches:
         assert check.cause is not None and check.cause.startswith("KITBENCH_INDEX_URL=default replaced")
+
+
+def test_a_target_file_name_must_be_a_plain_name(envs_copy: Path) -> None:
+    from kitbench.errors import ManifestError
+
+    shutil.copy(envs_copy / "targets" / "cpu.yaml", envs_copy / "targets" / "my target.yaml")
+    with pytest.raises(ManifestError, match=r"my target.yaml: target name 'my target' is not a plain name"):
+        targets.load_all()
