@@ -258,7 +258,7 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
                                                                                    else chosen))
     _, rows = fleet.gather(job, states, verify=getattr(args, "verify", False),
                            reference=getattr(args, "reference", None))
-    return _ui.fleet_results(job, _plan_summary(plan), rows, fleet.majority_notes(rows), args.json)
+    return _ui.fleet_results(job, plan.summary(), rows, fleet.majority_notes(rows), args.json)
 
 
 def _fleet_run_plan(args: argparse.Namespace, chosen: list[str], options: fleet.SlurmOptions,
@@ -290,11 +290,6 @@ def _fleet_run_plan(args: argparse.Namespace, chosen: list[str], options: fleet.
     prefix = fleet_containers.command(runtime, where, environment, shared_data, results)
     return fleet.plan_run(chosen, args.per, options, target.name, target.sha256, prefix, args.run_args, {},
                           record_dir=f"{fleet_containers.RESULTS_INSIDE}/$SLURM_ARRAY_JOB_ID")
-
-
-def _plan_summary(plan: fleet.Plan) -> dict[str, Any]:
-    return {"action": plan.action, "per": plan.per, "target": plan.target, "nodes": list(plan.nodes),
-            "span": plan.span}
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

@@ -23,11 +23,11 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 from kitbench import devices, models
 from kitbench.checks.mnist import _evaluate, _resident_tensors, scaled_lr
+from kitbench.checks.steps import eager
 
 _KIB = 1024
 
@@ -75,17 +75,18 @@ def _train(name: str, args: argparse.Namespace, device: torch.device, rank: int,
     # The linear scaling rule for SGD, as the batch-size sweep applies it: the global batch grew world-fold.
     lr = scaled_lr(name, args.batch_size * world, args.lr)
     opt = models.optimizer(name, list(ddp.parameters()), lr)
+    step = eager(ddp, opt)
     # Full batches of the smallest shard: every rank must take the same number of steps, or DDP waits forever.
     steps = max(1, (len(x) // world) // args.batch_size)
     batches = [order[i * args.batch_size:(i + 1) * args.batch_size] for i in range(steps)]
     losses = []
     # One untimed step first: DDP's bucket set-up and the first kernels are one-time costs.
-    warm = _step(ddp, opt, x[batches[0]], y[batches[0]])
+    warm = step(x[batches[0]], y[batches[0]])
     devices.synchronize(device)
     dist.barrier()
     start = time.perf_counter()
     for index in batches[1:]:
-        losses.append(_step(ddp, opt, x[index], y[index]))
+        losses.append(step(x[index], y[index]))
     devices.synchronize(device)
     epoch_s = _time_max(time.perf_counter() - start, device)
     trained = (steps - 1) * args.batch_size * world
@@ -98,14 +99,6 @@ def _train(name: str, args: argparse.Namespace, device: torch.device, rank: int,
             "final_loss": float(curve[-max(1, len(curve) // 10):].mean()),
             "finite": bool(torch.isfinite(curve).all()), "checksums": digests,
             "identical": len(set(digests)) == 1}
-
-
-def _step(model: torch.nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    opt.zero_grad(set_to_none=True)
-    loss = F.cross_entropy(model(x), y)
-    loss.backward()  # type: ignore[no-untyped-call]
-    opt.step()
-    return loss.detach()
 
 
 def _allreduce(device: torch.device, world: int, max_bytes: int) -> list[dict[str, Any]]:

@@ -76,6 +76,11 @@ class Plan:
     target: str | None = None
     span: bool = False                  # one job across the nodes (DDP), not an array
 
+    def summary(self) -> dict[str, Any]:
+        """What gather needs to read the job back: saved beside its results, shown with them."""
+        return {"action": self.action, "per": self.per, "target": self.target, "nodes": list(self.nodes),
+                "span": self.span}
+
 
 @dataclass
 class TaskResult:
@@ -232,9 +237,7 @@ def _write_plan(job: str, plan: Plan, script: Path) -> None:
     folder = plan.results / job
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "fleet.json").write_text(json.dumps(
-        {"job": job, "action": plan.action, "per": plan.per, "target": plan.target, "nodes": list(plan.nodes),
-         "span": plan.span,
-         "script": str(script), "submitted_at": records.utc_now()}, indent=2) + "\n")
+        {"job": job, **plan.summary(), "script": str(script), "submitted_at": records.utc_now()}, indent=2) + "\n")
 
 
 def _cancel_quietly(job: str) -> None:

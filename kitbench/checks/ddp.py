@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from kitbench import devices
+from kitbench.checks import steps
 from kitbench.checks.base import CheckResult, Context
 
 _QUICK_BYTES = 16 * 2**20
@@ -205,18 +206,16 @@ def _dataparallel(ctx: Context, count: int) -> list[dict[str, Any]]:
         model = torch.nn.DataParallel(models.build(name).cuda(0), device_ids=list(range(count)))
         batch = ctx.options.batch_size * count
         opt = models.optimizer(name, list(model.parameters()), scaled_lr(name, batch, ctx.options.lr))
-        steps = len(x) // batch
+        step = steps.eager(model, opt)
+        full = len(x) // batch
         devices.synchronize(torch.device("cuda", 0))
         start = time.perf_counter()
-        for i in range(steps):
-            opt.zero_grad(set_to_none=True)
-            loss = torch.nn.functional.cross_entropy(model(x[i * batch:(i + 1) * batch]), y[i * batch:(i + 1) * batch])
-            loss.backward()  # type: ignore[no-untyped-call]
-            opt.step()
+        for i in range(full):
+            step(x[i * batch:(i + 1) * batch], y[i * batch:(i + 1) * batch])
         devices.synchronize(torch.device("cuda", 0))
         seconds = time.perf_counter() - start
         rows.append({"model": name, "gpus": count, "global_batch": batch, "epoch_s": seconds,
-                     "samples_per_s": steps * batch / seconds})
+                     "samples_per_s": full * batch / seconds})
     return rows
 
 
