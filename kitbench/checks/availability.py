@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from kitbench import devices
+from kitbench import devices, records
 from kitbench.checks.base import CheckResult, Context
 from kitbench.probe import Probe
 from kitbench.timing import timed
@@ -56,6 +56,7 @@ class AvailabilityResult(CheckResult):
     devices: list[DeviceInfo] = field(default_factory=list)
     kernel: KernelCheck | None = None
     fix: str | None = None          # the install command that gives this machine a working GPU build
+    note: str | None = None         # the GPU a CPU build leaves unused, where a CPU build was asked for
 
 
 def install_fix(machine: Probe, torch_version: str) -> str:
@@ -72,6 +73,23 @@ def install_fix(machine: Probe, torch_version: str) -> str:
     if chosen.compute == "cpu":
         return f"no build of torch {chosen.release} runs on this GPU and driver: {chosen.reasons[-1]}"
     return chosen.command
+
+
+def cpu_asked_for(options_device: str, target: str | None = None) -> bool:
+    """Whether this run asked for the CPU: ``--device cpu``, or a target whose compute is cpu.
+    A CPU build beside a GPU is then what was wanted, not what stands between the user and the GPU."""
+    if options_device == "cpu":
+        return True
+    name = target if target is not None else os.environ.get(records.TARGET_VARIABLE)
+    if not name:
+        return False
+    from kitbench import targets
+    from kitbench.errors import KitbenchError
+
+    try:
+        return targets.get(name).compute == "cpu"
+    except KitbenchError:       # not a target of envs/ (e.g. "bench"): nothing was asked of the build
+        return False
 
 
 def kernel_check(device: torch.device) -> KernelCheck:
@@ -118,10 +136,16 @@ def run(ctx: Context) -> AvailabilityResult:
     if build_at_fault and cuda_reason is not None:
         problems.append(f"cuda: {cuda_reason}")
     fix = install_fix(ctx.machine, torch.__version__) if build_at_fault else None
+    note = None
+    if problems and cpu_asked_for(ctx.options.device):
+        note = "a CPU run, as asked; this machine's GPU is unused: " + "; ".join(problems)
+        problems = []
     if not kernel.passed:
         problems.append(f"kernel result off by {kernel.relative_error:.2e} on {kernel.device}")
     if problems:
         summary = "; ".join(problems) + (f"; fix: {fix}" if fix else "")
+    elif note:
+        summary = note + (f"; for the GPU: {fix}" if fix else "")
     elif devices.is_accelerator(ctx.device):
         summary = f"{ctx.device} usable; kernel matches float64 reference ({kernel.relative_error:.1e})"
     else:
@@ -147,4 +171,5 @@ def run(ctx: Context) -> AvailabilityResult:
         devices=found,
         kernel=kernel,
         fix=fix,
+        note=note,
     )
