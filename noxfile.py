@@ -1,3 +1,18 @@
+# /// script
+# requires-python = ">=3.10"
+# # What the noxfile imports (kitbench's light dependencies), the docker SDK for the image targets,
+# # and uv, which builds the sessions' environments and provides a Python the host lacks.
+# # nox installs these into .nox/_nox_script_mode when the Python running it lacks them
+# # (`pipx run nox`, `uvx nox`); kept in step with pyproject.toml by tests/test_targets.py.
+# dependencies = [
+#     "nox>=2025.5",
+#     "uv>=0.5",
+#     "pyyaml>=6",
+#     "fastjsonschema>=2.19",
+#     "typing_extensions>=4.6; python_version < '3.11'",
+#     "docker>=7",
+# ]
+# ///
 """One session per pinned environment in envs/targets/, plus tests, lint and bench.
 
 Adding envs/targets/<name>.yaml adds a session `nox -s <name>`; nothing here
@@ -24,9 +39,11 @@ try:
     from kitbench.errors import KitbenchError
     from kitbench.targets import Target
 except ImportError as missing:  # kitbench's light dependencies live where nox runs
-    raise SystemExit(f"noxfile: {missing}; install kitbench's dependencies beside nox: "
-                     "python3 -m pip install -e . nox") from None
+    raise SystemExit(f"ERROR: noxfile: {missing}\nhint: run nox so that it reads the noxfile's inline "
+                     "dependencies (pipx run nox, or uvx nox), or install them beside nox: "
+                     "python3 -m pip install -e '.[docker]' nox uv") from None
 
+nox.needs_version = ">=2025.5"     # inline script metadata, and uv-provided interpreters
 nox.options.sessions = ["lint", "tests"]
 # uv builds a torch venv about four times as fast as pip (measured here: 18 s against 96 s,
 # cold); virtualenv and pip where uv is not installed. Hash-locked installs work with both.

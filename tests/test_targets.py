@@ -61,6 +61,24 @@ def test_no_version_is_written_in_the_noxfile() -> None:
     assert not re.search(r"==\s*\d|\b\d+\.\d+\.\d+\b", text)
 
 
+def test_the_noxfile_s_inline_dependencies_are_kitbench_s_own() -> None:
+    """`pipx run nox` / `uvx nox` install what the noxfile declares (PEP 723): kitbench's light
+    dependencies and the docker extra, exactly as pyproject.toml states them, plus nox and uv."""
+    import re
+
+    import tomllib
+
+    block = re.search(r"^# /// script\n((?:^#.*\n)+?)^# ///$", (REPO / "noxfile.py").read_text(), re.M)
+    assert block, "the noxfile has no inline script metadata"
+    declared = tomllib.loads("".join(line[2:] + "\n" for line in block[1].splitlines()))
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    names = {re.split(r"[<>=;\s]", dep)[0] for dep in declared["dependencies"]}
+    assert set(project["dependencies"]) | set(project["optional-dependencies"]["docker"]) <= set(
+        declared["dependencies"])
+    assert {"nox", "uv"} <= names
+    assert declared["requires-python"] == project["requires-python"]
+
+
 def _nox(env_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     pytest.importorskip("nox", reason="nox is not installed beside this Python (nox -s tests installs it)")
     import os
@@ -149,3 +167,23 @@ def test_a_target_file_name_must_be_a_plain_name(envs_copy: Path) -> None:
     shutil.copy(envs_copy / "targets" / "cpu.yaml", envs_copy / "targets" / "my target.yaml")
     with pytest.raises(ManifestError, match=r"my target.yaml: target name 'my target' is not a plain name"):
         targets.load_all()
+
+
+def test_a_nox_installed_apart_reads_the_noxfile_s_own_dependencies(tmp_path: Path) -> None:
+    """nox from pipx or `uv tool` has none of kitbench's dependencies: it must build them from the
+    noxfile's inline metadata and list the sessions, not fail on `import yaml`."""
+    import os
+
+    uv = shutil.which("uv") or pytest.skip("uv is not installed (nox -s tests installs it)")
+    nox_home = tmp_path / "nox-alone"
+    subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(nox_home)], check=True)
+    subprocess.run([uv, "pip", "install", "-q", "--python", str(nox_home / "bin" / "python"), "nox"], check=True)
+    alone = subprocess.run([str(nox_home / "bin" / "python"), "-c", "import yaml"], capture_output=True, check=False)
+    assert alone.returncode != 0, "the venv standing in for pipx's must lack kitbench's dependencies"
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    done = subprocess.run([str(nox_home / "bin" / "nox"), "-l", "-f", str(REPO / "noxfile.py"),
+                           "--envdir", str(tmp_path / "envdir")], capture_output=True, text=True, check=False,
+                          env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "- cpu -> " in done.stdout
+    assert (tmp_path / "envdir" / "_nox_script_mode").is_dir()
