@@ -180,7 +180,9 @@ def test_a_nox_installed_apart_reads_the_noxfile_s_own_dependencies(tmp_path: Pa
     subprocess.run([uv, "pip", "install", "-q", "--python", str(nox_home / "bin" / "python"), "nox"], check=True)
     alone = subprocess.run([str(nox_home / "bin" / "python"), "-c", "import yaml"], capture_output=True, check=False)
     assert alone.returncode != 0, "the venv standing in for pipx's must lack kitbench's dependencies"
-    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    # Under `pipx run nox -s tests` the sessions inherit NOX_SCRIPT_MODE=none from the outer nox.
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("PYTHONPATH", "VIRTUAL_ENV", "NOX_SCRIPT_MODE")}
     done = subprocess.run([str(nox_home / "bin" / "nox"), "-l", "-f", str(REPO / "noxfile.py"),
                            "--envdir", str(tmp_path / "envdir")], capture_output=True, text=True, check=False,
                           env=env, cwd=tmp_path)
