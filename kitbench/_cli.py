@@ -289,7 +289,7 @@ def _fleet_run_plan(args: argparse.Namespace, chosen: list[str], options: fleet.
                    "KITBENCH_IMAGE": built.tag, "KITBENCH_IMAGE_ID": built.image_id}
     prefix = fleet_containers.command(runtime, where, environment, shared_data, results)
     return fleet.plan_run(chosen, args.per, options, target.name, target.sha256, prefix, args.run_args, {},
-                          record_dir=f"{fleet_containers.RESULTS_INSIDE}/$SLURM_ARRAY_JOB_ID")
+                          record_dir=f"{containers.RESULTS_INSIDE}/$SLURM_ARRAY_JOB_ID")
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -372,7 +372,11 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         from kitbench import plots
 
         plots.check_target(args.plot)
-    loaded = compare.load(args.inputs)
+    skipped: list[Path] = []
+    loaded = compare.load(args.inputs, skipped)
+    if skipped:
+        print(f"note: skipped {len(skipped)} *.json file(s) that are not run records (fleet plans, probe and "
+              f"install JSON, image bundles), e.g. {skipped[0]}", file=sys.stderr)
     table = compare.rows(loaded)
     if args.fmt == "json":
         print(json.dumps([dataclasses.asdict(r) for r in table], indent=2))
