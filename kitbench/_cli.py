@@ -190,6 +190,8 @@ def _slurm_options(parser: argparse.ArgumentParser) -> None:
                        help="any other sbatch option, e.g. --sbatch-arg=--mem=4G (repeatable)")
     slurm.add_argument("--per", default="node", help="one task per node, or per distinct gres or feature set "
                                                      "(default: node)")
+    slurm.add_argument("--timeout", type=float, metavar="SECONDS", help="stop waiting (the job runs on) after "
+                       "this long (default: the job's time limit and 10 minutes)")
     slurm.add_argument("--dry-run", action="store_true", help="print the job script and submit nothing")
     slurm.add_argument("--json", action="store_true", help="print the gathered results as JSON")
 
@@ -245,8 +247,9 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
     log = _ui.stderr_line
     plan: fleet.Plan
     if args.fleet_command == "probe":
-        plan = fleet.plan_probe(chosen, args.per, options, (args.python or Path(sys.executable)).absolute(),
-                                ["--release", args.release])
+        python = (args.python or Path(sys.executable)).absolute()
+        fleet.refuse_foreign(slurm.node_arches(chosen), fleet.executable_arch(python), f"the Python {python}")
+        plan = fleet.plan_probe(chosen, args.per, options, python, ["--release", args.release])
     else:
         plan = _fleet_run_plan(args, chosen, options, log)
     if args.dry_run:
@@ -255,7 +258,8 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
     job = fleet.submit(plan)
     log(f"submitted job {job}: {len(chosen)} task(s) on {', '.join(chosen)}; results in {plan.results / job}")
     states = fleet.wait(job, 1 if plan.span else len(chosen), _ui.fleet_task_line(["all nodes"] if plan.span
-                                                                                   else chosen))
+                                                                                   else chosen),
+                        timeout_s=args.timeout)
     _, rows = fleet.gather(job, states, verify=getattr(args, "verify", False),
                            reference=getattr(args, "reference", None))
     return _ui.fleet_results(job, plan.summary(), rows, fleet.majority_notes(rows), args.json)
@@ -263,11 +267,13 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
 
 def _fleet_run_plan(args: argparse.Namespace, chosen: list[str], options: fleet.SlurmOptions,
                     log: Callable[[str], None]) -> fleet.Plan:
-    from kitbench import fleet, targets
+    from kitbench import fleet, slurm, targets
 
     target = targets.get(args.target)
     if target.kind == "venv":
         python = fleet.venv_python(target.name, args.venv, log)
+        fleet.refuse_foreign(slurm.node_arches(chosen), fleet.executable_arch(python),
+                             f"{target.name}'s environment ({python})")
         environment = {k: v for k, v in (("KITBENCH_DATA", os.environ.get("KITBENCH_DATA")),) if v}
         return fleet.plan_run(chosen, args.per, options, target.name, target.sha256, [str(python)], args.run_args,
                               environment)
@@ -278,6 +284,8 @@ def _fleet_run_plan(args: argparse.Namespace, chosen: list[str], options: fleet.
 
     runtime = fleet_containers.detect(args.containers)
     built = containers.build(target, log=log)
+    if runtime != "pyxis" or args.image is None:
+        fleet.refuse_foreign(slurm.node_arches(chosen), built.arch, f"the image {built.tag}")
     mnist = data.default_root().resolve()
     shared_data = mnist if (mnist / "MNIST" / "raw").is_dir() else None
     results = fleet.fleet_root()

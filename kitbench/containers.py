@@ -45,6 +45,7 @@ class BuildResult:
     image_id: str
     base_image: str
     size_bytes: int
+    arch: str | None = None     # the image's architecture, as Docker names it (amd64, arm64)
 
 
 def sdk() -> Any:
@@ -217,7 +218,7 @@ def build(target: Target, log: Log) -> BuildResult:
             # The image this build superseded: on copy-per-layer storage (vfs) each one holds gigabytes.
             with contextlib.suppress(docker.errors.APIError):
                 client.images.remove(previous)
-    return BuildResult(tag, image.id, args["BASE_IMAGE"], image.attrs.get("Size", 0))
+    return BuildResult(tag, image.id, args["BASE_IMAGE"], image.attrs.get("Size", 0), image.attrs.get("Architecture"))
 
 
 def run(target: Target, result: BuildResult, run_args: Sequence[str], log: Log) -> int:
