@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -77,11 +78,11 @@ def test_default_record_path_follows_target_and_results_root(tmp_path: Path) -> 
     assert str(written[0]) in done.stdout
 
 
-def test_sigterm_leaves_an_interrupted_record(mnist_root: Path, tmp_path: Path) -> None:
+def test_sigterm_leaves_an_interrupted_record(mnist_root: Path, tmp_path: Path,
+                                              spawn: Callable[..., subprocess.Popen[str]]) -> None:
     out = tmp_path / "r.json"
-    proc = subprocess.Popen([sys.executable, "-m", "kitbench", "run", "--device", "cpu", "--data", str(mnist_root),
-                             "--offline", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = spawn([sys.executable, "-m", "kitbench", "run", "--device", "cpu", "--data", str(mnist_root),
+                  "--offline", "--out", str(out)])
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if out.exists() and out.stat().st_size and "availability" in json.loads(out.read_text())["checks"]:
@@ -173,10 +174,10 @@ def test_a_target_name_cannot_leave_the_results_root(tmp_path: Path, monkeypatch
     assert list(tmp_path.rglob("*.json")) == []
 
 
-def test_sigterm_while_torch_imports_leaves_an_interrupted_record(tmp_path: Path) -> None:
+def test_sigterm_while_torch_imports_leaves_an_interrupted_record(
+        tmp_path: Path, spawn: Callable[..., subprocess.Popen[str]]) -> None:
     out = tmp_path / "r.json"
-    proc = subprocess.Popen([sys.executable, "-m", "kitbench", *AVAIL, "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = spawn([sys.executable, "-m", "kitbench", *AVAIL, "--out", str(out)])
     deadline = time.monotonic() + 60
     while not (out.exists() and out.stat().st_size) and time.monotonic() < deadline:
         time.sleep(0.01)

@@ -7,12 +7,14 @@ Slurm's output and the job script's rendering are also tested without a cluster.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -102,16 +104,26 @@ def _running(results: Path, count: int) -> str:
     raise AssertionError("the fleet job's tasks did not start")
 
 
-def _long_run(results: Path, mnist_root: Path, *extra: str) -> subprocess.Popen[str]:
-    """A fleet run whose tasks train for minutes: time enough to cancel them."""
-    return subprocess.Popen([sys.executable, "-m", "kitbench", "fleet", "run", "cpu", "--venv", sys.prefix, *extra,
-                             "--", "--check", "mnist", "--epochs", "50", "--offline", "--data", str(mnist_root)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "KITBENCH_RESULTS": str(results.parent)})
+@pytest.fixture
+def long_run(results: Path, mnist_root: Path, spawn: Callable[..., subprocess.Popen[str]],
+             ) -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    """A fleet run whose tasks train for minutes (time enough to cancel them); whatever the
+    test does, its Slurm jobs are cancelled at the end, and ``spawn`` stops the client."""
+
+    def start(*extra: str) -> subprocess.Popen[str]:
+        return spawn([sys.executable, "-m", "kitbench", "fleet", "run", "cpu", "--venv", sys.prefix, *extra,
+                      "--", "--check", "mnist", "--epochs", "50", "--offline", "--data", str(mnist_root)],
+                     env={**os.environ, "KITBENCH_RESULTS": str(results.parent)})
+
+    yield start
+    for plan in results.glob("*/fleet.json"):
+        with contextlib.suppress(SlurmError):
+            slurm.cancel(plan.parent.name)
 
 
-def test_a_cancelled_job_is_a_row_saying_so(slurm_cluster: Path, results: Path, mnist_root: Path) -> None:
-    proc = _long_run(results, mnist_root, "--per", "gres")
+def test_a_cancelled_job_is_a_row_saying_so(slurm_cluster: Path, results: Path,
+                                            long_run: Callable[..., subprocess.Popen[str]]) -> None:
+    proc = long_run("--per", "gres")
     job = _running(results, 1)
     record = results / job / "n1.json"
     deadline = time.monotonic() + 60
@@ -126,8 +138,9 @@ def test_a_cancelled_job_is_a_row_saying_so(slurm_cluster: Path, results: Path, 
     assert written["status"] == "interrupted"        # scancel sends SIGTERM: the record says so
 
 
-def test_ctrl_c_cancels_the_array(slurm_cluster: Path, results: Path, mnist_root: Path) -> None:
-    proc = _long_run(results, mnist_root, "--per", "gres")
+def test_ctrl_c_cancels_the_array(slurm_cluster: Path, results: Path,
+                                  long_run: Callable[..., subprocess.Popen[str]]) -> None:
+    proc = long_run("--per", "gres")
     job = _running(results, 1)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=120)
@@ -349,16 +362,18 @@ def test_a_docker_target_runs_for_real_through_slurms_oci_support(slurm_cluster:
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     docker = pytest.importorskip("docker")
     # The image .ci/run built: the same base and network, so the build here is all cache.
-    monkeypatch.setenv("KITBENCH_BASE_IMAGE", os.environ.get("KITBENCH_TEST_BASE_IMAGE", "kitbench-ci/debian:bookworm"))
+    base = os.environ.get("KITBENCH_TEST_BASE_IMAGE", "kitbench-ci/debian:bookworm")
+    monkeypatch.setenv("KITBENCH_BASE_IMAGE", base)
     monkeypatch.setenv("KITBENCH_DOCKER_NETWORK", "host")
     from kitbench import containers, targets
 
-    try:
-        client = docker.from_env()
-        client.images.get(containers.image_tag(targets.get("cuda126")))
-    except Exception as exc:
-        pytest.skip(f"the cuda126 image is not here ({type(exc).__name__}; .ci/run builds it): "
-                    "exporting a bundle needs it")
+    # Both, as the sibling docker tests ask: the build (all cache) starts from the base image.
+    for image, why in ((base, "the build starts from it (.ci/run makes it with debootstrap)"),
+                       (containers.image_tag(targets.get("cuda126")), "a bundle is exported from it")):
+        try:
+            docker.from_env().images.get(image)
+        except Exception as exc:
+            pytest.skip(f"image {image} is not here ({type(exc).__name__}): {why}")
     if not (slurm_cluster / "oci.conf").is_file():
         pytest.skip("runc is not installed, so the local cluster has no oci.conf")
     code = main(["fleet", "run", "cuda126", "--containers", "oci", "--per", "gres", "--json", "--",
