@@ -38,7 +38,36 @@ MNIST is read from --data, default KITBENCH_DATA or ~/.cache/kitbench/data.
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        raise UsageError(message, hint=f"see: {self.prog} --help")
+        raise UsageError(_did_you_mean(self, message), hint=f"see: {self.prog} --help")
+
+
+def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
+    """argparse's message, or for a typo in a command or flag, the nearest right one."""
+    import difflib
+    import re
+
+    choice = re.match(r"argument \S+: invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+    if choice:
+        word, known = choice.group(1), re.findall(r"'([^']*)'", choice.group(2))
+        kind = "command"
+    else:
+        flags = re.match(r"unrecognized arguments: (\S+)", message)
+        if not flags or not flags.group(1).startswith("--"):
+            return message
+        word, kind = flags.group(1).partition("=")[0], "option"
+        known = sorted({flag for p in _parsers(parser) for flag in p._option_string_actions if flag.startswith("--")})
+    close = difflib.get_close_matches(word, known, n=1)
+    return f"unknown {kind} {word!r}" + (f"; did you mean {close[0]!r}?" if close else f" ({message})")
+
+
+def _parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """The parser and every subcommand's, to name a flag that any of them takes."""
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                found += _parsers(sub)
+    return found
 
 
 def _whole(text: str) -> int:
@@ -433,6 +462,19 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     return 0
 
 
+def _install_hint(hint: str) -> str:
+    """The hint with this machine's install-cmd answer in it."""
+    from kitbench import selector
+    from kitbench.errors import INSTALL_CMD_WORDS
+    from kitbench.probe import probe
+
+    try:
+        command = selector.select(probe()).command
+    except KitbenchError:
+        return hint
+    return hint.replace(INSTALL_CMD_WORDS, f"`{command}` (install-cmd's answer for this machine)")
+
+
 _COMMANDS: dict[str, Any] = {"run": _cmd_run, "probe": _cmd_probe, "container": _cmd_container, "fleet": _cmd_fleet,
                              "install-cmd": _cmd_install, "compare": _cmd_compare, "verify": _cmd_verify}
 
@@ -446,8 +488,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _main(argv)
         except KeyboardInterrupt as stop:
             code = Terminated.exit_code if isinstance(stop, Terminated) else 130
-            print(f"ERROR: {'terminated (SIGTERM)' if code == 143 else 'interrupted'} before a record was written",
-                  file=sys.stderr)
+            words = list(sys.argv[1:] if argv is None else argv)
+            command = next((w for w in words if not w.startswith("-")), "")
+            # Only `run` writes a record (one that exists already says so itself, via Interrupted).
+            what = " before a record was written" if command == "run" else f": kitbench {command}".rstrip(": ")
+            print(f"ERROR: {'terminated (SIGTERM)' if code == 143 else 'interrupted'}{what}", file=sys.stderr)
             return code
 
 
@@ -476,6 +521,12 @@ def _main(argv: Sequence[str] | None) -> int:
         error = MissingDependency(root, f"kitbench {words[0] if words else ''}".strip(), OPTIONAL_HINTS[root])
     except KitbenchError as caught:
         error = caught
+    except OSError as failed:       # a results root that cannot be written, a full disk: never a traceback
+        where = f"{failed.filename}: " if failed.filename else ""
+        error = KitbenchError(f"{where}{failed.strerror or failed}", hint="check that the folder exists, is "
+                              "writable and has room (KITBENCH_RESULTS moves the results, KITBENCH_DATA the data)")
+    if isinstance(error, MissingDependency) and error.module in ("torch", "torchvision"):
+        error.hint = _install_hint(error.hint or "")
     print(f"ERROR: {error.message}", file=sys.stderr)
     if error.hint:
         print(f"hint: {error.hint}", file=sys.stderr)

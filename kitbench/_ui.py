@@ -118,6 +118,9 @@ def run_summary(record: RunRecord, path: str) -> None:
     env = record["environment"]
     print(f"kitbench run on {record['device']}: torch {env['torch']} (CUDA {env.get('cuda') or 'none'}), "
           f"{env['cpu']}, {env.get('threads')} threads")
+    if env.get("build_matches_target") is False:
+        print(f"  build_matches_target: false: target {env.get('target')} names {_named_build(env.get('target'))}, "
+              f"this torch is {env['torch']} (CUDA {env.get('cuda') or 'none'}): the numbers are not the target's")
     table("checks", ("check", "status", "summary"),
           [(name, result["status"], result["summary"])
            for name, result in cast("dict[str, Check]", record["checks"]).items()])
@@ -146,6 +149,16 @@ def run_summary(record: RunRecord, path: str) -> None:
     if record.get("nonfinite"):
         print(f"  non-finite numbers (written as null): {', '.join(record.get('nonfinite', [])[:5])}")
     print(f"status: {record['status']}; record: {path}")
+
+
+def _named_build(target: str | None) -> str:
+    from kitbench import targets
+    from kitbench.errors import KitbenchError
+
+    try:
+        return f"a {targets.get(target or '').compute} build"
+    except KitbenchError:
+        return "another build"
 
 
 _COLUMNS = (("target", "target", None), ("status", "status", None), ("machine", "machine", None),

@@ -207,6 +207,50 @@ def test_a_signal_before_the_record_exists_is_one_line(stop: str, code: int, wor
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(("args", "said"), [
+    (["probe"], "ERROR: interrupted: kitbench probe\n"),
+    (["install-cmd", "--no-gpu"], "ERROR: interrupted: kitbench install-cmd\n"),
+    (["compare", "docs/records"], "ERROR: interrupted: kitbench compare\n"),
+])
+def test_ctrl_c_in_a_command_that_writes_no_record_says_nothing_of_records(
+        args: list[str], said: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench import _cli
+
+    def stopped(parsed: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(_cli._COMMANDS, args[0], stopped)
+    assert _main(*args) == 130
+    assert capsys.readouterr().err == said
+
+
+def test_an_os_error_is_one_line_naming_the_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench import _cli
+
+    def writes_a_plan(parsed: object) -> int:       # as a fleet plan written where no folder is
+        (tmp_path / "gone" / "fleet.json").write_text("{}")
+        return 0
+
+    monkeypatch.setitem(_cli._COMMANDS, "probe", writes_a_plan)
+    assert _main("probe") == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"ERROR: {tmp_path / 'gone' / 'fleet.json'}: No such file or directory"
+    assert err[1].startswith("hint: check that the folder exists, is writable and has room")
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["isntall-cmd"], "unknown command 'isntall-cmd'; did you mean 'install-cmd'?"),
+    (["fleet", "rn", "cpu"], "unknown command 'rn'; did you mean 'run'?"),
+    (["run", "--quik"], "unknown option '--quik'; did you mean '--quick'?"),
+    (["compare", "x", "--formt=csv"], "unknown option '--formt'; did you mean '--format'?"),
+    (["zzzz"], "unknown command 'zzzz' (argument command: invalid choice: 'zzzz' (choose from"),
+])
+def test_a_typo_gets_a_suggestion(args: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _main(*args) == 2
+    assert capsys.readouterr().err.startswith(f"ERROR: {said}")
+
+
 def test_a_setup_error_makes_a_failed_record(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import torch
 
@@ -280,7 +324,7 @@ def test_a_broken_torchvision_fails_only_the_mnist_check(mnist_root: Path, tmp_p
 
 @pytest.mark.parametrize(("name", "words"), [
     ("torch", "pip install 'kitbench[suite]'"),
-    ("matplotlib", "pip install 'kitbench[plots]'"),
+    ("matplotlib", "'kitbench[plots]'"),
 ])
 def test_a_missing_optional_part_is_named_with_its_extra(name: str, words: str) -> None:
     args = ["run", "--check", "availability"] if name == "torch" else ["compare", "docs/records", "--plot", "c.png"]
@@ -290,6 +334,23 @@ def test_a_missing_optional_part_is_named_with_its_extra(name: str, words: str) 
                           cwd=Path(__file__).resolve().parent.parent)
     assert_clean_error(done, f"needs {name}, which is not installed")
     assert words in done.stderr
+    if name == "torch":     # this machine's answer, not a bare extra that would pull PyPI's default build
+        from kitbench import probe, selector
+
+        assert f"`{selector.select(probe.probe()).command}` (install-cmd's answer for this machine)" in done.stderr
+
+
+def test_the_plots_hint_never_points_back_to_the_pinned_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kitbench import plots
+
+    monkeypatch.setattr(sys, "prefix", "/home/u/kitbench/.nox/cpu")
+    monkeypatch.setattr(sys, "executable", "/home/u/kitbench/.nox/cpu/bin/python")
+    hint = plots._plots_hint()
+    assert hint.startswith("install it into this environment: /home/u/kitbench/.nox/cpu/bin/python -m pip install "
+                           "matplotlib (`nox -R` keeps it")
+    assert "nox -R -s cpu --" not in hint
+    monkeypatch.setattr(sys, "prefix", "/usr")
+    assert plots._plots_hint() == "pip install 'kitbench[plots]'"
 
 
 @pytest.mark.parametrize(("plot", "words"), [("c.xyz", "unknown image format .xyz"), ("c", "no image format"),

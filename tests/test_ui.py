@@ -35,3 +35,21 @@ def test_tables_without_rich_are_aligned_text(monkeypatch: pytest.MonkeyPatch,
     _ui.table("checks", ("check", "status"), [("availability", "ok"), ("mnist", "failed")])
     out = capsys.readouterr().out
     assert out.splitlines() == ["checks", "check         status", "availability  ok", "mnist         failed"]
+
+
+def test_a_build_that_is_not_the_targets_is_said_in_the_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+    from pathlib import Path
+
+    from kitbench import records
+
+    path = Path(__file__).resolve().parent.parent / "docs" / "records" / "cpu-bench-fnn.json"
+    record = records.read(path)
+    _ui.run_summary(record, str(path))
+    assert "build_matches_target" not in capsys.readouterr().out
+    # A CUDA wheel where the cpu target asked for a CPU one (an index override did it).
+    changed = json.loads(path.read_text())
+    changed["environment"].update(target="cpu", build_matches_target=False, torch="2.9.1+cu128", cuda="12.8")
+    _ui.run_summary(records.parse(json.dumps(changed), path), str(path))
+    assert ("  build_matches_target: false: target cpu names a cpu build, this torch is 2.9.1+cu128 (CUDA 12.8): "
+            "the numbers are not the target's") in capsys.readouterr().out.splitlines()
