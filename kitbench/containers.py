@@ -25,6 +25,7 @@ from typing import Any
 from kitbench import __version__, data, manifest, preflight, records
 from kitbench.errors import OPTIONAL_HINTS, ContainerError, MissingDependency
 from kitbench.fingerprint import git_revision
+from kitbench.heartbeat import Heartbeat
 from kitbench.targets import Target
 
 BASE_VARIABLE = "KITBENCH_BASE_IMAGE"
@@ -212,7 +213,16 @@ def build(target: Target, log: Log) -> BuildResult:
         stream = client.api.build(fileobj=context_tar(), custom_context=True, dockerfile=_DOCKERFILE,
                                   tag=tag, buildargs=args, decode=True, rm=True, forcerm=True,
                                   network_mode=os.environ.get(NETWORK_VARIABLE))
-        image_id = follow_build(stream, log, target=target, base=args["BASE_IMAGE"])
+        # A base image pulling or a wheel downloading inside a RUN step prints nothing for minutes.
+        last = [f"Step 1: FROM {args['BASE_IMAGE']}"]
+        with Heartbeat(lambda s: log(f"... building {tag}: still at {last[0][:100]} after {s:.0f} s")) as beat:
+            def shown(line: str) -> None:
+                log(line)
+                beat.beat()
+                if line.startswith("Step "):
+                    last[0] = line
+
+            image_id = follow_build(stream, shown, target=target, base=args["BASE_IMAGE"])
         image = client.images.get(image_id or tag)
         if previous not in (None, image.id):
             # The image this build superseded: on copy-per-layer storage (vfs) each one holds gigabytes.

@@ -143,6 +143,7 @@ def _run_checks(options: Options, machine: Probe, progress: Progress, path: Path
 
     if options.threads is not None:
         torch.set_num_threads(options.threads)
+    progress.start(f"initialising the device ({options.device})")     # CUDA's first call can take minutes
     device = devices.resolve(options.device, machine)
     record.update(device=str(device), device_init_s=_init_device(device), environment=fingerprint.collect(machine))
     progress.done()

@@ -365,3 +365,36 @@ def test_the_checkouts_docker_folder_is_not_taken_for_the_sdk(monkeypatch: pytes
     err = capsys.readouterr().err.splitlines()
     assert err[0] == "ERROR: building and running images needs docker, which is not installed in this Python"
     assert err[1] == f"hint: pip install 'kitbench[docker]' (`import docker` found the folder {repo / 'docker'})"
+
+
+def test_a_silent_build_step_still_logs_a_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wheel downloading inside a RUN step prints nothing; the build log must not go quiet."""
+    import time
+
+    import docker
+
+    from kitbench import heartbeat
+
+    class Images:
+        def get(self, name: str) -> object:
+            if name == "sha256:10cc":
+                return type("Image", (), {"id": "sha256:10cc", "attrs": {"Size": 1, "Architecture": "amd64"}})()
+            raise docker.errors.ImageNotFound("none yet")
+
+    class Api:
+        def build(self, **options: object) -> object:
+            yield {"stream": "Step 10/23 : RUN pip install torch\n"}
+            time.sleep(0.5)         # pip downloading 900 MB, silently
+            yield {"aux": {"ID": "sha256:10cc"}}
+
+    engine = type("Engine", (), {"images": Images(), "api": Api()})()
+    monkeypatch.setattr(containers, "_client", lambda: engine)
+    monkeypatch.setattr(heartbeat, "EVERY_S", 0.15)
+    monkeypatch.setenv("KITBENCH_BASE_IMAGE", "t/base:1")
+    lines: list[str] = []
+    result = containers.build(targets.get("cuda126"), lines.append)
+    assert (result.image_id, result.arch) == ("sha256:10cc", "amd64")
+    assert lines[0] == "Step 10/23 : RUN pip install torch"
+    assert len(lines) >= 2 and all(
+        line.startswith(f"... building {result.tag}: still at Step 10/23 : RUN pip install torch after ")
+        for line in lines[1:])
