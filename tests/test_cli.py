@@ -251,6 +251,26 @@ def test_a_typo_gets_a_suggestion(args: list[str], said: str, capsys: pytest.Cap
     assert capsys.readouterr().err.startswith(f"ERROR: {said}")
 
 
+_POSIX_ONLY = {os: ("killpg", "getuid", "geteuid", "getgid", "chown", "setsid", "getpgid", "uname"),
+               signal: ("SIGKILL", "SIGHUP", "SIGQUIT", "SIGUSR1")}
+
+
+@pytest.mark.parametrize("args", [
+    ["install-cmd", "--no-gpu", "--explain"], ["probe", "--json"], ["compare", "docs/records", "--format", "csv"],
+    ["verify", "docs/records/cpu-bench-fnn.json", "docs/records/cpu-bench-fnn.json"],
+    [*AVAIL, "--check", "moves", "--quick"],
+])
+def test_the_commands_windows_runs_need_no_posix_only_call(args: list[str], tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+    monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path))
+    for module, names in _POSIX_ONLY.items():
+        for name in names:
+            monkeypatch.delattr(module, name, raising=False)
+    assert _main(*args) == 0, capsys.readouterr().err
+
+
 def test_a_setup_error_makes_a_failed_record(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import torch
 

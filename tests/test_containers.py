@@ -398,3 +398,12 @@ def test_a_silent_build_step_still_logs_a_line(monkeypatch: pytest.MonkeyPatch) 
     assert len(lines) >= 2 and all(
         line.startswith(f"... building {result.tag}: still at Step 10/23 : RUN pip install torch after ")
         for line in lines[1:])
+
+
+def test_a_container_run_where_there_are_no_uids(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                 tiny_mnist: Path) -> None:
+    """Docker Desktop on Windows: no os.getuid/getgid/chown, and no user to map."""
+    for name in ("getuid", "getgid", "chown"):
+        monkeypatch.delattr(os, name, raising=False)
+    engine, _ = _fake_run(monkeypatch, tmp_path, ["--data", str(tiny_mnist)])
+    assert engine.created["user"] is None

@@ -143,3 +143,20 @@ def test_a_port_held_by_another_program_is_one_line(mnist_root: Path, tmp_path: 
     assert ddp["status"] == "failed"
     assert f"at rendezvous {endpoint}: the port answers but no rendezvous completed" in ddp["summary"]
     assert _anything_left() == []
+
+
+def test_the_launcher_is_stopped_where_there_are_no_process_groups(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Windows has no os.killpg: the launcher is still ended, not left running. (SIGKILL stays: here
+    the POSIX Popen.kill this falls back to needs it; Windows' own Popen.kill does not.)"""
+    from kitbench.checks import ddp
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], text=True)
+    try:
+        monkeypatch.delattr(os, "killpg")
+        started = time.monotonic()
+        ddp._kill_group(proc)
+        assert proc.returncode is not None and time.monotonic() - started < 30
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
