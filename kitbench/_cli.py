@@ -357,6 +357,8 @@ def _cmd_container(args: argparse.Namespace) -> int:
     if target.kind != "docker":
         raise UsageError(f"target {target.name!r} is a {target.kind} target, not a docker one",
                          hint=f"run it with: nox -s {target.name}")
+    if not args.build_only:
+        containers.host_data(args.run_args)     # no MNIST and --offline: said before a build of minutes
     result = containers.build(target, log=lambda line: print(line, file=sys.stderr, flush=True))
     print(f"image {result.tag} ({result.image_id[:19]}, {result.size_bytes / 2**30:.2f} GiB) "
           f"from {result.base_image}", file=sys.stderr)

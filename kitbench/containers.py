@@ -238,9 +238,7 @@ def run(target: Target, result: BuildResult, run_args: Sequence[str], log: Log) 
 
     client = _client()
     results_dir = records.results_root().resolve() / target.name
-    host_data, offline, run_args = _data_arguments(run_args)
-    data_root, download = data.locate(host_data, offline)
-    data_root = data_root.resolve()
+    data_root, download, run_args = host_data(run_args)
     try:
         results_dir.mkdir(parents=True, exist_ok=True)
         # A fresh machine: the image's user cannot create /data, so MNIST is downloaded into
@@ -293,6 +291,15 @@ def run(target: Target, result: BuildResult, run_args: Sequence[str], log: Log) 
     if known is not None:
         raise known
     return status
+
+
+def host_data(run_args: Sequence[str]) -> tuple[Path, bool, list[str]]:
+    """Where MNIST is on the host for the run inside (``--data`` after ``--``, else
+    KITBENCH_DATA or the cache), whether it must be downloaded there (a DataError with
+    ``--offline``), and the run's arguments without ``--data``."""
+    path, offline, rest = _data_arguments(run_args)
+    root, download = data.locate(path, offline)
+    return root.resolve(), download, rest
 
 
 def _data_arguments(run_args: Sequence[str]) -> tuple[Path | None, bool, list[str]]:

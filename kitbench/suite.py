@@ -130,6 +130,8 @@ def run(options: Options, out: Path | None = None, progress: Progress | None = N
             record.update(status="failed", ended_at=records.utc_now(), error=error.message)
             records.write_atomic(path, record)
             raise
+        finally:
+            progress.done()         # a phase cut short must not leave its heartbeat running
     return Finished(path, cast(RunRecord, record))
 
 

@@ -407,3 +407,15 @@ def test_a_container_run_where_there_are_no_uids(monkeypatch: pytest.MonkeyPatch
         monkeypatch.delattr(os, name, raising=False)
     engine, _ = _fake_run(monkeypatch, tmp_path, ["--data", str(tiny_mnist)])
     assert engine.created["user"] is None
+
+
+def test_offline_without_mnist_is_refused_before_the_build(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench._cli import main
+
+    def no_build(*args: object, **options: object) -> None:
+        raise AssertionError("built")
+
+    monkeypatch.setattr(containers, "build", no_build)
+    assert main(["container", "cuda126", "--", "--offline", "--data", str(tmp_path / "nowhere")]) == 1
+    assert capsys.readouterr().err.startswith(f"ERROR: no MNIST at {tmp_path / 'nowhere'} (4 of 4 raw files missing)")
