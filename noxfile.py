@@ -71,6 +71,7 @@ def _install_suite(session: nox.Session, target: Target) -> None:
     """The hash-locked set when `nox -s lock` made one for this platform and index;
     else torch and torchvision from the target's index and the rest pinned from PyPI."""
     os_name = _machine().os
+    targets.check_index(target, os_name)
     lock = target.usable_lock(_platform(target.python), os_name)
     if lock is not None:
         session.install(*target.pip_index_args(os_name), "--require-hashes", "-r", str(lock))

@@ -38,7 +38,36 @@ MNIST is read from --data, default KITBENCH_DATA or ~/.cache/kitbench/data.
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        raise UsageError(message, hint=f"see: {self.prog} --help")
+        raise UsageError(_did_you_mean(self, message), hint=f"see: {self.prog} --help")
+
+
+def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
+    """argparse's message, or for a typo in a command or flag, the nearest right one."""
+    import difflib
+    import re
+
+    choice = re.match(r"argument \S+: invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+    if choice:
+        word, known = choice.group(1), re.findall(r"'([^']*)'", choice.group(2))
+        kind = "command"
+    else:
+        flags = re.match(r"unrecognized arguments: (\S+)", message)
+        if not flags or not flags.group(1).startswith("--"):
+            return message
+        word, kind = flags.group(1).partition("=")[0], "option"
+        known = sorted({flag for p in _parsers(parser) for flag in p._option_string_actions if flag.startswith("--")})
+    close = difflib.get_close_matches(word, known, n=1)
+    return f"unknown {kind} {word!r}" + (f"; did you mean {close[0]!r}?" if close else f" ({message})")
+
+
+def _parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """The parser and every subcommand's, to name a flag that any of them takes."""
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                found += _parsers(sub)
+    return found
 
 
 def _whole(text: str) -> int:
@@ -190,6 +219,8 @@ def _slurm_options(parser: argparse.ArgumentParser) -> None:
                        help="any other sbatch option, e.g. --sbatch-arg=--mem=4G (repeatable)")
     slurm.add_argument("--per", default="node", help="one task per node, or per distinct gres or feature set "
                                                      "(default: node)")
+    slurm.add_argument("--timeout", type=float, metavar="SECONDS", help="stop waiting (the job runs on) after "
+                       "this long (default: the job's time limit and 10 minutes)")
     slurm.add_argument("--dry-run", action="store_true", help="print the job script and submit nothing")
     slurm.add_argument("--json", action="store_true", help="print the gathered results as JSON")
 
@@ -245,8 +276,9 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
     log = _ui.stderr_line
     plan: fleet.Plan
     if args.fleet_command == "probe":
-        plan = fleet.plan_probe(chosen, args.per, options, (args.python or Path(sys.executable)).absolute(),
-                                ["--release", args.release])
+        python = (args.python or Path(sys.executable)).absolute()
+        fleet.refuse_foreign(slurm.node_arches(chosen), fleet.executable_arch(python), f"the Python {python}")
+        plan = fleet.plan_probe(chosen, args.per, options, python, ["--release", args.release])
     else:
         plan = _fleet_run_plan(args, chosen, options, log)
     if args.dry_run:
@@ -255,7 +287,8 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
     job = fleet.submit(plan)
     log(f"submitted job {job}: {len(chosen)} task(s) on {', '.join(chosen)}; results in {plan.results / job}")
     states = fleet.wait(job, 1 if plan.span else len(chosen), _ui.fleet_task_line(["all nodes"] if plan.span
-                                                                                   else chosen))
+                                                                                   else chosen),
+                        timeout_s=args.timeout)
     _, rows = fleet.gather(job, states, verify=getattr(args, "verify", False),
                            reference=getattr(args, "reference", None))
     return _ui.fleet_results(job, plan.summary(), rows, fleet.majority_notes(rows), args.json)
@@ -263,11 +296,13 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
 
 def _fleet_run_plan(args: argparse.Namespace, chosen: list[str], options: fleet.SlurmOptions,
                     log: Callable[[str], None]) -> fleet.Plan:
-    from kitbench import fleet, targets
+    from kitbench import fleet, slurm, targets
 
     target = targets.get(args.target)
     if target.kind == "venv":
         python = fleet.venv_python(target.name, args.venv, log)
+        fleet.refuse_foreign(slurm.node_arches(chosen), fleet.executable_arch(python),
+                             f"{target.name}'s environment ({python})")
         environment = {k: v for k, v in (("KITBENCH_DATA", os.environ.get("KITBENCH_DATA")),) if v}
         return fleet.plan_run(chosen, args.per, options, target.name, target.sha256, [str(python)], args.run_args,
                               environment)
@@ -278,6 +313,8 @@ def _fleet_run_plan(args: argparse.Namespace, chosen: list[str], options: fleet.
 
     runtime = fleet_containers.detect(args.containers)
     built = containers.build(target, log=log)
+    if runtime != "pyxis" or args.image is None:
+        fleet.refuse_foreign(slurm.node_arches(chosen), built.arch, f"the image {built.tag}")
     mnist = data.default_root().resolve()
     shared_data = mnist if (mnist / "MNIST" / "raw").is_dir() else None
     results = fleet.fleet_root()
@@ -289,7 +326,7 @@ def _fleet_run_plan(args: argparse.Namespace, chosen: list[str], options: fleet.
                    "KITBENCH_IMAGE": built.tag, "KITBENCH_IMAGE_ID": built.image_id}
     prefix = fleet_containers.command(runtime, where, environment, shared_data, results)
     return fleet.plan_run(chosen, args.per, options, target.name, target.sha256, prefix, args.run_args, {},
-                          record_dir=f"{fleet_containers.RESULTS_INSIDE}/$SLURM_ARRAY_JOB_ID")
+                          record_dir=f"{containers.RESULTS_INSIDE}/$SLURM_ARRAY_JOB_ID")
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -320,6 +357,8 @@ def _cmd_container(args: argparse.Namespace) -> int:
     if target.kind != "docker":
         raise UsageError(f"target {target.name!r} is a {target.kind} target, not a docker one",
                          hint=f"run it with: nox -s {target.name}")
+    if not args.build_only:
+        containers.host_data(args.run_args)     # no MNIST and --offline: said before a build of minutes
     result = containers.build(target, log=lambda line: print(line, file=sys.stderr, flush=True))
     print(f"image {result.tag} ({result.image_id[:19]}, {result.size_bytes / 2**30:.2f} GiB) "
           f"from {result.base_image}", file=sys.stderr)
@@ -372,7 +411,11 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         from kitbench import plots
 
         plots.check_target(args.plot)
-    loaded = compare.load(args.inputs)
+    skipped: list[Path] = []
+    loaded = compare.load(args.inputs, skipped)
+    if skipped:
+        print(f"note: skipped {len(skipped)} *.json file(s) that are not run records (fleet plans, probe and "
+              f"install JSON, image bundles), e.g. {skipped[0]}", file=sys.stderr)
     table = compare.rows(loaded)
     if args.fmt == "json":
         print(json.dumps([dataclasses.asdict(r) for r in table], indent=2))
@@ -421,6 +464,19 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     return 0
 
 
+def _install_hint(hint: str) -> str:
+    """The hint with this machine's install-cmd answer in it."""
+    from kitbench import selector
+    from kitbench.errors import INSTALL_CMD_WORDS
+    from kitbench.probe import probe
+
+    try:
+        command = selector.select(probe()).command
+    except KitbenchError:
+        return hint
+    return hint.replace(INSTALL_CMD_WORDS, f"`{command}` (install-cmd's answer for this machine)")
+
+
 _COMMANDS: dict[str, Any] = {"run": _cmd_run, "probe": _cmd_probe, "container": _cmd_container, "fleet": _cmd_fleet,
                              "install-cmd": _cmd_install, "compare": _cmd_compare, "verify": _cmd_verify}
 
@@ -434,8 +490,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _main(argv)
         except KeyboardInterrupt as stop:
             code = Terminated.exit_code if isinstance(stop, Terminated) else 130
-            print(f"ERROR: {'terminated (SIGTERM)' if code == 143 else 'interrupted'} before a record was written",
-                  file=sys.stderr)
+            words = list(sys.argv[1:] if argv is None else argv)
+            command = next((w for w in words if not w.startswith("-")), "")
+            # Only `run` writes a record (one that exists already says so itself, via Interrupted).
+            what = " before a record was written" if command == "run" else f": kitbench {command}".rstrip(": ")
+            print(f"ERROR: {'terminated (SIGTERM)' if code == 143 else 'interrupted'}{what}", file=sys.stderr)
             return code
 
 
@@ -464,6 +523,12 @@ def _main(argv: Sequence[str] | None) -> int:
         error = MissingDependency(root, f"kitbench {words[0] if words else ''}".strip(), OPTIONAL_HINTS[root])
     except KitbenchError as caught:
         error = caught
+    except OSError as failed:       # a results root that cannot be written, a full disk: never a traceback
+        where = f"{failed.filename}: " if failed.filename else ""
+        error = KitbenchError(f"{where}{failed.strerror or failed}", hint="check that the folder exists, is "
+                              "writable and has room (KITBENCH_RESULTS moves the results, KITBENCH_DATA the data)")
+    if isinstance(error, MissingDependency) and error.module in ("torch", "torchvision"):
+        error.hint = _install_hint(error.hint or "")
     print(f"ERROR: {error.message}", file=sys.stderr)
     if error.hint:
         print(f"hint: {error.hint}", file=sys.stderr)

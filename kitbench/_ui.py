@@ -14,6 +14,7 @@ from typing import Any, cast
 
 from kitbench._types import Check, RunRecord, Transfer
 from kitbench.checks.base import Progress
+from kitbench.heartbeat import Heartbeat
 
 LOG_EVERY_S = 10.0
 
@@ -38,21 +39,30 @@ def progress() -> Progress:
 
 
 class LogProgress:
-    """A line when a phase starts, then one every ``LOG_EVERY_S`` seconds while it runs."""
+    """A line when a phase starts, then one every ``LOG_EVERY_S`` seconds while it runs:
+    from ``advance``, or, in a phase that blocks without advancing (a compile, a launch,
+    CUDA's first call), from a heartbeat thread."""
 
-    def __init__(self, clock: Any = time.monotonic, out: Any = None) -> None:
-        self._clock, self._out = clock, out
+    def __init__(self, clock: Any = time.monotonic, out: Any = None, heartbeat: bool = True) -> None:
+        self._clock, self._out, self._heartbeat = clock, out, heartbeat
         self._label: str | None = None
         self._total: float | None = None
         self._count = 0.0
         self._started = self._last = 0.0
+        self._beat: Heartbeat | None = None
 
     def _print(self, text: str) -> None:
         print(text, file=self._out or sys.stderr, flush=True)
+        if self._beat is not None:
+            self._beat.beat()
 
     def start(self, label: str, total: float | None = None) -> None:
+        self.done()
         self._label, self._total, self._count = label, total, 0.0
         self._started = self._last = self._clock()
+        if self._heartbeat:
+            self._beat = Heartbeat(lambda s: self._print(f"... {label}: still running after {s:.0f} s"),
+                                   LOG_EVERY_S).start()
         self._print(f"... {label}")
 
     def advance(self, amount: float = 1) -> None:
@@ -65,6 +75,9 @@ class LogProgress:
 
     def done(self) -> None:
         self._label = None
+        if self._beat is not None:
+            self._beat.stop()
+            self._beat = None
 
 
 class _RichProgress:
@@ -118,6 +131,9 @@ def run_summary(record: RunRecord, path: str) -> None:
     env = record["environment"]
     print(f"kitbench run on {record['device']}: torch {env['torch']} (CUDA {env.get('cuda') or 'none'}), "
           f"{env['cpu']}, {env.get('threads')} threads")
+    if env.get("build_matches_target") is False:
+        print(f"  build_matches_target: false: target {env.get('target')} names {_named_build(env.get('target'))}, "
+              f"this torch is {env['torch']} (CUDA {env.get('cuda') or 'none'}): the numbers are not the target's")
     table("checks", ("check", "status", "summary"),
           [(name, result["status"], result["summary"])
            for name, result in cast("dict[str, Check]", record["checks"]).items()])
@@ -146,6 +162,16 @@ def run_summary(record: RunRecord, path: str) -> None:
     if record.get("nonfinite"):
         print(f"  non-finite numbers (written as null): {', '.join(record.get('nonfinite', [])[:5])}")
     print(f"status: {record['status']}; record: {path}")
+
+
+def _named_build(target: str | None) -> str:
+    from kitbench import targets
+    from kitbench.errors import KitbenchError
+
+    try:
+        return f"a {targets.get(target or '').compute} build"
+    except KitbenchError:
+        return "another build"
 
 
 _COLUMNS = (("target", "target", None), ("status", "status", None), ("machine", "machine", None),

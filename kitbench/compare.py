@@ -56,16 +56,37 @@ class Row:
     warnings: list[str] = field(default_factory=list)
 
 
-def expand(inputs: Sequence[str]) -> list[Path]:
-    """Files, directories (their *.json, recursively) and globs, in a stable order."""
+_RECORD_HEAD = re.compile(rb'"schema"\s*:\s*"kitbench\.run/')
+_HEAD_BYTES = 4096      # the writer puts "schema" first; a record's opening bytes name it
+
+
+def is_record(path: Path) -> bool:
+    """Whether a file opens as a run record (of any version, whole or cut short) by its
+    first bytes: a cheap test for files found in a directory, beside fleet plans, probe
+    and install JSON, and the files of exported OCI bundles."""
+    try:
+        with path.open("rb") as handle:
+            return _RECORD_HEAD.search(handle.read(_HEAD_BYTES)) is not None
+    except OSError:
+        return True     # unreadable: kept, so its row says why
+
+
+def expand(inputs: Sequence[str], skipped: list[Path] | None = None) -> list[Path]:
+    """Files, directories (their run records, recursively) and globs, in a stable order.
+    A directory's other *.json files are appended to ``skipped``; a file named outright
+    is taken as it is, so a non-record there is an error."""
     found: list[Path] = []
     for item in inputs:
         path = Path(item)
         if path.is_dir():
             inside = sorted(path.rglob("*.json"))
-            if not inside:
-                raise RecordError(f"no records (*.json) in directory {path}")
-            found += inside
+            runs = [p for p in inside if p.is_file() and is_record(p)]
+            if not runs:
+                others = f" ({len(inside)} other *.json files)" if inside else ""
+                raise RecordError(f"no run records in directory {path}{others}")
+            found += runs
+            if skipped is not None:
+                skipped += [p for p in inside if p not in runs]
         elif path.exists():
             found.append(path)
         else:
@@ -76,9 +97,10 @@ def expand(inputs: Sequence[str]) -> list[Path]:
     return found
 
 
-def load(inputs: Sequence[str]) -> list[Loaded]:
+def load(inputs: Sequence[str], skipped: list[Path] | None = None) -> list[Loaded]:
+    """Every record ``expand`` finds, read; one that cannot be read is kept with its error."""
     loaded = []
-    for path in expand(inputs):
+    for path in expand(inputs, skipped):
         try:
             loaded.append(Loaded(path, records.read(path)))
         except RecordError as error:

@@ -23,14 +23,17 @@ from pathlib import Path
 from typing import Any
 
 from kitbench import __version__, data, manifest, preflight, records
-from kitbench.errors import ContainerError
+from kitbench.errors import OPTIONAL_HINTS, ContainerError, MissingDependency
 from kitbench.fingerprint import git_revision
+from kitbench.heartbeat import Heartbeat
 from kitbench.targets import Target
 
 BASE_VARIABLE = "KITBENCH_BASE_IMAGE"
 CA_VARIABLE = "KITBENCH_CA_BUNDLE"
 NETWORK_VARIABLE = "KITBENCH_DOCKER_NETWORK"
 _IMAGE_USER_UID = 1000          # the Dockerfile's `kitbench` user
+RESULTS_INSIDE = "/results"     # the Dockerfile's KITBENCH_RESULTS
+DATA_INSIDE = "/data"           # and KITBENCH_DATA
 _TAIL = 12                      # lines of build log kept for an error
 _DOCKERFILE = "docker/Dockerfile"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")   # the colour codes the builder wraps a step's stderr in
@@ -43,11 +46,27 @@ class BuildResult:
     image_id: str
     base_image: str
     size_bytes: int
+    arch: str | None = None     # the image's architecture, as Docker names it (amd64, arm64)
+
+
+def sdk() -> Any:
+    """The docker SDK. Without it, ``import docker`` run from a checkout finds the repository's
+    ``docker/`` folder as a namespace package (no ``__file__``, no ``errors``): that is the
+    SDK missing too, not an AttributeError later."""
+    import importlib
+
+    try:
+        docker = importlib.import_module("docker")
+    except ModuleNotFoundError:
+        docker = None
+    if getattr(docker, "__file__", None) is None or not hasattr(docker, "errors"):
+        found = f" (`import docker` found the folder {next(iter(docker.__path__))})" if docker is not None else ""
+        raise MissingDependency("docker", "building and running images", f"{OPTIONAL_HINTS['docker']}{found}")
+    return docker
 
 
 def _client() -> Any:
-    import docker
-
+    docker = sdk()
     with _engine_errors():
         client = docker.from_env()
         client.ping()
@@ -82,6 +101,7 @@ def context_tar() -> io.BytesIO:
     """The build context: the Dockerfile, ``app/`` (the checkout, or the installed
     package, as ``Dockerfile.dockerignore`` filters it, so the image gets it in one
     COPY) and ``extra/ca-bundle.crt`` (empty unless ``KITBENCH_CA_BUNDLE`` names a file)."""
+    sdk()
     from docker.utils.build import exclude_paths
 
     folder = manifest.docker_dir()
@@ -168,7 +188,7 @@ def follow_build(chunks: Iterable[dict[str, Any]], log: Log, *, target: Target |
 @contextlib.contextmanager
 def _engine_errors(target: Target | None = None, base: str | None = None) -> Iterator[None]:
     """Any error the engine answers with, as one translated line rather than the SDK's traceback."""
-    import docker
+    docker = sdk()
 
     try:
         yield
@@ -180,7 +200,7 @@ def _engine_errors(target: Target | None = None, base: str | None = None) -> Ite
 
 def build(target: Target, log: Log) -> BuildResult:
     """Build (or reuse from cache) the target's image, streaming the build log."""
-    import docker
+    docker = sdk()
 
     client = _client()
     args = build_args(target)
@@ -193,33 +213,51 @@ def build(target: Target, log: Log) -> BuildResult:
         stream = client.api.build(fileobj=context_tar(), custom_context=True, dockerfile=_DOCKERFILE,
                                   tag=tag, buildargs=args, decode=True, rm=True, forcerm=True,
                                   network_mode=os.environ.get(NETWORK_VARIABLE))
-        image_id = follow_build(stream, log, target=target, base=args["BASE_IMAGE"])
+        # A base image pulling or a wheel downloading inside a RUN step prints nothing for minutes.
+        last = [f"Step 1: FROM {args['BASE_IMAGE']}"]
+        with Heartbeat(lambda s: log(f"... building {tag}: still at {last[0][:100]} after {s:.0f} s")) as beat:
+            def shown(line: str) -> None:
+                log(line)
+                beat.beat()
+                if line.startswith("Step "):
+                    last[0] = line
+
+            image_id = follow_build(stream, shown, target=target, base=args["BASE_IMAGE"])
         image = client.images.get(image_id or tag)
         if previous not in (None, image.id):
             # The image this build superseded: on copy-per-layer storage (vfs) each one holds gigabytes.
             with contextlib.suppress(docker.errors.APIError):
                 client.images.remove(previous)
-    return BuildResult(tag, image.id, args["BASE_IMAGE"], image.attrs.get("Size", 0))
+    return BuildResult(tag, image.id, args["BASE_IMAGE"], image.attrs.get("Size", 0), image.attrs.get("Architecture"))
 
 
 def run(target: Target, result: BuildResult, run_args: Sequence[str], log: Log) -> int:
     """Run the suite in the image; return the container's exit status."""
-    import docker
+    docker = sdk()
     from docker.types import DeviceRequest, Mount
 
     client = _client()
     results_dir = records.results_root().resolve() / target.name
-    results_dir.mkdir(parents=True, exist_ok=True)
-    mounts = [Mount("/results", str(results_dir.parent), type="bind")]
-    data_root = data.default_root()
-    if (data_root / "MNIST" / "raw").is_dir():
-        mounts.append(Mount("/data", str(data_root.resolve()), type="bind", read_only=True))
+    data_root, download, run_args = host_data(run_args)
+    try:
+        results_dir.mkdir(parents=True, exist_ok=True)
+        # A fresh machine: the image's user cannot create /data, so MNIST is downloaded into
+        # the host's data folder, mounted writable, and is there for the next run and for nox.
+        if download:
+            data_root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ContainerError(f"cannot create {exc.filename}: {exc.strerror}", hint="set KITBENCH_RESULTS (records) "
+                             "or KITBENCH_DATA (MNIST) to a writable folder") from None
+    mounts = [Mount(RESULTS_INSIDE, str(results_dir.parent), type="bind"),
+              Mount(DATA_INSIDE, str(data_root), type="bind", read_only=not download)]
     user = None
-    if os.getuid() == 0:
-        # Root on the host: let the image's own non-root user write the record.
-        os.chown(results_dir, _IMAGE_USER_UID, _IMAGE_USER_UID)
-    else:
-        user = f"{os.getuid()}:{os.getgid()}"   # records owned by whoever ran nox
+    getuid = getattr(os, "getuid", None)      # absent on Windows, whose Docker maps no host uids
+    if getuid is not None and getuid() == 0:
+        # Root on the host: let the image's own non-root user write the record (and MNIST).
+        for folder in (results_dir, data_root) if download else (results_dir,):
+            os.chown(folder, _IMAGE_USER_UID, _IMAGE_USER_UID)
+    elif getuid is not None:
+        user = f"{getuid()}:{os.getgid()}"   # records owned by whoever ran nox
     devices = []
     if preflight.gpus_requested():
         devices = [DeviceRequest(count=-1, capabilities=[["gpu"]])]
@@ -229,7 +267,8 @@ def run(target: Target, result: BuildResult, run_args: Sequence[str], log: Log) 
     # The code in the image is the code built from this checkout a moment ago.
     environment = {"KITBENCH_IMAGE": result.tag, "KITBENCH_IMAGE_ID": result.image_id,
                    "KITBENCH_GIT_REV": git_revision() or ""}
-    lines = _Lines(log)
+    # The suite names its record (and MNIST) by their paths inside; the user needs the host's.
+    lines = _Lines(lambda line: log(host_paths(line, {RESULTS_INSIDE: results_dir.parent, DATA_INSIDE: data_root})))
     # A chunk may end inside a multi-byte character.
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     with _engine_errors(target, result.base_image):
@@ -254,12 +293,45 @@ def run(target: Target, result: BuildResult, run_args: Sequence[str], log: Log) 
     return status
 
 
+def host_data(run_args: Sequence[str]) -> tuple[Path, bool, list[str]]:
+    """Where MNIST is on the host for the run inside (``--data`` after ``--``, else
+    KITBENCH_DATA or the cache), whether it must be downloaded there (a DataError with
+    ``--offline``), and the run's arguments without ``--data``."""
+    path, offline, rest = _data_arguments(run_args)
+    root, download = data.locate(path, offline)
+    return root.resolve(), download, rest
+
+
+def _data_arguments(run_args: Sequence[str]) -> tuple[Path | None, bool, list[str]]:
+    """``--data`` (a host path) and ``--offline`` from the arguments for the run inside, and
+    those arguments without ``--data``: inside, the image's KITBENCH_DATA names the mount."""
+    path, rest, words = None, [], iter(run_args)
+    for word in words:
+        if word == "--data":
+            value = next(words, None)
+            if value is None:
+                raise ContainerError("--data after -- names no folder", hint="e.g. -- --data ~/datasets")
+            path = Path(value)
+        elif word.startswith("--data="):
+            path = Path(word.partition("=")[2])
+        else:
+            rest.append(word)
+    return path, "--offline" in rest, rest
+
+
+def host_paths(line: str, mounts: dict[str, Path]) -> str:
+    """``line`` with each mount point inside the container replaced by its folder on the host."""
+    for inside, host in mounts.items():
+        line = re.sub(rf"(?<![\w./-]){re.escape(inside)}(?=/|\s|$|[;,:)'\"])", str(host).replace("\\", "\\\\"), line)
+    return line
+
+
 def export_rootfs(image_id: str, dest: Path, log: Log) -> list[str]:
     """The image's filesystem unpacked into ``dest`` (an OCI bundle's rootfs); return its
     environment (``Config.Env``), which a runtime without Docker must be told."""
     import subprocess
 
-    import docker
+    docker = sdk()
 
     client = _client()
     with _engine_errors():

@@ -67,15 +67,27 @@ def verify(root: Path) -> dict[str, str]:
     return found
 
 
+def missing(root: Path) -> list[str]:
+    """The raw files absent under ``root`` (existence only: ``verify`` reads them)."""
+    raw = root / "MNIST" / "raw"
+    return [n for n in expected_checksums() if not (raw / n).is_file()]
+
+
+def locate(path: Path | None, offline: bool) -> tuple[Path, bool]:
+    """The root ``--data``/``KITBENCH_DATA`` (or the cache) names, and whether MNIST must be
+    downloaded there; with ``offline`` a missing file is an error."""
+    root = normalize_root(path) if path is not None else default_root()
+    absent = missing(root)
+    if absent and offline:
+        raise DataError(f"no MNIST at {root} ({len(absent)} of 4 raw files missing) and --offline forbids a download",
+                        hint="point --data at a directory holding MNIST/raw, or drop --offline")
+    return root, bool(absent)
+
+
 def prepare(path: Path | None, offline: bool) -> tuple[Path, dict[str, str]]:
     """Find (or, when allowed, download) MNIST and verify it; return (root, digests)."""
-    root = normalize_root(path) if path is not None else default_root()
-    raw = root / "MNIST" / "raw"
-    missing = [n for n in expected_checksums() if not (raw / n).is_file()]
-    if missing and offline:
-        raise DataError(f"no MNIST at {root} ({len(missing)} of 4 raw files missing) and --offline forbids a download",
-                        hint="point --data at a directory holding MNIST/raw, or drop --offline")
-    if missing:
+    root, download = locate(path, offline)
+    if download:
         _download(root)
     return root, verify(root)
 

@@ -60,14 +60,19 @@ class RecordReadError(RecordError):
     exit_code = 2
 
 
-_IN_A_TARGET = ("run it in a target's pinned environment: `nox -s cpu -- ARGS` (`nox -R -s cpu -- ARGS` reuses it), "
-                "or install torch here: pip install 'kitbench[suite]'")
+# The CLI puts this machine's answer in its place: a bare `pip install torch` gets PyPI's
+# default build, which on Linux is a CUDA one whatever the machine has.
+INSTALL_CMD_WORDS = "the command `kitbench install-cmd` prints"
+_IN_A_TARGET = (f"install torch here with {INSTALL_CMD_WORDS}, then pip install 'kitbench[suite]'; or run it in a "
+                "target's pinned environment: `nox -s cpu -- ARGS` (`nox -R -s cpu -- ARGS` reuses it)")
 # The optional parts of kitbench, and what a user without one should do.
 OPTIONAL_HINTS = {
     "torch": _IN_A_TARGET,
     "torchvision": _IN_A_TARGET,
     "numpy": _IN_A_TARGET,
-    "matplotlib": "pip install 'kitbench[plots]' (or run it in a target's environment: nox -R -s cpu -- ...)",
+    # Not in the pinned environments, which hold what `kitbench run` measures and nothing more:
+    # matplotlib goes into whichever Python runs compare (plots.py says which one).
+    "matplotlib": "pip install 'kitbench[plots]'",
     "docker": "pip install 'kitbench[docker]'",
 }
 

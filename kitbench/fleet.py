@@ -245,30 +245,91 @@ def _cancel_quietly(job: str) -> None:
         slurm.cancel(job)
 
 
+WAIT_GRACE_S = 600.0       # beyond the job's time limit: the queue, and the last files reaching shared storage
+POLL_MAX_S = 30.0
+
+
 def wait(job: str, count: int, on_change: Callable[[slurm.TaskState], None], poll_s: float = 1.0,
-         clock: Callable[[], float] = time.monotonic) -> list[slurm.TaskState]:
+         clock: Callable[[], float] = time.monotonic, timeout_s: float | None = None,
+         sleep: Callable[[float], None] = time.sleep) -> list[slurm.TaskState]:
     """Poll the array until every task has ended, reporting each change of state.
 
-    Ctrl-C or SIGTERM cancels the array (scancel) and raises ``Interrupted``; the
-    records that finished stay where they are."""
+    Polls back off from ``poll_s`` to ``POLL_MAX_S`` while nothing changes. The wait is
+    bounded by ``timeout_s``, else by the job's own time limit plus ``WAIT_GRACE_S``; past
+    it the job is left running and ``SlurmError`` says how to gather it later. Ctrl-C or
+    SIGTERM cancels the array (scancel) and raises ``Interrupted``; the records that
+    finished stay where they are."""
     seen: dict[int, str] = {}
+    started = clock()
+    delay = poll_s
     try:
         while True:
             states = slurm.tasks(job)
+            changed = False
             for task in states:
                 if seen.get(task.index) != task.state:
                     seen[task.index] = task.state
+                    changed = True
                     on_change(task)
             if len(states) >= count and all(t.done for t in states):
                 return states
             if not states and seen:
                 return states       # forgotten by the controller, no accounting: the files say the rest
-            time.sleep(poll_s)
+            limit = timeout_s
+            if limit is None:
+                limit = next((t.time_limit_s + WAIT_GRACE_S for t in states if t.time_limit_s is not None), None)
+            waited = clock() - started
+            if limit is not None and waited >= limit:
+                raise SlurmError(f"job {job} has not finished after {waited:.0f} s"
+                                 f"{' (--timeout)' if timeout_s is not None else ' (its time limit and a margin)'}; "
+                                 "it is left running", hint=f"kitbench fleet gather {job} once it ends; scancel {job} "
+                                 "stops it", command="fleet run")
+            delay = poll_s if changed else min(delay * 2, POLL_MAX_S)
+            sleep(delay if limit is None else max(0.0, min(delay, limit - waited)))
     except KeyboardInterrupt as stop:
         _cancel_quietly(job)
         code = Terminated.exit_code if isinstance(stop, Terminated) else 130
         raise Interrupted(f"interrupted: job {job} cancelled (scancel); finished records are kept",
                           hint=f"kitbench fleet gather {job} shows what finished", exit_code=code) from None
+
+
+_ARCH_NAMES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
+# ELF e_machine values of the architectures PyTorch publishes wheels for.
+_ELF_MACHINES = {0x3E: "x86_64", 0xB7: "aarch64", 0x15: "ppc64le", 0x16: "s390x"}
+
+
+def arch_name(arch: str) -> str:
+    """One name per architecture: Docker's amd64/arm64 are the kernel's x86_64/aarch64."""
+    return _ARCH_NAMES.get(arch.lower(), arch.lower())
+
+
+def executable_arch(path: Path) -> str | None:
+    """The architecture an ELF executable (a venv's python) was built for; None if not ELF."""
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(20)
+    except OSError:
+        return None
+    if len(header) < 20 or header[:4] != b"\x7fELF":
+        return None
+    machine = int.from_bytes(header[18:20], "little" if header[5] == 1 else "big")
+    return _ELF_MACHINES.get(machine, f"ELF machine {machine:#x}")
+
+
+def refuse_foreign(arches: dict[str, str | None], shipped: str | None, what: str) -> None:
+    """Refuse nodes whose architecture differs from the one ``what`` (a venv's Python, an
+    image) was built for: every task on them would fail at its first instruction."""
+    if shipped is None:
+        return
+    foreign: dict[str, list[str]] = {}
+    for node, arch in arches.items():
+        if arch is not None and arch_name(arch) != arch_name(shipped):
+            foreign.setdefault(arch_name(arch), []).append(node)
+    if foreign:
+        named = "; ".join(f"{', '.join(nodes)} {arch}" for arch, nodes in sorted(foreign.items()))
+        raise UsageError(f"{what} is built for {arch_name(shipped)}, but these nodes are not: {named}",
+                         hint="leave them out (--partition, --constraint), or run kitbench fleet from a login node "
+                              "of their architecture, with --venv naming an environment built there")
 
 
 def load_plan(job: str) -> dict[str, Any]:

@@ -18,12 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from kitbench import slurm
+from kitbench.containers import DATA_INSIDE, RESULTS_INSIDE
 from kitbench.errors import KitbenchError, UsageError
 
 RUNTIMES = ("auto", "pyxis", "oci")
 IMAGE_PYTHON = "/opt/venv/bin/python"       # docker/Dockerfile's venv
-RESULTS_INSIDE = "/results"
-DATA_INSIDE = "/data"
 
 
 def detect(choice: str = "auto") -> str:

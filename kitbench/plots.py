@@ -14,11 +14,23 @@ def _pyplot() -> Any:
     try:
         import matplotlib
     except ImportError:
-        raise MissingDependency("matplotlib", "kitbench compare --plot", OPTIONAL_HINTS["matplotlib"]) from None
+        raise MissingDependency("matplotlib", "kitbench compare --plot", _plots_hint()) from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def _plots_hint() -> str:
+    """Where to install matplotlib: into this Python. In a target's pinned environment
+    (.nox/<target>), rebuilding it would not help: it holds what runs measure, no plotting."""
+    import sys
+
+    if ".nox" not in Path(sys.prefix).parts:
+        return OPTIONAL_HINTS["matplotlib"]
+    return (f"install it into this environment: {sys.executable} -m pip install matplotlib (`nox -R` keeps it, "
+            f"a fresh `nox -s` rebuilds the environment without it); or run compare from any Python with "
+            f"{OPTIONAL_HINTS['matplotlib'].removeprefix('pip install ')}: it needs no torch")
 
 
 def check_target(out: Path) -> None:

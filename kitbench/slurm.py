@@ -44,6 +44,7 @@ class TaskState:
     signal: int | None
     node: str | None
     reason: str | None      # why it is pending or ended (Slurm's Reason)
+    time_limit_s: float | None = None   # the job's TimeLimit; None where unlimited or not told
 
     @property
     def done(self) -> bool:
@@ -149,7 +150,7 @@ def cancel(job: str) -> None:
     run(["scancel", job])
 
 
-_FIELD = re.compile(r"(?:^|\s)(ArrayTaskId|JobState|Reason|ExitCode|NodeList)=(\S*)")
+_FIELD = re.compile(r"(?:^|\s)(ArrayTaskId|JobState|Reason|ExitCode|NodeList|TimeLimit)=(\S*)")
 
 
 def parse_scontrol(text: str) -> list[TaskState]:
@@ -171,8 +172,44 @@ def parse_scontrol(text: str) -> list[TaskState]:
         found.append(TaskState(int(fields["ArrayTaskId"]), state, int(code) if state in TERMINAL else None,
                                int(sig) if sig.isdigit() and int(sig) else None,
                                None if node in (None, "(null)", "") else node,
-                               None if reason in (None, "None") else reason))
+                               None if reason in (None, "None") else reason,
+                               duration_s(fields.get("TimeLimit", ""))))
     return sorted(found, key=lambda t: t.index)
+
+
+_DURATION = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?")
+
+
+def duration_s(text: str) -> float | None:
+    """Slurm's time format (minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S) in seconds; None for
+    UNLIMITED, INFINITE and anything else it is not."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None:
+        return None
+    days, first, second, third = (int(g) if g else None for g in match.groups())
+    assert first is not None
+    if days is not None:                 # D-H[:M[:S]]
+        return float(((days * 24 + first) * 60 + (second or 0)) * 60 + (third or 0))
+    if third is not None:                # H:M:S
+        return float((first * 60 + (second or 0)) * 60 + third)
+    return float(first * 60 + (second or 0))     # M or M:S
+
+
+def parse_node_arches(text: str) -> dict[str, str | None]:
+    """Each node's architecture from ``scontrol show node --oneliner``; None where Slurm
+    does not know it (a node whose slurmd never registered shows ``Arch=(null)``)."""
+    found: dict[str, str | None] = {}
+    for line in text.splitlines():
+        fields = dict(re.findall(r"(?:^|\s)(NodeName|Arch)=(\S*)", line))
+        if "NodeName" in fields:
+            arch = fields.get("Arch")
+            found[fields["NodeName"]] = None if arch in (None, "", "(null)", "N/A") else arch
+    return found
+
+
+def node_arches(names: Sequence[str]) -> dict[str, str | None]:
+    """The architecture of each named node, as its slurmd reported it."""
+    return parse_node_arches(run(["scontrol", "show", "node", "--oneliner", ",".join(names)]))
 
 
 def parse_sacct(text: str) -> list[TaskState]:

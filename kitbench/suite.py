@@ -130,6 +130,8 @@ def run(options: Options, out: Path | None = None, progress: Progress | None = N
             record.update(status="failed", ended_at=records.utc_now(), error=error.message)
             records.write_atomic(path, record)
             raise
+        finally:
+            progress.done()         # a phase cut short must not leave its heartbeat running
     return Finished(path, cast(RunRecord, record))
 
 
@@ -143,6 +145,7 @@ def _run_checks(options: Options, machine: Probe, progress: Progress, path: Path
 
     if options.threads is not None:
         torch.set_num_threads(options.threads)
+    progress.start(f"initialising the device ({options.device})")     # CUDA's first call can take minutes
     device = devices.resolve(options.device, machine)
     record.update(device=str(device), device_init_s=_init_device(device), environment=fingerprint.collect(machine))
     progress.done()

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from kitbench import manifest
-from kitbench.errors import ManifestError, UsageError
+from kitbench.errors import KitbenchError, ManifestError, UsageError
 from kitbench.versions import cuda_of_compute
 
 INDEX_VARIABLE = "KITBENCH_INDEX_URL"
@@ -200,3 +200,37 @@ def get(name: str) -> Target:
     if name not in found:
         raise UsageError(f"unknown target {name!r}", hint=f"known targets: {', '.join(sorted(found))}")
     return found[name]
+
+
+def check_index(target: Target, os_name: str, timeout_s: float = 3.0) -> None:
+    """Fail at once, naming the override, when the index the target installs from cannot
+    even be resolved: pip would retry for a while and then print a raw DNS error. Nothing
+    is checked where pip's own configuration or a proxy decides where requests go."""
+    import socket
+    import threading
+    import urllib.parse
+    import urllib.request
+
+    url = target.index_for(os_name)
+    host = urllib.parse.urlsplit(url).hostname if url else None
+    if host is None or urllib.request.getproxies().get(urllib.parse.urlsplit(url or "").scheme):
+        return
+    failed: list[str] = []
+
+    def lookup() -> None:
+        try:
+            socket.getaddrinfo(host, 443)
+            failed.append("")
+        except OSError as exc:
+            failed.append(exc.strerror or str(exc))
+
+    # getaddrinfo takes no timeout, and an unreachable resolver makes it wait for its own.
+    thread = threading.Thread(target=lookup, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    why = failed[0] if failed else f"no answer within {timeout_s:g} s"
+    if why:
+        raise KitbenchError(f"cannot reach {target.name}'s package index {url}: its host {host} does not resolve "
+                            f"({why})", hint=f"where PyTorch's index is out of reach, install through pip's own "
+                            f"configuration (a mirror, a proxy): {INDEX_VARIABLE}=default nox -s {target.name}; "
+                            f"or set {INDEX_VARIABLE} to an index that serves torch=={target.torch}")

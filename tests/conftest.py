@@ -1,11 +1,15 @@
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
+import signal
 import struct
-from collections.abc import Iterator
+import subprocess
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -115,3 +119,27 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             os.environ.pop("SLURM_CONF", None)
         else:
             os.environ["SLURM_CONF"] = previous
+
+
+@pytest.fixture
+def spawn() -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    """Start a process (in its own session, so a Ctrl-C meant for pytest reaches it only
+    through here) and stop it, and all it started, when the test ends however it ends:
+    an interrupted test must not leave a training job running."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(args: Sequence[str], **options: Any) -> subprocess.Popen[str]:
+        options = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True, **options}
+        proc = subprocess.Popen(list(args), start_new_session=True, **options)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        # SIGTERM first: kitbench then stops what it launched in sessions of its own (torchrun).
+        for stop, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 30)):
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, stop)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.communicate(timeout=grace)

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -77,11 +78,11 @@ def test_default_record_path_follows_target_and_results_root(tmp_path: Path) -> 
     assert str(written[0]) in done.stdout
 
 
-def test_sigterm_leaves_an_interrupted_record(mnist_root: Path, tmp_path: Path) -> None:
+def test_sigterm_leaves_an_interrupted_record(mnist_root: Path, tmp_path: Path,
+                                              spawn: Callable[..., subprocess.Popen[str]]) -> None:
     out = tmp_path / "r.json"
-    proc = subprocess.Popen([sys.executable, "-m", "kitbench", "run", "--device", "cpu", "--data", str(mnist_root),
-                             "--offline", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = spawn([sys.executable, "-m", "kitbench", "run", "--device", "cpu", "--data", str(mnist_root),
+                  "--offline", "--out", str(out)])
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if out.exists() and out.stat().st_size and "availability" in json.loads(out.read_text())["checks"]:
@@ -173,10 +174,10 @@ def test_a_target_name_cannot_leave_the_results_root(tmp_path: Path, monkeypatch
     assert list(tmp_path.rglob("*.json")) == []
 
 
-def test_sigterm_while_torch_imports_leaves_an_interrupted_record(tmp_path: Path) -> None:
+def test_sigterm_while_torch_imports_leaves_an_interrupted_record(
+        tmp_path: Path, spawn: Callable[..., subprocess.Popen[str]]) -> None:
     out = tmp_path / "r.json"
-    proc = subprocess.Popen([sys.executable, "-m", "kitbench", *AVAIL, "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = spawn([sys.executable, "-m", "kitbench", *AVAIL, "--out", str(out)])
     deadline = time.monotonic() + 60
     while not (out.exists() and out.stat().st_size) and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -204,6 +205,70 @@ def test_a_signal_before_the_record_exists_is_one_line(stop: str, code: int, wor
     assert _main(*AVAIL, "--out", str(tmp_path / "r.json")) == code
     assert capsys.readouterr().err == f"ERROR: {words} before a record was written\n"
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["probe"], "ERROR: interrupted: kitbench probe\n"),
+    (["install-cmd", "--no-gpu"], "ERROR: interrupted: kitbench install-cmd\n"),
+    (["compare", "docs/records"], "ERROR: interrupted: kitbench compare\n"),
+])
+def test_ctrl_c_in_a_command_that_writes_no_record_says_nothing_of_records(
+        args: list[str], said: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench import _cli
+
+    def stopped(parsed: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(_cli._COMMANDS, args[0], stopped)
+    assert _main(*args) == 130
+    assert capsys.readouterr().err == said
+
+
+def test_an_os_error_is_one_line_naming_the_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench import _cli
+
+    def writes_a_plan(parsed: object) -> int:       # as a fleet plan written where no folder is
+        (tmp_path / "gone" / "fleet.json").write_text("{}")
+        return 0
+
+    monkeypatch.setitem(_cli._COMMANDS, "probe", writes_a_plan)
+    assert _main("probe") == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"ERROR: {tmp_path / 'gone' / 'fleet.json'}: No such file or directory"
+    assert err[1].startswith("hint: check that the folder exists, is writable and has room")
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["isntall-cmd"], "unknown command 'isntall-cmd'; did you mean 'install-cmd'?"),
+    (["fleet", "rn", "cpu"], "unknown command 'rn'; did you mean 'run'?"),
+    (["run", "--quik"], "unknown option '--quik'; did you mean '--quick'?"),
+    (["compare", "x", "--formt=csv"], "unknown option '--formt'; did you mean '--format'?"),
+    (["zzzz"], "unknown command 'zzzz' (argument command: invalid choice: 'zzzz' (choose from"),
+])
+def test_a_typo_gets_a_suggestion(args: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _main(*args) == 2
+    assert capsys.readouterr().err.startswith(f"ERROR: {said}")
+
+
+_POSIX_ONLY = {os: ("killpg", "getuid", "geteuid", "getgid", "chown", "setsid", "getpgid", "uname"),
+               signal: ("SIGKILL", "SIGHUP", "SIGQUIT", "SIGUSR1")}
+
+
+@pytest.mark.parametrize("args", [
+    ["install-cmd", "--no-gpu", "--explain"], ["probe", "--json"], ["compare", "docs/records", "--format", "csv"],
+    ["verify", "docs/records/cpu-bench-fnn.json", "docs/records/cpu-bench-fnn.json"],
+    [*AVAIL, "--check", "moves", "--quick"],
+])
+def test_the_commands_windows_runs_need_no_posix_only_call(args: list[str], tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+    monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path))
+    for module, names in _POSIX_ONLY.items():
+        for name in names:
+            monkeypatch.delattr(module, name, raising=False)
+    assert _main(*args) == 0, capsys.readouterr().err
 
 
 def test_a_setup_error_makes_a_failed_record(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -279,7 +344,7 @@ def test_a_broken_torchvision_fails_only_the_mnist_check(mnist_root: Path, tmp_p
 
 @pytest.mark.parametrize(("name", "words"), [
     ("torch", "pip install 'kitbench[suite]'"),
-    ("matplotlib", "pip install 'kitbench[plots]'"),
+    ("matplotlib", "'kitbench[plots]'"),
 ])
 def test_a_missing_optional_part_is_named_with_its_extra(name: str, words: str) -> None:
     args = ["run", "--check", "availability"] if name == "torch" else ["compare", "docs/records", "--plot", "c.png"]
@@ -289,6 +354,23 @@ def test_a_missing_optional_part_is_named_with_its_extra(name: str, words: str) 
                           cwd=Path(__file__).resolve().parent.parent)
     assert_clean_error(done, f"needs {name}, which is not installed")
     assert words in done.stderr
+    if name == "torch":     # this machine's answer, not a bare extra that would pull PyPI's default build
+        from kitbench import probe, selector
+
+        assert f"`{selector.select(probe.probe()).command}` (install-cmd's answer for this machine)" in done.stderr
+
+
+def test_the_plots_hint_never_points_back_to_the_pinned_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kitbench import plots
+
+    monkeypatch.setattr(sys, "prefix", "/home/u/kitbench/.nox/cpu")
+    monkeypatch.setattr(sys, "executable", "/home/u/kitbench/.nox/cpu/bin/python")
+    hint = plots._plots_hint()
+    assert hint.startswith("install it into this environment: /home/u/kitbench/.nox/cpu/bin/python -m pip install "
+                           "matplotlib (`nox -R` keeps it")
+    assert "nox -R -s cpu --" not in hint
+    monkeypatch.setattr(sys, "prefix", "/usr")
+    assert plots._plots_hint() == "pip install 'kitbench[plots]'"
 
 
 @pytest.mark.parametrize(("plot", "words"), [("c.xyz", "unknown image format .xyz"), ("c", "no image format"),

@@ -85,12 +85,40 @@ def test_one_bad_file_among_good_ones_is_a_row(runs: dict[str, Path], tmp_path: 
 
 def test_nothing_readable_is_a_one_line_error(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
-    with pytest.raises(RecordError, match="no records"):
+    with pytest.raises(RecordError, match="no run records"):
         compare.load([str(tmp_path / "empty")])
     bad = tmp_path / "v9.json"
     bad.write_text(json.dumps({"schema": "kitbench.run/9", "status": "ok"}))
     with pytest.raises(RecordError, match=r"has schema 'kitbench\.run/9'"):
         compare.load([str(bad)])
+
+
+def test_a_results_directory_skips_what_is_not_a_run_record(runs: dict[str, Path], tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench._cli import main
+
+    results = tmp_path / "results"
+    (results / "cpu").mkdir(parents=True)
+    shutil.copy(runs["a"], results / "cpu" / "a.json")
+    (results / "cpu" / "cut.json").write_text(runs["a"].read_text()[:200])   # a record cut short: still a row
+    fleet = results / "fleet" / "41"
+    (fleet / "bundle" / "cuda126").mkdir(parents=True)
+    for command, name in ((["probe", "--json"], "n1.probe.json"), (["install-cmd", "--json"], "n1.install.json")):
+        assert main(command) == 0       # what a fleet probe job writes beside its plan, by the real commands
+        (fleet / name).write_text(capsys.readouterr().out)
+    (fleet / "fleet.json").write_text(json.dumps({"job": "41", "kind": "probe", "nodes": ["n1"]}))
+    (fleet / "bundle" / "cuda126" / "config.json").write_text(json.dumps({"ociVersion": "1.0.2", "process": {}}))
+    skipped: list[Path] = []
+    loaded = compare.load([str(results)], skipped)
+    assert [(p.path.name, p.error is None) for p in loaded] == [("a.json", True), ("cut.json", False)]
+    assert sorted(p.name for p in skipped) == ["config.json", "fleet.json", "n1.install.json", "n1.probe.json"]
+    assert main(["compare", str(results), "--format", "csv"]) == 0
+    out, err = capsys.readouterr()
+    assert "a.json" in out and "probe" not in out and "unreadable" in out   # only the cut record
+    assert err.startswith("note: skipped 4 *.json file(s) that are not run records")
+    # A file named outright is taken as asked: a non-record there is an error, not a silent skip.
+    with pytest.raises(RecordError, match="not a kitbench run record"):
+        compare.load([str(fleet / "fleet.json")])
 
 
 @pytest.mark.parametrize("fmt", ["table", "markdown", "csv", "json"])

@@ -254,3 +254,168 @@ def test_real_engine_base_that_already_has_uid_1000_builds() -> None:
         for tag in ("kitbench-test/rt:1", taken):
             with contextlib.suppress(docker.errors.ImageNotFound):
                 client.images.remove(tag, force=True)
+
+
+class _FakeContainer:
+    """What containers.run asks of a container: start, logs, wait, remove."""
+
+    def __init__(self, output: bytes) -> None:
+        self.output, self.removed = output, False
+
+    def start(self) -> None:
+        pass
+
+    def logs(self, stream: bool, follow: bool) -> list[bytes]:
+        return [self.output[:7], self.output[7:]]      # a line split across chunks, as the engine sends it
+
+    def wait(self) -> dict[str, int]:
+        return {"StatusCode": 0}
+
+    def remove(self, force: bool) -> None:
+        self.removed = True
+
+
+class _FakeEngine:
+    def __init__(self, output: bytes) -> None:
+        self.created: dict[str, object] = {}
+        self.container = _FakeContainer(output)
+        self.containers = self
+
+    def create(self, image: str, command: list[str], **options: object) -> _FakeContainer:
+        self.created = {"image": image, "command": command, **options}
+        return self.container
+
+
+def _fake_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, run_args: list[str],
+              output: bytes = b"status: ok; record: /results/cuda126/2026-01-01T000000Z-ab12.json\n",
+              ) -> tuple[_FakeEngine, list[str]]:
+    engine = _FakeEngine(output)
+    monkeypatch.setattr(containers, "_client", lambda: engine)
+    monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("KITBENCH_GPUS", "none")
+    lines: list[str] = []
+    result = containers.BuildResult("kitbench/cuda126:abc", "sha256:abc", "base", 0)
+    assert containers.run(targets.get("cuda126"), result, run_args, lines.append) == 0
+    assert engine.container.removed
+    return engine, lines
+
+
+def _mounts(engine: _FakeEngine) -> dict[str, tuple[str, bool]]:
+    return {m["Target"]: (m["Source"], m["ReadOnly"]) for m in engine.created["mounts"]}  # type: ignore[attr-defined]
+
+
+def test_first_run_without_mnist_mounts_a_writable_host_folder_and_prints_host_paths(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fresh = tmp_path / "cache" / "kitbench" / "data"
+    monkeypatch.setenv("KITBENCH_DATA", str(fresh))
+    engine, lines = _fake_run(monkeypatch, tmp_path, ["--quick"])
+    # The image's user cannot create /data: the host folder exists and is mounted writable for the download.
+    assert fresh.is_dir()
+    assert _mounts(engine)["/data"] == (str(fresh.resolve()), False)
+    assert _mounts(engine)["/results"] == (str((tmp_path / "results").resolve()), False)
+    assert lines == [f"status: ok; record: {(tmp_path / 'results').resolve()}/cuda126/2026-01-01T000000Z-ab12.json"]
+    assert engine.created["command"] == ["run", "--quick"]
+
+
+def test_data_after_the_separator_is_the_host_folder_mounted_read_only(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tiny_mnist: Path) -> None:
+    monkeypatch.setenv("KITBENCH_DATA", str(tmp_path / "elsewhere"))
+    engine, _ = _fake_run(monkeypatch, tmp_path, ["--data", str(tiny_mnist / "MNIST" / "raw"), "--offline"])
+    assert _mounts(engine)["/data"] == (str(tiny_mnist.resolve()), True)
+    assert engine.created["command"] == ["run", "--offline"]      # inside, KITBENCH_DATA names the mount
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_offline_without_mnist_stops_before_the_container(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from kitbench.errors import DataError
+
+    engine = _FakeEngine(b"")
+    monkeypatch.setattr(containers, "_client", lambda: engine)
+    monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path / "results"))
+    result = containers.BuildResult("kitbench/cuda126:abc", "sha256:abc", "base", 0)
+    with pytest.raises(DataError, match="--offline forbids a download"):
+        containers.run(targets.get("cuda126"), result, [f"--data={tmp_path / 'none'}", "--offline"], print)
+    assert engine.created == {}
+
+
+def test_host_paths_replace_mount_points_only() -> None:
+    mounts = {"/results": Path("/home/u/results"), "/data": Path("/home/u/.cache/kitbench/data")}
+    assert containers.host_paths("record: /results/cpu/x.json", mounts) == "record: /home/u/results/cpu/x.json"
+    assert containers.host_paths("MNIST at /data (ok)", mounts) == "MNIST at /home/u/.cache/kitbench/data (ok)"
+    assert containers.host_paths("see /srv/results/x and /database", mounts) == "see /srv/results/x and /database"
+
+
+def test_the_checkouts_docker_folder_is_not_taken_for_the_sdk(monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Without the SDK, `import docker` from the checkout root finds docker/ as a namespace package."""
+    import importlib
+    import sys
+
+    from kitbench._cli import main
+
+    repo = Path(__file__).resolve().parent.parent
+    for name in [n for n in sys.modules if n == "docker" or n.startswith("docker.")]:
+        monkeypatch.delitem(sys.modules, name)
+    stdlib = [p for p in sys.path if "site-packages" not in p and Path(p or ".").resolve() != repo]
+    monkeypatch.setattr(sys, "path", [str(repo), *stdlib])
+    importlib.invalidate_caches()
+    namespace = importlib.import_module("docker")
+    assert namespace.__file__ is None and list(namespace.__path__) == [str(repo / "docker")]
+    assert main(["container", "cuda126", "--build-only"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "ERROR: building and running images needs docker, which is not installed in this Python"
+    assert err[1] == f"hint: pip install 'kitbench[docker]' (`import docker` found the folder {repo / 'docker'})"
+
+
+def test_a_silent_build_step_still_logs_a_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wheel downloading inside a RUN step prints nothing; the build log must not go quiet."""
+    import time
+
+    import docker
+
+    from kitbench import heartbeat
+
+    class Images:
+        def get(self, name: str) -> object:
+            if name == "sha256:10cc":
+                return type("Image", (), {"id": "sha256:10cc", "attrs": {"Size": 1, "Architecture": "amd64"}})()
+            raise docker.errors.ImageNotFound("none yet")
+
+    class Api:
+        def build(self, **options: object) -> object:
+            yield {"stream": "Step 10/23 : RUN pip install torch\n"}
+            time.sleep(0.5)         # pip downloading 900 MB, silently
+            yield {"aux": {"ID": "sha256:10cc"}}
+
+    engine = type("Engine", (), {"images": Images(), "api": Api()})()
+    monkeypatch.setattr(containers, "_client", lambda: engine)
+    monkeypatch.setattr(heartbeat, "EVERY_S", 0.15)
+    monkeypatch.setenv("KITBENCH_BASE_IMAGE", "t/base:1")
+    lines: list[str] = []
+    result = containers.build(targets.get("cuda126"), lines.append)
+    assert (result.image_id, result.arch) == ("sha256:10cc", "amd64")
+    assert lines[0] == "Step 10/23 : RUN pip install torch"
+    assert len(lines) >= 2 and all(
+        line.startswith(f"... building {result.tag}: still at Step 10/23 : RUN pip install torch after ")
+        for line in lines[1:])
+
+
+def test_a_container_run_where_there_are_no_uids(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                 tiny_mnist: Path) -> None:
+    """Docker Desktop on Windows: no os.getuid/getgid/chown, and no user to map."""
+    for name in ("getuid", "getgid", "chown"):
+        monkeypatch.delattr(os, name, raising=False)
+    engine, _ = _fake_run(monkeypatch, tmp_path, ["--data", str(tiny_mnist)])
+    assert engine.created["user"] is None
+
+
+def test_offline_without_mnist_is_refused_before_the_build(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench._cli import main
+
+    def no_build(*args: object, **options: object) -> None:
+        raise AssertionError("built")
+
+    monkeypatch.setattr(containers, "build", no_build)
+    assert main(["container", "cuda126", "--", "--offline", "--data", str(tmp_path / "nowhere")]) == 1
+    assert capsys.readouterr().err.startswith(f"ERROR: no MNIST at {tmp_path / 'nowhere'} (4 of 4 raw files missing)")

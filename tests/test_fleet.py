@@ -7,12 +7,14 @@ Slurm's output and the job script's rendering are also tested without a cluster.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -102,16 +104,26 @@ def _running(results: Path, count: int) -> str:
     raise AssertionError("the fleet job's tasks did not start")
 
 
-def _long_run(results: Path, mnist_root: Path, *extra: str) -> subprocess.Popen[str]:
-    """A fleet run whose tasks train for minutes: time enough to cancel them."""
-    return subprocess.Popen([sys.executable, "-m", "kitbench", "fleet", "run", "cpu", "--venv", sys.prefix, *extra,
-                             "--", "--check", "mnist", "--epochs", "50", "--offline", "--data", str(mnist_root)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "KITBENCH_RESULTS": str(results.parent)})
+@pytest.fixture
+def long_run(results: Path, mnist_root: Path, spawn: Callable[..., subprocess.Popen[str]],
+             ) -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    """A fleet run whose tasks train for minutes (time enough to cancel them); whatever the
+    test does, its Slurm jobs are cancelled at the end, and ``spawn`` stops the client."""
+
+    def start(*extra: str) -> subprocess.Popen[str]:
+        return spawn([sys.executable, "-m", "kitbench", "fleet", "run", "cpu", "--venv", sys.prefix, *extra,
+                      "--", "--check", "mnist", "--epochs", "50", "--offline", "--data", str(mnist_root)],
+                     env={**os.environ, "KITBENCH_RESULTS": str(results.parent)})
+
+    yield start
+    for plan in results.glob("*/fleet.json"):
+        with contextlib.suppress(SlurmError):
+            slurm.cancel(plan.parent.name)
 
 
-def test_a_cancelled_job_is_a_row_saying_so(slurm_cluster: Path, results: Path, mnist_root: Path) -> None:
-    proc = _long_run(results, mnist_root, "--per", "gres")
+def test_a_cancelled_job_is_a_row_saying_so(slurm_cluster: Path, results: Path,
+                                            long_run: Callable[..., subprocess.Popen[str]]) -> None:
+    proc = long_run("--per", "gres")
     job = _running(results, 1)
     record = results / job / "n1.json"
     deadline = time.monotonic() + 60
@@ -126,8 +138,9 @@ def test_a_cancelled_job_is_a_row_saying_so(slurm_cluster: Path, results: Path, 
     assert written["status"] == "interrupted"        # scancel sends SIGTERM: the record says so
 
 
-def test_ctrl_c_cancels_the_array(slurm_cluster: Path, results: Path, mnist_root: Path) -> None:
-    proc = _long_run(results, mnist_root, "--per", "gres")
+def test_ctrl_c_cancels_the_array(slurm_cluster: Path, results: Path,
+                                  long_run: Callable[..., subprocess.Popen[str]]) -> None:
+    proc = long_run("--per", "gres")
     job = _running(results, 1)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=120)
@@ -181,12 +194,90 @@ def test_no_controller_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture
 def test_scontrol_records_parse_into_tasks() -> None:
     text = ("JobId=7 ArrayJobId=5 ArrayTaskId=2 JobName=x JobState=TIMEOUT Reason=TimeLimit ExitCode=0:15 "
             "NodeList=n3 Command=/a b\n"
-            "JobId=5 ArrayJobId=5 ArrayTaskId=0 JobState=COMPLETED Reason=None ExitCode=1:0 NodeList=n1\n"
+            "JobId=5 ArrayJobId=5 ArrayTaskId=0 JobState=COMPLETED Reason=None ExitCode=1:0 NodeList=n1 "
+            "TimeLimit=01:00:00\n"
             "JobId=6 ArrayJobId=5 ArrayTaskId=1 JobState=PENDING Reason=Resources ExitCode=0:0 NodeList=(null)\n")
     tasks = slurm.parse_scontrol(text)
     assert [(t.index, t.state, t.exit_code, t.node, t.reason) for t in tasks] == [
         (0, "COMPLETED", 1, "n1", None), (1, "PENDING", None, None, "Resources"), (2, "TIMEOUT", 0, "n3", "TimeLimit")]
     assert tasks[2].signal == 15 and tasks[2].done and not tasks[1].done
+    assert (tasks[0].time_limit_s, tasks[1].time_limit_s) == (3600, None)
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("30", 1800), ("5:30", 330), ("2:00:00", 7200), ("1-2", 93600), ("1-0:30", 88200), ("1-00:00:05", 86405),
+    ("UNLIMITED", None), ("INFINITE", None), ("", None)])
+def test_slurm_durations(text: str, seconds: float | None) -> None:
+    assert slurm.duration_s(text) == seconds
+
+
+def _node_text(resources: Path) -> str:
+    return (resources / "slurm" / "scontrol-show-node-oneliner-22.05.8.txt").read_text()
+
+
+def test_node_arches_from_scontrol_and_a_foreign_node_is_refused(resources: Path) -> None:
+    text = _node_text(resources)
+    assert slurm.parse_node_arches(text) == {"n1": "x86_64", "n2": "x86_64", "n3": "x86_64"}
+    fleet.refuse_foreign(slurm.parse_node_arches(text), "amd64", "the image t")      # Docker's name for it
+    # The same record as a Grace (aarch64) n3 and an unregistered n2 would report it.
+    mixed = text.replace("NodeName=n3 Arch=x86_64", "NodeName=n3 Arch=aarch64").replace(
+        "NodeName=n2 Arch=x86_64", "NodeName=n2 Arch=(null)")
+    arches = slurm.parse_node_arches(mixed)
+    assert arches == {"n1": "x86_64", "n2": None, "n3": "aarch64"}
+    with pytest.raises(UsageError) as caught:
+        fleet.refuse_foreign(arches, "x86_64", "cpu's environment (/shared/.nox/cpu/bin/python)")
+    assert caught.value.message == ("cpu's environment (/shared/.nox/cpu/bin/python) is built for x86_64, "
+                                    "but these nodes are not: n3 aarch64")
+    assert caught.value.hint and "--venv" in caught.value.hint
+    fleet.refuse_foreign(arches, None, "an image of unknown architecture")         # nothing to check against
+
+
+def test_executable_arch_reads_the_elf_header(tmp_path: Path) -> None:
+    import platform
+
+    assert fleet.executable_arch(Path(sys.executable)) == fleet.arch_name(platform.machine())
+    (tmp_path / "script").write_text("#!/bin/sh\n")
+    assert fleet.executable_arch(tmp_path / "script") is None
+    assert fleet.executable_arch(tmp_path / "absent") is None
+
+
+def _states(*states: str, limit: float | None = None) -> list[slurm.TaskState]:
+    return [slurm.TaskState(i, state, 0 if state == "COMPLETED" else None, None, None, None, limit)
+            for i, state in enumerate(states)]
+
+
+def test_wait_backs_off_and_resets_on_a_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    polls = iter([_states("PENDING")] * 8 + [_states("RUNNING")] * 3 + [_states("COMPLETED")])
+    monkeypatch.setattr(slurm, "tasks", lambda job: next(polls))
+    slept: list[float] = []
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    seen: list[str] = []
+    final = fleet.wait("5", 1, lambda t: seen.append(t.state), clock=lambda: now[0], sleep=sleep)
+    assert [t.state for t in final] == ["COMPLETED"] and seen == ["PENDING", "RUNNING", "COMPLETED"]
+    assert slept == [1, 2, 4, 8, 16, 30, 30, 30, 1, 2, 4]
+
+
+def test_wait_is_bounded_by_the_job_time_limit_or_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(slurm, "tasks", lambda job: _states("RUNNING", limit=60.0))
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    with pytest.raises(SlurmError) as caught:
+        fleet.wait("5", 1, lambda t: None, clock=lambda: now[0], sleep=sleep)
+    assert now[0] == 60 + fleet.WAIT_GRACE_S
+    assert caught.value.message == ("job 5 has not finished after 660 s (its time limit and a margin); "
+                                    "it is left running")
+    assert caught.value.hint == "kitbench fleet gather 5 once it ends; scancel 5 stops it"
+    now[0] = 0.0
+    with pytest.raises(SlurmError, match=r"after 45 s \(--timeout\)"):
+        fleet.wait("5", 1, lambda t: None, clock=lambda: now[0], sleep=sleep, timeout_s=45)
 
 
 def test_sacct_json_parses_into_tasks() -> None:
@@ -271,16 +362,18 @@ def test_a_docker_target_runs_for_real_through_slurms_oci_support(slurm_cluster:
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     docker = pytest.importorskip("docker")
     # The image .ci/run built: the same base and network, so the build here is all cache.
-    monkeypatch.setenv("KITBENCH_BASE_IMAGE", os.environ.get("KITBENCH_TEST_BASE_IMAGE", "kitbench-ci/debian:bookworm"))
+    base = os.environ.get("KITBENCH_TEST_BASE_IMAGE", "kitbench-ci/debian:bookworm")
+    monkeypatch.setenv("KITBENCH_BASE_IMAGE", base)
     monkeypatch.setenv("KITBENCH_DOCKER_NETWORK", "host")
     from kitbench import containers, targets
 
-    try:
-        client = docker.from_env()
-        client.images.get(containers.image_tag(targets.get("cuda126")))
-    except Exception as exc:
-        pytest.skip(f"the cuda126 image is not here ({type(exc).__name__}; .ci/run builds it): "
-                    "exporting a bundle needs it")
+    # Both, as the sibling docker tests ask: the build (all cache) starts from the base image.
+    for image, why in ((base, "the build starts from it (.ci/run makes it with debootstrap)"),
+                       (containers.image_tag(targets.get("cuda126")), "a bundle is exported from it")):
+        try:
+            docker.from_env().images.get(image)
+        except Exception as exc:
+            pytest.skip(f"image {image} is not here ({type(exc).__name__}): {why}")
     if not (slurm_cluster / "oci.conf").is_file():
         pytest.skip("runc is not installed, so the local cluster has no oci.conf")
     code = main(["fleet", "run", "cuda126", "--containers", "oci", "--per", "gres", "--json", "--",

@@ -189,3 +189,38 @@ def test_a_nox_installed_apart_reads_the_noxfile_s_own_dependencies(tmp_path: Pa
     assert done.returncode == 0, done.stderr[-2000:]
     assert "- cpu -> " in done.stdout
     assert (tmp_path / "envdir" / "_nox_script_mode").is_dir()
+
+
+def test_an_unresolvable_index_names_the_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+    import time
+
+    from kitbench.errors import KitbenchError
+
+    for name in ("KITBENCH_INDEX_URL", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    asked: list[str] = []
+
+    def no_dns(host: str, port: int) -> None:
+        asked.append(host)
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    with pytest.raises(KitbenchError) as caught:
+        targets.check_index(targets.get("cpu"), "linux")
+    assert asked == ["download.pytorch.org"]
+    assert caught.value.message == ("cannot reach cpu's package index https://download.pytorch.org/whl/cpu: its host "
+                                    "download.pytorch.org does not resolve (Temporary failure in name resolution)")
+    assert caught.value.hint and "KITBENCH_INDEX_URL=default nox -s cpu" in caught.value.hint
+    # A resolver that never answers is bounded too.
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, port: time.sleep(5))
+    with pytest.raises(KitbenchError, match=r"no answer within 0\.2 s"):
+        targets.check_index(targets.get("cpu"), "linux", timeout_s=0.2)
+    # pip's own configuration, or a proxy, decides where requests go: nothing to check.
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    targets.check_index(targets.get("cpu"), "linux")
+    monkeypatch.delenv("HTTPS_PROXY")
+    monkeypatch.setenv("KITBENCH_INDEX_URL", "default")
+    targets.check_index(targets.get("cpu"), "linux")
+    assert asked == ["download.pytorch.org"]       # neither behind the proxy nor with the override

@@ -35,3 +35,54 @@ def test_tables_without_rich_are_aligned_text(monkeypatch: pytest.MonkeyPatch,
     _ui.table("checks", ("check", "status"), [("availability", "ok"), ("mnist", "failed")])
     out = capsys.readouterr().out
     assert out.splitlines() == ["checks", "check         status", "availability  ok", "mnist         failed"]
+
+
+def test_a_build_that_is_not_the_targets_is_said_in_the_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+    from pathlib import Path
+
+    from kitbench import records
+
+    path = Path(__file__).resolve().parent.parent / "docs" / "records" / "cpu-bench-fnn.json"
+    record = records.read(path)
+    _ui.run_summary(record, str(path))
+    assert "build_matches_target" not in capsys.readouterr().out
+    # A CUDA wheel where the cpu target asked for a CPU one (an index override did it).
+    changed = json.loads(path.read_text())
+    changed["environment"].update(target="cpu", build_matches_target=False, torch="2.9.1+cu128", cuda="12.8")
+    _ui.run_summary(records.parse(json.dumps(changed), path), str(path))
+    assert ("  build_matches_target: false: target cpu names a cpu build, this torch is 2.9.1+cu128 (CUDA 12.8): "
+            "the numbers are not the target's") in capsys.readouterr().out.splitlines()
+
+
+def test_a_phase_that_blocks_without_advancing_still_says_it_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    monkeypatch.setattr(_ui, "LOG_EVERY_S", 0.1)
+    out = io.StringIO()
+    progress = _ui.LogProgress(out=out)
+    progress.start("fnn/graphed on cpu: compiling or capturing the step (a one-time cost)")
+    time.sleep(0.55)                # torch.compile blocks: no advance() is called
+    progress.done()
+    time.sleep(0.25)                # nothing after done()
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "... fnn/graphed on cpu: compiling or capturing the step (a one-time cost)"
+    beats = lines[1:]
+    assert 2 <= len(beats) <= 6, lines
+    assert all(b.startswith("... fnn/graphed on cpu: compiling or capturing the step (a one-time cost): "
+                            "still running after ") for b in beats)
+
+
+def test_a_heartbeat_waits_a_whole_period_after_each_line() -> None:
+    import time
+
+    from kitbench.heartbeat import Heartbeat
+
+    said: list[float] = []
+    with Heartbeat(said.append, every=0.5) as beat:
+        for _ in range(6):
+            time.sleep(0.1)
+            beat.beat()             # a line every 0.1 s: no heartbeat needed
+        assert said == []
+        time.sleep(1.2)
+    assert 1 <= len(said) <= 3 and said == sorted(said) and said[0] >= 1.1

@@ -137,8 +137,17 @@ def _answers(endpoint: str) -> bool:
 
 
 def _kill_group(proc: subprocess.Popen[str]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+    killpg = getattr(os, "killpg", None)
+    if killpg is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            killpg(proc.pid, getattr(signal, "SIGKILL", signal.SIGTERM))
+    elif proc.poll() is None:
+        # Windows has no process groups to signal: taskkill /T ends the launcher's whole tree.
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run(["taskkill", "/T", "/F", "/PID", str(proc.pid)], capture_output=True, timeout=30,
+                           check=False)
+        with contextlib.suppress(OSError):
+            proc.kill()
     proc.wait()
 
 

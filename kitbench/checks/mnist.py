@@ -341,6 +341,7 @@ class _Trainer:
         if self.loop == "tutorial" or (self.capture is not None and self.device.type != "cuda"):
             return None
         batches = list(itertools.islice(self._batches(torch.Generator().manual_seed(0)), 10))
+        self.ctx.progress.start(f"{self.label}: profiling {len(batches)} steps")
         with self._own_rng():
             return steps.profile(self.step, batches, self.device)
 
