@@ -408,6 +408,11 @@ def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, availabl
                 text += f"with kernels for {seen} [{where}] ({facts.rocm_sources[candidate]})"
             out.reasons.append(text)
             return candidate
+        newer = next((f"torch {r.version} has {c}" for r in reversed(releases().values()) if r.key > rel.key
+                      for c in computes(r, machine.os, arch, package) if c.startswith("rocm")
+                      and facts.rocm_arches(c) is not None and not _rocm_missing(machine, c)), None)
+        if newer:
+            out.notes.append(f"{newer} with kernels for {seen}: --release {newer.split()[1]}")
         hints = [h for g in machine.gfx for h in [facts.override_hint(g, facts.rocm_arches(rocms[0]) or ())] if h]
         out.notes.extend(f"hint: {h}" for h in hints)
         return f"cpu: no ROCm build of torch {rel.version} carries kernels for {seen} [{where}]"

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from kitbench import _cli, probe, selector, vendors
-from kitbench.errors import SelectionError, UsageError
+from kitbench import _cli, devices, probe, selector, vendors
+from kitbench.errors import DeviceUnavailableError, SelectionError, UsageError
 from kitbench.probe import Probe, amd, intel
 
 RESOURCES = Path(__file__).resolve().parent / "resources"
@@ -198,3 +199,142 @@ def test_cli_explain_shows_each_vendor_fact_and_source(capsys: pytest.CaptureFix
     assert out.strip().endswith("/whl/xpu") and "# intel_gpus: an Intel GPU  [--intel-gpu]" in err
     assert _cli.main(["install-cmd", "--gpu-gfx", "sm_90"]) == 2
     assert "ERROR: --gpu-gfx: 'sm_90' is not an AMD GPU architecture" in capsys.readouterr().err
+
+
+# --- the suite's device layer on a HIP or XPU torch: the real code paths, torch's answers faked ----------------
+
+HIP = devices.CudaFacts(torch_version="2.9.1+rocm6.4", built_cuda=None, built_hip="6.4.43484-123eb5128",
+                        visible_devices=None, driver=None, os="linux", in_container=False, wsl=False,
+                        available=False, device_count=0, init_warning=None)
+XPU = devices.XpuFacts(torch_version="2.9.1+xpu", built=True, available=False, device_count=0, names=(),
+                       intel_gpus=1, affinity_mask=None)
+
+
+@pytest.mark.parametrize(("changes", "expected"), [
+    ({"hip_visible_devices": "-1"}, "hidden by HIP_VISIBLE_DEVICES='-1'"),
+    ({"rocr_visible_devices": ""}, "hidden by ROCR_VISIBLE_DEVICES=''"),
+    ({"kfd_problem": "no permission on /dev/kfd: add this user to the render and video groups"},
+     "no permission on /dev/kfd"),
+    ({"torch_version": "2.9.1+xpu", "built_hip": None}, "is an XPU (Intel GPU) build (2.9.1+xpu)"),
+])
+def test_hip_reasons(changes: dict[str, object], expected: str) -> None:
+    reason = devices.cuda_unavailable_reason(dataclasses.replace(HIP, **changes))  # type: ignore[arg-type]
+    assert reason is not None and expected in reason
+
+
+def test_kfd_problem_names_the_fix(tmp_path: Path) -> None:
+    assert "missing" in (devices.kfd_problem(str(tmp_path / "kfd")) or "")
+    kfd = tmp_path / "kfd"
+    kfd.write_text("")
+    assert devices.kfd_problem(str(kfd)) is None
+    kfd.chmod(0)
+    if devices.kfd_problem(str(kfd)) is not None:        # root reads anything: nothing to refuse then
+        assert "render and video groups" in (devices.kfd_problem(str(kfd)) or "")
+
+
+@pytest.mark.parametrize(("changes", "expected"), [
+    ({"built": False, "torch_version": "2.9.1+cu126"}, "no XPU support (2.9.1+cu126)"),
+    ({"affinity_mask": ""}, "hidden by ZE_AFFINITY_MASK=''"),
+    ({"intel_gpus": 0}, "no Intel GPU found"),
+    ({}, "Level Zero runtime is missing"),
+    ({"available": True, "device_count": 1}, None),
+])
+def test_xpu_reasons(changes: dict[str, object], expected: str | None) -> None:
+    reason = devices.xpu_unavailable_reason(dataclasses.replace(XPU, **changes))  # type: ignore[arg-type]
+    assert reason == expected if expected is None else expected in (reason or "")
+
+
+torch = pytest.importorskip("torch")
+
+
+@dataclasses.dataclass
+class _Props:
+    name: str
+    gcnArchName: str          # torch's attribute name
+    major: int = 9
+    minor: int = 4
+    total_memory: int = 192 * 2**30
+    multi_processor_count: int = 304
+
+
+def _fake_hip(monkeypatch: pytest.MonkeyPatch, props: _Props, recording: str) -> None:
+    """A HIP build of torch as the recorded one reported itself: torch.version, torch.cuda answer as on ROCm."""
+    monkeypatch.setattr(torch, "__version__", recording.removeprefix("torch-").partition("-")[0])
+    monkeypatch.setattr(torch.version, "hip", "6.4.43484-123eb5128")
+    monkeypatch.setattr(torch.version, "cuda", None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: props)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda index: (props.total_memory // 2, props.total_memory))
+    monkeypatch.setattr(torch.cuda, "get_arch_list", lambda: _recorded_arch_list(recording))
+    monkeypatch.setattr(devices, "kfd_problem", lambda path=devices.KFD_DEVICE: None)
+
+
+def _availability(machine: Probe) -> Any:
+    from kitbench.checks import availability
+    from kitbench.checks.base import Context, NoProgress, Options
+
+    return availability.run(Context(device=torch.device("cpu"), machine=machine, options=Options(device="cpu"),
+                                    progress=NoProgress()))
+
+
+def test_hip_build_on_a_gpu_it_carries_is_usable(monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_hip(monkeypatch, _Props("AMD Instinct MI300X", "gfx942:sramecc+:xnack-"),
+              "torch-2.9.1+rocm6.4-radeon-8060s.txt")
+    result = _availability(probe.override(LINUX, gpu_gfx=["gfx942"]))
+    # Before: every AMD GPU failed with "no kernels for sm_94" read off an empty CUDA arch list.
+    assert result.status == "ok" and result.cuda_available and result.fix is None
+    assert [(d.capability, d.kernels_in_wheel) for d in result.devices] == [("gfx942", True)]
+    assert result.built_hip == "6.4.43484-123eb5128" and "gfx1201" in result.arch_list
+
+
+def test_hip_build_without_kernels_for_the_gpu_says_which_and_what_install_cmd_answers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_hip(monkeypatch, _Props("AMD Radeon 8060S", "gfx1151"), "torch-2.9.1+rocm6.4-radeon-8060s.txt")
+    machine = probe.override(LINUX, gpu_gfx=["gfx1151"])
+    result = _availability(machine)
+    assert result.status == "failed"
+    assert "no kernels for gfx1151 (AMD Radeon 8060S) in this wheel's arch list" in result.summary
+    advice = selector.select(machine, release_spec="2.9.1")
+    assert result.fix == f"no build of torch 2.9.1 runs on this GPU and driver: {advice.reasons[-1]}"
+
+
+def test_a_cuda_build_on_an_amd_machine_gets_install_cmd_s_rocm_command() -> None:
+    if torch.version.cuda is None or torch.cuda.is_available():
+        pytest.skip("needs this host's CUDA build of torch (PyPI's) without a GPU")
+    machine = probe.override(LINUX, gpu_gfx=["gfx942"])
+    result = _availability(machine)
+    expected = selector.select(machine, release_spec=torch.__version__.partition("+")[0])
+    assert expected.compute.startswith("rocm") and result.fix == expected.command
+    assert result.status == "failed" and "cuda: no NVIDIA driver found" in result.summary
+
+
+def _fake_xpu(monkeypatch: pytest.MonkeyPatch, names: tuple[str, ...]) -> None:
+    monkeypatch.setattr(torch.xpu, "_is_compiled", lambda: True)
+    monkeypatch.setattr(torch.xpu, "is_available", lambda: bool(names))
+    monkeypatch.setattr(torch.xpu, "device_count", lambda: len(names))
+    monkeypatch.setattr(torch.xpu, "get_device_name", lambda index: names[index])
+
+
+def test_xpu_build_with_an_arc_gpu_is_chosen_by_auto(monkeypatch: pytest.MonkeyPatch) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("auto prefers a CUDA device, which this host has")
+    _fake_xpu(monkeypatch, ("Intel(R) Arc(TM) A770 Graphics",))
+    machine = probe.override(LINUX, intel_gpu=True)
+    assert devices.resolve("auto", machine) == torch.device("xpu", 0)
+    assert devices.resolve("xpu:0", machine) == torch.device("xpu", 0)
+    with pytest.raises(DeviceUnavailableError, match="only 1 XPU device"):
+        devices.resolve("xpu:1", machine)
+    result = _availability(machine)
+    assert result.xpu_available and result.xpu_devices == ["Intel(R) Arc(TM) A770 Graphics"]
+
+
+def test_an_intel_gpu_beside_a_build_without_xpu_gets_the_xpu_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    if torch.cuda.is_available() or torch.xpu._is_compiled():
+        pytest.skip("needs a torch without a usable CUDA device and without XPU")
+    machine = probe.override(LINUX, intel_gpu=True)
+    with pytest.raises(DeviceUnavailableError, match="no XPU support"):
+        devices.resolve("xpu", machine)
+    result = _availability(machine)
+    assert result.status == "failed" and "xpu: this torch has no XPU support" in result.summary
+    assert result.fix is not None and result.fix.endswith("/whl/xpu")
