@@ -73,7 +73,8 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--check", dest="checks", action="append", metavar="NAME",
                      help="availability, moves, mnist or ddp (repeatable; default: the first three, in that order)")
     run.add_argument("--device", default="auto",
-                     help="auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps (default: auto)")
+                     help="auto (CUDA or ROCm, then XPU, then MPS, then CPU), cpu, cuda, cuda:N (also an AMD GPU "
+                          "on a ROCm build), xpu, xpu:N or mps (default: auto)")
     run.add_argument("--data", type=Path, help="directory holding MNIST/raw (default: KITBENCH_DATA or the cache)")
     run.add_argument("--offline", action="store_true", help="never download MNIST")
     run.add_argument("--out", type=Path, help="record file (default: a new results/<target>/<UTC time>-<id>.json); "

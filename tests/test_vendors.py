@@ -338,3 +338,15 @@ def test_an_intel_gpu_beside_a_build_without_xpu_gets_the_xpu_command(monkeypatc
     result = _availability(machine)
     assert result.status == "failed" and "xpu: this torch has no XPU support" in result.summary
     assert result.fix is not None and result.fix.endswith("/whl/xpu")
+
+
+def test_ddp_joins_intel_gpus_over_xccl_where_the_build_has_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kitbench.checks import ddp
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device here takes the GPU part (NCCL)")
+    _fake_xpu(monkeypatch, ("Intel(R) Data Center GPU Max 1550",) * 2)
+    monkeypatch.setattr(torch.distributed, "is_xccl_available", lambda: True, raising=False)
+    assert ddp._xccl_gpus() == 2
+    monkeypatch.setattr(torch.distributed, "is_xccl_available", lambda: False, raising=False)
+    assert ddp._xccl_gpus() == 0
