@@ -350,3 +350,22 @@ def test_ddp_joins_intel_gpus_over_xccl_where_the_build_has_it(monkeypatch: pyte
     assert ddp._xccl_gpus() == 2
     monkeypatch.setattr(torch.distributed, "is_xccl_available", lambda: False, raising=False)
     assert ddp._xccl_gpus() == 0
+
+
+def test_rocm_and_xpu_targets_load_and_preflight_refuses_them_without_the_gpu() -> None:
+    from kitbench import preflight, targets
+    from kitbench.errors import PreflightError
+
+    rocm, xpu = targets.get("rocm"), targets.get("xpu")
+    assert rocm.index["linux"].endswith("/whl/rocm7.2") and xpu.index["windows"].endswith("/whl/xpu")
+    with pytest.raises(PreflightError, match="no AMD GPU found") as refused:
+        preflight.check(rocm, LINUX)
+    assert refused.value.alternative == "cpu"
+    with pytest.raises(PreflightError, match="no Intel GPU found"):
+        preflight.check(xpu, LINUX)
+    with pytest.raises(PreflightError, match=r"its rocm7\.2 build has no kernels for gfx1031"):
+        preflight.check(rocm, _amd("gfx1031"))
+    preflight.check(rocm, _amd("gfx942"))
+    preflight.check(xpu, probe.override(LINUX, intel_gpu=True))
+    assert preflight.alternative(_amd("gfx942"), exclude="cpu") == "rocm"
+    assert targets.check_build(xpu, "2.14.1+xpu", None, "linux").matches
