@@ -258,7 +258,8 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     if compute == "auto":
         chosen.compute = _auto(rel, machine, arch, package, chosen)
     else:
-        if compute not in computes(rel, machine.os, arch, package) + _xpu(rel, machine.os, arch, package):
+        if compute not in computes(rel, machine.os, arch, package) and compute not in _xpu(rel, machine.os, arch,
+                                                                                         package):
             raise _unavailable(rel, machine.os, arch, package, compute)
         chosen.compute = compute
         chosen.reasons.append(f"{compute}: asked for with --compute")
@@ -391,6 +392,8 @@ def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, availabl
             why = "ROCm builds exist only for Linux" if machine.os != "linux" else (
                 "PyTorch's conda packages have no ROCm build" if package == "conda" else
                 f"torch {rel.version} has no ROCm build for {machine.os} {arch}")
+            if machine.os == "linux":
+                _other_rocm_release(rel, machine, arch, seen, out)
             return f"cpu: {seen} [{where}], but {why}"
         for candidate in rocms:
             missing = _rocm_missing(machine, candidate)
@@ -408,11 +411,7 @@ def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, availabl
                 text += f"with kernels for {seen} [{where}] ({facts.rocm_sources[candidate]})"
             out.reasons.append(text)
             return candidate
-        newer = next((f"torch {r.version} has {c}" for r in reversed(releases().values()) if r.key > rel.key
-                      for c in computes(r, machine.os, arch, package) if c.startswith("rocm")
-                      and facts.rocm_arches(c) is not None and not _rocm_missing(machine, c)), None)
-        if newer:
-            out.notes.append(f"{newer} with kernels for {seen}: --release {newer.split()[1]}")
+        _other_rocm_release(rel, machine, arch, seen, out)
         hints = [h for g in machine.gfx for h in [facts.override_hint(g, facts.rocm_arches(rocms[0]) or ())] if h]
         out.notes.extend(f"hint: {h}" for h in hints)
         return f"cpu: no ROCm build of torch {rel.version} carries kernels for {seen} [{where}]"
@@ -427,3 +426,13 @@ def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, availabl
         return (f"cpu: {seen} [{where}], but torch {rel.version} has no XPU build for {machine.os} {arch}"
                 + (" with conda" if package == "conda" else "") + f" (XPU wheels: x86_64, {since})")
     return None
+
+
+def _other_rocm_release(rel: Release, machine: Probe, arch: str, seen: str, out: Selection) -> None:
+    """Name the newest other release with a ROCm build that has kernels for every GPU found."""
+    facts = vendors.load()
+    found = next(((r.version, c) for r in reversed(releases().values()) if r.version != rel.version
+                  for c in reversed(computes(r, machine.os, arch, "pip")) if c.startswith("rocm")
+                  and facts.rocm_arches(c) is not None and not _rocm_missing(machine, c)), None)
+    if found:
+        out.notes.append(f"torch {found[0]} has {found[1]} with kernels for {seen}: --release {found[0]}")

@@ -369,3 +369,10 @@ def test_rocm_and_xpu_targets_load_and_preflight_refuses_them_without_the_gpu() 
     preflight.check(xpu, probe.override(LINUX, intel_gpu=True))
     assert preflight.alternative(_amd("gfx942"), exclude="cpu") == "rocm"
     assert targets.check_build(xpu, "2.14.1+xpu", None, "linux").matches
+
+
+def test_a_gpu_this_release_cannot_serve_is_pointed_at_a_release_that_can() -> None:
+    strix = selector.select(_amd("gfx1151"), release_spec="2.9.1")
+    assert "torch 2.14.1 has rocm7.14 with kernels for gfx1151: --release 2.14.1" in strix.notes
+    nightly = selector.select(_amd("gfx1031"), release_spec="nightly")    # no release serves it: no pointer
+    assert nightly.compute == "cpu" and not any("--release" in note for note in nightly.notes)
