@@ -426,8 +426,8 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         if key == "gpus":
             value = ", ".join(f"{g['index']}: {g['name']} (sm {g['capability']})" for g in value) or "none"
         elif key == "amd_gpus":
-            value = ", ".join(f"{g['index']}: {g['gfx'] or 'gfx unknown'} (PCI {g['device_id'] or '?'})"
-                              for g in value) or "none"
+            value = ", ".join(f"{g['index']}: {g['gfx'] or 'gfx unknown'}"
+                              + (f" (PCI {g['device_id']})" if g["device_id"] else "") for g in value) or "none"
         elif key == "intel_gpus":
             value = ", ".join(f"{g['address']}: {g['device_id'] or '?'}" for g in value) or "none"
         note = f"  [{sources[key]}]" if key in sources else ""

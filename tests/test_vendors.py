@@ -376,3 +376,10 @@ def test_a_gpu_this_release_cannot_serve_is_pointed_at_a_release_that_can() -> N
     assert "torch 2.14.1 has rocm7.14 with kernels for gfx1151: --release 2.14.1" in strix.notes
     nightly = selector.select(_amd("gfx1031"), release_spec="nightly")    # no release serves it: no pointer
     assert nightly.compute == "cpu" and not any("--release" in note for note in nightly.notes)
+
+
+def test_cli_probe_shows_the_amd_gpus_and_their_source(monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("UV_AMD_GPU_ARCHITECTURE", "gfx942,gfx942")
+    assert _cli.main(["probe"]) == 0
+    assert "amd_gpus        0: gfx942, 1: gfx942  [UV_AMD_GPU_ARCHITECTURE]" in capsys.readouterr().out
