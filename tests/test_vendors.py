@@ -383,3 +383,13 @@ def test_cli_probe_shows_the_amd_gpus_and_their_source(monkeypatch: pytest.Monke
     monkeypatch.setenv("UV_AMD_GPU_ARCHITECTURE", "gfx942,gfx942")
     assert _cli.main(["probe"]) == 0
     assert "amd_gpus        0: gfx942, 1: gfx942  [UV_AMD_GPU_ARCHITECTURE]" in capsys.readouterr().out
+
+
+def test_every_accelerator_synchronizes_through_torch_accelerator(monkeypatch: pytest.MonkeyPatch) -> None:
+    if not hasattr(torch, "accelerator"):
+        pytest.skip("this torch predates torch.accelerator (2.6): the per-backend calls are used")
+    seen: list[object] = []
+    monkeypatch.setattr(torch.accelerator, "synchronize", seen.append)
+    for device in (torch.device("xpu", 0), torch.device("cuda", 1), torch.device("cpu")):
+        devices.synchronize(device)
+    assert seen == [torch.device("xpu", 0), torch.device("cuda", 1)]
