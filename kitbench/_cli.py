@@ -102,7 +102,8 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--check", dest="checks", action="append", metavar="NAME",
                      help="availability, moves, mnist or ddp (repeatable; default: the first three, in that order)")
     run.add_argument("--device", default="auto",
-                     help="auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps (default: auto)")
+                     help="auto (CUDA or ROCm, then XPU, then MPS, then CPU), cpu, cuda, cuda:N (also an AMD GPU "
+                          "on a ROCm build), xpu, xpu:N or mps (default: auto)")
     run.add_argument("--data", type=Path, help="directory holding MNIST/raw (default: KITBENCH_DATA or the cache)")
     run.add_argument("--offline", action="store_true", help="never download MNIST")
     run.add_argument("--out", type=Path, help="record file (default: a new results/<target>/<UTC time>-<id>.json); "
@@ -145,13 +146,16 @@ def _build_parser() -> argparse.ArgumentParser:
                "  kitbench install-cmd --explain                      what fits here, and why\n"
                "  kitbench install-cmd --release 2.4.0 --format selector --os windows --compute cu121\n"
                "  kitbench install-cmd --driver 535.104.05 --gpu-cc 6.1   answer for another machine\n"
-               "  eval \"$(kitbench install-cmd --package uv)\"",
+               "  kitbench install-cmd --gpu-gfx gfx942 --explain       an AMD MI300X; --intel-gpu: an Intel GPU\n"
+               "  eval \"$(kitbench install-cmd --package uv)\"\n"
+               "environment (as uv's --torch-backend=auto reads them): UV_AMD_GPU_ARCHITECTURE=gfx1100 (or a\n"
+               "comma-separated list) replaces the AMD GPUs found, UV_CUDA_DRIVER_VERSION the NVIDIA driver",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     install.add_argument("--release", default="stable",
                          help="X.Y.Z, stable or nightly (a dated record, Start Locally form) (default: stable)")
     install.add_argument("--package", default="pip", help="pip, conda or uv (default: pip)")
     install.add_argument("--compute", default="auto",
-                         help="auto (detect), cpu, mps, cuXYZ or rocmX.Y (default: auto)")
+                         help="auto (detect), cpu, mps, cuXYZ, rocmX.Y or xpu (default: auto)")
     install.add_argument("--format", default="pinned", dest="fmt",
                          help="pinned (the previous-versions page: exact versions) or selector (Start Locally)")
     install.add_argument("--json", action="store_true", help="print command, compute, reasons, ... as JSON")
@@ -164,6 +168,9 @@ def _build_parser() -> argparse.ArgumentParser:
     machine.add_argument("--driver", help="NVIDIA driver version, e.g. 535.104.05")
     machine.add_argument("--gpu-cc", action="append", default=[], metavar="MAJOR.MINOR",
                          help="a GPU's compute capability (repeatable)")
+    machine.add_argument("--gpu-gfx", action="append", default=[], metavar="GFX",
+                         help="an AMD GPU's architecture, e.g. gfx942 (repeatable)")
+    machine.add_argument("--intel-gpu", action="store_true", help="answer as if there were an Intel GPU")
     machine.add_argument("--no-gpu", action="store_true", help="answer as if there were no GPU")
 
     container = sub.add_parser(
@@ -377,7 +384,8 @@ def _cmd_install(args: argparse.Namespace) -> int:
         if value is not None:
             selector.check_choice(name, value, choices)
     machine = probe.override(probe.probe(), os=args.os, arch=args.arch, python_arch=args.python_arch,
-                             driver=args.driver, gpu_capabilities=args.gpu_cc, no_gpu=args.no_gpu)
+                             driver=args.driver, gpu_capabilities=args.gpu_cc, no_gpu=args.no_gpu,
+                             gpu_gfx=args.gpu_gfx, intel_gpu=args.intel_gpu)
     chosen = selector.select(machine, release_spec=args.release, package=args.package, compute=args.compute,
                              fmt=args.fmt)
     if args.json:
@@ -385,7 +393,8 @@ def _cmd_install(args: argparse.Namespace) -> int:
         return 0
     if args.explain:
         sources = chosen.facts["sources"]
-        for key in ("os", "arch", "python_arch", "driver", "gpu_capabilities", "rocm", "wsl", "container"):
+        for key in ("os", "arch", "python_arch", "driver", "gpu_capabilities", "rocm", "amd_gpus", "intel_gpus", "wsl",
+                    "container"):
             value = chosen.facts[key]
             shown = ", ".join(value) if isinstance(value, list) else value
             where = sources.get("gpus" if key == "gpu_capabilities" else key, "probe")
@@ -459,6 +468,11 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     for key, value in facts.items():
         if key == "gpus":
             value = ", ".join(f"{g['index']}: {g['name']} (sm {g['capability']})" for g in value) or "none"
+        elif key == "amd_gpus":
+            value = ", ".join(f"{g['index']}: {g['gfx'] or 'gfx unknown'}"
+                              + (f" (PCI {g['device_id']})" if g["device_id"] else "") for g in value) or "none"
+        elif key == "intel_gpus":
+            value = ", ".join(f"{g['address']}: {g['device_id'] or '?'}" for g in value) or "none"
         note = f"  [{sources[key]}]" if key in sources else ""
         print(f"{key:15} {value}{note}")
     return 0

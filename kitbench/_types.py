@@ -40,6 +40,8 @@ class Environment(TypedDict):
     torch_build: NotRequired[str | None]
     build_matches_target: NotRequired[bool | None]
     cuda: NotRequired[str | None]
+    hip: NotRequired[str | None]
+    xpu_devices: NotRequired[list[str]]
     cudnn: NotRequired[int | None]
     driver: NotRequired[str | None]
     threads: NotRequired[int | None]

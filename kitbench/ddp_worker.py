@@ -71,7 +71,7 @@ def _train(name: str, args: argparse.Namespace, device: torch.device, rank: int,
     order = torch.randperm(len(x), generator=torch.Generator().manual_seed(args.seed))[rank::world].to(device)
     torch.manual_seed(args.seed)           # identical initial weights (DDP also broadcasts rank 0's)
     model = models.build(name).to(device)
-    ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type in ("cuda", "xpu") else None)
     # The linear scaling rule for SGD, as the batch-size sweep applies it: the global batch grew world-fold.
     lr = scaled_lr(name, args.batch_size * world, args.lr)
     opt = models.optimizer(name, list(ddp.parameters()), lr)
@@ -133,14 +133,18 @@ def main() -> None:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
-    cuda = torch.cuda.is_available() and os.environ.get("KITBENCH_DDP_BACKEND", "") != "gloo"
-    device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
+    wanted = os.environ.get("KITBENCH_DDP_BACKEND", "")
+    cuda = torch.cuda.is_available() and wanted not in ("gloo", "xccl")
+    xpu = wanted == "xccl"          # Intel GPUs: the XPU build's collective library
+    device = torch.device("cuda" if cuda else "xpu", local_rank) if cuda or xpu else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
+    elif xpu:
+        torch.xpu.set_device(device)
     # The node's cores shared between its ranks: more threads than cores only measures contention.
     threads = max(1, (os.cpu_count() or 1) // local_world)
     torch.set_num_threads(threads)
-    backend = "nccl" if cuda else "gloo"
+    backend = "nccl" if cuda else "xccl" if xpu else "gloo"
     dist.init_process_group(backend, timeout=timedelta(seconds=args.timeout))
     try:
         result: dict[str, Any] = {

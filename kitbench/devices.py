@@ -21,7 +21,10 @@ from kitbench.versions import version_tuple
 if TYPE_CHECKING:
     import torch
 
-DEVICE_CHOICES = ("auto", "cpu", "cuda", "cuda:N", "mps")
+DEVICE_CHOICES = ("auto", "cpu", "cuda", "cuda:N", "mps", "xpu", "xpu:N")
+# Where the ROCm runtime reaches the GPUs: without access to it a HIP build sees none.
+KFD_DEVICE = "/dev/kfd"
+_HIDDEN = ("", "-1", "none", "NoDevFiles")
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,21 @@ class CudaFacts:
     available: bool
     device_count: int
     init_warning: str | None      # what torch warned while probing CUDA
+    # HIP builds only: the ROCm runtime's own masks, and why /dev/kfd cannot be opened (None: it can)
+    hip_visible_devices: str | None = None
+    rocr_visible_devices: str | None = None
+    kfd_problem: str | None = None
+
+
+@dataclass(frozen=True)
+class XpuFacts:
+    torch_version: str
+    built: bool                   # torch.xpu is compiled in (a +xpu build)
+    available: bool
+    device_count: int
+    names: tuple[str, ...]
+    intel_gpus: int               # Intel GPUs the probe found on PCI
+    affinity_mask: str | None     # ZE_AFFINITY_MASK, Level Zero's device mask
 
 
 @dataclass(frozen=True)
@@ -54,9 +72,17 @@ def cuda_unavailable_reason(f: CudaFacts) -> str | None:
     if f.available and f.device_count > 0:
         return None
     if f.built_cuda is None and f.built_hip is None:
-        return f"this torch is a CPU-only build ({f.torch_version}): it was not compiled with CUDA"
-    if f.visible_devices is not None and f.visible_devices.strip() in ("", "-1", "none", "NoDevFiles"):
+        kind = "an XPU (Intel GPU) build" if "+xpu" in f.torch_version else "a CPU-only build"
+        return f"this torch is {kind} ({f.torch_version}): it was not compiled with CUDA"
+    if f.visible_devices is not None and f.visible_devices.strip() in _HIDDEN:
         return f"GPUs are hidden by CUDA_VISIBLE_DEVICES={f.visible_devices!r}"
+    if f.built_hip is not None:
+        for name, value in (("HIP_VISIBLE_DEVICES", f.hip_visible_devices),
+                            ("ROCR_VISIBLE_DEVICES", f.rocr_visible_devices)):
+            if value is not None and value.strip() in _HIDDEN:
+                return f"GPUs are hidden by {name}={value!r}"
+        if f.kfd_problem:
+            return f.kfd_problem
     if f.built_cuda is not None and f.driver is None:
         return no_driver_reason(container=f.in_container, wsl=f.wsl)
     if f.built_cuda is not None and f.driver is not None:
@@ -67,6 +93,30 @@ def cuda_unavailable_reason(f: CudaFacts) -> str | None:
     if f.init_warning:
         return f"CUDA initialization failed: {f.init_warning.splitlines()[0]}"
     return "torch.cuda.is_available() is False and no device was found"
+
+
+def xpu_unavailable_reason(f: XpuFacts) -> str | None:
+    """One line saying why an Intel GPU cannot be used through torch.xpu, or None when it can."""
+    if f.available and f.device_count > 0:
+        return None
+    if not f.built:
+        return f"this torch has no XPU support ({f.torch_version}): Intel GPUs need the xpu build"
+    if f.affinity_mask is not None and f.affinity_mask.strip() in _HIDDEN:
+        return f"GPUs are hidden by ZE_AFFINITY_MASK={f.affinity_mask!r}"
+    if f.intel_gpus == 0:
+        return "no Intel GPU found (PCI vendor 0x8086, display class)"
+    return ("torch.xpu.is_available() is False although an Intel GPU is on PCI: its driver (i915 or xe) "
+            "or the Level Zero runtime is missing, or this user cannot open /dev/dri/renderD* (render group)")
+
+
+def kfd_problem(path: str = KFD_DEVICE) -> str | None:
+    """Why the ROCm runtime cannot open ``path``, in the words that point at the fix; None when it can."""
+    if not os.path.exists(path):
+        return (f"{path} is missing: the amdgpu driver is not loaded, or this container was started "
+                f"without --device={path} --device=/dev/dri")
+    if not os.access(path, os.R_OK | os.W_OK):
+        return f"no permission on {path}: add this user to the render and video groups"
+    return None
 
 
 def mps_unavailable_reason(f: MpsFacts) -> str | None:
@@ -93,11 +143,26 @@ def cuda_facts(machine: Probe) -> CudaFacts:
         available = torch.cuda.is_available()
         count = torch.cuda.device_count() if available else 0
     warning = next((str(w.message) for w in caught), None)
-    return CudaFacts(torch_version=torch.__version__, built_cuda=torch.version.cuda,
-                     built_hip=getattr(torch.version, "hip", None),
+    hip = getattr(torch.version, "hip", None)
+    return CudaFacts(torch_version=torch.__version__, built_cuda=torch.version.cuda, built_hip=hip,
                      visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"), driver=machine.driver,
                      os=machine.os, in_container=machine.container, wsl=machine.wsl, available=available,
-                     device_count=count, init_warning=warning)
+                     device_count=count, init_warning=warning,
+                     hip_visible_devices=os.environ.get("HIP_VISIBLE_DEVICES"),
+                     rocr_visible_devices=os.environ.get("ROCR_VISIBLE_DEVICES"),
+                     kfd_problem=kfd_problem() if hip is not None and not available else None)
+
+
+def xpu_facts(machine: Probe) -> XpuFacts:
+    import torch
+
+    built = hasattr(torch, "xpu") and bool(torch.xpu._is_compiled())
+    available = built and bool(torch.xpu.is_available())
+    count = int(torch.xpu.device_count()) if available else 0
+    names = tuple(str(torch.xpu.get_device_name(i)) for i in range(count))
+    return XpuFacts(torch_version=torch.__version__, built=built, available=available, device_count=count,
+                    names=names, intel_gpus=len(machine.intel_gpus),
+                    affinity_mask=os.environ.get("ZE_AFFINITY_MASK"))
 
 
 def mps_facts(machine: Probe) -> MpsFacts:
@@ -111,10 +176,10 @@ def mps_facts(machine: Probe) -> MpsFacts:
 def parse_spec(spec: str) -> tuple[str, int | None]:
     """Check ``--device`` syntax without touching torch: ``cuda:1`` -> ("cuda", 1)."""
     kind, _, index = spec.partition(":")
-    if kind not in ("auto", "cpu", "cuda", "mps") or (index and kind != "cuda"):
+    if kind not in ("auto", "cpu", "cuda", "mps", "xpu") or (index and kind not in ("cuda", "xpu")):
         raise UsageError(f"unknown device {spec!r}", hint=f"choose one of: {', '.join(DEVICE_CHOICES)}")
     if index and not index.isdigit():
-        raise UsageError(f"bad device {spec!r}", hint="use cuda or cuda:N with N a number")
+        raise UsageError(f"bad device {spec!r}", hint=f"use {kind} or {kind}:N with N a number")
     return kind, int(index) if index else None
 
 
@@ -128,6 +193,8 @@ def resolve(spec: str, machine: Probe) -> torch.device:
     if kind == "auto":
         if cuda_unavailable_reason(cuda_facts(machine)) is None:
             return torch.device("cuda", 0)
+        if xpu_unavailable_reason(xpu_facts(machine)) is None:
+            return torch.device("xpu", 0)
         if mps_unavailable_reason(mps_facts(machine)) is None:
             return torch.device("mps")
         return torch.device("cpu")
@@ -136,6 +203,14 @@ def resolve(spec: str, machine: Probe) -> torch.device:
         if reason:
             raise DeviceUnavailableError(spec, reason, hint="use --device cpu, or see `kitbench install-cmd`")
         return torch.device("mps")
+    if kind == "xpu":
+        xpu = xpu_facts(machine)
+        reason = xpu_unavailable_reason(xpu)
+        if reason:
+            raise DeviceUnavailableError(spec, reason, hint="use --device cpu, or see `kitbench install-cmd`")
+        if (index or 0) >= xpu.device_count:
+            raise DeviceUnavailableError(spec, f"only {xpu.device_count} XPU device(s) are visible")
+        return torch.device("xpu", index or 0)
     facts = cuda_facts(machine)
     reason = cuda_unavailable_reason(facts)
     if reason:
@@ -162,8 +237,16 @@ def synchronize(device: torch.device) -> None:
     """Wait for all queued work on ``device``: the only way to read a clock honestly."""
     import torch
 
-    if device.type == "cuda":
+    if device.type == "cpu":
+        return
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is not None and hasattr(accelerator, "synchronize"):
+        # torch >= 2.6: one call for CUDA, HIP, XPU and MPS alike.
+        accelerator.synchronize(device)
+    elif device.type == "cuda":
         torch.cuda.synchronize(device)
+    elif device.type == "xpu":
+        torch.xpu.synchronize(device)
     elif device.type == "mps":
         torch.mps.synchronize()
 

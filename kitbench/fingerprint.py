@@ -102,6 +102,15 @@ def _build_matches(target: str | None, version: str, cuda: str | None, os_name: 
     return None if known is None else targets.check_build(known, version, cuda, os_name).matches
 
 
+def _xpu_devices() -> list[str]:
+    """The Intel GPUs torch.xpu sees (empty on builds without XPU)."""
+    import torch
+
+    if not (hasattr(torch, "xpu") and torch.xpu._is_compiled() and torch.xpu.is_available()):
+        return []
+    return [str(torch.xpu.get_device_name(i)) for i in range(torch.xpu.device_count())]
+
+
 def collect(machine: Probe) -> dict[str, Any]:
     """The whole fingerprint, torch's part included (torch is imported by now)."""
     import torch
@@ -116,6 +125,8 @@ def collect(machine: Probe) -> dict[str, Any]:
         "torch_build": torch.__version__.partition("+")[2] or None,
         "torchvision": _torchvision_version(),
         "cuda": torch.version.cuda,
+        "hip": getattr(torch.version, "hip", None),
+        "xpu_devices": _xpu_devices(),
         "cudnn": cudnn_version(),
         "threads": torch.get_num_threads(),
         "interop_threads": torch.get_num_interop_threads(),

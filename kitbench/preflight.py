@@ -11,7 +11,7 @@ import os
 import shutil
 from collections.abc import Callable
 
-from kitbench import drivers, targets
+from kitbench import drivers, targets, vendors
 from kitbench.errors import PreflightError
 from kitbench.probe import Probe, no_driver_reason
 from kitbench.targets import Target
@@ -52,7 +52,22 @@ def host_reasons(target: Target, machine: Probe, which: Callable[[str], str | No
         elif need.floor and not need.allows(machine.driver):
             reasons.append(f"NVIDIA driver {machine.driver} is older than {need.floor}, "
                            f"the floor for CUDA {target.cuda}")
+    reasons.extend(_vendor_reasons(target, machine))
     return reasons
+
+
+def _vendor_reasons(target: Target, machine: Probe) -> list[str]:
+    """An AMD or Intel target on a host without such a GPU, or one its build has no kernels for."""
+    if target.compute.startswith("rocm"):
+        if not machine.amd_gpus:
+            return ["no AMD GPU found (KFD topology, DRM devices; UV_AMD_GPU_ARCHITECTURE names one)"]
+        arches = vendors.load().rocm_arches(target.compute)
+        missing = [g for g in machine.gfx if arches is not None and g not in arches]
+        if missing:
+            return [f"its {target.compute} build has no kernels for {', '.join(missing)}"]
+    if target.compute == "xpu" and not machine.intel_gpus:
+        return ["no Intel GPU found (PCI vendor 0x8086, display class)"]
+    return []
 
 
 def alternative(machine: Probe, exclude: str) -> str | None:

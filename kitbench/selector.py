@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from kitbench import drivers, manifest
+from kitbench import drivers, manifest, vendors
 from kitbench.errors import SelectionError, UsageError
 from kitbench.probe import Probe, no_driver_reason
-from kitbench.versions import arch_of_capability, capability_supported, cuda_of_compute, parse_capability
+from kitbench.versions import arch_of_capability, capability_supported, cuda_of_compute, parse_capability, version_tuple
 
 OSES = ("linux", "macos", "windows")
 ARCHES = ("x86_64", "aarch64", "arm64")
@@ -217,7 +217,11 @@ def _unavailable(rel: Release, os: str, arch: str, package: str, compute: str) -
         last = max((r for r in releases().values() if r.conda), key=lambda r: r.key)
         return SelectionError(f"torch {rel.version} has no conda packages: PyTorch published them up to {last.version}",
                               hint="use --package pip or uv (or --release " + last.version + ")")
-    if os == "macos" and compute.startswith(("cu", "rocm")):
+    if compute == "xpu" and package != "conda" and os != "macos":
+        since = ", ".join(f"{o} from {v}" for o, v in vendors.load().xpu_since.items())
+        return SelectionError(f"torch {rel.version} has no xpu build for {os} {arch}",
+                              hint=f"XPU wheels exist for x86_64 only: {since}")
+    if os == "macos" and compute.startswith(("cu", "rocm", "xpu")):
         return SelectionError(f"there are no {compute} builds for macOS",
                               hint="macOS gets cpu (Intel, up to 2.2.2) or mps (Apple Silicon)")
     if os == "macos" and arch == "x86_64" and not available:
@@ -254,7 +258,8 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     if compute == "auto":
         chosen.compute = _auto(rel, machine, arch, package, chosen)
     else:
-        if compute not in computes(rel, machine.os, arch, package):
+        if compute not in computes(rel, machine.os, arch, package) and compute not in _xpu(rel, machine.os, arch,
+                                                                                         package):
             raise _unavailable(rel, machine.os, arch, package, compute)
         chosen.compute = compute
         chosen.reasons.append(f"{compute}: asked for with --compute")
@@ -262,6 +267,9 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
             why = _cuda_rejection(rel, machine, compute)
             if why:
                 chosen.notes.append(f"warning: {compute} will not run on this machine: {why}")
+        if compute.startswith("rocm") and _rocm_missing(machine, compute):
+            chosen.notes.append(f"warning: {compute} will not run on this machine: no kernels for "
+                                + ", ".join(_rocm_missing(machine, compute)))
     wheel_compute = "cpu" if chosen.compute == "mps" else chosen.compute
     chosen.command = command(rel, machine.os, package, wheel_compute, chosen.format)
     return chosen
@@ -271,7 +279,9 @@ def _facts(machine: Probe) -> dict[str, Any]:
     return {"os": machine.os, "os_version": machine.os_version, "arch": machine.arch,
             "python_arch": machine.python_arch, "rosetta": machine.rosetta, "wsl": machine.wsl,
             "container": machine.container, "driver": machine.driver, "gpu_capabilities": list(machine.capabilities),
-            "rocm": machine.rocm, "sources": machine.sources}
+            "rocm": machine.rocm, "amd_gpus": [g.gfx or f"AMD {g.device_id or 'GPU'} (gfx unknown)"
+                                               for g in machine.amd_gpus],
+            "intel_gpus": [g.label for g in machine.intel_gpus], "sources": machine.sources}
 
 
 def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection) -> str:
@@ -285,11 +295,6 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection)
         out.reasons.append("mps: Apple Silicon with an arm64 Python; the macOS wheels carry MPS"
                            if available[0] == "mps" else "cpu: macOS on x86_64 has no GPU backend")
         return available[0]
-    if machine.rocm and package != "conda":
-        rocm = [c for c in available if c.startswith("rocm")]
-        if rocm:
-            out.reasons.append(f"{rocm[-1]}: ROCm {machine.rocm} found at /opt/rocm")
-            return rocm[-1]
     cudas = sorted((c for c in available if c.startswith("cu")), key=lambda c: cuda_of_compute(c) or (0, 0),
                    reverse=True)
     for candidate in cudas:
@@ -299,9 +304,14 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection)
             continue
         out.reasons.append(_cuda_reason(rel, machine, candidate))
         return candidate
+    vendor = _vendor_auto(rel, machine, arch, package, available, out)
+    if vendor is not None and vendor.startswith(("rocm", "xpu")):
+        return vendor
     if "cpu" not in available:
         raise _unavailable(rel, machine.os, arch, package, "cpu")
-    if cudas and machine.driver:
+    if vendor is not None:
+        out.reasons.append(vendor)
+    elif cudas and machine.driver:
         out.reasons.append("cpu: no CUDA build of this release fits this machine")
     elif machine.sources.get("driver") == "--no-gpu":
         out.reasons.append("cpu: no GPU, as --no-gpu says")
@@ -357,3 +367,72 @@ def _cuda_reason(rel: Release, machine: Probe, compute: str) -> str:
     elif machine.capabilities:
         text += "; kernels for " + ", ".join(arch_of_capability(parse_capability(c)) for c in machine.capabilities)
     return text
+
+
+def _xpu(rel: Release, os: str, arch: str, package: str) -> list[str]:
+    """["xpu"] where this release has an XPU build here; Start Locally does not list it, so computes() doesn't."""
+    return ["xpu"] if package != "conda" and vendors.load().xpu(rel.version, os, arch) else []
+
+
+def _rocm_missing(machine: Probe, compute: str) -> list[str]:
+    arches = vendors.load().rocm_arches(compute)
+    return [] if arches is None else [g for g in machine.gfx if g not in arches]
+
+
+def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, available: list[str],
+                 out: Selection) -> str | None:
+    """An AMD or Intel GPU's build (its compute), or why it gets none (a "cpu: ..." reason), or None."""
+    facts = vendors.load()
+    if machine.amd_gpus or machine.rocm:
+        seen = ", ".join(machine.gfx) or ("an AMD GPU (gfx unknown)" if machine.amd_gpus else "no AMD GPU")
+        where = machine.sources.get("amd_gpus", "/opt/rocm/.info/version")
+        rocms = sorted((c for c in available if c.startswith("rocm")), key=lambda c: version_tuple(c[4:]),
+                       reverse=True)
+        if machine.os != "linux" or package == "conda" or not rocms:
+            why = "ROCm builds exist only for Linux" if machine.os != "linux" else (
+                "PyTorch's conda packages have no ROCm build" if package == "conda" else
+                f"torch {rel.version} has no ROCm build for {machine.os} {arch}")
+            if machine.os == "linux":
+                _other_rocm_release(rel, machine, arch, seen, out)
+            return f"cpu: {seen} [{where}], but {why}"
+        for candidate in rocms:
+            missing = _rocm_missing(machine, candidate)
+            if missing:
+                out.rejected.append(f"{candidate}: no kernels for {', '.join(missing)} "
+                                    f"({facts.rocm_sources[candidate]})")
+                continue
+            text = f"{candidate}: the newest ROCm build of {rel.version} "
+            if not machine.gfx:
+                text += (f"(ROCm {machine.rocm} found at /opt/rocm" if machine.rocm else f"({seen} [{where}]")
+                text += "; GPU architectures were not checked: the kernel did not name them)"
+            elif facts.rocm_arches(candidate) is None:
+                text += f"(for {seen} [{where}]; this build's gfx list is not recorded, so it was not checked)"
+            else:
+                text += f"with kernels for {seen} [{where}] ({facts.rocm_sources[candidate]})"
+            out.reasons.append(text)
+            return candidate
+        _other_rocm_release(rel, machine, arch, seen, out)
+        hints = [h for g in machine.gfx for h in [facts.override_hint(g, facts.rocm_arches(rocms[0]) or ())] if h]
+        out.notes.extend(f"hint: {h}" for h in hints)
+        return f"cpu: no ROCm build of torch {rel.version} carries kernels for {seen} [{where}]"
+    if machine.intel_gpus:
+        seen = ", ".join(g.label for g in machine.intel_gpus)
+        where = machine.sources.get("intel_gpus", "probe")
+        if _xpu(rel, machine.os, arch, package):
+            out.reasons.append(f"xpu: {seen} [{where}]; torch {rel.version} has an XPU build for "
+                               f"{machine.os} {arch} ({facts.xpu_source})")
+            return "xpu"
+        since = ", ".join(f"{o} from {v}" for o, v in facts.xpu_since.items())
+        return (f"cpu: {seen} [{where}], but torch {rel.version} has no XPU build for {machine.os} {arch}"
+                + (" with conda" if package == "conda" else "") + f" (XPU wheels: x86_64, {since})")
+    return None
+
+
+def _other_rocm_release(rel: Release, machine: Probe, arch: str, seen: str, out: Selection) -> None:
+    """Name the newest other release with a ROCm build that has kernels for every GPU found."""
+    facts = vendors.load()
+    found = next(((r.version, c) for r in reversed(releases().values()) if r.version != rel.version
+                  for c in reversed(computes(r, machine.os, arch, "pip")) if c.startswith("rocm")
+                  and facts.rocm_arches(c) is not None and not _rocm_missing(machine, c)), None)
+    if found:
+        out.notes.append(f"torch {found[0]} has {found[1]} with kernels for {seen}: --release {found[0]}")

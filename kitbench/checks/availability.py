@@ -20,7 +20,7 @@ _KERNEL_TOLERANCE = 1e-4   # relative L2 error vs float64; TF32 (off by default)
 class DeviceInfo:
     index: int
     name: str
-    capability: str
+    capability: str                 # "8.6"; on a HIP build the GPU's gfx ("gfx942")
     kernels_in_wheel: bool          # capability covered by torch.cuda.get_arch_list()
     total_memory_mib: int
     free_memory_mib: int | None
@@ -57,6 +57,12 @@ class AvailabilityResult(CheckResult):
     kernel: KernelCheck | None = None
     fix: str | None = None          # the install command that gives this machine a working GPU build
     note: str | None = None         # the GPU a CPU build leaves unused, where a CPU build was asked for
+    hip_visible_devices: str | None = None
+    rocr_visible_devices: str | None = None
+    xpu_built: bool = False
+    xpu_available: bool = False
+    xpu_reason: str | None = None
+    xpu_devices: list[str] = field(default_factory=list)
 
 
 def install_fix(machine: Probe, torch_version: str) -> str:
@@ -107,15 +113,27 @@ def kernel_check(device: torch.device) -> KernelCheck:
     return KernelCheck(str(device), error, _KERNEL_TOLERANCE, error <= _KERNEL_TOLERANCE, seconds)
 
 
-def _cuda_devices(arch_list: list[str]) -> list[DeviceInfo]:
+def _cuda_devices(arch_list: list[str], hip: bool) -> list[DeviceInfo]:
     found = []
     for index in range(torch.cuda.device_count()):
         props = torch.cuda.get_device_properties(index)
         cc = (props.major, props.minor)
         free = torch.cuda.mem_get_info(index)[0] // 2**20
-        found.append(DeviceInfo(index, props.name, f"{cc[0]}.{cc[1]}", capability_supported(cc, arch_list),
-                                props.total_memory // 2**20, free, props.multi_processor_count))
+        if hip:
+            # HIP reports "gfx942:sramecc+:xnack-"; the arch list names the bare gfx.
+            gfx = str(props.gcnArchName).partition(":")[0]
+            capability, covered = gfx, gfx in arch_list
+        else:
+            capability, covered = f"{cc[0]}.{cc[1]}", capability_supported(cc, arch_list)
+        found.append(DeviceInfo(index, props.name, capability, covered, props.total_memory // 2**20, free,
+                                props.multi_processor_count))
     return found
+
+
+def _missing_kernels(device: DeviceInfo) -> str:
+    arch = device.capability if device.capability.startswith("gfx") else arch_of_capability(
+        parse_capability(device.capability))
+    return f"no kernels for {arch} ({device.name}) in this wheel's arch list"
 
 
 def run(ctx: Context) -> AvailabilityResult:
@@ -123,18 +141,25 @@ def run(ctx: Context) -> AvailabilityResult:
     mps = devices.mps_facts(ctx.machine)
     cuda_reason = devices.cuda_unavailable_reason(cuda)
     mps_reason = devices.mps_unavailable_reason(mps)
-    arch_list = torch.cuda.get_arch_list() if cuda.built_cuda else []
-    found = _cuda_devices(arch_list) if cuda_reason is None else []
+    xpu = devices.xpu_facts(ctx.machine)
+    xpu_reason = devices.xpu_unavailable_reason(xpu)
+    arch_list = torch.cuda.get_arch_list() if cuda.built_cuda or cuda.built_hip else []
+    found = _cuda_devices(arch_list, cuda.built_hip is not None) if cuda_reason is None else []
     kernel = kernel_check(ctx.device)
     tag = torch.__version__.partition("+")[2]
-    problems = [f"no kernels for {arch_of_capability(parse_capability(d.capability))} "
-                f"({d.name}) in this wheel's arch list" for d in found if not d.kernels_in_wheel]
+    problems = [_missing_kernels(d) for d in found if not d.kernels_in_wheel]
     # The build, not the machine, stands between it and its GPU: a CPU wheel beside a driver,
-    # a wheel whose CUDA the driver cannot run, a wheel without kernels for the GPU.
+    # a wheel whose CUDA the driver cannot run, a wheel without kernels for the GPU, a build
+    # for another vendor than the AMD or Intel GPU found.
     build_at_fault = problems or (ctx.machine.driver is not None and cuda_reason is not None and (
         (cuda.built_cuda is None and cuda.built_hip is None) or "is too old for this wheel's CUDA" in cuda_reason))
-    if build_at_fault and cuda_reason is not None:
+    amd_unserved = bool(ctx.machine.amd_gpus) and cuda.built_hip is None and cuda_reason is not None
+    intel_unserved = bool(ctx.machine.intel_gpus) and not xpu.built and cuda_reason is not None
+    build_at_fault = build_at_fault or amd_unserved or intel_unserved
+    if build_at_fault and cuda_reason is not None and not (intel_unserved and not amd_unserved):
         problems.append(f"cuda: {cuda_reason}")
+    if intel_unserved and xpu_reason is not None:
+        problems.append(f"xpu: {xpu_reason}")
     fix = install_fix(ctx.machine, torch.__version__) if build_at_fault else None
     note = None
     if problems and cpu_asked_for(ctx.options.device):
@@ -149,7 +174,7 @@ def run(ctx: Context) -> AvailabilityResult:
     elif devices.is_accelerator(ctx.device):
         summary = f"{ctx.device} usable; kernel matches float64 reference ({kernel.relative_error:.1e})"
     else:
-        summary = f"CPU only. cuda: {cuda_reason}; mps: {mps_reason}"
+        summary = f"CPU only. cuda: {cuda_reason}; xpu: {xpu_reason}; mps: {mps_reason}"
     return AvailabilityResult(
         status="failed" if problems else "ok",
         summary=summary,
@@ -172,4 +197,10 @@ def run(ctx: Context) -> AvailabilityResult:
         kernel=kernel,
         fix=fix,
         note=note,
+        hip_visible_devices=cuda.hip_visible_devices,
+        rocr_visible_devices=cuda.rocr_visible_devices,
+        xpu_built=xpu.built,
+        xpu_available=xpu_reason is None,
+        xpu_reason=xpu_reason,
+        xpu_devices=list(xpu.names),
     )

@@ -64,7 +64,7 @@ class BusRow:
 
 @dataclass
 class BackendRun:
-    backend: str                    # gloo | nccl
+    backend: str                    # gloo | nccl | xccl
     device: str                     # cpu | cuda
     world_sizes: list[int]
     nodes: int
@@ -190,6 +190,8 @@ def _sweep(ctx: Context, backend: str, sizes: list[int], tmp: Path, max_bytes: i
 
 def _gpu_part(ctx: Context) -> tuple[list[int] | None, str | None]:
     """The GPU world sizes, or why there is no multi-GPU part here."""
+    if _xccl_gpus() > 1:
+        return list(range(1, _xccl_gpus() + 1)), None
     if not torch.cuda.is_available():
         return None, "multi-GPU (NCCL): skipped: no CUDA device"
     count = torch.cuda.device_count()
@@ -200,6 +202,14 @@ def _gpu_part(ctx: Context) -> tuple[list[int] | None, str | None]:
     if os.environ.get("NCCL_P2P_DISABLE") == "1" or not torch.cuda.can_device_access_peer(0, 1):
         ctx.progress.start("ddp: peer-to-peer disabled between GPU 0 and 1; NCCL goes through host memory")
     return list(range(1, count + 1)), None
+
+
+def _xccl_gpus() -> int:
+    """Intel GPUs DDP can join over xccl (an XPU build that has it, and no CUDA device); else 0."""
+    if torch.cuda.is_available() or not (hasattr(torch, "xpu") and torch.xpu._is_compiled()):
+        return 0
+    xccl = getattr(torch.distributed, "is_xccl_available", lambda: False)
+    return int(torch.xpu.device_count()) if torch.xpu.is_available() and xccl() else 0
 
 
 def _dataparallel(ctx: Context, count: int) -> list[dict[str, Any]]:
@@ -246,8 +256,9 @@ def run(ctx: Context) -> DdpResult:
             result.skipped.append(why)
         elif gpu_sizes:
             try:
-                result.runs.append(_sweep(ctx, "nccl", gpu_sizes, tmp, max_bytes))
-                result.dataparallel = _dataparallel(ctx, gpu_sizes[-1])
+                result.runs.append(_sweep(ctx, "xccl" if _xccl_gpus() else "nccl", gpu_sizes, tmp, max_bytes))
+                if not _xccl_gpus():
+                    result.dataparallel = _dataparallel(ctx, gpu_sizes[-1])
             except LaunchFailed as failed:
                 result.problems.append(f"nccl: {failed}")
     for run in result.runs:

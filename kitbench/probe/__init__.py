@@ -1,5 +1,5 @@
 """What this machine is, read without torch: OS, chip, Python arch, NVIDIA
-driver and GPUs, ROCm, WSL, containers.
+driver and GPUs, AMD GPUs (``amd``), Intel GPUs (``intel``), ROCm, WSL, containers.
 
 Each fact carries the source it was read from, so ``install-cmd --explain``
 can say where an answer came from. The parsers are pure functions over the
@@ -20,6 +20,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kitbench.errors import UsageError
+from kitbench.probe import amd, intel
+from kitbench.probe.amd import AmdGpu
+from kitbench.probe.intel import IntelGpu
 from kitbench.versions import format_capability, parse_capability, parse_driver
 
 _PROC_DRIVER = Path("/proc/driver/nvidia/version")
@@ -63,10 +66,17 @@ class Probe:
     gpus: tuple[Gpu, ...]
     rocm: str | None
     sources: dict[str, str] = field(default_factory=dict)
+    amd_gpus: tuple[AmdGpu, ...] = ()
+    intel_gpus: tuple[IntelGpu, ...] = ()
 
     @property
     def capabilities(self) -> tuple[str, ...]:
         return tuple(g.capability for g in self.gpus if g.capability)
+
+    @property
+    def gfx(self) -> tuple[str, ...]:
+        """The AMD GPUs' architectures, each once (a gfx the kernel could not name is left out)."""
+        return tuple(dict.fromkeys(g.gfx for g in self.amd_gpus if g.gfx))
 
 
 def normalize_arch(name: str, os_name: str) -> str:
@@ -165,6 +175,10 @@ def _rocm_version() -> str | None:
     return text.strip().split("-")[0] if text else None
 
 
+# uv's override of the NVIDIA driver version (crates/uv-static UV_CUDA_DRIVER_VERSION), honoured the same way.
+CUDA_DRIVER_VARIABLE = "UV_CUDA_DRIVER_VERSION"
+
+
 def probe() -> Probe:
     """Read this machine. Fast: no torch, and ``nvidia-smi`` only when a driver is loaded."""
     os_name = _os_name()
@@ -202,12 +216,28 @@ def probe() -> Probe:
             driver = smi_driver
             sources["driver"] = smi_path if smi_path == _WSL_SMI else "nvidia-smi"
         sources["gpus"] = "nvidia-smi --query-gpu"
+    driver_override = os.environ.get(CUDA_DRIVER_VARIABLE)
+    if driver_override:
+        parse_driver(driver_override)       # a malformed value is refused, not ignored
+        driver = driver_override
+        sources["driver"] = CUDA_DRIVER_VARIABLE
+    # The host's ROCm install only; a ROCm-in-wheel (torch's bundled HIP runtime) is no host fact.
     rocm = _rocm_version()
     if rocm:
         sources["rocm"] = "/opt/rocm/.info/version"
+    amd_gpus: tuple[AmdGpu, ...] = ()
+    intel_gpus: tuple[IntelGpu, ...] = ()
+    if os_name == "linux":
+        amd_gpus, where = amd.detect(env=dict(os.environ), run=_run)
+        if where:
+            sources["amd_gpus"] = where
+        intel_gpus, where = intel.detect()
+        if where:
+            sources["intel_gpus"] = where
     return Probe(os=os_name, os_version=os_version, arch=arch, python_arch=python_arch,
                  python_version=platform.python_version(), rosetta=rosetta, wsl=wsl,
-                 container=_in_container(), driver=driver, gpus=gpus, rocm=rocm, sources=sources)
+                 container=_in_container(), driver=driver, gpus=gpus, rocm=rocm, sources=sources,
+                 amd_gpus=amd_gpus, intel_gpus=intel_gpus)
 
 
 # What a machine is taken to have when the question names another OS than this host's
@@ -217,15 +247,18 @@ DEFAULT_ARCH = {"linux": "x86_64", "windows": "x86_64", "macos": "arm64"}
 
 def override(base: Probe, *, os: str | None = None, arch: str | None = None,
              python_arch: str | None = None, driver: str | None = None,
-             gpu_capabilities: Sequence[str] = (), no_gpu: bool = False) -> Probe:
+             gpu_capabilities: Sequence[str] = (), no_gpu: bool = False, gpu_gfx: Sequence[str] = (),
+             intel_gpu: bool = False) -> Probe:
     """Answer for another machine: replace probed facts with given ones.
 
     Naming another OS than the host's answers for another machine altogether: none
     of this host's facts (arch, driver, GPUs, ROCm, WSL, container) carry over; each
     takes that OS's default unless given, and ``sources`` says which is which.
     """
-    if no_gpu and (driver is not None or gpu_capabilities):
-        raise UsageError("--no-gpu contradicts " + ("--driver" if driver is not None else "--gpu-cc"),
+    if no_gpu and (driver is not None or gpu_capabilities or gpu_gfx or intel_gpu):
+        given = ("--driver" if driver is not None else "--gpu-cc" if gpu_capabilities else
+                 "--gpu-gfx" if gpu_gfx else "--intel-gpu")
+        raise UsageError("--no-gpu contradicts " + given,
                          hint="give either --no-gpu or the GPU's facts, not both")
     sources = dict(base.sources)
     changes: dict[str, object] = {}
@@ -236,9 +269,9 @@ def override(base: Probe, *, os: str | None = None, arch: str | None = None,
         if os != base.os:
             default = f"default for {os} (not this host)"
             changes.update(os_version="", arch=DEFAULT_ARCH[os], python_arch=DEFAULT_ARCH[os], driver=None,
-                           gpus=(), rocm=None, wsl=False, container=False)
+                           gpus=(), rocm=None, wsl=False, container=False, amd_gpus=(), intel_gpus=())
             sources.update({key: default for key in ("os_version", "arch", "python_arch", "driver", "gpus",
-                                                     "rocm", "wsl", "container")})
+                                                     "rocm", "wsl", "container", "amd_gpus", "intel_gpus")})
     if arch is not None:
         changes["arch"] = normalize_arch(arch, target_os)
         sources["arch"] = "--arch"
@@ -253,8 +286,8 @@ def override(base: Probe, *, os: str | None = None, arch: str | None = None,
         final_py = changes.get("python_arch", base.python_arch)
         changes["rosetta"] = target_os == "macos" and final_arch == "arm64" and final_py == "x86_64"
     if no_gpu:
-        changes.update(driver=None, gpus=(), rocm=None)
-        sources["driver"] = sources["gpus"] = "--no-gpu"
+        changes.update(driver=None, gpus=(), rocm=None, amd_gpus=(), intel_gpus=())
+        sources["driver"] = sources["gpus"] = sources["amd_gpus"] = sources["intel_gpus"] = "--no-gpu"
     if driver is not None:
         parse_driver(driver)
         changes["driver"] = driver
@@ -263,4 +296,11 @@ def override(base: Probe, *, os: str | None = None, arch: str | None = None,
         caps = [format_capability(parse_capability(c)) for c in gpu_capabilities]
         changes["gpus"] = tuple(Gpu(i, "(given)", c, None) for i, c in enumerate(caps))
         sources["gpus"] = "--gpu-cc"
+    if gpu_gfx:
+        names = [name for given in gpu_gfx for name in amd.parse_gfx_list(given, "--gpu-gfx")]
+        changes["amd_gpus"] = tuple(AmdGpu(i, name, None) for i, name in enumerate(names))
+        sources["amd_gpus"] = "--gpu-gfx"
+    if intel_gpu:
+        changes["intel_gpus"] = (IntelGpu("(given)", None),)
+        sources["intel_gpus"] = "--intel-gpu"
     return replace(base, sources=sources, **changes)  # type: ignore[arg-type]

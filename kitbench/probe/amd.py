@@ -1,0 +1,138 @@
+"""AMD GPUs, read from the kernel: no ROCm needed.
+
+The amdgpu kernel driver publishes every GPU it drives in the KFD topology
+(``/sys/class/kfd/kfd/topology/nodes/N/properties``, one ``name value`` line per
+property), whose ``gfx_target_version`` names the instruction set PyTorch's
+ROCm builds compile for. Where KFD is not mounted (some containers) the DRM
+devices with vendor 0x1002 still say an AMD GPU is there, without its gfx;
+``rocm_agent_enumerator`` (ROCm's own tool, where installed) names the gfx too.
+The parsers are pure functions over that text; the reader takes its root so
+tests point it at recorded trees (``tests/resources/kfd/``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kitbench.errors import UsageError
+
+AMD_VENDOR = 0x1002
+KFD_NODES = "sys/class/kfd/kfd/topology/nodes"
+DRM_CARDS = "sys/class/drm"
+# uv's name for the same override (crates/uv-static, UV_AMD_GPU_ARCHITECTURE): one gfx, as uv takes it;
+# kitbench also accepts a comma-separated list, one per GPU.
+GFX_VARIABLE = "UV_AMD_GPU_ARCHITECTURE"
+_GFX = re.compile(r"gfx([6-9]|1[0-2])[0-9a-f]{2}")
+
+
+@dataclass(frozen=True)
+class AmdGpu:
+    index: int
+    gfx: str | None            # "gfx942"; None where only DRM saw the card
+    device_id: str | None      # PCI device id, "0x74a1"
+    compute_units: int | None = None
+
+
+def gfx_of_target_version(value: int) -> str | None:
+    """KFD's ``gfx_target_version`` as a gfx name: major*10000 + minor*100 + stepping,
+    the minor and stepping printed as one hex digit each (90010 -> gfx90a, 90402 -> gfx942,
+    110000 -> gfx1100); 0 (a CPU node) and out-of-range digits are None."""
+    major, rest = divmod(value, 10000)
+    minor, stepping = divmod(rest, 100)
+    if major == 0 or minor > 15 or stepping > 15:
+        return None
+    return f"gfx{major}{minor:x}{stepping:x}"
+
+
+def parse_properties(text: str) -> dict[str, int]:
+    """A KFD node's ``properties`` file: ``name value`` lines, values decimal integers."""
+    found = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            found[parts[0]] = int(parts[1])
+    return found
+
+
+def gpu_of_properties(index: int, properties: dict[str, int]) -> AmdGpu | None:
+    """The AMD GPU a KFD node describes, None for CPU nodes and other vendors' nodes."""
+    gfx = gfx_of_target_version(properties.get("gfx_target_version", 0))
+    if gfx is None or properties.get("vendor_id", AMD_VENDOR) != AMD_VENDOR:
+        return None
+    simds, per_cu = properties.get("simd_count"), properties.get("simd_per_cu")
+    device = properties.get("device_id")
+    return AmdGpu(index, gfx, f"0x{device:04x}" if device else None,
+                  simds // per_cu if simds and per_cu else None)
+
+
+def parse_agent_enumerator(text: str) -> tuple[str, ...]:
+    """``rocm_agent_enumerator`` output: one ISA per line; gfx000 is the CPU agent."""
+    return tuple(line.strip() for line in text.splitlines() if _GFX.fullmatch(line.strip())
+                 and line.strip() != "gfx000")
+
+
+def parse_gfx_list(text: str, where: str) -> tuple[str, ...]:
+    """``gfx942`` or ``gfx942,gfx1100`` (``where`` names the flag or variable it came from)."""
+    names = tuple(part.strip().lower() for part in text.split(",") if part.strip())
+    bad = [n for n in names if not _GFX.fullmatch(n)] or ([] if names else [text])
+    if bad:
+        raise UsageError(f"{where}: {bad[0]!r} is not an AMD GPU architecture",
+                         hint="give a gfx name as rocminfo prints it, e.g. gfx942, gfx90a or gfx1100")
+    return names
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return None
+
+
+def read_kfd(root: Path = Path("/")) -> tuple[AmdGpu, ...]:
+    """The GPUs of the KFD topology under ``root``, in node order (HIP's device order)."""
+    nodes = root / KFD_NODES
+    try:
+        names = sorted((p.name for p in nodes.iterdir() if p.name.isdigit()), key=int)
+    except OSError:
+        return ()
+    gpus: list[AmdGpu] = []
+    for name in names:
+        gpu = gpu_of_properties(len(gpus), parse_properties(_read(nodes / name / "properties") or ""))
+        if gpu is not None:
+            gpus.append(gpu)
+    return tuple(gpus)
+
+
+def read_drm(root: Path = Path("/")) -> tuple[AmdGpu, ...]:
+    """AMD display/compute devices among the DRM cards (no gfx: DRM does not say it)."""
+    cards = root / DRM_CARDS
+    try:
+        names = sorted(p.name for p in cards.iterdir() if re.fullmatch(r"card[0-9]+", p.name))
+    except OSError:
+        return ()
+    gpus: list[AmdGpu] = []
+    for name in names:
+        vendor = (_read(cards / name / "device" / "vendor") or "").strip()
+        if vendor.lower() == f"0x{AMD_VENDOR:04x}":
+            device = (_read(cards / name / "device" / "device") or "").strip() or None
+            gpus.append(AmdGpu(len(gpus), None, device))
+    return tuple(gpus)
+
+
+def detect(root: Path = Path("/"), env: dict[str, str] | None = None,
+           run: Callable[[list[str]], str | None] | None = None) -> tuple[tuple[AmdGpu, ...], str | None]:
+    """The AMD GPUs here and where they were read: the override, KFD, rocm_agent_enumerator, DRM."""
+    override = (env or {}).get(GFX_VARIABLE)
+    if override:
+        return tuple(AmdGpu(i, g, None) for i, g in enumerate(parse_gfx_list(override, GFX_VARIABLE))), GFX_VARIABLE
+    gpus = read_kfd(root)
+    if gpus:
+        return gpus, f"{root / KFD_NODES}/*/properties"
+    agents = parse_agent_enumerator((run(["rocm_agent_enumerator"]) or "") if run else "")
+    if agents:
+        return tuple(AmdGpu(i, g, None) for i, g in enumerate(agents)), "rocm_agent_enumerator"
+    gpus = read_drm(root)
+    return (gpus, f"{root / DRM_CARDS}/card*/device/vendor") if gpus else ((), None)
