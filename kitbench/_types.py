@@ -57,6 +57,8 @@ class Settings(TypedDict, total=False):
     deterministic_algorithms_warn_only: bool
     cudnn_benchmark: bool
     cudnn_deterministic: bool
+    mkldnn_deterministic: bool
+    fill_uninitialized_memory: bool
     matmul_allow_tf32: bool
     cudnn_allow_tf32: bool
     float32_matmul_precision: str

@@ -190,6 +190,10 @@ _BUILD = ("torch", "torch_build", "cuda", "cudnn")
 # The CPU identity that decides which kernels run; the core counts do not (threads are compared apart).
 _CPU_IDENTITY = ("vendor", "model", "family", "model_number", "stepping", "implementer", "part", "variant",
                  "revision", "isa")
+# Settings that do not decide which kernels run: which GPU a process sees, and thread counts the rule
+# compares apart (a CPU run's intra-op threads; the inter-op pool splits no reduction here).
+_NOT_KERNEL_SETTINGS = {"CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "num_threads",
+                        "num_interop_threads"}
 _OPTIONS = ("seed", "epochs", "batch_size", "sweep", "lr", "train_limit", "threads", "deterministic")
 _ROUND_2 = ("the loss curve, epoch losses, test loss and test accuracy: exact on the CPU with the same torch, CPU "
             f"model and threads, within rtol {CROSS_DEVICE_RTOL} otherwise; parameters not compared")
@@ -279,9 +283,10 @@ def _rule(env_a: Environment, env_b: Environment, ref: MnistRun, cand: MnistRun)
         obstacles.append(f"hardware differs ({hw_a} vs {hw_b})")
     if device == "cpu" and env_a.get("threads") != env_b.get("threads"):
         obstacles.append(f"threads differ ({env_a.get('threads')} vs {env_b.get('threads')})")
-    if set_a is not None and set_b is not None and set_a != set_b:
-        obstacles.append("settings differ: " + ", ".join(sorted(k for k in {*set_a, *set_b}
-                                                                 if set_a.get(k) != set_b.get(k))))
+    kernel_settings = sorted(k for k in {*(set_a or {}), *(set_b or {})} - _NOT_KERNEL_SETTINGS
+                             if set_a is not None and set_b is not None and set_a.get(k) != set_b.get(k))
+    if kernel_settings:
+        obstacles.append("settings differ: " + ", ".join(kernel_settings))
     deterministic = bool(set_a and set_b and set_a.get("deterministic_algorithms")
                          and set_b.get("deterministic_algorithms"))
     if obstacles:

@@ -5,7 +5,7 @@ The mode is what PyTorch's reproducibility notes prescribe, and no more: determi
 algorithms (an operation without a deterministic implementation raises, naming itself:
 the check fails with that name, nothing falls back silently), cuBLAS's fixed workspace
 (``CUBLAS_WORKSPACE_CONFIG``, read when CUDA creates its first cuBLAS handle), cuDNN's
-autotuner off and its deterministic algorithms on, TF32 off for matmuls and convolutions,
+autotuner off and its (and oneDNN's) deterministic algorithms on, TF32 off for matmuls and convolutions,
 float32 matmuls at "highest" precision, and a fixed intra-op thread count (a reduction
 split over other threads adds in another order). These settings are process-wide:
 ``mode`` puts every one back as it found it, so a library caller's own settings survive.
@@ -39,6 +39,8 @@ def settings() -> dict[str, Any]:
         "deterministic_algorithms_warn_only": torch.is_deterministic_algorithms_warn_only_enabled(),
         "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
         "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
+        "mkldnn_deterministic": bool(torch.backends.mkldnn.deterministic),
+        "fill_uninitialized_memory": bool(torch._C._get_deterministic_fill_uninitialized_memory()),
         "matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
         "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
         "float32_matmul_precision": torch.get_float32_matmul_precision(),
@@ -73,13 +75,15 @@ def mode(enabled: bool, threads: int) -> Iterator[None]:
                          "would not be deterministic in this process",
                          hint=f"set CUBLAS_WORKSPACE_CONFIG={CUBLAS_WORKSPACE} before starting Python")
     saved = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
-             torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic,
+             torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic, torch.backends.mkldnn.deterministic,
              torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
              torch.get_float32_matmul_precision(), torch.get_num_threads())
     try:
         torch.use_deterministic_algorithms(True, warn_only=False)
         torch.backends.cudnn.benchmark = False
         torch.backends.cudnn.deterministic = True
+        # oneDNN's convolutions on the CPU: the twin of cuDNN's switch (typed as its descriptor in torch's stubs).
+        torch.backends.mkldnn.deterministic = True  # type: ignore[assignment]
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         torch.set_float32_matmul_precision("highest")
@@ -87,10 +91,10 @@ def mode(enabled: bool, threads: int) -> Iterator[None]:
         yield
     finally:
         torch.use_deterministic_algorithms(saved[0], warn_only=saved[1])
-        (torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic, torch.backends.cuda.matmul.allow_tf32,
-         torch.backends.cudnn.allow_tf32) = saved[2:6]
-        torch.set_float32_matmul_precision(saved[6])
-        torch.set_num_threads(saved[7])
+        (torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic, torch.backends.mkldnn.deterministic,
+         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) = saved[2:7]
+        torch.set_float32_matmul_precision(saved[7])
+        torch.set_num_threads(saved[8])
         _restore_env(before_env)
 
 

@@ -283,3 +283,30 @@ def test_a_round_2_record_still_verifies_by_the_round_2_rules() -> None:
     assert not compare.verify(record, changed).reproduced
     done = _verify_cli(path, path)
     assert done.returncode == 0 and "round-2 rules" in done.stdout
+
+
+def _deterministic_gpu_record(**settings: object) -> dict:
+    """The kept H100 record as deterministic mode would write it (no GPU here: its runs are kept numbers)."""
+    record = json.loads((Path(__file__).resolve().parent.parent / "docs" / "records" / "h100-fnn.json").read_text())
+    record["environment"]["settings"] = {
+        "deterministic_algorithms": True, "cudnn_benchmark": False, "cudnn_deterministic": True,
+        "matmul_allow_tf32": False, "cudnn_allow_tf32": False, "float32_matmul_precision": "highest",
+        "CUBLAS_WORKSPACE_CONFIG": ":4096:8", "CUDA_VISIBLE_DEVICES": "0", **settings}
+    record["environment"]["gpu_identity"] = [{"name": "NVIDIA H100 80GB HBM3", "capability": "9.0",
+                                              "uuid": "GPU-00000000-0000-0000-0000-000000000000"}]
+    for index, run in enumerate(record["checks"]["mnist"]["runs"]):
+        run["params_sha256"] = f"{index:064x}"
+        run["tensor_sha256"] = {"1.weight": f"{index:016x}"}
+    return record
+
+
+def test_deterministic_gpu_runs_are_held_to_their_bits_and_tf32_names_itself() -> None:
+    same = compare.verify(_deterministic_gpu_record(), _deterministic_gpu_record(CUDA_VISIBLE_DEVICES="3"))
+    assert same.reproduced
+    gpu_rules = [r for r in same.rules if " on cuda:0, " in r]
+    assert gpu_rules and all(": bitwise: both deterministic (--deterministic)" in r for r in gpu_rules)
+    assert {c.rule for c in same.comparisons if " on cuda:0, " in c.quantity} == {"exact", "bitwise"}
+    tf32 = compare.verify(_deterministic_gpu_record(), _deterministic_gpu_record(cudnn_allow_tf32=True))
+    assert tf32.reproduced       # the same kept numbers, now held to 5 %
+    assert "setting cudnn_allow_tf32: False -> True" in tf32.differences
+    assert any(r.endswith("within rtol 0.05: settings differ: cudnn_allow_tf32") for r in tf32.rules if "cuda:0" in r)
