@@ -180,9 +180,7 @@ def diff(a: Environment, b: Environment) -> list[str]:
     return [f"{key}: {a.get(key)} -> {b.get(key)}" for key in DIFF_FIELDS if a.get(key) != b.get(key)]
 
 
-# What verify compares in each pair of runs, in this order; everything else in a record it does not.
-COMPARED = ("loss curve (20 means per epoch, as recorded: 6 decimals)", "epoch losses", "test loss",
-            "test accuracy per epoch", "parameters (params_sha256, per tensor tensor_sha256)")
+# What verify leaves out of every comparison (it says so on every verdict).
 NOT_COMPARED = ("timings (epoch_s, step_s, samples_per_s, data_s, warm-up, load and eval times, floor_fraction, "
                 "profile, capture_s)", "the moves check", "the ddp check (its replicas' own digests are checked "
                 "within a run)", "the sweep and crossover tables (each batch size's run is compared instead)")
@@ -297,8 +295,8 @@ def _rule(env_a: Environment, env_b: Environment, ref: MnistRun, cand: MnistRun)
         return "bitwise", f"both deterministic (--deterministic), {identity}" + (
             "" if full else "; a record names the hardware by model name only")
     if device == "cpu":
-        return "bitwise", f"CPU, {identity}; not in deterministic mode (PyTorch promises no more than that the " \
-                          "CPU's kernels are deterministic in practice)"
+        return "bitwise", f"CPU, {identity}; not in deterministic mode (round 2's rule: the CPU's kernels run " \
+                          "deterministically in practice; PyTorch promises it only with --deterministic)"
     return f"within rtol {CROSS_DEVICE_RTOL}", f"{device} without --deterministic on both sides"
 
 
@@ -333,10 +331,10 @@ def verify(reference: RunRecord, candidate: RunRecord) -> Verdict:
                          f"them): compared by the round-2 rules: {_ROUND_2}")
     comparisons: list[Comparison] = []
     for key in only_ref:
-        comparisons.append(Comparison(f"{_label(key)}: partner", "present in both", False,
+        comparisons.append(Comparison(f"{_label(key)}: partner", "paired", False,
                                       "the candidate has no run of this model, loop, device and batch size"))
     for key in only_cand:
-        comparisons.append(Comparison(f"{_label(key)}: partner", "present in both", False,
+        comparisons.append(Comparison(f"{_label(key)}: partner", "paired", False,
                                       "the reference has no run of this model, loop, device and batch size"))
     both_diverged = True
     for key, ref, cand in pairs:
