@@ -129,6 +129,10 @@ def _build_parser() -> argparse.ArgumentParser:
     mnist.add_argument("--threads", type=_positive_int, help="CPU threads for torch (default: torch's choice)")
     mnist.add_argument("--limit", type=_whole, help="train on the first N images only")
     mnist.add_argument("--lr", type=float, help="learning rate (default: the model's recipe: fnn 0.01, cnn 1.0)")
+    mnist.add_argument("--deterministic", action="store_true",
+                       help="deterministic algorithms, cuBLAS workspace :4096:8, cuDNN deterministic and no "
+                            "autotuning, no TF32, fixed threads: same build, hardware and seed give bitwise-equal "
+                            "parameters (docs/verify.md)")
     ddp = run.add_argument_group("DDP (--check ddp, launched through torchrun)")
     ddp.add_argument("--nproc", type=_positive_int, help="CPU processes for the gloo part; world sizes 1..N "
                                                         "(default: up to 2, as cores allow)")
@@ -348,7 +352,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         sweep=SWEEP if args.sweep else (args.batch_size if len(args.batch_size) > 1 else ()), seed=args.seed,
         threads=args.threads, train_limit=args.limit if args.limit is not None else (6000 if args.quick else None),
         lr=args.lr, nproc=args.nproc, nnodes=args.nnodes, rdzv_endpoint=args.rdzv_endpoint,
-        ddp_timeout=args.ddp_timeout)
+        ddp_timeout=args.ddp_timeout, deterministic=args.deterministic)
     finished = suite.run(options, args.out, progress=_ui.progress(), force=args.force)
     if args.json:
         print(records.to_json(finished.record), end="")
@@ -452,6 +456,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             print(f"  {'equal' if c.equal else 'DIFFERS'} ({c.rule}): {c.quantity}{detail}")
         for line in verdict.differences:
             print(f"  environment differs: {line}")
+        for line in verdict.rules:
+            print(f"  rule: {line}")
+        print(f"  not compared: {'; '.join(verdict.not_compared)}")
     return 0 if verdict.reproduced else 1
 
 

@@ -25,6 +25,50 @@ class RunOptions(TypedDict):
     batch_size: int
     lr: float | None
     train_limit: int | None
+    deterministic: NotRequired[bool]
+
+
+class CpuIdentity(TypedDict, total=False):
+    vendor: str | None
+    model: str | None
+    family: str | None
+    model_number: str | None
+    stepping: str | None
+    implementer: str | None
+    part: str | None
+    variant: str | None
+    revision: str | None
+    isa: str | None
+    cores_usable: int
+    cores_online: int | None
+    cores_affinity: int | None
+    cores_cgroup_cpus: float | None
+
+
+class GpuIdentity(TypedDict):
+    name: str
+    capability: str
+    uuid: str | None
+
+
+# Torch's names where torch has one; the environment variables under their own.
+class Settings(TypedDict, total=False):
+    deterministic_algorithms: bool
+    deterministic_algorithms_warn_only: bool
+    cudnn_benchmark: bool
+    cudnn_deterministic: bool
+    mkldnn_deterministic: bool
+    fill_uninitialized_memory: bool
+    matmul_allow_tf32: bool
+    cudnn_allow_tf32: bool
+    float32_matmul_precision: str
+    num_threads: int
+    num_interop_threads: int
+    CUBLAS_WORKSPACE_CONFIG: str | None
+    OMP_NUM_THREADS: str | None
+    MKL_NUM_THREADS: str | None
+    PYTORCH_ENABLE_MPS_FALLBACK: str | None
+    CUDA_VISIBLE_DEVICES: str | None
 
 
 class Environment(TypedDict):
@@ -50,11 +94,15 @@ class Environment(TypedDict):
     image_id: NotRequired[str | None]
     manifest_sha256: NotRequired[str | None]
     os_version: NotRequired[str | None]
+    cpu_identity: NotRequired[CpuIdentity]
+    gpu_identity: NotRequired[list[GpuIdentity]]
+    settings: NotRequired[Settings]
 
 
 class Check(TypedDict):
     status: Literal["ok", "failed", "skipped"]
     summary: str
+    nondeterministic_op: NotRequired[str]
 
 
 class Transfer(TypedDict):
@@ -93,6 +141,8 @@ class MnistRun(TypedDict):
     epoch_losses: NotRequired[list[float | None]]
     diverged_at_step: NotRequired[int | None]
     step_s: NotRequired[float]
+    params_sha256: NotRequired[str | None]
+    tensor_sha256: NotRequired[dict[str, str]]
 
 
 class Crossover(TypedDict):
@@ -115,6 +165,7 @@ class DdpScaling(TypedDict):
     samples_per_s: float
     efficiency: float | None
     identical: bool
+    params_sha256: NotRequired[list[str]]
 
 
 class DdpBus(TypedDict):

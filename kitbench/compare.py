@@ -202,12 +202,29 @@ def diff(a: Environment, b: Environment) -> list[str]:
     return [f"{key}: {a.get(key)} -> {b.get(key)}" for key in DIFF_FIELDS if a.get(key) != b.get(key)]
 
 
+# What verify leaves out of every comparison (it says so on every verdict).
+NOT_COMPARED = ("timings (epoch_s, step_s, samples_per_s, data_s, warm-up, load and eval times, floor_fraction, "
+                "profile, capture_s)", "the moves check", "the ddp check (its replicas' own digests are checked "
+                "within a run)", "the sweep and crossover tables (each batch size's run is compared instead)")
+_BUILD = ("torch", "torch_build", "cuda", "cudnn")
+# The CPU identity that decides which kernels run; the core counts do not (threads are compared apart).
+_CPU_IDENTITY = ("vendor", "model", "family", "model_number", "stepping", "implementer", "part", "variant",
+                 "revision", "isa")
+# Settings that do not decide which kernels run: which GPU a process sees, and thread counts the rule
+# compares apart (a CPU run's intra-op threads; the inter-op pool splits no reduction here).
+_NOT_KERNEL_SETTINGS = {"CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "num_threads",
+                        "num_interop_threads"}
+_OPTIONS = ("seed", "epochs", "batch_size", "sweep", "lr", "train_limit", "threads", "deterministic")
+_ROUND_2 = ("the loss curve, epoch losses, test loss and test accuracy: exact on the CPU with the same torch, CPU "
+            f"model and threads, within rtol {CROSS_DEVICE_RTOL} otherwise; parameters not compared")
+
+
 @dataclass
 class Comparison:
     """One compared quantity, the rule applied to it, and what came out."""
 
-    quantity: str           # e.g. "fnn/resident on cpu: training loss curve"
-    rule: str               # "bitwise" or "within rtol 0.05"
+    quantity: str           # e.g. "fnn/resident on cpu, batch 64: training loss curve"
+    rule: str               # "bitwise" (parameter digests), "exact" (recorded numbers) or "within rtol 0.05"
     equal: bool
     detail: str | None = None
 
@@ -218,14 +235,145 @@ class Verdict:
     first_divergence: str | None    # None when reproduced
     comparisons: list[Comparison] = field(default_factory=list)
     differences: list[str] = field(default_factory=list)
+    rules: list[str] = field(default_factory=list)          # which rule each pair of runs got, and why
+    not_compared: list[str] = field(default_factory=list)
 
     @property
     def reproduced(self) -> bool:
         return self.verdict == "reproduced"
 
 
-def _runs(record: RunRecord) -> dict[tuple[str, str, str], MnistRun]:
-    return {(r["model"], r["loop"], r["device"]): r for r in record["checks"].get("mnist", {}).get("runs", [])}
+_Key = tuple[str, str, str, int]
+
+
+def _runs(record: RunRecord) -> dict[_Key, MnistRun]:
+    return {(r["model"], r["loop"], r["device"], r["batch_size"]): r
+            for r in record["checks"].get("mnist", {}).get("runs", [])}
+
+
+def _label(key: _Key, other_device: str | None = None) -> str:
+    model, loop, device, batch = key
+    return f"{model}/{loop} on {device}" + (f" vs {other_device}" if other_device and other_device != device
+                                             else "") + f", batch {batch}"
+
+
+def _pairs(ref_runs: dict[_Key, MnistRun], cand_runs: dict[_Key, MnistRun]
+           ) -> tuple[list[tuple[_Key, MnistRun, MnistRun]], list[_Key], list[_Key]]:
+    """Runs paired by model, loop, device and batch size; then what is left paired across devices
+    by model, loop and batch size (the cross-device comparison); then the runs with no partner."""
+    pairs = [(key, ref_runs[key], cand_runs[key]) for key in ref_runs if key in cand_runs]
+    left_ref = [k for k in ref_runs if k not in cand_runs]
+    left_cand = [k for k in cand_runs if k not in ref_runs]
+    for key in list(left_ref):
+        other = next((k for k in left_cand if (k[0], k[1], k[3]) == (key[0], key[1], key[3])), None)
+        if other is not None:
+            pairs.append((key, ref_runs[key], cand_runs[other]))
+            left_ref.remove(key)
+            left_cand.remove(other)
+    return pairs, left_ref, left_cand
+
+
+def _hardware(env: Environment, device: str, full: bool) -> str:
+    """The hardware identity a run on ``device`` depends on: in ``full`` where both records hold it,
+    else what round-2 records held (the CPU's model string, the GPUs' names)."""
+    if device != "cpu":
+        gpus = env.get("gpu_identity")
+        if full and gpus is not None:
+            return ", ".join(f"{g['name']} (sm {g['capability']})" for g in gpus)
+        return ", ".join(env.get("gpus") or [])
+    cpu = env.get("cpu_identity")
+    if full and cpu is not None:
+        return " ".join(f"{k}={cpu[k]}" for k in _CPU_IDENTITY if cpu.get(k) is not None)  # type: ignore[literal-required]
+    return f"model={env.get('cpu')}"
+
+
+def _rule(env_a: Environment, env_b: Environment, ref: MnistRun, cand: MnistRun) -> tuple[str, str]:
+    """(rule, why): "bitwise" where both runs are deterministic on the same build, hardware identity,
+    settings and threads (and, as before, on the CPU with the same torch, CPU and threads); else the
+    tolerance, saying what stands in the way."""
+    device = ref["device"]
+    if device != cand["device"]:
+        return f"within rtol {CROSS_DEVICE_RTOL}", f"devices differ ({device} vs {cand['device']})"
+    key = "cpu_identity" if device == "cpu" else "gpu_identity"
+    full = key in env_a and key in env_b
+    hw_a, hw_b = _hardware(env_a, device, full), _hardware(env_b, device, full)
+    set_a, set_b = env_a.get("settings"), env_b.get("settings")
+    obstacles = [f"{k} differs" for k in _BUILD if env_a.get(k) != env_b.get(k)]
+    if hw_a != hw_b:
+        obstacles.append(f"hardware differs ({hw_a} vs {hw_b})")
+    if device == "cpu" and env_a.get("threads") != env_b.get("threads"):
+        obstacles.append(f"threads differ ({env_a.get('threads')} vs {env_b.get('threads')})")
+    kernel_settings = sorted(k for k in {*(set_a or {}), *(set_b or {})} - _NOT_KERNEL_SETTINGS
+                             if set_a is not None and set_b is not None and set_a.get(k) != set_b.get(k))
+    if kernel_settings:
+        obstacles.append("settings differ: " + ", ".join(kernel_settings))
+    deterministic = bool(set_a and set_b and set_a.get("deterministic_algorithms")
+                         and set_b.get("deterministic_algorithms"))
+    if obstacles:
+        return f"within rtol {CROSS_DEVICE_RTOL}", "; ".join(obstacles)
+    identity = f"same build ({env_a.get('torch')}), same hardware ({hw_a})" + (
+        f" and threads ({env_a.get('threads')})" if device == "cpu" else "")
+    if deterministic:
+        return "bitwise", f"both deterministic (--deterministic), {identity}" + (
+            "" if full else "; a record names the hardware by model name only")
+    if device == "cpu":
+        return "bitwise", f"CPU, {identity}; not in deterministic mode (round 2's rule: the CPU's kernels run " \
+                          "deterministically in practice; PyTorch promises it only with --deterministic)"
+    return f"within rtol {CROSS_DEVICE_RTOL}", f"{device} without --deterministic on both sides"
+
+
+def verify(reference: RunRecord, candidate: RunRecord) -> Verdict:
+    """Did ``candidate`` reproduce ``reference``'s training? Runs are paired by model, loop,
+    device and batch size, every size of a sweep; a run without a partner is a difference.
+    Parameter digests and recorded numbers must be equal (rule "bitwise") where both runs are
+    deterministic on the same build, hardware identity, settings and threads, and on the CPU
+    with the same build, CPU and threads; elsewhere the recorded numbers within
+    ``CROSS_DEVICE_RTOL``. Each comparison names its rule; ``rules`` says why each pair got
+    its rule, ``not_compared`` what was left out. A diverged run never verifies."""
+    ref_runs, cand_runs = _runs(reference), _runs(candidate)
+    if not ref_runs or not cand_runs:
+        raise UsageError("both records need MNIST runs to verify", hint="run with --check mnist")
+    pairs, only_ref, only_cand = _pairs(ref_runs, cand_runs)
+    if not pairs:
+        raise UsageError("the records share no MNIST model, loop and batch size",
+                         hint="run both with the same --model/--loop/--batch-size")
+    env_a, env_b = reference["environment"], candidate["environment"]
+    options_a, options_b = reference["options"], candidate["options"]
+    differences = [f"option {k}: {options_a.get(k)} -> {options_b.get(k)}" for k in _OPTIONS
+                   if options_a.get(k) != options_b.get(k)]
+    differences += diff(env_a, env_b)
+    set_a, set_b = env_a.get("settings") or {}, env_b.get("settings") or {}
+    differences += [f"setting {k}: {set_a.get(k)} -> {set_b.get(k)}" for k in sorted({*set_a, *set_b})
+                    if set_a and set_b and set_a.get(k) != set_b.get(k)]
+    rules: list[str] = []
+    for name, record in (("reference", reference), ("candidate", candidate)):
+        runs = record["checks"].get("mnist", {}).get("runs", [])
+        if "settings" not in record["environment"] or any(r.get("params_sha256") is None for r in runs):
+            rules.append(f"the {name} has no parameter digests or settings (written before kitbench recorded "
+                         f"them): compared by the round-2 rules: {_ROUND_2}")
+    comparisons: list[Comparison] = []
+    for key in only_ref:
+        comparisons.append(Comparison(f"{_label(key)}: partner", "paired", False,
+                                      "the candidate has no run of this model, loop, device and batch size"))
+    for key in only_cand:
+        comparisons.append(Comparison(f"{_label(key)}: partner", "paired", False,
+                                      "the reference has no run of this model, loop, device and batch size"))
+    both_diverged = True
+    for key, ref, cand in pairs:
+        label = _label(key, cand["device"])
+        rule, why = _rule(env_a, env_b, ref, cand)
+        rules.append(f"{label}: {rule}: {why}")
+        found, diverged = _compare_run(label, ref, cand, rule)
+        comparisons += found
+        both_diverged &= diverged
+    not_compared = list(NOT_COMPARED)
+    first = next((f"{c.quantity}: {c.detail}" for c in comparisons if not c.equal), None)
+    if first is None:
+        return Verdict("reproduced", None, comparisons, differences, rules, not_compared)
+    if both_diverged and not only_ref and not only_cand and \
+            all(c.equal or c.quantity.endswith("divergence") for c in comparisons):
+        return Verdict("both diverged", first, comparisons, differences, rules, not_compared)
+    return Verdict("not reproduced", first, comparisons, differences, rules, not_compared)
 
 
 def _diverged_at(run: MnistRun) -> int | None:
@@ -238,55 +386,17 @@ def _diverged_at(run: MnistRun) -> int | None:
     return next((i for i, v in enumerate(curve) if v is None), None) if None in curve else None
 
 
-def verify(reference: RunRecord, candidate: RunRecord) -> Verdict:
-    """Did ``candidate`` reproduce ``reference``'s training? Bitwise where both ran on the
-    CPU with the same torch build, CPU model and threads; within ``CROSS_DEVICE_RTOL``
-    otherwise. Each comparison names the rule it applied. A diverged run never verifies."""
-    ref_runs, cand_runs = _runs(reference), _runs(candidate)
-    if not ref_runs or not cand_runs:
-        raise UsageError("both records need MNIST runs to verify", hint="run with --check mnist")
-    pairs = [(ref_runs[key], cand_runs[key]) for key in ref_runs if key in cand_runs]
-    if not pairs:
-        # Same model and loop on another device: the cross-device comparison.
-        by_config = {(m, lp): r for (m, lp, _), r in cand_runs.items()}
-        pairs = [(run, by_config[key[:2]]) for key, run in ref_runs.items() if key[:2] in by_config]
-    if not pairs:
-        raise UsageError("the records share no MNIST model and loop", hint="run both with the same --model/--loop")
-    env_a, env_b = reference["environment"], candidate["environment"]
-    same_build = all(env_a.get(k) == env_b.get(k) for k in ("torch", "cpu", "threads"))
-    options_a, options_b = reference["options"], candidate["options"]
-    differences = [f"option {k}: {options_a[k]} -> {options_b[k]}"
-                   for k in ("seed", "epochs", "batch_size", "lr", "train_limit")
-                   if options_a[k] != options_b[k]]
-    differences += diff(env_a, env_b)
-    comparisons: list[Comparison] = []
-    both_diverged = True
-    for ref, cand in pairs:
-        label = f"{ref['model']}/{ref['loop']} on {ref['device']}" + (
-            "" if ref["device"] == cand["device"] else f" vs {cand['device']}")
-        rule = "bitwise" if same_build and ref["device"] == cand["device"] == "cpu" else \
-            f"within rtol {CROSS_DEVICE_RTOL}"
-        found, diverged = _compare_run(label, ref, cand, rule)
-        comparisons += found
-        both_diverged &= diverged
-    first = next((f"{c.quantity}: {c.detail}" for c in comparisons if not c.equal), None)
-    if first is None:
-        return Verdict("reproduced", None, comparisons, differences)
-    if both_diverged and all(c.equal or c.quantity.endswith("divergence") for c in comparisons):
-        return Verdict("both diverged", first, comparisons, differences)
-    return Verdict("not reproduced", first, comparisons, differences)
-
-
 def _compare_run(label: str, ref: MnistRun, cand: MnistRun, rule: str) -> tuple[list[Comparison], bool]:
     """The comparisons of one pair of runs, and whether both diverged identically."""
-    bitwise = rule == "bitwise"
+    exact = rule == "bitwise"
+    number_rule = "exact" if exact else rule
     at_ref, at_cand = _diverged_at(ref), _diverged_at(cand)
     if at_ref is not None or at_cand is not None:
         if at_ref == at_cand:
-            same = _first_difference(ref["loss_curve"][:at_ref], cand["loss_curve"][:at_cand], bitwise) is None
-            return [Comparison(f"{label}: divergence", rule, False,
+            same = _first_difference(ref["loss_curve"][:at_ref], cand["loss_curve"][:at_cand], exact) is None
+            return [Comparison(f"{label}: divergence", number_rule, False,
                                f"both diverged at step {at_ref}" + ("" if same else ", after different curves"))], same
-        return [Comparison(f"{label}: divergence", rule, False,
+        return [Comparison(f"{label}: divergence", number_rule, False,
                            f"the reference diverged at step {at_ref}, the candidate at {at_cand}")], False
     if (ref["epochs"], ref["train_samples"]) != (cand["epochs"], cand["train_samples"]) or \
             len(ref["loss_curve"]) != len(cand["loss_curve"]):
@@ -295,15 +405,37 @@ def _compare_run(label: str, ref: MnistRun, cand: MnistRun, rule: str) -> tuple[
                            f"{cand['train_samples']} samples")], False
     per_epoch = max(1, len(ref["loss_curve"]) // ref["epochs"])
     found = []
-    index = _first_difference(ref["loss_curve"], cand["loss_curve"], bitwise)
-    found.append(Comparison(f"{label}: training loss curve", rule, index is None, None if index is None else
+    index = _first_difference(ref["loss_curve"], cand["loss_curve"], exact)
+    found.append(Comparison(f"{label}: training loss curve", number_rule, index is None, None if index is None else
                             f"epoch {index // per_epoch + 1}: {ref['loss_curve'][index]} vs "
                             f"{cand['loss_curve'][index]} (curve point {index})"))
-    index = _first_difference(ref["epoch_test_acc"], cand["epoch_test_acc"], bitwise)
-    found.append(Comparison(f"{label}: test accuracy per epoch", rule, index is None, None if index is None else
+    if "epoch_losses" in ref and "epoch_losses" in cand:
+        index = _first_difference(ref["epoch_losses"], cand["epoch_losses"], exact)
+        found.append(Comparison(f"{label}: epoch losses", number_rule, index is None, None if index is None else
+                                f"epoch {index + 1}: {ref['epoch_losses'][index]} vs {cand['epoch_losses'][index]}"))
+    same = _close(ref["test_loss"], cand["test_loss"], exact)
+    found.append(Comparison(f"{label}: test loss", number_rule, same,
+                            None if same else f"{ref['test_loss']} vs {cand['test_loss']}"))
+    index = _first_difference(ref["epoch_test_acc"], cand["epoch_test_acc"], exact)
+    found.append(Comparison(f"{label}: test accuracy per epoch", number_rule, index is None, None if index is None else
                             f"epoch {index + 1}: {ref['epoch_test_acc'][index]:.4f} vs "
                             f"{cand['epoch_test_acc'][index]:.4f}"))
+    digest_a, digest_b = ref.get("params_sha256"), cand.get("params_sha256")
+    if exact and digest_a is not None and digest_b is not None:
+        found.append(Comparison(f"{label}: parameters", "bitwise", digest_a == digest_b,
+                                "bitwise identical" if digest_a == digest_b else _first_tensor(ref, cand)))
     return found, False
+
+
+def _first_tensor(ref: MnistRun, cand: MnistRun) -> str:
+    """The first parameter (in the digest's order) whose bits differ."""
+    a, b = ref.get("tensor_sha256", {}), cand.get("tensor_sha256", {})
+    for name in sorted({*a, *b}):
+        if a.get(name) != b.get(name):
+            if name not in a or name not in b:
+                return f"tensor {name} is in {'the candidate' if name not in a else 'the reference'} only"
+            return f"tensor {name} differs first ({a[name]} vs {b[name]})"
+    return "the digests differ (no per-tensor digests to say where)"
 
 
 def _close(a: float | None, b: float | None, bitwise: bool) -> bool:

@@ -12,7 +12,6 @@ errors: the check that launched it reads the file.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import statistics
@@ -25,7 +24,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from kitbench import devices, models
+from kitbench import cpus, devices, digests, models
 from kitbench.checks.mnist import _evaluate, _resident_tensors, scaled_lr
 from kitbench.checks.steps import eager
 
@@ -54,11 +53,8 @@ def _time_max(seconds: float, device: torch.device) -> float:
 
 
 def _checksums(model: torch.nn.Module, device: torch.device) -> list[str]:
-    """Every rank's parameter digest, gathered: equal digests are identical replicas."""
-    digest = hashlib.sha256()
-    for param in model.parameters():
-        digest.update(param.detach().cpu().contiguous().numpy().tobytes())
-    mine = torch.tensor(list(digest.digest()[:16]), dtype=torch.int64, device=device)
+    """Every rank's parameter digest (``digests.parameters``), gathered: equal digests are identical replicas."""
+    mine = torch.tensor(list(bytes.fromhex(digests.parameters(model).sha256)), dtype=torch.int64, device=device)
     gathered = [torch.zeros_like(mine) for _ in range(dist.get_world_size())]
     dist.all_gather(gathered, mine)
     return [bytes(int(b) for b in t.tolist()).hex() for t in gathered]
@@ -142,7 +138,7 @@ def main() -> None:
     elif xpu:
         torch.xpu.set_device(device)
     # The node's cores shared between its ranks: more threads than cores only measures contention.
-    threads = max(1, (os.cpu_count() or 1) // local_world)
+    threads = max(1, cpus.usable_cores() // local_world)
     torch.set_num_threads(threads)
     backend = "nccl" if cuda else "xccl" if xpu else "gloo"
     dist.init_process_group(backend, timeout=timedelta(seconds=args.timeout))

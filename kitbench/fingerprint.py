@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from kitbench import __version__
+from kitbench import __version__, cpus, determinism
 from kitbench.devices import cudnn_version
 from kitbench.probe import Probe
 
@@ -33,22 +33,6 @@ def git_revision() -> str | None:
     return rev + ("-dirty" if dirty else "")
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    if platform.system() == "Darwin":
-        try:
-            return subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True,
-                                  text=True, timeout=5, check=True).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            pass
-    return platform.processor() or platform.machine()
-
-
 def _ram_bytes() -> int | None:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -59,6 +43,7 @@ def _ram_bytes() -> int | None:
 def host(machine: Probe) -> dict[str, Any]:
     """The part of the fingerprint known before torch is imported: what a record holds
     from its first write, so that even a run stopped during ``import torch`` says where it ran."""
+    cpu = cpus.identity()
     return {
         "kitbench": __version__,
         "git_revision": git_revision(),
@@ -68,8 +53,9 @@ def host(machine: Probe) -> dict[str, Any]:
         "os_version": machine.os_version,
         "platform": platform.platform(),
         "arch": machine.arch,
-        "cpu": _cpu_model(),
-        "cpu_count": os.cpu_count(),
+        "cpu": cpu["model"],
+        "cpu_count": cpu["cores_usable"],
+        "cpu_identity": cpu,
         "ram_bytes": _ram_bytes(),
         "torch": None,
         "driver": machine.driver,
@@ -116,8 +102,10 @@ def collect(machine: Probe) -> dict[str, Any]:
     import torch
 
     found = host(machine)
+    found["cpu_identity"]["isa"] = torch.backends.cpu.get_cpu_capability()
     if torch.cuda.is_available():
         found["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        found["gpu_identity"] = [_gpu_identity(i) for i in range(torch.cuda.device_count())]
     found.update({
         "build_matches_target": _build_matches(found.get("target"), torch.__version__, torch.version.cuda,
                                                machine.os),
@@ -130,5 +118,16 @@ def collect(machine: Probe) -> dict[str, Any]:
         "cudnn": cudnn_version(),
         "threads": torch.get_num_threads(),
         "interop_threads": torch.get_num_interop_threads(),
+        "settings": determinism.settings(),
     })
     return found
+
+
+def _gpu_identity(index: int) -> dict[str, Any]:
+    """Which GPU: its name, compute capability and UUID (the one board, as nvidia-smi -L names it)."""
+    import torch
+
+    props = torch.cuda.get_device_properties(index)
+    uuid = str(getattr(props, "uuid", "") or "") or None
+    return {"name": props.name, "capability": f"{props.major}.{props.minor}",
+            "uuid": f"GPU-{uuid}" if uuid and not uuid.startswith("GPU-") else uuid}

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import math
-import os
 import re
 import sys
 import traceback
@@ -13,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from kitbench import checks, data, fingerprint, records
+from kitbench import checks, cpus, data, determinism, fingerprint, records
 from kitbench._signals import sigterm_raises
 from kitbench._types import RunRecord
 from kitbench.checks.base import LOOPS, MODELS, Context, NoProgress, Options, Progress
@@ -42,7 +41,7 @@ def validate(options: Options) -> None:
     parse_spec(options.device)
     if options.lr is not None and not (math.isfinite(options.lr) and options.lr > 0):
         raise UsageError(f"--lr must be a positive finite number, not {options.lr}", hint="for example --lr 0.01")
-    max_threads = MAX_THREADS_PER_CPU * (os.cpu_count() or 1)
+    max_threads = MAX_THREADS_PER_CPU * cpus.usable_cores()
     for label, value, most in (("--epochs", options.epochs, MAX_EPOCHS),
                                ("--batch-size", options.batch_size, MAX_BATCH),
                                ("--threads", options.threads, max_threads), ("--limit", options.train_limit, None)):
@@ -138,6 +137,13 @@ def run(options: Options, out: Path | None = None, progress: Progress | None = N
 def _run_checks(options: Options, machine: Probe, progress: Progress, path: Path, record: dict[str, Any]) -> None:
     data_root, digests = (data.prepare(options.data, options.offline)
                           if {"mnist", "ddp"} & set(options.checks) else (None, {}))
+    # Before torch, so that CUDA cannot initialise before cuBLAS's workspace is set.
+    with determinism.mode(options.deterministic, options.threads or cpus.usable_cores()):
+        _run_checks_torch(options, machine, progress, path, record, data_root, digests)
+
+
+def _run_checks_torch(options: Options, machine: Probe, progress: Progress, path: Path, record: dict[str, Any],
+                      data_root: Path | None, digests: dict[str, str]) -> None:
     progress.start("importing torch")
     import torch
 
@@ -160,6 +166,10 @@ def _run_checks(options: Options, machine: Probe, progress: Progress, path: Path
         except Exception as exc:   # a broken check is a finding, not a crash
             result = {"status": "failed", "summary": f"{type(exc).__name__}: {exc}".splitlines()[0][:500],
                       "traceback": traceback.format_exc()}
+            op = determinism.nondeterministic_op(exc)
+            if op is not None:
+                result.update(summary=f"{op} has no deterministic implementation on {device} (--deterministic "
+                                      "refuses to fall back to a nondeterministic one)", nondeterministic_op=op)
         finally:
             progress.done()
         record["checks"][name] = result

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from kitbench import compare, records, suite
@@ -30,7 +31,9 @@ def runs(mnist_root: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str
 def test_same_seed_reproduces_bitwise(runs: dict[str, Path]) -> None:
     verdict = compare.verify(records.read(runs["a"]), records.read(runs["b"]))
     assert verdict.reproduced
-    assert verdict.comparisons and all(c.rule == "bitwise" and c.equal for c in verdict.comparisons)
+    assert verdict.comparisons and all(c.equal for c in verdict.comparisons)
+    assert {c.rule for c in verdict.comparisons} == {"exact", "bitwise"}
+    assert [c.detail for c in verdict.comparisons if c.rule == "bitwise"] == ["bitwise identical"]
     assert verdict.first_divergence is None
 
 
@@ -39,7 +42,7 @@ def test_changed_seed_or_rate_names_the_first_differing_epoch(runs: dict[str, Pa
     verdict = compare.verify(records.read(runs["a"]), records.read(runs[name]))
     assert not verdict.reproduced
     assert verdict.first_divergence is not None
-    assert verdict.first_divergence.startswith("fnn/resident on cpu: training loss curve: epoch 1:")
+    assert verdict.first_divergence.startswith("fnn/resident on cpu, batch 64: training loss curve: epoch 1:")
     assert option in verdict.differences
 
 
@@ -58,11 +61,11 @@ def test_verify_cli_exit_codes(runs: dict[str, Path]) -> None:
                           capture_output=True, text=True, check=False)
     assert same.returncode == 0
     assert same.stdout.startswith("reproduced\n")
-    assert "equal (bitwise): fnn/resident on cpu: training loss curve" in same.stdout
+    assert "equal (exact): fnn/resident on cpu, batch 64: training loss curve" in same.stdout
     other = subprocess.run([sys.executable, "-m", "kitbench", "verify", str(runs["a"]), str(runs["seed"])],
                            capture_output=True, text=True, check=False)
     assert other.returncode == 1
-    assert other.stdout.startswith("NOT REPRODUCED: fnn/resident on cpu: training loss curve: epoch 1:")
+    assert other.stdout.startswith("NOT REPRODUCED: fnn/resident on cpu, batch 64: training loss curve: epoch 1:")
 
 
 def test_rows_and_environment_diff(runs: dict[str, Path]) -> None:
@@ -204,5 +207,134 @@ def test_a_diverged_run_never_verifies_and_twins_are_both_diverged() -> None:
 def test_each_comparison_names_its_rule() -> None:
     verdict = compare.verify(_diverged(None, 0), _diverged(None, 0))
     rules = {c.quantity.rsplit(": ", 1)[0]: c.rule for c in verdict.comparisons}
-    assert rules["fnn/resident on cpu"] == "bitwise"
-    assert rules["fnn/resident on cuda:0"] == "within rtol 0.05"
+    assert rules["fnn/resident on cpu, batch 64"] == "exact"
+    assert rules["fnn/resident on cuda:0, batch 64"] == "within rtol 0.05"
+
+
+# One float32 ulp above the recipe's 0.01: the parameters are float32, and SGD casts its rate to their
+# dtype, so a float64 ulp (math.nextafter(0.01, 1)) would train bit for bit the same.
+_ULP_LR = float(np.nextafter(np.float32(0.01), np.float32(1)))
+
+
+@pytest.fixture(scope="module")
+def deterministic(mnist_root: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    base = dict(checks=("mnist",), device="cpu", data=mnist_root, offline=True, quick=True, loops=("resident",),
+                train_limit=1000, deterministic=True)
+    made = {}
+    for name, changes in (("a", {}), ("b", {}), ("ulp", {"lr": _ULP_LR}), ("sweep", {"sweep": (16, 64)}),
+                          ("sweep2", {"sweep": (16, 64)})):
+        out = tmp_path_factory.mktemp(name) / f"{name}.json"
+        suite.run(Options(**{**base, **changes}), out)
+        made[name] = out
+    return made
+
+
+def _verify_cli(*paths: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kitbench", "verify", *map(str, paths)], capture_output=True,
+                          text=True, check=False)
+
+
+def test_deterministic_runs_have_identical_digests_and_verify_naming_the_parameters(
+        deterministic: dict[str, Path]) -> None:
+    a, b = records.read(deterministic["a"]), records.read(deterministic["b"])
+    assert a["environment"]["settings"]["deterministic_algorithms"] is True
+    run_a, run_b = a["checks"]["mnist"]["runs"][0], b["checks"]["mnist"]["runs"][0]
+    assert run_a["params_sha256"] == run_b["params_sha256"] and len(run_a["params_sha256"]) == 64
+    assert run_a["tensor_sha256"] == run_b["tensor_sha256"] and len(run_a["tensor_sha256"]) == 10
+    done = _verify_cli(deterministic["a"], deterministic["b"])
+    assert done.returncode == 0, done.stdout
+    assert "equal (bitwise): fnn/resident on cpu, batch 64: parameters: bitwise identical" in done.stdout
+    assert "rule: fnn/resident on cpu, batch 64: bitwise: both deterministic (--deterministic), same build" \
+        in done.stdout
+    assert "not compared: timings" in done.stdout
+
+
+def test_one_ulp_of_the_learning_rate_is_not_reproduced(deterministic: dict[str, Path]) -> None:
+    verdict = compare.verify(records.read(deterministic["a"]), records.read(deterministic["ulp"]))
+    assert not verdict.reproduced
+    params = next(c for c in verdict.comparisons if c.quantity.endswith(": parameters"))
+    assert params.rule == "bitwise" and not params.equal
+    assert params.detail and params.detail.startswith("tensor ") and " differs first (" in params.detail
+    assert f"option lr: None -> {_ULP_LR}" in verdict.differences
+    assert _verify_cli(deterministic["a"], deterministic["ulp"]).returncode == 1
+
+
+def test_every_size_of_a_sweep_is_compared(deterministic: dict[str, Path], tmp_path: Path) -> None:
+    ref = records.read(deterministic["sweep"])
+    same = compare.verify(ref, records.read(deterministic["sweep2"]))
+    assert same.reproduced
+    assert {c.quantity for c in same.comparisons if c.quantity.endswith("parameters")} == {
+        "fnn/resident on cpu, batch 16: parameters", "fnn/resident on cpu, batch 64: parameters"}
+    other = records.read(deterministic["sweep2"])
+    run = next(r for r in other["checks"]["mnist"]["runs"] if r["batch_size"] == 64)
+    run["tensor_sha256"]["9.bias"] = "0" * 16
+    run["params_sha256"] = "0" * 64
+    path = tmp_path / "other.json"
+    records.write_atomic(path, other)
+    done = _verify_cli(deterministic["sweep"], path)
+    assert done.returncode == 1
+    assert done.stdout.startswith("NOT REPRODUCED: fnn/resident on cpu, batch 64: parameters: tensor 9.bias "
+                                  "differs first")
+    assert "equal (bitwise): fnn/resident on cpu, batch 16: parameters: bitwise identical" in done.stdout
+
+
+def test_a_sweep_against_a_single_run_names_the_runs_without_partner(deterministic: dict[str, Path]) -> None:
+    verdict = compare.verify(records.read(deterministic["sweep"]), records.read(deterministic["a"]))
+    assert not verdict.reproduced
+    partners = [f"{c.quantity}: {c.detail}" for c in verdict.comparisons if c.quantity.endswith("partner")]
+    assert partners == ["fnn/resident on cpu, batch 16: partner: the candidate has no run of this model, loop, "
+                        "device and batch size"]
+    assert verdict.first_divergence == partners[0]
+
+
+def test_deterministic_and_default_runs_fall_to_the_tolerance_naming_the_settings(
+        runs: dict[str, Path], deterministic: dict[str, Path]) -> None:
+    verdict = compare.verify(records.read(runs["a"]), records.read(deterministic["a"]))
+    assert "setting deterministic_algorithms: False -> True" in verdict.differences
+    rule = next(r for r in verdict.rules if r.startswith("fnn/resident on cpu, batch 64: "))
+    assert rule.startswith("fnn/resident on cpu, batch 64: within rtol 0.05: ")
+    assert "settings differ: " in rule and "deterministic_algorithms" in rule
+
+
+def test_a_round_2_record_still_verifies_by_the_round_2_rules() -> None:
+    path = Path(__file__).resolve().parent.parent / "docs" / "records" / "cpu-bench-fnn.json"
+    record = records.read(path)
+    assert "settings" not in record["environment"]
+    verdict = compare.verify(record, records.read(path))
+    assert verdict.reproduced
+    assert verdict.rules[0].startswith("the reference has no parameter digests or settings (written before kitbench "
+                                       "recorded them): compared by the round-2 rules: ")
+    assert all(not c.quantity.endswith("parameters") for c in verdict.comparisons)
+    assert {c.rule for c in verdict.comparisons} == {"exact"}
+    changed = records.read(path)
+    changed["checks"]["mnist"]["runs"][0]["loss_curve"][5] += 1e-6
+    assert not compare.verify(record, changed).reproduced
+    done = _verify_cli(path, path)
+    assert done.returncode == 0 and "round-2 rules" in done.stdout
+
+
+def _deterministic_gpu_record(**settings: object) -> dict:
+    """The kept H100 record as deterministic mode would write it (no GPU here: its runs are kept numbers)."""
+    record = json.loads((Path(__file__).resolve().parent.parent / "docs" / "records" / "h100-fnn.json").read_text())
+    record["environment"]["settings"] = {
+        "deterministic_algorithms": True, "cudnn_benchmark": False, "cudnn_deterministic": True,
+        "matmul_allow_tf32": False, "cudnn_allow_tf32": False, "float32_matmul_precision": "highest",
+        "CUBLAS_WORKSPACE_CONFIG": ":4096:8", "CUDA_VISIBLE_DEVICES": "0", **settings}
+    record["environment"]["gpu_identity"] = [{"name": "NVIDIA H100 80GB HBM3", "capability": "9.0",
+                                              "uuid": "GPU-00000000-0000-0000-0000-000000000000"}]
+    for index, run in enumerate(record["checks"]["mnist"]["runs"]):
+        run["params_sha256"] = f"{index:064x}"
+        run["tensor_sha256"] = {"1.weight": f"{index:016x}"}
+    return record
+
+
+def test_deterministic_gpu_runs_are_held_to_their_bits_and_tf32_names_itself() -> None:
+    same = compare.verify(_deterministic_gpu_record(), _deterministic_gpu_record(CUDA_VISIBLE_DEVICES="3"))
+    assert same.reproduced
+    gpu_rules = [r for r in same.rules if " on cuda:0, " in r]
+    assert gpu_rules and all(": bitwise: both deterministic (--deterministic)" in r for r in gpu_rules)
+    assert {c.rule for c in same.comparisons if " on cuda:0, " in c.quantity} == {"exact", "bitwise"}
+    tf32 = compare.verify(_deterministic_gpu_record(), _deterministic_gpu_record(cudnn_allow_tf32=True))
+    assert tf32.reproduced       # the same kept numbers, now held to 5 %
+    assert "setting cudnn_allow_tf32: False -> True" in tf32.differences
+    assert any(r.endswith("within rtol 0.05: settings differ: cudnn_allow_tf32") for r in tf32.rules if "cuda:0" in r)

@@ -64,6 +64,9 @@ def test_gloo_with_one_and_two_processes(ddp_record: dict) -> None:
     assert rows[2]["global_batch"] == 2 * rows[2]["per_rank_batch"] == 128
     assert rows[2]["lr"] == 2 * rows[1]["lr"]             # the linear scaling rule
     assert all(r["identical"] for r in gloo["scaling"])
+    # Each replica's digest (digests.parameters, as the MNIST runs record theirs): two equal ones at world size 2.
+    assert [len(r["params_sha256"]) for r in gloo["scaling"]] == [1, 2]
+    assert len(set(rows[2]["params_sha256"])) == 1 and len(rows[2]["params_sha256"][0]) == 64
     assert all(0.0 < r["test_acc"] <= 1.0 for r in gloo["scaling"])
 
 

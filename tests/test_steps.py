@@ -46,3 +46,28 @@ def test_profile_counts_what_a_step_dispatches() -> None:
     found = steps.profile(steps.eager(model, opt), batches, torch.device("cpu"))
     assert found.steps == 3 and found.ops_per_step >= 5 and found.wall_s_per_step > 0
     assert found.kernels_per_step is None and found.host_overhead_s_per_step is None     # no GPU timeline on a CPU
+
+
+class _FakeMpsRng:
+    """torch.mps's random-state calls, for a machine without a Mac: MPS cannot exist here."""
+
+    def __init__(self) -> None:
+        self.state = torch.tensor([1], dtype=torch.uint8)
+
+    def get_rng_state(self, device: object = "mps") -> torch.Tensor:
+        return self.state.clone()
+
+    def set_rng_state(self, state: torch.Tensor, device: object = "mps") -> None:
+        self.state = state.clone()
+
+
+def test_mps_trainers_get_their_own_random_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake, real = _FakeMpsRng(), torch.get_device_module
+    monkeypatch.setattr(torch, "get_device_module", lambda kind=None: fake if str(kind) == "mps" else real(kind))
+    mps = torch.device("mps")
+    assert steps.device_rng_state(torch.device("cpu")) is None
+    with steps.fork_rng(mps):
+        steps.set_device_rng_state(mps, torch.tensor([7], dtype=torch.uint8))       # a trainer's own stream
+        inner = steps.device_rng_state(mps)
+    assert inner is not None and inner.tolist() == [7]
+    assert fake.state.tolist() == [1]           # put back for the next trainer, as on CUDA

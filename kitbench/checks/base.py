@@ -61,6 +61,7 @@ class Options:
     nnodes: int | None = None        # ddp: nodes joining over c10d rendezvous
     rdzv_endpoint: str | None = None  # ddp: host:port of that rendezvous
     ddp_timeout: float = 300.0       # ddp: seconds a collective may wait before the ranks give up
+    deterministic: bool = False      # determinism.mode: deterministic kernels, no TF32, fixed threads
 
 
 @dataclass

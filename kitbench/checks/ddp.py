@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from kitbench import devices
+from kitbench import cpus, devices
 from kitbench.checks import steps
 from kitbench.checks.base import CheckResult, Context
 
@@ -51,6 +51,7 @@ class ScalingRow:
     efficiency: float | None        # samples/s at N over N x samples/s at 1
     test_acc: float
     identical: bool
+    params_sha256: list[str] = field(default_factory=list)     # each replica's (rank order): digests.parameters
 
 
 @dataclass
@@ -183,7 +184,7 @@ def _sweep(ctx: Context, backend: str, sizes: list[int], tmp: Path, max_bytes: i
             run.scaling.append(ScalingRow(
                 r["model"], r["world_size"], r["per_rank_batch"], r["global_batch"], r["lr"], r["epoch_s"],
                 r["samples_per_s"], r["samples_per_s"] / (r["world_size"] * one) if one else None, r["test_acc"],
-                r["identical"]))
+                r["identical"], r["checksums"]))
         run.allreduce += [BusRow(result["world_size"], **row) for row in result["allreduce"]]
     return run
 
@@ -241,7 +242,7 @@ def _dataparallel(ctx: Context, count: int) -> list[dict[str, Any]]:
 def run(ctx: Context) -> DdpResult:
     opts = ctx.options
     max_bytes = _QUICK_BYTES if opts.quick else _FULL_BYTES
-    nproc = opts.nproc or min(2, os.cpu_count() or 1)
+    nproc = opts.nproc or min(2, cpus.usable_cores())
     result = DdpResult("ok", "")
     with tempfile.TemporaryDirectory(prefix="kitbench-ddp-") as folder:
         tmp = Path(folder)

@@ -25,7 +25,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, Subset
 from torchvision import datasets, transforms
 
-from kitbench import devices, models
+from kitbench import devices, digests, models
 from kitbench.checks import steps
 from kitbench.checks.base import CheckResult, Context
 from kitbench.checks.steps import Step, StepProfile
@@ -80,6 +80,8 @@ class MnistRun:
     capture: str | None = None      # graphed: what captured the step
     capture_s: float | None = None  # graphed: one-time compile or capture cost, apart from warm-up
     profile: StepProfile | None = None
+    params_sha256: str | None = None        # the final parameters (digests.parameters): bitwise identity
+    tensor_sha256: dict[str, str] = field(default_factory=dict)    # per parameter, shortened: which one differs
 
 
 @dataclass
@@ -283,7 +285,7 @@ class _Trainer:
             self.capture = steps.capture(self.model, self.opt, device, x, y)     # CaptureImpossible: skipped
             self.step = self.capture.step
         self.rng = torch.random.get_rng_state()
-        self.cuda_rng: torch.Tensor | None = None
+        self.device_rng = steps.device_rng_state(device)
         self.gen = torch.Generator().manual_seed(opts.seed)
         self.times: list[float] = []
         self.data_times: list[float] = []
@@ -304,16 +306,15 @@ class _Trainer:
 
     @contextmanager
     def _own_rng(self) -> Iterator[None]:
-        """Run on this trainer's own random stream (CPU, and CUDA's), keeping where it got to."""
-        cuda = self.device.type == "cuda"
-        with torch.random.fork_rng(devices=[self.device] if cuda else []):
+        """Run on this trainer's own random stream (the CPU's, and its device's own on CUDA and
+        MPS, where dropout masks are drawn), keeping where it got to."""
+        with steps.fork_rng(self.device):
             torch.random.set_rng_state(self.rng)
-            if cuda and self.cuda_rng is not None:
-                torch.cuda.set_rng_state(self.cuda_rng, self.device)
+            if self.device_rng is not None:
+                steps.set_device_rng_state(self.device, self.device_rng)
             yield
             self.rng = torch.random.get_rng_state()
-            if cuda:
-                self.cuda_rng = torch.cuda.get_rng_state(self.device)
+            self.device_rng = steps.device_rng_state(self.device)
 
     def epoch(self) -> None:
         opts = self.ctx.options
@@ -347,6 +348,7 @@ class _Trainer:
 
     def result(self) -> MnistRun:
         opts = self.ctx.options
+        final = digests.parameters(self.model)
         epoch_s = Summary.of(self.times).median
         floor = models.training_flops_per_sample(self.model_name) * self.samples / (self.gflops * 1e9)
         return MnistRun(
@@ -360,6 +362,7 @@ class _Trainer:
             lr=self.lr, steps=self.epoch_steps, step_s=epoch_s / max(1, self.epoch_steps),
             capture=self.capture.how if self.capture else None,
             capture_s=self.capture.capture_s if self.capture else None, profile=self.profiled(),
+            params_sha256=final.sha256, tensor_sha256=final.tensors,
         )
 
 

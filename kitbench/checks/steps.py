@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,26 @@ def eager(model: nn.Module, opt: torch.optim.Optimizer) -> Step:
     return step
 
 
+def fork_rng(device: torch.device) -> AbstractContextManager[None]:
+    """The CPU's random state, and ``device``'s where it has its own (CUDA, MPS), put back on exit."""
+    if device.type == "cpu":
+        return torch.random.fork_rng(devices=[])
+    return torch.random.fork_rng(devices=[device], device_type=device.type)
+
+
+def device_rng_state(device: torch.device) -> torch.Tensor | None:
+    """``device``'s own random state (CUDA's per device, MPS's one); None on the CPU, whose
+    state is ``torch.random.get_rng_state()``."""
+    if device.type == "cpu":
+        return None
+    state: torch.Tensor = torch.get_device_module(device.type).get_rng_state(device)
+    return state
+
+
+def set_device_rng_state(device: torch.device, state: torch.Tensor) -> None:
+    torch.get_device_module(device.type).set_rng_state(state, device)
+
+
 @dataclass
 class Captured:
     step: Step
@@ -55,7 +76,7 @@ def capture(model: nn.Module, opt: torch.optim.Optimizer, device: torch.device, 
     saved = _snapshot(model, opt)
     # The random stream too: capturing's warm steps draw dropout masks the loop must draw itself.
     try:
-        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        with fork_rng(device):
             if device.type == "cuda":
                 return _cuda_graph(model, opt, device, x, y)
             return _compiled(model, opt, device, x, y)

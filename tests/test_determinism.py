@@ -1,0 +1,65 @@
+"""determinism: the settings every record states, the mode that sets them and puts them back, and an
+operation without a deterministic implementation named in the record."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kitbench import checks, determinism, records, suite
+from kitbench.checks.base import Context, Options
+
+torch = pytest.importorskip("torch")
+
+# torch's own message (aten/src/ATen/Context.cpp, alertNotDeterministic) for an operation that has none, as a
+# CUDA build raises it; no CPU operation in this torch raises it, so the check below raises it itself.
+_TORCH_MESSAGE = ("index_add_cuda_ does not have a deterministic implementation, but you set "
+                  "'torch.use_deterministic_algorithms(True)'. You can turn off determinism just for this operation, "
+                  "or you can use the 'warn_only=True' option, if that's acceptable for your application.")
+
+
+def test_settings_use_torch_names_and_the_mode_puts_them_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    before = determinism.settings()
+    assert {"deterministic_algorithms", "cudnn_benchmark", "cudnn_deterministic", "matmul_allow_tf32",
+            "cudnn_allow_tf32", "float32_matmul_precision", "CUBLAS_WORKSPACE_CONFIG", "OMP_NUM_THREADS",
+            "MKL_NUM_THREADS", "PYTORCH_ENABLE_MPS_FALLBACK", "CUDA_VISIBLE_DEVICES", "num_threads",
+            "num_interop_threads"} <= set(before)
+    with determinism.mode(True, threads=1):
+        inside = determinism.settings()
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    assert inside["deterministic_algorithms"] and not inside["deterministic_algorithms_warn_only"]
+    assert inside["cudnn_deterministic"] and not inside["cudnn_benchmark"]
+    assert not inside["matmul_allow_tf32"] and not inside["cudnn_allow_tf32"]
+    assert (inside["float32_matmul_precision"], inside["num_threads"]) == ("highest", 1)
+    assert determinism.settings() == before
+    with determinism.mode(False, threads=1):
+        assert determinism.settings() == before
+
+
+def test_a_users_deterministic_cublas_setting_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8")
+    with determinism.mode(True, threads=1):
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"
+
+
+def test_an_operation_without_a_deterministic_implementation_is_named(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    def check(ctx: Context) -> None:
+        assert torch.are_deterministic_algorithms_enabled()
+        raise RuntimeError(_TORCH_MESSAGE)
+
+    monkeypatch.setattr(checks, "get", lambda name: check)
+    out = tmp_path / "r.json"
+    suite.run(Options(checks=("availability",), device="cpu", deterministic=True), out)
+    record = records.read(out)
+    found = record["checks"]["availability"]
+    assert record["status"] == "failed" and found["status"] == "failed"
+    assert found["nondeterministic_op"] == "index_add_cuda_"
+    assert found["summary"].startswith("index_add_cuda_ has no deterministic implementation on cpu")
+    assert record["environment"]["settings"]["deterministic_algorithms"] is True
+    assert not torch.are_deterministic_algorithms_enabled()       # put back after the run
+    assert determinism.nondeterministic_op(RuntimeError("something else")) is None
