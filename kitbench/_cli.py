@@ -136,6 +136,11 @@ def _build_parser() -> argparse.ArgumentParser:
     machine.add_argument("--gpu-cc", action="append", default=[], metavar="MAJOR.MINOR",
                          help="a GPU's compute capability (repeatable)")
     machine.add_argument("--no-gpu", action="store_true", help="answer as if there were no GPU")
+    machine.add_argument("--python", metavar="PATH", dest="python_path",
+                         help="the interpreter torch goes into (default: the one running kitbench)")
+    machine.add_argument("--python-version", metavar="X.Y", help="that Python's version, for another machine")
+    machine.add_argument("--glibc", metavar="X.Y", help="the machine's glibc version (Linux)")
+    machine.add_argument("--os-version", metavar="X.Y", help="the machine's macOS version")
 
     container = sub.add_parser(
         "container", help="build a docker target's image and run the suite in it",
@@ -338,7 +343,9 @@ def _cmd_install(args: argparse.Namespace) -> int:
         if value is not None:
             selector.check_choice(name, value, choices)
     machine = probe.override(probe.probe(), os=args.os, arch=args.arch, python_arch=args.python_arch,
-                             driver=args.driver, gpu_capabilities=args.gpu_cc, no_gpu=args.no_gpu)
+                             driver=args.driver, gpu_capabilities=args.gpu_cc, no_gpu=args.no_gpu,
+                             python_path=args.python_path, python_version=args.python_version, glibc=args.glibc,
+                             os_version=args.os_version)
     chosen = selector.select(machine, release_spec=args.release, package=args.package, compute=args.compute,
                              fmt=args.fmt)
     if args.json:
@@ -346,11 +353,18 @@ def _cmd_install(args: argparse.Namespace) -> int:
         return 0
     if args.explain:
         sources = chosen.facts["sources"]
-        for key in ("os", "arch", "python_arch", "driver", "gpu_capabilities", "rocm", "wsl", "container"):
+        for key in ("os", "os_version", "arch", "python_arch", "python_version", "libc", "libc_version", "driver",
+                    "gpu_capabilities", "rocm", "wsl", "container"):
+            if key.startswith("libc") and chosen.os != "linux":
+                continue
             value = chosen.facts[key]
             shown = ", ".join(value) if isinstance(value, list) else value
-            where = sources.get("gpus" if key == "gpu_capabilities" else key, "probe")
+            where = sources.get({"gpu_capabilities": "gpus", "libc_version": "libc"}.get(key, key), "probe")
             print(f"# {key}: {shown if shown not in (None, '') else 'none'}  [{where}]", file=sys.stderr)
+        wheel_facts = chosen.facts["wheels"]
+        assumed = " (this build is not on PyPI: assumed_from pypi, the same release's PyPI wheels)" \
+            if wheel_facts["assumed_from"] else ""
+        print(f"# wheels: {wheel_facts['source']}, read {wheel_facts['read']}{assumed}", file=sys.stderr)
         for line in chosen.rejected:
             print(f"# rejected {line}", file=sys.stderr)
     for line in chosen.reasons:
