@@ -246,7 +246,7 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
         raise UsageError("--format selector reproduces pytorch.org, which has no uv command",
                          hint="use --format pinned with --package uv")
     arch = machine.python_arch if machine.os == "macos" else machine.arch
-    host = host_of(machine, arch)
+    host = wheels.host_of(machine, arch)
     notes: list[str] = []
     rel = _installable(rel, release_spec, host, notes)
     chosen = Selection(command="", compute="", release=rel.version, os=machine.os, arch=arch, package=package,
@@ -284,32 +284,22 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     return chosen
 
 
-def host_of(machine: Probe, arch: str) -> wheels.Host:
-    """The facts that decide which wheels install on ``machine`` (``arch``: the interpreter's)."""
-    def version(text: str | None) -> tuple[int, ...] | None:
-        return wheels.parse_version(text.split("-")[0])[:2] if text else None
-
-    macos = version(machine.os_version) if machine.os == "macos" else None
-    return wheels.Host(os=machine.os, arch=arch, python=version(machine.python_version),
-                       libc=machine.libc if machine.os == "linux" else None,
-                       libc_version=version(machine.libc_version) if machine.os == "linux" else None, macos=macos)
-
-
 def _installable(rel: Release, spec: str, host: wheels.Host, notes: list[str]) -> Release:
     """``rel`` if its wheels install on ``host``; for ``stable``, the newest release whose wheels do."""
     facts = wheels.load()
+    # Nightly's wheels live on download.pytorch.org only: the newest PyPI release's stand in for them.
     checked = list(facts.releases)[-1] if rel.nightly else rel.version
     why = wheels.refusal(checked, host)
     if why is None:
         return rel
-    newest = wheels.newest(host, upto=None if rel.nightly else rel.version)
+    newest = wheels.newest(host)
     if rel.nightly:
         why = f"nightly's wheels are taken to carry the tags of torch {checked}'s: {why}"
     if spec == "stable" and newest is not None:
         notes.append(f"{why}; {newest} is the newest release that installs here")
         return release(newest)
     hint = (f"the newest release that installs here is {newest}: --release {newest}" if newest else
-            f"no release from {next(iter(facts.releases))} to {checked} installs here")
+            f"no release from {next(iter(facts.releases))} to {list(facts.releases)[-1]} installs here")
     raise SelectionError(why, hint=hint)
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from kitbench import manifest
+from kitbench.probe import Probe
 
 PACKAGES = ("torch", "torchvision")
 # PEP 600's names for the legacy manylinux tags.
@@ -183,12 +184,9 @@ def _refusal(wheels: Wheels, package: str, host: Host) -> str | None:
     return None
 
 
-def newest(host: Host, *, upto: str | None = None) -> str | None:
-    """The newest release (no newer than ``upto``) whose torch and torchvision wheels install on ``host``."""
-    limit = parse_version(upto) if upto else None
+def newest(host: Host) -> str | None:
+    """The newest release whose torch and torchvision wheels install on ``host``."""
     for version in reversed(load().releases):
-        if limit is not None and parse_version(version) > limit:
-            continue
         if refusal(version, host) is None:
             return version
     return None
@@ -201,3 +199,17 @@ def floor(version: str, os: str, arch: str) -> Version | None:
     floors = [p.floor for p in packages["torch"].tags if p.os == os and arch in p.arches and p.floor] \
         if packages else []
     return min(floors) if floors else None
+
+
+def host_of(machine: Probe, arch: str | None = None, python: str | None = None) -> Host:
+    """The facts of ``machine`` that decide which wheels install: ``arch`` and ``python`` replace
+    the probed interpreter's (a target's own Python, say); an empty fact stays unknown."""
+    def version(text: str | None) -> Version | None:
+        numbers = tuple(int(p) for p in re.findall(r"\d+", text or "")[:2])
+        return numbers or None
+
+    linux = machine.os == "linux"
+    return Host(os=machine.os, arch=arch or (machine.python_arch if machine.os == "macos" else machine.arch),
+                python=version(python or machine.python_version), libc=machine.libc if linux else None,
+                libc_version=version(machine.libc_version) if linux else None,
+                macos=version(machine.os_version) if machine.os == "macos" else None)
