@@ -430,7 +430,8 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     for key, value in facts.items():
         if key == "gpus":
             value = ", ".join(f"{g['index']}: {g['name']} (sm {g['capability']})" for g in value) or "none"
-        note = f"  [{sources[key]}]" if key in sources else ""
+        where = sources.get("libc" if key == "libc_version" else key)
+        note = f"  [{where}]" if where else ""
         print(f"{key:15} {value}{note}")
     return 0
 

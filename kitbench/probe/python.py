@@ -12,17 +12,15 @@ import glob
 import os
 import platform
 import subprocess
-import sys
 
 from kitbench.errors import UsageError
 
 # Printed by the target interpreter: its version, its machine, and its C library as it sees it.
-_ASK = ("import platform, sys; print('%d.%d' % sys.version_info[:2]); print(platform.machine()); "
-        "print(' '.join(platform.libc_ver()))")
+_ASK = "import platform; print(platform.python_version()); print(platform.machine()); print(*platform.libc_ver())"
 
 
 def interpreter(path: str) -> tuple[str, str, tuple[str, str]]:
-    """(version X.Y, machine, (libc name, version)) of the interpreter at ``path``."""
+    """(version X.Y.Z, machine, (libc name, version)) of the interpreter at ``path``."""
     try:
         done = subprocess.run([path, "-I", "-c", _ASK], capture_output=True, text=True, timeout=20, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
@@ -36,7 +34,7 @@ def interpreter(path: str) -> tuple[str, str, tuple[str, str]]:
 
 
 def running() -> str:
-    return f"{sys.version_info[0]}.{sys.version_info[1]}"
+    return platform.python_version()
 
 
 def libc() -> tuple[str | None, str | None, str]:
