@@ -100,7 +100,7 @@ def load() -> Facts:
     for entry in data["releases"]:
         found[entry["torch"]] = {
             package: Wheels(entry[package], tags.pop("requires_python"),
-                            {platform(p): tuple(t) for p, t in tags.items()})
+                            {platform(p): tuple(t.split()) for p, t in tags.items()})
             for package, tags in entry["wheels"].items()}
     ordered = dict(sorted(found.items(), key=lambda item: parse_version(item[0])))
     return Facts(source=data["source"], read=data["read"], releases=ordered)

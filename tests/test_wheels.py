@@ -62,11 +62,11 @@ def _tag_fits(tag: str, platform: str) -> bool:
     return match is not None and int(match.group(1)) <= int(macos) and match.group(2) in (arch, "universal2")
 
 
-def _python_fits(tags: list[str], requires: str, python: str) -> bool:
+def _python_fits(tags: str, requires: str, python: str) -> bool:
     # Every Requires-Python in the facts is a lower bound (plus !=3.14.1, a patch release).
     low = re.search(r">=\s*(\d+)\.(\d+)", requires)
     ok = low is None or tuple(map(int, python.split("."))) >= (int(low.group(1)), int(low.group(2)))
-    return ok and ("cp" + python.replace(".", "") in tags or "py3" in tags)
+    return ok and bool({"cp" + python.replace(".", ""), "py3"} & set(tags.split()))
 
 
 def _installs(version: str, platform: str, python: str) -> bool:
@@ -203,7 +203,7 @@ def test_platform_tags() -> None:
 def test_the_facts_are_validated_on_load(tmp_path: Path) -> None:
     bad = tmp_path / "wheels.yaml"
     bad.write_text('source: x\nread: "2026-11-24"\nreleases:\n  - {torch: "2.0.0", torchvision: "0.15.1", '
-                   'wheels: {torch: {requires_python: "", linux_x86_64: [cp311]}, torchvision: {}}}\n')
+                   'wheels: {torch: {requires_python: "", linux_x86_64: cp311}, torchvision: {}}}\n')
     with pytest.raises(ManifestError):
         manifest.load(bad, "wheels")
 

@@ -66,7 +66,8 @@ def main() -> int:
     today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
     lines = [
         "# The wheels PyPI holds for each torch release kitbench knows, and its paired torchvision:",
-        "# platform tag -> Python tags (cp310: CPython 3.10; cp313t: its free-threaded build).",
+        "# platform tag -> Python tags (cp310: CPython 3.10; cp313t: its free-threaded build; py3: any",
+        "# Python 3, within requires_python).",
         "# Written by envs/scripts/fetch_wheels.py; do not edit by hand. Builds served only by",
         "# download.pytorch.org (cu*, rocm*, +cpu) are unreachable from where this was read: kitbench",
         "# assumes they carry the tags of the same release's PyPI wheels and marks its answers so.",
@@ -84,7 +85,8 @@ def main() -> int:
             lines.append(f"      {package}:")
             # py3-tagged wheels (torchvision from 0.29.2) leave the Python floor to Requires-Python.
             lines.append(f'        requires_python: "{requires.pop()}"')
-            lines.extend(f"        {platform}: [{', '.join(tags)}]" for platform, tags in found.items())
+            # One string per platform, not a list: a third of the YAML nodes, which install-cmd parses at start-up.
+            lines.extend(f'        {platform}: "{" ".join(tags)}"' for platform, tags in found.items())
     OUT.write_text("\n".join(lines) + "\n")
     print(f"wrote {OUT} ({len(selector.releases())} releases, read {today})")
     return 0
