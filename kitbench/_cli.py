@@ -116,6 +116,7 @@ def _build_parser() -> argparse.ArgumentParser:
                "  kitbench install-cmd --explain                      what fits here, and why\n"
                "  kitbench install-cmd --release 2.4.0 --format selector --os windows --compute cu121\n"
                "  kitbench install-cmd --driver 535.104.05 --gpu-cc 6.1   answer for another machine\n"
+               "  kitbench install-cmd --os linux --python-version 3.10 --glibc 2.35   Ubuntu 22.04\n"
                "  eval \"$(kitbench install-cmd --package uv)\"",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     install.add_argument("--release", default="stable",
