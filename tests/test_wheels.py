@@ -24,7 +24,7 @@ RAW = yaml.safe_load((Path(__file__).resolve().parent.parent / "envs" / "wheels.
 BASE = Probe(os="linux", os_version="6.1", arch="x86_64", python_arch="x86_64", python_version="3.11",
              rosetta=False, wsl=False, container=False, driver=None, gpus=(), rocm=None,
              libc="glibc", libc_version="2.35")
-# The issue's platforms: name -> (probe changes, (tag pattern, floor group) the oracle accepts).
+# The issue's platforms: name -> what the probe says there (the oracle below reads the name).
 PLATFORMS: dict[str, dict[str, str | None]] = {
     "manylinux-glibc2.17": {"libc": "glibc", "libc_version": "2.17"},
     "manylinux-glibc2.28": {"libc": "glibc", "libc_version": "2.28"},
