@@ -272,7 +272,7 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
                 chosen.notes.append(f"warning: {compute} will not run on this machine: {why}")
     if machine.os == "macos" and chosen.compute == "cpu" and arch == "arm64":
         chosen.notes.append("pytorch.org's Default (CPU) command: on Apple Silicon the same wheel also carries MPS")
-    if chosen.compute == "cpu" and machine.driver and any(c.startswith("cu") for c in computes(
+    if compute == "auto" and chosen.compute == "cpu" and machine.driver and any(c.startswith("cu") for c in computes(
             rel, machine.os, arch, package)):
         gpu = _newest_gpu_release(machine, arch, package, host)
         if gpu:

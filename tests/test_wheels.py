@@ -184,6 +184,8 @@ def test_an_old_gpu_on_stable_names_the_newest_release_whose_build_runs_on_it() 
     chosen = selector.select(pascal)
     assert chosen.compute == "cpu"
     assert "the newest that does is torch 2.7.1 with cu118 (--release 2.7.1)" in " ".join(chosen.notes)
+    # Asked for the CPU build, the GPU's builds are no concern of the answer.
+    assert not any("runs on this GPU" in n for n in selector.select(pascal, compute="cpu").notes)
 
 
 def test_requires_python_clauses() -> None:
