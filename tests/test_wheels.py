@@ -228,3 +228,11 @@ def test_cli_ubuntu_22_04_worked_example(capsys: pytest.CaptureFixture[str]) -> 
     assert "# libc_version: 2.35  [--glibc]" in err
     assert "assumed_from pypi" in err
     assert "2.14.1 is the newest release that installs here" in err
+
+
+def test_the_availability_fix_never_names_a_wheel_that_cannot_install() -> None:
+    from kitbench.checks.availability import install_fix
+
+    ubuntu = dataclasses.replace(BASE, python_version="3.10.12", driver="580.65.06",
+                                 gpus=(Gpu(0, "(given)", "8.6", None),))
+    assert install_fix(ubuntu, "2.15.0+cu132").startswith("pip install torch==2.14.1 ")
