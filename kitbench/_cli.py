@@ -150,7 +150,8 @@ def _build_parser() -> argparse.ArgumentParser:
                "  kitbench install-cmd --explain                      what fits here, and why\n"
                "  kitbench install-cmd --release 2.4.0 --format selector --os windows --compute cu121\n"
                "  kitbench install-cmd --driver 535.104.05 --gpu-cc 6.1   answer for another machine\n"
-               "  kitbench install-cmd --gpu-gfx gfx942 --explain       an AMD MI300X; --intel-gpu: an Intel GPU\n"
+                "  kitbench install-cmd --gpu-gfx gfx942 --explain       an AMD MI300X; --intel-gpu: an Intel GPU\n"
+                "  kitbench install-cmd --os linux --python-version 3.10 --glibc 2.35   Ubuntu 22.04\n"
                "  eval \"$(kitbench install-cmd --package uv)\"\n"
                "environment (as uv's --torch-backend=auto reads them): UV_AMD_GPU_ARCHITECTURE=gfx1100 (or a\n"
                "comma-separated list) replaces the AMD GPUs found, UV_CUDA_DRIVER_VERSION the NVIDIA driver",
@@ -176,6 +177,11 @@ def _build_parser() -> argparse.ArgumentParser:
                          help="an AMD GPU's architecture, e.g. gfx942 (repeatable)")
     machine.add_argument("--intel-gpu", action="store_true", help="answer as if there were an Intel GPU")
     machine.add_argument("--no-gpu", action="store_true", help="answer as if there were no GPU")
+    machine.add_argument("--python", metavar="PATH", dest="python_path",
+                         help="the interpreter torch goes into (default: the one running kitbench)")
+    machine.add_argument("--python-version", metavar="X.Y", help="that Python's version, for another machine")
+    machine.add_argument("--glibc", metavar="X.Y", help="the machine's glibc version (Linux)")
+    machine.add_argument("--os-version", metavar="X.Y", help="the machine's macOS version")
 
     container = sub.add_parser(
         "container", help="build a docker target's image and run the suite in it",
@@ -389,7 +395,9 @@ def _cmd_install(args: argparse.Namespace) -> int:
             selector.check_choice(name, value, choices)
     machine = probe.override(probe.probe(), os=args.os, arch=args.arch, python_arch=args.python_arch,
                              driver=args.driver, gpu_capabilities=args.gpu_cc, no_gpu=args.no_gpu,
-                             gpu_gfx=args.gpu_gfx, intel_gpu=args.intel_gpu)
+                             gpu_gfx=args.gpu_gfx, intel_gpu=args.intel_gpu,
+                             python_path=args.python_path, python_version=args.python_version, glibc=args.glibc,
+                             os_version=args.os_version)
     chosen = selector.select(machine, release_spec=args.release, package=args.package, compute=args.compute,
                              fmt=args.fmt)
     if args.json:
@@ -397,12 +405,18 @@ def _cmd_install(args: argparse.Namespace) -> int:
         return 0
     if args.explain:
         sources = chosen.facts["sources"]
-        for key in ("os", "arch", "python_arch", "driver", "gpu_capabilities", "rocm", "amd_gpus", "intel_gpus", "wsl",
-                    "container"):
+        for key in ("os", "os_version", "arch", "python_arch", "python_version", "libc", "libc_version", "driver",
+                    "gpu_capabilities", "rocm", "amd_gpus", "intel_gpus", "wsl", "container"):
+            if key.startswith("libc") and chosen.os != "linux":
+                continue
             value = chosen.facts[key]
             shown = ", ".join(value) if isinstance(value, list) else value
-            where = sources.get("gpus" if key == "gpu_capabilities" else key, "probe")
+            where = sources.get({"gpu_capabilities": "gpus", "libc_version": "libc"}.get(key, key), "probe")
             print(f"# {key}: {shown if shown not in (None, '') else 'none'}  [{where}]", file=sys.stderr)
+        wheel_facts = chosen.facts["wheels"]
+        assumed = " (this build is not on PyPI: assumed_from pypi, the same release's PyPI wheels)" \
+            if wheel_facts["assumed_from"] else ""
+        print(f"# wheels: {wheel_facts['source']}, read {wheel_facts['read']}{assumed}", file=sys.stderr)
         for line in chosen.rejected:
             print(f"# rejected {line}", file=sys.stderr)
     for line in chosen.reasons:
@@ -480,7 +494,8 @@ def _cmd_probe(args: argparse.Namespace) -> int:
                               + (f" (PCI {g['device_id']})" if g["device_id"] else "") for g in value) or "none"
         elif key == "intel_gpus":
             value = ", ".join(f"{g['address']}: {g['device_id'] or '?'}" for g in value) or "none"
-        note = f"  [{sources[key]}]" if key in sources else ""
+        where = sources.get("libc" if key == "libc_version" else key)
+        note = f"  [{where}]" if where else ""
         print(f"{key:15} {value}{note}")
     return 0
 

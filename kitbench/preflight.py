@@ -11,7 +11,7 @@ import os
 import shutil
 from collections.abc import Callable
 
-from kitbench import drivers, targets, vendors
+from kitbench import drivers, targets, vendors, wheels
 from kitbench.errors import PreflightError
 from kitbench.probe import Probe, no_driver_reason
 from kitbench.targets import Target
@@ -42,6 +42,11 @@ def host_reasons(target: Target, machine: Probe, which: Callable[[str], str | No
     for host in hosts:
         if host.min_os_version and version_tuple(machine.os_version) < version_tuple(host.min_os_version):
             reasons.append(f"it needs {machine.os} >= {host.min_os_version}, this host has {machine.os_version}")
+    if target.kind in ("venv", "conda"):
+        # These install PyPI's wheels on the host: its macOS or glibc must meet their floors (envs/wheels.yaml).
+        why = wheels.refusal(target.torch.partition("+")[0], wheels.host_of(machine, python=target.python))
+        if why:
+            reasons.append(why)
     if target.kind == "conda" and not any(which(tool) for tool in CONDA_TOOLS):
         reasons.append(f"none of {', '.join(CONDA_TOOLS)} is installed")
     if target.cuda and (target.kind != "docker" or gpus_requested()):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from kitbench import drivers, manifest, vendors
+from kitbench import drivers, manifest, vendors, wheels
 from kitbench.errors import SelectionError, UsageError
 from kitbench.probe import Probe, no_driver_reason
 from kitbench.versions import arch_of_capability, capability_supported, cuda_of_compute, parse_capability, version_tuple
@@ -134,10 +134,10 @@ def computes(rel: Release, os: str, arch: str, package: str) -> list[str]:
         if not rel.conda:
             return []
         if os == "macos":
-            return ["mps" if arch == "arm64" else "cpu"] if _mac_ok(rel, arch) else []
+            return _mac(rel, arch)
         return [c for c in rel.conda if not (os == "linux" and arch == "aarch64" and c != "cpu")]
     if os == "macos":
-        return ["mps" if arch == "arm64" else "cpu"] if _mac_ok(rel, arch) else []
+        return _mac(rel, arch)
     found = [c for c in rel.wheels if not (os == "windows" and c.startswith("rocm"))]
     if arch == "aarch64":
         found = [c for c in found if c == "cpu" or (rel.aarch64_cuda and c.startswith("cu"))]
@@ -146,6 +146,11 @@ def computes(rel: Release, os: str, arch: str, package: str) -> list[str]:
 
 def _mac_ok(rel: Release, arch: str) -> bool:
     return arch == "arm64" or rel.macos_x86_64
+
+
+def _mac(rel: Release, arch: str) -> list[str]:
+    # One macOS wheel serves both: pytorch.org's "Default" (CPU) command installs the build that carries MPS.
+    return (["mps", "cpu"] if arch == "arm64" else ["cpu"]) if _mac_ok(rel, arch) else []
 
 
 def _index(rel: Release, compute: str) -> str:
@@ -245,8 +250,11 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
         raise UsageError("--format selector reproduces pytorch.org, which has no uv command",
                          hint="use --format pinned with --package uv")
     arch = machine.python_arch if machine.os == "macos" else machine.arch
+    host = wheels.host_of(machine, arch)
+    notes: list[str] = []
+    rel = _installable(rel, release_spec, host, notes)
     chosen = Selection(command="", compute="", release=rel.version, os=machine.os, arch=arch, package=package,
-                       format=fmt, facts=_facts(machine))
+                       format=fmt, facts=_facts(machine), notes=notes)
     if rel.nightly and fmt == "pinned":
         # A nightly has no pinned form: its version changes every day.
         chosen.format = "selector"
@@ -270,9 +278,58 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
         if compute.startswith("rocm") and _rocm_missing(machine, compute):
             chosen.notes.append(f"warning: {compute} will not run on this machine: no kernels for "
                                 + ", ".join(_rocm_missing(machine, compute)))
+    if machine.os == "macos" and chosen.compute == "cpu" and arch == "arm64":
+        chosen.notes.append("pytorch.org's Default (CPU) command: on Apple Silicon the same wheel also carries MPS")
+    if compute == "auto" and chosen.compute == "cpu" and machine.driver and any(c.startswith("cu") for c in computes(
+            rel, machine.os, arch, package)):
+        gpu = _newest_gpu_release(machine, arch, package, host)
+        if gpu:
+            chosen.notes.append(f"no build of torch {rel.version} runs on this GPU; the newest that does is "
+                                f"torch {gpu[0]} with {gpu[1]} (--release {gpu[0]})")
     wheel_compute = "cpu" if chosen.compute == "mps" else chosen.compute
     chosen.command = command(rel, machine.os, package, wheel_compute, chosen.format)
+    chosen.facts["wheels"] = _wheel_facts(rel, chosen.command, host)
     return chosen
+
+
+def _installable(rel: Release, spec: str, host: wheels.Host, notes: list[str]) -> Release:
+    """``rel`` if its wheels install on ``host``; for ``stable``, the newest release whose wheels do."""
+    facts = wheels.load()
+    # Nightly's wheels live on download.pytorch.org only: the newest PyPI release's stand in for them.
+    checked = list(facts.releases)[-1] if rel.nightly else rel.version
+    why = wheels.refusal(checked, host)
+    if why is None:
+        return rel
+    newest = wheels.newest(host)
+    if rel.nightly:
+        why = f"nightly's wheels are taken to carry the tags of torch {checked}'s: {why}"
+    if spec == "stable" and newest is not None:
+        notes.append(f"{why}; {newest} is the newest release that installs here")
+        return release(newest)
+    hint = (f"the newest release that installs here is {newest}: --release {newest}" if newest else
+            f"no release from {next(iter(facts.releases))} to {list(facts.releases)[-1]} installs here")
+    raise SelectionError(why, hint=hint)
+
+
+def _wheel_facts(rel: Release, text: str, host: wheels.Host) -> dict[str, Any]:
+    facts = wheels.load()
+    # Wheels from download.pytorch.org (and conda packages) cannot be read from here: PyPI's stand in.
+    assumed = rel.nightly or "--index-url" in text or text.startswith("conda")
+    return {"source": facts.source, "read": facts.read, "assumed_from": "pypi" if assumed else None,
+            "python": ".".join(map(str, host.python)) if host.python else None, "libc": host.libc,
+            "libc_version": ".".join(map(str, host.libc_version)) if host.libc_version else None,
+            "macos": ".".join(map(str, host.macos)) if host.macos else None}
+
+
+def _newest_gpu_release(machine: Probe, arch: str, package: str, host: wheels.Host) -> tuple[str, str] | None:
+    """The newest release (and build) that installs here and has a CUDA build this GPU and driver run."""
+    for rel in reversed(releases().values()):
+        if wheels.refusal(rel.version, host) is not None:
+            continue
+        for compute in computes(rel, machine.os, arch, package):
+            if compute.startswith("cu") and _cuda_rejection(rel, machine, compute) is None:
+                return rel.version, compute
+    return None
 
 
 def _facts(machine: Probe) -> dict[str, Any]:
@@ -281,7 +338,9 @@ def _facts(machine: Probe) -> dict[str, Any]:
             "container": machine.container, "driver": machine.driver, "gpu_capabilities": list(machine.capabilities),
             "rocm": machine.rocm, "amd_gpus": [g.gfx or f"AMD {g.device_id or 'GPU'} (gfx unknown)"
                                                for g in machine.amd_gpus],
-            "intel_gpus": [g.label for g in machine.intel_gpus], "sources": machine.sources}
+            "intel_gpus": [g.label for g in machine.intel_gpus], "sources": machine.sources,
+            "python_version": machine.python_version, "libc": machine.libc,
+            "libc_version": machine.libc_version}
 
 
 def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection) -> str:

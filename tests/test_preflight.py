@@ -30,14 +30,16 @@ def test_mps_on_linux_names_cpu_instead() -> None:
     assert caught.value.alternative == "cpu"
 
 
-def test_mps_needs_conda_an_arm64_python_and_macos_12_3() -> None:
+def test_mps_needs_conda_an_arm64_python_and_the_macos_its_wheel_needs() -> None:
     mps = targets.get("mps")
     assert preflight.host_reasons(mps, MAC, which=_none) == ["none of micromamba, mamba, conda is installed"]
     assert preflight.host_reasons(mps, MAC, which=lambda tool: "/opt/bin/" + tool) == []
     rosetta = dataclasses.replace(MAC, python_arch="x86_64", rosetta=True)
     assert "(Rosetta)" in preflight.host_reasons(mps, rosetta, which=lambda t: t)[0]
-    old = dataclasses.replace(MAC, os_version="12.1")
-    assert preflight.host_reasons(mps, old, which=lambda t: t) == ["it needs macos >= 12.3, this host has 12.1"]
+    # MPS runs from macOS 12.3, but torch 2.14.1's only macOS wheel is macosx_14_0_arm64 (envs/wheels.yaml).
+    old = dataclasses.replace(MAC, os_version="13.6")
+    assert preflight.host_reasons(mps, old, which=lambda t: t) == [
+        "torch 2.14.1's macOS arm64 wheels need macOS 14.0 or newer (macosx_14_0_arm64); this machine has macOS 13.6"]
 
 
 def test_cuda118_without_driver(monkeypatch: pytest.MonkeyPatch) -> None:

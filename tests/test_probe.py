@@ -159,3 +159,56 @@ def test_recorded_h100(resources: Path) -> None:
     assert driver == "580.159.04"
     assert [(g.name, g.capability, g.memory_mib, g.pcie_gen, g.pcie_width) for g in gpus] == [
         ("NVIDIA H100 80GB HBM3", "9.0", 81559, 5, 16)]
+
+
+def test_musl_loader_banner(resources: Path) -> None:
+    # Recorded from /lib/ld-musl-x86_64.so.1 of Debian's musl 1.2.3 package (the loader Alpine ships).
+    assert probe.python.parse_musl((resources / "musl/ld-musl-x86_64-1.2.3.txt").read_text()) == "1.2.3"
+    assert probe.python.parse_musl("not a loader") is None
+
+
+def test_libc_of_this_machine_is_read_from_the_c_library_itself() -> None:
+    import platform
+
+    name, version, source = probe.python.libc()
+    assert (name, version) == ("glibc", platform.libc_ver()[1])
+    assert source == "os.confstr(CS_GNU_LIBC_VERSION)"
+    found = probe.probe()
+    assert (found.libc, found.libc_version, found.sources["libc"]) == (name, version, source)
+
+
+def test_musl_is_found_by_its_loader_when_there_is_no_glibc(monkeypatch: pytest.MonkeyPatch) -> None:
+    loader = "/lib/ld-musl-x86_64.so.1"
+    if not Path(loader).exists():
+        pytest.skip("no musl loader on this machine (Debian: apt-get install musl)")
+    monkeypatch.setattr(probe.python.os, "confstr", lambda name: None)
+    assert probe.python.libc() == ("musl", probe.python._musl_version(loader), loader)
+    assert probe.python.libc()[1] is not None
+
+
+def test_another_interpreter_is_asked_in_a_subprocess() -> None:
+    import sys
+
+    version, machine, (libc, _) = probe.python.interpreter(sys.executable)
+    assert version == probe.python.running() and machine and libc == "glibc"
+    found = probe.override(probe.probe(), python_path=sys.executable)
+    assert found.sources["python_version"] == f"--python {sys.executable}"
+    with pytest.raises(UsageError, match="cannot run --python"):
+        probe.python.interpreter("/nonexistent/python")
+    with pytest.raises(UsageError, match="did not answer as a Python"):
+        probe.python.interpreter(shutil.which("true") or "/bin/true")
+
+
+def test_python_glibc_and_macos_version_overrides() -> None:
+    base = probe.probe()
+    other = probe.override(base, os="linux", python_version="3.10", glibc="2.17")
+    assert (other.python_version, other.libc, other.libc_version) == ("3.10", "glibc", "2.17")
+    assert other.sources["python_version"] == "--python-version" and other.sources["libc"] == "--glibc"
+    mac = probe.override(base, os="macos", os_version="13.6")
+    assert (mac.os_version, mac.python_version, mac.libc) == ("13.6", "", None)
+    with pytest.raises(UsageError, match="--glibc answers for a Linux machine"):
+        probe.override(base, os="macos", glibc="2.35")
+    with pytest.raises(UsageError, match="is not a version"):
+        probe.override(base, python_version="three")
+    with pytest.raises(UsageError, match="contradicts"):
+        probe.override(base, python_path="python3", python_version="3.10")

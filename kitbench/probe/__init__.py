@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kitbench.errors import UsageError
-from kitbench.probe import amd, intel
+from kitbench.probe import amd, intel, python
 from kitbench.probe.amd import AmdGpu
 from kitbench.probe.intel import IntelGpu
 from kitbench.versions import format_capability, parse_capability, parse_driver
@@ -68,6 +68,8 @@ class Probe:
     sources: dict[str, str] = field(default_factory=dict)
     amd_gpus: tuple[AmdGpu, ...] = ()
     intel_gpus: tuple[IntelGpu, ...] = ()
+    libc: str | None = None           # glibc | musl (Linux); None where unknown
+    libc_version: str | None = None
 
     @property
     def capabilities(self) -> tuple[str, ...]:
@@ -225,6 +227,11 @@ def probe() -> Probe:
     rocm = _rocm_version()
     if rocm:
         sources["rocm"] = "/opt/rocm/.info/version"
+    sources["python_version"] = f"the running interpreter ({sys.executable})"
+    sources["os_version"] = "platform.mac_ver()" if os_name == "macos" else "platform"
+    libc, libc_version = None, None
+    if os_name == "linux":
+        libc, libc_version, sources["libc"] = python.libc()
     amd_gpus: tuple[AmdGpu, ...] = ()
     intel_gpus: tuple[IntelGpu, ...] = ()
     if os_name == "linux":
@@ -235,9 +242,9 @@ def probe() -> Probe:
         if where:
             sources["intel_gpus"] = where
     return Probe(os=os_name, os_version=os_version, arch=arch, python_arch=python_arch,
-                 python_version=platform.python_version(), rosetta=rosetta, wsl=wsl,
+                 python_version=python.running(), rosetta=rosetta, wsl=wsl,
                  container=_in_container(), driver=driver, gpus=gpus, rocm=rocm, sources=sources,
-                 amd_gpus=amd_gpus, intel_gpus=intel_gpus)
+                 amd_gpus=amd_gpus, intel_gpus=intel_gpus, libc=libc, libc_version=libc_version)
 
 
 # What a machine is taken to have when the question names another OS than this host's
@@ -248,7 +255,8 @@ DEFAULT_ARCH = {"linux": "x86_64", "windows": "x86_64", "macos": "arm64"}
 def override(base: Probe, *, os: str | None = None, arch: str | None = None,
              python_arch: str | None = None, driver: str | None = None,
              gpu_capabilities: Sequence[str] = (), no_gpu: bool = False, gpu_gfx: Sequence[str] = (),
-             intel_gpu: bool = False) -> Probe:
+             intel_gpu: bool = False, python_path: str | None = None, python_version: str | None = None,
+             glibc: str | None = None, os_version: str | None = None) -> Probe:
     """Answer for another machine: replace probed facts with given ones.
 
     Naming another OS than the host's answers for another machine altogether: none
@@ -272,6 +280,10 @@ def override(base: Probe, *, os: str | None = None, arch: str | None = None,
                            gpus=(), rocm=None, wsl=False, container=False, amd_gpus=(), intel_gpus=())
             sources.update({key: default for key in ("os_version", "arch", "python_arch", "driver", "gpus",
                                                      "rocm", "wsl", "container", "amd_gpus", "intel_gpus")})
+            # That machine's Python and C library are unknown: they constrain nothing unless given.
+            changes.update(python_version="", libc=None, libc_version=None)
+            sources.update(python_version="unknown for that machine (give --python-version)",
+                           libc="unknown for that machine (give --glibc)")
     if arch is not None:
         changes["arch"] = normalize_arch(arch, target_os)
         sources["arch"] = "--arch"
@@ -303,4 +315,35 @@ def override(base: Probe, *, os: str | None = None, arch: str | None = None,
     if intel_gpu:
         changes["intel_gpus"] = (IntelGpu("(given)", None),)
         sources["intel_gpus"] = "--intel-gpu"
+    _interpreter(changes, sources, target_os, python_path=python_path, python_version=python_version,
+                 glibc=glibc, os_version=os_version)
     return replace(base, sources=sources, **changes)  # type: ignore[arg-type]
+
+
+def _interpreter(changes: dict[str, object], sources: dict[str, str], target_os: str, *, python_path: str | None,
+                 python_version: str | None, glibc: str | None, os_version: str | None) -> None:
+    """The Python, C library and macOS version overrides of ``override``."""
+    if python_path is not None and python_version is not None:
+        raise UsageError("--python contradicts --python-version", hint="give the interpreter or its version")
+    if python_path is not None:
+        version, machine, (libc_name, libc_version) = python.interpreter(python_path)
+        changes["python_version"] = version
+        changes["python_arch"] = normalize_arch(machine, target_os)
+        sources["python_version"] = sources["python_arch"] = f"--python {python_path}"
+        if libc_name == "glibc" and glibc is None:
+            changes.update(libc="glibc", libc_version=libc_version)
+            sources["libc"] = f"--python {python_path} (platform.libc_ver())"
+    for flag, value in (("--python-version", python_version), ("--glibc", glibc), ("--os-version", os_version)):
+        if value is not None and not re.fullmatch(r"\d+\.\d+(\.\d+)?", value):
+            raise UsageError(f"{flag} {value!r} is not a version", hint=f"e.g. {flag} 3.10")
+    if python_version is not None:
+        changes["python_version"] = python_version
+        sources["python_version"] = "--python-version"
+    if glibc is not None:
+        if target_os != "linux":
+            raise UsageError("--glibc answers for a Linux machine", hint="add --os linux")
+        changes.update(libc="glibc", libc_version=glibc)
+        sources["libc"] = "--glibc"
+    if os_version is not None:
+        changes["os_version"] = os_version
+        sources["os_version"] = "--os-version"

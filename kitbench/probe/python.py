@@ -1,0 +1,71 @@
+"""The Python that will receive torch, and the C library it runs on, read without torch.
+
+kitbench may run from its own environment (pipx, uv tool) while torch goes into another:
+``interpreter(path)`` asks that interpreter itself, in a tiny subprocess, as uv's
+``--python`` does. The C library decides which Linux wheels install: glibc's version is
+what manylinux tags are floored on; musl (Alpine) takes no manylinux wheel at all.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import platform
+import subprocess
+
+from kitbench.errors import UsageError
+
+# Printed by the target interpreter: its version, its machine, and its C library as it sees it.
+_ASK = "import platform; print(platform.python_version()); print(platform.machine()); print(*platform.libc_ver())"
+
+
+def interpreter(path: str) -> tuple[str, str, tuple[str, str]]:
+    """(version X.Y.Z, machine, (libc name, version)) of the interpreter at ``path``."""
+    try:
+        done = subprocess.run([path, "-I", "-c", _ASK], capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise UsageError(f"cannot run --python {path}: {exc}", hint="give the path of a Python interpreter") from None
+    lines = done.stdout.splitlines()
+    if done.returncode != 0 or len(lines) < 2:
+        raise UsageError(f"--python {path} did not answer as a Python interpreter",
+                         hint="give the path of a Python 3 interpreter, e.g. .venv/bin/python")
+    name, _, version = (lines[2] if len(lines) > 2 else "").partition(" ")
+    return lines[0], lines[1], (name, version)
+
+
+def running() -> str:
+    return platform.python_version()
+
+
+def libc() -> tuple[str | None, str | None, str]:
+    """(glibc | musl | None, version, where it was read) of this machine's C library."""
+    try:
+        text = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (AttributeError, ValueError, OSError):
+        text = ""
+    if text.startswith("glibc "):
+        return "glibc", text.split()[1], "os.confstr(CS_GNU_LIBC_VERSION)"
+    loaders = glob.glob("/lib/ld-musl-*.so.1")
+    if loaders:
+        return "musl", _musl_version(loaders[0]), loaders[0]
+    name, version = platform.libc_ver()
+    if name == "glibc":
+        return "glibc", version, "platform.libc_ver()"
+    return None, None, "no glibc or musl found"
+
+
+def _musl_version(loader: str) -> str | None:
+    # musl's loader prints its version on stderr when run by its own name, then exits 1.
+    try:
+        done = subprocess.run([loader], capture_output=True, text=True, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return parse_musl(done.stderr)
+
+
+def parse_musl(text: str) -> str | None:
+    """The version in musl's loader banner ("musl libc (x86_64)\\nVersion 1.2.4\\n...")."""
+    for line in text.splitlines():
+        if line.startswith("Version "):
+            return line.split()[1]
+    return None

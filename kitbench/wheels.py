@@ -1,0 +1,215 @@
+"""Does a release's wheel install on a machine? Answered from ``envs/wheels.yaml``.
+
+The facts are PyPI's own file names (``envs/scripts/fetch_wheels.py``): per release and
+package, the platform tags and the Python tags of each. A wheel installs where pip would
+pick it: the OS and arch match, the C library is glibc at least the tag's floor
+(``manylinux_2_28``: glibc 2.28; musl takes ``musllinux`` only), macOS is at least the
+tag's floor, and the interpreter's tag is listed and its version meets Requires-Python.
+A fact the question leaves unknown (another machine's glibc, say) constrains nothing.
+Nothing here imports torch or ``packaging``: the tags torch uses are few and regular.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+
+from kitbench import manifest
+from kitbench.probe import Probe
+
+PACKAGES = ("torch", "torchvision")
+# PEP 600's names for the legacy manylinux tags.
+_LEGACY = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
+_ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "arm64"}
+_PLATFORM = re.compile(r"^(?:(manylinux1|manylinux2010|manylinux2014)|(manylinux|musllinux|macosx)_(\d+)_(\d+)|win)"
+                       r"_(\w+)$")
+_CLAUSE = re.compile(r"^\s*(>=|<=|==|!=|>|<|~=)\s*([0-9.]+)\s*$")
+
+Version = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Host:
+    """What decides whether a wheel installs; ``None`` is a fact the question leaves unknown."""
+
+    os: str                         # linux | macos | windows
+    arch: str                       # the interpreter's: x86_64 | aarch64 | arm64
+    python: Version | None = None   # (3, 10)
+    libc: str | None = None         # glibc | musl (Linux)
+    libc_version: Version | None = None
+    macos: Version | None = None
+
+
+@dataclass(frozen=True)
+class Platform:
+    tag: str
+    os: str
+    arches: tuple[str, ...]
+    libc: str | None        # glibc | musl on Linux
+    floor: Version | None   # glibc's or macOS's
+
+    @property
+    def floor_text(self) -> str:
+        return ".".join(map(str, self.floor or ()))
+
+
+@dataclass(frozen=True)
+class Wheels:
+    """One package's wheels of one release."""
+
+    version: str
+    requires_python: str
+    tags: dict[Platform, tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class Facts:
+    source: str
+    read: str
+    releases: dict[str, dict[str, Wheels]]     # torch version -> package -> wheels, oldest first
+
+
+def parse_version(text: str) -> Version:
+    return tuple(int(p) for p in text.split("."))
+
+
+def show(version: Version) -> str:
+    return ".".join(map(str, version))
+
+
+@cache
+def platform(tag: str) -> Platform:
+    match = _PLATFORM.match(tag)
+    if match is None:
+        return Platform(tag, "unknown", (), None, None)
+    legacy, family, major, minor, arch = match.groups()
+    if tag.startswith("win"):
+        return Platform(tag, "windows", (_ARCH.get(arch, arch),), None, None)
+    if family == "macosx":
+        arches = ("arm64", "x86_64") if arch == "universal2" else (_ARCH.get(arch, arch),)
+        return Platform(tag, "macos", arches, None, (int(major), int(minor)))
+    floor = _LEGACY[legacy] if legacy else (int(major), int(minor))
+    return Platform(tag, "linux", (_ARCH.get(arch, arch),), "musl" if family == "musllinux" else "glibc", floor)
+
+
+@cache
+def load() -> Facts:
+    data = manifest.load(manifest.envs_dir() / "wheels.yaml", "wheels").data
+    found: dict[str, dict[str, Wheels]] = {}
+    for entry in data["releases"]:
+        found[entry["torch"]] = {
+            package: Wheels(entry[package], tags.pop("requires_python"),
+                            {platform(p): tuple(t.split()) for p, t in tags.items()})
+            for package, tags in entry["wheels"].items()}
+    ordered = dict(sorted(found.items(), key=lambda item: parse_version(item[0])))
+    return Facts(source=data["source"], read=data["read"], releases=ordered)
+
+
+def python_allowed(spec: str, python: Version) -> bool:
+    """``python`` (major, minor) meets Requires-Python ``spec``; a clause naming a patch
+    release (``!=3.14.1``) cannot exclude a whole minor version, so it is passed."""
+    for clause in filter(None, (c.strip() for c in spec.split(","))):
+        match = _CLAUSE.match(clause)
+        if match is None:
+            continue
+        op, text = match.groups()
+        bound = parse_version(text)
+        ours = python + (0,) * (len(bound) - len(python))
+        short = bound[:len(python)]
+        ok = {">=": ours >= bound, ">": ours > bound and python > short, "<=": python <= short, "<": python < short,
+              "==": python == short, "!=": len(bound) > len(python) or python != short,
+              "~=": ours >= bound}[op]
+        if not ok:
+            return False
+    return True
+
+
+def _python_ok(tags: tuple[str, ...], requires: str, python: Version) -> bool:
+    # Free-threaded (cp313t) wheels do not install on the default interpreter kitbench answers for.
+    return (f"cp{python[0]}{python[1]}" in tags or "py3" in tags) and python_allowed(requires, python)
+
+
+def _pythons(wheels: Wheels, platforms: list[Platform]) -> str:
+    tags = {t for p in platforms for t in wheels.tags[p] if not t.endswith("t") and t != "py3"}
+    versions = sorted((int(t[2]), int(t[3:])) for t in tags)
+    if not versions:
+        return wheels.requires_python
+    return show(versions[0]) if len(versions) == 1 else f"{show(versions[0])} to {show(versions[-1])}"
+
+
+def refusal(version: str, host: Host) -> str | None:
+    """Why ``torch==version`` (with its torchvision) has no wheel that installs on ``host``; None if it has."""
+    packages = load().releases.get(version)
+    if packages is None:
+        return None
+    for package in PACKAGES:
+        why = _refusal(packages[package], package, host)
+        if why:
+            return why
+    return None
+
+
+def _refusal(wheels: Wheels, package: str, host: Host) -> str | None:
+    name = f"{package} {wheels.version}"
+    where = {"linux": "Linux", "macos": "macOS", "windows": "Windows"}.get(host.os, host.os)
+    fits = [p for p in wheels.tags if p.os == host.os and host.arch in p.arches]
+    if not fits:
+        last = [v for v, packages in load().releases.items()
+                if any(p.os == host.os and host.arch in p.arches for p in packages[package].tags)]
+        return f"{name} has no {where} {host.arch} wheels" + (f": the last is {package} {last[-1]}" if last else "")
+    if host.os == "linux" and host.libc is not None:
+        libc = [p for p in fits if p.libc == host.libc]
+        if not libc:
+            return f"{name} has no wheel for musl (Alpine): its Linux wheels are manylinux, for glibc" \
+                if host.libc == "musl" else f"{name} has no wheel for {host.libc}"
+        fits = libc
+    if host.os == "linux" and host.libc_version is not None:
+        floored = [p for p in fits if p.floor is None or p.floor <= host.libc_version]
+        if not floored:
+            low = min(fits, key=lambda p: p.floor or ())
+            return (f"{name}'s Linux {host.arch} wheels need {low.libc} {low.floor_text} or newer ({low.tag}); "
+                    f"this machine has {host.libc or 'glibc'} {show(host.libc_version)}")
+        fits = floored
+    if host.os == "macos" and host.macos is not None:
+        floored = [p for p in fits if p.floor is None or p.floor <= host.macos]
+        if not floored:
+            low = min(fits, key=lambda p: p.floor or ())
+            return (f"{name}'s macOS {host.arch} wheels need macOS {low.floor_text} or newer ({low.tag}); "
+                    f"this machine has macOS {show(host.macos)}")
+        fits = floored
+    if host.python is not None and not any(_python_ok(wheels.tags[p], wheels.requires_python, host.python)
+                                           for p in fits):
+        return f"{name} has no wheel for Python {show(host.python)} (it has Python {_pythons(wheels, fits)})"
+    return None
+
+
+def newest(host: Host) -> str | None:
+    """The newest release whose torch and torchvision wheels install on ``host``."""
+    for version in reversed(load().releases):
+        if refusal(version, host) is None:
+            return version
+    return None
+
+
+def floor(version: str, os: str, arch: str) -> Version | None:
+    """The lowest OS (macOS) or glibc (Linux) version any of ``version``'s torch wheels for ``os`` and ``arch``
+    installs on; None when it has none there (or the facts do not cover it)."""
+    packages = load().releases.get(version)
+    floors = [p.floor for p in packages["torch"].tags if p.os == os and arch in p.arches and p.floor] \
+        if packages else []
+    return min(floors) if floors else None
+
+
+def host_of(machine: Probe, arch: str | None = None, python: str | None = None) -> Host:
+    """The facts of ``machine`` that decide which wheels install: ``arch`` and ``python`` replace
+    the probed interpreter's (a target's own Python, say); an empty fact stays unknown."""
+    def version(text: str | None) -> Version | None:
+        numbers = tuple(int(p) for p in re.findall(r"\d+", text or "")[:2])
+        return numbers or None
+
+    linux = machine.os == "linux"
+    return Host(os=machine.os, arch=arch or (machine.python_arch if machine.os == "macos" else machine.arch),
+                python=version(python or machine.python_version), libc=machine.libc if linux else None,
+                libc_version=version(machine.libc_version) if linux else None,
+                macos=version(machine.os_version) if machine.os == "macos" else None)

@@ -1,0 +1,238 @@
+"""Wheel facts (envs/wheels.yaml, read from PyPI) and the install advice checked against them.
+
+The golden grid asks ``selector.select`` every release for every Python 3.8-3.15 on each
+platform the issue lists, and checks each answer against the raw file names in
+envs/wheels.yaml with an oracle written here, apart from kitbench.wheels' own rules.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kitbench import manifest, selector, wheels
+from kitbench._cli import main
+from kitbench.errors import ManifestError, SelectionError
+from kitbench.probe import Gpu, Probe
+
+RESOURCES = Path(__file__).resolve().parent / "resources" / "published"
+RAW = yaml.safe_load((Path(__file__).resolve().parent.parent / "envs" / "wheels.yaml").read_text())
+BASE = Probe(os="linux", os_version="6.1", arch="x86_64", python_arch="x86_64", python_version="3.11",
+             rosetta=False, wsl=False, container=False, driver=None, gpus=(), rocm=None,
+             libc="glibc", libc_version="2.35")
+# The issue's platforms: name -> what the probe says there (the oracle below reads the name).
+PLATFORMS: dict[str, dict[str, str | None]] = {
+    "manylinux-glibc2.17": {"libc": "glibc", "libc_version": "2.17"},
+    "manylinux-glibc2.28": {"libc": "glibc", "libc_version": "2.28"},
+    "musl": {"libc": "musl", "libc_version": "1.2"},
+    "macos11-arm64": {"os": "macos", "os_version": "11.7", "arch": "arm64", "python_arch": "arm64"},
+    "macos13-arm64": {"os": "macos", "os_version": "13.6", "arch": "arm64", "python_arch": "arm64"},
+    "macos14-arm64": {"os": "macos", "os_version": "14.5", "arch": "arm64", "python_arch": "arm64"},
+    "macos13-x86_64": {"os": "macos", "os_version": "13.6", "arch": "x86_64", "python_arch": "x86_64"},
+    "windows-x86_64": {"os": "windows", "os_version": "10", "libc": None, "libc_version": None},
+}
+PYTHONS = [f"3.{minor}" for minor in range(8, 16)]
+REASON = {"manylinux-glibc2.17": ("glibc", "Python"), "manylinux-glibc2.28": ("Python",), "musl": ("musl",),
+          "macos11-arm64": ("macOS 14.0", "Python"), "macos13-arm64": ("macOS 14.0", "Python"),
+          "macos14-arm64": ("Python",), "macos13-x86_64": ("macOS x86_64", "Python"), "windows-x86_64": ("Python",)}
+
+
+def _machine(platform: str, python: str) -> Probe:
+    return dataclasses.replace(BASE, python_version=python, **PLATFORMS[platform])  # type: ignore[arg-type]
+
+
+def _tag_fits(tag: str, platform: str) -> bool:
+    """Would pip on ``platform`` take a wheel with platform tag ``tag``? (PEP 600, PEP 656, macOS rules)"""
+    if platform.startswith("manylinux"):
+        glibc = int(platform.rsplit(".", 1)[1])
+        legacy = {"manylinux1_x86_64": 5, "manylinux2010_x86_64": 12, "manylinux2014_x86_64": 17}
+        match = re.fullmatch(r"manylinux_2_(\d+)_x86_64", tag)
+        floor = legacy.get(tag, int(match.group(1)) if match else None)
+        return floor is not None and floor <= glibc
+    if platform == "musl":
+        return tag.startswith("musllinux") and tag.endswith("x86_64")
+    if platform == "windows-x86_64":
+        return tag == "win_amd64"
+    macos, arch = platform[5:].split("-")
+    match = re.fullmatch(r"macosx_(\d+)_\d+_(\w+)", tag)
+    return match is not None and int(match.group(1)) <= int(macos) and match.group(2) in (arch, "universal2")
+
+
+def _python_fits(tags: str, requires: str, python: str) -> bool:
+    # Every Requires-Python in the facts is a lower bound (plus !=3.14.1, a patch release).
+    low = re.search(r">=\s*(\d+)\.(\d+)", requires)
+    ok = low is None or tuple(map(int, python.split("."))) >= (int(low.group(1)), int(low.group(2)))
+    return ok and bool({"cp" + python.replace(".", ""), "py3"} & set(tags.split()))
+
+
+def _installs(version: str, platform: str, python: str) -> bool:
+    entry = next(e for e in RAW["releases"] if e["torch"] == version)
+    for package in ("torch", "torchvision"):
+        found = dict(entry["wheels"][package])
+        requires = found.pop("requires_python")
+        if not any(_tag_fits(t, platform) and _python_fits(p, requires, python) for t, p in found.items()):
+            return False
+    return True
+
+
+def _version_of(command: str) -> str:
+    match = re.search(r"torch==([0-9.]+)", command)
+    assert match, command
+    return match.group(1)
+
+
+def test_the_facts_cover_every_release_kitbench_knows_and_say_where_and_when_they_were_read() -> None:
+    facts = wheels.load()
+    assert list(facts.releases) == list(selector.releases())
+    assert facts.source.startswith("https://pypi.org/simple/") and re.fullmatch(r"\d{4}-\d\d-\d\d", facts.read)
+    for version, packages in facts.releases.items():
+        assert packages["torchvision"].version == selector.releases()[version].torchvision
+
+
+@pytest.mark.parametrize("platform", list(PLATFORMS))
+@pytest.mark.parametrize("version", [*selector.releases(), "nightly"])
+def test_golden_grid_each_answer_installs_or_is_refused_with_its_reason(version: str, platform: str) -> None:
+    checked = list(selector.releases())[-1] if version == "nightly" else version
+    for python in PYTHONS:
+        machine = _machine(platform, python)
+        if _installs(checked, platform, python):
+            fmt = "selector" if version == "nightly" else "pinned"
+            assert selector.select(machine, release_spec=version, fmt=fmt).release == version
+        else:
+            with pytest.raises(SelectionError) as caught:
+                selector.select(machine, release_spec=version)
+            assert any(word in str(caught.value) for word in REASON[platform]), (python, str(caught.value))
+            newest = [v for v in selector.releases() if _installs(v, platform, python)]
+            assert (f"--release {newest[-1]}" in (caught.value.hint or "")) if newest else True
+
+
+@pytest.mark.parametrize("platform", list(PLATFORMS))
+def test_golden_grid_stable_is_the_newest_release_that_installs(platform: str) -> None:
+    for python in PYTHONS:
+        fits = [v for v in selector.releases() if _installs(v, platform, python)]
+        machine = _machine(platform, python)
+        if not fits:
+            with pytest.raises(SelectionError):
+                selector.select(machine)
+            continue
+        for package in ("pip", "uv"):
+            chosen = selector.select(machine, package=package)
+            assert _version_of(chosen.command) == chosen.release == fits[-1], (python, package)
+            stable = list(selector.releases())[-1]
+            assert (f"{fits[-1]} is the newest release that installs here" in " ".join(chosen.notes)) == \
+                (fits[-1] != stable)
+
+
+@pytest.mark.parametrize(("changes", "newest"), [
+    ({"python_version": "3.10", "libc_version": "2.35"}, "2.14.1"),   # Ubuntu 22.04
+    ({"python_version": "3.9"}, "2.8.0"),
+    ({"python_version": "3.8"}, "2.4.1"),
+    ({"libc_version": "2.17"}, "2.6.0"),                               # CentOS 7 / RHEL 7, x86_64
+    ({"libc_version": "2.27"}, "2.6.0"),                               # Ubuntu 18.04
+    ({"libc_version": "2.17", "arch": "aarch64", "python_arch": "aarch64"}, "2.5.1"),   # aarch64 moved at 2.6.0
+    ({"os": "macos", "os_version": "13.6", "arch": "arm64", "python_arch": "arm64"}, "2.11.0"),
+])
+def test_the_issues_examples_checked_against_the_facts(changes: dict[str, str], newest: str) -> None:
+    assert selector.select(dataclasses.replace(BASE, **changes)).release == newest  # type: ignore[arg-type]
+
+
+def test_musl_is_refused_for_every_release() -> None:
+    with pytest.raises(SelectionError, match=r"no wheel for musl \(Alpine\)"):
+        selector.select(dataclasses.replace(BASE, libc="musl", libc_version="1.2.4"))
+
+
+def _published_macos() -> list[tuple[str, str, str, str]]:
+    """(release, package, format, command) of every macOS command pytorch.org published."""
+    rows = []
+    for name in ("selector.tsv", "selector-generated.tsv"):
+        for line in (RESOURCES / name).read_text().splitlines():
+            cells = line.split("\t")
+            if line and not line.startswith("#") and cells[1] == "macos":
+                rows.append((cells[0], cells[2], "selector", cells[4]))
+    for line in (RESOURCES / "previous-versions.tsv").read_text().splitlines():
+        cells = line.split("\t")
+        if line and not line.startswith("#") and cells[2] == "osx":
+            rows.append((cells[0], cells[1], "pinned", cells[4]))
+    return rows
+
+
+@pytest.mark.parametrize("row", _published_macos(), ids=lambda r: "-".join(r[:3]))
+def test_macos_cpu_gives_pytorch_orgs_published_command_verbatim(row: tuple[str, str, str, str]) -> None:
+    version, package, fmt, published = row
+    mac = _machine("macos14-arm64", "3.11")
+    for machine in (mac, dataclasses.replace(mac, arch="x86_64", python_arch="x86_64")):
+        if machine.arch == "x86_64" and not selector.release(version).macos_x86_64:
+            continue
+        chosen = selector.select(machine, release_spec=version, package=package, compute="cpu", fmt=fmt)
+        assert chosen.command == published
+        assert any("also carries MPS" in n for n in chosen.notes) == (machine.arch == "arm64")
+
+
+def test_builds_from_pytorchs_own_index_are_marked_as_assumed_from_pypi() -> None:
+    cpu = selector.select(BASE, compute="cpu")
+    assert "--index-url" in cpu.command and cpu.facts["wheels"]["assumed_from"] == "pypi"
+    plain = selector.select(BASE, compute=selector.release("stable").pypi_linux, fmt="selector")
+    assert "--index-url" not in plain.command and plain.facts["wheels"]["assumed_from"] is None
+
+
+def test_an_old_gpu_on_stable_names_the_newest_release_whose_build_runs_on_it() -> None:
+    pascal = dataclasses.replace(BASE, driver="470.82.01", gpus=(Gpu(0, "(given)", "6.1", None),))
+    chosen = selector.select(pascal)
+    assert chosen.compute == "cpu"
+    assert "the newest that does is torch 2.7.1 with cu118 (--release 2.7.1)" in " ".join(chosen.notes)
+    # Asked for the CPU build, the GPU's builds are no concern of the answer.
+    assert not any("runs on this GPU" in n for n in selector.select(pascal, compute="cpu").notes)
+
+
+def test_requires_python_clauses() -> None:
+    assert wheels.python_allowed(">=3.10,!=3.14.1", (3, 14))
+    assert not wheels.python_allowed(">=3.11", (3, 10))
+    assert wheels.python_allowed(">=3.9.0", (3, 9))
+    assert not wheels.python_allowed("<3.12", (3, 12))
+
+
+def test_platform_tags() -> None:
+    assert wheels.platform("manylinux1_x86_64").floor == (2, 5)
+    assert wheels.platform("manylinux_2_28_aarch64").arches == ("aarch64",)
+    assert wheels.platform("macosx_11_0_universal2").arches == ("arm64", "x86_64")
+    assert wheels.platform("musllinux_1_2_x86_64").libc == "musl"
+
+
+def test_the_facts_are_validated_on_load(tmp_path: Path) -> None:
+    bad = tmp_path / "wheels.yaml"
+    bad.write_text('source: x\nread: "2026-11-24"\nreleases:\n  - {torch: "2.0.0", torchvision: "0.15.1", '
+                   'wheels: {torch: {requires_python: "", linux_x86_64: cp311}, torchvision: {}}}\n')
+    with pytest.raises(ManifestError):
+        manifest.load(bad, "wheels")
+
+
+def test_cli_explicit_release_that_cannot_install_exits_2_with_one_error_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["install-cmd", "--release", "2.15.0", "--os", "linux", "--python-version", "3.10"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.splitlines()[0] == "ERROR: torch 2.15.0 has no wheel for Python 3.10 (it has Python 3.11 to 3.15)"
+    assert "--release 2.14.1" in err
+
+
+def test_cli_ubuntu_22_04_worked_example(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["install-cmd", "--os", "linux", "--python-version", "3.10", "--glibc", "2.35", "--no-gpu",
+                 "--explain"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("pip install torch==2.14.1 torchvision==0.29.1")
+    assert "# python_version: 3.10  [--python-version]" in err
+    assert "# libc_version: 2.35  [--glibc]" in err
+    assert "assumed_from pypi" in err
+    assert "2.14.1 is the newest release that installs here" in err
+
+
+def test_the_availability_fix_never_names_a_wheel_that_cannot_install() -> None:
+    from kitbench.checks.availability import install_fix
+
+    ubuntu = dataclasses.replace(BASE, python_version="3.10.12", driver="580.65.06",
+                                 gpus=(Gpu(0, "(given)", "8.6", None),))
+    assert install_fix(ubuntu, "2.15.0+cu132").startswith("pip install torch==2.14.1 ")
