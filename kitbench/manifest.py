@@ -11,11 +11,9 @@ tree keeps source positions that plain ``yaml.safe_load`` throws away.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from typing import Any
 import fastjsonschema
 import yaml
 
+from kitbench import schemas
 from kitbench.errors import ManifestError
 
 ENVS_VARIABLE = "KITBENCH_ENVS"
@@ -66,13 +65,6 @@ class Manifest:
 
 # libyaml when present: parsing the manifests is most of install-cmd's start-up.
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-@cache
-def _validator(name: str) -> Callable[[Any], Any]:
-    text = resources.files("kitbench.schemas").joinpath(f"{name}.schema.json").read_text()
-    compiled: Callable[[Any], Any] = fastjsonschema.compile(json.loads(text))
-    return compiled
 
 
 def load(path: Path, schema: str) -> Manifest:
@@ -137,7 +129,7 @@ def _refuse_duplicate_keys(root: yaml.Node, path: Path) -> None:
 def validate(data: dict[str, Any], root: yaml.Node, schema: str, path: Path) -> None:
     """Validate against the named schema; raise on the first error, with its line."""
     try:
-        _validator(schema)(data)
+        schemas.validator(schema)(data)
     except fastjsonschema.JsonSchemaValueException as error:
         location: list[str | int] = [int(p) if p.isdigit() else p for p in error.path[1:]]
         definition = error.definition if isinstance(error.definition, dict) else {}

@@ -21,7 +21,6 @@ import tempfile
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, cast
 
@@ -245,11 +244,9 @@ def validate(data: dict[str, Any], path: Path | str = "record") -> None:
 
 @cache
 def _validator() -> Callable[[Any], Any]:
-    import fastjsonschema
+    from kitbench import schemas
 
-    text = resources.files("kitbench.schemas").joinpath("run.schema.json").read_text()
-    compiled: Callable[[Any], Any] = fastjsonschema.compile(json.loads(text))
-    return compiled
+    return schemas.validator("run")
 
 
 def read(path: Path) -> RunRecord:

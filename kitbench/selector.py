@@ -8,12 +8,15 @@ their own rules are kept verbatim as ``quirks``. Nothing here imports torch.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from kitbench import drivers, manifest, vendors, wheels
-from kitbench.errors import SelectionError, UsageError
+from kitbench.errors import ManifestError, SelectionError, UsageError
 from kitbench.probe import Probe, no_driver_reason
 from kitbench.versions import arch_of_capability, capability_supported, cuda_of_compute, parse_capability, version_tuple
 
@@ -91,39 +94,70 @@ def nightly() -> Release:
                    source=data["source"], unverified={"selector": why}, index=data["index"])
 
 
+def _series_paths() -> list[Path]:
+    """The release manifests (one per series, named after it), newest series first."""
+    directory = manifest.envs_dir() / "releases"
+    if not directory.is_dir():
+        raise ManifestError(directory, "no such manifest directory",
+                            hint=f"set {manifest.ENVS_VARIABLE} to the kit's envs/ directory")
+    paths = sorted(directory.glob("*.yaml"), key=lambda p: _series_key(p), reverse=True)
+    if not paths:
+        raise ManifestError(directory, "no release manifest", hint="envs/releases/<X.Y>.yaml, one per series")
+    return paths
+
+
+def _series_key(path: Path) -> tuple[int, ...]:
+    if not re.fullmatch(r"\d+\.\d+", path.stem):
+        raise ManifestError(path, "a release manifest is named after its series",
+                            hint="name it envs/releases/<X.Y>.yaml, e.g. 2.14.yaml")
+    return version_tuple(path.stem)
+
+
 @cache
+def _series(path: Path) -> tuple[Release, ...]:
+    """One series' releases, oldest first. install-cmd reads only the series its answer needs."""
+    data = manifest.load(path, "release").data
+    if data["series"] != path.stem:
+        raise ManifestError(path, f"series {data['series']!r} in a file named {path.name}",
+                            hint="name each release manifest after its series")
+    quirks: dict[tuple[str, str, str], str] = {
+        (q["release"], q["package"], q["compute"]): q["command"] for q in data.get("quirks", ())}
+    kernels = {k["compute"]: tuple(k["arches"]) for k in data.get("kernels", ())}
+    found = [Release(
+        version=entry["version"], torchvision=entry["torchvision"], torchaudio=entry.get("torchaudio"),
+        wheels=tuple(entry["wheels"]), conda=tuple(entry.get("conda", ())), series=data["series"],
+        pypi_linux=data["pypi"]["linux"],
+        pinned_pypi_without_index=data.get("pinned_pypi_without_index", False),
+        macos_x86_64=data["macos_x86_64"], aarch64_cuda=data.get("aarch64_cuda", False),
+        selector_torchaudio=data.get("selector_torchaudio", True), kernels=kernels,
+        quirks={(p, c): cmd for (r, p, c), cmd in quirks.items() if r == entry["version"]},
+        source=data["pinned_source"], unverified=data.get("unverified", {}),
+        selector_aarch64_cell=entry.get("selector_aarch64_cell", False)) for entry in data["releases"]]
+    return tuple(sorted(found, key=lambda r: r.key))
+
+
+def newest_first() -> Iterator[Release]:
+    """Every covered release, newest first, each series read only when reached."""
+    for path in _series_paths():
+        yield from reversed(_series(path))
+
+
 def releases() -> dict[str, Release]:
-    """Every covered release, oldest first."""
-    found: list[Release] = []
-    for loaded in manifest.iter_manifests(manifest.envs_dir() / "releases", "release"):
-        data = loaded.data
-        quirks: dict[tuple[str, str, str], str] = {
-            (q["release"], q["package"], q["compute"]): q["command"] for q in data.get("quirks", ())}
-        kernels = {k["compute"]: tuple(k["arches"]) for k in data.get("kernels", ())}
-        for entry in data["releases"]:
-            version = entry["version"]
-            found.append(Release(
-                version=version, torchvision=entry["torchvision"], torchaudio=entry.get("torchaudio"),
-                wheels=tuple(entry["wheels"]), conda=tuple(entry.get("conda", ())), series=data["series"],
-                pypi_linux=data["pypi"]["linux"],
-                pinned_pypi_without_index=data.get("pinned_pypi_without_index", False),
-                macos_x86_64=data["macos_x86_64"], aarch64_cuda=data.get("aarch64_cuda", False),
-                selector_torchaudio=data.get("selector_torchaudio", True), kernels=kernels,
-                quirks={(p, c): cmd for (r, p, c), cmd in quirks.items() if r == version},
-                source=data["pinned_source"], unverified=data.get("unverified", {}),
-                selector_aarch64_cell=entry.get("selector_aarch64_cell", False)))
-    found.sort(key=lambda r: r.key)
-    return {r.version: r for r in found}
+    """Every covered release, oldest first (reads every series)."""
+    return {r.version: r for r in reversed(list(newest_first()))}
 
 
 def release(spec: str) -> Release:
-    known = releases()
     if spec == "stable":
-        return list(known.values())[-1]
-    if spec in known:
-        return known[spec]
+        return next(newest_first())
     if spec == "nightly":
         return nightly()
+    path = manifest.envs_dir() / "releases" / f"{'.'.join(spec.split('.')[:2])}.yaml"
+    if re.fullmatch(r"\d+\.\d+\.\d+", spec) and path.is_file():
+        found = next((r for r in _series(path) if r.version == spec), None)
+        if found is not None:
+            return found
+    known = releases()
     covered = f"{next(iter(known))} .. {list(known)[-1]}"
     raise SelectionError(f"unknown release {spec!r}", hint=f"covered releases: {covered}, 'stable' or 'nightly'")
 
@@ -323,7 +357,7 @@ def _wheel_facts(rel: Release, text: str, host: wheels.Host) -> dict[str, Any]:
 
 def _newest_gpu_release(machine: Probe, arch: str, package: str, host: wheels.Host) -> tuple[str, str] | None:
     """The newest release (and build) that installs here and has a CUDA build this GPU and driver run."""
-    for rel in reversed(releases().values()):
+    for rel in newest_first():
         if wheels.refusal(rel.version, host) is not None:
             continue
         for compute in computes(rel, machine.os, arch, package):
@@ -490,7 +524,7 @@ def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, availabl
 def _other_rocm_release(rel: Release, machine: Probe, arch: str, seen: str, out: Selection) -> None:
     """Name the newest other release with a ROCm build that has kernels for every GPU found."""
     facts = vendors.load()
-    found = next(((r.version, c) for r in reversed(releases().values()) if r.version != rel.version
+    found = next(((r.version, c) for r in newest_first() if r.version != rel.version
                   for c in reversed(computes(r, machine.os, arch, "pip")) if c.startswith("rocm")
                   and facts.rocm_arches(c) is not None and not _rocm_missing(machine, c)), None)
     if found:

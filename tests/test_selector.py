@@ -260,11 +260,16 @@ def test_manifest_errors_reach_the_cli_with_file_and_line(envs_copy: Path) -> No
 
     path = envs_copy / "releases" / "2.9.yaml"
     path.write_text(path.read_text().replace("macos_x86_64: false", "macos_x86_64: false\nwindows_arm: true"))
-    done = subprocess.run([sys.executable, "-m", "kitbench", "install-cmd"], capture_output=True, text=True,
-                          env={**os.environ, "KITBENCH_ENVS": str(envs_copy)}, check=False)
+    def install_cmd(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "kitbench", "install-cmd", *args], capture_output=True,
+                              text=True, env={**os.environ, "KITBENCH_ENVS": str(envs_copy)}, check=False)
+
+    done = install_cmd("--release", "2.9.1")
     assert done.returncode == 1
     assert done.stderr.startswith(f"ERROR: {path}:")
     assert "unknown key 'windows_arm'" in done.stderr
+    # install-cmd reads only the series its answer needs: the newest release's answer never opens 2.9's file.
+    assert install_cmd("--release", "stable").returncode == 0
 
 
 def test_kernel_lists_apply_to_x86_64_only() -> None:
