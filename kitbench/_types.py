@@ -27,6 +27,26 @@ class RunOptions(TypedDict):
     train_limit: int | None
 
 
+class Package(TypedDict):
+    name: str
+    version: str
+    installer: NotRequired[str | None]
+    source: NotRequired[str | None]        # index URL, direct URL or local path, where known
+    hashes: NotRequired[list[str]]         # the lock's hashes for this pin
+
+
+class LockInfo(TypedDict):
+    path: str
+    platform: str
+    index: str
+    sha256: str
+
+
+class ReplayOf(TypedDict):
+    path: str
+    sha256: str
+
+
 class Environment(TypedDict):
     kitbench: str
     python: str
@@ -48,6 +68,10 @@ class Environment(TypedDict):
     image_id: NotRequired[str | None]
     manifest_sha256: NotRequired[str | None]
     os_version: NotRequired[str | None]
+    base_image_id: NotRequired[str | None]
+    packages: NotRequired[list[Package]]
+    lock: NotRequired[LockInfo | None]
+    lock_why: NotRequired[str | None]
 
 
 class Check(TypedDict):
@@ -144,7 +168,7 @@ class Checks(TypedDict, total=False):
 
 
 class RunRecord(TypedDict):
-    schema: Literal["kitbench.run/1"]
+    schema: Literal["kitbench.run/1", "kitbench.run/2"]
     status: Status
     started_at: str
     ended_at: str | None
@@ -156,3 +180,4 @@ class RunRecord(TypedDict):
     device_init_s: NotRequired[float | None]
     error: NotRequired[str | None]
     nonfinite: NotRequired[list[str]]
+    replay_of: NotRequired[ReplayOf | None]

@@ -228,6 +228,7 @@ def run(target: Target, result: BuildResult, run_args: Sequence[str], log: Log) 
             run_args = ["--device", "cuda", *run_args]
     # The code in the image is the code built from this checkout a moment ago.
     environment = {"KITBENCH_IMAGE": result.tag, "KITBENCH_IMAGE_ID": result.image_id,
+                   "KITBENCH_BASE_IMAGE_ID": _image_id(client, result.base_image),
                    "KITBENCH_GIT_REV": git_revision() or ""}
     lines = _Lines(log)
     # A chunk may end inside a multi-byte character.
@@ -252,6 +253,16 @@ def run(target: Target, result: BuildResult, run_args: Sequence[str], log: Log) 
     if known is not None:
         raise known
     return status
+
+
+def _image_id(client: Any, name: str) -> str:
+    """The local id of an image (the base a build started from), or "" when the engine has none by that name."""
+    import docker
+
+    try:
+        return str(client.images.get(name).id)
+    except docker.errors.DockerException:
+        return ""
 
 
 def export_rootfs(image_id: str, dest: Path, log: Log) -> list[str]:

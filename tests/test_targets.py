@@ -114,7 +114,8 @@ def test_a_lock_is_used_only_for_its_platform_and_index(envs_copy: Path, monkeyp
     assert cpu.usable_lock(platform, "linux") is None
     lock = cpu.lock_file(platform)
     lock.parent.mkdir(exist_ok=True)
-    lock.write_text(targets.lock_header("cpu", platform, cpu.lock_index("linux")) + "\ntorch==2.14.1 --hash=sha256:00\n")
+    header = targets.lock_header("cpu", platform, cpu.lock_index("linux"))
+    lock.write_text(header + "\ntorch==2.14.1 --hash=sha256:00\n")
     assert cpu.usable_lock(platform, "linux") == lock
     assert cpu.usable_lock("linux-aarch64-py3.11", "linux") is None
     monkeypatch.setenv("KITBENCH_INDEX_URL", "default")       # resolved against another index: not used
