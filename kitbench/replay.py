@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -91,6 +90,10 @@ def plan(path: Path, machine: Probe) -> Plan:
         target = targets.get(target_name) if target_name else None
     except KitbenchError:
         target = None
+    if env.get("image"):
+        # Not yet: rebuilding the image with the recorded build arguments.
+        raise ReplayError(f"{path} ran in the container image {env.get('image')}; replay rebuilds venvs only",
+                          hint=f"rerun it: kitbench container {target_name} -- {' '.join(_run_args(record['argv']))}")
     notes: list[str] = []
     here, there = f"{machine.os}-{machine.arch}", f"{env['os']}-{env['arch']}"
     same_platform = here == there
@@ -121,10 +124,11 @@ def plan(path: Path, machine: Probe) -> Plan:
         wanted = {"torch": env.get("torch"), "torchvision": env.get("torchvision")}
         if packages is not None:
             wanted.update({normalize(p["name"]): p["version"] for p in packages})
-        tops = ["torch", "torchvision", *(re.split("==", r)[0] for r in targets.suite_requirements())]
+        # What the record does not name, the suite's pins give (said in the notes).
+        pinned = dict(r.split("==", 1) for r in targets.suite_requirements())
         requirements = []
-        for name in tops:
-            version = str(wanted.get(normalize(name)) or "")
+        for name in ["torch", "torchvision", *pinned]:
+            version = str(wanted.get(normalize(name)) or pinned.get(name) or "")
             if not version or version.startswith("unusable"):
                 continue
             if "+" in version:
@@ -133,8 +137,8 @@ def plan(path: Path, machine: Probe) -> Plan:
                 version = version.partition("+")[0]
             requirements.append(f"{name}=={version}")
         if packages is None:
-            notes.append(f"{record['schema']} records name only torch and torchvision: the suite's other pins "
-                         "are resolved, not the recorded environment")
+            notes.append(f"{record['schema']} records name only torch and torchvision: the suite's pins "
+                         "(envs/suite.yaml) and their resolved dependencies stand in for the rest")
         exact = False
     if env.get("kitbench") or env.get("git_revision"):
         notes.append(f"kitbench: this one runs the checks (the record's: {env.get('kitbench')}, "
@@ -151,8 +155,9 @@ def _call(command: list[str], what: str) -> None:
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
-        why = next((line for line in lines if "No solution" in line or "not found" in line
-                    or "No matching" in line or "because" in line), lines[-1] if lines else "")
+        # uv's reason ("Because there is no version of numpy==0.0.999 ...") over its headline.
+        why = next((line for line in lines if "ecause" in line or "not found" in line or "No matching" in line),
+                   lines[-1] if lines else "")
         raise ReplayError(f"{what}: {why.lstrip(_UV_MARKS).strip()[:300]}")
 
 
