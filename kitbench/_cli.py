@@ -386,8 +386,6 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         print(json.dumps([dataclasses.asdict(r) for r in table], indent=2))
     else:
         _ui.comparison(table, args.fmt)
-        for line in compare.differences(loaded):
-            print(f"differs: {line}")
     if args.plot:
         plots.comparison(loaded, table, args.plot)
         print(f"plot: {args.plot}", file=sys.stderr)

@@ -198,19 +198,6 @@ def _keyed(kind: str, a: Mapping[str, object], b: Mapping[str, object]) -> list[
             for key in sorted(a.keys() | b.keys()) if a.get(key, "absent") != b.get(key, "absent")]
 
 
-def differences(loaded: Sequence[Loaded]) -> list[str]:
-    """For any set of records: what differs from the first, one line per difference, each naming its record."""
-    if not loaded:
-        return []
-    readable = [item for item in loaded if item.record is not None]
-    if not readable:
-        return []
-    first = readable[0]
-    assert first.record is not None
-    return [f"{other.path.name} vs {first.path.name}: {line}" for other in readable[1:] if other.record is not None
-            for line in diff(first.record["environment"], other.record["environment"])]
-
-
 @dataclass
 class Comparison:
     """One compared quantity, the rule applied to it, and what came out."""

@@ -116,8 +116,8 @@ def plan(path: Path, machine: Probe) -> Plan:
                         for p in pins]
         if not hashed:
             missing = sum(1 for p in pins if not p.get("hashes"))
-            notes.append(f"{missing} of {len(pins)} packages carry no hash (no lock built the environment): "
-                         "pinned by version only")
+            notes.append(f"{missing} of {len(pins)} packages carry no hash (no lock, or not in the lock that "
+                         "built the environment): pinned by version only")
             requirements = [line.split(" --hash=")[0] for line in requirements]
         exact = True
     else:
