@@ -156,8 +156,8 @@ def _call(command: list[str], what: str) -> None:
     if done.returncode != 0:
         lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
         # uv's reason ("Because there is no version of numpy==0.0.999 ...") over its headline.
-        why = next((line for line in lines if "ecause" in line or "not found" in line or "No matching" in line),
-                   lines[-1] if lines else "")
+        telling = ("ecause", "mismatch", "not found", "No matching")
+        why = next((line for line in lines if any(word in line for word in telling)), lines[-1] if lines else "")
         raise ReplayError(f"{what}: {why.lstrip(_UV_MARKS).strip()[:300]}")
 
 
@@ -178,6 +178,8 @@ def build(chosen: Plan, log: Log, root: Path | None = None) -> Path:
         requirements.write_text("\n".join(chosen.requirements) + "\n")
         index = ["--index-url", chosen.index] if chosen.index else []
         deps = ["--no-deps"] if chosen.exact else []
+        if chosen.requirements and all(" --hash=" in line for line in chosen.requirements):
+            deps.append("--require-hashes")     # every pin carries the lock's hashes: none may go unchecked
         uv = _uv()
         log(f"building {len(chosen.requirements)} pins for Python {chosen.python} into {final}")
         if uv is not None:

@@ -144,3 +144,17 @@ def test_sigterm_mid_build_leaves_no_half_built_environment(cpu_record: Path, tm
     assert child.returncode == 143, err
     assert "terminated (SIGTERM)" in err
     assert list(cache.iterdir()) == []
+
+
+@needs_uv
+def test_a_wheel_whose_hash_differs_from_the_records_is_refused(cpu_record: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("KITBENCH_INDEX_URL", "default")
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+    forged = _edited(cpu_record, tmp_path / "forged.json",
+                     packages=[{"name": "numpy", "version": "2.4.6", "hashes": ["sha256:" + "0" * 64]}])
+    assert _cli.main(["replay", str(forged)]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == ("ERROR: cannot install the recorded versions: "
+                                                        "cause: Hash mismatch for `numpy==2.4.6`")
+    assert list((tmp_path / "cache").iterdir()) == []
