@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
 try:
-    from kitbench import manifest, preflight, probe, targets
+    from kitbench import locks, manifest, preflight, probe, targets
     from kitbench.errors import KitbenchError
     from kitbench.targets import Target
 except ImportError as missing:  # kitbench's light dependencies live where nox runs
@@ -67,12 +67,13 @@ def _platform(python: str) -> str:
     return f"{machine.os}-{machine.arch}-py{python}"
 
 
-def _install_suite(session: nox.Session, target: Target) -> None:
+def _install_suite(session: nox.Session, target: Target) -> dict[str, str]:
     """The hash-locked set when `nox -s lock` made one for this platform and index;
-    else torch and torchvision from the target's index and the rest pinned from PyPI."""
+    else torch and torchvision from the target's index and the rest pinned from PyPI.
+    Returns what the record says about it (the lock's path, or why none)."""
     os_name = _machine().os
     targets.check_index(target, os_name)
-    lock = target.usable_lock(_platform(target.python), os_name)
+    lock, why = locks.choose(target, _platform(target.python), os_name)
     if lock is not None:
         session.install(*target.pip_index_args(os_name), "--require-hashes", "-r", str(lock))
     else:
@@ -81,6 +82,7 @@ def _install_suite(session: nox.Session, target: Target) -> None:
         session.install(*targets.suite_requirements())
     session.install("--no-deps", "-e", str(ROOT))
     _check_build(session, target)
+    return {locks.LOCK_VARIABLE: str(lock)} if lock is not None else {locks.LOCK_WHY_VARIABLE: why or ""}
 
 
 def _check_build(session: nox.Session, target: Target) -> None:
@@ -115,15 +117,15 @@ def _preflight(session: nox.Session, target: Target) -> None:
     preflight.check(target, _machine())
 
 
-def _suite_env(target: Target) -> dict[str, str]:
-    return {"KITBENCH_TARGET": target.name, "KITBENCH_MANIFEST_SHA256": target.sha256}
+def _suite_env(target: Target, lock: dict[str, str] | None = None) -> dict[str, str]:
+    return {"KITBENCH_TARGET": target.name, "KITBENCH_MANIFEST_SHA256": target.sha256, **(lock or {})}
 
 
 def _venv_session(target: Target) -> Callable[[nox.Session], None]:
     def session(session: nox.Session) -> None:
         _preflight(session, target)
-        _install_suite(session, target)
-        session.run("python", "-m", "kitbench", "run", *session.posargs, env=_suite_env(target))
+        lock = _install_suite(session, target)
+        session.run("python", "-m", "kitbench", "run", *session.posargs, env=_suite_env(target, lock))
 
     return session
 
@@ -146,11 +148,18 @@ def _conda_session(target: Target) -> Callable[[nox.Session], None]:
         session.run(tool, "env", "update" if prefix.exists() else "create", "--prefix", str(prefix),
                     "--file", str(target.environment), external=True)
         python = str(prefix / "bin" / "python")
-        session.run(python, "-m", "pip", "install", *target.pip_index_args("macos"), f"torch=={target.torch}",
-                    f"torchvision=={target.torchvision}", external=True)
-        session.run(python, "-m", "pip", "install", *targets.suite_requirements(), external=True)
+        lock, why = locks.choose(target, _platform(target.python), "macos")
+        if lock is not None:
+            session.run(python, "-m", "pip", "install", *target.pip_index_args("macos"), "--require-hashes",
+                        "-r", str(lock), external=True)
+        else:
+            session.run(python, "-m", "pip", "install", *target.pip_index_args("macos"), f"torch=={target.torch}",
+                        f"torchvision=={target.torchvision}", external=True)
+            session.run(python, "-m", "pip", "install", *targets.suite_requirements(), external=True)
         session.run(python, "-m", "pip", "install", "--no-deps", "-e", str(ROOT), external=True)
-        session.run(python, "-m", "kitbench", "run", *session.posargs, env=_suite_env(target), external=True)
+        chosen = {locks.LOCK_VARIABLE: str(lock)} if lock is not None else {locks.LOCK_WHY_VARIABLE: why or ""}
+        session.run(python, "-m", "kitbench", "run", *session.posargs, env=_suite_env(target, chosen),
+                    external=True)
 
     return session
 
@@ -205,34 +214,13 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=_CPU_PYTHON, venv_backend=_VENV_BACKEND)
 @_kit_errors
 def lock(session: nox.Session) -> None:
-    """Write hash-locked requirements (envs/locks/) for each venv target that fits this host."""
-    import tempfile
-
+    """Hash-locked requirements (envs/locks/) for every target and every host its manifest lists."""
     session.install(*_dev_requirements("lock"))
-    os_name = _machine().os
-    for target in targets.load_all().values():
-        if target.kind != "venv" or preflight.host_reasons(target, _machine()):
-            session.log(f"{target.name}: not a venv target for this host; no lock")
-            continue
-        platform = _platform(target.python)
-        out = target.lock_file(platform)
-        out.parent.mkdir(exist_ok=True)
-        with tempfile.TemporaryDirectory() as tmp:
-            wanted = Path(tmp) / "requirements.in"
-            wanted.write_text("\n".join(target.pins()) + "\n")
-            compiled = Path(tmp) / "requirements.txt"
-            try:
-                # The index belongs to the header, not to the file: pip's own configuration
-                # (mirrors, find-links) must not be written into a committed lock.
-                session.run("pip-compile", "--quiet", "--generate-hashes", "--allow-unsafe", "--no-header",
-                            "--no-emit-index-url", "--no-emit-find-links", "--no-emit-trusted-host",
-                            *target.pip_index_args(os_name), "--output-file", str(compiled), str(wanted))
-            except nox.command.CommandFailed:
-                session.warn(f"{target.name}: could not resolve against its index (unreachable?); no lock written")
-                continue
-            header = targets.lock_header(target.name, platform, target.index_for(os_name))
-            out.write_text(header + "\n" + compiled.read_text())
-        session.log(f"{target.name}: wrote {out.relative_to(ROOT)}")
+    for outcome in locks.lock_all(str(Path(session.bin) / "uv")):
+        if outcome.path is not None:
+            session.log(f"{outcome.target} {outcome.platform}: wrote {outcome.path.relative_to(ROOT)}")
+        else:
+            session.warn(f"{outcome.target} {outcome.platform}: skipped, {outcome.skipped}")
 
 
 @nox.session(python=_CPU_PYTHON, venv_backend=_VENV_BACKEND)
@@ -241,8 +229,8 @@ def bench(session: nox.Session) -> None:
     """The MNIST benchmark: the three loops side by side (fnn over 3 epochs, cnn for one), the batch-size
     sweep and its crossover, and DDP's scaling; records in results/bench/."""
     target = targets.get("cpu")
-    _install_suite(session, target)
-    env = {**_suite_env(target), "KITBENCH_TARGET": "bench"}
+    lock = _install_suite(session, target)
+    env = {**_suite_env(target, lock), "KITBENCH_TARGET": "bench"}
     common = ["python", "-m", "kitbench", "run", "--check", "mnist"]
     loops = ["--loop", "tutorial", "--loop", "resident", "--loop", "graphed"]
     session.run(*common, *loops, "--model", "fnn", "--epochs", "3", *session.posargs, env=env)

@@ -216,6 +216,14 @@ def _build_parser() -> argparse.ArgumentParser:
 
     _fleet_parser(sub)
 
+    replay = sub.add_parser(
+        "replay", help="rebuild RECORD's environment here, rerun its checks, verify: exit 0 reproduced, 1 not, "
+                       "2 cannot rebuild", description="Rebuild a record's environment (exact versions, its "
+                       "Python, hashes where known) in a fresh cached venv, run the same checks with the same "
+                       "options and seed, write a new record naming the old one, and verify the two.")
+    replay.add_argument("record", type=Path, metavar="RECORD")
+    replay.add_argument("--out", type=Path, help="the new record (default: results/replay/<name>-replay-<time>.json)")
+
     probe = sub.add_parser("probe", help="print this machine's facts (no torch needed)",
                            description="Read OS, chip, Python arch, NVIDIA driver, GPUs, ROCm, WSL and "
                                        "container facts without importing torch.")
@@ -476,6 +484,20 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 0 if verdict.reproduced else 1
 
 
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from kitbench import replay
+    from kitbench.probe import probe
+
+    outcome = replay.replay(args.record, args.out, probe(), lambda line: print(f"replay: {line}", file=sys.stderr))
+    for note in outcome.notes:
+        print(f"note: {note}")
+    for line in outcome.differences:
+        print(f"environment differs: {line}")
+    print(f"{outcome.verdict if outcome.reproduced else outcome.verdict.upper()}"
+          f"{f': {outcome.first_divergence}' if outcome.first_divergence else ''} ({outcome.record})")
+    return 0 if outcome.reproduced else 1
+
+
 def _cmd_probe(args: argparse.Namespace) -> int:
     import dataclasses
 
@@ -514,7 +536,8 @@ def _install_hint(hint: str) -> str:
 
 
 _COMMANDS: dict[str, Any] = {"run": _cmd_run, "probe": _cmd_probe, "container": _cmd_container, "fleet": _cmd_fleet,
-                             "install-cmd": _cmd_install, "compare": _cmd_compare, "verify": _cmd_verify}
+                             "install-cmd": _cmd_install, "compare": _cmd_compare, "verify": _cmd_verify,
+                             "replay": _cmd_replay}
 
 
 _MAX_ARGUMENT = 4096        # PATH_MAX: no name, path or value kitbench takes is longer

@@ -71,6 +71,26 @@ class Settings(TypedDict, total=False):
     CUDA_VISIBLE_DEVICES: str | None
 
 
+class Package(TypedDict):
+    name: str
+    version: str
+    installer: NotRequired[str | None]
+    source: NotRequired[str | None]        # index URL, direct URL or local path, where known
+    hashes: NotRequired[list[str]]         # the lock's hashes for this pin
+
+
+class LockInfo(TypedDict):
+    path: str
+    platform: str
+    index: str
+    sha256: str
+
+
+class ReplayOf(TypedDict):
+    path: str
+    sha256: str
+
+
 class Environment(TypedDict):
     kitbench: str
     python: str
@@ -97,6 +117,10 @@ class Environment(TypedDict):
     cpu_identity: NotRequired[CpuIdentity]
     gpu_identity: NotRequired[list[GpuIdentity]]
     settings: NotRequired[Settings]
+    base_image_id: NotRequired[str | None]
+    packages: NotRequired[list[Package]]
+    lock: NotRequired[LockInfo | None]
+    lock_why: NotRequired[str | None]
 
 
 class Check(TypedDict):
@@ -197,7 +221,7 @@ class Checks(TypedDict, total=False):
 
 
 class RunRecord(TypedDict):
-    schema: Literal["kitbench.run/1"]
+    schema: Literal["kitbench.run/1", "kitbench.run/2"]
     status: Status
     started_at: str
     ended_at: str | None
@@ -209,3 +233,4 @@ class RunRecord(TypedDict):
     device_init_s: NotRequired[float | None]
     error: NotRequired[str | None]
     nonfinite: NotRequired[list[str]]
+    replay_of: NotRequired[ReplayOf | None]

@@ -203,8 +203,8 @@ def comparison(rows: list[Any], fmt: str) -> None:
     else:
         table("kitbench compare", headers, cells)
     for row in rows:
-        if row.differs:
-            print(f"{row.path} differs from the first record: " + "; ".join(row.differs))
+        for line in row.differs:        # one line per difference: a package list would make one line unreadable
+            print(f"{row.path} differs from the first record: {line}")
         for warning in row.warnings:
             print(f"WARNING {row.path}: {warning}")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import glob
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -198,8 +198,26 @@ def link_warnings(link: str | None, h2d: float | None, d2h: float | None) -> lis
 
 
 def diff(a: Environment, b: Environment) -> list[str]:
-    """``field: a -> b`` for each fingerprint field that differs."""
-    return [f"{key}: {a.get(key)} -> {b.get(key)}" for key in DIFF_FIELDS if a.get(key) != b.get(key)]
+    """``field: a -> b`` for each fingerprint field that differs, then one line per package and per
+    setting that differs (``package numpy: 2.4.6 -> 2.4.5``, ``absent`` where one side lacks it).
+    Packages are compared only where both records list them (a /1 record does not)."""
+    found = [f"{key}: {a.get(key)} -> {b.get(key)}" for key in DIFF_FIELDS if a.get(key) != b.get(key)]
+    if "packages" in a and "packages" in b:
+        found += _keyed("package", {_name(p["name"]): p["version"] for p in a["packages"]},
+                        {_name(p["name"]): p["version"] for p in b["packages"]})
+    settings_a, settings_b = a.get("settings"), b.get("settings")
+    if isinstance(settings_a, dict) and isinstance(settings_b, dict):
+        found += _keyed("setting", settings_a, settings_b)
+    return found
+
+
+def _name(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _keyed(kind: str, a: Mapping[str, object], b: Mapping[str, object]) -> list[str]:
+    return [f"{kind} {key}: {a.get(key, 'absent')} -> {b.get(key, 'absent')}"
+            for key in sorted(a.keys() | b.keys()) if a.get(key, "absent") != b.get(key, "absent")]
 
 
 # What verify leaves out of every comparison (it says so on every verdict).

@@ -266,6 +266,7 @@ def run(target: Target, result: BuildResult, run_args: Sequence[str], log: Log) 
             run_args = ["--device", "cuda", *run_args]
     # The code in the image is the code built from this checkout a moment ago.
     environment = {"KITBENCH_IMAGE": result.tag, "KITBENCH_IMAGE_ID": result.image_id,
+                   "KITBENCH_BASE_IMAGE_ID": _image_id(client, result.base_image),
                    "KITBENCH_GIT_REV": git_revision() or ""}
     # The suite names its record (and MNIST) by their paths inside; the user needs the host's.
     lines = _Lines(lambda line: log(host_paths(line, {RESULTS_INSIDE: results_dir.parent, DATA_INSIDE: data_root})))
@@ -324,6 +325,16 @@ def host_paths(line: str, mounts: dict[str, Path]) -> str:
     for inside, host in mounts.items():
         line = re.sub(rf"(?<![\w./-]){re.escape(inside)}(?=/|\s|$|[;,:)'\"])", str(host).replace("\\", "\\\\"), line)
     return line
+
+
+def _image_id(client: Any, name: str) -> str:
+    """The local id of an image (the base a build started from), or "" when the engine has none by that name."""
+    import docker
+
+    try:
+        return str(client.images.get(name).id)
+    except docker.errors.DockerException:
+        return ""
 
 
 def export_rootfs(image_id: str, dest: Path, log: Log) -> list[str]:

@@ -127,3 +127,10 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where Ctrl-C would be so one handler keeps the record for both."""
 
     exit_code = 143
+
+
+class ReplayError(KitbenchError):
+    """A record's environment cannot be rebuilt here (exit 2): a version no reachable index serves,
+    another OS or architecture the target does not run on, a Python this machine cannot provide."""
+
+    exit_code = 2

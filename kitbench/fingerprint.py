@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
@@ -10,10 +11,11 @@ from typing import Any
 
 from kitbench import __version__, cpus, determinism
 from kitbench.devices import cudnn_version
+from kitbench.locks import Lock
 from kitbench.probe import Probe
 
 _IMAGE_VARIABLES = {"target": "KITBENCH_TARGET", "image": "KITBENCH_IMAGE", "image_id": "KITBENCH_IMAGE_ID",
-                    "manifest_sha256": "KITBENCH_MANIFEST_SHA256"}
+                    "base_image_id": "KITBENCH_BASE_IMAGE_ID", "manifest_sha256": "KITBENCH_MANIFEST_SHA256"}
 
 
 def git_revision() -> str | None:
@@ -97,6 +99,57 @@ def _xpu_devices() -> list[str]:
     return [str(torch.xpu.get_device_name(i)) for i in range(torch.xpu.device_count())]
 
 
+def lock() -> tuple[Lock | None, dict[str, Any] | None, str | None]:
+    """The lock the session installed from (``KITBENCH_LOCK``), as the record names it, or why none."""
+    from kitbench import locks
+    from kitbench.errors import KitbenchError
+
+    path = os.environ.get(locks.LOCK_VARIABLE)
+    if not path:
+        return None, None, (os.environ.get(locks.LOCK_WHY_VARIABLE)
+                            or f"not installed by a kitbench session ({locks.LOCK_VARIABLE} unset)")
+    try:
+        found = locks.read(Path(path))
+    except (OSError, KitbenchError) as exc:
+        return None, None, f"{path}: unreadable ({exc})"[:300]
+    repo = Path(__file__).resolve().parent.parent
+    shown = Path(path).resolve()
+    named = str(shown.relative_to(repo)) if shown.is_relative_to(repo) else path
+    return found, {"path": named, "platform": found.platform, "index": found.index, "sha256": found.sha256}, None
+
+
+def packages(found: Lock | None) -> list[dict[str, Any]]:
+    """Every distribution this interpreter can import, as ``import`` finds them (the first on sys.path
+    wins), with its installer, its source (direct URL or path; else the lock's index) and the lock's hashes."""
+    from importlib import metadata
+
+    from kitbench.locks import normalize
+
+    seen: dict[str, dict[str, Any]] = {}
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"]
+        if not name or normalize(name) in seen:
+            continue
+        entry: dict[str, Any] = {"name": name, "version": dist.version}
+        installer = (dist.read_text("INSTALLER") or "").strip()
+        entry["installer"] = installer or None
+        source = None
+        try:
+            direct = json.loads(dist.read_text("direct_url.json") or "null")
+        except ValueError:
+            direct = None
+        if isinstance(direct, dict):
+            source = direct.get("url")
+        hashes = found.hashes.get((normalize(name), dist.version)) if found is not None else None
+        if source is None and hashes:
+            source = found.index if found is not None else None
+        entry["source"] = source
+        if hashes:
+            entry["hashes"] = hashes
+        seen[normalize(name)] = entry
+    return sorted(seen.values(), key=lambda e: normalize(e["name"]))
+
+
 def collect(machine: Probe) -> dict[str, Any]:
     """The whole fingerprint, torch's part included (torch is imported by now)."""
     import torch
@@ -120,6 +173,8 @@ def collect(machine: Probe) -> dict[str, Any]:
         "interop_threads": torch.get_num_interop_threads(),
         "settings": determinism.settings(),
     })
+    found_lock, named, why = lock()
+    found.update({"lock": named, "lock_why": why, "packages": packages(found_lock)})
     return found
 
 

@@ -27,7 +27,9 @@ from typing import Any, cast
 from kitbench._types import RunRecord
 from kitbench.errors import RecordError, RecordReadError, UsageError
 
-SCHEMA = "kitbench.run/1"
+SCHEMA = "kitbench.run/2"
+# /2 adds optional fields only (environment.packages and .lock, replay_of): /1 records read as they were.
+READABLE = ("kitbench.run/1", SCHEMA)
 RESULTS_VARIABLE = "KITBENCH_RESULTS"
 TARGET_VARIABLE = "KITBENCH_TARGET"
 STATUSES = ("ok", "failed", "interrupted", "diverged")
@@ -219,15 +221,16 @@ def parse(text: bytes | str, path: Path | str) -> RunRecord:
         raise RecordReadError(f"{path} is nested too deeply to be a kitbench record") from None
     if not isinstance(data, dict) or "schema" not in data:
         raise RecordReadError(f"{path} is not a kitbench run record (no 'schema' field)")
-    if data["schema"] != SCHEMA:
-        raise RecordReadError(f"{path} has schema {str(data['schema'])[:80]!r}; this kitbench reads {SCHEMA!r}",
+    if data["schema"] not in READABLE:
+        raise RecordReadError(f"{path} has schema {str(data['schema'])[:80]!r}; this kitbench reads "
+                              f"{' and '.join(map(repr, READABLE))}",
                               hint="use the kitbench version that wrote it")
     validate(data, path)
     return cast(RunRecord, data)
 
 
 def validate(data: dict[str, Any], path: Path | str = "record") -> None:
-    """Check ``data`` against the ``kitbench.run/1`` schema; one line naming the field."""
+    """Check ``data`` against the run schema (/1 or /2); one line naming the field."""
     import fastjsonschema
 
     try:
@@ -236,7 +239,7 @@ def validate(data: dict[str, Any], path: Path | str = "record") -> None:
         field = "/".join(str(p) for p in error.path[1:]) or "(top level)"
         message = str(error.message).replace("data.", "", 1).replace("data ", "", 1)
         raise RecordReadError(f"{path}: field {field[:200]}: {message[:200]}",
-                              hint="the record does not match kitbench.run/1; it was not written by kitbench "
+                              hint=f"the record does not match {SCHEMA}; it was not written by kitbench "
                                    "or was edited since") from None
     except RecursionError:
         raise RecordReadError(f"{path} is nested too deeply to be a kitbench record") from None

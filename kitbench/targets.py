@@ -22,6 +22,7 @@ from kitbench.versions import cuda_of_compute
 
 INDEX_VARIABLE = "KITBENCH_INDEX_URL"
 PYPI = "pypi"
+PYPI_SIMPLE = "https://pypi.org/simple"
 
 
 @dataclass(frozen=True)
@@ -69,13 +70,23 @@ class Target:
                              hint=f"it is made for: {', '.join(sorted(self.index))}")
         return None if url == PYPI else url
 
+    def lock_index(self, os_name: str) -> str | None:
+        """The index a lock names: PyPI's URL where the manifest says ``pypi`` (and no override is in
+        force), so a lock from PyPI is never taken for one from a machine's own configuration."""
+        url = self.index_for(os_name)
+        if url is None and not os.environ.get(INDEX_VARIABLE):
+            return PYPI_SIMPLE
+        return url
+
     def pip_index_args(self, os_name: str) -> list[str]:
         url = self.index_for(os_name)
         return [] if url is None else ["--index-url", url]
 
     def lock_file(self, platform: str) -> Path:
-        """``envs/locks/<target>-<os>-<arch>-py<X.Y>.txt``, written by `nox -s lock`."""
-        return manifest.envs_dir() / "locks" / f"{self.name}-{platform}.txt"
+        """``envs/locks/<target>-<os>-<arch>-py<X.Y>.txt``, written by `nox -s lock`; under an index
+        override, ``envs/locks/override/``, apart from the locks of the targets' real indexes."""
+        folder = manifest.envs_dir() / "locks"
+        return (folder / "override" if os.environ.get(INDEX_VARIABLE) else folder) / f"{self.name}-{platform}.txt"
 
     def usable_lock(self, platform: str, os_name: str) -> Path | None:
         """The lock for this platform, if it was resolved against the index in force now."""
@@ -83,7 +94,7 @@ class Target:
         if not path.is_file():
             return None
         first = path.read_text().partition("\n")[0]
-        return path if first == lock_header(self.name, platform, self.index_for(os_name)) else None
+        return path if first == lock_header(self.name, platform, self.lock_index(os_name)) else None
 
 
 @dataclass(frozen=True)

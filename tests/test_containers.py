@@ -275,11 +275,19 @@ class _FakeContainer:
         self.removed = True
 
 
+class _FakeImages:
+    """The engine's images: the base a build started from is there, under a local id."""
+
+    def get(self, name: str) -> object:
+        return type("Image", (), {"id": f"sha256:{name}-local"})()
+
+
 class _FakeEngine:
     def __init__(self, output: bytes) -> None:
         self.created: dict[str, object] = {}
         self.container = _FakeContainer(output)
         self.containers = self
+        self.images = _FakeImages()
 
     def create(self, image: str, command: list[str], **options: object) -> _FakeContainer:
         self.created = {"image": image, "command": command, **options}

@@ -24,7 +24,7 @@ def quick_record(mnist_root: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 def test_record_is_versioned_and_complete(quick_record: dict) -> None:
-    assert quick_record["schema"] == "kitbench.run/1"
+    assert quick_record["schema"] == "kitbench.run/2"
     assert quick_record["status"] == "ok"
     assert list(quick_record["checks"]) == ["availability", "moves", "mnist"]
     env = quick_record["environment"]

@@ -134,11 +134,16 @@ def test_a_lock_is_used_only_for_its_platform_and_index(envs_copy: Path, monkeyp
     assert cpu.usable_lock(platform, "linux") is None
     lock = cpu.lock_file(platform)
     lock.parent.mkdir(exist_ok=True)
-    lock.write_text(targets.lock_header("cpu", platform, cpu.index_for("linux")) + "\ntorch==2.14.1 --hash=sha256:00\n")
+    header = targets.lock_header("cpu", platform, cpu.lock_index("linux"))
+    lock.write_text(header + "\ntorch==2.14.1 --hash=sha256:00\n")
     assert cpu.usable_lock(platform, "linux") == lock
     assert cpu.usable_lock("linux-aarch64-py3.11", "linux") is None
     monkeypatch.setenv("KITBENCH_INDEX_URL", "default")       # resolved against another index: not used
-    assert cpu.usable_lock(platform, "linux") is None
+    assert cpu.usable_lock(platform, "linux") != lock
+    override = cpu.lock_file(platform)                        # the override's locks live apart ...
+    assert override.parent.name == "override"
+    monkeypatch.setenv("KITBENCH_INDEX_URL", "https://mirror.example/simple")
+    assert cpu.usable_lock(platform, "linux") is None         # ... and name the index they came from
 
 
 @pytest.mark.parametrize(("target", "version", "cuda", "os_name", "matches"), [

@@ -1,0 +1,263 @@
+"""Replay a record: rebuild its environment here, run the same checks, verify the two.
+
+Planning runs on a bare Python (no torch): the record names every distribution
+(``environment.packages``, kitbench.run/2) or, for a /1 record, torch and
+torchvision, the rest coming from the target's pins. The environment is built
+with uv (``uv venv --python X.Y``, then ``uv pip install --no-deps`` of exactly
+the recorded set, hash-checked where the record carries the lock's hashes), or
+with ``python3.X -m venv`` and pip where uv is absent. It is built in a temporary
+directory beside the cache entry and renamed into place only when complete, so
+an interrupted replay leaves nothing half-built; an identical plan reuses the
+cached environment. The kitbench that runs is this one (on PYTHONPATH): the
+replay checks the environment, with today's code, and says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import cast
+
+from kitbench import records, targets
+from kitbench._types import Check, RunRecord
+from kitbench.errors import KitbenchError, ReplayError
+from kitbench.locks import normalize
+from kitbench.probe import Probe
+
+CACHE_VARIABLE = "KITBENCH_REPLAY_CACHE"
+Log = Callable[[str], None]
+# The run options a replay must not copy: where the record went and how it was shown.
+_DROPPED = {"--out": True, "--force": False, "--json": False}
+_UV_MARKS = "\u00d7\u2570\u2500\u25b6 "          # the box-drawing uv puts before its reasons
+_KIT = Path(__file__).resolve().parent.parent      # the directory holding this kitbench package
+
+
+@dataclass
+class Plan:
+    source: Path
+    sha256: str
+    record: RunRecord
+    python: str                        # X.Y
+    requirements: list[str]            # requirement lines (with --hash where known)
+    exact: bool                        # the whole recorded set, installed without resolving
+    index: str | None
+    target: str | None
+    run_args: list[str]
+    notes: list[str] = field(default_factory=list)   # what is not rebuilt exactly, said
+
+    @property
+    def key(self) -> str:
+        text = json.dumps([self.python, self.requirements, self.exact, self.index])
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get(CACHE_VARIABLE) or Path.home() / ".cache" / "kitbench" / "replay")
+
+
+def _run_args(argv: list[str]) -> list[str]:
+    args = argv[1:] if argv[:1] == ["run"] else list(argv)
+    kept: list[str] = []
+    skip = False
+    for word in args:
+        if skip:
+            skip = False
+            continue
+        name = word.partition("=")[0]
+        if name in _DROPPED:
+            skip = _DROPPED[name] and "=" not in word
+            continue
+        kept.append(word)
+    return kept
+
+
+def plan(path: Path, machine: Probe) -> Plan:
+    """What to rebuild, from the record alone (and the target's manifest for a /1 record)."""
+    data = path.read_bytes() if path.is_file() else b""
+    record = records.read(path)
+    env = record["environment"]
+    python = ".".join(env["python"].split(".")[:2])
+    target_name = env.get("target")
+    try:
+        target = targets.get(target_name) if target_name else None
+    except KitbenchError:
+        target = None
+    if env.get("image"):
+        # Not yet: rebuilding the image with the recorded build arguments.
+        raise ReplayError(f"{path} ran in the container image {env.get('image')}; replay rebuilds venvs only",
+                          hint=f"rerun it: kitbench container {target_name} -- {' '.join(_run_args(record['argv']))}")
+    notes: list[str] = []
+    here, there = f"{machine.os}-{machine.arch}", f"{env['os']}-{env['arch']}"
+    same_platform = here == there
+    if not same_platform:
+        if target is not None and not any(h.os == machine.os and machine.arch in h.arch for h in target.hosts):
+            raise ReplayError(f"the record ran on {there} with target {target.name}, which does not run on {here}",
+                              hint=f"replay it on a {there} host")
+        notes.append(f"platforms differ: the record ran on {there}, this is {here}; the recorded versions of "
+                     "torch, torchvision and the suite's pins are rebuilt, their dependencies resolved for here")
+    index = target.index_for(machine.os) if target is not None else None
+    packages = env.get("packages")
+    if packages is not None and same_platform:
+        pins = [p for p in packages if normalize(p["name"]) != "kitbench"]
+        local = [p["name"] for p in pins if str(p.get("source") or "").startswith("file:")]
+        if local:
+            raise ReplayError(f"the record's {', '.join(local[:3])} came from a local path on its machine; "
+                              "no index serves it")
+        hashed = all(p.get("hashes") for p in pins)
+        requirements = [f"{p['name']}=={p['version']}" + "".join(f" --hash={h}" for h in p.get("hashes", []))
+                        for p in pins]
+        if not hashed:
+            missing = sum(1 for p in pins if not p.get("hashes"))
+            notes.append(f"{missing} of {len(pins)} packages carry no hash (no lock, or not in the lock that "
+                         "built the environment): pinned by version only")
+            requirements = [line.split(" --hash=")[0] for line in requirements]
+        exact = True
+    else:
+        wanted = {"torch": env.get("torch"), "torchvision": env.get("torchvision")}
+        if packages is not None:
+            wanted.update({normalize(p["name"]): p["version"] for p in packages})
+        # What the record does not name, the suite's pins give (said in the notes).
+        pinned = dict(r.split("==", 1) for r in targets.suite_requirements())
+        requirements = []
+        for name in ["torch", "torchvision", *pinned]:
+            version = str(wanted.get(normalize(name)) or pinned.get(name) or "")
+            if not version or version.startswith("unusable"):
+                continue
+            if "+" in version:
+                notes.append(f"{name} {version}: the build tag comes from the index; pinned as "
+                             f"{version.partition('+')[0]}")
+                version = version.partition("+")[0]
+            requirements.append(f"{name}=={version}")
+        if packages is None:
+            notes.append(f"{record['schema']} records name only torch and torchvision: the suite's pins "
+                         "(envs/suite.yaml) and their resolved dependencies stand in for the rest")
+        exact = False
+    if env.get("kitbench") or env.get("git_revision"):
+        notes.append(f"kitbench: this one runs the checks (the record's: {env.get('kitbench')}, "
+                     f"git {str(env.get('git_revision') or 'unknown')[:12]})")
+    return Plan(path, hashlib.sha256(data).hexdigest(), record, python, requirements, exact, index, target_name,
+                _run_args(record["argv"]), notes)
+
+
+def _uv() -> str | None:
+    return shutil.which("uv")
+
+
+def _call(command: list[str], what: str) -> None:
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+        # uv's reason ("Because there is no version of numpy==0.0.999 ...") over its headline.
+        telling = ("ecause", "mismatch", "not found", "No matching")
+        why = next((line for line in lines if any(word in line for word in telling)), lines[-1] if lines else "")
+        raise ReplayError(f"{what}: {why.lstrip(_UV_MARKS).strip()[:300]}")
+
+
+def build(chosen: Plan, log: Log, root: Path | None = None) -> Path:
+    """The environment's interpreter: reused when this plan was built before, else built anew
+    into a temporary directory that becomes the cache entry only once complete."""
+    root = root or cache_root()
+    final = root / chosen.key
+    python = final / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
+    if python.exists():
+        log(f"reusing {final}")
+        return python
+    root.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=f".{chosen.key}.", dir=root))
+    try:
+        staged = building / "venv"
+        requirements = building / "requirements.txt"
+        requirements.write_text("\n".join(chosen.requirements) + "\n")
+        index = ["--index-url", chosen.index] if chosen.index else []
+        deps = ["--no-deps"] if chosen.exact else []
+        if chosen.requirements and all(" --hash=" in line for line in chosen.requirements):
+            deps.append("--require-hashes")     # every pin carries the lock's hashes: none may go unchecked
+        uv = _uv()
+        log(f"building {len(chosen.requirements)} pins for Python {chosen.python} into {final}")
+        if uv is not None:
+            _call([uv, "venv", "--quiet", "--relocatable", "--python", chosen.python, str(staged)],
+                  f"no Python {chosen.python} here")
+            _call([uv, "pip", "install", "--quiet", "--python", str(staged / "bin" / "python"), *index, *deps,
+                   "-r", str(requirements)], "cannot install the recorded versions")
+        else:
+            interpreter = shutil.which(f"python{chosen.python}")
+            if interpreter is None:
+                raise ReplayError(f"no Python {chosen.python} here (and no uv to provide one)")
+            _call([interpreter, "-m", "venv", str(staged)], f"cannot make a Python {chosen.python} venv")
+            _call([str(staged / "bin" / "python"), "-m", "pip", "install", "--quiet", *index, *deps,
+                   "-r", str(requirements)], "cannot install the recorded versions")
+        # Run as `python -m`, a venv survives the move (its console scripts' shebangs would not).
+        os.replace(staged, final)
+        return python
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+
+
+@dataclass
+class Outcome:
+    record: Path
+    verdict: str                  # reproduced | not reproduced | both diverged
+    reproduced: bool
+    first_divergence: str | None
+    differences: list[str]        # the environment diff: packages, hardware, settings
+    notes: list[str]
+
+
+def default_out(source: Path) -> Path:
+    return records.results_root() / "replay" / f"{source.stem}-replay-{records.utc_now()[:19].replace(':', '')}.json"
+
+
+def run(chosen: Plan, python: Path, out: Path, log: Log) -> RunRecord:
+    """The recorded checks with the recorded options, in the rebuilt environment; the new record
+    names the one it replays."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(_KIT), os.environ.get("PYTHONPATH")])),
+           "KITBENCH_LOCK_WHY": f"replay of {chosen.source} (plan {chosen.key})"}
+    if chosen.target:
+        env["KITBENCH_TARGET"] = chosen.target
+    out.parent.mkdir(parents=True, exist_ok=True)
+    command = [str(python), "-m", "kitbench", "run", *chosen.run_args, "--out", str(out)]
+    log("running: kitbench run " + " ".join([*chosen.run_args, "--out", str(out)]))
+    subprocess.run(command, env=env, check=False, stdout=subprocess.DEVNULL)
+    if not out.is_file():
+        raise ReplayError(f"the replayed run wrote no record at {out}")
+    record = records.read(out)
+    stamped = {**record, "replay_of": {"path": str(chosen.source), "sha256": chosen.sha256}}
+    records.write_atomic(out, stamped)
+    return records.read(out)
+
+
+def check(chosen: Plan, new: RunRecord, out: Path) -> Outcome:
+    """compare.verify's verdict; for a record without MNIST runs, its checks' statuses."""
+    from kitbench import compare
+    from kitbench.errors import UsageError
+
+    old = chosen.record
+    # This kitbench runs from its source (no metadata in the venv): said in the notes, not as a package gone.
+    differences = [line for line in compare.diff(old["environment"], new["environment"])
+                   if not line.startswith("package kitbench:")]
+    try:
+        verdict = compare.verify(old, new)
+    except UsageError:
+        before = {name: cast(Check, c)["status"] for name, c in old["checks"].items()}
+        after = {name: cast(Check, c)["status"] for name, c in new["checks"].items()}
+        changed = [f"check {name}: {before.get(name)} -> {after.get(name)}" for name in sorted(before | after)
+                   if before.get(name) != after.get(name)]
+        return Outcome(out, "reproduced" if not changed else "not reproduced", not changed,
+                       changed[0] if changed else None, differences,
+                       [*chosen.notes, "no MNIST runs: the checks' statuses compared"])
+    return Outcome(out, verdict.verdict, verdict.reproduced, verdict.first_divergence, differences, chosen.notes)
+
+
+def replay(source: Path, out: Path | None, machine: Probe, log: Log) -> Outcome:
+    chosen = plan(source, machine)
+    python = build(chosen, log)
+    out = out or default_out(source)
+    return check(chosen, run(chosen, python, out, log), out)

@@ -1,0 +1,160 @@
+"""kitbench replay: a record rebuilt for real (uv, the cpu target under KITBENCH_INDEX_URL=default),
+refusals with exit 2, an interrupted build that leaves nothing behind, and /1 records still read."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kitbench import _cli, compare, locks, records, replay
+from kitbench.probe import probe
+
+REPO = Path(__file__).resolve().parent.parent
+OLD_RECORDS = sorted((REPO / "docs" / "records").glob("*.json"))
+needs_uv = pytest.mark.skipif(shutil.which("uv") is None, reason="replay builds its venvs with uv here")
+
+
+@pytest.fixture(scope="module")
+def cpu_record(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real cpu-target record (tiny MNIST run) from this interpreter, installed from the override's lock."""
+    out = tmp_path_factory.mktemp("record") / "cpu.json"
+    env = {**os.environ, "KITBENCH_TARGET": "cpu", "KITBENCH_INDEX_URL": "default",
+           locks.LOCK_VARIABLE: str(REPO / "envs" / "locks" / "override" / "cpu-linux-x86_64-py3.11.txt")}
+    subprocess.run([sys.executable, "-m", "kitbench", "run", "--check", "mnist", "--limit", "300", "--offline",
+                    "--out", str(out)], env=env, check=True, capture_output=True, cwd=REPO)
+    return out
+
+
+def _edited(source: Path, dest: Path, **environment: Any) -> Path:
+    data = json.loads(source.read_text())
+    data["environment"].update(environment)
+    records.validate(data)
+    dest.write_text(json.dumps(data))
+    return dest
+
+
+@needs_uv
+def test_a_cpu_record_is_replayed_for_real(cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("KITBENCH_INDEX_URL", "default")
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+    out = tmp_path / "replayed.json"
+    assert _cli.main(["replay", str(cpu_record), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert f"reproduced ({out})" in printed
+    new, old = records.read(out), records.read(cpu_record)
+    assert new["replay_of"] is not None and new["replay_of"]["path"] == str(cpu_record)
+    assert new["options"] == old["options"] and new["argv"][-2:] == ["--out", str(out)]
+    versions = {p["name"]: p["version"] for p in new["environment"].get("packages", [])}
+    assert all(versions.get(p["name"]) == p["version"] for p in old["environment"].get("packages", [])
+               if p["name"] != "kitbench")
+    assert [e.name for e in (tmp_path / "cache").iterdir()] == [replay.plan(cpu_record, probe()).key]
+    # The same plan again: the cached environment, nothing rebuilt.
+    said: list[str] = []
+    python = replay.build(replay.plan(cpu_record, probe()), said.append, tmp_path / "cache")
+    assert python.is_file() and said == [f"reusing {python.parent.parent}"]
+
+
+@needs_uv
+def test_a_version_no_index_serves_cannot_be_rebuilt(cpu_record: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("KITBENCH_INDEX_URL", "default")
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+    bad = _edited(cpu_record, tmp_path / "bad.json", packages=[{"name": "numpy", "version": "0.0.999"}])
+    assert _cli.main(["replay", str(bad)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1].startswith("ERROR: cannot install the recorded versions:") and "numpy" in err[-1]
+    assert list((tmp_path / "cache").iterdir()) == []          # nothing half-built left
+
+
+def test_a_record_from_a_platform_its_target_does_not_serve_is_refused(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    mac = _edited(OLD_RECORDS[0], tmp_path / "mac.json", os="macos", arch="arm64", target="mps")
+    assert _cli.main(["replay", str(mac)]) == 2
+    assert capsys.readouterr().err.startswith("ERROR: the record ran on macos-arm64 with target mps, which "
+                                              "does not run on linux-x86_64")
+
+
+def test_a_mac_record_is_planned_for_this_platform_and_says_so(cpu_record: Path, tmp_path: Path) -> None:
+    mac = _edited(cpu_record, tmp_path / "mac.json", os="macos", arch="arm64", torch="2.14.1")
+    plan = replay.plan(mac, probe())
+    assert not plan.exact and plan.requirements[:2] == ["torch==2.14.1", "torchvision==0.29.1"]
+    said = "platforms differ: the record ran on macos-arm64, this is linux-x86_64"
+    assert any(n.startswith(said) for n in plan.notes)
+
+
+def test_a_v1_record_is_planned_from_its_torch_and_the_targets_pins() -> None:
+    plan = replay.plan(OLD_RECORDS[0], probe())
+    assert plan.record["schema"] == "kitbench.run/1"
+    assert plan.requirements[:2] == ["torch==2.14.1", "torchvision==0.29.1"] and not plan.exact
+    assert "numpy==2.4.6" in plan.requirements          # the suite's pin stands in for what /1 does not name
+    assert any("records name only torch and torchvision" in n for n in plan.notes)
+    assert "--out" not in plan.run_args and plan.run_args[:2] == ["--check", "mnist"]
+
+
+@pytest.mark.parametrize("old", OLD_RECORDS, ids=lambda p: p.name)
+def test_v1_records_are_still_compared_and_verified(old: Path, cpu_record: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    assert records.read(old)["schema"] == "kitbench.run/1"
+    assert _cli.main(["compare", str(old), str(cpu_record)]) == 0
+    differs = [line for line in capsys.readouterr().out.splitlines() if "differs from the first record" in line]
+    assert differs and not any("package " in line for line in differs)     # /1 lists no packages
+    if compare._runs(records.read(old)):
+        assert _cli.main(["verify", str(old), str(old)]) == 0
+
+
+def test_compare_lists_each_package_and_setting_difference_once(cpu_record: Path) -> None:
+    env = records.read(cpu_record)["environment"]
+    other = json.loads(json.dumps(env))
+    other["packages"] = [p if p["name"] != "numpy" else {**p, "version": "2.4.5"} for p in other["packages"]]
+    other["packages"].append({"name": "extra", "version": "1.0"})
+    env["settings"], other["settings"] = {"OMP_NUM_THREADS": None}, {"OMP_NUM_THREADS": "4"}  # type: ignore[typeddict-unknown-key]
+    assert compare.diff(env, other) == ["package extra: absent -> 1.0", "package numpy: 2.4.6 -> 2.4.5",
+                                        "setting OMP_NUM_THREADS: None -> 4"]
+
+
+@needs_uv
+def test_sigterm_mid_build_leaves_no_half_built_environment(cpu_record: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    env = {**os.environ, "KITBENCH_INDEX_URL": "default", replay.CACHE_VARIABLE: str(cache),
+           "UV_CACHE_DIR": str(tmp_path / "uv-cache")}       # a cold uv cache: the build lasts long enough
+    child = subprocess.Popen([sys.executable, "-m", "kitbench", "replay", str(cpu_record)], env=env, cwd=REPO,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (cache.is_dir() and any((cache / d / "venv").exists() for d in os.listdir(cache))):
+            assert time.monotonic() < deadline and child.poll() is None, "the build never started"
+            time.sleep(0.05)
+        time.sleep(0.5)
+        child.send_signal(signal.SIGTERM)
+        _, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 143, err
+    assert "terminated (SIGTERM)" in err
+    assert list(cache.iterdir()) == []
+
+
+@needs_uv
+def test_a_wheel_whose_hash_differs_from_the_records_is_refused(cpu_record: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("KITBENCH_INDEX_URL", "default")
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+    forged = _edited(cpu_record, tmp_path / "forged.json",
+                     packages=[{"name": "numpy", "version": "2.4.6", "hashes": ["sha256:" + "0" * 64]}])
+    assert _cli.main(["replay", str(forged)]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == ("ERROR: cannot install the recorded versions: "
+                                                        "cause: Hash mismatch for `numpy==2.4.6`")
+    assert list((tmp_path / "cache").iterdir()) == []
