@@ -79,8 +79,9 @@ def _sha256(path: Path) -> str:
 def _short_names(paths: Sequence[Path]) -> list[str]:
     """Names relative to the records' common folder: short, and distinct where the paths are."""
     try:
-        base = Path(os.path.commonpath([p.resolve().parent for p in paths]))
-        return [str(p.resolve().relative_to(base)) for p in paths]
+        absolute = [os.path.abspath(p) for p in paths]
+        base = os.path.commonpath([os.path.dirname(p) for p in absolute])
+        return [os.path.relpath(p, base) for p in absolute]
     except ValueError:       # different drives on Windows
         return [str(p) for p in paths]
 
@@ -407,9 +408,13 @@ def build(inputs: Sequence[str], fmt: str = "html") -> Report:
     """The page for the records ``inputs`` name (files, directories, globs)."""
     if fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r}", hint=f"choose one of: {', '.join(FORMATS)}")
-    skipped: list[Path] = []
     try:
-        loaded = compare.load(inputs, skipped)
+        # Without a skipped list: compare.expand builds it in time quadratic in a directory's files.
+        files = compare.expand(inputs)
+        known = set(files)
+        skipped = [p for item in inputs if Path(item).is_dir() for p in sorted(Path(item).rglob("*.json"))
+                   if p not in known]
+        loaded = compare.load([str(p) for p in files])
     except RecordReadError:
         raise
     except RecordError as error:    # no records at all: bad input, as for compare
