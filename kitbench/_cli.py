@@ -275,7 +275,9 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
 
     if args.fleet_command == "gather":
         summary, rows = fleet.gather(args.job, verify=args.verify, reference=args.reference)
-        return _ui.fleet_results(args.job, summary, rows, fleet.majority_notes(rows), args.json)
+        code = _ui.fleet_results(args.job, summary, rows, fleet.majority_notes(rows), args.json)
+        _fleet_report(args.job, rows)
+        return code
     options = fleet.SlurmOptions(args.partition, args.account, args.time, args.gres, args.constraint, args.qos,
                                  tuple(args.sbatch_args))
     options.lines()         # refuse a bad value before asking Slurm anything
@@ -303,7 +305,22 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
                         timeout_s=args.timeout)
     _, rows = fleet.gather(job, states, verify=getattr(args, "verify", False),
                            reference=getattr(args, "reference", None))
-    return _ui.fleet_results(job, plan.summary(), rows, fleet.majority_notes(rows), args.json)
+    code = _ui.fleet_results(job, plan.summary(), rows, fleet.majority_notes(rows), args.json)
+    _fleet_report(job, rows)
+    return code
+
+
+def _fleet_report(job: str, rows: list[fleet.TaskResult]) -> None:
+    """The job's report beside its records; a page that cannot be written never fails the job."""
+    from kitbench import fleet
+
+    try:
+        path = fleet.write_report(job, rows)
+    except KitbenchError as error:
+        print(f"note: no report written: {error.message}", file=sys.stderr)
+        return
+    if path is not None:
+        print(f"report: {path}", file=sys.stderr)
 
 
 def _fleet_run_plan(args: argparse.Namespace, chosen: list[str], options: fleet.SlurmOptions,

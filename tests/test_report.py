@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kitbench import records, report
+from kitbench import fleet, records, report
 from kitbench._cli import main
 from kitbench.errors import RecordReadError, UsageError
 
@@ -146,6 +146,24 @@ def test_writing_is_atomic_and_refuses_what_is_not_a_report(tmp_path: Path,
     (tmp_path / "dir.html").mkdir()
     assert main(["report", str(KEPT), "-o", str(tmp_path / "dir.html"), "--force"]) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dir.html", "link.html", "notes.html"]   # no temp left
+
+
+def test_a_fleet_job_s_report_is_written_beside_its_records(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path))
+    job = tmp_path / "fleet" / "42"
+    job.mkdir(parents=True)
+    rows = []
+    for index, node in enumerate(["n1", "n2"]):
+        shutil.copy(KEPT / "h100-fnn.json", job / f"{node}.json")
+        rows.append(fleet.TaskResult(index, node, "COMPLETED", 0, record=records.read(job / f"{node}.json"),
+                                     record_path=job / f"{node}.json"))
+    rows.append(fleet.TaskResult(2, "n3", "FAILED", 1, record_path=job / "n3.json", error="n3.json was not written"))
+    path = fleet.write_report("42", rows)
+    assert path == job / "report.html"
+    page = path.read_text()
+    assert "n1.json" in page and "n2.json" in page and "reproduced 1/1" in page
+    assert fleet.write_report("43", rows[2:]) is None         # nothing written: no page
 
 
 def test_5000_records_build_in_seconds_and_stay_small(tmp_path: Path) -> None:
