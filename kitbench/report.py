@@ -30,6 +30,7 @@ FORMATS = ("html", "markdown")
 MARKER = "<!-- kitbench-report -->"      # the first line of every page: what may be replaced without --force
 MAX_CHARTS = 12             # records drawn per chart section
 MAX_ROWS = 200              # rows per table
+MAX_VARIANTS = 8            # environment combinations, one column each
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -282,7 +283,7 @@ def _sweep(items: list[Item]) -> Section | None:
         mnist = item.record["checks"]["mnist"]
         for r in mnist.get("runs", []):
             rows.append([item.label, r["model"], r["loop"], r["device"], str(r["batch_size"]),
-                         "-" if r.get("step_s") is None else f"{r['step_s'] * 1e3:.3g} ms", _secs(r["epoch_s"]),
+                         "-" if r.get("step_s") is None else f"{_num(r['step_s'] * 1e3)} ms", _secs(r["epoch_s"]),
                          f"{r['test_acc']:.4f}"])
     section.tables.append(Table(["record", "model", "loop", "device", "batch", "step", "epoch", "test acc"],
                                 _capped(rows, "sweep", section.notes)))
@@ -359,16 +360,21 @@ def _environments(items: list[Item]) -> Section | None:
     keys = sorted({k for v in values for k in v})
     differing = [k for k in keys if len({v.get(k, "-") for v in values}) > 1]
     section = Section("environments", "Environments", "The environment and option fields that differ between "
-                      "the records, one row per distinct combination.")
+                      "the records: one column per distinct combination, named by its first record.")
     if not differing:
         section.notes.append(f"All {len(readable):,} records share every environment and option field.")
         return section
     combos: dict[tuple[str, ...], list[Item]] = {}
     for item, flat in zip(readable, values, strict=True):
         combos.setdefault(tuple(flat.get(k, "-") for k in differing), []).append(item)
-    rows = [[str(len(members)), members[0].label, *combo] for combo, members in combos.items()]
-    section.tables.append(Table(["records", "first record", *differing], _capped(rows, "environments",
-                                                                                 section.notes)))
+    if len(combos) > MAX_VARIANTS:
+        section.notes.append(f"environments: the first {MAX_VARIANTS} of {len(combos):,} combinations are shown.")
+    shown = list(combos.items())[:MAX_VARIANTS]
+    # One column per combination, one row per field: the fields outnumber the combinations that fit a page.
+    header = ["field", *(members[0].label + (f" and {len(members) - 1:,} more" if len(members) > 1 else "")
+                         for _, members in shown)]
+    rows = [[key, *(combo[at] for combo, _ in shown)] for at, key in enumerate(differing)]
+    section.tables.append(Table(header, _capped(rows, "environment fields", section.notes)))
     return section
 
 
@@ -447,6 +453,7 @@ p.lead,p.intro,nav{color:var(--muted)}nav a{margin-right:1em;color:var(--c0)}
 .scroll{overflow-x:auto}table{border-collapse:collapse;margin:.6em 0;font-size:12.5px}
 th,td{border:1px solid var(--rule);padding:3px 6px;text-align:left;vertical-align:top}
 th{background:var(--head)}td{font-variant-numeric:tabular-nums;overflow-wrap:anywhere;max-width:40em}
+#environments td:first-child{white-space:nowrap}
 caption{text-align:left;color:var(--muted);padding:.2em 0}.note{color:var(--c4)}
 .charts{display:flex;flex-wrap:wrap;gap:12px}svg.chart{width:560px;max-width:100%;height:auto;
 border:1px solid var(--rule);background:var(--bg)}
