@@ -185,7 +185,9 @@ def _availability(items: list[Item]) -> Section | None:
         found = [str(data.get("selected_device") or "no accelerator selected")]
         found += [f"{d.get('name')} (sm {d.get('capability')}, kernels in wheel: {d.get('kernels_in_wheel')})"
                   for d in _devices(item.record)]
-        why = "; ".join(str(data[k]) for k in ("cuda_reason", "mps_reason") if data.get(k)) or "-"
+        # MPS's reason is news only on a Mac; elsewhere it is always "exists only on macOS".
+        relevant = ("cuda_reason", "mps_reason") if item.record["environment"]["os"] == "darwin" else ("cuda_reason",)
+        why = "; ".join(str(data[k]) for k in relevant if data.get(k)) or "-"
         rows.append([item.label, check["status"], "; ".join(found), why, str(data.get("fix") or "-"),
                      check["summary"]])
     if not rows:

@@ -95,8 +95,10 @@ def test_a_real_cpu_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert "run.json (quick)" in text and "<svg" in text
     assert "1 other *.json files skipped" in text
     record = records.read(out)
-    pinned = [t for t in record["checks"]["moves"]["transfers"] if t["memory"] == "pinned"]
-    assert pinned and f"{max(t['gb_per_s'] for t in pinned):.2f}" in text
+    transfers = record["checks"]["moves"]["transfers"]      # on a CPU: host copies
+    first = [t for t in transfers if (t["direction"], t["memory"]) == (transfers[0]["direction"],
+                                                                      transfers[0]["memory"])]
+    assert f"<td>{max(t['gb_per_s'] for t in first):.2f}</td>" in text
 
 
 def test_quick_and_full_runs_are_marked_where_they_meet(tmp_path: Path) -> None:
@@ -203,3 +205,8 @@ def test_a_real_browser_renders_the_page_without_errors(tmp_path: Path) -> None:
     for section in EVERY_SECTION:
         assert f'<section id="{section}">' in dom.stdout
     assert dom.stdout.count("<svg") == 7
+    pdf = tmp_path / "report.pdf"          # printable: the print stylesheet gives a PDF of several pages
+    printed = subprocess.run([*common, "--no-pdf-header-footer", f"--print-to-pdf={pdf}", page.as_uri()],
+                             capture_output=True, text=True, timeout=120)
+    assert printed.returncode == 0 and pdf.read_bytes()[:5] == b"%PDF-"
+    assert len(re.findall(rb"/Type\s*/Page\b", pdf.read_bytes())) > 2
