@@ -339,6 +339,15 @@ def _ddp(items: list[Item]) -> Section | None:
     for item in _chart_items(items, has, "DDP", section.notes):
         assert item.record is not None
         for run in item.record["checks"]["ddp"].get("runs", []):
+            scaling: dict[str, svg.Series] = {}
+            for s in run["scaling"]:
+                if s["efficiency"] is not None:
+                    scaling.setdefault(s["model"], svg.Series(f"{run['backend']} {s['model']}", [])).points.append(
+                        (float(s["world_size"]), s["efficiency"] * 100))
+            if scaling:
+                section.charts.append(svg.line_chart(f"scaling efficiency: {item.label}", list(scaling.values()),
+                                                     "world size (ranks)", "efficiency %",
+                                                     x_ticks=[float(n) for n in run["world_sizes"]]))
             series: dict[int, svg.Series] = {}
             for b in run["allreduce"]:
                 series.setdefault(b["world_size"], svg.Series(f"{run['backend']} x{b['world_size']}", [])

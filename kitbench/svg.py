@@ -58,8 +58,9 @@ def _label(value: float) -> str:
 
 
 def line_chart(title: str, series: Sequence[Series], x_label: str, y_label: str, log_x: bool = False,
-               log_y: bool = False, markers: Sequence[Marker] = ()) -> str:
-    """One chart as an ``<svg>`` element; points that a log axis cannot place are left out."""
+               log_y: bool = False, markers: Sequence[Marker] = (), x_ticks: Sequence[float] = ()) -> str:
+    """One chart as an ``<svg>`` element; points that a log axis cannot place are left out.
+    ``x_ticks`` replaces the computed ticks, for counts such as world sizes."""
     def usable(x: float, y: float) -> bool:
         return math.isfinite(x) and math.isfinite(y) and (x > 0 or not log_x) and (y > 0 or not log_y)
 
@@ -79,7 +80,7 @@ def line_chart(title: str, series: Sequence[Series], x_label: str, y_label: str,
         x0, x1 = (x0 / 2, x1 * 2) if log_x else (x0 - 1, x1 + 1)
     if y0 == y1:
         y0, y1 = (y0 / 2, y1 * 2) if log_y else (y0 - 1, y1 + 1)
-    xt, yt = _ticks(x0, x1, log_x), _ticks(y0, y1, log_y)
+    xt, yt = sorted(x_ticks) or _ticks(x0, x1, log_x), _ticks(y0, y1, log_y)
     x0, x1 = min(x0, xt[0]), max(x1, xt[-1])
     y0, y1 = min(y0, yt[0]), max(y1, yt[-1])
     plot_w, plot_h = WIDTH - _LEFT - _RIGHT, HEIGHT - _TOP - _BOTTOM

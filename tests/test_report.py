@@ -44,7 +44,7 @@ def test_kept_records_give_every_section_with_numbers_from_them() -> None:
     assert "32%" in page and "51%" in page                       # DDP efficiencies at two ranks
     for name in ("cpu-bench-sweep.json", "h100-fnn.json"):
         assert hashlib.sha256((KEPT / name).read_bytes()).hexdigest() in page
-    assert page.count("<svg") == 1 + 4 + 1 + 1                   # transfers, 4 loss curves, sweep, all-reduce
+    assert page.count("<svg") == 1 + 4 + 1 + 2       # transfers, 4 loss curves, sweep, DDP efficiency and all-reduce
     assert "torch: 2.14.1+cu130" not in page                     # the environments table is by field, not prose
     # Self-contained: nothing that a browser would fetch, and no script.
     assert not re.search(r"<script|<link|@import|url\(|src=|href=\"(?!#)", page, re.I)
@@ -204,7 +204,7 @@ def test_a_real_browser_renders_the_page_without_errors(tmp_path: Path) -> None:
     assert dom.returncode == 0
     for section in EVERY_SECTION:
         assert f'<section id="{section}">' in dom.stdout
-    assert dom.stdout.count("<svg") == 7
+    assert dom.stdout.count("<svg") == 8
     pdf = tmp_path / "report.pdf"          # printable: the print stylesheet gives a PDF of several pages
     printed = subprocess.run([*common, "--no-pdf-header-footer", f"--print-to-pdf={pdf}", page.as_uri()],
                              capture_output=True, text=True, timeout=120)
