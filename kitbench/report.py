@@ -91,6 +91,11 @@ def _num(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}g}" if abs(value) < 1000 else f"{value:,.0f}"
 
 
+def _float(value: object) -> float | None:
+    """An untyped extra field of a record, as a number when it is one."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def _secs(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f} s"
 
@@ -253,9 +258,9 @@ def _mnist(items: list[Item]) -> Section | None:
             rows.append([item.label, r["model"], r["loop"], r["device"], str(r["batch_size"]), str(r["epochs"]),
                          f"{r['train_samples']:,}", _secs(r["epoch_s"]), _num(r["samples_per_s"]),
                          _num(r["final_loss"]), f"{r['test_acc']:.4f}", _secs(r["dataset_load_s"]),
-                         _secs(r["warmup_s"])])
+                         _secs(r["warmup_s"]), _secs(_float(dict(r).get("capture_s")))])    # graphed runs only
     header = ["record", "model", "loop", "device", "batch", "epochs", "samples", "epoch", "samples/s",
-              "final loss", "test acc", "dataset load", "warm-up"]
+              "final loss", "test acc", "dataset load", "warm-up", "compile/capture"]
     section.tables.append(Table(header, _capped(rows, "MNIST runs", section.notes)))
     for item in _chart_items(items, has, "MNIST loss curves", section.notes):
         assert item.record is not None

@@ -42,6 +42,8 @@ def test_kept_records_give_every_section_with_numbers_from_them() -> None:
     assert f"{tutorial['cpu_epoch_s'] / tutorial['device_epoch_s']:.2f}x" in page      # machines: speedup
     assert "53.77" in page and "54.41" in page                   # transfers: H2D and D2H pinned peaks
     assert "32%" in page and "51%" in page                       # DDP efficiencies at two ranks
+    graphed = json.loads((KEPT / "cpu-bench-cnn.json").read_text())["checks"]["mnist"]["runs"][2]
+    assert f"<td>{graphed['capture_s']:.2f} s</td>" in page      # one-time compile cost, apart from the epoch
     for name in ("cpu-bench-sweep.json", "h100-fnn.json"):
         assert hashlib.sha256((KEPT / name).read_bytes()).hexdigest() in page
     assert page.count("<svg") == 1 + 4 + 1 + 2       # transfers, 4 loss curves, sweep, DDP efficiency and all-reduce
