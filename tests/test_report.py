@@ -26,7 +26,7 @@ def _hostile(tmp_path: Path) -> Path:
     data["argv"] = ["run", "--out", "<script>alert(1)</script>|x`y`\nz\x1b[31m&amp;"]
     data["environment"]["cpu"] = "Evil | <b>CPU</b>"
     records.validate(data)
-    out = tmp_path / "hostile.json"
+    out = tmp_path / "<i>hostile|`.json"
     out.write_text(json.dumps(data))
     return out
 
@@ -69,6 +69,7 @@ def test_hostile_text_is_escaped(tmp_path: Path) -> None:
     assert "<script>" not in page and "<b>" not in page and "\x1b" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;|x`y` z" in page
     assert "&amp;amp;" in page
+    assert "&lt;i&gt;hostile|`.json" in page and "<i>" not in page
     md = report.build([str(path)], "markdown").text
     lines = md.splitlines()
     for at, line in enumerate(lines):
@@ -79,6 +80,7 @@ def test_hostile_text_is_escaped(tmp_path: Path) -> None:
                     break
                 assert len(re.findall(r"(?<!\\)\|", row)) == header + 2, row
     assert "<script>" not in md and "\\|x\\`y\\` z" in md and "Evil \\| &lt;b&gt;CPU&lt;/b&gt;" in md
+    assert "&lt;i&gt;hostile\\|\\`.json" in md
 
 
 def test_a_real_cpu_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
