@@ -23,6 +23,7 @@ names a version. Arguments after `--` go to `kitbench run`, e.g.
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import sys
 from collections.abc import Callable
@@ -239,3 +240,5 @@ def bench(session: nox.Session) -> None:
                 *session.posargs, env=env)
     session.run("python", "-m", "kitbench", "run", "--check", "ddp", "--model", "fnn", "--model", "cnn",
                 *session.posargs, env=env)
+    folder = Path(os.environ.get("KITBENCH_RESULTS") or "results") / "bench"
+    session.run("python", "-m", "kitbench", "report", str(folder), "-o", str(folder / "report.html"), env=env)

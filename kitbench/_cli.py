@@ -214,6 +214,18 @@ def _build_parser() -> argparse.ArgumentParser:
     verify.add_argument("candidate", type=Path, metavar="CANDIDATE")
     verify.add_argument("--json", action="store_true", help="print the verdict as JSON")
 
+    report = sub.add_parser(
+        "report", help="one self-contained page (HTML or markdown) for any set of run records",
+        description="Machines, availability, transfers, MNIST, the batch-size sweep, DDP, environments and "
+                    "every record's file, sha256 and command line; a section appears when a record holds its "
+                    "data. The HTML has inline SVG plots and needs no network, script or extra.",
+        epilog="examples:\n  kitbench report results/\n  kitbench report results/fleet/1234 --format markdown "
+               "-o report.md", formatter_class=argparse.RawDescriptionHelpFormatter)
+    report.add_argument("inputs", nargs="+", metavar="RECORD_OR_DIR", help="record files, directories or globs")
+    report.add_argument("-o", "--out", type=Path, help="the page to write (default report.html or report.md)")
+    report.add_argument("--format", default="html", dest="fmt", help="html or markdown")
+    report.add_argument("--force", action="store_true", help="replace a file that is not a kitbench report")
+
     _fleet_parser(sub)
 
     replay = sub.add_parser(
@@ -288,7 +300,9 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
 
     if args.fleet_command == "gather":
         summary, rows = fleet.gather(args.job, verify=args.verify, reference=args.reference)
-        return _ui.fleet_results(args.job, summary, rows, fleet.majority_notes(rows), args.json)
+        code = _ui.fleet_results(args.job, summary, rows, fleet.majority_notes(rows), args.json)
+        _fleet_report(args.job, rows)
+        return code
     options = fleet.SlurmOptions(args.partition, args.account, args.time, args.gres, args.constraint, args.qos,
                                  tuple(args.sbatch_args))
     options.lines()         # refuse a bad value before asking Slurm anything
@@ -316,7 +330,22 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
                         timeout_s=args.timeout)
     _, rows = fleet.gather(job, states, verify=getattr(args, "verify", False),
                            reference=getattr(args, "reference", None))
-    return _ui.fleet_results(job, plan.summary(), rows, fleet.majority_notes(rows), args.json)
+    code = _ui.fleet_results(job, plan.summary(), rows, fleet.majority_notes(rows), args.json)
+    _fleet_report(job, rows)
+    return code
+
+
+def _fleet_report(job: str, rows: list[fleet.TaskResult]) -> None:
+    """The job's report beside its records; a page that cannot be written never fails the job."""
+    from kitbench import fleet
+
+    try:
+        path = fleet.write_report(job, rows)
+    except KitbenchError as error:
+        print(f"note: no report written: {error.message}", file=sys.stderr)
+        return
+    if path is not None:
+        print(f"report: {path}", file=sys.stderr)
 
 
 def _fleet_run_plan(args: argparse.Namespace, chosen: list[str], options: fleet.SlurmOptions,
@@ -498,6 +527,19 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return 0 if outcome.reproduced else 1
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    from kitbench import report
+
+    built = report.build(args.inputs, args.fmt)
+    out = args.out or Path(report.default_name(args.fmt))
+    report.write(out, built.text, args.force)
+    if built.skipped:
+        print(f"note: skipped {len(built.skipped)} *.json file(s) that are not run records, e.g. {built.skipped[0]}",
+              file=sys.stderr)
+    print(f"report: {out} ({built.records} records, sections: {', '.join(built.sections)})")
+    return 0
+
+
 def _cmd_probe(args: argparse.Namespace) -> int:
     import dataclasses
 
@@ -537,7 +579,7 @@ def _install_hint(hint: str) -> str:
 
 _COMMANDS: dict[str, Any] = {"run": _cmd_run, "probe": _cmd_probe, "container": _cmd_container, "fleet": _cmd_fleet,
                              "install-cmd": _cmd_install, "compare": _cmd_compare, "verify": _cmd_verify,
-                             "replay": _cmd_replay}
+                             "replay": _cmd_replay, "report": _cmd_report}
 
 
 _MAX_ARGUMENT = 4096        # PATH_MAX: no name, path or value kitbench takes is longer

@@ -382,6 +382,19 @@ def gather(job: str, states: Sequence[slurm.TaskState] | None = None, verify: bo
     return plan, rows
 
 
+def write_report(job: str, rows: Sequence[TaskResult]) -> Path | None:
+    """The job's report, ``report.html`` beside its records, when any task wrote one
+    (unreadable ones are listed on the page with why)."""
+    from kitbench import report
+
+    written = [str(r.record_path) for r in rows if r.record_path is not None and r.record_path.is_file()]
+    if not any(r.record is not None for r in rows):
+        return None
+    out = fleet_root() / job / "report.html"
+    report.write(out, report.build(written).text)
+    return out
+
+
 def _json_file(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     try:
         text = path.read_text()

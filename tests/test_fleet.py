@@ -76,6 +76,8 @@ def test_fleet_run_cpu_on_three_nodes(slurm_cluster: Path, results: Path, capsys
         assert task["record"]["environment"]["target"] == "cpu"
         assert Path(task["record_path"]) == results / out["job"] / f"{task['node']}.json"
     assert [t["verdict"] for t in out["tasks"]] == ["reference", *["n/a: no MNIST run to compare"] * 2]
+    page = (results / out["job"] / "report.html").read_text()     # the job's report, beside its records
+    assert all(f"{node}.json" in page for node in NODES) and '<section id="transfers">' in page
 
 
 def test_a_task_that_exits_1_is_a_row_with_its_stderr(slurm_cluster: Path, results: Path,

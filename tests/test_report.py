@@ -1,0 +1,216 @@
+"""kitbench report: pages built from the kept H100 and CPU records and from a real CPU run,
+markdown, hostile text, bad inputs, 5,000 records, safe writing, and a real headless browser."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from kitbench import fleet, records, report
+from kitbench._cli import main
+from kitbench.errors import RecordReadError, UsageError
+
+KEPT = Path(__file__).resolve().parent.parent / "docs" / "records"
+EVERY_SECTION = ["machines", "availability", "transfers", "mnist", "sweep", "ddp", "environments", "records"]
+
+
+def _hostile(tmp_path: Path) -> Path:
+    data = json.loads((KEPT / "h100-fnn.json").read_text())
+    data["argv"] = ["run", "--out", "<script>alert(1)</script>|x`y`\nz\x1b[31m&amp;"]
+    data["environment"]["cpu"] = "Evil | <b>CPU</b>"
+    records.validate(data)
+    out = tmp_path / "<i>hostile|`.json"
+    out.write_text(json.dumps(data))
+    return out
+
+
+def test_kept_records_give_every_section_with_numbers_from_them() -> None:
+    built = report.build([str(KEPT)])
+    assert built.sections == EVERY_SECTION
+    assert built.records == 6 and built.unreadable == 0
+    page = built.text
+    assert page.startswith(report.MARKER)
+    h100 = json.loads((KEPT / "h100-cnn.json").read_text())["checks"]["mnist"]["speedups"]
+    tutorial = next(s for s in h100 if s["loop"] == "tutorial")
+    assert f"{tutorial['cpu_epoch_s'] / tutorial['device_epoch_s']:.2f}x" in page      # machines: speedup
+    assert "53.77" in page and "54.41" in page                   # transfers: H2D and D2H pinned peaks
+    assert "32%" in page and "51%" in page                       # DDP efficiencies at two ranks
+    graphed = json.loads((KEPT / "cpu-bench-cnn.json").read_text())["checks"]["mnist"]["runs"][2]
+    assert f"<td>{graphed['capture_s']:.2f} s</td>" in page      # one-time compile cost, apart from the epoch
+    for name in ("cpu-bench-sweep.json", "h100-fnn.json"):
+        assert hashlib.sha256((KEPT / name).read_bytes()).hexdigest() in page
+    assert page.count("<svg") == 1 + 4 + 1 + 2       # transfers, 4 loss curves, sweep, DDP efficiency and all-reduce
+    assert "torch: 2.14.1+cu130" not in page                     # the environments table is by field, not prose
+    # Self-contained: nothing that a browser would fetch, and no script.
+    assert not re.search(r"<script|<link|@import|url\(|src=|href=\"(?!#)", page, re.I)
+
+
+def test_markdown_has_the_same_tables_and_no_plots() -> None:
+    html_page = report.build([str(KEPT)]).text
+    md = report.build([str(KEPT)], "markdown").text
+    assert md.startswith(report.MARKER) and "<svg" not in md
+    html_headers = re.findall(r'<tr><th scope="col">(.*?)</th>', html_page)
+    lines = md.splitlines()
+    md_headers = [lines[at - 1].split(" | ")[0][2:] for at, line in enumerate(lines) if line.startswith("|---")]
+    assert md_headers == html_headers and len(md_headers) >= 9
+    assert "chart(s) in the HTML report" in md
+
+
+def test_hostile_text_is_escaped(tmp_path: Path) -> None:
+    path = _hostile(tmp_path)
+    page = report.build([str(path)]).text
+    assert "<script>" not in page and "<b>" not in page and "\x1b" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;|x`y` z" in page
+    assert "&amp;amp;" in page
+    assert "&lt;i&gt;hostile|`.json" in page and "<i>" not in page
+    md = report.build([str(path)], "markdown").text
+    lines = md.splitlines()
+    for at, line in enumerate(lines):
+        if line.startswith("|---"):     # every row of a table has as many unescaped bars as its header
+            header = lines[at - 1].count(" | ")
+            for row in lines[at + 1:]:
+                if not row.startswith("| "):
+                    break
+                assert len(re.findall(r"(?<!\\)\|", row)) == header + 2, row
+    assert "<script>" not in md and "\\|x\\`y\\` z" in md and "Evil \\| &lt;b&gt;CPU&lt;/b&gt;" in md
+    assert "&lt;i&gt;hostile\\|\\`.json" in md
+
+
+def test_a_real_cpu_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "results" / "run.json"
+    assert main(["run", "--device", "cpu", "--quick", "--check", "availability", "--check", "moves",
+                 "--out", str(out)]) == 0
+    (tmp_path / "results" / "plan.json").write_text("{}")       # a fleet plan beside it is skipped
+    capsys.readouterr()
+    page = tmp_path / "r.html"
+    assert main(["report", str(tmp_path / "results"), "-o", str(page)]) == 0
+    printed = capsys.readouterr()
+    assert f"report: {page} (1 records" in printed.out and "skipped 1" in printed.err
+    text = page.read_text()
+    for section in ("machines", "availability", "transfers", "records"):
+        assert f'<section id="{section}">' in text
+    assert "run.json (quick)" in text and "<svg" in text
+    assert "1 other *.json files skipped" in text
+    record = records.read(out)
+    transfers = record["checks"]["moves"]["transfers"]      # on a CPU: host copies
+    first = [t for t in transfers if (t["direction"], t["memory"]) == (transfers[0]["direction"],
+                                                                      transfers[0]["memory"])]
+    assert f"<td>{max(t['gb_per_s'] for t in first):.2f}</td>" in text
+
+
+def test_quick_and_full_runs_are_marked_where_they_meet(tmp_path: Path) -> None:
+    data = json.loads((KEPT / "h100-fnn.json").read_text())
+    (tmp_path / "full.json").write_text(json.dumps(data))
+    data["options"]["quick"] = True
+    (tmp_path / "quick.json").write_text(json.dumps(data))
+    page = report.build([str(tmp_path)]).text
+    assert "quick.json (quick)" in page and "full.json (quick)" not in page
+    assert "option quick" in page          # the environments table says the runs differ in it
+
+
+def test_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "empty").mkdir()
+    assert main(["report", str(tmp_path / "empty"), "-o", str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR: no run records in directory") and "Traceback" not in err
+    assert not (tmp_path / "r.html").exists()
+    v9 = tmp_path / "mixed" / "v9.json"
+    v9.parent.mkdir()
+    v9.write_text(json.dumps({"schema": "kitbench.run/9", "status": "ok"}))
+    with pytest.raises(RecordReadError, match=r"kitbench\.run/9"):
+        report.build([str(v9)])
+    (tmp_path / "mixed" / "cut.json").write_text((KEPT / "h100-fnn.json").read_text()[:3000])
+    shutil.copy(KEPT / "cpu-bench-ddp.json", tmp_path / "mixed")
+    built = report.build([str(tmp_path / "mixed")])
+    assert built.records == 3 and built.unreadable == 2
+    assert "v9.json" in built.text and "unreadable: " in built.text and "2 unreadable" in built.text
+    with pytest.raises(UsageError, match="unknown format"):
+        report.build([str(KEPT)], "pdf")
+
+
+def test_writing_is_atomic_and_refuses_what_is_not_a_report(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    other = tmp_path / "notes.html"
+    other.write_text("my notes")
+    assert main(["report", str(KEPT), "-o", str(other)]) == 2
+    assert "not a kitbench report" in capsys.readouterr().err and other.read_text() == "my notes"
+    assert main(["report", str(KEPT), "-o", str(other), "--force"]) == 0
+    assert other.read_text().startswith(report.MARKER)
+    assert main(["report", str(KEPT), "-o", str(other), "--format", "markdown"]) == 0     # a report: replaced
+    assert other.read_text().startswith(report.MARKER + "\n# kitbench report")
+    link = tmp_path / "link.html"
+    link.symlink_to(other)
+    assert main(["report", str(KEPT), "-o", str(link), "--force"]) == 2
+    assert "symlink" in capsys.readouterr().err and link.is_symlink()
+    (tmp_path / "dir.html").mkdir()
+    assert main(["report", str(KEPT), "-o", str(tmp_path / "dir.html"), "--force"]) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dir.html", "link.html", "notes.html"]   # no temp left
+
+
+def test_a_fleet_job_s_report_is_written_beside_its_records(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path))
+    job = tmp_path / "fleet" / "42"
+    job.mkdir(parents=True)
+    rows = []
+    for index, node in enumerate(["n1", "n2"]):
+        shutil.copy(KEPT / "h100-fnn.json", job / f"{node}.json")
+        rows.append(fleet.TaskResult(index, node, "COMPLETED", 0, record=records.read(job / f"{node}.json"),
+                                     record_path=job / f"{node}.json"))
+    rows.append(fleet.TaskResult(2, "n3", "FAILED", 1, record_path=job / "n3.json", error="n3.json was not written"))
+    path = fleet.write_report("42", rows)
+    assert path == job / "report.html"
+    page = path.read_text()
+    assert "n1.json" in page and "n2.json" in page and "reproduced 1/1" in page
+    assert fleet.write_report("43", rows[2:]) is None         # nothing written: no page
+
+
+def test_5000_records_build_in_seconds_and_stay_small(tmp_path: Path) -> None:
+    one = (KEPT / "h100-fnn.json").read_bytes()
+    for i in range(5000):
+        (tmp_path / f"r{i:04}.json").write_bytes(one)
+    started, cpu = time.perf_counter(), time.process_time()
+    built = report.build([str(tmp_path)])
+    cpu_s, wall_s = time.process_time() - cpu, time.perf_counter() - started
+    assert built.records == 5000
+    assert cpu_s < 20, f"{cpu_s:.1f} s of CPU for 5,000 records"     # about 4 s here; the wall time waits on I/O
+    assert len(built.text) < 1_000_000, f"{len(built.text):,} bytes"
+    assert "the first 200 of 5,000 rows are shown" in built.text
+    assert "charts for the first 12 of 5,000 records" in built.text
+    assert "reproduced 4999/4999" in built.text          # one machine row, every copy verified against the first
+    print(f"5,000 records: {cpu_s:.1f} s CPU, {wall_s:.1f} s wall, {len(built.text):,} bytes")
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium here (.ci/run installs Debian's package)")
+def test_a_real_browser_renders_the_page_without_errors(tmp_path: Path) -> None:
+    assert CHROMIUM is not None
+    page = tmp_path / "report.html"
+    report.write(page, report.build([str(KEPT)]).text)
+    common = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
+              f"--user-data-dir={tmp_path / 'profile'}"]
+    shot = tmp_path / "report.png"
+    done = subprocess.run([*common, f"--screenshot={shot}", "--window-size=1200,2400", page.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert not re.search(r"Uncaught|ERR_|Failed to load|CONSOLE", done.stderr), done.stderr[-2000:]
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
+    dom = subprocess.run([*common, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0
+    for section in EVERY_SECTION:
+        assert f'<section id="{section}">' in dom.stdout
+    assert dom.stdout.count("<svg") == 8
+    pdf = tmp_path / "report.pdf"          # printable: the print stylesheet gives a PDF of several pages
+    printed = subprocess.run([*common, "--no-pdf-header-footer", f"--print-to-pdf={pdf}", page.as_uri()],
+                             capture_output=True, text=True, timeout=120)
+    assert printed.returncode == 0 and pdf.read_bytes()[:5] == b"%PDF-"
+    assert len(re.findall(rb"/Type\s*/Page\b", pdf.read_bytes())) > 2
