@@ -86,7 +86,8 @@ def expand(inputs: Sequence[str], skipped: list[Path] | None = None) -> list[Pat
                 raise RecordError(f"no run records in directory {path}{others}")
             found += runs
             if skipped is not None:
-                skipped += [p for p in inside if p not in runs]
+                kept = set(runs)    # 5,000 records: a list here made this quadratic
+                skipped += [p for p in inside if p not in kept]
         elif path.exists():
             found.append(path)
         else:

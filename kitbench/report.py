@@ -431,12 +431,8 @@ def build(inputs: Sequence[str], fmt: str = "html") -> Report:
     if fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r}", hint=f"choose one of: {', '.join(FORMATS)}")
     try:
-        # Without a skipped list: compare.expand builds it in time quadratic in a directory's files.
-        files = compare.expand(inputs)
-        known = set(files)
-        skipped = [p for item in inputs if Path(item).is_dir() for p in sorted(Path(item).rglob("*.json"))
-                   if p not in known]
-        loaded = compare.load([str(p) for p in files])
+        skipped: list[Path] = []
+        loaded = compare.load(inputs, skipped)
     except RecordReadError:
         raise
     except RecordError as error:    # no records at all: bad input, as for compare
