@@ -123,3 +123,24 @@ def test_arbitrary_mappings_are_refused_never_crash(tmp_path_factory: pytest.Tem
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(ManifestError):
         manifest.load(path, "target")
+
+
+def test_validators_are_compiled_once_into_the_cache_and_work_without_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import fastjsonschema
+
+    from kitbench import schemas
+
+    monkeypatch.setenv(schemas.CACHE_VARIABLE, str(tmp_path / "cache"))
+    schemas.validator.cache_clear()
+    validate = schemas.validator("mnist")
+    kept = list((tmp_path / "cache" / "validators").glob("kitbench_validator_mnist_*.py"))
+    assert len(kept) == 1 and "def validate" in kept[0].read_text()
+    with pytest.raises(fastjsonschema.JsonSchemaValueException):
+        validate({"no such key": 1})
+    # A cache that cannot be written (a file where the folder would be) costs only speed.
+    monkeypatch.setenv(schemas.CACHE_VARIABLE, str(kept[0]))
+    schemas.validator.cache_clear()
+    with pytest.raises(fastjsonschema.JsonSchemaValueException):
+        schemas.validator("mnist")({"no such key": 1})
+    schemas.validator.cache_clear()
