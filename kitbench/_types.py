@@ -9,7 +9,7 @@ required fields without checking them again.
 from __future__ import annotations
 
 import sys
-from typing import Literal, TypedDict
+from typing import Any, Literal, TypedDict
 
 if sys.version_info >= (3, 11):
     from typing import NotRequired
@@ -26,6 +26,19 @@ class RunOptions(TypedDict):
     lr: float | None
     train_limit: int | None
     deterministic: NotRequired[bool]
+    checks: NotRequired[list[str]]
+    device: NotRequired[str]
+    data: NotRequired[str | None]
+    offline: NotRequired[bool]
+    quick: NotRequired[bool]
+    models: NotRequired[list[str]]
+    loops: NotRequired[list[str]]
+    sweep: NotRequired[list[int]]
+    threads: NotRequired[int | None]
+    nproc: NotRequired[int | None]
+    nnodes: NotRequired[int | None]
+    rdzv_endpoint: NotRequired[str | None]
+    ddp_timeout: NotRequired[float]
 
 
 class CpuIdentity(TypedDict, total=False):
@@ -121,6 +134,13 @@ class Environment(TypedDict):
     packages: NotRequired[list[Package]]
     lock: NotRequired[LockInfo | None]
     lock_why: NotRequired[str | None]
+    git_revision: NotRequired[str | None]
+    python_arch: NotRequired[str]
+    platform: NotRequired[str | None]
+    ram_bytes: NotRequired[int | None]
+    container: NotRequired[bool]
+    torchvision: NotRequired[str | None]
+    interop_threads: NotRequired[int | None]
 
 
 class Check(TypedDict):
@@ -136,6 +156,7 @@ class Transfer(TypedDict):
     gb_per_s: float
     gb_per_s_q1: float
     gb_per_s_q3: float
+    samples: NotRequired[int]
 
 
 class MovesCheck(Check):
@@ -167,6 +188,13 @@ class MnistRun(TypedDict):
     step_s: NotRequired[float]
     params_sha256: NotRequired[str | None]
     tensor_sha256: NotRequired[dict[str, str]]
+    eval_s: NotRequired[float]
+    compute_floor_s: NotRequired[float | None]
+    lr: NotRequired[float | None]
+    steps: NotRequired[int]
+    capture: NotRequired[str | None]
+    capture_s: NotRequired[float | None]
+    profile: NotRequired[dict[str, Any] | None]
 
 
 class Crossover(TypedDict):

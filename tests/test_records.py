@@ -184,23 +184,98 @@ def _schema() -> dict[str, typing.Any]:
     return schema
 
 
-@pytest.mark.parametrize(("typed", "where"), [
-    (_types.RunRecord, ()), (_types.Environment, ("$defs", "environment")),
-    (_types.MnistRun, ("$defs", "mnist_run")), (_types.Transfer, ("$defs", "moves", "properties", "transfers",
-                                                                  "items")),
+_TYPED = [
+    (_types.RunRecord, ()), (_types.RunOptions, ("properties", "options")),
+    (_types.Environment, ("$defs", "environment")),
+    (_types.MnistRun, ("$defs", "mnist_run")),
+    (_types.Transfer, ("$defs", "moves", "properties", "transfers", "items")),
+    (_types.Crossover, ("$defs", "mnist", "properties", "crossovers", "items")),
     (_types.Check, ("$defs", "check")),
     (_types.DdpRun, ("$defs", "ddp", "properties", "runs", "items")),
     (_types.DdpScaling, ("$defs", "ddp", "properties", "runs", "items", "properties", "scaling", "items")),
     (_types.DdpBus, ("$defs", "ddp", "properties", "runs", "items", "properties", "allreduce", "items")),
-])
-def test_typed_records_match_the_schema(typed: typing.Any, where: tuple[str, ...]) -> None:
+]
+
+
+def _node(where: tuple[str, ...]) -> dict[str, typing.Any]:
     node = _schema()
     for step in where:
         node = node[step]
+    return node
+
+
+def _resolve(node: dict[str, typing.Any]) -> dict[str, typing.Any]:
+    while "$ref" in node:
+        node = _node(tuple(node["$ref"].removeprefix("#/").split("/")))
+    return node
+
+
+def _schema_types(node: dict[str, typing.Any]) -> set[str]:
+    node = _resolve(node)
+    if "enum" in node:
+        return {"null" if v is None else "string" if isinstance(v, str) else "integer" for v in node["enum"]}
+    if "const" in node:
+        return {"string"}
+    found = node.get("type", "object" if "properties" in node else None)
+    return set(found) if isinstance(found, list) else {found} if found else set()
+
+
+def _json_types(annotation: typing.Any) -> set[str]:
+    """The JSON types a value of this annotation is written as."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.NotRequired:
+        return _json_types(typing.get_args(annotation)[0])
+    if origin in (typing.Union, __import__("types").UnionType):
+        return set().union(*(_json_types(arg) for arg in typing.get_args(annotation)))
+    if origin is typing.Literal:
+        return {"null" if v is None else "string" if isinstance(v, str) else "integer"
+                for v in typing.get_args(annotation)}
+    if annotation is type(None):
+        return {"null"}
+    simple = {str: "string", bool: "boolean", int: "integer", float: "number", list: "array", dict: "object"}
+    if origin in simple:
+        return {simple[origin]}
+    if annotation in simple:
+        return {simple[annotation]}
+    if typing.is_typeddict(annotation):
+        return {"object"}
+    raise AssertionError(f"no JSON type for {annotation!r}")
+
+
+@pytest.mark.parametrize(("typed", "where"), _TYPED, ids=[t.__name__ for t, _ in _TYPED])
+def test_typed_records_match_the_schema_field_by_field(typed: typing.Any, where: tuple[str, ...]) -> None:
+    """One model: every field of the reader's type is in the schema with the same JSON type and the same
+    requiredness, and every field the schema declares has a type."""
+    node = _resolve(_node(where))
     hints = typing.get_type_hints(typed, include_extras=True)
     required = {k for k, v in hints.items() if typing.get_origin(v) is not typing.NotRequired}
     assert required == set(node.get("required", [])), typed.__name__
-    assert set(hints) <= set(node["properties"]), typed.__name__
+    assert set(hints) == set(node["properties"]), typed.__name__
+    for name, annotation in hints.items():
+        if annotation is typing.Any or typing.get_args(annotation) == (typing.Any,):
+            continue
+        declared = _schema_types(node["properties"][name])
+        written = _json_types(annotation)
+        if declared == {"number"} or "number" in declared:     # JSON numbers hold integers too
+            written = {"number" if t == "integer" else t for t in written}
+            declared = {"number" if t == "integer" else t for t in declared}
+        if not declared:        # an untyped schema entry (a nested object described by its own def)
+            continue
+        assert written == declared, f"{typed.__name__}.{name}: {written} written, {declared} declared"
+
+
+@pytest.mark.parametrize(("written", "typed"), [
+    ("kitbench.checks.mnist:MnistRun", _types.MnistRun), ("kitbench.checks.moves:Transfer", _types.Transfer),
+    ("kitbench.checks.mnist:Crossover", _types.Crossover)])
+def test_what_the_checks_write_is_what_readers_read(written: str, typed: typing.Any) -> None:
+    """The checks' result dataclasses (the writer's side) have exactly the reader's fields."""
+    import dataclasses
+    import importlib
+
+    pytest.importorskip("torch")
+    module, _, name = written.partition(":")
+    fields = {f.name for f in dataclasses.fields(getattr(importlib.import_module(module), name))}
+    assert fields == set(typing.get_type_hints(typed)), name
 
 
 _json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
@@ -227,3 +302,15 @@ def test_readers_only_ever_refuse_cleanly(value: typing.Any) -> None:
     compare.rows([compare.Loaded(Path("a.json"), record)])
     with contextlib.suppress(KitbenchError):
         compare.verify(record, record)
+
+
+def test_the_environment_and_options_written_are_the_typed_ones() -> None:
+    """The writer's untyped parts, fingerprint and options, emit only what the model declares."""
+    pytest.importorskip("torch")
+    from kitbench import fingerprint, probe, suite
+    from kitbench.checks.base import Options
+
+    written = fingerprint.collect(probe.probe())
+    assert set(written) <= set(typing.get_type_hints(_types.Environment)), sorted(
+        set(written) - set(typing.get_type_hints(_types.Environment)))
+    assert set(suite.options_record(Options())) == set(typing.get_type_hints(_types.RunOptions))
