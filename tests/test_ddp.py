@@ -170,7 +170,8 @@ def test_sigterm_during_ddp_leaves_no_rank_and_nothing_in_tmp(mnist_root: Path, 
     assert proc.returncode == 143, err
     assert "Traceback" not in err
     assert _anything_left() == []
-    assert list(scratch.iterdir()) == []
+    # Nothing of the launch: its folder and torchrun's (torch's own compile cache may stay, as anywhere).
+    assert [p.name for p in scratch.iterdir() if not p.name.startswith("torchinductor_")] == []
     assert json.loads(out.read_text())["status"] == "interrupted"
 
 
