@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from kitbench import devices
+from kitbench import _proc, devices
 from kitbench.checks import steps
 from kitbench.checks.base import CheckResult, Context, training_problem
 
@@ -117,26 +117,23 @@ def _launch(world: int, ctx: Context, out: Path, backend: str, max_bytes: int) -
     env = {**os.environ, "KITBENCH_DDP_BACKEND": backend, "OMP_NUM_THREADS": "1", _MARKER: marker,
            "TMPDIR": str(out.parent)}
     ctx.progress.start(f"ddp: {backend}, {nnodes} node(s) x {world} process(es)")
-    # A session of its own: on a crash or a hang every rank is killed with the launcher.
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                            start_new_session=True)
+    # A session of its own, output bounded (kitbench._proc); on a crash, a hang or an interruption every
+    # rank is stopped with the launcher (_stop).
     limit = opts.ddp_timeout + 30
     try:
-        output, _ = proc.communicate(timeout=limit)
+        done = _proc.run(command, limit, env=env, merge=True, stop=lambda proc: _stop(proc, marker))
     except subprocess.TimeoutExpired:
-        _stop(proc, marker)
         if opts.rdzv_endpoint and _answers(opts.rdzv_endpoint):
             raise LaunchFailed(f"no run within {limit:.0f} s at rendezvous {opts.rdzv_endpoint}: the port answers "
                                "but no rendezvous completed there: it is in use by another program, or a node never "
                                "joined; every rank was killed") from None
         raise LaunchFailed(f"world size {world}: a rank hung; no result within {limit:.0f} s, "
                            "every rank was killed") from None
-    except BaseException:
-        _stop(proc, marker)
-        raise
-    _stop(proc, marker)          # nothing of the launch may outlive it
-    if proc.returncode != 0 or not out.is_file():
-        raise LaunchFailed(f"world size {world}: {_why(output, proc.returncode)}")
+    except OSError as exc:
+        raise LaunchFailed(f"world size {world}: cannot start torchrun: {exc.strerror or exc}") from None
+    _reap(marker)               # nothing of the launch may outlive it
+    if done.returncode != 0 or not out.is_file():
+        raise LaunchFailed(f"world size {world}: {_why(done.stdout, done.returncode)}")
     found: dict[str, Any] = json.loads(out.read_text())
     return found
 
@@ -150,7 +147,7 @@ def _answers(endpoint: str) -> bool:
         return False
 
 
-def _stop(proc: subprocess.Popen[str], marker: str) -> None:
+def _stop(proc: subprocess.Popen[bytes], marker: str) -> None:
     """The launcher first (SIGTERM: torchrun stops its ranks itself), then anything of the launch left:
     the launcher's group, and every process carrying this launch's marker, wherever its session."""
     if proc.poll() is None:
@@ -161,6 +158,11 @@ def _stop(proc: subprocess.Popen[str], marker: str) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    _reap(marker)
+
+
+def _reap(marker: str) -> None:
+    """Kill every process still carrying this launch's marker."""
     for _ in range(3):                  # a rank may have been forking when it was listed
         left = _marked(marker)
         if not left:
