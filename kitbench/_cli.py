@@ -7,6 +7,7 @@ stderr with the error's exit code, here and nowhere else.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -120,7 +121,7 @@ def _build_parser() -> argparse.ArgumentParser:
                             "or graphed (resident, the whole step captured: CUDA graphs, torch.compile on CPU and "
                             "MPS); repeatable (default: tutorial and resident)")
     mnist.add_argument("--epochs", type=_whole, default=1, help="timed epochs per run (default: 1)")
-    mnist.add_argument("--batch-size", type=_sizes, default=(64,), metavar="N[,N...]",
+    mnist.add_argument("--batch-size", type=_sizes, metavar="N[,N...]",
                        help="one batch size, or several to sweep, e.g. 16,64,256,1024 (default: 64)")
     mnist.add_argument("--sweep", action="store_true",
                        help=f"sweep batch sizes {','.join(map(str, SWEEP))}: per-step time on the device and the "
@@ -204,6 +205,7 @@ def _build_parser() -> argparse.ArgumentParser:
     compare.add_argument("inputs", nargs="+", metavar="RECORD_OR_DIR", help="record files, directories or globs")
     compare.add_argument("--format", default="table", dest="fmt", help="table, markdown, csv or json")
     compare.add_argument("--plot", type=Path, metavar="FILE.png", help="also draw epoch times and bandwidth curves")
+    compare.add_argument("--force", action="store_true", help="replace a file already at --plot")
 
     verify = sub.add_parser(
         "verify", help="did CANDIDATE reproduce REF? exit 0 if so, 1 if not, 2 if they cannot be compared",
@@ -303,6 +305,8 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
         code = _ui.fleet_results(args.job, summary, rows, fleet.majority_notes(rows), args.json)
         _fleet_report(args.job, rows)
         return code
+    if args.fleet_command == "run":
+        _check_fleet_run_args(args.run_args)
     options = fleet.SlurmOptions(args.partition, args.account, args.time, args.gres, args.constraint, args.qos,
                                  tuple(args.sbatch_args))
     options.lines()         # refuse a bad value before asking Slurm anything
@@ -388,11 +392,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from kitbench.checks import DEFAULT_CHECKS
     from kitbench.checks.base import DEFAULT_LOOPS, SWEEP, Options
 
+    _refuse_combinations(args)
+    sizes = args.batch_size or (64,)
     options = Options(
         checks=_once(args.checks, DEFAULT_CHECKS), device=args.device, data=args.data,
         offline=args.offline, quick=args.quick, models=_once(args.models, ("fnn",)),
-        loops=_once(args.loops, DEFAULT_LOOPS), epochs=args.epochs, batch_size=args.batch_size[0],
-        sweep=SWEEP if args.sweep else (args.batch_size if len(args.batch_size) > 1 else ()), seed=args.seed,
+        loops=_once(args.loops, DEFAULT_LOOPS), epochs=args.epochs, batch_size=sizes[0],
+        sweep=SWEEP if args.sweep else (sizes if len(sizes) > 1 else ()), seed=args.seed,
         threads=args.threads, train_limit=args.limit if args.limit is not None else (6000 if args.quick else None),
         lr=args.lr, nproc=args.nproc, nnodes=args.nnodes, rdzv_endpoint=args.rdzv_endpoint,
         ddp_timeout=args.ddp_timeout, deterministic=args.deterministic)
@@ -402,6 +408,31 @@ def _cmd_run(args: argparse.Namespace) -> int:
     else:
         _ui.run_summary(finished.record, str(finished.path))
     return 0 if finished.record["status"] == "ok" else 1
+
+
+def _refuse_combinations(args: argparse.Namespace) -> None:
+    """Options that cannot act together are refused, never one of them silently dropped."""
+    if args.sweep and args.batch_size is not None:
+        raise UsageError("--sweep and --batch-size cannot combine: --sweep sets its own batch sizes",
+                         hint="either --sweep, or --batch-size 16,64,256 to sweep sizes of your own")
+    given = [flag for flag, value in (("--nproc", args.nproc), ("--nnodes", args.nnodes),
+                                      ("--rdzv-endpoint", args.rdzv_endpoint),
+                                      ("--ddp-timeout", args.ddp_timeout != 300.0)) if value]
+    if given and "ddp" not in (args.checks or ()):
+        raise UsageError(f"{', '.join(given)} only act on the DDP check, which this run does not include",
+                         hint="add --check ddp, or drop them")
+
+
+def _check_fleet_run_args(run_args: Sequence[str]) -> None:
+    """Arguments after -- are checked by `kitbench run`'s own parser before Slurm is asked anything;
+    the fleet owns where records go and how ranks meet, so those options are refused."""
+    parsed = _build_parser().parse_args(["run", *run_args])
+    _refuse_combinations(parsed)
+    owned = [flag for flag, value in (("--out", parsed.out), ("--force", parsed.force), ("--nnodes", parsed.nnodes),
+                                      ("--rdzv-endpoint", parsed.rdzv_endpoint)) if value]
+    if owned:
+        raise UsageError(f"fleet run sets {', '.join(owned)} itself; after -- they are refused",
+                         hint="each node's record is results/fleet/<job>/<node>.json; drop them after --")
 
 
 def _cmd_container(args: argparse.Namespace) -> int:
@@ -474,7 +505,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     if args.plot:
         from kitbench import plots
 
-        plots.check_target(args.plot)
+        plots.check_target(args.plot, args.force)
     skipped: list[Path] = []
     loaded = compare.load(args.inputs, skipped)
     if skipped:
@@ -486,7 +517,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     else:
         _ui.comparison(table, args.fmt)
     if args.plot:
-        plots.comparison(loaded, table, args.plot)
+        plots.comparison(loaded, table, args.plot, args.force)
         print(f"plot: {args.plot}", file=sys.stderr)
     return 0
 
@@ -585,10 +616,29 @@ _COMMANDS: dict[str, Any] = {"run": _cmd_run, "probe": _cmd_probe, "container": 
 _MAX_ARGUMENT = 4096        # PATH_MAX: no name, path or value kitbench takes is longer
 
 
+EXIT_PIPE = 141         # 128 + SIGPIPE, as a shell reports a reader that went away (git does the same)
+EXIT_IO = 74            # sysexits' EX_IOERR: neither of verify's meanings (0 same, 1 different)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     with sigterm_raises():
         try:
-            return _main(argv)
+            code = _main(argv)
+            sys.stdout.flush()      # here, not at interpreter exit, where an error would be a traceback
+            return code
+        except BrokenPipeError:
+            # The reader went away (`kitbench compare ... | head -1`): nothing to say, and nowhere to say it.
+            with contextlib.suppress(OSError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_PIPE
+        except OSError as exc:
+            # The library turns every OSError of its own into a KitbenchError: one reaching here is
+            # writing the output (stdout on a full disk, /dev/full, a revoked terminal).
+            with contextlib.suppress(OSError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            with contextlib.suppress(OSError):
+                print(f"ERROR: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_IO
         except KeyboardInterrupt as stop:
             code = Terminated.exit_code if isinstance(stop, Terminated) else 130
             words = list(sys.argv[1:] if argv is None else argv)

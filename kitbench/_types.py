@@ -218,6 +218,13 @@ class DdpScaling(TypedDict):
     efficiency: float | None
     identical: bool
     params_sha256: NotRequired[list[str]]
+    per_rank_batch: NotRequired[int]
+    lr: NotRequired[float]
+    test_acc: NotRequired[float]
+    timed_steps: NotRequired[int]
+    diverged_at_step: NotRequired[int | None]
+    samples_per_s_all: NotRequired[list[float]]
+    efficiency_noise: NotRequired[bool]
 
 
 class DdpBus(TypedDict):

@@ -7,6 +7,7 @@ least one every ``LOG_EVERY_S`` seconds, so a long epoch shows it is alive.
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -15,6 +16,16 @@ from typing import Any, cast
 from kitbench._types import Check, RunRecord, Transfer
 from kitbench.checks.base import Progress
 from kitbench.heartbeat import Heartbeat
+
+# C0 and C1 controls, DEL, and the Unicode ones that move or reorder what a terminal shows (line and
+# paragraph separators, bidirectional overrides): text from a record or a node's log is data.
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def clean(text: object) -> str:
+    """``text`` with every control character shown escaped (``\\x1b``, ``\\n``): one line, nothing executed."""
+    return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode(), str(text))
+
 
 LOG_EVERY_S = 10.0
 
@@ -114,9 +125,10 @@ def table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> 
 
         shown = Table(*headers, title=title, title_justify="left")
         for row in rows:
-            shown.add_row(*(escape(cell) for cell in row))
+            shown.add_row(*(escape(clean(cell)) for cell in row))
         console.print(shown)
         return
+    rows = [[clean(cell) for cell in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     print(title)
     for line in (headers, *rows):
@@ -129,8 +141,8 @@ def _fmt(value: float | None, spec: str = ".2f") -> str:
 
 def run_summary(record: RunRecord, path: str) -> None:
     env = record["environment"]
-    print(f"kitbench run on {record['device']}: torch {env['torch']} (CUDA {env.get('cuda') or 'none'}), "
-          f"{env['cpu']}, {env.get('threads')} threads")
+    print(clean(f"kitbench run on {record['device']}: torch {env['torch']} (CUDA {env.get('cuda') or 'none'}), "
+                f"{env['cpu']}, {env.get('threads')} threads"))
     if env.get("build_matches_target") is False:
         print(f"  build_matches_target: false: target {env.get('target')} names {_named_build(env.get('target'))}, "
               f"this torch is {env['torch']} (CUDA {env.get('cuda') or 'none'}): the numbers are not the target's")
@@ -157,7 +169,7 @@ def run_summary(record: RunRecord, path: str) -> None:
               [(direction, memory, _fmt(t["gb_per_s"]), f"{t['gb_per_s_q1']:.2f}-{t['gb_per_s_q3']:.2f}",
                 f"{t['bytes'] // 1024} KiB") for (direction, memory), t in peaks.items()])
     for line in moves.get("skipped", []):
-        print(f"  {line}")
+        print(f"  {clean(line)}")
     _ddp_summary(cast("dict[str, Any]", record["checks"]).get("ddp") or {})
     if record.get("nonfinite"):
         print(f"  non-finite numbers (written as null): {', '.join(record.get('nonfinite', [])[:5])}")
@@ -184,7 +196,7 @@ _COLUMNS = (("target", "target", None), ("status", "status", None), ("machine", 
 
 
 def comparison(rows: list[Any], fmt: str) -> None:
-    cells = [[_fmt(getattr(r, attr), spec) if spec else str(getattr(r, attr) or "-") for _, attr, spec in _COLUMNS]
+    cells = [[_fmt(getattr(r, attr), spec) if spec else clean(getattr(r, attr) or "-") for _, attr, spec in _COLUMNS]
              for r in rows]
     headers = [name for name, _, _ in _COLUMNS]
     if fmt == "csv":
@@ -193,20 +205,20 @@ def comparison(rows: list[Any], fmt: str) -> None:
         writer = csv.writer(sys.stdout)
         writer.writerow([*headers, "record", "differs"])
         for row, line in zip(rows, cells, strict=True):
-            writer.writerow([*line, row.path, "; ".join(row.differs)])
+            writer.writerow([*line, clean(row.path), clean("; ".join(row.differs))])
         return
     if fmt == "markdown":
         print("| " + " | ".join(headers) + " |")
         print("|" + "---|" * len(headers))
         for line in cells:
-            print("| " + " | ".join(c.replace("|", "/") for c in line) + " |")
+            print("| " + " | ".join(c.replace("\\", "\\\\").replace("|", "\\|") for c in line) + " |")
     else:
         table("kitbench compare", headers, cells)
     for row in rows:
         for line in row.differs:        # one line per difference: a package list would make one line unreadable
-            print(f"{row.path} differs from the first record: {line}")
+            print(f"{clean(row.path)} differs from the first record: {clean(line)}")
         for warning in row.warnings:
-            print(f"WARNING {row.path}: {warning}")
+            print(f"WARNING {clean(row.path)}: {clean(warning)}")
 
 
 def _mnist_extras(mnist: dict[str, Any]) -> None:
@@ -231,7 +243,7 @@ def _mnist_extras(mnist: dict[str, Any]) -> None:
             print(f"  profile {r['model']}/{r['loop']} on {r['device']} (batch {r['batch_size']}): "
                   f"{p['ops_per_step']:.0f} ops per step{kernels}, {_ms(p['wall_s_per_step'])} ms per step")
     for line in mnist.get("skipped", []):
-        print(f"  {line}")
+        print(f"  {clean(line)}")
 
 
 def _ms(seconds: float | None) -> str:
@@ -254,7 +266,7 @@ def _ddp_summary(ddp: dict[str, Any]) -> None:
                   [(str(b["world_size"]), _size(b["bytes"]), _fmt(b["time_s"] * 1e6, ".0f"), _fmt(b["algbw_gb_s"]),
                     _fmt(b["busbw_gb_s"])) for b in run["allreduce"]])
     for line in ddp.get("skipped", []):
-        print(f"  {line}")
+        print(f"  {clean(line)}")
 
 
 def _size(n: int) -> str:
@@ -262,7 +274,7 @@ def _size(n: int) -> str:
 
 
 def stderr_line(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+    print(clean(text), file=sys.stderr, flush=True)
 
 
 def fleet_task_line(nodes: Sequence[str]) -> Any:
@@ -306,12 +318,12 @@ def fleet_results(job: str, plan: dict[str, Any], rows: list[Any], notes: list[s
                 *((r.verdict or "-",) if verify else ()), str(r.record_path or "-")) for r in rows])
         _fleet_comparison(rows)
     for note in notes:
-        print(f"differs: {note}")
+        print(f"differs: {clean(note)}")
     for row in rows:
         if row.stderr_tail:
             print(f"{row.node} (task {row.index}) stderr, last lines:")
             for line in row.stderr_tail:
-                print(f"  {line}")
+                print(f"  {clean(line)}")
     print(f"{'ok' if ok else 'NOT ok'}: {sum(r.ok for r in rows)} of {len(rows)} task(s) ok")
     return 0 if ok else 1
 

@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from kitbench import cpus, devices, digests, models
+from kitbench import _files, cpus, devices, digests, models
 from kitbench.checks.mnist import _evaluate, _resident_tensors, scaled_lr
 from kitbench.checks.steps import eager
 
@@ -93,7 +93,8 @@ def _train(name: str, args: argparse.Namespace, device: torch.device, rank: int,
             "global_batch": args.batch_size * world, "lr": lr, "steps": steps, "samples": trained, "epoch_s": epoch_s,
             "samples_per_s": trained / epoch_s if epoch_s > 0 else 0.0, "test_acc": acc,
             "final_loss": float(curve[-max(1, len(curve) // 10):].mean()),
-            "finite": bool(torch.isfinite(curve).all()), "checksums": digests,
+            "finite": bool(torch.isfinite(curve).all()), "checksums": digests, "timed_steps": steps - 1,
+            "diverged_at_step": next((i for i, ok in enumerate(torch.isfinite(curve).tolist()) if not ok), None),
             "identical": len(set(digests)) == 1}
 
 
@@ -154,7 +155,7 @@ def main() -> None:
         dist.destroy_process_group()
     if local_rank == 0:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result))
+        _files.write(args.out, json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from kitbench import __version__, compare, records, slurm
+from kitbench import __version__, _files, compare, records, slurm
 from kitbench._types import RunRecord
 from kitbench.errors import Interrupted, KitbenchError, SlurmError, Terminated, UsageError
 
@@ -216,11 +216,11 @@ def submit(plan: Plan) -> str:
         logs.mkdir(parents=True, exist_ok=True)
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         script = logs / f"{stamp}-{plan.action}.sh"
-        script.write_text(plan.script)
     except OSError as exc:
         raise KitbenchError(f"cannot write the job script under {logs}: {exc.strerror or exc}",
                             hint="KITBENCH_RESULTS must be a writable directory on storage every node shares"
                             ) from None
+    _files.write(script, plan.script)
     job = slurm.submit_held(str(script))
     try:
         for index, node in enumerate(() if plan.span else plan.nodes):
@@ -236,7 +236,7 @@ def submit(plan: Plan) -> str:
 def _write_plan(job: str, plan: Plan, script: Path) -> None:
     folder = plan.results / job
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "fleet.json").write_text(json.dumps(
+    _files.write(folder / "fleet.json", json.dumps(
         {"job": job, **plan.summary(), "script": str(script), "submitted_at": records.utc_now()}, indent=2) + "\n")
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kitbench import slurm
+from kitbench import _files, slurm
 from kitbench.containers import DATA_INSIDE, RESULTS_INSIDE
 from kitbench.errors import KitbenchError, UsageError
 
@@ -64,9 +64,10 @@ def bundle(image_id: str, target: str, results: Path, data: Path | None, log: Ca
     rootfs, env_file = folder / "rootfs", folder / "image-env.json"
     if not rootfs.is_dir():
         env_file.parent.mkdir(parents=True, exist_ok=True)
-        env_file.write_text(json.dumps(containers.export_rootfs(image_id, rootfs, log)))
+        # The bundle folder is kitbench's own (results/fleet/bundles): its files are replaced freely.
+        _files.write(env_file, json.dumps(containers.export_rootfs(image_id, rootfs, log)), replace=True)
     env: list[str] = json.loads(env_file.read_text())
-    (folder / "config.json").write_text(json.dumps(spec(env, results, data), indent=2) + "\n")
+    _files.write(folder / "config.json", json.dumps(spec(env, results, data), indent=2) + "\n", replace=True)
     return folder
 
 

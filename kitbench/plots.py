@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from kitbench import _files
 from kitbench.compare import Loaded, Row
 from kitbench.errors import OPTIONAL_HINTS, MissingDependency, RecordError, UsageError
 
@@ -33,10 +35,9 @@ def _plots_hint() -> str:
             f"{OPTIONAL_HINTS['matplotlib'].removeprefix('pip install ')}: it needs no torch")
 
 
-def check_target(out: Path) -> None:
+def check_target(out: Path, force: bool = False) -> None:
     """Refuse a plot file that cannot be written, before any record is read."""
-    if out.is_dir():
-        raise UsageError(f"--plot {out} is a directory", hint="give a file name such as compare.png")
+    _files.check_target(out, replace=force)
     plt = _pyplot()
     formats = plt.figure().canvas.get_supported_filetypes()
     plt.close("all")
@@ -45,11 +46,18 @@ def check_target(out: Path) -> None:
         raise UsageError(f"--plot {str(out)[:200]}: {'no' if not suffix else 'unknown'} image format "
                          f"{('.' + suffix) if suffix else ''}".rstrip(),
                          hint=f"end the name with one of: {', '.join('.' + f for f in sorted(formats))}")
-    if not out.parent.is_dir():
+    if not _is_dir(out.parent):
         raise UsageError(f"--plot {out}: no such directory {out.parent}", hint="create it first")
 
 
-def comparison(loaded: Sequence[Loaded], table: Sequence[Row], out: Path) -> None:
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:         # ENAMETOOLONG, ELOOP, EACCES...: not a directory kitbench can write in
+        return False
+
+
+def comparison(loaded: Sequence[Loaded], table: Sequence[Row], out: Path, force: bool = False) -> None:
     plt = _pyplot()
 
     good = [(item, row) for item, row in zip(loaded, table, strict=True) if item.record is not None]
@@ -123,9 +131,11 @@ def comparison(loaded: Sequence[Loaded], table: Sequence[Row], out: Path) -> Non
     bandwidth.grid(True, which="major", alpha=0.3)
     if bandwidth.get_legend_handles_labels()[0]:
         bandwidth.legend(fontsize=7)
+    image = io.BytesIO()
     try:
-        fig.savefig(out, dpi=110)
+        fig.savefig(image, dpi=110, format=out.suffix.lower().lstrip("."))
     except (OSError, ValueError) as exc:
-        raise RecordError(f"cannot write the plot to {out}: {getattr(exc, 'strerror', None) or exc}") from None
+        raise RecordError(f"cannot draw the plot {out}: {getattr(exc, 'strerror', None) or exc}") from None
     finally:
         plt.close(fig)
+    _files.write(out, image.getvalue(), replace=force, what="the plot")

@@ -17,13 +17,13 @@ import os
 import re
 import secrets
 import stat
-import tempfile
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from functools import cache
 from pathlib import Path
 from typing import Any, cast
 
+from kitbench import _files
 from kitbench._types import RunRecord
 from kitbench.errors import RecordError, RecordReadError, UsageError
 
@@ -148,25 +148,8 @@ def to_json(record: Mapping[str, object]) -> str:
 
 
 def write_atomic(path: Path, record: Mapping[str, object]) -> None:
-    """Write to a temporary file beside ``path``, fsync, then rename over it."""
-    text = to_json(record)
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:64]}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            # mkstemp makes the file private; a record is as readable as any file the user writes.
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError as exc:
-        raise _write_error(path, exc) from None
+    """Rewrite a claimed record: temporary file beside it, fsync, rename (kitbench._files)."""
+    _files.write(path, to_json(record), replace=True, what="the record")
 
 
 def _read_bounded(path: Path) -> bytes:
@@ -205,10 +188,28 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose keys are unique: with a duplicate, which value is "the" value depends on the reader."""
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        seen: set[str] = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise ValueError(f"the key {twice[:80]!r} appears twice in one object")
+    return data
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} overflows to infinity")
+    return value
+
+
 def parse(text: bytes | str, path: Path | str) -> RunRecord:
     """Parse and validate a record's text; every failure is one RecordReadError naming the field."""
     try:
-        data = json.loads(text, parse_constant=_no_constant)
+        data = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys,
+                          parse_float=_finite_float)
     except UnicodeDecodeError:
         raise RecordReadError(f"{path} is not UTF-8 text") from None
     except json.JSONDecodeError as exc:

@@ -16,6 +16,7 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kitbench import _proc
 from kitbench.errors import SlurmError
 
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
@@ -96,10 +97,12 @@ def run(args: Sequence[str], timeout: float = _TIMEOUT_S) -> str:
         raise SlurmError(f"{args[0]} is not on PATH: this machine is not a Slurm submit host",
                          hint="run kitbench fleet on a cluster's login node (where sbatch works)", command=args[0])
     try:
-        done = subprocess.run(list(args), capture_output=True, text=True, timeout=timeout, check=False)
+        done = _proc.run(args, timeout)
     except subprocess.TimeoutExpired:
         raise SlurmError(f"{args[0]} did not answer within {timeout:.0f} s", hint="is slurmctld overloaded or down?",
                          command=args[0]) from None
+    except OSError as exc:
+        raise SlurmError(f"cannot run {args[0]}: {exc.strerror or exc}", command=args[0]) from None
     if done.returncode != 0:
         raise _translate(args[0], done.stderr or done.stdout)
     return done.stdout

@@ -70,6 +70,9 @@ def validate(options: Options) -> None:
     if options.rdzv_endpoint is not None and not re.fullmatch(r"[\w.-]{1,253}:\d{1,5}", options.rdzv_endpoint):
         raise UsageError(f"--rdzv-endpoint {options.rdzv_endpoint[:80]!r} is not HOST:PORT",
                          hint="for example --rdzv-endpoint 127.0.0.1:29511")
+    if options.rdzv_endpoint is not None and not 1 <= int(options.rdzv_endpoint.rpartition(":")[2]) <= 65535:
+        raise UsageError(f"--rdzv-endpoint {options.rdzv_endpoint[:80]!r}: a port is between 1 and 65535",
+                         hint="for example --rdzv-endpoint 127.0.0.1:29511")
     if not 1 <= options.ddp_timeout <= 86400:
         raise UsageError(f"--ddp-timeout must be between 1 and 86400 seconds, not {options.ddp_timeout}")
     if importlib.util.find_spec("torch") is None:

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from kitbench._cli import main
+
 
 def kitbench(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "kitbench", *args], capture_output=True, text=True,
@@ -397,3 +399,61 @@ def test_verify_cannot_compare_exits_2(tmp_path: Path, content: str, code: int,
         bad.write_text(good.read_text().replace('"checks": {', '"checks": null, "x": {', 1))
     assert _main("verify", str(good), "/dev/zero" if content == "dev-zero" else str(bad)) == code
     assert capsys.readouterr().err.startswith("ERROR: ")
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["run", "--sweep", "--batch-size", "32"], "--sweep and --batch-size cannot combine"),
+    (["run", "--sweep", "--batch-size=16,64"], "--sweep and --batch-size cannot combine"),
+    (["run", "--nproc", "2"], "--nproc only act on the DDP check"),
+    (["run", "--check", "mnist", "--ddp-timeout", "30", "--nnodes", "1"], "--nnodes, --ddp-timeout only act"),
+    (["run", "--check", "ddp", "--rdzv-endpoint", "127.0.0.1:70000"], "a port is between 1 and 65535"),
+    (["run", "--check", "ddp", "--rdzv-endpoint", "h:0"], "a port is between 1 and 65535"),
+])
+def test_options_that_cannot_combine_are_refused(argv: list[str], words: str, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*argv, "--out", str(tmp_path / "r.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR: ") and words in err
+    assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize(("after", "words"), [
+    (["--out", "/shared/x.json"], "fleet run sets --out itself"),
+    (["--ou=/shared/x.json"], "fleet run sets --out itself"),
+    (["--force"], "fleet run sets --force itself"),
+    (["--nnodes", "2", "--rdzv-endpoint", "h:1", "--check", "ddp"], "--nnodes, --rdzv-endpoint"),
+    (["--no-such-option"], "unrecognized arguments"),
+    (["--epochs", "x"], "expected a whole number"),
+    (["--sweep", "--batch-size", "8"], "cannot combine"),
+])
+def test_fleet_run_arguments_are_checked_before_slurm(after: list[str], words: str,
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench import slurm
+
+    def never(*_: object, **__: object) -> None:
+        raise AssertionError("Slurm was asked")
+    monkeypatch.setattr(slurm, "nodes", never)
+    monkeypatch.setattr(slurm, "submit_held", never)
+    assert main(["fleet", "run", "cpu", "--", *after]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR: ") and words in err
+
+
+@pytest.mark.parametrize("argv", [["install-cmd", "--explain"], ["compare", "docs/records"],
+                                  ["compare", "docs/records", "--format", "markdown"]])
+def test_stdout_errors_end_cleanly(argv: list[str]) -> None:
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "kitbench", *argv], stdout=full, stderr=subprocess.PIPE,
+                              text=True, cwd=root, env=env, check=False)
+    assert done.returncode == 74, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "ERROR: cannot write the output: No space left on device"
+    reader = subprocess.Popen([sys.executable, "-m", "kitbench", *argv], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, cwd=root, env=env)
+    assert reader.stdout is not None and reader.stderr is not None
+    reader.stdout.read(1)
+    reader.stdout.close()       # the reader goes away, as `| head -c1` does
+    err = reader.stderr.read().decode()
+    assert reader.wait() in (0, 141) and "Traceback" not in err and "Error" not in err

@@ -68,6 +68,12 @@ def test_gloo_with_one_and_two_processes(ddp_record: dict) -> None:
     assert [len(r["params_sha256"]) for r in gloo["scaling"]] == [1, 2]
     assert len(set(rows[2]["params_sha256"])) == 1 and len(rows[2]["params_sha256"][0]) == 64
     assert all(0.0 < r["test_acc"] <= 1.0 for r in gloo["scaling"])
+    # Interleaved repeats (1, 2, 1, 2): medians; above 100 % is flagged as noise, never reported as a result.
+    assert all(len(r["samples_per_s_all"]) == 2 for r in gloo["scaling"])
+    assert rows[2]["samples_per_s"] == pytest.approx(sorted(rows[2]["samples_per_s_all"])[0] / 2
+                                                     + sorted(rows[2]["samples_per_s_all"])[1] / 2)
+    assert rows[2]["efficiency_noise"] == (rows[2]["efficiency"] > 1.0)
+    assert ("noise between repeats" in ddp["summary"]) == rows[2]["efficiency_noise"]
 
 
 def test_all_reduce_bus_bandwidth_follows_nccl_tests(ddp_record: dict) -> None:
@@ -157,9 +163,49 @@ def test_the_launcher_is_stopped_where_there_are_no_process_groups(monkeypatch: 
     try:
         monkeypatch.delattr(os, "killpg")
         started = time.monotonic()
-        ddp._kill_group(proc)
+        ddp._stop(proc, "no-marker")
         assert proc.returncode is not None and time.monotonic() - started < 30
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _full(data: Path, out: Path, *args: str) -> list[str]:
+    """Two processes on the full training set (unless --limit): seconds of training, time to act on it."""
+    return [sys.executable, "-m", "kitbench", "run", "--check", "ddp", "--device", "cpu", "--quick", "--offline",
+            "--data", str(data), "--nproc", "2", "--out", str(out), *args]
+
+
+def test_sigterm_during_ddp_leaves_no_rank_and_nothing_in_tmp(mnist_root: Path, tmp_path: Path) -> None:
+    out, scratch = tmp_path / "r.json", tmp_path / "tmp"
+    scratch.mkdir()
+    proc = subprocess.Popen(_full(mnist_root, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TMPDIR": str(scratch)})
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(_workers()) < 2:
+        time.sleep(0.1)
+    assert len(_workers()) == 2, "world size 2 never started"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err
+    assert _anything_left() == []
+    # Nothing of the launch: its folder and torchrun's (torch's own compile cache may stay, as anywhere).
+    assert [p.name for p in scratch.iterdir() if not p.name.startswith("torchinductor_")] == []
+    assert json.loads(out.read_text())["status"] == "interrupted"
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (("--lr", "1e30", "--limit", "2000"), "diverged: the training loss is not finite"),
+    (("--limit", "64", "--batch-size", "64"), "timed nothing"),
+])
+def test_a_ddp_run_that_measured_nothing_sound_is_not_ok(mnist_root: Path, tmp_path: Path,
+                                                          args: tuple[str, ...], words: str) -> None:
+    out = tmp_path / "r.json"
+    done = subprocess.run(_full(mnist_root, out, *args), capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 1, done.stderr
+    ddp = json.loads(out.read_text())["checks"]["ddp"]
+    assert ddp["status"] == "failed"
+    assert words in ddp["summary"]
+    assert _anything_left() == []

@@ -314,3 +314,22 @@ def test_the_environment_and_options_written_are_the_typed_ones() -> None:
     assert set(written) <= set(typing.get_type_hints(_types.Environment)), sorted(
         set(written) - set(typing.get_type_hints(_types.Environment)))
     assert set(suite.options_record(Options())) == set(typing.get_type_hints(_types.RunOptions))
+
+
+@pytest.mark.parametrize(("edit", "words"), [
+    (lambda t: t.replace('"status": "ok"', '"status": "failed", "status": "ok"', 1), "'status' appears twice"),
+    (lambda t: t.replace('"checks": {}', '"checks": {"a": 1, "a": 2}', 1), "'a' appears twice"),
+    (lambda t: t.replace('"status": "ok"', '"status": "ok", "x": 1e999', 1), "overflows to infinity"),
+    (lambda t: t.replace('"status": "ok"', '"status": "ok", "x": -1E+400', 1), "overflows to infinity"),
+])
+def test_reader_refuses_duplicate_keys_and_overflowing_numbers(
+        tmp_path: Path, edit: typing.Callable[[str], str], words: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench._cli import main
+
+    path = tmp_path / "r.json"
+    text = records.to_json(_record())
+    path.write_text(edit(text))
+    assert path.read_text() != text
+    assert main(["compare", str(path)]) != 0
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR: ") and words in err and "Traceback" not in err

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import re
+from pathlib import Path
 
 import pytest
 
@@ -86,3 +88,32 @@ def test_a_heartbeat_waits_a_whole_period_after_each_line() -> None:
         assert said == []
         time.sleep(1.2)
     assert 1 <= len(said) <= 3 and said == sorted(said) and said[0] >= 1.1
+
+
+HOSTILE = "evil\x1b]0;pwned\x07\x1b[2J\r\n| forged | row |\u202eatad\x9b"
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "csv"])
+def test_text_from_records_never_reaches_the_terminal_raw(tmp_path: Path, fmt: str,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from kitbench._cli import main
+
+    source = Path(__file__).resolve().parents[1] / "docs" / "records" / "cpu-bench-fnn.json"
+    data = json.loads(source.read_text())
+    data["environment"]["cpu"] = HOSTILE
+    data["target"] = "t"
+    data["checks"]["mnist"]["summary"] = HOSTILE
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(data))
+    assert main(["compare", str(source), str(path), "--format", fmt]) == 0
+    out = capsys.readouterr().out.replace("\r\n", "\n")      # csv's own line ends
+    assert not any(c in out for c in "\x1b\x07\r\x9b\u202e"), ascii(out)
+    assert "\\x1b]0;pwned" in out
+    if fmt == "markdown":
+        rows = [line for line in out.splitlines() if line.startswith("|")]
+        cells = [len(re.findall(r"(?<!\\)\|", r)) for r in rows]
+        assert len(rows) == 4 and len(set(cells)) == 1, cells
+    if fmt == "csv":
+        assert len(out.splitlines()) >= 3 and all("forged" not in line.split(",")[0] for line in out.splitlines())

@@ -16,6 +16,25 @@ MODELS = ("fnn", "cnn")
 LOOPS = ("tutorial", "resident", "graphed")
 DEFAULT_LOOPS = ("tutorial", "resident")       # graphed compiles or captures: asked for by name
 SWEEP = (16, 64, 256, 1024)                     # --sweep: the batch sizes where a small model's crossover lies
+# Ten balanced classes: guessing scores 0.10. A run of at least FLOOR_STEPS optimizer steps that ends
+# below twice that has not learned (a rate too high, a broken build), whatever its clock says: the
+# check fails. (32 SGD steps at the recipe's rate already reach 0.2; a few steps may not.)
+CHANCE_FLOOR = 0.2
+FLOOR_STEPS = 50
+
+
+def training_problem(label: str, *, diverged_at_step: int | None, test_acc: float, steps: int, timed_s: float,
+                     lr: float) -> str | None:
+    """Why a training run's figures cannot be vouched for, or None: the one rule of every check that trains
+    (MNIST, DDP). A diverged loss, a run that timed nothing, or one that ended at chance is never "ok"."""
+    if diverged_at_step is not None:
+        return f"{label} diverged: the training loss is not finite from step {diverged_at_step} (lr {lr})"
+    if steps < 1 or not timed_s > 0:
+        return (f"{label} timed nothing: {steps} optimizer step(s) in {timed_s:.3g} s "
+                "(fewer training images than one batch?)")
+    if not test_acc >= CHANCE_FLOOR and steps >= FLOOR_STEPS:
+        return f"{label} did not learn: test accuracy {test_acc:.4f} is below {CHANCE_FLOOR} (chance is 0.10)"
+    return None
 
 
 class Progress(Protocol):

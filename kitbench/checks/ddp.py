@@ -18,8 +18,10 @@ import contextlib
 import json
 import os
 import re
+import secrets
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,13 +32,16 @@ from typing import Any
 
 import torch
 
-from kitbench import cpus, devices
+from kitbench import _proc, cpus, devices
 from kitbench.checks import steps
-from kitbench.checks.base import CheckResult, Context
+from kitbench.checks.base import CheckResult, Context, training_problem
 
 _QUICK_BYTES = 16 * 2**20
 _FULL_BYTES = 256 * 2**20
 _TAIL = 6
+_MARKER = "KITBENCH_DDP_LAUNCH"
+_GRACE_S = 5.0                      # for torchrun to stop its ranks on SIGTERM before they are killed
+_REPEATS, _QUICK_REPEATS = 3, 2     # launches per world size, interleaved
 
 
 @dataclass
@@ -48,10 +53,15 @@ class ScalingRow:
     lr: float
     epoch_s: float
     samples_per_s: float
-    efficiency: float | None        # samples/s at N over N x samples/s at 1
+    efficiency: float | None        # samples/s at N over N x samples/s at 1 (medians of interleaved repeats)
     test_acc: float
     identical: bool
     params_sha256: list[str] = field(default_factory=list)     # each replica's (rank order): digests.parameters
+    timed_steps: int = 0
+    diverged_at_step: int | None = None
+    samples_per_s_all: list[float] = field(default_factory=list)   # one per repeat, in launch order
+    # Above 100 %: N ranks cannot beat N times one rank on the same cores; the spread between repeats did.
+    efficiency_noise: bool = False
 
 
 @dataclass
@@ -102,28 +112,29 @@ def _launch(world: int, ctx: Context, out: Path, backend: str, max_bytes: int) -
         command += ["--limit", str(opts.train_limit)]
     if opts.lr is not None:
         command += ["--lr", str(opts.lr)]
-    env = {**os.environ, "KITBENCH_DDP_BACKEND": backend, "OMP_NUM_THREADS": "1"}
+    # The marker finds every rank later (torchrun starts each in a session of its own, out of reach of
+    # the launcher's group); TMPDIR keeps torchrun's files in this launch's folder, removed with it.
+    marker = f"{os.getpid()}-{secrets.token_hex(8)}"
+    env = {**os.environ, "KITBENCH_DDP_BACKEND": backend, "OMP_NUM_THREADS": "1", _MARKER: marker,
+           "TMPDIR": str(out.parent)}
     ctx.progress.start(f"ddp: {backend}, {nnodes} node(s) x {world} process(es)")
-    # A session of its own: on a crash or a hang every rank is killed with the launcher.
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                            start_new_session=True)
+    # A session of its own, output bounded (kitbench._proc); on a crash, a hang or an interruption every
+    # rank is stopped with the launcher (_stop).
     limit = opts.ddp_timeout + 30
     try:
-        output, _ = proc.communicate(timeout=limit)
+        done = _proc.run(command, limit, env=env, merge=True, stop=lambda proc: _stop(proc, marker))
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
         if opts.rdzv_endpoint and _answers(opts.rdzv_endpoint):
             raise LaunchFailed(f"no run within {limit:.0f} s at rendezvous {opts.rdzv_endpoint}: the port answers "
                                "but no rendezvous completed there: it is in use by another program, or a node never "
                                "joined; every rank was killed") from None
         raise LaunchFailed(f"world size {world}: a rank hung; no result within {limit:.0f} s, "
                            "every rank was killed") from None
-    except BaseException:
-        _kill_group(proc)
-        raise
-    _kill_group(proc)          # nothing of the launch may outlive it
-    if proc.returncode != 0 or not out.is_file():
-        raise LaunchFailed(f"world size {world}: {_why(output, proc.returncode)}")
+    except OSError as exc:
+        raise LaunchFailed(f"world size {world}: cannot start torchrun: {exc.strerror or exc}") from None
+    _reap(marker)               # nothing of the launch may outlive it
+    if done.returncode != 0 or not out.is_file():
+        raise LaunchFailed(f"world size {world}: {_why(done.stdout, done.returncode)}")
     found: dict[str, Any] = json.loads(out.read_text())
     return found
 
@@ -137,19 +148,58 @@ def _answers(endpoint: str) -> bool:
         return False
 
 
-def _kill_group(proc: subprocess.Popen[str]) -> None:
+def _stop(proc: subprocess.Popen[bytes], marker: str) -> None:
+    """The launcher first (SIGTERM: torchrun stops its ranks itself), then anything of the launch left:
+    the launcher's group, and every process carrying this launch's marker, wherever its session."""
     killpg = getattr(os, "killpg", None)
-    if killpg is not None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            killpg(proc.pid, getattr(signal, "SIGKILL", signal.SIGTERM))
-    elif proc.poll() is None:
+    if killpg is None:
         # Windows has no process groups to signal: taskkill /T ends the launcher's whole tree.
-        with contextlib.suppress(OSError, subprocess.SubprocessError):
-            subprocess.run(["taskkill", "/T", "/F", "/PID", str(proc.pid)], capture_output=True, timeout=30,
-                           check=False)
-        with contextlib.suppress(OSError):
-            proc.kill()
+        if proc.poll() is None:
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                subprocess.run(["taskkill", "/T", "/F", "/PID", str(proc.pid)], capture_output=True, timeout=30,
+                               check=False)
+            with contextlib.suppress(OSError):
+                proc.kill()
+        proc.wait()
+        return
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=_GRACE_S)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    _reap(marker)
+
+
+def _reap(marker: str) -> None:
+    """Kill every process still carrying this launch's marker."""
+    for _ in range(3):                  # a rank may have been forking when it was listed
+        left = _marked(marker)
+        if not left:
+            return
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
+
+
+def _marked(marker: str) -> list[int]:
+    """The processes whose environment holds this launch's marker (Linux /proc; elsewhere none are found)."""
+    needle = f"{_MARKER}={marker}".encode()
+    found = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/environ", "rb") as handle:
+                    if needle in handle.read(1 << 20).split(b"\0"):
+                        found.append(int(entry.name))
+            except OSError:         # gone meanwhile, or another user's
+                continue
+    return found
 
 
 def _why(output: str, code: int) -> str:
@@ -174,18 +224,37 @@ def _why(output: str, code: int) -> str:
 
 
 def _sweep(ctx: Context, backend: str, sizes: list[int], tmp: Path, max_bytes: int) -> BackendRun:
-    results = [_launch(n, ctx, tmp / f"{backend}-{n}.json", backend, max_bytes) for n in sizes]
-    first = results[0]
+    """Every world size launched ``repeats`` times, interleaved (1, 2, 1, 2, ...), so that a machine that
+    speeds up or slows down during the sweep moves every size alike; each figure is a median of repeats."""
+    repeats = (_QUICK_REPEATS if ctx.options.quick else _REPEATS) if len(sizes) > 1 else 1
+    launches: dict[int, list[dict[str, Any]]] = {n: [] for n in sizes}
+    for repeat in range(repeats):
+        for n in sizes:
+            # The bus bandwidth is measured by the first round only: the scaling is what needs repeats.
+            launches[n].append(_launch(n, ctx, tmp / f"{backend}-{n}-{repeat}.json", backend,
+                                       max_bytes if repeat == 0 else 0))
+    first = launches[sizes[0]][0]
     run = BackendRun(backend, first["device"], sizes, first["nodes"], first.get("threads_per_rank"))
-    base = {r["model"]: r["samples_per_s"] for r in first["runs"]} if first["world_size"] == 1 else {}
-    for result in results:
-        for r in result["runs"]:
-            one = base.get(r["model"])
-            run.scaling.append(ScalingRow(
-                r["model"], r["world_size"], r["per_rank_batch"], r["global_batch"], r["lr"], r["epoch_s"],
-                r["samples_per_s"], r["samples_per_s"] / (r["world_size"] * one) if one else None, r["test_acc"],
-                r["identical"], r["checksums"]))
-        run.allreduce += [BusRow(result["world_size"], **row) for row in result["allreduce"]]
+    per: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for n in sizes:
+        for result in launches[n]:
+            for r in result["runs"]:
+                per.setdefault((n, r["model"]), []).append(r)
+    base = {model: statistics.median(r["samples_per_s"] for r in rows)
+            for (n, model), rows in per.items() if n == 1 and first["world_size"] == 1}
+    for (n, model), rows in per.items():
+        rate = statistics.median(r["samples_per_s"] for r in rows)
+        one = base.get(model)
+        efficiency = rate / (n * one) if one else None
+        mid = min(rows, key=lambda r: abs(r["samples_per_s"] - rate))
+        run.scaling.append(ScalingRow(
+            model, mid["world_size"], mid["per_rank_batch"], mid["global_batch"], mid["lr"],
+            statistics.median(r["epoch_s"] for r in rows), rate, efficiency, min(r["test_acc"] for r in rows),
+            all(r["identical"] for r in rows), mid["checksums"], min(r.get("timed_steps", 0) for r in rows),
+            next((r["diverged_at_step"] for r in rows if r.get("diverged_at_step") is not None), None),
+            [r["samples_per_s"] for r in rows], efficiency is not None and n > 1 and efficiency > 1.0))
+    for n in sizes:
+        run.allreduce += [BusRow(launches[n][0]["world_size"], **row) for row in launches[n][0]["allreduce"]]
     return run
 
 
@@ -269,7 +338,12 @@ def run(ctx: Context) -> DdpResult:
         else:
             run.reference = "none: gloo between processes on one host goes through shared memory"
         for row in run.scaling:
-            if not row.identical:
+            label = f"{run.backend}: {row.model} at world size {row.world_size}"
+            why = training_problem(label, diverged_at_step=row.diverged_at_step, test_acc=row.test_acc,
+                                   steps=row.timed_steps, timed_s=row.epoch_s, lr=row.lr)
+            if why:
+                result.problems.append(why)
+            elif not row.identical:
                 result.problems.append(f"{run.backend}: {row.model} at world size {row.world_size}: the replicas "
                                        "differ after training (a rank diverged)")
     result.status = "failed" if result.problems else "ok"
@@ -283,6 +357,9 @@ def _summary(result: DdpResult) -> str:
         last = [r for r in run.scaling if r.world_size == run.world_sizes[-1]]
         for row in last:
             eff = f", efficiency {row.efficiency:.0%}" if row.efficiency is not None else ""
+            if row.efficiency_noise:
+                eff = (f", efficiency above 100 % ({row.efficiency:.0%}): noise between repeats, not a result"
+                       if row.efficiency is not None else "")
             parts.append(f"{run.backend} {row.model} x{row.world_size}: {row.samples_per_s:,.0f} samples/s{eff}")
         if run.allreduce:
             peak = max(run.allreduce, key=lambda b: b.busbw_gb_s)

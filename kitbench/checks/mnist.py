@@ -27,18 +27,13 @@ from torchvision import datasets, transforms
 
 from kitbench import devices, digests, models
 from kitbench.checks import steps
-from kitbench.checks.base import CheckResult, Context
+from kitbench.checks.base import CheckResult, Context, training_problem
 from kitbench.checks.steps import Step, StepProfile
 from kitbench.data import MEAN, STD
 from kitbench.stats import Summary
 from kitbench.timing import measure, timed
 
 _CURVE_POINTS = 20          # the loss curve keeps this many means per epoch
-# Ten balanced classes: guessing scores 0.10. A run of at least FLOOR_STEPS optimizer steps that ends
-# below twice that has not learned (a rate too high, a broken build), whatever its clock says: the
-# check fails. (32 SGD steps at the recipe's rate already reach 0.2; a few steps may not.)
-CHANCE_FLOOR = 0.2
-FLOOR_STEPS = 50
 # The graphed loop's first-epoch loss curve (its 20 means) may differ from the resident loop's by this
 # much (mean absolute difference over the mean loss), verify's tolerance across builds. The two start
 # identical (same weights, batches and dropout masks); compiled kernels reorder float sums, and the
@@ -372,13 +367,6 @@ def _ratios(slow: MnistRun, fast: MnistRun) -> tuple[float, list[float]]:
     return Summary.of(per_epoch).median, [round(r, 3) for r in per_epoch]
 
 
-def _problem(run: MnistRun, lr: float) -> str:
-    label = f"{run.model}/{run.loop} on {run.device}"
-    if run.diverged_at_step is not None:
-        return f"{label} diverged: the training loss is not finite from step {run.diverged_at_step} (lr {lr})"
-    return f"{label} did not learn: test accuracy {run.test_acc:.4f} is below {CHANCE_FLOOR} (chance is 0.10)"
-
-
 def scaled_lr(model: str, batch: int, lr: float | None) -> float:
     """The linear scaling rule (Goyal et al. 2017) for SGD: the rate grows with the batch from the
     recipe's 64. The cnn's Adadelta adapts its own step sizes; its rate stays the recipe's."""
@@ -470,8 +458,9 @@ def run(ctx: Context) -> MnistResult:
                 sweep += rows
                 if rows:
                     crossovers.append(_crossover(m, loop, rows))
-    problems = [_problem(r, r.lr) for r in runs if r.diverged_at_step is not None
-                or (r.test_acc < CHANCE_FLOOR and r.steps * r.epochs >= FLOOR_STEPS)]
+    problems = [p for r in runs if (p := training_problem(
+        f"{r.model}/{r.loop} on {r.device}", diverged_at_step=r.diverged_at_step, test_acc=r.test_acc,
+        steps=r.steps * r.epochs, timed_s=r.epoch_s, lr=r.lr))]
     problems += [f"{g.model}/graphed on {g.device}: its first-epoch loss curve differs from the resident loop's by "
                  f"{g.curve_gap:.1%} (tolerance {g.curve_rtol:.0%})" for g in graph_ratios if not g.curve_matches]
     result = MnistResult("failed" if problems else "ok", "", str(ctx.data_root), ctx.data_digests, rates, runs,

@@ -147,8 +147,10 @@ def parse_sysctl(text: str) -> dict[str, str]:
 def _run(argv: Sequence[str], timeout: float = 5.0) -> str | None:
     if shutil.which(argv[0]) is None:
         return None
+    from kitbench import _proc
+
     try:
-        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
+        done = _proc.run(argv, timeout)
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout if done.returncode == 0 else None

@@ -1,0 +1,95 @@
+"""kitbench._files: every file kitbench writes follows run --out's rules, tried through the real CLI."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from kitbench import _files
+from kitbench._cli import main
+from kitbench.errors import RecordError
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "records"
+RECORDS = [str(p) for p in sorted(DOCS.glob("cpu-bench-*.json"))[:2]]
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _plot(out: Path, *extra: str) -> int:
+    return main(["compare", *RECORDS, "--format", "csv", "--plot", str(out), *extra])
+
+
+@pytest.mark.parametrize("kind", ["symlink-to-file", "symlink-dangling", "directory", "fifo", "foreign-file"])
+def test_plot_never_replaces_or_follows_what_is_there(tmp_path: Path, kind: str,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    out = tmp_path / "compare.png"
+    if kind == "symlink-to-file":
+        out.symlink_to(victim)
+    elif kind == "symlink-dangling":
+        out.symlink_to(tmp_path / "created-through-link.png")
+    elif kind == "directory":
+        out.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(out)
+    else:
+        out.write_text("someone's notes")
+    assert _plot(out) != 0
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR: ") and "Traceback" not in err
+    assert victim.read_text() == "precious"
+    assert not (tmp_path / "created-through-link.png").exists()
+    if kind == "foreign-file":
+        assert out.read_text() == "someone's notes" and "--force" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["victim.txt", "compare.png"])
+
+
+def test_plot_replaces_a_file_only_with_force(tmp_path: Path) -> None:
+    out = tmp_path / "compare.png"
+    assert _plot(out) == 0 and out.read_bytes()[:8] == PNG
+    assert _plot(out) == 1
+    assert _plot(out, "--force") == 0 and out.read_bytes()[:8] == PNG
+    assert [p.name for p in tmp_path.iterdir()] == ["compare.png"]
+
+
+@pytest.mark.parametrize("fail_at", [0, 1, 3])
+def test_full_disk_leaves_the_old_file_and_no_temporary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        fail_at: int, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "compare.png"
+    out.write_bytes(b"old plot")
+    real_write, calls = os.write, []
+
+    def full(fd: int, data: bytes) -> int:
+        calls.append(fd)
+        if len(calls) > fail_at:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, bytes(data)[:4096])       # short writes, as a filling disk gives
+    monkeypatch.setattr(os, "write", full)
+    assert _plot(out, "--force") == 1
+    monkeypatch.undo()
+    assert "No space left on device" in capsys.readouterr().err
+    assert out.read_bytes() == b"old plot"
+    assert [p.name for p in tmp_path.iterdir()] == ["compare.png"]
+
+
+def test_over_long_and_unreachable_names_are_one_line_errors(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    for out in (tmp_path / ("x" * 300 + ".png"), tmp_path / "missing" / "c.png", Path("/proc/1/nope/c.png")):
+        assert _plot(out) in (1, 2)
+        err = capsys.readouterr().err
+        assert err.startswith("ERROR: ") and "Traceback" not in err
+
+
+def test_write_helper_refuses_a_symlink_swapped_in(tmp_path: Path) -> None:
+    target = tmp_path / "f.json"
+    _files.write(target, "one")
+    with pytest.raises(RecordError, match="already there"):
+        _files.write(target, "two")
+    target.unlink()
+    target.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(RecordError, match="symlink"):
+        _files.write(target, "three", replace=True)
+    assert not (tmp_path / "elsewhere").exists()
