@@ -191,7 +191,7 @@ def _availability(items: list[Item]) -> Section | None:
         found += [f"{d.get('name')} (sm {d.get('capability')}, kernels in wheel: {d.get('kernels_in_wheel')})"
                   for d in _devices(item.record)]
         # MPS's reason is news only on a Mac; elsewhere it is always "exists only on macOS".
-        relevant = ("cuda_reason", "mps_reason") if item.record["environment"]["os"] == "darwin" else ("cuda_reason",)
+        relevant = ("cuda_reason", "mps_reason") if item.record["environment"]["os"] == "macos" else ("cuda_reason",)
         why = "; ".join(str(data[k]) for k in relevant if data.get(k)) or "-"
         rows.append([item.label, check["status"], "; ".join(found), why, str(data.get("fix") or "-"),
                      check["summary"]])
@@ -208,15 +208,14 @@ def _transfers(items: list[Item]) -> Section | None:
     def has(rec: RunRecord) -> bool:
         return bool(rec["checks"].get("moves", {}).get("transfers"))
 
-    if not any(i.record is not None and has(i.record) for i in items):
+    held = _holding(items, has)
+    if not held:
         return None
     section = Section("transfers", "Host and device transfers", "Median bandwidth against transfer size, both "
                       "directions, pageable and pinned memory; the shaded band is the interquartile range.")
     rows = []
-    for item in items:
-        if item.record is None or not has(item.record):
-            continue
-        moves = item.record["checks"]["moves"]
+    for item, record in held:
+        moves = record["checks"]["moves"]
         by_kind: dict[tuple[str, str], list[tuple[int, float]]] = {}
         for t in moves.get("transfers", []):
             by_kind.setdefault((t["direction"], t["memory"]), []).append((t["bytes"], t["gb_per_s"]))
@@ -238,6 +237,11 @@ def _transfers(items: list[Item]) -> Section | None:
     return section
 
 
+def _holding(items: list[Item], has: Callable[[RunRecord], bool]) -> list[tuple[Item, RunRecord]]:
+    """The items whose record holds what a section shows; a section that none holds is left out."""
+    return [(item, item.record) for item in items if item.record is not None and has(item.record)]
+
+
 def _is_sweep(rec: RunRecord) -> bool:
     return len({r["batch_size"] for r in rec["checks"].get("mnist", {}).get("runs", [])}) > 1
 
@@ -246,15 +250,14 @@ def _mnist(items: list[Item]) -> Section | None:
     def has(rec: RunRecord) -> bool:
         return bool(rec["checks"].get("mnist", {}).get("runs")) and not _is_sweep(rec)
 
-    if not any(i.record is not None and has(i.record) for i in items):
+    held = _holding(items, has)
+    if not held:
         return None
     section = Section("mnist", "MNIST training", "Epoch time (the median of the record's epochs) per loop and "
                       "model; one-time costs (dataset load, warm-up, compile or capture) are kept apart from it.")
     rows = []
-    for item in items:
-        if item.record is None or not has(item.record):
-            continue
-        for r in item.record["checks"]["mnist"].get("runs", []):
+    for item, record in held:
+        for r in record["checks"]["mnist"].get("runs", []):
             rows.append([item.label, r["model"], r["loop"], r["device"], str(r["batch_size"]), str(r["epochs"]),
                          f"{r['train_samples']:,}", _secs(r["epoch_s"]), _num(r["samples_per_s"]),
                          _num(r["final_loss"]), f"{r['test_acc']:.4f}", _secs(r["dataset_load_s"]),
@@ -279,15 +282,14 @@ def _sweep(items: list[Item]) -> Section | None:
     def has(rec: RunRecord) -> bool:
         return _is_sweep(rec)
 
-    if not any(i.record is not None and has(i.record) for i in items):
+    held = _holding(items, has)
+    if not held:
         return None
     section = Section("sweep", "Batch-size sweep", "Time per optimizer step against batch size; a dotted line "
                       "marks the batch from which the accelerator is faster than the CPU.")
     rows = []
-    for item in items:
-        if item.record is None or not has(item.record):
-            continue
-        mnist = item.record["checks"]["mnist"]
+    for item, record in held:
+        mnist = record["checks"]["mnist"]
         for r in mnist.get("runs", []):
             rows.append([item.label, r["model"], r["loop"], r["device"], str(r["batch_size"]),
                          "-" if r.get("step_s") is None else f"{_num(r['step_s'] * 1e3)} ms", _secs(r["epoch_s"]),
@@ -295,10 +297,9 @@ def _sweep(items: list[Item]) -> Section | None:
     section.tables.append(Table(["record", "model", "loop", "device", "batch", "step", "epoch", "test acc"],
                                 _capped(rows, "sweep", section.notes)))
     crossings = []
-    for item in items:
-        if item.record is not None and has(item.record):
-            crossings += [[item.label, f"{c['model']}/{c['loop']}", c["text"]]
-                          for c in item.record["checks"]["mnist"].get("crossovers", [])]
+    for item, record in held:
+        crossings += [[item.label, f"{c['model']}/{c['loop']}", c["text"]]
+                      for c in record["checks"]["mnist"].get("crossovers", [])]
     if crossings:
         section.tables.append(Table(["record", "model/loop", "crossover"],
                                     _capped(crossings, "crossovers", section.notes), "where the accelerator wins"))
@@ -324,15 +325,14 @@ def _ddp(items: list[Item]) -> Section | None:
     def has(rec: RunRecord) -> bool:
         return bool(rec["checks"].get("ddp", {}).get("runs"))
 
-    if not any(i.record is not None and has(i.record) for i in items):
+    held = _holding(items, has)
+    if not held:
         return None
     section = Section("ddp", "Distributed data parallel", "Scaling efficiency per world size (samples/s per "
                       "rank against one rank), and all-reduce bus bandwidth against message size.")
     rows = []
-    for item in items:
-        if item.record is None or not has(item.record):
-            continue
-        for run in item.record["checks"]["ddp"].get("runs", []):
+    for item, record in held:
+        for run in record["checks"]["ddp"].get("runs", []):
             for s in run["scaling"]:
                 rows.append([item.label, run["backend"], run["device"], str(run["nodes"]), s["model"],
                              str(s["world_size"]), str(s["global_batch"]), _secs(s["epoch_s"]),
