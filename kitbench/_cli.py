@@ -209,9 +209,10 @@ def _build_parser() -> argparse.ArgumentParser:
 
     verify = sub.add_parser(
         "verify", help="did CANDIDATE reproduce REF? exit 0 if so, 1 if not, 2 if they cannot be compared",
-        description="Compare the MNIST loss curves and accuracies of two records: bitwise when both ran on the "
-                    "CPU with the same torch, CPU model and threads; within a stated tolerance across devices "
-                    "or builds.")
+        description="Compare every MNIST run of two records, paired by model, loop, device and batch size: the "
+                    "parameter digests bit for bit where both ran deterministically on the same build and "
+                    "hardware, loss curves and accuracies exactly on the same CPU build and threads, within a "
+                    "stated tolerance elsewhere. Each pair's rule, and what was not compared, is printed.")
     verify.add_argument("reference", type=Path, metavar="REF")
     verify.add_argument("candidate", type=Path, metavar="CANDIDATE")
     verify.add_argument("--json", action="store_true", help="print the verdict as JSON")
