@@ -676,9 +676,11 @@ def _main(argv: Sequence[str] | None) -> int:
     except KitbenchError as caught:
         error = caught
     except OSError as failed:       # a results root that cannot be written, a full disk: never a traceback
-        where = f"{failed.filename}: " if failed.filename else ""
-        error = KitbenchError(f"{where}{failed.strerror or failed}", hint="check that the folder exists, is "
-                              "writable and has room (KITBENCH_RESULTS moves the results, KITBENCH_DATA the data)")
+        if isinstance(failed, BrokenPipeError) or not failed.filename:
+            raise       # writing the output itself (a closed pipe, /dev/full): main's to answer, with its codes
+        error = KitbenchError(f"{failed.filename}: {failed.strerror or failed}", hint="check that the folder "
+                              "exists, is writable and has room (KITBENCH_RESULTS moves the results, KITBENCH_DATA "
+                              "the data)")
     if isinstance(error, MissingDependency) and error.module in ("torch", "torchvision"):
         error.hint = _install_hint(error.hint or "")
     print(f"ERROR: {error.message}", file=sys.stderr)

@@ -212,3 +212,21 @@ def test_python_glibc_and_macos_version_overrides() -> None:
         probe.override(base, python_version="three")
     with pytest.raises(UsageError, match="contradicts"):
         probe.override(base, python_path="python3", python_version="3.10")
+
+
+@pytest.mark.parametrize(("flags", "fact"), [
+    ({"os": "macos", "os_version": "13"}, ("os_version", "13.0")),      # macOS is named by its major version
+    ({"os": "macos", "os_version": "14.5"}, ("os_version", "14.5")),
+    ({"python_version": "3.10.4"}, ("python_version", "3.10.4")),
+])
+def test_versions_are_taken_as_people_write_them(flags: dict[str, str], fact: tuple[str, str]) -> None:
+    assert getattr(probe.override(probe.probe(), **flags), fact[0]) == fact[1]
+
+
+@pytest.mark.parametrize(("flags", "example"), [
+    ({"glibc": "abc"}, "--glibc 2.35"), ({"os": "macos", "os_version": "x"}, "--os-version 14.5"),
+    ({"python_version": "3"}, "--python-version 3.12")])
+def test_a_version_that_is_none_gets_an_example_of_its_own_kind(flags: dict[str, str], example: str) -> None:
+    with pytest.raises(UsageError) as refused:
+        probe.override(probe.probe(), **flags)
+    assert refused.value.hint == f"e.g. {example}"

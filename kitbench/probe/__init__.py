@@ -335,9 +335,15 @@ def _interpreter(changes: dict[str, object], sources: dict[str, str], target_os:
         if libc_name == "glibc" and glibc is None:
             changes.update(libc="glibc", libc_version=libc_version)
             sources["libc"] = f"--python {python_path} (platform.libc_ver())"
-    for flag, value in (("--python-version", python_version), ("--glibc", glibc), ("--os-version", os_version)):
-        if value is not None and not re.fullmatch(r"\d+\.\d+(\.\d+)?", value):
-            raise UsageError(f"{flag} {value!r} is not a version", hint=f"e.g. {flag} 3.10")
+    # macOS is named by its major version alone ("macOS 14"); Python and glibc by major.minor.
+    for flag, value, pattern, example in (
+            ("--python-version", python_version, r"\d+\.\d+(\.\d+)?", "3.12"),
+            ("--glibc", glibc, r"\d+\.\d+(\.\d+)?", "2.35"),
+            ("--os-version", os_version, r"\d+(\.\d+){0,2}", "14.5")):
+        if value is not None and not re.fullmatch(pattern, value):
+            raise UsageError(f"{flag} {value!r} is not a version", hint=f"e.g. {flag} {example}")
+    if os_version is not None and "." not in os_version:
+        os_version += ".0"
     if python_version is not None:
         changes["python_version"] = python_version
         sources["python_version"] = "--python-version"
