@@ -36,8 +36,11 @@ def _plots_hint() -> str:
 
 
 def check_target(out: Path, force: bool = False) -> None:
-    """Refuse a plot file that cannot be written, before any record is read."""
-    _files.check_target(out, replace=force)
+    """Refuse a plot file that cannot be written, before any record is read: a bad --plot is a usage error."""
+    try:
+        _files.check_target(out, replace=force)
+    except RecordError as refused:
+        raise UsageError(f"--plot: {refused.message}", hint=refused.hint) from None
     plt = _pyplot()
     formats = plt.figure().canvas.get_supported_filetypes()
     plt.close("all")

@@ -50,7 +50,7 @@ def test_plot_never_replaces_or_follows_what_is_there(tmp_path: Path, kind: str,
 def test_plot_replaces_a_file_only_with_force(tmp_path: Path) -> None:
     out = tmp_path / "compare.png"
     assert _plot(out) == 0 and out.read_bytes()[:8] == PNG
-    assert _plot(out) == 1
+    assert _plot(out) == 2        # refused before any record is read, like any bad --plot
     assert _plot(out, "--force") == 0 and out.read_bytes()[:8] == PNG
     assert [p.name for p in tmp_path.iterdir()] == ["compare.png"]
 
