@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from kitbench import manifest
-from kitbench.versions import parse_cuda, parse_driver
+from kitbench.versions import parse_capability, parse_cuda, parse_driver
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,7 @@ class DriverTable:
     toolkits: dict[tuple[int, int], dict[str, str | None]]
     source: str
     oldest_arches: tuple[tuple[tuple[int, int], tuple[int, int], tuple[int, int]], ...] = ()
+    capabilities: tuple[tuple[int, int], ...] = ()     # every one a GPU has shipped with
 
     def oldest_arch(self, cuda: str) -> tuple[int, int] | None:
         """The oldest compute capability a wheel built with this CUDA can carry kernels for."""
@@ -56,4 +57,5 @@ def load() -> DriverTable:
                 for row in data["toolkits"]}
     oldest = tuple((parse_cuda(row["first"]), parse_cuda(row["last"]), parse_cuda(row["oldest"]))
                    for row in data["architectures"])
-    return DriverTable(families=families, toolkits=toolkits, source=data["source"], oldest_arches=oldest)
+    return DriverTable(families=families, toolkits=toolkits, source=data["source"], oldest_arches=oldest,
+                       capabilities=tuple(parse_capability(c) for c in data["capabilities"]))

@@ -17,7 +17,7 @@ from typing import Any
 
 from kitbench import drivers, manifest, vendors, wheels
 from kitbench.errors import ManifestError, SelectionError, UsageError
-from kitbench.probe import Probe, no_driver_reason
+from kitbench.probe import EMULATES, Probe, no_driver_reason
 from kitbench.versions import arch_of_capability, capability_supported, cuda_of_compute, parse_capability, version_tuple
 
 OSES = ("linux", "macos", "windows")
@@ -283,7 +283,7 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     if fmt == "selector" and package == "uv":
         raise UsageError("--format selector reproduces pytorch.org, which has no uv command",
                          hint="use --format pinned with --package uv")
-    arch = machine.python_arch if machine.os == "macos" else machine.arch
+    arch = machine.python_arch      # the interpreter's arch picks the wheel (Rosetta 2, Windows' x64 emulation)
     host = wheels.host_of(machine, arch)
     notes: list[str] = []
     rel = _installable(rel, release_spec, host, notes)
@@ -342,6 +342,9 @@ def _installable(rel: Release, spec: str, host: wheels.Host, notes: list[str]) -
         return release(newest)
     hint = (f"the newest release that installs here is {newest}: --release {newest}" if newest else
             f"no release from {next(iter(facts.releases))} to {list(facts.releases)[-1]} installs here")
+    foreign = EMULATES.get((host.os, host.arch))
+    if newest is None and foreign is not None:
+        hint += f"; an {foreign} Python runs on this machine under emulation: --python-arch {foreign}"
     raise SelectionError(why, hint=hint)
 
 

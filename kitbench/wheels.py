@@ -209,7 +209,7 @@ def host_of(machine: Probe, arch: str | None = None, python: str | None = None) 
         return numbers or None
 
     linux = machine.os == "linux"
-    return Host(os=machine.os, arch=arch or (machine.python_arch if machine.os == "macos" else machine.arch),
+    return Host(os=machine.os, arch=arch or machine.python_arch,
                 python=version(python or machine.python_version), libc=machine.libc if linux else None,
                 libc_version=version(machine.libc_version) if linux else None,
                 macos=version(machine.os_version) if machine.os == "macos" else None)

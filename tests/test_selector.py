@@ -361,6 +361,14 @@ def test_explain_labels_each_fact_by_its_true_source(capsys: pytest.CaptureFixtu
 @pytest.mark.parametrize(("args", "words"), [
     (["--no-gpu", "--driver", "550.54.14"], "--no-gpu contradicts --driver"),
     (["--no-gpu", "--gpu-cc", "8.0"], "--no-gpu contradicts --gpu-cc"),
+    # Impossible machines: capabilities no GPU has, Pythons that cannot run there.
+    (["--gpu-cc", "99.0", "--driver", "580.65.06"], "no NVIDIA GPU has compute capability 99.0"),
+    (["--gpu-cc", "4.0"], "no NVIDIA GPU has compute capability 4.0"),
+    (["--gpu-cc", "8.6", "--gpu-cc", "sm_88"], "no NVIDIA GPU has compute capability 8.8"),
+    (["--python-arch", "aarch64"], "an aarch64 Python cannot run on linux x86_64"),
+    (["--os", "linux", "--arch", "aarch64", "--python-arch", "x86_64"], "an x86_64 Python cannot run on linux aarch64"),
+    (["--os", "macos", "--arch", "x86_64", "--python-arch", "arm64"], "an arm64 Python cannot run on macos x86_64"),
+    (["--os", "windows", "--python-arch", "arm64"], "an aarch64 Python cannot run on windows x86_64"),
 ])
 def test_conflicting_machine_flags_are_refused(args: list[str], words: str,
                                                capsys: pytest.CaptureFixture[str]) -> None:
@@ -368,6 +376,28 @@ def test_conflicting_machine_flags_are_refused(args: list[str], words: str,
 
     assert main(["install-cmd", *args]) == 2
     assert capsys.readouterr().err.startswith(f"ERROR: {words}")
+
+
+def test_the_interpreters_arch_picks_the_wheel_where_the_os_emulates_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """Windows on Arm runs x64 Pythons: their wheels are win_amd64 ones, which exist, where no
+    win_arm64 wheel of torch is on PyPI; the refusal for a native Python says so."""
+    from kitbench._cli import main
+
+    assert main(["install-cmd", "--os", "windows", "--arch", "arm64", "--python-arch", "x86_64", "--json"]) == 0
+    chosen = json.loads(capsys.readouterr().out)
+    assert chosen["arch"] == "x86_64" and chosen["command"].startswith("pip install torch==")
+    assert main(["install-cmd", "--os", "windows", "--arch", "arm64"]) == 2
+    assert capsys.readouterr().err.endswith("an x86_64 Python runs on this machine under emulation: "
+                                            "--python-arch x86_64\n")
+
+
+def test_every_capability_a_gpu_has_is_accepted() -> None:
+    from kitbench import drivers, probe
+
+    base = probe.override(probe.probe(), os="linux", arch="x86_64", driver="580.65.06")
+    for capability in drivers.load().capabilities:
+        text = f"{capability[0]}.{capability[1]}"
+        assert probe.override(base, gpu_capabilities=[text]).capabilities == (text,)
 
 
 def test_an_explicit_cuda_build_too_new_for_the_driver_is_warned_about(capsys: pytest.CaptureFixture[str]) -> None:

@@ -254,6 +254,25 @@ def probe() -> Probe:
 DEFAULT_ARCH = {"linux": "x86_64", "windows": "x86_64", "macos": "arm64"}
 
 
+# The foreign interpreters an OS runs on a machine: Rosetta 2 on Apple silicon, Windows 11's x64
+# emulation on Arm. Elsewhere (Linux without qemu-user, Intel Macs) only the machine's own arch runs.
+EMULATES = {("macos", "arm64"): "x86_64", ("windows", "aarch64"): "x86_64"}
+
+
+def _shipped(capability: tuple[int, int]) -> tuple[int, int]:
+    """A compute capability given by hand must be one that a GPU has (envs/drivers.yaml)."""
+    from kitbench import drivers
+
+    known = drivers.load().capabilities
+    if capability not in known:
+        near = [format_capability(c) for c in known if c[0] == capability[0]]
+        raise UsageError(f"no NVIDIA GPU has compute capability {format_capability(capability)}",
+                         hint=(f"those of {capability[0]}.x are {', '.join(near)}; " if near else "")
+                         + "nvidia-smi --query-gpu=name,compute_cap shows a GPU's (NVIDIA's list: "
+                           "https://developer.nvidia.com/cuda-gpus)")
+    return capability
+
+
 def override(base: Probe, *, os: str | None = None, arch: str | None = None,
              python_arch: str | None = None, driver: str | None = None,
              gpu_capabilities: Sequence[str] = (), no_gpu: bool = False, gpu_gfx: Sequence[str] = (),
@@ -296,8 +315,13 @@ def override(base: Probe, *, os: str | None = None, arch: str | None = None,
         changes["python_arch"] = normalize_arch(python_arch, target_os)
         sources["python_arch"] = "--python-arch"
     if os is not None or arch is not None or python_arch is not None:
-        final_arch = changes.get("arch", base.arch)
-        final_py = changes.get("python_arch", base.python_arch)
+        final_arch = str(changes.get("arch", base.arch))
+        final_py = str(changes.get("python_arch", base.python_arch))
+        if final_py != final_arch and EMULATES.get((target_os, final_arch)) != final_py:
+            raise UsageError(f"an {final_py} Python cannot run on {target_os} {final_arch}",
+                             hint="the only foreign Pythons that run are x86_64 ones on arm64 macOS (Rosetta 2) "
+                                  "and on arm64 Windows (its x64 emulation); leave --python-arch out for a "
+                                  "native one")
         changes["rosetta"] = target_os == "macos" and final_arch == "arm64" and final_py == "x86_64"
     if no_gpu:
         changes.update(driver=None, gpus=(), rocm=None, amd_gpus=(), intel_gpus=())
@@ -307,7 +331,7 @@ def override(base: Probe, *, os: str | None = None, arch: str | None = None,
         changes["driver"] = driver
         sources["driver"] = "--driver"
     if gpu_capabilities:
-        caps = [format_capability(parse_capability(c)) for c in gpu_capabilities]
+        caps = [format_capability(_shipped(parse_capability(c))) for c in gpu_capabilities]
         changes["gpus"] = tuple(Gpu(i, "(given)", c, None) for i, c in enumerate(caps))
         sources["gpus"] = "--gpu-cc"
     if gpu_gfx:
