@@ -509,6 +509,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         plots.check_target(args.plot, args.force)
     skipped: list[Path] = []
     loaded = compare.load(args.inputs, skipped)
+    if args.plot:
+        plots.check_count(len(loaded))      # before any output: nothing half done
     if skipped:
         print(f"note: skipped {len(skipped)} *.json file(s) that are not run records (fleet plans, probe and "
               f"install JSON, image bundles), e.g. {skipped[0]}", file=sys.stderr)

@@ -453,4 +453,7 @@ def translate(message: str, *, target: Target | None = None, step: str = "", tai
     if known is not None:
         return known
     first = next((line for line in message.splitlines() if line.strip()), "unknown error")
-    return ContainerError(f"docker: {first.strip()[:300]}", hint="\n  ".join(["see the log above", *tail]))
+    # "above" only where a build log was streamed; its last lines come along either way.
+    hint = ("\n  ".join(["see the log above", *tail]) if tail else
+            "that is all docker said; docker info checks the engine")
+    return ContainerError(f"docker: {first.strip()[:300]}", hint=hint)

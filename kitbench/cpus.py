@@ -113,6 +113,24 @@ def usable_cores() -> int:
     return cores().usable
 
 
+def memory_available(root: Path = Path("/")) -> int | None:
+    """Bytes this process could still allocate: the kernel's MemAvailable, or less where its
+    cgroup (v2 ``memory.max``, a container's or a Slurm job's limit) leaves less; None unknown."""
+    found = [int(line.split()[1]) * 1024 for line in (_read(root / "proc/meminfo") or "").splitlines()
+             if line.startswith("MemAvailable:") and line.split()[1].isdigit()]
+    own = _own_cgroups(root)
+    # (v2 hierarchy, v1 memory controller): the limit and what is charged against it, where
+    # "max" (v2) or 2**63 rounded to a page (v1) means no limit.
+    for base, path, names in ((root / _CGROUP, own.get(""), ("memory.max", "memory.current")),
+                              (root / _CGROUP / "memory", own.get("memory"),
+                               ("memory.limit_in_bytes", "memory.usage_in_bytes"))):
+        for folder in _ancestors(base, path) if path is not None else []:
+            limit, used = (_read(folder / name) for name in names)
+            if limit and used and limit.strip().isdigit() and used.strip().isdigit() and int(limit) < 2**62:
+                found.append(max(0, int(limit) - int(used)))
+    return min(found) if found else None
+
+
 def _cpuinfo(root: Path) -> dict[str, str]:
     """The first processor's fields of /proc/cpuinfo (Arm kernels print the implementer and
     part per core; x86 the vendor, family, model and stepping)."""

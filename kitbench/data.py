@@ -36,6 +36,9 @@ def normalize_root(path: Path) -> Path:
     return path
 
 
+MAX_RAW_BYTES = 64 * 2**20      # the largest raw MNIST file, train-images-idx3-ubyte, is 47,040,016 bytes
+
+
 @cache
 def expected_checksums() -> dict[str, str]:
     files: dict[str, str] = manifest.load(manifest.envs_dir() / "mnist.yaml", "mnist").data["files"]
@@ -59,6 +62,11 @@ def verify(root: Path) -> dict[str, str]:
         if not path.is_file():
             raise DataError(f"MNIST file missing: {path}",
                             hint="point --data (or KITBENCH_DATA) at the directory holding MNIST/raw")
+        size = path.stat().st_size
+        if size > MAX_RAW_BYTES:
+            # Hashing whatever --data names could take minutes (a disk image, a sparse file).
+            raise DataError(f"{path} is {size:,} bytes: no MNIST file is larger than {MAX_RAW_BYTES:,}",
+                            hint="the file is not MNIST; point --data at the directory holding MNIST/raw")
         actual = _sha256(path)
         if actual != expected:
             raise DataError(f"MNIST file {path} fails its SHA-256 check ({actual[:12]}... != {expected[:12]}...)",
@@ -92,6 +100,13 @@ def prepare(path: Path | None, offline: bool) -> tuple[Path, dict[str, str]]:
     return root, verify(root)
 
 
+def download_cause(exc: BaseException) -> str:
+    """One line that keeps the cause: torchvision's message is "Error downloading <file>:"
+    with each mirror's error on the lines below it, the last one the likeliest to matter."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+    return (lines[0] if len(lines) == 1 else f"{lines[0]} {lines[-1]}")[:300]
+
+
 def _download(root: Path) -> None:
     from torchvision.datasets import MNIST
 
@@ -100,5 +115,5 @@ def _download(root: Path) -> None:
         MNIST(str(root), train=True, download=True)
         MNIST(str(root), train=False, download=True)
     except (OSError, RuntimeError) as exc:
-        raise DataError(f"could not download MNIST into {root}: {str(exc).splitlines()[0]}",
+        raise DataError(f"could not download MNIST into {root}: {download_cause(exc)}",
                         hint="on an offline machine, copy MNIST/raw there and pass --data (or --offline)") from None

@@ -60,7 +60,19 @@ def _is_dir(path: Path) -> bool:
         return False
 
 
+# One bar group and one label per record: past this a plot is unreadable and matplotlib's
+# layout takes minutes; kitbench report is made for thousands.
+MAX_RECORDS = 100
+
+
+def check_count(count: int) -> None:
+    if count > MAX_RECORDS:
+        raise UsageError(f"--plot draws at most {MAX_RECORDS} records, and {count:,} were given",
+                         hint="kitbench report draws any number of them on one page; or compare fewer")
+
+
 def comparison(loaded: Sequence[Loaded], table: Sequence[Row], out: Path, force: bool = False) -> None:
+    check_count(len(loaded))
     plt = _pyplot()
 
     good = [(item, row) for item, row in zip(loaded, table, strict=True) if item.record is not None]

@@ -316,6 +316,20 @@ def test_unbounded_values_are_refused(args: list[str], words: str, capsys: pytes
     assert len(err) < 1000
 
 
+def test_a_world_that_cannot_fit_is_refused_before_any_rank_starts(capsys: pytest.CaptureFixture[str],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("kitbench.cpus.usable_cores", lambda: 2)
+    for nproc in ("9", "500"):
+        assert _main("run", "--check", "ddp", "--nproc", nproc) == 2
+        assert capsys.readouterr().err.startswith(f"ERROR: --nproc must be between 1 and 8 here (4 per usable "
+                                                  f"core, 2 here, 64 at most), not {nproc}")
+    monkeypatch.setattr("kitbench.cpus.memory_available", lambda: 3 * 2**30)
+    assert _main("run", "--check", "ddp", "--nproc", "8") == 2
+    err = capsys.readouterr().err
+    assert "ERROR: --nproc 8 needs about 4.0 GiB for its ranks (0.5 GiB each), and 3.0 GiB is available" in err
+    assert "hint: at most --nproc 6 on this machine now" in err
+
+
 def test_an_over_long_file_name_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert _main(*AVAIL, "--out", str(tmp_path / ("x" * 300 + ".json"))) == 1
     assert "cannot write the record" in capsys.readouterr().err
@@ -408,6 +422,8 @@ def test_verify_cannot_compare_exits_2(tmp_path: Path, content: str, code: int,
     (["run", "--check", "mnist", "--ddp-timeout", "30", "--nnodes", "1"], "--nnodes, --ddp-timeout only act"),
     (["run", "--check", "ddp", "--rdzv-endpoint", "127.0.0.1:70000"], "a port is between 1 and 65535"),
     (["run", "--check", "ddp", "--rdzv-endpoint", "h:0"], "a port is between 1 and 65535"),
+    (["run", "--check", "ddp", "--nnodes", "2", "--rdzv-endpoint", "nosuchhost.invalid:29500"],
+     "the host 'nosuchhost.invalid' does not resolve"),      # RFC 6761: .invalid never resolves
 ])
 def test_options_that_cannot_combine_are_refused(argv: list[str], words: str, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:

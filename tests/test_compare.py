@@ -146,6 +146,24 @@ def test_plot_is_written(runs: dict[str, Path], tmp_path: Path) -> None:
     assert out.stat().st_size > 20_000
 
 
+def test_a_plot_of_more_records_than_it_can_hold_is_refused_before_any_output(
+        runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench import plots
+    from kitbench._cli import main
+
+    folder = tmp_path / "many"
+    folder.mkdir()
+    text = runs["a"].read_text()
+    for i in range(plots.MAX_RECORDS + 1):
+        (folder / f"r{i}.json").write_text(text)
+    out = tmp_path / "many.png"
+    assert main(["compare", str(folder), "--plot", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and not out.exists()
+    assert captured.err.startswith("ERROR: --plot draws at most 100 records, and 101 were given\n"
+                                   "hint: kitbench report draws any number")
+
+
 def test_compare_cli_errors(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "kitbench", "compare", str(tmp_path / "nope*.json")],
                           capture_output=True, text=True, check=False)

@@ -84,6 +84,10 @@ def test_build_stream_without_error_gives_the_image_id() -> None:
 def test_unknown_text_passes_through_as_one_line() -> None:
     error = containers.translate("something odd\nsecond line")
     assert error.message == "docker: something odd"
+    # No build log was printed: the hint points at nothing "above".
+    assert error.hint == "that is all docker said; docker info checks the engine"
+    built = containers.translate("something odd", tail=["Step 3/9 : RUN x", "x: not found"])
+    assert built.hint == "see the log above\n  Step 3/9 : RUN x\n  x: not found"
 
 
 def test_build_args_come_from_the_manifest(monkeypatch: pytest.MonkeyPatch) -> None:

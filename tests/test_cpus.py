@@ -35,6 +35,15 @@ def test_a_root_without_cgroup_files_has_no_quota(tmp_path: Path) -> None:
     assert cpus.cores(tmp_path, affinity={0, 1, 2}).usable == 3
 
 
+@pytest.mark.parametrize(("root", "available"), [
+    ("v1-this-vm", 22756232 * 1024),                # no memory limit (2**63 rounded to a page): MemAvailable
+    ("v1-docker-1g", 1073741824 - 1540096),         # docker run --memory=1g: the container's limit binds
+    ("v2-docker-1.5", None),                        # no memory files at all: unknown
+])
+def test_available_memory_is_the_smaller_of_the_kernels_and_the_cgroups(root: str, available: int | None) -> None:
+    assert cpus.memory_available(CGROUP / root) == available
+
+
 def test_this_process_uses_its_affinity_not_cpu_count() -> None:
     assert cpus.usable_cores() <= len(os.sched_getaffinity(0))
 

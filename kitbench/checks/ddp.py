@@ -128,6 +128,10 @@ def _launch(world: int, ctx: Context, out: Path, backend: str, max_bytes: int) -
             raise LaunchFailed(f"no run within {limit:.0f} s at rendezvous {opts.rdzv_endpoint}: the port answers "
                                "but no rendezvous completed there: it is in use by another program, or a node never "
                                "joined; every rank was killed") from None
+        if opts.rdzv_endpoint:
+            raise LaunchFailed(f"no rendezvous within {limit:.0f} s: nothing answers at {opts.rdzv_endpoint} (the "
+                               f"node that hosts it never started, or a firewall is between); every rank was "
+                               "killed") from None
         raise LaunchFailed(f"world size {world}: a rank hung; no result within {limit:.0f} s, "
                            "every rank was killed") from None
     except OSError as exc:
