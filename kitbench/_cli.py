@@ -22,7 +22,7 @@ from kitbench.checks.base import SWEEP
 if TYPE_CHECKING:
     from kitbench import fleet
 
-from kitbench.errors import OPTIONAL_HINTS, KitbenchError, MissingDependency, Terminated, UsageError
+from kitbench.errors import OPTIONAL_HINTS, KitbenchError, MissingDependency, SlurmError, Terminated, UsageError
 
 _EPILOG_RUN = """\
 examples:
@@ -302,7 +302,16 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
     from kitbench import _ui, fleet, slurm
 
     if args.fleet_command == "gather":
-        summary, rows = fleet.gather(args.job, verify=args.verify, reference=args.reference)
+        fleet.load_plan(args.job)       # an unknown job is said before Slurm is asked
+        try:
+            states = slurm.tasks(args.job)
+        except SlurmError as error:
+            # The records are on shared storage: a controller that is gone, or a machine
+            # without Slurm that mounts them, still gathers what the tasks wrote.
+            _ui.stderr_line(f"note: Slurm did not answer ({error.message}); each task's state is read from "
+                            "the files it left")
+            states = []
+        summary, rows = fleet.gather(args.job, states, verify=args.verify, reference=args.reference)
         code = _ui.fleet_results(args.job, summary, rows, fleet.majority_notes(rows), args.json)
         _fleet_report(args.job, rows)
         return code
@@ -324,7 +333,7 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
         fleet.refuse_foreign(slurm.node_arches(chosen), fleet.executable_arch(python), f"the Python {python}")
         plan = fleet.plan_probe(chosen, args.per, options, python, ["--release", args.release])
     else:
-        plan = _fleet_run_plan(args, chosen, options, log)
+        plan = _fleet_run_plan(args, chosen, options, log, dry_run=args.dry_run)
     if args.dry_run:
         print(plan.script, end="")
         return 0
@@ -354,12 +363,14 @@ def _fleet_report(job: str, rows: list[fleet.TaskResult]) -> None:
 
 
 def _fleet_run_plan(args: argparse.Namespace, chosen: list[str], options: fleet.SlurmOptions,
-                    log: Callable[[str], None]) -> fleet.Plan:
+                    log: Callable[[str], None], dry_run: bool) -> fleet.Plan:
+    """The job a run would submit. A dry run builds nothing (no environment, no image, no
+    bundle): it shows the script with the names those would have."""
     from kitbench import fleet, slurm, targets
 
     target = targets.get(args.target)
     if target.kind == "venv":
-        python = fleet.venv_python(target.name, args.venv, log)
+        python = fleet.venv_python(target.name, args.venv, log, build=not dry_run)
         fleet.refuse_foreign(slurm.node_arches(chosen), fleet.executable_arch(python),
                              f"{target.name}'s environment ({python})")
         environment = {k: v for k, v in (("KITBENCH_DATA", os.environ.get("KITBENCH_DATA")),) if v}
@@ -371,18 +382,25 @@ def _fleet_run_plan(args: argparse.Namespace, chosen: list[str], options: fleet.
     from kitbench import containers, data, fleet_containers
 
     runtime = fleet_containers.detect(args.containers)
-    built = containers.build(target, log=log)
-    if runtime != "pyxis" or args.image is None:
-        fleet.refuse_foreign(slurm.node_arches(chosen), built.arch, f"the image {built.tag}")
     mnist = data.default_root().resolve()
     shared_data = mnist if (mnist / "MNIST" / "raw").is_dir() else None
     results = fleet.fleet_root()
-    if runtime == "pyxis":
-        where = args.image or f"dockerd://{built.tag}"
+    if dry_run:
+        tag, image_id = containers.image_tag(target), "<image id>"
+        log(f"dry run: the image {tag} is not built" + ("" if runtime == "pyxis" else ", nor its bundle exported"))
     else:
-        where = str(fleet_containers.bundle(built.image_id, target.name, results, shared_data, log))
+        built = containers.build(target, log=log)
+        tag, image_id = built.tag, built.image_id
+        if runtime != "pyxis" or args.image is None:
+            fleet.refuse_foreign(slurm.node_arches(chosen), built.arch, f"the image {built.tag}")
+    if runtime == "pyxis":
+        where = args.image or f"dockerd://{tag}"
+    elif dry_run:
+        where = str(fleet_containers.bundle_folder(target.name, image_id, results))
+    else:
+        where = str(fleet_containers.bundle(image_id, target.name, results, shared_data, log))
     environment = {"KITBENCH_TARGET": target.name, "KITBENCH_MANIFEST_SHA256": target.sha256,
-                   "KITBENCH_IMAGE": built.tag, "KITBENCH_IMAGE_ID": built.image_id}
+                   "KITBENCH_IMAGE": tag, "KITBENCH_IMAGE_ID": image_id}
     prefix = fleet_containers.command(runtime, where, environment, shared_data, results)
     return fleet.plan_run(chosen, args.per, options, target.name, target.sha256, prefix, args.run_args, {},
                           record_dir=f"{containers.RESULTS_INSIDE}/$SLURM_ARRAY_JOB_ID")

@@ -475,9 +475,10 @@ def _older(a: str, b: str) -> bool:
         return False
 
 
-def venv_python(target: str, venv: Path | None, log: Callable[[str], None]) -> Path:
+def venv_python(target: str, venv: Path | None, log: Callable[[str], None], build: bool = True) -> Path:
     """The Python of a venv target's environment on shared storage: ``venv`` as given, else the
-    checkout's ``.nox/<target>``, built once with ``nox -s <target> --install-only`` if missing."""
+    checkout's ``.nox/<target>``, built once with ``nox -s <target> --install-only`` if missing
+    (a dry run, ``build=False``, names the Python it would build and builds nothing)."""
     from kitbench import manifest
 
     if venv is None:
@@ -487,6 +488,9 @@ def venv_python(target: str, venv: Path | None, log: Callable[[str], None]) -> P
                              hint="--venv PATH (a venv with torch and kitbench, on storage every node shares)")
         venv = checkout / ".nox" / target
         if not (venv / "bin" / "python").exists():
+            if not build:
+                log(f"dry run: {target}'s environment would be built in {venv} (nox -s {target} --install-only)")
+                return (venv / "bin" / "python").absolute()
             log(f"building {target}'s environment once, in {venv} (nox -s {target} --install-only)")
             _build_with_nox(checkout, target, log)
     python = venv / "bin" / "python"

@@ -55,12 +55,16 @@ def command(runtime: str, where: str, environment: dict[str, str], data: Path | 
     return ["srun", f"--container={where}", *assignments, IMAGE_PYTHON]
 
 
+def bundle_folder(target: str, image_id: str, results: Path) -> Path:
+    return results / "bundles" / f"{target}-{image_id.split(':')[-1][:12]}"
+
+
 def bundle(image_id: str, target: str, results: Path, data: Path | None, log: Callable[[str], None]) -> Path:
     """An OCI bundle of the image under ``results/bundles/``: the rootfs exported once per image,
     config.json written each time (the mounts follow the results and data folders)."""
     from kitbench import containers
 
-    folder = results / "bundles" / f"{target}-{image_id.split(':')[-1][:12]}"
+    folder = bundle_folder(target, image_id, results)
     rootfs, env_file = folder / "rootfs", folder / "image-env.json"
     if not rootfs.is_dir():
         env_file.parent.mkdir(parents=True, exist_ok=True)

@@ -81,9 +81,12 @@ def _translate(command: str, stderr: str) -> SlurmError:
             named = next((g for g in match.groups() if g), None)
             detail = f" {named!r}" if named else ""
             return SlurmError(message.format(detail), hint=hint, command=command, stderr=text)
-    first = next((line for line in text.splitlines() if line.strip()), "no output")
-    return SlurmError(f"{command} failed: {first.strip()[:300]}", hint="see Slurm's message above",
-                      command=command, stderr=text)
+    lines = [line.strip()[:300] for line in text.splitlines() if line.strip()] or ["no output"]
+    # Only the first line is on the ERROR line and nothing of Slurm's was printed: the hint
+    # carries the rest, never a pointer to output that is not there.
+    hint = ("Slurm went on: " + " | ".join(lines[1:4]) if len(lines) > 1 else
+            f"that is all {command} said; scontrol ping shows whether the controller answers")
+    return SlurmError(f"{command} failed: {lines[0]}", hint=hint, command=command, stderr=text)
 
 
 def run(args: Sequence[str], timeout: float = _TIMEOUT_S) -> str:

@@ -53,8 +53,9 @@ def test_fleet_probe_gathers_every_node(slurm_cluster: Path, results: Path, caps
     assert "#SBATCH --array=0-2" in script.read_text()
 
 
-def test_fleet_probe_table_and_gather_later(slurm_cluster: Path, results: Path,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_fleet_probe_table_and_gather_later(slurm_cluster: Path, results: Path, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
     assert main(["fleet", "probe", "--per", "gres"]) == 0       # every node has the same (no) GRES: one task
     captured = capsys.readouterr()
     assert "kitbench fleet probe (job" in captured.out and "ok: 1 of 1 task(s) ok" in captured.out
@@ -62,6 +63,16 @@ def test_fleet_probe_table_and_gather_later(slurm_cluster: Path, results: Path,
     job = captured.err.split("submitted job ")[1].split(":")[0]
     assert main(["fleet", "gather", job, "--json"]) == 0
     assert [t["node"] for t in _json(capsys)["tasks"]] == ["n1"]
+    # Without Slurm (the controller gone, or a workstation that mounts the shared storage):
+    # the states come from the files the tasks left.
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert main(["fleet", "gather", job, "--json"]) == 0
+    captured = capsys.readouterr()
+    task, = json.loads(captured.out)["tasks"]
+    assert (task["node"], task["state"], task["exit_code"]) == ("n1", "COMPLETED", 0)
+    assert captured.err.startswith("note: Slurm did not answer (scontrol is not on PATH")
+    assert main(["fleet", "gather", "999999"]) == 2             # an unknown job, said before Slurm is asked
+    assert capsys.readouterr().err.startswith("ERROR: no fleet job 999999 under")
 
 
 def test_fleet_run_cpu_on_three_nodes(slurm_cluster: Path, results: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -178,6 +189,26 @@ def test_dry_run_prints_the_script_and_submits_nothing(slurm_cluster: Path, resu
                  "export KITBENCH_TARGET=cpu", "-m kitbench run --force --out \"$out/$node.json\" --quick"):
         assert line in script
     assert not results.exists() or not list(results.glob("*/fleet.json"))
+
+
+def test_dry_run_builds_nothing(slurm_cluster: Path, results: Path, tmp_path: Path,
+                                capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Neither the venv a run would build with nox, nor the image, nor its OCI bundle."""
+    checkout = tmp_path / "checkout"
+    (checkout / "envs").mkdir(parents=True)
+    monkeypatch.setattr("kitbench.manifest.checkout_root", lambda: checkout)
+    assert main(["fleet", "run", "cpu", "--dry-run"]) == 0
+    captured = capsys.readouterr()
+    assert f"{checkout}/.nox/cpu/bin/python -m kitbench run" in captured.out
+    assert "dry run: cpu's environment would be built in" in captured.err
+    assert not (checkout / ".nox").exists()
+    monkeypatch.setattr("kitbench.containers.build", lambda *a, **k: pytest.fail("a dry run built an image"))
+    for runtime, where in (("oci", f"{results}/bundles/cuda126-<image id>"), ("pyxis", "dockerd://kitbench/cuda126:")):
+        assert main(["fleet", "run", "cuda126", "--containers", runtime, "--dry-run"]) == 0
+        captured = capsys.readouterr()
+        assert where in captured.out and "'KITBENCH_IMAGE_ID=<image id>'" in captured.out, captured.out
+        assert "dry run: the image kitbench/cuda126:" in captured.err
+    assert not results.exists() or not list(results.iterdir())
 
 
 def test_no_controller_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -316,6 +347,12 @@ def test_slurm_refusals_are_translated() -> None:
                            "cannot reach a Slurm controller")):
         error = slurm._translate("sbatch", stderr)
         assert isinstance(error, SlurmError) and words in error.message and error.hint
+    # Unknown words: the first line is the message, the rest the hint; nothing was printed "above".
+    error = slurm._translate("sbatch", "sbatch: error: something new\nsbatch: error: and why\n")
+    assert (error.message, error.hint) == ("sbatch failed: sbatch: error: something new",
+                                           "Slurm went on: sbatch: error: and why")
+    assert slurm._translate("squeue", "squeue: odd").hint == ("that is all squeue said; scontrol ping shows "
+                                                             "whether the controller answers")
 
 
 # --- docker targets: pyxis or Slurm's OCI support ---
