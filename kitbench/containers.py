@@ -231,6 +231,22 @@ def build(target: Target, log: Log) -> BuildResult:
     return BuildResult(tag, image.id, args["BASE_IMAGE"], image.attrs.get("Size", 0), image.attrs.get("Architecture"))
 
 
+def existing(image_id: str, tag: str, target: Target) -> BuildResult | None:
+    """The image ``image_id`` where this engine still has it (a replay reuses it instead of
+    building anew); named by ``tag`` while that tag still points at it."""
+    docker = sdk()
+
+    client = _client()
+    base = build_args(target)["BASE_IMAGE"]
+    with _engine_errors(target, base):
+        try:
+            image = client.images.get(image_id)
+        except docker.errors.ImageNotFound:
+            return None
+    return BuildResult(tag if tag in image.tags else image.id, image.id, base, image.attrs.get("Size", 0),
+                       image.attrs.get("Architecture"))
+
+
 def run(target: Target, result: BuildResult, run_args: Sequence[str], log: Log) -> int:
     """Run the suite in the image; return the container's exit status."""
     docker = sdk()
@@ -248,7 +264,9 @@ def run(target: Target, result: BuildResult, run_args: Sequence[str], log: Log) 
     except OSError as exc:
         raise ContainerError(f"cannot create {exc.filename}: {exc.strerror}", hint="set KITBENCH_RESULTS (records) "
                              "or KITBENCH_DATA (MNIST) to a writable folder") from None
-    mounts = [Mount(RESULTS_INSIDE, str(results_dir.parent), type="bind"),
+    # The target's own folder, not the results root: the image's user need not be able to enter
+    # the root (a folder of mode 700, a home directory), only the folder it writes to.
+    mounts = [Mount(f"{RESULTS_INSIDE}/{target.name}", str(results_dir), type="bind"),
               Mount(DATA_INSIDE, str(data_root), type="bind", read_only=not download)]
     user = None
     getuid = getattr(os, "getuid", None)      # absent on Windows, whose Docker maps no host uids

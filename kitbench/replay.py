@@ -10,6 +10,10 @@ directory beside the cache entry and renamed into place only when complete, so
 an interrupted replay leaves nothing half-built; an identical plan reuses the
 cached environment. The kitbench that runs is this one (on PYTHONPATH): the
 replay checks the environment, with today's code, and says so.
+
+A container record is replayed in its image: the very image where this engine still
+has the recorded id, else the target's image rebuilt (as ``kitbench container``
+builds it), provided the target still pins the recorded torch and torchvision.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -52,6 +57,8 @@ class Plan:
     target: str | None
     run_args: list[str]
     notes: list[str] = field(default_factory=list)   # what is not rebuilt exactly, said
+    image: str | None = None           # a container record: the image it ran in, and its id
+    image_id: str | None = None
 
     @property
     def key(self) -> str:
@@ -91,9 +98,7 @@ def plan(path: Path, machine: Probe) -> Plan:
     except KitbenchError:
         target = None
     if env.get("image"):
-        # Not yet: rebuilding the image with the recorded build arguments.
-        raise ReplayError(f"{path} ran in the container image {env.get('image')}; replay rebuilds venvs only",
-                          hint=f"rerun it: kitbench container {target_name} -- {' '.join(_run_args(record['argv']))}")
+        return _container_plan(path, hashlib.sha256(data).hexdigest(), record, target, machine)
     notes: list[str] = []
     here, there = f"{machine.os}-{machine.arch}", f"{env['os']}-{env['arch']}"
     same_platform = here == there
@@ -145,6 +150,35 @@ def plan(path: Path, machine: Probe) -> Plan:
                      f"git {str(env.get('git_revision') or 'unknown')[:12]})")
     return Plan(path, hashlib.sha256(data).hexdigest(), record, python, requirements, exact, index, target_name,
                 _run_args(record["argv"]), notes)
+
+
+def _container_plan(path: Path, sha256: str, record: RunRecord, target: targets.Target | None,
+                    machine: Probe) -> Plan:
+    env = record["environment"]
+    image = str(env.get("image"))
+    if target is None or target.kind != "docker":
+        raise ReplayError(f"{path} ran in the image {image} of target {env.get('target')!r}, which is not a docker "
+                          "target of this kitbench",
+                          hint="replay it with the kitbench revision that wrote it (environment.git_revision)")
+    here, there = f"{machine.os}-{machine.arch}", f"{env['os']}-{env['arch']}"
+    if here != there:
+        raise ReplayError(f"the record ran in a {there} container, this is {here}",
+                          hint=f"replay it on a {there} host with Docker")
+    for name, pinned in (("torch", target.torch), ("torchvision", target.torchvision)):
+        had = str(env.get(name) or "").partition("+")[0]
+        if had != pinned.partition("+")[0]:
+            raise ReplayError(f"target {target.name} pins {name} {pinned} now; the record's image had {had}: "
+                              "a rebuilt image would not be the record's",
+                              hint="replay it with the kitbench revision that wrote it (environment.git_revision), "
+                                   "or on the machine that still has its image")
+    notes = []
+    if env.get("manifest_sha256") not in (None, target.sha256):
+        notes.append(f"target {target.name}'s manifest changed since the record (sha256 "
+                     f"{str(env.get('manifest_sha256'))[:12]} -> {target.sha256[:12]}): a rebuilt image follows "
+                     "today's, with the same torch and torchvision")
+    python = ".".join(env["python"].split(".")[:2])
+    return Plan(path, sha256, record, python, [], True, target.index_for("linux"), target.name,
+                _run_args(record["argv"]), notes, image=image, image_id=env.get("image_id"))
 
 
 def _uv() -> str | None:
@@ -234,6 +268,39 @@ def run(chosen: Plan, python: Path, out: Path, log: Log) -> RunRecord:
     return records.read(out)
 
 
+def run_container(chosen: Plan, out: Path, log: Log) -> RunRecord:
+    """The recorded checks in the recorded image (or the target's rebuilt one); the record the
+    container writes under the results folder is moved to ``out``, naming the one it replays."""
+    from kitbench import _files, containers
+
+    assert chosen.target is not None and chosen.image is not None
+    _files.check_target(out)            # refused now, not after minutes of building
+    target = targets.get(chosen.target)
+    found = containers.existing(chosen.image_id, chosen.image, target) if chosen.image_id else None
+    if found is not None:
+        log(f"reusing the recorded image {found.tag} ({found.image_id[:19]})")
+        result = found
+    else:
+        log(f"the recorded image {chosen.image} ({str(chosen.image_id)[:19]}) is not here: building {target.name}'s")
+        result = containers.build(target, log)
+        chosen.notes.append(f"the record's image ({str(chosen.image_id)[:19]}) is not on this machine: rebuilt as "
+                            f"{result.image_id[:19]}")
+    name = f"replay-{secrets.token_hex(6)}.json"
+    written = records.results_root() / target.name / name
+    args = [*chosen.run_args, "--out", f"{containers.RESULTS_INSIDE}/{target.name}/{name}"]
+    log("running in the container: kitbench run " + " ".join(args))
+    containers.run(target, result, args, log)
+    if not written.is_file():
+        raise ReplayError(f"the replayed run wrote no record at {written}")
+    record = records.read(written)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _files.write(out, records.to_json({**record, "replay_of": {"path": str(chosen.source), "sha256": chosen.sha256}}),
+                 what="the record")
+    written.unlink()
+    log(f"the record moved to {out}, naming the one it replays")
+    return records.read(out)
+
+
 def check(chosen: Plan, new: RunRecord, out: Path) -> Outcome:
     """compare.verify's verdict; for a record without MNIST runs, its checks' statuses."""
     from kitbench import compare
@@ -258,6 +325,8 @@ def check(chosen: Plan, new: RunRecord, out: Path) -> Outcome:
 
 def replay(source: Path, out: Path | None, machine: Probe, log: Log) -> Outcome:
     chosen = plan(source, machine)
-    python = build(chosen, log)
     out = out or default_out(source)
+    if chosen.image is not None:
+        return check(chosen, run_container(chosen, out, log), out)
+    python = build(chosen, log)
     return check(chosen, run(chosen, python, out, log), out)

@@ -324,7 +324,7 @@ def test_first_run_without_mnist_mounts_a_writable_host_folder_and_prints_host_p
     # The image's user cannot create /data: the host folder exists and is mounted writable for the download.
     assert fresh.is_dir()
     assert _mounts(engine)["/data"] == (str(fresh.resolve()), False)
-    assert _mounts(engine)["/results"] == (str((tmp_path / "results").resolve()), False)
+    assert _mounts(engine)["/results/cuda126"] == (str((tmp_path / "results" / "cuda126").resolve()), False)
     assert lines == [f"status: ok; record: {(tmp_path / 'results').resolve()}/cuda126/2026-01-01T000000Z-ab12.json"]
     assert engine.created["command"] == ["run", "--quick"]
 

@@ -158,3 +158,82 @@ def test_a_wheel_whose_hash_differs_from_the_records_is_refused(cpu_record: Path
     assert capsys.readouterr().err.splitlines()[-1] == ("ERROR: cannot install the recorded versions: "
                                                         "cause: Hash mismatch for `numpy==2.4.6`")
     assert list((tmp_path / "cache").iterdir()) == []
+
+
+# --- container records: replayed in their image on the real engine ---
+
+@pytest.fixture(scope="module")
+def container_record(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """A real record of the cuda126 image run on the CPU (.ci/run built the image: the build is all cache).
+    Its results folder is pytest's, of mode 700 and owned by this user: the image's user (uid 1000)
+    writes into the target's folder, mounted on its own, without entering the root."""
+    docker = pytest.importorskip("docker")
+    base = os.environ.get("KITBENCH_TEST_BASE_IMAGE", "kitbench-ci/debian:bookworm")
+    try:
+        docker.from_env().images.get(base)
+    except Exception as exc:
+        pytest.skip(f"no Docker engine with the base image {base} here ({type(exc).__name__}): .ci/run makes it")
+    results = tmp_path_factory.mktemp("results")
+    env = {**os.environ, "KITBENCH_RESULTS": str(results), "KITBENCH_BASE_IMAGE": base, "KITBENCH_GPUS": "none",
+           "KITBENCH_DOCKER_NETWORK": "host", "KITBENCH_INDEX_URL": "default"}
+    subprocess.run([sys.executable, "-m", "kitbench", "container", "cuda126", "--", "--quick", "--check",
+                    "availability"], env=env, check=True, capture_output=True, cwd=REPO, timeout=3600)
+    (record,) = (results / "cuda126").glob("*.json")
+    return record, env
+
+
+def _replay(args: list[str], env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> int:
+    for name in ("KITBENCH_RESULTS", "KITBENCH_BASE_IMAGE", "KITBENCH_GPUS", "KITBENCH_DOCKER_NETWORK",
+                 "KITBENCH_INDEX_URL"):
+        monkeypatch.setenv(name, env[name])
+    return _cli.main(["replay", *args])
+
+
+@pytest.mark.docker
+def test_a_container_record_is_replayed_in_its_own_image(container_record: tuple[Path, dict[str, str]],
+                                                         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    source, env = container_record
+    out = tmp_path / "replayed.json"
+    assert _replay([str(source), "--out", str(out)], env, monkeypatch) == 0
+    captured = capsys.readouterr()
+    assert f"reproduced ({out})" in captured.out and "replay: reusing the recorded image kitbench/cuda126:" \
+        in captured.err
+    new, old = records.read(out), records.read(source)
+    assert new["replay_of"] == {"path": str(source), "sha256": replay.plan(source, probe()).sha256}
+    assert new["environment"]["image_id"] == old["environment"]["image_id"]
+    assert new["options"] == old["options"]
+    assert list((Path(env["KITBENCH_RESULTS"]) / "cuda126").glob("replay-*")) == []      # moved, not copied
+    assert _replay([str(source), "--out", str(out)], env, monkeypatch) == 1              # never clobbered
+    assert "a file is already there" in capsys.readouterr().err
+
+
+@pytest.mark.docker
+def test_a_container_record_whose_image_is_gone_is_rebuilt_and_says_so(
+        container_record: tuple[Path, dict[str, str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    source, env = container_record
+    gone = _edited(source, tmp_path / "gone.json", image_id="sha256:" + "0" * 64)
+    assert _replay([str(gone), "--out", str(tmp_path / "new.json")], env, monkeypatch) == 0
+    captured = capsys.readouterr()
+    assert "is not here: building cuda126's" in captured.err
+    assert "note: the record's image (sha256:000000000000) is not on this machine: rebuilt as sha256:" in captured.out
+    assert "environment differs: image_id: sha256:0000" in captured.out
+
+
+@pytest.mark.parametrize(("edits", "words"), [
+    ({"torch": "2.0.0"}, "target cuda126 pins torch"),
+    ({"target": "cpu"}, "of target 'cpu', which is not a docker target of this kitbench"),
+    ({"arch": "aarch64"}, "the record ran in a linux-aarch64 container, this is linux-x86_64"),
+])
+def test_a_container_record_that_cannot_be_rebuilt_is_refused_before_docker(
+        cpu_record: Path, edits: dict[str, str], words: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench import containers, targets
+
+    cuda = targets.get("cuda126")
+    record = _edited(cpu_record, tmp_path / "c.json", **{
+        "target": "cuda126", "image": containers.image_tag(cuda), "image_id": "sha256:" + "1" * 64,
+        "torch": cuda.torch, "torchvision": cuda.torchvision, **edits})
+    assert _cli.main(["replay", str(record)]) == 2
+    assert words in capsys.readouterr().err.splitlines()[0]
