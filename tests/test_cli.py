@@ -330,6 +330,24 @@ def test_a_world_that_cannot_fit_is_refused_before_any_rank_starts(capsys: pytes
     assert "hint: at most --nproc 6 on this machine now" in err
 
 
+@pytest.mark.parametrize("argv", [
+    ["compare", "{long}"], ["compare", "{long}/*.json"], ["verify", "{long}", "{long}"], ["report", "{long}"],
+    ["report", "{tmp}", "--out", "{long}.html"], ["replay", "{long}"], ["compare", "{tmp}", "--plot", "{long}.png"],
+    ["install-cmd", "--python", "{long}"], ["run", "--check", "mnist", "--offline", "--data", "{long}"],
+    [*AVAIL, "--out", "{long}/r.json"], ["fleet", "gather", "1"], ["container", "cuda126", "--", "--data", "{long}"],
+])
+def test_a_path_too_long_for_the_os_is_one_line_everywhere(argv: list[str], tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """ENAMETOOLONG (a component over 255 bytes) from any path argument or KITBENCH_RESULTS."""
+    long = str(tmp_path / ("x" * 300))
+    monkeypatch.setenv("KITBENCH_RESULTS", long)
+    code = _main(*[word.format(long=long, tmp=tmp_path) for word in argv])
+    err = capsys.readouterr().err
+    assert code in (1, 2) and err.startswith("ERROR: ") and err.count("ERROR: ") == 1, err
+    assert "Traceback" not in err and len(err.splitlines()) <= 3
+
+
 def test_an_over_long_file_name_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert _main(*AVAIL, "--out", str(tmp_path / ("x" * 300 + ".json"))) == 1
     assert "cannot write the record" in capsys.readouterr().err
