@@ -31,7 +31,6 @@ from kitbench.targets import Target
 BASE_VARIABLE = "KITBENCH_BASE_IMAGE"
 CA_VARIABLE = "KITBENCH_CA_BUNDLE"
 NETWORK_VARIABLE = "KITBENCH_DOCKER_NETWORK"
-_IMAGE_USER_UID = 1000          # the Dockerfile's `kitbench` user
 RESULTS_INSIDE = "/results"     # the Dockerfile's KITBENCH_RESULTS
 DATA_INSIDE = "/data"           # and KITBENCH_DATA
 _TAIL = 12                      # lines of build log kept for an error
@@ -268,14 +267,10 @@ def run(target: Target, result: BuildResult, run_args: Sequence[str], log: Log) 
     # the root (a folder of mode 700, a home directory), only the folder it writes to.
     mounts = [Mount(f"{RESULTS_INSIDE}/{target.name}", str(results_dir), type="bind"),
               Mount(DATA_INSIDE, str(data_root), type="bind", read_only=not download)]
-    user = None
+    # Records (and MNIST) owned by whoever ran kitbench, root included: the folders are the user's
+    # own (`--data /etc` is one), so kitbench never changes their owner to suit the image's user.
     getuid = getattr(os, "getuid", None)      # absent on Windows, whose Docker maps no host uids
-    if getuid is not None and getuid() == 0:
-        # Root on the host: let the image's own non-root user write the record (and MNIST).
-        for folder in (results_dir, data_root) if download else (results_dir,):
-            os.chown(folder, _IMAGE_USER_UID, _IMAGE_USER_UID)
-    elif getuid is not None:
-        user = f"{getuid()}:{os.getgid()}"   # records owned by whoever ran nox
+    user = None if getuid is None else f"{getuid()}:{os.getgid()}"
     devices = []
     if preflight.gpus_requested():
         devices = [DeviceRequest(count=-1, capabilities=[["gpu"]])]

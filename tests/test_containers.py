@@ -421,6 +421,21 @@ def test_a_container_run_where_there_are_no_uids(monkeypatch: pytest.MonkeyPatch
     assert engine.created["user"] is None
 
 
+def test_a_container_run_as_root_changes_no_owner(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`container cuda126 -- --data /etc` as root once handed /etc to uid 1000 (and broke munged):
+    the container runs as the caller, and no folder of the user's changes owner."""
+    chowned: list[object] = []
+    monkeypatch.setattr(os, "getuid", lambda: 0)
+    monkeypatch.setattr(os, "getgid", lambda: 0)
+    monkeypatch.setattr(os, "chown", lambda *args, **kwargs: chowned.append(args))
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    engine, _ = _fake_run(monkeypatch, tmp_path, ["--data", str(theirs)])
+    assert engine.created["user"] == "0:0"
+    assert _mounts(engine)["/data"] == (str(theirs.resolve()), False)
+    assert chowned == []
+
+
 def test_offline_without_mnist_is_refused_before_the_build(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     from kitbench._cli import main
