@@ -265,9 +265,17 @@ class Verdict:
 _Key = tuple[str, str, str, int]
 
 
-def _runs(record: RunRecord) -> dict[_Key, MnistRun]:
-    return {(r["model"], r["loop"], r["device"], r["batch_size"]): r
-            for r in record["checks"].get("mnist", {}).get("runs", [])}
+def _runs(record: RunRecord, name: str = "record") -> dict[_Key, MnistRun]:
+    """The runs by model, loop, device and batch size; two under one key are refused, since which of
+    them is compared would otherwise be decided silently (kitbench never writes two)."""
+    found: dict[_Key, MnistRun] = {}
+    for run in record["checks"].get("mnist", {}).get("runs", []):
+        key = (run["model"], run["loop"], run["device"], run["batch_size"])
+        if key in found:
+            raise UsageError(f"the {name} holds two MNIST runs of {_label(key)!r}: which one it vouches "
+                             "for is not defined", hint="it was not written by kitbench or was edited since")
+        found[key] = run
+    return found
 
 
 def _label(key: _Key, other_device: str | None = None) -> str:
@@ -349,7 +357,7 @@ def verify(reference: RunRecord, candidate: RunRecord) -> Verdict:
     with the same build, CPU and threads; elsewhere the recorded numbers within
     ``CROSS_DEVICE_RTOL``. Each comparison names its rule; ``rules`` says why each pair got
     its rule, ``not_compared`` what was left out. A diverged run never verifies."""
-    ref_runs, cand_runs = _runs(reference), _runs(candidate)
+    ref_runs, cand_runs = _runs(reference, "reference"), _runs(candidate, "candidate")
     if not ref_runs or not cand_runs:
         raise UsageError("both records need MNIST runs to verify", hint="run with --check mnist")
     pairs, only_ref, only_cand = _pairs(ref_runs, cand_runs)

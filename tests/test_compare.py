@@ -256,6 +256,9 @@ def test_deterministic_runs_have_identical_digests_and_verify_naming_the_paramet
         deterministic: dict[str, Path]) -> None:
     a, b = records.read(deterministic["a"]), records.read(deterministic["b"])
     assert a["environment"]["settings"]["deterministic_algorithms"] is True
+    # The hardware identity the bitwise rule checks: the ISA torch dispatches to, the cores this process may use.
+    identity = a["environment"]["cpu_identity"]
+    assert identity["isa"] and identity["cores_usable"] == a["environment"]["cpu_count"] >= 1
     run_a, run_b = a["checks"]["mnist"]["runs"][0], b["checks"]["mnist"]["runs"][0]
     assert run_a["params_sha256"] == run_b["params_sha256"] and len(run_a["params_sha256"]) == 64
     assert run_a["tensor_sha256"] == run_b["tensor_sha256"] and len(run_a["tensor_sha256"]) == 10
@@ -264,6 +267,7 @@ def test_deterministic_runs_have_identical_digests_and_verify_naming_the_paramet
     assert "equal (bitwise): fnn/resident on cpu, batch 64: parameters: bitwise identical" in done.stdout
     assert "rule: fnn/resident on cpu, batch 64: bitwise: both deterministic (--deterministic), same build" \
         in done.stdout
+    assert f"isa={identity['isa']})" in done.stdout
     assert "not compared: timings" in done.stdout
 
 
@@ -294,6 +298,14 @@ def test_every_size_of_a_sweep_is_compared(deterministic: dict[str, Path], tmp_p
     assert done.stdout.startswith("NOT REPRODUCED: fnn/resident on cpu, batch 64: parameters: tensor 9.bias "
                                   "differs first")
     assert "equal (bitwise): fnn/resident on cpu, batch 16: parameters: bitwise identical" in done.stdout
+    # The first size alone: matched by model, loop and device, the last size (64) hid it.
+    first = records.read(deterministic["sweep2"])
+    next(r for r in first["checks"]["mnist"]["runs"] if r["batch_size"] == 16)["params_sha256"] = "0" * 64
+    records.write_atomic(path, first)
+    done = _verify_cli(deterministic["sweep"], path)
+    assert done.returncode == 1
+    assert done.stdout.startswith("NOT REPRODUCED: fnn/resident on cpu, batch 16: parameters: ")
+    assert "equal (bitwise): fnn/resident on cpu, batch 64: parameters: bitwise identical" in done.stdout
 
 
 def test_a_sweep_against_a_single_run_names_the_runs_without_partner(deterministic: dict[str, Path]) -> None:
@@ -356,3 +368,51 @@ def test_deterministic_gpu_runs_are_held_to_their_bits_and_tf32_names_itself() -
     assert tf32.reproduced       # the same kept numbers, now held to 5 %
     assert "setting cudnn_allow_tf32: False -> True" in tf32.differences
     assert any(r.endswith("within rtol 0.05: settings differ: cudnn_allow_tf32") for r in tf32.rules if "cuda:0" in r)
+
+
+def _edited_record(tmp_path: Path, name: str, edit: object) -> Path:
+    data = json.loads((Path(__file__).resolve().parent.parent / "docs" / "records" / "cpu-bench-fnn.json").read_text())
+    edit(data)      # type: ignore[operator]
+    records.validate(data)
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize("side", ["reference", "candidate"])
+def test_verify_refuses_a_record_with_two_runs_under_one_key(side: str, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Which of two runs with the same model, loop, device and batch size is vouched for would be
+    decided silently (the second, better one used to pass unread)."""
+    from kitbench._cli import main
+
+    def twice(data: dict) -> None:      # type: ignore[type-arg]
+        runs = data["checks"]["mnist"]["runs"]
+        runs.append({**runs[0], "test_acc": 0.99, "epoch_test_acc": [0.99] * len(runs[0]["epoch_test_acc"])})
+
+    good = _edited_record(tmp_path, "good.json", lambda data: None)
+    bad = _edited_record(tmp_path, "bad.json", twice)
+    pair = [str(good), str(bad)] if side == "candidate" else [str(bad), str(good)]
+    assert main(["verify", *pair]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"ERROR: the {side} holds two MNIST runs of ")
+
+
+def test_verify_shows_record_text_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench._cli import main
+
+    def hostile(data: dict) -> None:        # type: ignore[type-arg]
+        for run in data["checks"]["mnist"]["runs"]:
+            run["model"] += "\x1b]0;pwned\x07\x1b[2J\u202e"
+        data["environment"]["cpu"] += "\r\nreproduced"
+
+    path = _edited_record(tmp_path, "hostile.json", hostile)
+    def elsewhere(data: dict) -> None:      # type: ignore[type-arg]
+        hostile(data)
+        data["environment"]["cpu"] = "another"
+
+    other = _edited_record(tmp_path, "other.json", elsewhere)
+    for pair in ([path, path], [other, path]):
+        assert main(["verify", *map(str, pair)]) in (0, 1)
+        out = capsys.readouterr().out
+        assert "pwned" in out and not any(c in out for c in "\x1b\x07\r\u202e")
