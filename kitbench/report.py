@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import html
 import os
-import re
 import stat
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
@@ -31,7 +30,7 @@ MARKER = "<!-- kitbench-report -->"      # the first line of every page: what ma
 MAX_CHARTS = 12             # records drawn per chart section
 MAX_ROWS = 200              # rows per table
 MAX_VARIANTS = 8            # environment combinations, one column each
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL = svg.CONTROL          # C0, C1, DEL, line separators, bidi overrides: text from records is data
 
 
 @dataclass
@@ -341,6 +340,18 @@ def _ddp(items: list[Item]) -> Section | None:
     header = ["record", "backend", "device", "nodes", "model", "world size", "global batch", "epoch", "samples/s",
               "efficiency", "replicas identical"]
     section.tables.append(Table(header, _capped(rows, "DDP", section.notes)))
+    peaks = []          # the all-reduce in a table too: Markdown has no charts, and charts stop at MAX_CHARTS
+    for item, record in held:
+        for run in record["checks"]["ddp"].get("runs", []):
+            by_world: dict[int, list[tuple[int, float]]] = {}
+            for b in run["allreduce"]:
+                by_world.setdefault(b["world_size"], []).append((b["bytes"], b["busbw_gb_s"]))
+            for world, points in by_world.items():
+                size, peak = max(points, key=lambda p: p[1])
+                peaks.append([item.label, run["backend"], str(world), f"{peak:.2f}", f"{size / 1024:,.0f} KiB"])
+    if peaks:
+        section.tables.append(Table(["record", "backend", "world size", "peak bus GB/s", "at size"],
+                                    _capped(peaks, "all-reduce", section.notes), "all-reduce bus bandwidth"))
     for item in _chart_items(items, has, "DDP", section.notes):
         assert item.record is not None
         for run in item.record["checks"]["ddp"].get("runs", []):
@@ -367,16 +378,16 @@ def _environments(items: list[Item]) -> Section | None:
     readable = [i for i in items if i.record is not None]
     if len(readable) < 2:
         return None
-    values: list[dict[str, str]] = []
-    for item in readable:
-        assert item.record is not None
-        flat = {k: _plain(v) for k, v in item.record["environment"].items()}
-        flat.update({f"option {k}": _plain(v) for k, v in item.record["options"].items()})
-        values.append(flat)
+    # As compare.diff: packages only where every record lists them (kitbench.run/1 records do not).
+    with_packages = all("packages" in i.record["environment"] for i in readable if i.record is not None)
+    values = [_flat(i.record, with_packages) for i in readable if i.record is not None]
     keys = sorted({k for v in values for k in v})
     differing = [k for k in keys if len({v.get(k, "-") for v in values}) > 1]
     section = Section("environments", "Environments", "The environment and option fields that differ between "
                       "the records: one column per distinct combination, named by its first record.")
+    if not with_packages and any("packages" in i.record["environment"] for i in readable if i.record is not None):
+        section.notes.append("Packages are not compared: only some of these records list them "
+                             "(kitbench.run/1 records do not).")
     if not differing:
         section.notes.append(f"All {len(readable):,} records share every environment and option field.")
         return section
@@ -392,6 +403,31 @@ def _environments(items: list[Item]) -> Section | None:
     rows = [[key, *(combo[at] for combo, _ in shown)] for at, key in enumerate(differing)]
     section.tables.append(Table(header, _capped(rows, "environment fields", section.notes)))
     return section
+
+
+def _flat(record: RunRecord, with_packages: bool) -> dict[str, str]:
+    """A record's environment and options, one field per value: a package per name, a setting or an
+    identity field each, because a whole dict or package list in one cell hides what differs."""
+    flat: dict[str, str] = {}
+
+    def add(key: str, value: object) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                add(f"{key}.{k}", v)
+        elif isinstance(value, list) and any(isinstance(v, dict) for v in value):
+            for at, v in enumerate(value):
+                add(f"{key}[{at}]", v)
+        else:
+            flat[key] = _plain(value)
+
+    for package in record["environment"].get("packages", []) if with_packages else []:
+        flat[f"package {compare._name(package['name'])}"] = package["version"]
+    for key, value in record["environment"].items():
+        if key != "packages":
+            add(key, value)
+    for key, value in record["options"].items():
+        add(f"option {key}", value)
+    return flat
 
 
 def _plain(value: object) -> str:

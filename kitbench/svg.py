@@ -8,9 +8,19 @@ so one chart reads in light and dark mode and in print. Every label is escaped.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from html import escape
+from html import escape as _html_escape
+
+# Control characters that a record could carry into a label (ESC, C1, line separators, bidi overrides,
+# as kitbench._ui.clean shows them escaped): a label shows them as a space, never raw.
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def escape(text: str) -> str:
+    return _html_escape(CONTROL.sub(" ", text))
+
 
 WIDTH, HEIGHT = 560, 300
 _LEFT, _RIGHT, _TOP, _BOTTOM = 64, 150, 28, 44       # the right margin holds the legend

@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -42,6 +43,9 @@ def test_kept_records_give_every_section_with_numbers_from_them() -> None:
     assert f"{tutorial['cpu_epoch_s'] / tutorial['device_epoch_s']:.2f}x" in page      # machines: speedup
     assert "53.77" in page and "54.41" in page                   # transfers: H2D and D2H pinned peaks
     assert "32%" in page and "51%" in page                       # DDP efficiencies at two ranks
+    allreduce = json.loads((KEPT / "cpu-bench-ddp.json").read_text())["checks"]["ddp"]["runs"][0]["allreduce"]
+    best = max(allreduce, key=lambda b: b["busbw_gb_s"])         # all-reduce peak, in a table as well as drawn
+    assert f"<td>{best['busbw_gb_s']:.2f}</td><td>{best['bytes'] / 1024:,.0f} KiB</td>" in page
     graphed = json.loads((KEPT / "cpu-bench-cnn.json").read_text())["checks"]["mnist"]["runs"][2]
     assert f"<td>{graphed['capture_s']:.2f} s</td>" in page      # one-time compile cost, apart from the epoch
     for name in ("cpu-bench-sweep.json", "h100-fnn.json"):
@@ -83,6 +87,24 @@ def test_hostile_text_is_escaped(tmp_path: Path) -> None:
     assert "&lt;i&gt;hostile\\|\\`.json" in md
 
 
+@pytest.mark.parametrize("fmt", ["html", "markdown"])
+def test_controls_from_a_record_reach_no_page_raw(fmt: str, tmp_path: Path) -> None:
+    """ESC, C1, line separators and bidi overrides in a model name (drawn in a chart's legend and
+    title) and a device (a table cell) are data: no page carries one raw."""
+    data = json.loads((KEPT / "cpu-bench-fnn.json").read_text())
+    hostile = "x\x1b]0;title\x07\x9b31m\u202egpj.exe\u2028y\u2066"
+    data["device"] = f"cpu{hostile}"
+    for run in data["checks"]["mnist"]["runs"]:
+        run["model"] = f"{run['model']}{hostile}"
+    records.validate(data)
+    (tmp_path / "r.json").write_text(json.dumps(data))
+    out = tmp_path / f"page.{'md' if fmt == 'markdown' else 'html'}"
+    assert main(["report", str(tmp_path / "r.json"), "--format", fmt, "-o", str(out)]) == 0
+    page = out.read_text()
+    assert "gpj.exe" in page
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]", page)
+
+
 def test_a_real_cpu_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "results" / "run.json"
     assert main(["run", "--device", "cpu", "--quick", "--check", "availability", "--check", "moves",
@@ -113,6 +135,32 @@ def test_quick_and_full_runs_are_marked_where_they_meet(tmp_path: Path) -> None:
     page = report.build([str(tmp_path)]).text
     assert "quick.json (quick)" in page and "full.json (quick)" not in page
     assert "option quick" in page          # the environments table says the runs differ in it
+
+
+def test_environments_show_each_package_and_setting_that_differs(tmp_path: Path) -> None:
+    data = json.loads((KEPT / "h100-fnn.json").read_text())
+    data["schema"] = "kitbench.run/2"
+    data["environment"]["packages"] = [{"name": "numpy", "version": "2.4.6", "hashes": ["sha256:" + "a" * 64]},
+                                       {"name": "Torch_Vision", "version": "0.29.1"}]
+    data["environment"]["settings"] = {"OMP_NUM_THREADS": None, "cudnn_benchmark": False}
+    (tmp_path / "a.json").write_text(json.dumps(data))
+    data["environment"]["packages"][0]["version"] = "2.4.5"
+    data["environment"]["settings"]["OMP_NUM_THREADS"] = "1"
+    (tmp_path / "b.json").write_text(json.dumps(data))
+    page = report.build([str(tmp_path)]).text
+    env = page[page.index('<section id="environments">'):page.index('<section id="records">')]
+    assert "<td>package numpy</td><td>2.4.6</td><td>2.4.5</td>" in env
+    assert "<td>settings.OMP_NUM_THREADS</td><td>-</td><td>1</td>" in env
+    assert "torch-vision" not in env and "sha256:" not in env and "{" not in env     # only what differs, by field
+    shutil.copy(KEPT / "h100-cnn.json", tmp_path)          # a /1 record lists no packages: none compared
+    page = report.build([str(tmp_path)]).text
+    assert "package numpy" not in page and "Packages are not compared" in page
+
+
+def test_the_page_needs_no_matplotlib(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)       # as without the [plots] extra: import fails
+    page = report.build([str(KEPT)]).text
+    assert page.count("<svg") == 8 and "kitbench[plots]" not in page
 
 
 def test_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -170,6 +218,25 @@ def test_a_fleet_job_s_report_is_written_beside_its_records(tmp_path: Path,
     page = path.read_text()
     assert "n1.json" in page and "n2.json" in page and "reproduced 1/1" in page
     assert fleet.write_report("43", rows[2:]) is None         # nothing written: no page
+
+
+def test_fleet_gather_writes_the_report_and_prints_its_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path / "no-slurm"))     # no controller: the tasks' files say the rest
+    job = tmp_path / "fleet" / "7"
+    job.mkdir(parents=True)
+    (job / "fleet.json").write_text(json.dumps({"job": "7", "action": "run", "per": "node", "target": "cpu",
+                                                "nodes": ["n1", "n2"], "span": False}))
+    for node in ("n1", "n2"):
+        shutil.copy(KEPT / "cpu-bench-fnn.json", job / f"{node}.json")
+        (job / f"{node}.exit").write_text("0\n")
+    assert main(["fleet", "gather", "7", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["ok"]                           # stdout stays the JSON
+    assert captured.err.splitlines()[-1] == f"report: {job / 'report.html'}"
+    page = (job / "report.html").read_text()
+    assert "n1.json" in page and "n2.json" in page and "reproduced 1/1" in page
 
 
 def test_5000_records_build_in_seconds_and_stay_small(tmp_path: Path) -> None:
