@@ -250,12 +250,16 @@ def check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
         raise UsageError(f"unknown {name} {value!r}", hint=f"choose one of: {', '.join(choices)}")
 
 
-def _unavailable(rel: Release, os: str, arch: str, package: str, compute: str) -> SelectionError:
-    available = computes(rel, os, arch, package)
+def _unavailable(rel: Release, os: str, arch: str, package: str, compute: str,
+                 host: wheels.Host | None = None) -> SelectionError:
+    available = computes(rel, os, arch, package) + _xpu(rel, os, arch, package)
     if package == "conda" and not rel.conda:
         last = max((r for r in releases().values() if r.conda), key=lambda r: r.key)
+        # The release the hint names must install here too (Python 3.14 has no 2.5.1 wheel).
+        fits = [r for r in releases().values() if r.conda and (host is None or wheels.refusal(r.version, host) is None)]
+        other = f" (or --release {max(fits, key=lambda r: r.key).version})" if fits else ""
         return SelectionError(f"torch {rel.version} has no conda packages: PyTorch published them up to {last.version}",
-                              hint="use --package pip or uv (or --release " + last.version + ")")
+                              hint=f"use --package pip or uv{other}")
     if compute == "xpu" and package != "conda" and os != "macos":
         since = ", ".join(f"{o} from {v}" for o, v in vendors.load().xpu_since.items())
         return SelectionError(f"torch {rel.version} has no xpu build for {os} {arch}",
@@ -302,7 +306,7 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     else:
         if compute not in computes(rel, machine.os, arch, package) and compute not in _xpu(rel, machine.os, arch,
                                                                                          package):
-            raise _unavailable(rel, machine.os, arch, package, compute)
+            raise _unavailable(rel, machine.os, arch, package, compute, host)
         chosen.compute = compute
         chosen.reasons.append(f"{compute}: asked for with --compute")
         if compute.startswith("cu") and machine.driver is not None:
@@ -387,7 +391,7 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection)
             out.reasons.append("x86_64 Python under Rosetta on Apple Silicon: no MPS, and macOS x86_64 wheels "
                                "stopped at 2.2.2; install an arm64 Python")
         if not available:
-            raise _unavailable(rel, machine.os, arch, package, "cpu")
+            raise _unavailable(rel, machine.os, arch, package, "cpu", wheels.host_of(machine, arch))
         out.reasons.append("mps: Apple Silicon with an arm64 Python; the macOS wheels carry MPS"
                            if available[0] == "mps" else "cpu: macOS on x86_64 has no GPU backend")
         return available[0]
@@ -404,7 +408,7 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection)
     if vendor is not None and vendor.startswith(("rocm", "xpu")):
         return vendor
     if "cpu" not in available:
-        raise _unavailable(rel, machine.os, arch, package, "cpu")
+        raise _unavailable(rel, machine.os, arch, package, "cpu", wheels.host_of(machine, arch))
     if vendor is not None:
         out.reasons.append(vendor)
     elif cudas and machine.driver:
@@ -527,7 +531,9 @@ def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, availabl
 def _other_rocm_release(rel: Release, machine: Probe, arch: str, seen: str, out: Selection) -> None:
     """Name the newest other release with a ROCm build that has kernels for every GPU found."""
     facts = vendors.load()
+    host = wheels.host_of(machine, arch)
     found = next(((r.version, c) for r in newest_first() if r.version != rel.version
+                  and wheels.refusal(r.version, host) is None      # one that installs here, not just any
                   for c in reversed(computes(r, machine.os, arch, "pip")) if c.startswith("rocm")
                   and facts.rocm_arches(c) is not None and not _rocm_missing(machine, c)), None)
     if found:

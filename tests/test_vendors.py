@@ -40,6 +40,13 @@ def test_kfd_missing_falls_back_to_rocm_agent_enumerator_then_drm(tmp_path: Path
     out = "gfx000\ngfx1100\ngfx1100\n"
     gpus, where = amd.detect(tmp_path, env={}, run=lambda argv: out if argv == ["rocm_agent_enumerator"] else None)
     assert [g.gfx for g in gpus] == ["gfx1100", "gfx1100"] and where == "rocm_agent_enumerator"
+    # rocminfo's agent blocks (its layout): the CPU agent, then a GPU whose ISA line must not count twice.
+    info = ("Agent 1\n  Name:                    AMD EPYC 7763 64-Core Processor\n"
+            "  Marketing Name:          AMD EPYC 7763 64-Core Processor\nAgent 2\n  Name:                    gfx90a\n"
+            "  Marketing Name:          AMD Instinct MI210\n  ISA Info:\n    ISA 1\n"
+            "      Name:                    amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-\n")
+    gpus, where = amd.detect(tmp_path, env={}, run=lambda argv: info if argv == ["rocminfo"] else None)
+    assert [g.gfx for g in gpus] == ["gfx90a"] and where == "rocminfo"
     card = tmp_path / "sys/class/drm/card1/device"
     card.mkdir(parents=True)
     (card / "vendor").write_text("0x1002\n")
@@ -187,6 +194,9 @@ def test_compute_xpu_and_rocm_in_every_format() -> None:
         machine = probe.override(LINUX, os=os)
         with pytest.raises(SelectionError, match=match):
             selector.select(machine, release_spec=release, package=package, compute="xpu")
+    with pytest.raises(SelectionError) as unknown:      # the builds it names include xpu, which Start Locally lacks
+        selector.select(LINUX, release_spec="2.9.1", compute="rocm9.9")
+    assert unknown.value.hint is not None and unknown.value.hint.endswith("cpu, xpu")
 
 
 def test_cli_explain_shows_each_vendor_fact_and_source(capsys: pytest.CaptureFixture[str]) -> None:

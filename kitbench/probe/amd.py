@@ -5,7 +5,7 @@ The amdgpu kernel driver publishes every GPU it drives in the KFD topology
 property), whose ``gfx_target_version`` names the instruction set PyTorch's
 ROCm builds compile for. Where KFD is not mounted (some containers) the DRM
 devices with vendor 0x1002 still say an AMD GPU is there, without its gfx;
-``rocm_agent_enumerator`` (ROCm's own tool, where installed) names the gfx too.
+``rocm_agent_enumerator`` or ``rocminfo`` (ROCm's own tools, where installed) name the gfx too.
 The parsers are pure functions over that text; the reader takes its root so
 tests point it at recorded trees (``tests/resources/kfd/``).
 """
@@ -74,6 +74,13 @@ def parse_agent_enumerator(text: str) -> tuple[str, ...]:
                  and line.strip() != "gfx000")
 
 
+def parse_rocminfo(text: str) -> tuple[str, ...]:
+    """``rocminfo`` output: each GPU agent's ``Name:  gfx1100`` line (CPU agents and ISA names are no gfx)."""
+    values = (line.strip().removeprefix("Name:").strip() for line in text.splitlines()
+              if line.strip().startswith("Name:"))
+    return tuple(value for value in values if _GFX.fullmatch(value))
+
+
 def parse_gfx_list(text: str, where: str) -> tuple[str, ...]:
     """``gfx942`` or ``gfx942,gfx1100`` (``where`` names the flag or variable it came from)."""
     names = tuple(part.strip().lower() for part in text.split(",") if part.strip())
@@ -124,7 +131,7 @@ def read_drm(root: Path = Path("/")) -> tuple[AmdGpu, ...]:
 
 def detect(root: Path = Path("/"), env: dict[str, str] | None = None,
            run: Callable[[list[str]], str | None] | None = None) -> tuple[tuple[AmdGpu, ...], str | None]:
-    """The AMD GPUs here and where they were read: the override, KFD, rocm_agent_enumerator, DRM."""
+    """The AMD GPUs here and where they were read: the override, KFD, rocm_agent_enumerator, rocminfo, DRM."""
     override = (env or {}).get(GFX_VARIABLE)
     if override:
         return tuple(AmdGpu(i, g, None) for i, g in enumerate(parse_gfx_list(override, GFX_VARIABLE))), GFX_VARIABLE
@@ -134,5 +141,8 @@ def detect(root: Path = Path("/"), env: dict[str, str] | None = None,
     agents = parse_agent_enumerator((run(["rocm_agent_enumerator"]) or "") if run else "")
     if agents:
         return tuple(AmdGpu(i, g, None) for i, g in enumerate(agents)), "rocm_agent_enumerator"
+    agents = parse_rocminfo((run(["rocminfo"]) or "") if run else "")
+    if agents:
+        return tuple(AmdGpu(i, g, None) for i, g in enumerate(agents)), "rocminfo"
     gpus = read_drm(root)
     return (gpus, f"{root / DRM_CARDS}/card*/device/vendor") if gpus else ((), None)
