@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from kitbench import _files, cpus, devices, digests, models
+from kitbench import _files, cpus, determinism, devices, digests, models
 from kitbench.checks.mnist import _evaluate, _resident_tensors, scaled_lr
 from kitbench.checks.steps import eager
 
@@ -42,6 +42,7 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--lr", type=float)
     parser.add_argument("--max-bytes", type=int, default=256 * 2**20)
     parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--deterministic", action="store_true", help="kitbench run --deterministic's mode")
     return parser.parse_args()
 
 
@@ -127,6 +128,13 @@ def _allreduce(device: torch.device, world: int, max_bytes: int) -> list[dict[st
 
 def main() -> None:
     args = _args()
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1")))
+    # Entered before CUDA initialises (set_device below): cuBLAS reads its workspace setting once.
+    with determinism.mode(args.deterministic, max(1, cpus.usable_cores() // local_world)):
+        _main(args)
+
+
+def _main(args: argparse.Namespace) -> None:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))

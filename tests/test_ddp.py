@@ -177,11 +177,12 @@ def _full(data: Path, out: Path, *args: str) -> list[str]:
             "--data", str(data), "--nproc", "2", "--out", str(out), *args]
 
 
-def test_sigterm_during_ddp_leaves_no_rank_and_nothing_in_tmp(mnist_root: Path, tmp_path: Path) -> None:
+def test_sigterm_during_ddp_leaves_no_rank_and_nothing_in_tmp(mnist_root: Path, tmp_path: Path,
+                                                               spawn: Callable[..., subprocess.Popen[str]]) -> None:
     out, scratch = tmp_path / "r.json", tmp_path / "tmp"
     scratch.mkdir()
-    proc = subprocess.Popen(_full(mnist_root, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "TMPDIR": str(scratch)})
+    # Through spawn: a failed assertion before the SIGTERM must not leave the training run behind.
+    proc = spawn(_full(mnist_root, out), env={**os.environ, "TMPDIR": str(scratch)})
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(_workers()) < 2:
         time.sleep(0.1)
@@ -209,3 +210,30 @@ def test_a_ddp_run_that_measured_nothing_sound_is_not_ok(mnist_root: Path, tmp_p
     assert ddp["status"] == "failed"
     assert words in ddp["summary"]
     assert _anything_left() == []
+
+
+def test_deterministic_mode_reaches_every_rank(mnist_root: Path, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each rank is a process of its own: --deterministic is passed to it and set there, before CUDA could start."""
+    import torch
+
+    from kitbench import ddp_worker
+    from kitbench.checks import ddp
+
+    commands: list[list[str]] = []
+
+    def launch(command: list[str], limit: float, **kwargs: object) -> subprocess.CompletedProcess[str]:
+        commands.append(command)
+        return subprocess.CompletedProcess(command, 1, stdout="")
+
+    monkeypatch.setattr(ddp._proc, "run", launch)
+    suite.run(Options(checks=("ddp",), device="cpu", data=mnist_root, offline=True, quick=True, train_limit=2000,
+                      nproc=1, deterministic=True), tmp_path / "r.json")
+    assert commands and all(c[-1] == "--deterministic" for c in commands)
+    seen: list[bool] = []
+    monkeypatch.setattr(ddp_worker, "_main", lambda args: seen.append(torch.are_deterministic_algorithms_enabled()))
+    monkeypatch.setattr(sys, "argv", ["ddp_worker", "--out", "x", "--data", "y", "--deterministic"])
+    ddp_worker.main()
+    monkeypatch.setattr(sys, "argv", ["ddp_worker", "--out", "x", "--data", "y"])
+    ddp_worker.main()
+    assert seen == [True, False] and not torch.are_deterministic_algorithms_enabled()

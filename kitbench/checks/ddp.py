@@ -112,6 +112,8 @@ def _launch(world: int, ctx: Context, out: Path, backend: str, max_bytes: int) -
         command += ["--limit", str(opts.train_limit)]
     if opts.lr is not None:
         command += ["--lr", str(opts.lr)]
+    if opts.deterministic:     # each rank is a process of its own: the mode must be set there too
+        command.append("--deterministic")
     # The marker finds every rank later (torchrun starts each in a session of its own, out of reach of
     # the launcher's group); TMPDIR keeps torchrun's files in this launch's folder, removed with it.
     marker = f"{os.getpid()}-{secrets.token_hex(8)}"
