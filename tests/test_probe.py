@@ -199,6 +199,16 @@ def test_another_interpreter_is_asked_in_a_subprocess() -> None:
         probe.python.interpreter(shutil.which("true") or "/bin/true")
 
 
+def test_a_virtual_environments_directory_is_taken_for_its_interpreter(tmp_path: Path) -> None:
+    import sys
+
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python").symlink_to(sys.executable)
+    assert probe.python.interpreter(str(tmp_path))[0] == probe.python.running()
+    with pytest.raises(UsageError, match="is a directory with no bin/python"):
+        probe.python.interpreter(str(tmp_path / "bin"))
+
+
 def test_python_glibc_and_macos_version_overrides() -> None:
     base = probe.probe()
     other = probe.override(base, os="linux", python_version="3.10", glibc="2.17")
@@ -208,6 +218,8 @@ def test_python_glibc_and_macos_version_overrides() -> None:
     assert (mac.os_version, mac.python_version, mac.libc) == ("13.6", "", None)
     with pytest.raises(UsageError, match="--glibc answers for a Linux machine"):
         probe.override(base, os="macos", glibc="2.35")
+    with pytest.raises(UsageError, match="--os-version answers for a macOS machine"):
+        probe.override(base, os="linux", os_version="13")
     with pytest.raises(UsageError, match="is not a version"):
         probe.override(base, python_version="three")
     with pytest.raises(UsageError, match="contradicts"):
@@ -230,3 +242,19 @@ def test_a_version_that_is_none_gets_an_example_of_its_own_kind(flags: dict[str,
     with pytest.raises(UsageError) as refused:
         probe.override(probe.probe(), **flags)
     assert refused.value.hint == f"e.g. {example}"
+
+
+def test_a_hung_nvidia_smi_is_ended_where_there_are_no_process_groups(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Windows has no os.killpg: a program that never answers is still ended at the timeout, and the
+    probe goes on without it (its stand-in execs sleep, so ending the program ends all it started)."""
+    import os
+    import time
+
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\nexec {shutil.which('sleep')} 60\n")
+    smi.chmod(0o755)
+    monkeypatch.delattr(os, "killpg")
+    started = time.monotonic()
+    assert probe._run([str(smi)], timeout=0.5) is None
+    assert time.monotonic() - started < 10

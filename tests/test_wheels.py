@@ -108,6 +108,11 @@ def test_golden_grid_each_answer_installs_or_is_refused_with_its_reason(version:
             assert any(word in str(caught.value) for word in REASON[platform]), (python, str(caught.value))
             newest = [v for v in selector.releases() if _installs(v, platform, python)]
             assert (f"--release {newest[-1]}" in (caught.value.hint or "")) if newest else True
+            # The same refusal whatever the package and the form asked for.
+            for package, fmt in (("uv", "pinned"), ("conda", "pinned"), ("pip", "selector")):
+                with pytest.raises(SelectionError) as other:
+                    selector.select(machine, release_spec=version, package=package, fmt=fmt)
+                assert str(other.value) == str(caught.value), (package, fmt)
 
 
 @pytest.mark.parametrize("platform", list(PLATFORMS))
@@ -236,3 +241,28 @@ def test_the_availability_fix_never_names_a_wheel_that_cannot_install() -> None:
     ubuntu = dataclasses.replace(BASE, python_version="3.10.12", driver="580.65.06",
                                  gpus=(Gpu(0, "(given)", "8.6", None),))
     assert install_fix(ubuntu, "2.15.0+cu132").startswith("pip install torch==2.14.1 ")
+
+
+def test_the_availability_fix_on_a_machine_no_wheel_installs_on_says_so() -> None:
+    from kitbench.checks.availability import install_fix
+
+    alpine = dataclasses.replace(BASE, libc="musl", libc_version="1.2.4", driver="580.65.06",
+                                 gpus=(Gpu(0, "(given)", "8.6", None),))
+    assert install_fix(alpine, "2.15.0").startswith("no release's wheel installs on this machine: ")
+    assert "musl" in install_fix(alpine, "2.15.0")
+
+
+def test_a_release_named_in_a_hint_or_note_installs_here_too() -> None:
+    # Python 3.14: conda's last release (2.5.1) has no cp314 wheel, so only pip or uv is offered.
+    with pytest.raises(SelectionError) as caught:
+        selector.select(dataclasses.replace(BASE, python_version="3.14"), package="conda")
+    assert caught.value.hint == "use --package pip or uv"
+    with pytest.raises(SelectionError) as caught:
+        selector.select(BASE, package="conda")
+    assert caught.value.hint == "use --package pip or uv (or --release 2.5.1)"
+    # Python 3.8 ends at 2.4.1, whose ROCm builds lack gfx1201: no newer ROCm release is named.
+    from kitbench.probe.amd import AmdGpu
+
+    rdna4 = dataclasses.replace(BASE, python_version="3.8", amd_gpus=(AmdGpu(0, "gfx1201", None),))
+    assert not any("--release" in n for n in selector.select(rdna4).notes)
+    assert any("--release" in n for n in selector.select(dataclasses.replace(rdna4, python_version="3.12")).notes)

@@ -75,7 +75,10 @@ def install_fix(machine: Probe, torch_version: str) -> str:
     try:
         chosen = selector.select(machine, release_spec=release)
     except KitbenchError:
-        chosen = selector.select(machine)
+        try:
+            chosen = selector.select(machine)
+        except KitbenchError as exc:    # musl, a Python no release has a wheel for: no command installs here
+            return f"no release's wheel installs on this machine: {exc}"
     if chosen.compute == "cpu":
         return f"no build of torch {chosen.release} runs on this GPU and driver: {chosen.reasons[-1]}"
     return chosen.command

@@ -377,5 +377,8 @@ def _interpreter(changes: dict[str, object], sources: dict[str, str], target_os:
         changes.update(libc="glibc", libc_version=glibc)
         sources["libc"] = "--glibc"
     if os_version is not None:
+        if target_os != "macos":
+            # Only macOS's version decides which wheels install; elsewhere it would be ignored in silence.
+            raise UsageError("--os-version answers for a macOS machine", hint="add --os macos")
         changes["os_version"] = os_version
         sources["os_version"] = "--os-version"

@@ -20,7 +20,15 @@ _ASK = "import platform; print(platform.python_version()); print(platform.machin
 
 
 def interpreter(path: str) -> tuple[str, str, tuple[str, str]]:
-    """(version X.Y.Z, machine, (libc name, version)) of the interpreter at ``path``."""
+    """(version X.Y.Z, machine, (libc name, version)) of the interpreter at ``path``; a directory
+    is taken as a virtual environment, its interpreter asked (as uv's ``--python .venv`` does)."""
+    if os.path.isdir(path):
+        found = [p for p in (os.path.join(path, "bin", "python"), os.path.join(path, "Scripts", "python.exe"))
+                 if os.path.isfile(p)]
+        if not found:
+            raise UsageError(f"--python {path} is a directory with no bin/python (or Scripts/python.exe)",
+                             hint="give a virtual environment's directory or an interpreter, e.g. .venv/bin/python")
+        path = found[0]
     try:
         done = subprocess.run([path, "-I", "-c", _ASK], capture_output=True, text=True, timeout=20, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
