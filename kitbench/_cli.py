@@ -57,6 +57,9 @@ def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
             return message
         word, kind = flags.group(1).partition("=")[0], "option"
         known = sorted({flag for p in _parsers(parser) for flag in p._option_string_actions if flag.startswith("--")})
+        owners = [p.prog for p in _parsers(parser) if word in p._option_string_actions]
+        if owners:      # another command's flag: "did you mean" would only name the word back
+            return f"unknown option {word!r} for this command; it is an option of {', '.join(owners[:3])}"
     close = difflib.get_close_matches(word, known, n=1)
     return f"unknown {kind} {word!r}" + (f"; did you mean {close[0]!r}?" if close else f" ({message})")
 
@@ -316,7 +319,13 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
         _fleet_report(args.job, rows)
         return code
     if args.fleet_command == "run":
+        from kitbench import targets
+
         _check_fleet_run_args(args.run_args)
+        targets.get(args.target)        # an unknown target is said before Slurm is asked anything
+    if args.timeout is not None and not 0 < args.timeout < float("inf"):
+        raise UsageError(f"--timeout must be a positive number of seconds, not {args.timeout}",
+                         hint="for example --timeout 3600")
     options = fleet.SlurmOptions(args.partition, args.account, args.time, args.gres, args.constraint, args.qos,
                                  tuple(args.sbatch_args))
     options.lines()         # refuse a bad value before asking Slurm anything
@@ -440,6 +449,18 @@ def _refuse_combinations(args: argparse.Namespace) -> None:
     if given and "ddp" not in (args.checks or ()):
         raise UsageError(f"{', '.join(given)} only act on the DDP check, which this run does not include",
                          hint="add --check ddp, or drop them")
+    checks = set(args.checks or ("mnist",))         # the default run includes MNIST
+    mnist_only = [flag for flag, value in (("--loop", args.loops), ("--sweep", args.sweep),
+                                           ("--epochs", args.epochs != 1)) if value]
+    if mnist_only and "mnist" not in checks:
+        raise UsageError(f"{', '.join(mnist_only)} only act on the MNIST check, which this run does not include",
+                         hint="add --check mnist, or drop them")
+    training = [flag for flag, value in (("--model", args.models), ("--batch-size", args.batch_size),
+                                         ("--lr", args.lr is not None), ("--limit", args.limit is not None),
+                                         ("--data", args.data), ("--offline", args.offline)) if value]
+    if training and not checks & {"mnist", "ddp"}:
+        raise UsageError(f"{', '.join(training)} only act on the MNIST and DDP checks, which this run does not "
+                         "include", hint="add --check mnist (or ddp), or drop them")
 
 
 def _check_fleet_run_args(run_args: Sequence[str]) -> None:
@@ -552,30 +573,34 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({**dataclasses.asdict(verdict), "reproduced": verdict.reproduced}, indent=2))
     else:
+        # Model names, packages and settings come from the records: data, shown escaped.
+        from kitbench._ui import clean
+
         print(verdict.verdict.upper() if not verdict.reproduced else verdict.verdict,
-              f": {verdict.first_divergence}" if verdict.first_divergence else "", sep="")
+              f": {clean(verdict.first_divergence)}" if verdict.first_divergence else "", sep="")
         for c in verdict.comparisons:
             detail = f": {c.detail}" if c.detail else ""
-            print(f"  {'equal' if c.equal else 'DIFFERS'} ({c.rule}): {c.quantity}{detail}")
+            print(clean(f"  {'equal' if c.equal else 'DIFFERS'} ({c.rule}): {c.quantity}{detail}"))
         for line in verdict.differences:
-            print(f"  environment differs: {line}")
+            print(f"  environment differs: {clean(line)}")
         for line in verdict.rules:
-            print(f"  rule: {line}")
+            print(f"  rule: {clean(line)}")
         print(f"  not compared: {'; '.join(verdict.not_compared)}")
     return 0 if verdict.reproduced else 1
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
     from kitbench import replay
+    from kitbench._ui import clean  # the record's platform, packages and model names are data
     from kitbench.probe import probe
 
     outcome = replay.replay(args.record, args.out, probe(), lambda line: print(f"replay: {line}", file=sys.stderr))
     for note in outcome.notes:
-        print(f"note: {note}")
+        print(f"note: {clean(note)}")
     for line in outcome.differences:
-        print(f"environment differs: {line}")
-    print(f"{outcome.verdict if outcome.reproduced else outcome.verdict.upper()}"
-          f"{f': {outcome.first_divergence}' if outcome.first_divergence else ''} ({outcome.record})")
+        print(f"environment differs: {clean(line)}")
+    print(clean(f"{outcome.verdict if outcome.reproduced else outcome.verdict.upper()}"
+                f"{f': {outcome.first_divergence}' if outcome.first_divergence else ''} ({outcome.record})"))
     return 0 if outcome.reproduced else 1
 
 

@@ -30,8 +30,13 @@ class Done:
 
 
 def _kill_session(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+    killpg = getattr(os, "killpg", None)
+    if killpg is None:      # Windows (probe's nvidia-smi runs there): no sessions, the program itself is ended
+        with contextlib.suppress(OSError):
+            proc.kill()
+    else:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            killpg(proc.pid, signal.SIGKILL)
     proc.wait()
 
 

@@ -258,7 +258,9 @@ def _ddp_summary(ddp: dict[str, Any]) -> None:
                "test acc", "replicas"),
               [(r["model"], str(r["world_size"]), str(r["per_rank_batch"]), str(r["global_batch"]), f"{r['lr']:g}",
                 _fmt(r["epoch_s"]), _fmt(r["samples_per_s"], ",.0f"),
-                "-" if r["efficiency"] is None else f"{r['efficiency']:.0%}", _fmt(r["test_acc"], ".4f"),
+                # Above 100 % is noise between repeats (the check's summary says so); the table says it too.
+                "-" if r["efficiency"] is None else f"{r['efficiency']:.0%}"
+                + (" (noise)" if r.get("efficiency_noise") else ""), _fmt(r["test_acc"], ".4f"),
                 "identical" if r["identical"] else "DIFFER") for r in run["scaling"]])
         if run["allreduce"]:
             table(f"all-reduce ({run['backend']}; busbw = algbw x 2(n-1)/n; reference: {run['reference']})",

@@ -247,6 +247,7 @@ def test_an_os_error_is_one_line_naming_the_path(tmp_path: Path, monkeypatch: py
     (["run", "--quik"], "unknown option '--quik'; did you mean '--quick'?"),
     (["compare", "x", "--formt=csv"], "unknown option '--formt'; did you mean '--format'?"),
     (["zzzz"], "unknown command 'zzzz' (argument command: invalid choice: 'zzzz' (choose from"),
+    (["probe", "--explain"], "unknown option '--explain' for this command; it is an option of kitbench install-cmd"),
 ])
 def test_a_typo_gets_a_suggestion(args: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert _main(*args) == 2
@@ -267,6 +268,10 @@ def test_the_commands_windows_runs_need_no_posix_only_call(args: list[str], tmp_
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.chdir(Path(__file__).resolve().parent.parent)
     monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path))
+    if args[0] == "run":
+        # torch first: numpy's import takes its Linux branch (os.uname) here, its Windows one there;
+        # a half-imported torch would also break every later test of this process.
+        pytest.importorskip("torch")
     for module, names in _POSIX_ONLY.items():
         for name in names:
             monkeypatch.delattr(module, name, raising=False)
@@ -310,7 +315,7 @@ def test_a_diverging_run_is_not_ok(tiny_mnist: Path, tmp_path: Path, capsys: pyt
     (["--out", "x" * 5000], "longer than any kitbench takes"),
 ])
 def test_unbounded_values_are_refused(args: list[str], words: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert _main(*AVAIL, *args) == 2
+    assert _main(*AVAIL, "--check", "mnist", *args) == 2      # MNIST's options act only with its check
     err = capsys.readouterr().err
     assert err.startswith("ERROR: ") and words in err, err
     assert len(err) < 1000
@@ -403,6 +408,13 @@ def test_the_plots_hint_never_points_back_to_the_pinned_environment(monkeypatch:
     assert hint.startswith("install it into this environment: /home/u/kitbench/.nox/cpu/bin/python -m pip install "
                            "matplotlib (`nox -R` keeps it")
     assert "nox -R -s cpu --" not in hint
+    # nox's uv backend leaves pip out of the environment: the hint then installs with uv.
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pip" else find_spec(name, *a))
+    assert plots._plots_hint().startswith("install it into this environment: uv pip install --python "
+                                          "/home/u/kitbench/.nox/cpu/bin/python matplotlib (")
     monkeypatch.setattr(sys, "prefix", "/usr")
     assert plots._plots_hint() == "pip install 'kitbench[plots]'"
 
@@ -437,6 +449,11 @@ def test_verify_cannot_compare_exits_2(tmp_path: Path, content: str, code: int,
     (["run", "--sweep", "--batch-size", "32"], "--sweep and --batch-size cannot combine"),
     (["run", "--sweep", "--batch-size=16,64"], "--sweep and --batch-size cannot combine"),
     (["run", "--nproc", "2"], "--nproc only act on the DDP check"),
+    (["run", "--check", "availability", "--loop", "graphed"], "--loop only act on the MNIST check"),
+    (["run", "--check", "moves", "--sweep"], "--sweep only act on the MNIST check"),
+    (["run", "--check", "ddp", "--epochs", "3"], "--epochs only act on the MNIST check"),
+    (["run", "--check", "availability", "--model", "cnn", "--limit", "9"], "--model, --limit only act on the MNIST"),
+    (["run", "--check", "moves", "--data", "/tmp", "--offline"], "--data, --offline only act on the MNIST"),
     (["run", "--check", "mnist", "--ddp-timeout", "30", "--nnodes", "1"], "--nnodes, --ddp-timeout only act"),
     (["run", "--check", "ddp", "--rdzv-endpoint", "127.0.0.1:70000"], "a port is between 1 and 65535"),
     (["run", "--check", "ddp", "--rdzv-endpoint", "h:0"], "a port is between 1 and 65535"),
@@ -470,6 +487,24 @@ def test_fleet_run_arguments_are_checked_before_slurm(after: list[str], words: s
     monkeypatch.setattr(slurm, "nodes", never)
     monkeypatch.setattr(slurm, "submit_held", never)
     assert main(["fleet", "run", "cpu", "--", *after]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR: ") and words in err
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["fleet", "run", "nosuch"], "unknown target 'nosuch'"),
+    (["fleet", "run", "cpu", "--timeout", "-5"], "--timeout must be a positive number"),
+    (["fleet", "run", "cpu", "--timeout", "nan"], "--timeout must be a positive number"),
+    (["fleet", "probe", "--timeout", "inf"], "--timeout must be a positive number"),
+])
+def test_fleet_local_inputs_are_checked_before_slurm(argv: list[str], words: str, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench import slurm
+
+    def never(*_: object, **__: object) -> None:
+        raise AssertionError("Slurm was asked")
+    monkeypatch.setattr(slurm, "nodes", never)
+    assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("ERROR: ") and words in err
 

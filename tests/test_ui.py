@@ -57,6 +57,19 @@ def test_a_build_that_is_not_the_targets_is_said_in_the_summary(capsys: pytest.C
             "the numbers are not the target's") in capsys.readouterr().out.splitlines()
 
 
+def test_a_ddp_efficiency_above_100_percent_is_flagged_in_the_table(monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    monkeypatch.setattr(_ui, "_rich_console", lambda stderr=False: None)
+    path = Path(__file__).resolve().parent.parent / "docs" / "records" / "cpu-bench-ddp.json"
+    ddp = json.loads(path.read_text())["checks"]["ddp"]
+    row = ddp["runs"][0]["scaling"][-1]
+    row.update(efficiency=5.6, efficiency_noise=True)       # the load changed between world sizes
+    _ui._ddp_summary(ddp)
+    assert re.search(r"\b560% \(noise\)", capsys.readouterr().out)
+
+
 def test_a_phase_that_blocks_without_advancing_still_says_it_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     import time
 

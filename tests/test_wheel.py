@@ -94,6 +94,16 @@ def test_the_wheel_carries_envs_dockerfile_and_schemas(wheel: Path) -> None:
     assert not any(name.startswith(("tests/", "envs/", "docker/")) for name in names)
 
 
+def test_the_wheel_size_docs_quote_is_its_size(wheel: Path) -> None:
+    """docs/install.md quotes the wheel's size (in MB of 10^6 bytes, two decimals): it stays true."""
+    import re
+
+    quoted = re.search(r"pip wheel --no-deps \.`, (\d+\.\d\d) MB", (REPO / "docs" / "install.md").read_text())
+    assert quoted is not None, "docs/install.md no longer quotes the wheel's size where this test looks"
+    size = wheel.stat().st_size / 1e6
+    assert abs(size - float(quoted.group(1))) <= 0.015, f"the wheel is {size:.2f} MB; docs say {quoted.group(1)} MB"
+
+
 def test_advice_commands_work_from_anywhere(advice_venv: Path, outside: Path) -> None:
     version = _kitbench(advice_venv, "--version", cwd=outside)
     assert version.returncode == 0 and version.stdout.startswith("kitbench ")
