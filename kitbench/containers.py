@@ -1,7 +1,8 @@
 """Build and run a docker target's image through the docker SDK.
 
 The image is ``docker/Dockerfile`` with build arguments taken from the
-target's manifest; the suite runs inside it with all GPUs requested, MNIST
+target's manifest; the suite runs inside it with all GPUs requested (NVIDIA's through
+the container toolkit, AMD's as device nodes), MNIST
 mounted read-only and the results directory mounted, and writes its record
 there. Docker's raw failures are translated into one line and a hint by
 ``translate``, a pure function tested against recorded daemon messages.
@@ -271,12 +272,11 @@ def run(target: Target, result: BuildResult, run_args: Sequence[str], log: Log) 
     # own (`--data /etc` is one), so kitbench never changes their owner to suit the image's user.
     getuid = getattr(os, "getuid", None)      # absent on Windows, whose Docker maps no host uids
     user = None if getuid is None else f"{getuid()}:{os.getgid()}"
-    devices = []
-    if preflight.gpus_requested():
-        devices = [DeviceRequest(count=-1, capabilities=[["gpu"]])]
-        # With GPUs asked for, a GPU that does not work is an error, never a quiet run on the CPU.
-        if not any(a == "--device" or a.startswith("--device=") for a in run_args):
-            run_args = ["--device", "cuda", *run_args]
+    gpus = gpu_options(target, DeviceRequest)
+    # With GPUs asked for, a GPU that does not work is an error, never a quiet run on the CPU
+    # (AMD GPUs are `cuda` devices to a HIP build too).
+    if gpus and not any(a == "--device" or a.startswith("--device=") for a in run_args):
+        run_args = ["--device", "cuda", *run_args]
     # The code in the image is the code built from this checkout a moment ago.
     environment = {"KITBENCH_IMAGE": result.tag, "KITBENCH_IMAGE_ID": result.image_id,
                    "KITBENCH_BASE_IMAGE_ID": _image_id(client, result.base_image),
@@ -287,7 +287,7 @@ def run(target: Target, result: BuildResult, run_args: Sequence[str], log: Log) 
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     with _engine_errors(target, result.base_image):
         container = client.containers.create(result.tag, ["run", *run_args], mounts=mounts, user=user,
-                                             device_requests=devices, environment=environment,
+                                             environment=environment, **gpus,
                                              network_mode=os.environ.get(NETWORK_VARIABLE), shm_size="1g")
         try:
             # A refused start (no GPU runtime, driver too old) must not leave the container behind.
@@ -305,6 +305,27 @@ def run(target: Target, result: BuildResult, run_args: Sequence[str], log: Log) 
     if known is not None:
         raise known
     return status
+
+
+AMD_DEVICES = ("/dev/kfd", "/dev/dri")     # ROCm's compute interface, and each GPU's render node
+
+
+def gpu_options(target: Target, device_request: Callable[..., Any], dev: Path = Path("/dev")) -> dict[str, Any]:
+    """The create() options that give the container the host's GPUs; none with ``KITBENCH_GPUS=none``.
+
+    NVIDIA: a device request, which the NVIDIA Container Toolkit answers. AMD (a ROCm target):
+    ROCm's docs pass the device nodes themselves (``--device=/dev/kfd --device=/dev/dri
+    --group-add video``). The container runs as the host user, not as a member of the image's
+    groups, so the groups added are those owning the nodes on this host (``render`` and ``video``,
+    by id: their names and ids differ between distributions and the image may not know them).
+    """
+    if not preflight.gpus_requested():
+        return {}
+    if target.compute.startswith("rocm"):
+        nodes = [dev / "kfd", *sorted((dev / "dri").glob("*"))]
+        groups = sorted({str(n.stat().st_gid) for n in nodes if n.is_char_device()}, key=int)
+        return {"devices": [f"{d}:{d}:rwm" for d in AMD_DEVICES], "group_add": groups or ["video"]}
+    return {"device_requests": [device_request(count=-1, capabilities=[["gpu"]])]}
 
 
 def host_data(run_args: Sequence[str]) -> tuple[Path, bool, list[str]]:
@@ -404,6 +425,11 @@ _RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str], dict[str, Any]], tu
      lambda m, c: ("Docker has no NVIDIA GPU runtime: the NVIDIA Container Toolkit is missing or not configured",
                    "install nvidia-container-toolkit and run `nvidia-ctk runtime configure --runtime=docker`, "
                    "then restart docker; or set KITBENCH_GPUS=none to run the image on the CPU")),
+    (re.compile(r'error gathering device information while adding custom device "(/dev/(?:kfd|dri)[^"]*)"'),
+     lambda m, c: (f"this host has no {m.group(1)}: the amdgpu kernel driver is not loaded, so Docker has no AMD GPU "
+                   f"to give the container",
+                   "install the amdgpu driver (amdgpu-dkms) and check `ls -l /dev/kfd /dev/dri`; "
+                   "or set KITBENCH_GPUS=none to run the image on the CPU")),
     (re.compile(r"unsatisfied condition: cuda>=(\d+\.\d+)"),
      lambda m, c: (f"the host NVIDIA driver is too old for this image's CUDA {m.group(1)} "
                    f"(the container toolkit refused NVIDIA_REQUIRE_CUDA)", c["fit"])),

@@ -22,7 +22,8 @@ CONDA_TOOLS = ("micromamba", "mamba", "conda")
 
 
 def gpus_requested() -> bool:
-    """``KITBENCH_GPUS=none`` runs a CUDA image on the CPU (CI); the default asks for all GPUs."""
+    """``KITBENCH_GPUS=none`` builds and runs any accelerator target (image or venv, NVIDIA, AMD
+    or Intel) without its GPU, on the CPU (CI); the default asks for all GPUs."""
     return os.environ.get(GPUS_VARIABLE, "all").lower() != "none"
 
 
@@ -49,7 +50,11 @@ def host_reasons(target: Target, machine: Probe, which: Callable[[str], str | No
             reasons.append(why)
     if target.kind == "conda" and not any(which(tool) for tool in CONDA_TOOLS):
         reasons.append(f"none of {', '.join(CONDA_TOOLS)} is installed")
-    if target.cuda and (target.kind != "docker" or gpus_requested()):
+    if not gpus_requested():
+        # KITBENCH_GPUS=none: the environment is built and run without its GPU, so only what
+        # decides whether it can be built at all (OS, chip, Python, wheels, conda) is asked.
+        return reasons
+    if target.cuda:
         need = drivers.load().requirement(target.cuda, machine.os)
         if machine.driver is None:
             reasons.append(no_driver_reason(container=machine.container, wsl=machine.wsl)

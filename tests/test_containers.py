@@ -300,14 +300,14 @@ class _FakeEngine:
 
 def _fake_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, run_args: list[str],
               output: bytes = b"status: ok; record: /results/cuda126/2026-01-01T000000Z-ab12.json\n",
-              ) -> tuple[_FakeEngine, list[str]]:
+              target: str = "cuda126", gpus: str = "none") -> tuple[_FakeEngine, list[str]]:
     engine = _FakeEngine(output)
     monkeypatch.setattr(containers, "_client", lambda: engine)
     monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path / "results"))
-    monkeypatch.setenv("KITBENCH_GPUS", "none")
+    monkeypatch.setenv("KITBENCH_GPUS", gpus)
     lines: list[str] = []
-    result = containers.BuildResult("kitbench/cuda126:abc", "sha256:abc", "base", 0)
-    assert containers.run(targets.get("cuda126"), result, run_args, lines.append) == 0
+    result = containers.BuildResult(f"kitbench/{target}:abc", "sha256:abc", "base", 0)
+    assert containers.run(targets.get(target), result, run_args, lines.append) == 0
     assert engine.container.removed
     return engine, lines
 
@@ -327,6 +327,46 @@ def test_first_run_without_mnist_mounts_a_writable_host_folder_and_prints_host_p
     assert _mounts(engine)["/results/cuda126"] == (str((tmp_path / "results" / "cuda126").resolve()), False)
     assert lines == [f"status: ok; record: {(tmp_path / 'results').resolve()}/cuda126/2026-01-01T000000Z-ab12.json"]
     assert engine.created["command"] == ["run", "--quick"]
+
+
+def test_gpus_nvidia_by_device_request_amd_by_device_nodes_none_without(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tiny_mnist: Path) -> None:
+    from docker.types import DeviceRequest
+
+    monkeypatch.setenv("KITBENCH_DATA", str(tiny_mnist))
+    engine, _ = _fake_run(monkeypatch, tmp_path, ["--quick"], gpus="all")
+    assert engine.created["device_requests"] == [DeviceRequest(count=-1, capabilities=[["gpu"]])]
+    assert "devices" not in engine.created and "group_add" not in engine.created
+    assert engine.created["command"] == ["run", "--device", "cuda", "--quick"]
+    # ROCm's docs: --device=/dev/kfd --device=/dev/dri --group-add video, never NVIDIA's request.
+    engine, _ = _fake_run(monkeypatch, tmp_path, ["--quick"], target="rocm64", gpus="all")
+    assert engine.created["devices"] == ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"]
+    assert "group_add" in engine.created and "device_requests" not in engine.created
+    assert engine.created["command"] == ["run", "--device", "cuda", "--quick"]    # HIP's GPUs are cuda devices
+    for target in ("rocm64", "cuda126"):
+        engine, _ = _fake_run(monkeypatch, tmp_path, ["--quick"], target=target)
+        assert not {"devices", "group_add", "device_requests"} & set(engine.created)
+        assert engine.created["command"] == ["run", "--quick"]
+
+
+def test_amd_groups_are_the_ids_owning_the_hosts_device_nodes(monkeypatch: pytest.MonkeyPatch,
+                                                               tmp_path: Path) -> None:
+    """The container runs as the host user: it needs the groups of /dev/kfd and the render nodes
+    by id (render's id differs between distributions); "video" where no node is there to ask."""
+    monkeypatch.setenv("KITBENCH_GPUS", "all")
+    rocm = targets.get("rocm64")
+    assert containers.gpu_options(rocm, dict, dev=tmp_path)["group_add"] == ["video"]
+    (tmp_path / "dri" / "by-path").mkdir(parents=True)      # a folder: not a device, its group is not asked
+    for node in ("kfd", "dri/renderD128", "dri/card0"):
+        (tmp_path / node).symlink_to(os.devnull)              # a character device, owned by root's group
+    assert containers.gpu_options(rocm, dict, dev=tmp_path)["group_add"] == [str(os.stat(os.devnull).st_gid)]
+
+
+def test_amd_device_missing_on_the_host() -> None:
+    error = containers.translate('Error response from daemon: error gathering device information while adding '
+                                 'custom device "/dev/kfd": no such file or directory')
+    assert error.message.startswith("this host has no /dev/kfd: the amdgpu kernel driver is not loaded")
+    assert error.hint and "KITBENCH_GPUS=none" in error.hint
 
 
 def test_data_after_the_separator_is_the_host_folder_mounted_read_only(

@@ -63,3 +63,22 @@ def test_driver_floor_picks_the_cuda_target_that_fits(monkeypatch: pytest.Monkey
 def test_gpus_none_skips_the_driver_check_for_images(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KITBENCH_GPUS", "none")
     assert preflight.host_reasons(targets.get("cuda126"), LINUX) == []
+
+
+def test_gpus_none_builds_every_accelerator_target_without_its_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """KITBENCH_GPUS=none: NVIDIA, AMD and Intel targets, images and venvs alike, are built and run on
+    the CPU; what decides whether they can be built at all (OS, chip, Python, wheels) still counts."""
+    accelerated = [t for t in targets.load_all().values() if t.compute not in ("cpu", "mps")]
+    assert {"rocm", "xpu", "rocm64", "cuda126"} <= {t.name for t in accelerated}
+    monkeypatch.delenv("KITBENCH_GPUS", raising=False)
+    assert all(preflight.host_reasons(t, LINUX) for t in accelerated)       # no GPU of any vendor here
+    monkeypatch.setenv("KITBENCH_GPUS", "none")
+    assert {t.name: preflight.host_reasons(t, LINUX) for t in accelerated} == {t.name: [] for t in accelerated}
+    assert preflight.host_reasons(targets.get("rocm"), MAC) == ["it is made for linux, this host runs macos"]
+    old_glibc = dataclasses.replace(LINUX, libc="glibc", libc_version="2.17")
+    assert preflight.host_reasons(targets.get("xpu"), old_glibc) == [
+        "torch 2.14.1's Linux x86_64 wheels need glibc 2.28 or newer (manylinux_2_28_x86_64); "
+        "this machine has glibc 2.17"]
+    arm = dataclasses.replace(LINUX, arch="aarch64", python_arch="aarch64")
+    assert preflight.host_reasons(targets.get("rocm64"), arm) == [
+        "it is made for x86_64 on linux, this host is aarch64"]
