@@ -1,9 +1,12 @@
-"""Types shared across modules: the run record as readers see it.
+"""Types shared across modules: the run record as readers see it, and as it is written.
 
 These mirror ``kitbench/schemas/run.schema.json`` field for field (a test
 keeps them in step). ``records.read`` validates a file against the schema
 before it hands one of these out, so code that reads a record can index the
-required fields without checking them again.
+required fields without checking them again. The writer builds the record,
+its options and its environment as these types (mypy checks them); the checks'
+result dataclasses use the same field types, ``float`` where a non-finite value
+reads back as None (tests/test_types.py holds each to its type here).
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ else:  # a dependency on 3.10 only
     from typing_extensions import NotRequired
 
 Status = Literal["ok", "failed", "interrupted", "diverged"]
+CheckStatus = Literal["ok", "failed", "skipped"]
+Direction = Literal["h2d", "d2h", "host_copy"]
+Memory = Literal["pageable", "pinned"]
 
 
 class RunOptions(TypedDict):
@@ -144,14 +150,14 @@ class Environment(TypedDict):
 
 
 class Check(TypedDict):
-    status: Literal["ok", "failed", "skipped"]
+    status: CheckStatus
     summary: str
     nondeterministic_op: NotRequired[str]
 
 
 class Transfer(TypedDict):
-    direction: Literal["h2d", "d2h", "host_copy"]
-    memory: Literal["pageable", "pinned"]
+    direction: Direction
+    memory: Memory
     bytes: int
     gb_per_s: float
     gb_per_s_q1: float

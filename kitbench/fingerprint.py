@@ -7,9 +7,10 @@ import os
 import platform
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from kitbench import __version__, cpus, determinism
+from kitbench._types import CpuIdentity, Environment, GpuIdentity, LockInfo, Package, Settings
 from kitbench.devices import cudnn_version
 from kitbench.locks import Lock
 from kitbench.probe import Probe
@@ -42,10 +43,10 @@ def _ram_bytes() -> int | None:
         return None
 
 
-def host(machine: Probe) -> dict[str, Any]:
+def host(machine: Probe) -> Environment:
     """The part of the fingerprint known before torch is imported: what a record holds
     from its first write, so that even a run stopped during ``import torch`` says where it ran."""
-    cpu = cpus.identity()
+    cpu = cast(CpuIdentity, cpus.identity())        # cpus builds it key by key (tests/test_cpus.py)
     return {
         "kitbench": __version__,
         "git_revision": git_revision(),
@@ -64,7 +65,12 @@ def host(machine: Probe) -> dict[str, Any]:
         "gpus": [g.name for g in machine.gpus],
         "gpu_links": [g.link for g in machine.gpus],
         "container": machine.container,
-        **{key: os.environ.get(var) for key, var in _IMAGE_VARIABLES.items()},
+        # Each by its own key (in _IMAGE_VARIABLES's order), so that mypy checks each against Environment.
+        "target": os.environ.get(_IMAGE_VARIABLES["target"]),
+        "image": os.environ.get(_IMAGE_VARIABLES["image"]),
+        "image_id": os.environ.get(_IMAGE_VARIABLES["image_id"]),
+        "base_image_id": os.environ.get(_IMAGE_VARIABLES["base_image_id"]),
+        "manifest_sha256": os.environ.get(_IMAGE_VARIABLES["manifest_sha256"]),
     }
 
 
@@ -99,7 +105,7 @@ def _xpu_devices() -> list[str]:
     return [str(torch.xpu.get_device_name(i)) for i in range(torch.xpu.device_count())]
 
 
-def lock() -> tuple[Lock | None, dict[str, Any] | None, str | None]:
+def lock() -> tuple[Lock | None, LockInfo | None, str | None]:
     """The lock the session installed from (``KITBENCH_LOCK``), as the record names it, or why none."""
     from kitbench import locks
     from kitbench.errors import KitbenchError
@@ -118,19 +124,19 @@ def lock() -> tuple[Lock | None, dict[str, Any] | None, str | None]:
     return found, {"path": named, "platform": found.platform, "index": found.index, "sha256": found.sha256}, None
 
 
-def packages(found: Lock | None) -> list[dict[str, Any]]:
+def packages(found: Lock | None) -> list[Package]:
     """Every distribution this interpreter can import, as ``import`` finds them (the first on sys.path
     wins), with its installer, its source (direct URL or path; else the lock's index) and the lock's hashes."""
     from importlib import metadata
 
     from kitbench.locks import normalize
 
-    seen: dict[str, dict[str, Any]] = {}
+    seen: dict[str, Package] = {}
     for dist in metadata.distributions():
         name = dist.metadata["Name"]
         if not name or normalize(name) in seen:
             continue
-        entry: dict[str, Any] = {"name": name, "version": dist.version}
+        entry: Package = {"name": name, "version": dist.version}
         installer = (dist.read_text("INSTALLER") or "").strip()
         entry["installer"] = installer or None
         source = None
@@ -150,7 +156,7 @@ def packages(found: Lock | None) -> list[dict[str, Any]]:
     return sorted(seen.values(), key=lambda e: normalize(e["name"]))
 
 
-def collect(machine: Probe) -> dict[str, Any]:
+def collect(machine: Probe) -> Environment:
     """The whole fingerprint, torch's part included (torch is imported by now)."""
     import torch
 
@@ -171,14 +177,14 @@ def collect(machine: Probe) -> dict[str, Any]:
         "cudnn": cudnn_version(),
         "threads": torch.get_num_threads(),
         "interop_threads": torch.get_num_interop_threads(),
-        "settings": determinism.settings(),
+        "settings": cast(Settings, determinism.settings()),   # torch's names, key by key
     })
     found_lock, named, why = lock()
     found.update({"lock": named, "lock_why": why, "packages": packages(found_lock)})
     return found
 
 
-def _gpu_identity(index: int) -> dict[str, Any]:
+def _gpu_identity(index: int) -> GpuIdentity:
     """Which GPU: its name, compute capability and UUID (the one board, as nvidia-smi -L names it)."""
     import torch
 

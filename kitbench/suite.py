@@ -10,11 +10,11 @@ import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from kitbench import checks, cpus, data, determinism, fingerprint, records
 from kitbench._signals import sigterm_raises
-from kitbench._types import RunRecord
+from kitbench._types import RunOptions, RunRecord
 from kitbench.checks.base import LOOPS, MODELS, Context, NoProgress, Options, Progress
 from kitbench.devices import parse_spec
 from kitbench.errors import OPTIONAL_HINTS, Interrupted, KitbenchError, MissingDependency, Terminated, UsageError
@@ -28,6 +28,8 @@ RANK_BYTES = 512 * 2**20
 MAX_SEED = 2**63 - 2             # torch seeds are 64-bit; the warm-up uses seed + 1
 MAX_EPOCHS = 1000
 MAX_BATCH = 2**20
+# records.SCHEMA as the Literal that RunRecord's "schema" takes (tests/test_types.py keeps the two equal).
+SCHEMA: Final = "kitbench.run/2"
 
 
 def validate(options: Options) -> None:
@@ -115,11 +117,20 @@ def _bound_world(nproc: int) -> None:
                          hint=f"at most --nproc {max(1, free // RANK_BYTES)} on this machine now")
 
 
-def options_record(options: Options) -> dict[str, Any]:
-    """The options as JSON has them (lists, strings), so a record reads back equal."""
-    fields = dataclasses.asdict(options)
-    fields["data"] = str(options.data) if options.data is not None else None
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}
+def options_record(options: Options) -> RunOptions:
+    """The options as JSON has them (lists, strings), so a record reads back equal; field by field in
+    the dataclass's order, so that mypy checks each against the reader's type (tests/test_types.py
+    checks that none is left out)."""
+    return {
+        "checks": list(options.checks), "device": options.device,
+        "data": str(options.data) if options.data is not None else None,
+        "offline": options.offline, "quick": options.quick, "models": list(options.models),
+        "loops": list(options.loops), "epochs": options.epochs, "batch_size": options.batch_size,
+        "sweep": list(options.sweep), "seed": options.seed, "threads": options.threads,
+        "train_limit": options.train_limit, "lr": options.lr, "nproc": options.nproc, "nnodes": options.nnodes,
+        "rdzv_endpoint": options.rdzv_endpoint, "ddp_timeout": options.ddp_timeout,
+        "deterministic": options.deterministic,
+    }
 
 
 @dataclass(frozen=True)
@@ -142,8 +153,8 @@ def run(options: Options, out: Path | None = None, progress: Progress | None = N
     with sigterm_raises():
         machine = machine or probe_machine()
         path = records.claim(out, force)
-        record: dict[str, Any] = {
-            "schema": records.SCHEMA,
+        record: RunRecord = {
+            "schema": SCHEMA,
             "status": "interrupted",
             "started_at": records.utc_now(),
             "ended_at": None,
@@ -165,15 +176,15 @@ def run(options: Options, out: Path | None = None, progress: Progress | None = N
                               hint="the record says status: interrupted and keeps the checks that finished",
                               exit_code=code) from None
         except KitbenchError as error:
-            record.update(status="failed", ended_at=records.utc_now(), error=error.message)
+            record["status"], record["ended_at"], record["error"] = "failed", records.utc_now(), error.message
             records.write_atomic(path, record)
             raise
         finally:
             progress.done()         # a phase cut short must not leave its heartbeat running
-    return Finished(path, cast(RunRecord, record))
+    return Finished(path, record)
 
 
-def _run_checks(options: Options, machine: Probe, progress: Progress, path: Path, record: dict[str, Any]) -> None:
+def _run_checks(options: Options, machine: Probe, progress: Progress, path: Path, record: RunRecord) -> None:
     data_root, digests = (data.prepare(options.data, options.offline)
                           if {"mnist", "ddp"} & set(options.checks) else (None, {}))
     # Before torch, so that CUDA cannot initialise before cuBLAS's workspace is set.
@@ -181,7 +192,7 @@ def _run_checks(options: Options, machine: Probe, progress: Progress, path: Path
         _run_checks_torch(options, machine, progress, path, record, data_root, digests)
 
 
-def _run_checks_torch(options: Options, machine: Probe, progress: Progress, path: Path, record: dict[str, Any],
+def _run_checks_torch(options: Options, machine: Probe, progress: Progress, path: Path, record: RunRecord,
                       data_root: Path | None, digests: dict[str, str]) -> None:
     progress.start("importing torch")
     import torch
@@ -192,11 +203,16 @@ def _run_checks_torch(options: Options, machine: Probe, progress: Progress, path
         torch.set_num_threads(options.threads)
     progress.start(f"initialising the device ({options.device})")     # CUDA's first call can take minutes
     device = devices.resolve(options.device, machine)
-    record.update(device=str(device), device_init_s=_init_device(device), environment=fingerprint.collect(machine))
+    init_s, environment = _init_device(device), fingerprint.collect(machine)
+    record["device"], record["device_init_s"], record["environment"] = str(device), init_s, environment
     progress.done()
     ctx = Context(device=device, machine=machine, options=options, progress=progress,
                   data_root=data_root, data_digests=digests)
     records.write_atomic(path, record)
+    # A check's result is its dataclass through asdict (or a failure's summary), filed under a name known
+    # only at run time: mypy cannot hold that to ``Checks``, so tests/test_types.py holds every result
+    # dataclass to its reader type, field by field.
+    written = cast("dict[str, dict[str, Any]]", record["checks"])
     for name in options.checks:
         try:
             result = dataclasses.asdict(checks.get(name)(ctx))
@@ -211,9 +227,9 @@ def _run_checks_torch(options: Options, machine: Probe, progress: Progress, path
                                       "refuses to fall back to a nondeterministic one)", nondeterministic_op=op)
         finally:
             progress.done()
-        record["checks"][name] = result
+        written[name] = result
         records.write_atomic(path, record)
-    results = record["checks"].values()
+    results = written.values()
     diverged = any(r.get("diverged_at_step") is not None for c in results for r in c.get("runs", []))
     failed = any(c["status"] == "failed" for c in results)
     record["status"] = "diverged" if diverged else "failed" if failed else "ok"

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from kitbench._types import CheckStatus
 from kitbench.probe import Probe
 
 if TYPE_CHECKING:
@@ -95,5 +96,5 @@ class Context:
 
 @dataclass
 class CheckResult:
-    status: str     # ok | failed | skipped
+    status: CheckStatus
     summary: str    # one line for the table

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from kitbench import devices
+from kitbench._types import Direction, Memory
 from kitbench.checks.base import CheckResult, Context
 from kitbench.timing import measure
 
@@ -29,8 +30,8 @@ _MATMUL = 200
 
 @dataclass
 class Transfer:
-    direction: str          # h2d | d2h | host_copy
-    memory: str             # pageable | pinned
+    direction: Direction
+    memory: Memory
     bytes: int
     gb_per_s: float         # median of samples
     gb_per_s_q1: float
@@ -59,7 +60,7 @@ class MovesResult(CheckResult):
 
 
 def _sweep(src_device: torch.device, dst_device: torch.device, pinned: bool, sizes: tuple[int, ...],
-           repeats: int, ctx: Context, direction: str) -> list[Transfer]:
+           repeats: int, ctx: Context, direction: Direction) -> list[Transfer]:
     clock_device = dst_device if devices.is_accelerator(dst_device) else src_device
     rows = []
     for size in sizes:
