@@ -11,10 +11,11 @@ from __future__ import annotations
 import glob
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any, cast
 
 from kitbench import manifest, records
 from kitbench._types import Environment, MnistRun, RunRecord
@@ -221,10 +222,16 @@ def _keyed(kind: str, a: Mapping[str, object], b: Mapping[str, object]) -> list[
             for key in sorted(a.keys() | b.keys()) if a.get(key, "absent") != b.get(key, "absent")]
 
 
-# What verify leaves out of every comparison (it says so on every verdict).
-NOT_COMPARED = ("timings (epoch_s, step_s, samples_per_s, data_s, warm-up, load and eval times, floor_fraction, "
-                "profile, capture_s)", "the moves check", "the ddp check (its replicas' own digests are checked "
-                "within a run)", "the sweep and crossover tables (each batch size's run is compared instead)")
+# What verify leaves out of every comparison (it says so on every verdict); the fields a pair's runs do
+# not both record are added per pair.
+NOT_COMPARED = ("timings (epoch_s, epoch_s_all, step_s, samples_per_s, data_s, dataset_load_s, warmup_s, eval_s, "
+                "capture_s, compute_floor_s, floor_fraction, matmul_gflops, profile, device_init_s)",
+                "the MNIST check's speedup, loop-ratio and graph-ratio tables (timings) and its data_root",
+                "capture (which mechanism captured a graphed step)", "the availability and moves checks",
+                "the ddp check (its replicas' own digests are checked within a run)",
+                "the sweep and crossover tables (each batch size's run is compared instead)")
+# What a run was asked to do: a pair that differs in any of these (or in the MNIST data) is not comparable.
+_CONFIGURATION = ("batch_size", "epochs", "train_samples", "lr", "steps")
 _BUILD = ("torch", "torch_build", "cuda", "cudnn")
 # The CPU identity that decides which kernels run; the core counts do not (threads are compared apart).
 _CPU_IDENTITY = ("vendor", "model", "family", "model_number", "stepping", "implementer", "part", "variant",
@@ -234,8 +241,9 @@ _CPU_IDENTITY = ("vendor", "model", "family", "model_number", "stepping", "imple
 _NOT_KERNEL_SETTINGS = {"CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "num_threads",
                         "num_interop_threads"}
 _OPTIONS = ("seed", "epochs", "batch_size", "sweep", "lr", "train_limit", "threads", "deterministic")
-_ROUND_2 = ("the loss curve, epoch losses, test loss and test accuracy: exact on the CPU with the same torch, CPU "
-            f"model and threads, within rtol {CROSS_DEVICE_RTOL} otherwise; parameters not compared")
+_ROUND_2 = ("the loss curve, epoch losses, final training loss, test loss and test accuracy: exact on the CPU "
+            f"with the same torch, CPU model and threads, within rtol {CROSS_DEVICE_RTOL} otherwise; parameters "
+            "not compared")
 
 
 @dataclass
@@ -358,27 +366,36 @@ def verify(reference: RunRecord, candidate: RunRecord) -> Verdict:
     ``CROSS_DEVICE_RTOL``. Each comparison names its rule; ``rules`` says why each pair got
     its rule, ``not_compared`` what was left out. A diverged run never verifies."""
     ref_runs, cand_runs = _runs(reference, "reference"), _runs(candidate, "candidate")
+    # A record that is not ok vouches for nothing, whatever its numbers: said first, and never verified.
+    standing = _standing(reference, "reference") + _standing(candidate, "candidate")
+    not_compared = list(NOT_COMPARED)
     if not ref_runs or not cand_runs:
+        if standing:
+            return Verdict("not reproduced", f"{standing[0].quantity}: {standing[0].detail}", standing,
+                           not_compared=not_compared)
         raise UsageError("both records need MNIST runs to verify", hint="run with --check mnist")
     pairs, only_ref, only_cand = _pairs(ref_runs, cand_runs)
     if not pairs:
+        if standing:
+            return Verdict("not reproduced", f"{standing[0].quantity}: {standing[0].detail}", standing,
+                           not_compared=not_compared)
         raise UsageError("the records share no MNIST model, loop and batch size",
                          hint="run both with the same --model/--loop/--batch-size")
     env_a, env_b = reference["environment"], candidate["environment"]
     options_a, options_b = reference["options"], candidate["options"]
     differences = [f"option {k}: {options_a.get(k)} -> {options_b.get(k)}" for k in _OPTIONS
                    if options_a.get(k) != options_b.get(k)]
-    differences += diff(env_a, env_b)
-    set_a, set_b = env_a.get("settings") or {}, env_b.get("settings") or {}
-    differences += [f"setting {k}: {set_a.get(k)} -> {set_b.get(k)}" for k in sorted({*set_a, *set_b})
-                    if set_a and set_b and set_a.get(k) != set_b.get(k)]
+    differences += diff(env_a, env_b)       # each setting that differs among them, once
     rules: list[str] = []
     for name, record in (("reference", reference), ("candidate", candidate)):
         runs = record["checks"].get("mnist", {}).get("runs", [])
         if "settings" not in record["environment"] or any(r.get("params_sha256") is None for r in runs):
             rules.append(f"the {name} has no parameter digests or settings (written before kitbench recorded "
                          f"them): compared by the round-2 rules: {_ROUND_2}")
-    comparisons: list[Comparison] = []
+    comparisons: list[Comparison] = list(standing)
+    data, data_unrecorded = _data(reference, candidate)
+    if data_unrecorded:
+        not_compared.append(data_unrecorded)
     for key in only_ref:
         comparisons.append(Comparison(f"{_label(key)}: partner", "paired", False,
                                       "the candidate has no run of this model, loop, device and batch size"))
@@ -386,14 +403,19 @@ def verify(reference: RunRecord, candidate: RunRecord) -> Verdict:
         comparisons.append(Comparison(f"{_label(key)}: partner", "paired", False,
                                       "the reference has no run of this model, loop, device and batch size"))
     both_diverged = True
+    unrecorded: list[str] = []
     for key, ref, cand in pairs:
         label = _label(key, cand["device"])
         rule, why = _rule(env_a, env_b, ref, cand)
         rules.append(f"{label}: {rule}: {why}")
-        found, diverged = _compare_run(label, ref, cand, rule)
+        found, diverged, skipped = _compare_run(label, ref, cand, rule, data)
         comparisons += found
+        unrecorded += skipped
         both_diverged &= diverged
-    not_compared = list(NOT_COMPARED)
+    # Counted, not named by pair: a pair's label is text from the records, and these lines are not escaped.
+    for what in dict.fromkeys(unrecorded):
+        count = unrecorded.count(what)
+        not_compared.append(f"{what} ({'every pair' if count == len(pairs) else f'{count} of {len(pairs)} pairs'})")
     first = next((f"{c.quantity}: {c.detail}" for c in comparisons if not c.equal), None)
     if first is None:
         return Verdict("reproduced", None, comparisons, differences, rules, not_compared)
@@ -401,6 +423,60 @@ def verify(reference: RunRecord, candidate: RunRecord) -> Verdict:
             all(c.equal or c.quantity.endswith("divergence") for c in comparisons):
         return Verdict("both diverged", first, comparisons, differences, rules, not_compared)
     return Verdict("not reproduced", first, comparisons, differences, rules, not_compared)
+
+
+def _standing(record: RunRecord, name: str) -> list[Comparison]:
+    """Why a record vouches for nothing, if it does not: a status other than ok (its error, where it
+    has one), a check that failed, an MNIST check that is not ok. A record whose status is diverged
+    vouches for its runs' divergence, which the pairs compare (two alike are BOTH DIVERGED)."""
+    found = []
+    status, error = record["status"], record.get("error")
+    runs = record["checks"].get("mnist", {}).get("runs", [])
+    if status in ("failed", "interrupted"):
+        why = f": {str(error)[:300]}" if error else \
+            " (stopped before it finished)" if status == "interrupted" else ""
+        found.append(Comparison(f"the {name}'s status", "ok", False,
+                                f"{status}{why}; a record that is not ok vouches for no result"))
+    elif status == "diverged" and not any(_diverged_at(run) is not None for run in runs):
+        found.append(Comparison(f"the {name}'s status", "ok", False,
+                                "diverged, yet none of its MNIST runs records a divergence"))
+    for check_name, check in record["checks"].items():
+        state = cast(Mapping[str, Any], check).get("status")
+        if state == "failed" or (check_name == "mnist" and state != "ok" and runs):
+            summary = str(cast(Mapping[str, Any], check).get("summary") or "")[:300]
+            found.append(Comparison(f"the {name}'s {check_name} check", "ok", False,
+                                    f"{state}" + (f": {summary}" if summary else "")))
+    return found
+
+
+def _data(reference: RunRecord, candidate: RunRecord) -> tuple[list[str], str | None]:
+    """How the MNIST data the two records read differs (per raw file, by SHA-256), or why it was not
+    compared (a record that does not say what it read)."""
+    digests = []
+    for record in (reference, candidate):
+        mnist = cast(Mapping[str, Any], record["checks"].get("mnist", {}))
+        found = mnist.get("sha256")
+        digests.append(found if isinstance(found, dict) and found else None)
+    a, b = digests
+    if a is None or b is None:
+        side = "either record" if a is None and b is None else "the reference" if a is None else "the candidate"
+        return [], f"the MNIST data (its sha256 is not recorded by {side})"
+    return [f"data {name} sha256 {a.get(name, 'absent')} vs {b.get(name, 'absent')}"
+            for name in sorted(a.keys() | b.keys()) if a.get(name) != b.get(name)], None
+
+
+def _configuration(ref: MnistRun, cand: MnistRun) -> tuple[list[str], list[str]]:
+    """The configuration fields in which a pair differs, and those a side does not record."""
+    a, b = cast(Mapping[str, object], ref), cast(Mapping[str, object], cand)
+    differ, unrecorded = [], []
+    for name in _CONFIGURATION:
+        if a.get(name) is None or b.get(name) is None:
+            side = "either run" if a.get(name) is None and b.get(name) is None else \
+                "the reference" if a.get(name) is None else "the candidate"
+            unrecorded.append(f"{name}: not recorded by {side}")
+        elif a[name] != b[name]:
+            differ.append(f"{name} {a[name]} vs {b[name]}")
+    return differ, unrecorded
 
 
 def _diverged_at(run: MnistRun) -> int | None:
@@ -413,45 +489,66 @@ def _diverged_at(run: MnistRun) -> int | None:
     return next((i for i, v in enumerate(curve) if v is None), None) if None in curve else None
 
 
-def _compare_run(label: str, ref: MnistRun, cand: MnistRun, rule: str) -> tuple[list[Comparison], bool]:
-    """The comparisons of one pair of runs, and whether both diverged identically."""
+def _compare_run(label: str, ref: MnistRun, cand: MnistRun, rule: str, data: list[str]
+                 ) -> tuple[list[Comparison], bool, list[str]]:
+    """The comparisons of one pair of runs, whether both diverged identically, and what of the pair
+    was not compared. ``data``: how the records' MNIST data differs."""
     exact = rule == "bitwise"
     number_rule = "exact" if exact else rule
+    differ, skipped = _configuration(ref, cand)
+    if differ or data:
+        return [Comparison(f"{label}: configuration", "equal", False,
+                           "not comparable, the runs were configured differently: " + "; ".join(data + differ))
+                ], False, skipped
     at_ref, at_cand = _diverged_at(ref), _diverged_at(cand)
     if at_ref is not None or at_cand is not None:
         if at_ref == at_cand:
             same = _first_difference(ref["loss_curve"][:at_ref], cand["loss_curve"][:at_cand], exact) is None
             return [Comparison(f"{label}: divergence", number_rule, False,
-                               f"both diverged at step {at_ref}" + ("" if same else ", after different curves"))], same
+                               f"both diverged at step {at_ref}" + ("" if same else ", after different curves"))
+                    ], same, skipped
         return [Comparison(f"{label}: divergence", number_rule, False,
-                           f"the reference diverged at step {at_ref}, the candidate at {at_cand}")], False
-    if (ref["epochs"], ref["train_samples"]) != (cand["epochs"], cand["train_samples"]) or \
-            len(ref["loss_curve"]) != len(cand["loss_curve"]):
-        return [Comparison(f"{label}: training length", "equal", False,
-                           f"{ref['epochs']} vs {cand['epochs']} epochs, {ref['train_samples']} vs "
-                           f"{cand['train_samples']} samples")], False
+                           f"the reference diverged at step {at_ref}, the candidate at {at_cand}")], False, skipped
     per_epoch = max(1, len(ref["loss_curve"]) // ref["epochs"])
-    found = []
-    index = _first_difference(ref["loss_curve"], cand["loss_curve"], exact)
-    found.append(Comparison(f"{label}: training loss curve", number_rule, index is None, None if index is None else
-                            f"epoch {index // per_epoch + 1}: {ref['loss_curve'][index]} vs "
-                            f"{cand['loss_curve'][index]} (curve point {index})"))
+    curve_a, curve_b = ref["loss_curve"], cand["loss_curve"]
+    found = [_sequence(f"{label}: training loss curve", number_rule, curve_a, curve_b, "points",
+                       lambda i: f"epoch {i // per_epoch + 1}: {curve_a[i]} vs {curve_b[i]} (curve point {i})")]
     if "epoch_losses" in ref and "epoch_losses" in cand:
-        index = _first_difference(ref["epoch_losses"], cand["epoch_losses"], exact)
-        found.append(Comparison(f"{label}: epoch losses", number_rule, index is None, None if index is None else
-                                f"epoch {index + 1}: {ref['epoch_losses'][index]} vs {cand['epoch_losses'][index]}"))
-    same = _close(ref["test_loss"], cand["test_loss"], exact)
-    found.append(Comparison(f"{label}: test loss", number_rule, same,
-                            None if same else f"{ref['test_loss']} vs {cand['test_loss']}"))
-    index = _first_difference(ref["epoch_test_acc"], cand["epoch_test_acc"], exact)
-    found.append(Comparison(f"{label}: test accuracy per epoch", number_rule, index is None, None if index is None else
-                            f"epoch {index + 1}: {ref['epoch_test_acc'][index]:.4f} vs "
-                            f"{cand['epoch_test_acc'][index]:.4f}"))
+        losses_a, losses_b = ref["epoch_losses"], cand["epoch_losses"]
+        found.append(_sequence(f"{label}: epoch losses", number_rule, losses_a, losses_b, "epochs",
+                               lambda i: f"epoch {i + 1}: {losses_a[i]} vs {losses_b[i]}"))
+    else:
+        skipped.append("epoch losses: not recorded by " + (
+            "the candidate" if "epoch_losses" in ref else "the reference" if "epoch_losses" in cand
+            else "either run"))
+    for name, what in (("final_loss", "final training loss"), ("test_loss", "test loss"),
+                       ("test_acc", "test accuracy")):
+        x, y = cast(Mapping[str, Any], ref)[name], cast(Mapping[str, Any], cand)[name]
+        same = _close(x, y, exact)
+        found.append(Comparison(f"{label}: {what}", number_rule, same, None if same else f"{x} vs {y}"))
+    acc_a, acc_b = ref["epoch_test_acc"], cand["epoch_test_acc"]
+    found.append(_sequence(f"{label}: test accuracy per epoch", number_rule, acc_a, acc_b, "epochs",
+                           lambda i: f"epoch {i + 1}: {acc_a[i]} vs {acc_b[i]}"))
     digest_a, digest_b = ref.get("params_sha256"), cand.get("params_sha256")
     if exact and digest_a is not None and digest_b is not None:
         found.append(Comparison(f"{label}: parameters", "bitwise", digest_a == digest_b,
                                 "bitwise identical" if digest_a == digest_b else _first_tensor(ref, cand)))
-    return found, False
+    elif exact:
+        side = "either run" if digest_a is None and digest_b is None else \
+            "the reference" if digest_a is None else "the candidate"
+        skipped.append(f"parameters: no digest in {side}")
+    else:
+        skipped.append(f"parameters: digests are compared only under the bitwise rule, not {rule}")
+    return found, False, skipped
+
+
+def _sequence(quantity: str, rule: str, a: Sequence[float | None], b: Sequence[float | None], unit: str,
+              where: Callable[[int], str]) -> Comparison:
+    """One recorded sequence compared under ``rule``: its length first, then its values."""
+    if len(a) != len(b):
+        return Comparison(quantity, rule, False, f"{len(a)} vs {len(b)} {unit} (the same configuration)")
+    index = _first_difference(a, b, rule == "exact")
+    return Comparison(quantity, rule, index is None, None if index is None else where(index))
 
 
 def _first_tensor(ref: MnistRun, cand: MnistRun) -> str:

@@ -117,6 +117,9 @@ def _refuse_unless_replaceable(out: Path, force: bool) -> None:
         if info.st_size == 0:       # a claim a killed run left before its first write
             if force:
                 return
+            raise RecordError(f"--out {out} is an empty file (a run killed before its first write leaves "
+                              "its claimed record so)", hint="pass --force to replace it, or give a new file "
+                                                             "name") from None
         else:
             raise RecordError(f"--out {out} exists and is not a kitbench record; it is left as it is",
                               hint="give a new file name such as run.json") from None
@@ -205,14 +208,43 @@ def _finite_float(text: str) -> float:
     return value
 
 
+def _text(data: bytes | str, path: Path | str) -> str:
+    """The record's text, refusing with the cause what no JSON parser message would name truly: an empty
+    file, one of NUL bytes, bytes that are not UTF-8 (json.loads would take UTF-16 and -32 bytes too)."""
+    if not data:
+        raise RecordReadError(f"{path} is empty (0 bytes)",
+                              hint="a kitbench run killed before its first write leaves its claimed record "
+                                   "empty, as does a copy or another tool stopped short: run it again "
+                                   "(`kitbench run --out` with --force reuses the name)")
+    nul = data.find(b"\0") if isinstance(data, bytes) else data.find("\0")
+    if nul >= 0:
+        only = not (data.strip(b"\0") if isinstance(data, bytes) else data.strip("\0"))
+        raise RecordReadError(f"{path} holds {f'only NUL bytes ({len(data):,})' if only else 'NUL bytes'}"
+                              f"{'' if only else f' (the first at byte {nul:,})'}: a record is UTF-8 text, "
+                              "which has none",
+                              hint="a file whose contents never reached the disk (a system crash after it "
+                                   "grew) reads back as NUL bytes, as does a preallocated one; kitbench writes "
+                                   "records whole (fsync, then rename): run it again" if only else
+                                   "it is not a kitbench record (UTF-16 or binary data?)")
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8-sig")     # a byte-order mark, as json.loads took before
+    except UnicodeDecodeError as exc:
+        raise RecordReadError(f"{path} is not UTF-8 text (byte {exc.start:,} is 0x{data[exc.start]:02x})",
+                              hint="it is not a kitbench record; kitbench writes records as UTF-8") from None
+
+
 def parse(text: bytes | str, path: Path | str) -> RunRecord:
     """Parse and validate a record's text; every failure is one RecordReadError naming the field."""
+    text = _text(text, path)
     try:
         data = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys,
                           parse_float=_finite_float)
-    except UnicodeDecodeError:
-        raise RecordReadError(f"{path} is not UTF-8 text") from None
     except json.JSONDecodeError as exc:
+        if not text.strip():
+            raise RecordReadError(f"{path} holds only whitespace, no JSON",
+                                  hint="it is not a kitbench record; kitbench writes records whole") from None
         raise RecordReadError(f"{path} is not a complete JSON record (line {exc.lineno}: {exc.msg})",
                               hint="it may be truncated; kitbench writes records atomically, so another tool "
                                    "or a copy cut it short") from None

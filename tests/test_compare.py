@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import numpy as np
@@ -37,12 +38,17 @@ def test_same_seed_reproduces_bitwise(runs: dict[str, Path]) -> None:
     assert verdict.first_divergence is None
 
 
-@pytest.mark.parametrize(("name", "option"), [("seed", "option seed: 0 -> 1"), ("lr", "option lr: None -> 0.05")])
-def test_changed_seed_or_rate_names_the_first_differing_epoch(runs: dict[str, Path], name: str, option: str) -> None:
+@pytest.mark.parametrize(("name", "option", "first"), [
+    ("seed", "option seed: 0 -> 1", "training loss curve: epoch 1:"),
+    ("lr", "option lr: None -> 0.05", "configuration: not comparable, the runs were configured differently: "
+                                      "lr 0.01 vs 0.05")])
+def test_changed_seed_or_rate_names_the_first_difference(runs: dict[str, Path], name: str, option: str,
+                                                         first: str) -> None:
+    """Another seed trains other numbers; another rate is another configuration, not comparable at all."""
     verdict = compare.verify(records.read(runs["a"]), records.read(runs[name]))
     assert not verdict.reproduced
     assert verdict.first_divergence is not None
-    assert verdict.first_divergence.startswith("fnn/resident on cpu, batch 64: training loss curve: epoch 1:")
+    assert verdict.first_divergence.startswith(f"fnn/resident on cpu, batch 64: {first}")
     assert option in verdict.differences
 
 
@@ -271,14 +277,22 @@ def test_deterministic_runs_have_identical_digests_and_verify_naming_the_paramet
     assert "not compared: timings" in done.stdout
 
 
-def test_one_ulp_of_the_learning_rate_is_not_reproduced(deterministic: dict[str, Path]) -> None:
+def test_one_ulp_of_the_learning_rate_is_not_reproduced(deterministic: dict[str, Path], tmp_path: Path) -> None:
     verdict = compare.verify(records.read(deterministic["a"]), records.read(deterministic["ulp"]))
     assert not verdict.reproduced
+    # The rate is configuration: runs trained at other rates are not comparable, and verify says so.
+    assert verdict.first_divergence == ("fnn/resident on cpu, batch 64: configuration: not comparable, the runs "
+                                        f"were configured differently: lr 0.01 vs {_ULP_LR}")
+    assert f"option lr: None -> {_ULP_LR}" in verdict.differences
+    assert _verify_cli(deterministic["a"], deterministic["ulp"]).returncode == 1
+    # With its recorded rate edited back to the reference's, the parameters' bits still give it away.
+    edited = records.read(deterministic["ulp"])
+    edited["checks"]["mnist"]["runs"][0]["lr"] = 0.01
+    records.write_atomic(tmp_path / "edited.json", edited)
+    verdict = compare.verify(records.read(deterministic["a"]), records.read(tmp_path / "edited.json"))
     params = next(c for c in verdict.comparisons if c.quantity.endswith(": parameters"))
     assert params.rule == "bitwise" and not params.equal
     assert params.detail and params.detail.startswith("tensor ") and " differs first (" in params.detail
-    assert f"option lr: None -> {_ULP_LR}" in verdict.differences
-    assert _verify_cli(deterministic["a"], deterministic["ulp"]).returncode == 1
 
 
 def test_every_size_of_a_sweep_is_compared(deterministic: dict[str, Path], tmp_path: Path) -> None:
@@ -320,7 +334,7 @@ def test_a_sweep_against_a_single_run_names_the_runs_without_partner(determinist
 def test_deterministic_and_default_runs_fall_to_the_tolerance_naming_the_settings(
         runs: dict[str, Path], deterministic: dict[str, Path]) -> None:
     verdict = compare.verify(records.read(runs["a"]), records.read(deterministic["a"]))
-    assert "setting deterministic_algorithms: False -> True" in verdict.differences
+    assert verdict.differences.count("setting deterministic_algorithms: False -> True") == 1
     rule = next(r for r in verdict.rules if r.startswith("fnn/resident on cpu, batch 64: "))
     assert rule.startswith("fnn/resident on cpu, batch 64: within rtol 0.05: ")
     assert "settings differ: " in rule and "deterministic_algorithms" in rule
@@ -416,3 +430,156 @@ def test_verify_shows_record_text_escaped(tmp_path: Path, capsys: pytest.Capture
         assert main(["verify", *map(str, pair)]) in (0, 1)
         out = capsys.readouterr().out
         assert "pwned" in out and not any(c in out for c in "\x1b\x07\r\u202e")
+
+
+_ERROR = "CUDA error: an illegal memory access was encountered"
+
+
+def _status(status: str, error: str | None = None) -> typing.Callable[[dict[str, typing.Any]], None]:
+    def edit(data: dict[str, typing.Any]) -> None:
+        data.update(status=status, **({"error": error} if error else {}))
+    return edit
+
+
+def _check(name: str, status: str) -> typing.Callable[[dict[str, typing.Any]], None]:
+    def edit(data: dict[str, typing.Any]) -> None:
+        data["checks"].setdefault(name, {"status": "ok", "summary": "fine"}).update(
+            status=status, summary=f"{name} went wrong")
+    return edit
+
+
+def _no_checks(data: dict[str, typing.Any]) -> None:
+    data.update(status="interrupted", checks={})
+
+
+@pytest.mark.parametrize("side", ["reference", "candidate"])
+@pytest.mark.parametrize(("edit", "words"), [
+    (_status("failed", _ERROR), f"the SIDE's status: failed: {_ERROR}; a record that is not ok vouches for no result"),
+    (_status("failed"), "the SIDE's status: failed; a record that is not ok vouches for no result"),
+    (_status("interrupted"), "the SIDE's status: interrupted (stopped before it finished); a record that is not ok"),
+    (_status("diverged"), "the SIDE's status: diverged, yet none of its MNIST runs records a divergence"),
+    (_check("mnist", "failed"), "the SIDE's mnist check: failed: mnist went wrong"),
+    (_check("mnist", "skipped"), "the SIDE's mnist check: skipped: mnist went wrong"),
+    (_check("moves", "failed"), "the SIDE's moves check: failed: moves went wrong"),
+    (_no_checks, "the SIDE's status: interrupted (stopped before it finished)"),
+], ids=["failed-error", "failed", "interrupted", "diverged", "mnist-failed", "mnist-skipped", "moves-failed",
+        "interrupted-empty"])
+def test_a_record_that_is_not_ok_never_verifies(side: str, edit: typing.Any, words: str, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Its numbers may equal the reference's to the bit: a failed, interrupted or falsely diverged record,
+    or one with a failed check, vouches for nothing. Exit 1 (a verdict), as for a diverged run."""
+    from kitbench._cli import main
+
+    good = _edited_record(tmp_path, "good.json", lambda data: None)
+    bad = _edited_record(tmp_path, "bad.json", edit)
+    pair = [good, bad] if side == "candidate" else [bad, good]
+    assert main(["verify", *map(str, pair)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("NOT REPRODUCED: " + words.replace("SIDE", side)), out
+    assert main(["verify", "--json", *map(str, pair)]) == 1
+    verdict = json.loads(capsys.readouterr().out)
+    assert verdict["reproduced"] is False and verdict["first_divergence"].startswith(words.replace("SIDE", side))
+    assert main(["verify", str(good), str(good)]) == 0
+
+
+def _run(**changes: object) -> typing.Callable[[dict[str, typing.Any]], None]:
+    def edit(data: dict[str, typing.Any]) -> None:
+        data["checks"]["mnist"]["runs"][1].update(changes)
+    return edit
+
+
+def _data_digest(data: dict[str, typing.Any]) -> None:
+    data["checks"]["mnist"]["sha256"]["t10k-labels-idx1-ubyte"] = "0" * 64
+
+
+_RESIDENT = "fnn/resident on cpu, batch 64: "
+_NOT_COMPARABLE = _RESIDENT + "configuration: not comparable, the runs were configured differently: "
+
+
+@pytest.mark.parametrize(("edit", "words"), [
+    (_run(lr=0.02), _NOT_COMPARABLE + "lr 0.01 vs 0.02"),
+    (_run(lr=0.010000000000000002), _NOT_COMPARABLE + "lr 0.01 vs 0.010000000000000002"),
+    (_run(steps=900), _NOT_COMPARABLE + "steps 938 vs 900"),
+    (_run(epochs=2), _NOT_COMPARABLE + "epochs 3 vs 2"),
+    (_run(train_samples=59999), _NOT_COMPARABLE + "train_samples 60000 vs 59999"),
+    (_run(lr=0.02, steps=900), _NOT_COMPARABLE + "lr 0.01 vs 0.02; steps 938 vs 900"),
+    (_data_digest, _NOT_COMPARABLE.replace(_RESIDENT, "fnn/tutorial on cpu, batch 64: ") +
+     "data t10k-labels-idx1-ubyte sha256 ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2 vs " +
+     "0" * 64),
+    (_run(final_loss=0.0686901), _RESIDENT + "final training loss: 0.06869 vs 0.0686901"),
+    (_run(test_acc=0.9761), _RESIDENT + "test accuracy: 0.976 vs 0.9761"),
+    (_run(test_loss=1.0), _RESIDENT + "test loss: "),
+])
+def test_verify_compares_every_number_it_vouches_for(edit: typing.Any, words: str, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Configuration (rate, steps, epochs, samples, the data) must be equal for a pair to be comparable;
+    the final training loss and test accuracy are held to the pair's rule, as the curve is."""
+    from kitbench._cli import main
+
+    good = _edited_record(tmp_path, "good.json", lambda data: None)
+    bad = _edited_record(tmp_path, "bad.json", edit)
+    assert main(["verify", str(good), str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"NOT REPRODUCED: {words}"), out
+    assert "training length" not in out
+
+
+def test_the_final_numbers_are_held_to_the_tolerance_across_builds(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench._cli import main
+
+    def elsewhere(data: dict[str, typing.Any], acc: float) -> None:
+        data["environment"]["torch"] = "2.9.1+cu126"
+        data["checks"]["mnist"]["runs"][1].update(test_acc=acc)
+
+    good = _edited_record(tmp_path, "good.json", lambda data: None)
+    near = _edited_record(tmp_path, "near.json", lambda data: elsewhere(data, 0.976 * 1.01))
+    far = _edited_record(tmp_path, "far.json", lambda data: elsewhere(data, 0.976 * 0.9))
+    assert main(["verify", str(good), str(near)]) == 0
+    assert f"equal (within rtol 0.05): {_RESIDENT}test accuracy\n" in capsys.readouterr().out
+    assert main(["verify", str(good), str(far)]) == 1
+    assert capsys.readouterr().out.startswith(f"NOT REPRODUCED: {_RESIDENT}test accuracy: 0.976 vs ")
+
+
+def _unrecorded(data: dict[str, typing.Any]) -> None:
+    for run in data["checks"]["mnist"]["runs"]:
+        del run["lr"], run["steps"], run["epoch_losses"]
+    del data["checks"]["mnist"]["sha256"]
+
+
+def test_what_verify_did_not_compare_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench._cli import main
+
+    good = _edited_record(tmp_path, "good.json", lambda data: None)
+    bare = _edited_record(tmp_path, "bare.json", _unrecorded)
+    assert main(["verify", str(good), str(bare)]) == 0
+    out = capsys.readouterr().out
+    skipped = next(line for line in out.splitlines() if line.startswith("  not compared: "))[16:].split("; ")
+    for item in ("the MNIST data (its sha256 is not recorded by the candidate)",
+                 "lr: not recorded by the candidate (every pair)", "steps: not recorded by the candidate (every pair)",
+                 "epoch losses: not recorded by the candidate (every pair)",
+                 "parameters: no digest in either run (every pair)", "capture (which mechanism captured a graphed "
+                 "step)", "the availability and moves checks"):
+        assert item in skipped, (item, skipped)
+    assert any(s.startswith("timings (epoch_s, ") for s in skipped)
+    for quantity in ("training loss curve", "final training loss", "test loss", "test accuracy",
+                     "test accuracy per epoch"):
+        assert f"  equal (exact): {_RESIDENT}{quantity}\n" in out
+
+
+@pytest.mark.parametrize(("edit", "words"), [
+    (lambda run: run["loss_curve"].pop(), "training loss curve: 60 vs 59 points (the same configuration)"),
+    (lambda run: run["epoch_losses"].append(0.05), "epoch losses: 3 vs 4 epochs (the same configuration)"),
+    (lambda run: run["epoch_test_acc"].pop(0), "test accuracy per epoch: 3 vs 2 epochs (the same configuration)"),
+])
+def test_a_length_difference_names_what_differs(edit: typing.Any, words: str, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Not "training length: 1 vs 1 epochs, 600 vs 600 samples": the sequence whose length differs."""
+    from kitbench._cli import main
+
+    good = _edited_record(tmp_path, "good.json", lambda data: None)
+    bad = _edited_record(tmp_path, "bad.json", lambda data: edit(data["checks"]["mnist"]["runs"][1]))
+    assert main(["verify", str(good), str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"NOT REPRODUCED: {_RESIDENT}{words}"), out
+    assert "Traceback" not in out and "training length" not in out

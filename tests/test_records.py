@@ -333,3 +333,104 @@ def test_reader_refuses_duplicate_keys_and_overflowing_numbers(
     assert main(["compare", str(path)]) != 0
     err = capsys.readouterr().err
     assert err.startswith("ERROR: ") and words in err and "Traceback" not in err
+
+
+def _run_edit(**changes: object) -> typing.Callable[[dict[str, typing.Any]], None]:
+    def edit(data: dict[str, typing.Any]) -> None:
+        data["checks"]["mnist"]["runs"][0].update(changes)
+    return edit
+
+
+@pytest.mark.parametrize(("edit", "field"), [
+    (_run_edit(epoch_s=-0.21), "checks/mnist/runs/0/epoch_s"),
+    (_run_edit(epoch_s_all=[1.0, -1.0]), "checks/mnist/runs/0/epoch_s_all/1"),
+    (_run_edit(warmup_s=-1e-9), "checks/mnist/runs/0/warmup_s"),
+    (_run_edit(epochs=int("9" * 4000)), "checks/mnist/runs/0/epochs"),
+    (_run_edit(steps=-1), "checks/mnist/runs/0/steps"),
+    (_run_edit(steps=2**53 + 1), "checks/mnist/runs/0/steps"),
+    (_run_edit(lr=-0.01), "checks/mnist/runs/0/lr"),
+    (_run_edit(epoch_test_acc=[1.5]), "checks/mnist/runs/0/epoch_test_acc/0"),
+    (_run_edit(diverged_at_step=-3), "checks/mnist/runs/0/diverged_at_step"),
+    (lambda r: r["options"].update(seed=2**63), "options/seed"),
+    (lambda r: r["options"].update(epochs=-1), "options/epochs"),
+    (lambda r: r.update(device_init_s=-0.5), "device_init_s"),
+    (lambda r: r["environment"].update(ram_bytes=10**30), "environment/ram_bytes"),
+    (lambda r: r["checks"]["moves"]["transfers"][0].update(gb_per_s=-3.0), "checks/moves/transfers/0/gb_per_s"),
+    (lambda r: r["checks"]["mnist"]["sha256"].update(x="not a digest"), "checks/mnist/sha256/x"),
+], ids=["epoch_s", "epoch_s_all", "warmup_s", "epochs-4000-digits", "steps-negative", "steps-2**53+1", "lr",
+        "accuracy", "diverged_at_step", "seed", "options-epochs", "device_init_s", "ram_bytes", "gb_per_s",
+        "data-sha256"])
+def test_times_and_counts_are_bounded(edit: typing.Any, field: str, tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """No negative time, count or rate, no integer past 2**53 (a seed past torch's 64 bits): the reader
+    refuses them, naming the field, so that compare never shows an epoch of -0.21 s."""
+    from kitbench._cli import main
+
+    record = json.loads(FULL.read_text())
+    record["checks"]["mnist"].setdefault("sha256", {})
+    edit(record)
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(record))
+    for command, code in ((["compare", str(path)], 1), (["verify", str(path), str(path)], 2)):
+        assert main(command) == code
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith(f"ERROR: {path}: field {field}: ") and "Traceback" not in err, err
+
+
+def test_the_bounds_keep_what_kitbench_writes() -> None:
+    record = json.loads(FULL.read_text())
+    record["options"]["seed"] = 2**63 - 2           # the largest seed `kitbench run` takes
+    record["checks"]["mnist"]["runs"][0].update(epoch_s=0.0, diverged_at_step=0, steps=2**53)
+    records.validate(record)
+
+
+def test_the_validator_cache_is_keyed_by_the_schemas_content(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """An edited schema (a new bound) compiles a new validator: the cached one is named by the schema's
+    text, never by its name alone."""
+    import hashlib
+
+    import fastjsonschema
+
+    from kitbench import schemas
+
+    monkeypatch.setenv(schemas.CACHE_VARIABLE, str(tmp_path))
+    text = (REPO / "kitbench" / "schemas" / "run.schema.json").read_text()
+    validate = schemas.validator.__wrapped__("run")
+    key = hashlib.sha256(f"{fastjsonschema.VERSION}\0{text}".encode()).hexdigest()[:16]
+    assert [p.name for p in (tmp_path / "validators").glob("*.py")] == [f"kitbench_validator_run_{key}.py"]
+    record = json.loads(FULL.read_text())
+    record["checks"]["mnist"]["runs"][0]["epoch_s"] = -0.21
+    with pytest.raises(fastjsonschema.JsonSchemaValueException, match="bigger than or equal to 0"):
+        validate(record)
+
+
+@pytest.mark.parametrize(("content", "words", "hint"), [
+    (b"", "is empty (0 bytes)", "a kitbench run killed before its first write leaves its claimed record empty"),
+    (b"\0" * 4096, "holds only NUL bytes (4,096)", "never reached the disk"),
+    (b"\0" * 4097, "holds only NUL bytes (4,097)", "never reached the disk"),
+    (b'{"schema": "kitbench.run/2"\0}', "holds NUL bytes (the first at byte 27)", "not a kitbench record"),
+    ('{"schema": "kitbench.run/2"}'.encode("utf-16"), "holds NUL bytes (the first at byte 3)",
+     "UTF-16 or binary"),
+    (b'{"schema": "\xff"}', "is not UTF-8 text (byte 12 is 0xff)", "not a kitbench record"),
+    (b" \n\t ", "holds only whitespace, no JSON", "not a kitbench record"),
+    (b'{"schema": "kitbench.run/2", "sta', "is not a complete JSON record", "cut it short"),
+], ids=["empty", "nul-4096", "nul-4097", "nul-inside", "utf-16", "latin-1", "whitespace", "cut"])
+def test_unreadable_files_are_named_for_what_they_are(content: bytes, words: str, hint: str, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench._cli import main
+
+    path = tmp_path / "r.json"
+    path.write_bytes(content)
+    assert main(["verify", str(path), str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"ERROR: {path} {words}") and hint in err and "Traceback" not in err, err
+    assert "not UTF-8" not in err or words.startswith("is not UTF-8")
+
+
+def test_an_empty_out_is_named_as_such(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    out.touch()         # what a run killed between claiming its record and writing it leaves
+    with pytest.raises(RecordError, match="is an empty file"):
+        records.claim(out)
+    assert records.claim(out, force=True) == out
