@@ -3,7 +3,8 @@
 Rules (those of ``run --out``, for every file): a symlink, directory, device or
 FIFO at the path is refused, never followed or replaced; an existing regular
 file is replaced only with ``replace`` (the caller's ``--force``, or a file the
-caller already owns, such as a record it claimed); the bytes go to a temporary
+caller already owns, such as a record it claimed) or when ``ours`` says kitbench wrote
+it (a report page, checked again just before the rename); the bytes go to a temporary
 file beside the target, are fsynced, then moved into place in one rename, so a
 full disk or a kill leaves either the old file or the new one, never half of
 one, and no temporary file behind.
@@ -15,6 +16,7 @@ import contextlib
 import os
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from kitbench.errors import RecordError
@@ -24,7 +26,7 @@ def _refused(path: Path, why: str, hint: str) -> RecordError:
     return RecordError(f"will not write {str(path)[:300]}: {why}", hint=hint)
 
 
-def check_target(path: Path, replace: bool = False) -> None:
+def check_target(path: Path, replace: bool = False, ours: Callable[[Path], bool] | None = None) -> None:
     """Refuse, before any work, a path ``write`` would refuse (one line, never an OSError)."""
     try:
         info = path.lstat()
@@ -39,15 +41,16 @@ def check_target(path: Path, replace: bool = False) -> None:
         raise _refused(path, "it is a directory", "give a file name inside it")
     if not stat.S_ISREG(mode):
         raise _refused(path, "it is not a regular file (a device, FIFO or socket)", "give a new file name")
-    if not replace and info.st_size > 0:
-        raise _refused(path, "a file is already there; it is left as it is",
-                       "pass --force to replace it, or give a new file name")
+    if not replace and info.st_size > 0 and not (ours is not None and ours(path)):
+        raise _refused(path, "a file is already there" + (", not one kitbench wrote" if ours else "")
+                       + "; it is left as it is", "pass --force to replace it, or give a new file name")
 
 
-def write(path: Path, data: bytes | str, replace: bool = False, what: str = "") -> None:
+def write(path: Path, data: bytes | str, replace: bool = False, what: str = "",
+          ours: Callable[[Path], bool] | None = None) -> None:
     """Write ``data`` to ``path`` atomically under the rules above; failures are one RecordError."""
     payload = data.encode() if isinstance(data, str) else data
-    check_target(path, replace)
+    check_target(path, replace, ours)
     tmp: str | None = None
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:64]}.", suffix=".tmp")
@@ -62,7 +65,7 @@ def write(path: Path, data: bytes | str, replace: bool = False, what: str = "") 
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
-        check_target(path, replace)     # again, just before: what appeared meanwhile is not replaced either
+        check_target(path, replace, ours)     # again, just before: what appeared meanwhile is not replaced either
         os.replace(tmp, path)
         tmp = None
         with contextlib.suppress(OSError):

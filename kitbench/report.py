@@ -14,14 +14,12 @@ from __future__ import annotations
 import hashlib
 import html
 import os
-import stat
-import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kitbench import __version__, compare, svg
+from kitbench import __version__, _files, compare, svg
 from kitbench._types import RunRecord
 from kitbench.errors import RecordError, RecordReadError, UsageError
 
@@ -572,46 +570,28 @@ def _markdown(sections: list[Section], summary: str) -> str:
 # Writing ---------------------------------------------------------------------------------------
 
 def write(path: Path, text: str, force: bool = False) -> None:
-    """Write the page atomically (a temporary file beside it, then a rename). A symlink,
-    a non-regular file, or a file that is not a kitbench report is refused; a report is
-    replaced, and anything else only with ``force`` (never through a symlink)."""
+    """Write the page through ``kitbench._files.write`` (no symlink followed, a temporary file fsynced and
+    renamed into place). A kitbench report there is replaced; anything else only with ``force``. A target
+    refused up front is a usage error (exit 2), as for ``compare --plot`` and ``replay --out``."""
     try:
-        info = path.lstat()
-    except FileNotFoundError:
-        info = None
-    except OSError as exc:
-        raise RecordError(f"cannot inspect {path}: {exc.strerror}") from None
-    if info is not None:
-        if stat.S_ISLNK(info.st_mode):
-            raise UsageError(f"{path} is a symlink; kitbench does not write through one",
-                             hint="give the real file's path, or a new file name")
-        if not stat.S_ISREG(info.st_mode):
-            raise UsageError(f"{path} is not a regular file", hint="give a new file name such as report.html")
-        if not force and not _is_report(path):
-            raise UsageError(f"{path} exists and is not a kitbench report; it is left as it is",
-                             hint="pass --force to replace it, or give a new file name")
-    folder = path.parent if str(path.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-                handle.write(text)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError as exc:
-        raise RecordError(f"cannot write the report to {path}: {exc.strerror or exc}",
-                          hint="choose another -o in a writable directory") from None
+        _files.check_target(path, force, ours=_is_report)
+    except RecordError as refused:
+        raise UsageError(refused.message, hint=refused.hint) from None
+    _files.write(path, text, force, what="the report", ours=_is_report)
 
 
 def _is_report(path: Path) -> bool:
+    """The page starts with MARKER; read without following a link or blocking on a FIFO swapped in."""
     try:
-        with path.open("rb") as handle:
-            return handle.read(len(MARKER)) == MARKER.encode()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError:
         return False
+    try:
+        return os.read(fd, len(MARKER)) == MARKER.encode()
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def default_name(fmt: str) -> str:

@@ -3,8 +3,10 @@ markdown, hostile text, bad inputs, 5,000 records, safe writing, and a real head
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -187,8 +189,8 @@ def test_writing_is_atomic_and_refuses_what_is_not_a_report(tmp_path: Path,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     other = tmp_path / "notes.html"
     other.write_text("my notes")
-    assert main(["report", str(KEPT), "-o", str(other)]) == 2
-    assert "not a kitbench report" in capsys.readouterr().err and other.read_text() == "my notes"
+    assert main(["report", str(KEPT), "-o", str(other)]) == 2     # refused up front: a usage error, as --plot's
+    assert "not one kitbench wrote" in capsys.readouterr().err and other.read_text() == "my notes"
     assert main(["report", str(KEPT), "-o", str(other), "--force"]) == 0
     assert other.read_text().startswith(report.MARKER)
     assert main(["report", str(KEPT), "-o", str(other), "--format", "markdown"]) == 0     # a report: replaced
@@ -200,6 +202,34 @@ def test_writing_is_atomic_and_refuses_what_is_not_a_report(tmp_path: Path,
     (tmp_path / "dir.html").mkdir()
     assert main(["report", str(KEPT), "-o", str(tmp_path / "dir.html"), "--force"]) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dir.html", "link.html", "notes.html"]   # no temp left
+    os.mkfifo(tmp_path / "fifo.html")             # refused, never opened (no reader would ever come)
+    assert main(["report", str(KEPT), "-o", str(tmp_path / "fifo.html")]) == 2
+    assert "not a regular file" in capsys.readouterr().err
+
+
+def test_a_full_disk_keeps_the_old_page_and_leaves_no_temporary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """The page goes through kitbench._files.write: a temporary file, fsynced, renamed; ENOSPC is exit 1."""
+    page = tmp_path / "report.html"
+    assert main(["report", str(KEPT), "-o", str(page)]) == 0
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+    monkeypatch.setattr(os, "fsync", fsync)
+    assert main(["report", str(KEPT), "-o", str(page), "--format", "markdown"]) == 0 and synced
+    assert page.read_text().startswith(report.MARKER + "\n# kitbench")
+    before = page.read_bytes()
+
+    def full(fd: int, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "write", full)
+    assert main(["report", str(KEPT), "-o", str(page)]) == 1
+    monkeypatch.undo()
+    assert "No space left on device" in capsys.readouterr().err
+    assert page.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["report.html"]
 
 
 def test_a_fleet_job_s_report_is_written_beside_its_records(tmp_path: Path,
