@@ -15,9 +15,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from kitbench import __version__
+from kitbench import __version__, runargs
 from kitbench._signals import sigterm_raises
-from kitbench.checks.base import SWEEP
 
 if TYPE_CHECKING:
     from kitbench import fleet
@@ -74,26 +73,6 @@ def _parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
     return found
 
 
-def _whole(text: str) -> int:
-    if len(text) > 40:       # int() of a 100,000-digit string is slow; each knob's range is checked later
-        raise argparse.ArgumentTypeError(f"expected a whole number of at most 40 digits, not {text[:24]!r}...")
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
-
-
-def _sizes(text: str) -> tuple[int, ...]:
-    return tuple(dict.fromkeys(_whole(part) for part in text.split(",")))
-
-
-def _positive_int(text: str) -> int:
-    value = _whole(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
-
-
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kitbench", description="Reproducible PyTorch acceleration checks: what to install, "
                      "whether acceleration works, how fast.")
@@ -103,47 +82,7 @@ def _build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the suite (availability, tensor moves, MNIST) and write a record",
                          description="Run the kitbench suite and write one JSON record.", epilog=_EPILOG_RUN,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
-    run.add_argument("--check", dest="checks", action="append", metavar="NAME",
-                     help="availability, moves, mnist or ddp (repeatable; default: the first three, in that order)")
-    run.add_argument("--device", default="auto",
-                     help="auto (CUDA or ROCm, then XPU, then MPS, then CPU), cpu, cuda, cuda:N (also an AMD GPU "
-                          "on a ROCm build), xpu, xpu:N or mps (default: auto)")
-    run.add_argument("--data", type=Path, help="directory holding MNIST/raw (default: KITBENCH_DATA or the cache)")
-    run.add_argument("--offline", action="store_true", help="never download MNIST")
-    run.add_argument("--out", type=Path, help="record file (default: a new results/<target>/<UTC time>-<id>.json); "
-                                             "never replaces anything but a kitbench record, that only with --force")
-    run.add_argument("--force", action="store_true", help="let --out replace an existing kitbench record")
-    run.add_argument("--quick", action="store_true",
-                     help="fewer sizes and repeats; MNIST on the first 6,000 training images")
-    run.add_argument("--json", action="store_true", help="print the record as JSON on stdout instead of tables")
-    mnist = run.add_argument_group("MNIST")
-    mnist.add_argument("--model", dest="models", action="append", metavar="MODEL",
-                       help="fnn (784-512-256-128-64-10) or cnn (pytorch/examples); repeatable (default: fnn)")
-    mnist.add_argument("--loop", dest="loops", action="append", metavar="LOOP",
-                       help="tutorial (DataLoader, batches moved in the loop), resident (dataset on the device) "
-                            "or graphed (resident, the whole step captured: CUDA graphs, torch.compile on CPU and "
-                            "MPS); repeatable (default: tutorial and resident)")
-    mnist.add_argument("--epochs", type=_whole, default=1, help="timed epochs per run (default: 1)")
-    mnist.add_argument("--batch-size", type=_sizes, metavar="N[,N...]",
-                       help="one batch size, or several to sweep, e.g. 16,64,256,1024 (default: 64)")
-    mnist.add_argument("--sweep", action="store_true",
-                       help=f"sweep batch sizes {','.join(map(str, SWEEP))}: per-step time on the device and the "
-                            "CPU, the speedup and the crossover; the SGD rate scales with the batch (linear rule)")
-    mnist.add_argument("--seed", type=_whole, default=0, help="same seed, same result on CPU (default: 0)")
-    mnist.add_argument("--threads", type=_positive_int, help="CPU threads for torch (default: torch's choice)")
-    mnist.add_argument("--limit", type=_whole, help="train on the first N images only")
-    mnist.add_argument("--lr", type=float, help="learning rate (default: the model's recipe: fnn 0.01, cnn 1.0)")
-    mnist.add_argument("--deterministic", action="store_true",
-                       help="deterministic algorithms, cuBLAS workspace :4096:8, cuDNN deterministic and no "
-                            "autotuning, no TF32, fixed threads: same build, hardware and seed give bitwise-equal "
-                            "parameters (docs/verify.md)")
-    ddp = run.add_argument_group("DDP (--check ddp, launched through torchrun)")
-    ddp.add_argument("--nproc", type=_positive_int, help="CPU processes for the gloo part; world sizes 1..N "
-                                                        "(default: up to 2, as cores allow)")
-    ddp.add_argument("--nnodes", type=_positive_int, help="nodes joining the run (with --rdzv-endpoint)")
-    ddp.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="the c10d rendezvous every node joins")
-    ddp.add_argument("--ddp-timeout", type=float, default=300.0,
-                     help="seconds a collective may wait before every rank is stopped (default: 300)")
+    runargs.add_arguments(run)
 
     install = sub.add_parser(
         "install-cmd", help="print the PyTorch install command for this machine (no torch needed)",
@@ -318,11 +257,15 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
         code = _ui.fleet_results(args.job, summary, rows, fleet.majority_notes(rows), args.json)
         _fleet_report(args.job, rows)
         return code
+    # Every local input is checked before Slurm is asked anything: a refusal after sinfo (or a
+    # build of minutes) is one a user waited for in vain.
     if args.fleet_command == "run":
-        from kitbench import targets
+        _check_fleet_run_local(args)
+    else:
+        from kitbench import selector
 
-        _check_fleet_run_args(args.run_args)
-        targets.get(args.target)        # an unknown target is said before Slurm is asked anything
+        selector.release(args.release)      # the nodes' install-cmd would refuse it, each in its own row
+        args.python = fleet.probe_python(args.python)
     if args.timeout is not None and not 0 < args.timeout < float("inf"):
         raise UsageError(f"--timeout must be a positive number of seconds, not {args.timeout}",
                          hint="for example --timeout 3600")
@@ -338,7 +281,7 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
     log = _ui.stderr_line
     plan: fleet.Plan
     if args.fleet_command == "probe":
-        python = (args.python or Path(sys.executable)).absolute()
+        python = args.python
         fleet.refuse_foreign(slurm.node_arches(chosen), fleet.executable_arch(python), f"the Python {python}")
         plan = fleet.plan_probe(chosen, args.per, options, python, ["--release", args.release])
     else:
@@ -420,7 +363,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from kitbench.checks import DEFAULT_CHECKS
     from kitbench.checks.base import DEFAULT_LOOPS, SWEEP, Options
 
-    _refuse_combinations(args)
+    runargs.refuse_combinations(args)
     sizes = args.batch_size or (64,)
     options = Options(
         checks=_once(args.checks, DEFAULT_CHECKS), device=args.device, data=args.data,
@@ -438,36 +381,40 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0 if finished.record["status"] == "ok" else 1
 
 
-def _refuse_combinations(args: argparse.Namespace) -> None:
-    """Options that cannot act together are refused, never one of them silently dropped."""
-    if args.sweep and args.batch_size is not None:
-        raise UsageError("--sweep and --batch-size cannot combine: --sweep sets its own batch sizes",
-                         hint="either --sweep, or --batch-size 16,64,256 to sweep sizes of your own")
-    given = [flag for flag, value in (("--nproc", args.nproc), ("--nnodes", args.nnodes),
-                                      ("--rdzv-endpoint", args.rdzv_endpoint),
-                                      ("--ddp-timeout", args.ddp_timeout != 300.0)) if value]
-    if given and "ddp" not in (args.checks or ()):
-        raise UsageError(f"{', '.join(given)} only act on the DDP check, which this run does not include",
-                         hint="add --check ddp, or drop them")
-    checks = set(args.checks or ("mnist",))         # the default run includes MNIST
-    mnist_only = [flag for flag, value in (("--loop", args.loops), ("--sweep", args.sweep),
-                                           ("--epochs", args.epochs != 1)) if value]
-    if mnist_only and "mnist" not in checks:
-        raise UsageError(f"{', '.join(mnist_only)} only act on the MNIST check, which this run does not include",
-                         hint="add --check mnist, or drop them")
-    training = [flag for flag, value in (("--model", args.models), ("--batch-size", args.batch_size),
-                                         ("--lr", args.lr is not None), ("--limit", args.limit is not None),
-                                         ("--data", args.data), ("--offline", args.offline)) if value]
-    if training and not checks & {"mnist", "ddp"}:
-        raise UsageError(f"{', '.join(training)} only act on the MNIST and DDP checks, which this run does not "
-                         "include", hint="add --check mnist (or ddp), or drop them")
+def _check_fleet_run_local(args: argparse.Namespace) -> None:
+    """fleet run's inputs that need no cluster: the target, the arguments after --, and the
+    options that belong to the target's kind (a venv's --venv, a docker target's --containers)."""
+    from kitbench import fleet, fleet_containers, targets
+
+    _check_fleet_run_args(args.run_args)
+    target = targets.get(args.target)
+    if args.containers not in fleet_containers.RUNTIMES:
+        raise UsageError(f"unknown --containers {args.containers!r}",
+                         hint=f"choose one of: {', '.join(fleet_containers.RUNTIMES)}")
+    if target.kind == "venv":
+        given = [flag for flag, value in (("--containers", args.containers != "auto"), ("--image", args.image))
+                 if value]
+        if given:
+            raise UsageError(f"{' and '.join(given)} only act{'' if len(given) > 1 else 's'} on docker targets; "
+                             f"{target.name} is a venv target",
+                             hint="drop them, or name a docker target such as cuda126")
+        fleet.venv_folder(target.name, args.venv)
+    elif target.kind != "docker":
+        raise UsageError(f"target {target.name!r} is a {target.kind} target: it cannot run on a Slurm cluster",
+                         hint="fleet run takes venv and docker targets")
+    elif args.venv is not None:
+        raise UsageError(f"--venv only acts on venv targets; {target.name} is a docker target",
+                         hint="drop it (a docker target runs in its image), or name a venv target such as cpu")
+    elif args.containers == "oci" and args.image is not None:
+        raise UsageError("--image only acts with pyxis; Slurm's OCI support runs a bundle kitbench exports",
+                         hint="drop --image, or use --containers pyxis")
 
 
 def _check_fleet_run_args(run_args: Sequence[str]) -> None:
     """Arguments after -- are checked by `kitbench run`'s own parser before Slurm is asked anything;
     the fleet owns where records go and how ranks meet, so those options are refused."""
     parsed = _build_parser().parse_args(["run", *run_args])
-    _refuse_combinations(parsed)
+    runargs.refuse_combinations(parsed)
     owned = [flag for flag, value in (("--out", parsed.out), ("--force", parsed.force), ("--nnodes", parsed.nnodes),
                                       ("--rdzv-endpoint", parsed.rdzv_endpoint)) if value]
     if owned:

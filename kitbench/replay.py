@@ -41,7 +41,10 @@ from kitbench.probe import Probe
 CACHE_VARIABLE = "KITBENCH_REPLAY_CACHE"
 Log = Callable[[str], None]
 # The run options a replay must not copy: where the record went and how it was shown.
-_DROPPED = {"--out": True, "--force": False, "--json": False}
+_DROPPED = ("--out", "--force", "--json")
+INSTALL_TIMEOUT_S = 3600.0      # uv or pip: torch's wheels over a slow link take minutes, never an hour
+RUN_TIMEOUT_S = 3600.0          # the replayed run: at least this, or 10 times what the record's run took
+_GRACE_S = 15.0                 # the replayed kitbench stops its own children (DDP ranks) on SIGTERM first
 _UV_MARKS = "\u00d7\u2570\u2500\u25b6 "          # the box-drawing uv puts before its reasons
 _PACKAGE = Path(__file__).resolve().parent          # this kitbench package
 
@@ -71,19 +74,45 @@ def cache_root() -> Path:
     return Path(os.environ.get(CACHE_VARIABLE) or Path.home() / ".cache" / "kitbench" / "replay")
 
 
-def _run_args(argv: list[str]) -> list[str]:
+def _run_args(path: Path, argv: list[str]) -> list[str]:
+    """The record's run options less _DROPPED, found as ``kitbench run``'s own parser finds them (an
+    abbreviation such as ``--forc``, ``--ou x``, ``--out=x``); a command line that parser refuses is
+    refused here, before anything is built."""
+    import argparse
+
+    from kitbench import runargs
+    from kitbench.errors import UsageError
+
     args = argv[1:] if argv[:1] == ["run"] else list(argv)
-    kept: list[str] = []
-    skip = False
-    for word in args:
-        if skip:
-            skip = False
-            continue
+    takes = runargs.takes_value()
+
+    def resolve(word: str) -> str | None:       # argparse's rule: the exact option, else a unique prefix
         name = word.partition("=")[0]
-        if name in _DROPPED:
-            skip = _DROPPED[name] and "=" not in word
+        found = [name] if name in takes else [o for o in takes if o.startswith("--") and o.startswith(name)]
+        return found[0] if len(found) == 1 else None
+
+    def parsed(words: list[str]) -> argparse.Namespace:
+        try:        # as run itself would refuse it, after an hour of building
+            return runargs.parse(words)
+        except UsageError as refused:
+            raise ReplayError(f"{path}'s command line is not one this kitbench's run takes: {refused.message[:200]}",
+                              hint="it was not written by this kitbench or was edited since; nothing was built"
+                              ) from None
+
+    parsed(args)
+    kept: list[str] = []
+    words = iter(args)
+    for word in words:
+        option = resolve(word) if word.startswith("--") else None
+        if option in _DROPPED:
+            if takes[option] and "=" not in word:
+                next(words, None)
             continue
         kept.append(word)
+    again = parsed(kept)
+    if again.out is not None or again.force or again.json:      # the parser's reading and ours must agree
+        raise ReplayError(f"{path}'s command line hides --out, --force or --json where they cannot be dropped",
+                          hint="nothing was built")
     return kept
 
 
@@ -151,7 +180,7 @@ def plan(path: Path, machine: Probe) -> Plan:
         notes.append(f"kitbench: this one runs the checks (the record's: {env.get('kitbench')}, "
                      f"git {str(env.get('git_revision') or 'unknown')[:12]})")
     return Plan(path, hashlib.sha256(data).hexdigest(), record, python, requirements, exact, index, target_name,
-                _run_args(record["argv"]), notes)
+                _run_args(path, record["argv"]), notes)
 
 
 # What a record may name: it becomes a line of a requirements file and an argument, where a newline or an
@@ -202,7 +231,7 @@ def _container_plan(path: Path, sha256: str, record: RunRecord, target: targets.
                      "today's, with the same torch and torchvision")
     python = ".".join(env["python"].split(".")[:2])
     return Plan(path, sha256, record, python, [], True, target.index_for("linux"), target.name,
-                _run_args(record["argv"]), notes, image=image, image_id=env.get("image_id"))
+                _run_args(path, record["argv"]), notes, image=image, image_id=env.get("image_id"))
 
 
 def _uv() -> str | None:
@@ -210,14 +239,26 @@ def _uv() -> str | None:
 
 
 def _call(command: list[str], what: str) -> None:
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    """uv, pip or venv through kitbench._proc: output bounded and decoded, an hour at most, its session
+    killed when kitbench is interrupted (the build's folder is then removed by ``build``)."""
+    from kitbench import _proc
+    from kitbench._ui import clean  # uv's and pip's words name what an index served: data, shown escaped
+
+    try:
+        done = _proc.run(command, INSTALL_TIMEOUT_S, tail=True)      # the reason comes last
+    except OSError as exc:
+        raise ReplayError(f"{what}: cannot start {Path(command[0]).name}: {exc.strerror or exc}") from None
+    except subprocess.TimeoutExpired:
+        raise ReplayError(f"{what}: {Path(command[0]).name} did not finish within {INSTALL_TIMEOUT_S:.0f} s and "
+                          "was stopped", hint="a slow or unanswering index: try again, or set KITBENCH_INDEX_URL"
+                          ) from None
     if done.returncode != 0:
         lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
         # uv's reason ("Because there is no version of numpy==0.0.999 ...") over its headline, and
         # over the "hint:" uv prints last (for a Python it cannot provide: "retry on a newer uv").
         telling = ("ecause", "mismatch", "not found", "No matching", "No interpreter")
         why = next((line for line in lines if any(word in line for word in telling)), lines[-1] if lines else "")
-        raise ReplayError(f"{what}: {why.lstrip(_UV_MARKS).strip().removeprefix('error: ')[:300]}")
+        raise ReplayError(f"{what}: {clean(why.lstrip(_UV_MARKS).strip().removeprefix('error: ')[:300])}")
 
 
 def build(chosen: Plan, log: Log, root: Path | None = None) -> Path:
@@ -286,9 +327,23 @@ def _link_package(folder: Path) -> None:
         shutil.copytree(_PACKAGE, folder / "kitbench", ignore=shutil.ignore_patterns("__pycache__"))
 
 
+def _run_limit(record: RunRecord) -> float:
+    from datetime import datetime
+
+    try:
+        ended, started = (str(record.get(key) or "").replace("Z", "+00:00") for key in ("ended_at", "started_at"))
+        took = (datetime.fromisoformat(ended) - datetime.fromisoformat(started)).total_seconds()
+    except (TypeError, ValueError):     # an interrupted record has no end; a naive and an aware time don't subtract
+        took = 0.0
+    return max(RUN_TIMEOUT_S, min(10 * took, 7 * 86400.0))
+
+
 def run(chosen: Plan, python: Path, out: Path, log: Log) -> RunRecord:
     """The recorded checks with the recorded options, in the rebuilt environment; the new record
     names the one it replays."""
+    from kitbench import _proc
+    from kitbench._ui import clean
+
     with tempfile.TemporaryDirectory(prefix="kitbench-path.") as kit:
         _link_package(Path(kit))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [kit, os.environ.get("PYTHONPATH")])),
@@ -298,7 +353,16 @@ def run(chosen: Plan, python: Path, out: Path, log: Log) -> RunRecord:
         out.parent.mkdir(parents=True, exist_ok=True)
         command = [str(python), "-m", "kitbench", "run", *chosen.run_args, "--out", str(out)]
         log("running: kitbench run " + " ".join([*chosen.run_args, "--out", str(out)]))
-        subprocess.run(command, env=env, check=False, stdout=subprocess.DEVNULL)
+        limit = _run_limit(chosen.record)
+        # Its progress (stderr) shown as it comes, escaped; its tables (stdout) are not replay's output.
+        # On an interruption it gets SIGTERM first: it stops its own DDP ranks, whatever their session.
+        try:
+            _proc.run(command, limit, env=env, stop=_proc.terminate(_GRACE_S), on_line=lambda line: log(clean(line)))
+        except OSError as exc:
+            raise ReplayError(f"cannot start the rebuilt environment's Python: {exc.strerror or exc}") from None
+        except subprocess.TimeoutExpired:
+            raise ReplayError(f"the replayed run did not finish within {limit:.0f} s and was stopped",
+                              hint="the limit is 10 times the record's own run, an hour at least") from None
     if not out.is_file():
         raise ReplayError(f"the replayed run wrote no record at {out}")
     record = records.read(out)

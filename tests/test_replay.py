@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from kitbench import _cli, compare, locks, records, replay
+from kitbench import _cli, _proc, compare, locks, records, replay
 from kitbench.errors import ReplayError
 from kitbench.probe import probe
 
@@ -178,12 +178,12 @@ def test_the_replayed_run_gets_this_kitbench_and_nothing_else_of_the_callers(
     would come before the rebuilt environment's."""
     seen: dict[str, Any] = {}
 
-    def fake_run(command: list[str], env: dict[str, str], **kwargs: Any) -> None:
+    def fake_run(command: list[str], timeout: float, env: dict[str, str], **kwargs: Any) -> None:
         folder = Path(env["PYTHONPATH"].split(os.pathsep)[0])
         seen.update(folder=folder, entries=[p.name for p in folder.iterdir()],
                     package=(folder / "kitbench").resolve())
 
-    monkeypatch.setattr(subprocess, "run", fake_run)
+    monkeypatch.setattr(_proc, "run", fake_run)
     with pytest.raises(ReplayError, match="wrote no record"):
         replay.run(replay.plan(cpu_record, probe()), Path(sys.executable), tmp_path / "new.json", lambda line: None)
     assert seen["entries"] == ["kitbench"] and seen["package"] == REPO / "kitbench"
@@ -208,12 +208,105 @@ def test_the_build_installs_into_the_venvs_own_interpreter_on_windows(
     assert calls[1][calls[1].index("--python") + 1].endswith(str(Path("venv", "Scripts", "python.exe")))
 
 
+def _with_argv(source: Path, dest: Path, argv: list[str]) -> Path:
+    data = json.loads(source.read_text())
+    data["argv"] = argv
+    data["environment"].update(os="linux", arch="x86_64")
+    dest.write_text(json.dumps(data))
+    return dest
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "--check", "mnist", "--forc", "--ou", "/shared/x.json", "--quick"],
+    ["run", "--out=/shared/x.json", "--fo", "--js", "--check", "mnist", "--quick"],
+    ["--check", "mnist", "--out", "/x.json", "--force", "--quick"],
+    ["run", "--check", "mnist", "--quick", "--json", "--ou=/shared/x.json", "--force"],
+])
+def test_out_force_and_json_are_dropped_however_abbreviated(argv: list[str], tmp_path: Path) -> None:
+    """kitbench run's own parser finds them: an abbreviation argparse accepts must not reach the rerun."""
+    chosen = replay.plan(_with_argv(OLD_RECORDS[0], tmp_path / "r.json", argv), probe())
+    assert chosen.run_args == ["--check", "mnist", "--quick"]
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["run", "--o", "/shared/x.json"], "ambiguous option"), (["run", "--bogus"], "unknown option"),
+    (["run", "-h"], "unknown option '-h'"), (["run", "--he"], "unknown option '--he'"),    # help is no run
+    (["run", "--sweep", "--batch-size", "8"], "cannot combine"), (["run", "--check", "moves", "--loop", "resident"],
+                                                                   "only act on the MNIST check"),
+])
+def test_a_command_line_run_would_refuse_is_refused_before_a_build(
+        argv: list[str], words: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+    monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path / "results"))
+    assert _cli.main(["replay", str(_with_argv(OLD_RECORDS[0], tmp_path / "r.json", argv))]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("ERROR: ") and words in captured.err, captured.err
+    assert "command line is not one this kitbench's run takes" in captured.err and "did you mean" not in captured.err
+    assert not (tmp_path / "cache").exists()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _fake(tmp_path: Path, body: str) -> Path:
+    script = tmp_path / "fake"
+    script.write_text("#!/bin/sh\n" + body)
+    script.chmod(0o755)
+    return script
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a shell script stands in for uv")
+def test_an_installer_s_output_is_bounded_and_decoded_and_its_time_limited(
+        cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """uv through kitbench._proc: 8 MB of invalid UTF-8 and escapes is one escaped ERROR line; a uv that
+    never ends is stopped at the limit with everything it started, and nothing is left in the cache."""
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+    monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path / "results"))
+    loud = _fake(tmp_path, "head -c 8000000 /dev/zero | tr '\\0' '\\377' >&2\n"
+                           "printf '\\nerror: Because \\033[2J\\377 no wheel\\n' >&2\nexit 1\n")
+    monkeypatch.setattr(replay, "_uv", lambda: str(loud))
+    assert _cli.main(["replay", str(cpu_record)]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == "ERROR: no Python 3.11 here: Because \\x1b[2J\ufffd no wheel", err[-300:]
+    assert "Traceback" not in err and list((tmp_path / "cache").iterdir()) == []
+    hung = _fake(tmp_path, f"sleep 300 & echo $! > {tmp_path}/child\nwait\n")
+    monkeypatch.setattr(replay, "_uv", lambda: str(hung))
+    monkeypatch.setattr(replay, "INSTALL_TIMEOUT_S", 1.0)
+    started = time.monotonic()
+    assert _cli.main(["replay", str(cpu_record)]) == 2
+    assert time.monotonic() - started < 30
+    assert "did not finish within 1 s and was stopped" in capsys.readouterr().err
+    assert not _alive(int((tmp_path / "child").read_text())) and list((tmp_path / "cache").iterdir()) == []
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a shell script stands in for the rebuilt Python")
+def test_the_replayed_run_streams_its_progress_escaped_and_stops_with_everything_it_started(
+        cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM first (the replayed kitbench stops its own DDP ranks), then its whole session."""
+    python = _fake(tmp_path, f"trap 'echo term > {tmp_path}/term; exit 143' TERM\n"
+                             f"sleep 300 & echo $! > {tmp_path}/child\n"
+                             "printf 'mnist: epoch 1 \\033]0;title\\007\\n' >&2\nwait\n")
+    monkeypatch.setattr(replay, "_run_limit", lambda record: 2.0)
+    said: list[str] = []
+    with pytest.raises(ReplayError, match="did not finish within 2 s"):
+        replay.run(replay.plan(cpu_record, probe()), python, tmp_path / "new.json", said.append)
+    assert said[1] == "mnist: epoch 1 \\x1b]0;title\\x07"
+    assert (tmp_path / "term").read_text() == "term\n"
+    assert not _alive(int((tmp_path / "child").read_text()))
+
+
 def test_compare_lists_each_package_and_setting_difference_once(cpu_record: Path) -> None:
     env = records.read(cpu_record)["environment"]
     other = json.loads(json.dumps(env))
     other["packages"] = [p if p["name"] != "numpy" else {**p, "version": "2.4.5"} for p in other["packages"]]
     other["packages"].append({"name": "extra", "version": "1.0"})
-    env["settings"], other["settings"] = {"OMP_NUM_THREADS": None}, {"OMP_NUM_THREADS": "4"}  # type: ignore[typeddict-unknown-key]
+    env["settings"], other["settings"] = {"OMP_NUM_THREADS": None}, {"OMP_NUM_THREADS": "4"}
     assert compare.diff(env, other) == ["package extra: absent -> 1.0", "package numpy: 2.4.6 -> 2.4.5",
                                         "setting OMP_NUM_THREADS: None -> 4"]
 
