@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import shlex
 import sys
@@ -51,6 +52,8 @@ class SlurmOptions:
         out = []
         for flag, value in named:
             _check_word(flag, value)
+            if flag == "--time":
+                _check_time(value)
             out.append(f"#SBATCH {flag}={value}")
         for extra in self.extra:
             _check_word("--sbatch-arg", extra)
@@ -64,6 +67,19 @@ def _check_word(flag: str, value: str) -> None:
     if not value or any(c in value for c in "\n\r\0") or len(value) > 256:
         raise UsageError(f"{flag} {value[:40]!r} cannot be an sbatch option value",
                          hint="one line, no control characters, at most 256 characters")
+
+
+# sbatch's --time formats (its man page): minutes, minutes:seconds, hours:minutes:seconds, days-hours,
+# days-hours:minutes, days-hours:minutes:seconds; and no limit at all. sbatch would refuse any other
+# only after Slurm was asked for nodes, and a job never submitted is the cheaper place to say so.
+_TIME = re.compile(r"\d+(:\d+){0,2}|\d+-\d+(:\d+){0,2}|unlimited|infinite", re.IGNORECASE)
+
+
+def _check_time(value: str) -> None:
+    if not _TIME.fullmatch(value):
+        raise UsageError(f"--time {value[:40]!r} is not a Slurm time limit",
+                         hint="minutes, minutes:seconds, hours:minutes:seconds, days-hours, days-hours:minutes, "
+                              "days-hours:minutes:seconds or UNLIMITED, e.g. --time 30 or --time 1-12:00:00")
 
 
 @dataclass(frozen=True)
@@ -475,24 +491,62 @@ def _older(a: str, b: str) -> bool:
         return False
 
 
+def _runnable(path: Path) -> bool:
+    try:
+        return path.is_file() and os.access(path, os.X_OK)
+    except OSError:         # ENAMETOOLONG and the like: no Python there either
+        return False
+
+
+def venv_folder(target: str, venv: Path | None) -> Path:
+    """Where a venv target's environment is: ``venv`` as given, which must hold a Python, else the
+    checkout's ``.nox/<target>``. Asks neither Slurm nor nox: a bad ``--venv`` is said before either."""
+    from kitbench import manifest
+
+    if venv is not None:
+        if not _runnable(venv / "bin" / "python"):
+            raise UsageError(f"--venv {venv}: no Python there ({venv / 'bin' / 'python'} is not an executable file)",
+                             hint="--venv names a virtual environment with torch and kitbench, on storage every "
+                                  f"node shares; or leave it out to use the checkout's .nox/{target}")
+        return venv
+    checkout = manifest.checkout_root()
+    if checkout is None:
+        raise UsageError(f"kitbench runs from an installed wheel: say where {target}'s environment is",
+                         hint="--venv PATH (a venv with torch and kitbench, on storage every node shares)")
+    return checkout / ".nox" / target
+
+
+def probe_python(python: Path | None) -> Path:
+    """The Python that runs ``kitbench probe`` on the nodes: this one, or ``--python`` (an interpreter or a
+    virtual environment's folder, as install-cmd's is), which must run here too: the nodes see the same path."""
+    if python is None:
+        return Path(sys.executable).absolute()
+    try:
+        found = python / "bin" / "python" if python.is_dir() else python
+    except OSError:
+        found = python
+    if not _runnable(found):
+        raise UsageError(f"--python {python}: no such executable" + (f" ({found})" if found != python else ""),
+                         hint="give a Python interpreter (or a virtual environment's folder) on storage every node "
+                              "shares; without --python the one running kitbench is used")
+    return found.absolute()
+
+
 def venv_python(target: str, venv: Path | None, log: Callable[[str], None], build: bool = True) -> Path:
     """The Python of a venv target's environment on shared storage: ``venv`` as given, else the
     checkout's ``.nox/<target>``, built once with ``nox -s <target> --install-only`` if missing
     (a dry run, ``build=False``, names the Python it would build and builds nothing)."""
     from kitbench import manifest
 
-    if venv is None:
-        checkout = manifest.checkout_root()
-        if checkout is None:
-            raise UsageError(f"kitbench runs from an installed wheel: say where {target}'s environment is",
-                             hint="--venv PATH (a venv with torch and kitbench, on storage every node shares)")
-        venv = checkout / ".nox" / target
-        if not (venv / "bin" / "python").exists():
-            if not build:
-                log(f"dry run: {target}'s environment would be built in {venv} (nox -s {target} --install-only)")
-                return (venv / "bin" / "python").absolute()
-            log(f"building {target}'s environment once, in {venv} (nox -s {target} --install-only)")
-            _build_with_nox(checkout, target, log)
+    given = venv is not None
+    venv = venv_folder(target, venv)
+    checkout = manifest.checkout_root()
+    if not given and checkout is not None and not (venv / "bin" / "python").exists():
+        if not build:
+            log(f"dry run: {target}'s environment would be built in {venv} (nox -s {target} --install-only)")
+            return (venv / "bin" / "python").absolute()
+        log(f"building {target}'s environment once, in {venv} (nox -s {target} --install-only)")
+        _build_with_nox(checkout, target, log)
     python = venv / "bin" / "python"
     if not python.exists():
         raise UsageError(f"no Python in {venv}", hint=f"build it first: nox -s {target} --install-only")

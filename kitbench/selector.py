@@ -8,6 +8,7 @@ their own rules are kept verbatim as ``quirks``. Nothing here imports torch.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from typing import Any
 
 from kitbench import drivers, manifest, vendors, wheels
 from kitbench.errors import ManifestError, SelectionError, UsageError
-from kitbench.probe import EMULATES, Probe, no_driver_reason
+from kitbench.probe import EMULATES, Probe, doubt, no_driver_reason
 from kitbench.versions import arch_of_capability, capability_supported, cuda_of_compute, parse_capability, version_tuple
 
 OSES = ("linux", "macos", "windows")
@@ -324,6 +325,16 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
         if gpu:
             chosen.notes.append(f"no build of torch {rel.version} runs on this GPU; the newest that does is "
                                 f"torch {gpu[0]} with {gpu[1]} (--release {gpu[0]})")
+    if chosen.compute == "xpu":
+        chosen.verified = False         # no command kitbench checked against pytorch.org's text names xpu
+        chosen.notes.append(_xpu_note(rel, machine.os))
+    unsure = doubt(machine)
+    if unsure:
+        chosen.notes.append(f"the GPU list is unconfirmed ({unsure}): this answer is for the GPUs listed; "
+                            "--driver and --gpu-cc (once per GPU) answer for the machine as you know it")
+    unknown_macos = _unknown_macos(rel, host)
+    if unknown_macos:
+        chosen.notes.append(unknown_macos)
     wheel_compute = "cpu" if chosen.compute == "mps" else chosen.compute
     chosen.command = command(rel, machine.os, package, wheel_compute, chosen.format)
     chosen.facts["wheels"] = _wheel_facts(rel, chosen.command, host)
@@ -350,6 +361,43 @@ def _installable(rel: Release, spec: str, host: wheels.Host, notes: list[str]) -
     if newest is None and foreign is not None:
         hint += f"; an {foreign} Python runs on this machine under emulation: --python-arch {foreign}"
     raise SelectionError(why, hint=hint)
+
+
+def _xpu_note(rel: Release, os: str) -> str:
+    """Why an xpu command is unverified: the builds a release manifest records (and its unverified
+    note speaks of) are pytorch.org's, which has no XPU command; the XPU build comes from envs/vendors.yaml."""
+    since = vendors.load().xpu_since[os]
+    if rel.nightly:
+        return (f"xpu command unverified: it is none of the builds nightly's commands are recorded for "
+                f"({', '.join(rel.wheels)}): it is the XPU index form, for the XPU wheels the nightly build matrix "
+                f"has for {os} (envs/vendors.yaml)")
+    return (f"xpu command unverified: it is none of the builds torch {rel.version}'s commands are recorded for "
+            f"({', '.join(rel.wheels)}): it is the XPU index form, for the XPU wheels PyTorch's build matrix has "
+            f"for {os} from {since} (envs/vendors.yaml); that torch {rel.version} has them is inferred, not "
+            "confirmed")
+
+
+def _unknown_macos(rel: Release, host: wheels.Host) -> str | None:
+    """Which macOS the answer needs, where the question left the Mac's version unknown (``--os macos``
+    from another machine): an unknown fact constrains nothing, so the answer may need a newer macOS."""
+    if host.os != "macos" or host.macos is not None:
+        return None
+    facts = wheels.load()
+    checked = list(facts.releases)[-1] if rel.nightly else rel.version
+    lowest = [min(floors) for wheels_ in facts.releases.get(checked, {}).values()
+              for floors in [[p.floor for p in wheels_.tags if p.os == "macos" and host.arch in p.arches and p.floor]]
+              if floors]
+    if not lowest:
+        return None
+    need = max(lowest)      # torch's and torchvision's wheels must both install
+    text = (f"the macOS version was not given: torch {checked}'s macOS {host.arch} wheels need macOS "
+            f"{'.'.join(map(str, need))} or newer")
+    older = (need[0] - 1, 0) if need[0] > 11 else (need[0], need[1] - 1) if need[1] else None
+    fits = wheels.newest(dataclasses.replace(host, macos=older)) if older else None
+    if older is None or fits is None:
+        return None         # no Mac of this arch that any release installs on is older than that
+    shown = str(older[0]) if older[0] > 10 else ".".join(map(str, older))
+    return text + f"; on macOS {shown} the newest release that installs is {fits}: --os-version {shown}"
 
 
 def _wheel_facts(rel: Release, text: str, host: wheels.Host) -> dict[str, Any]:

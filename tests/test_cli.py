@@ -526,3 +526,65 @@ def test_stdout_errors_end_cleanly(argv: list[str]) -> None:
     reader.stdout.close()       # the reader goes away, as `| head -c1` does
     err = reader.stderr.read().decode()
     assert reader.wait() in (0, 141) and "Traceback" not in err and "ERROR" not in err, err
+
+
+def _slurm_never_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kitbench import slurm
+
+    def never(*_: object, **__: object) -> None:
+        raise AssertionError("Slurm was asked")
+    for name in ("nodes", "node_arches", "run", "submit_held", "tasks"):
+        monkeypatch.setattr(slurm, name, never)
+
+
+_BAD_TIMES = ["abc", "1:2:3:4", "1-", "-5", "1.5", "2h", "1-2-3", "1-2:3:4:5", "unlimitedx", ":30", "30:"]
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["fleet", "run", "cuda126", "--containers", "bogus"], "unknown --containers 'bogus'"),
+    (["fleet", "run", "cpu", "--containers", "bogus"], "unknown --containers 'bogus'"),
+    (["fleet", "run", "cpu", "--venv", "/nonexistent"], "--venv /nonexistent: no Python there"),
+    (["fleet", "run", "cpu", "--venv", "{tmp}"], "no Python there"),                # a folder that is no venv
+    (["fleet", "run", "cpu", "--venv", "{long}"], "no Python there"),               # ENAMETOOLONG
+    (["fleet", "run", "cpu", "--containers", "pyxis"], "--containers only acts on docker targets"),
+    (["fleet", "run", "cpu", "--image", "docker://x"], "--image only acts on docker targets"),
+    (["fleet", "run", "cuda126", "--venv", "{tmp}"], "--venv only acts on venv targets"),
+    (["fleet", "run", "cuda126", "--containers", "oci", "--image", "x"], "--image only acts with pyxis"),
+    (["fleet", "run", "mps"], "target 'mps' is a conda target: it cannot run on a Slurm cluster"),
+    (["fleet", "probe", "--python", "/nonexistent"], "--python /nonexistent: no such executable"),
+    (["fleet", "probe", "--python", "{tmp}"], "no such executable"),                # no bin/python in it
+    (["fleet", "probe", "--python", "{long}"], "no such executable"),
+    (["fleet", "probe", "--release", "9.9.9"], "unknown release '9.9.9'"),
+    *[(["fleet", "run", "cpu", "--time", t], f"--time {t!r} is not a Slurm time limit") for t in _BAD_TIMES],
+    *[(["fleet", "probe", f"--time={t}"], f"--time {t!r} is not a Slurm time limit") for t in _BAD_TIMES[:3]],
+])
+def test_fleet_inputs_of_every_kind_are_checked_before_slurm(argv: list[str], words: str, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 23: local inputs are validated before Slurm (or Docker, or nox) is asked anything."""
+    _slurm_never_asked(monkeypatch)
+    monkeypatch.setattr("kitbench.containers.build", lambda *a, **k: pytest.fail("an image was built"))
+    monkeypatch.setattr("kitbench.fleet._build_with_nox", lambda *a, **k: pytest.fail("nox was run"))
+    long = str(tmp_path / ("x" * 300))         # a name longer than any file system takes: ENAMETOOLONG
+    assert main([a.replace("{tmp}", str(tmp_path)).replace("{long}", long) for a in argv]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("ERROR: ") and words in err[0], err
+    assert len(err) == 2 and err[1].startswith("hint: "), err
+
+
+@pytest.mark.parametrize("value", ["30", "0", "30:15", "12:30:15", "2-12", "2-12:30", "2-12:30:15", "UNLIMITED",
+                                   "infinite"])
+def test_slurm_time_formats_pass_the_local_check(value: str, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Every --time form sbatch takes gets as far as asking Slurm for nodes, as do a real --venv and --python."""
+    from kitbench import slurm
+    from kitbench.errors import SlurmError
+
+    def asked(*_: object, **__: object) -> None:
+        raise SlurmError("asked Slurm")
+    monkeypatch.setattr(slurm, "nodes", asked)
+    for argv in (["fleet", "run", "cpu", "--venv", sys.prefix, "--time", value],
+                 ["fleet", "probe", "--python", sys.executable, "--time", value],
+                 ["fleet", "probe", "--python", sys.prefix, "--release", "2.11.0", "--time", value]):
+        assert main(argv) == 1
+        assert capsys.readouterr().err.startswith("ERROR: asked Slurm")

@@ -258,3 +258,60 @@ def test_a_hung_nvidia_smi_is_ended_where_there_are_no_process_groups(tmp_path: 
     started = time.monotonic()
     assert probe._run([str(smi)], timeout=0.5) is None
     assert time.monotonic() - started < 10
+
+
+GOOD_SMI = "0, NVIDIA H100 80GB HBM3, 9.0, 81559, 580.159.04, 5, 16"
+
+
+@pytest.mark.parametrize(("lines", "code", "capabilities", "doubt"), [
+    # Garbage beside a good line: the line is kept, the garbage said (it was dropped in silence).
+    ([GOOD_SMI, "garbage here", "1, bogus, abc, 1, zzz", "\x1b[31mred"], 0, ["9.0"],
+     "3 line(s) of nvidia-smi's answer are no GPU's, e.g. 'garbage here'; 1 GPU line(s) kept"),
+    # A GPU lost beside a good one: nvidia-smi exits non-zero and still lists the other (it gave "none").
+    ([GOOD_SMI, "Unable to determine the device handle for GPU 0000:41:00.0: Unknown Error"], 15, ["9.0"],
+     "nvidia-smi exited 15: 'Unable to determine the device handle for GPU 0000:41:00.0: Unknown Error'; "
+     "1 GPU line(s) kept"),
+    # Nothing sound at all: none, with the reason.
+    (["0, x, y", "lots of noise"], 0, [], "2 line(s) of nvidia-smi's answer are no GPU's, e.g. '0, x, y'; "
+                                          "no GPU line in it"),
+    ([], 0, [], "nvidia-smi listed no GPU"),
+    ([GOOD_SMI, "1, NVIDIA RTX A4000, 8.6, 16376, 580.159.04, 4, 8"], 0, ["9.0", "8.6"], None),
+])
+def test_a_fake_nvidia_smi_answer_is_kept_where_sound_and_its_faults_said(
+        lines: list[str], code: int, capabilities: list[str], doubt: str | None, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from kitbench._cli import main
+
+    _driverless(monkeypatch, tmp_path, "Linux version 6.1.0")
+    (tmp_path / "empty-path").mkdir()
+    smi = tmp_path / "empty-path" / "nvidia-smi"
+    printed = "".join(f"printf '%s\\n' '{line}'\n" for line in lines)
+    smi.write_text(f"#!/bin/sh\n{printed}exit {code}\n")
+    smi.chmod(0o755)
+    assert main(["probe"]) == 0
+    shown = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("gpus "))
+    assert shown.endswith("[nvidia-smi --query-gpu" + (f"; unconfirmed: {doubt}]" if doubt else "]")), shown
+    assert main(["install-cmd", "--json"]) == 0
+    chosen = json.loads(capsys.readouterr().out)
+    assert chosen["facts"]["gpu_capabilities"] == capabilities
+    unconfirmed = [n for n in chosen["notes"] if n.startswith("the GPU list is unconfirmed")]
+    assert unconfirmed == ([f"the GPU list is unconfirmed ({doubt}): this answer is for the GPUs listed; "
+                            "--driver and --gpu-cc (once per GPU) answer for the machine as you know it"]
+                           if doubt else [])
+    if capabilities:
+        assert chosen["facts"]["driver"] == "580.159.04" and chosen["compute"].startswith("cu")
+    # GPUs given by hand answer for the machine as its owner knows it: no doubt is left to say.
+    assert main(["install-cmd", "--driver", "580.159.04", "--gpu-cc", "9.0", "--json"]) == 0
+    assert not [n for n in json.loads(capsys.readouterr().out)["notes"] if "unconfirmed (" in n]
+
+
+def test_the_parser_names_every_line_that_is_no_gpu(resources: Path) -> None:
+    text = (resources / "nvidia-smi/four-gpus.csv").read_text()
+    assert probe.parse_nvidia_smi(text)[2] == ()
+    assert probe.parse_nvidia_smi((resources / "nvidia-smi/old-driver-no-cc.csv").read_text())[2] == ()
+    failed = (resources / "nvidia-smi/failed.txt").read_text()
+    assert probe.parse_nvidia_smi(failed) == (None, (), (failed.strip(),))
+    # A capability that is no number is no GPU's line, not a GPU "of unknown capability".
+    assert probe.parse_nvidia_smi("1, bogus, abc, 1, 550.54.15\n")[1:] == ((), ("1, bogus, abc, 1, 550.54.15",))

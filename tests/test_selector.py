@@ -431,3 +431,95 @@ def test_pascal_on_2_12_gets_a_cuda_12_build_not_cuda_13() -> None:
     assert chosen.compute == "cu126"
     assert any(line.startswith("cu132: no kernels for sm_61: CUDA 13.2 compiles for sm_75 and newer only")
                for line in chosen.rejected)
+
+
+@pytest.mark.parametrize(("args", "words", "hint"), [
+    # No PyTorch build drives an NVIDIA, AMD or Intel GPU on macOS: the answer would be mps or cpu
+    # with the GPU ignored in silence, so the machine is refused as the impossible ones are.
+    (["--driver", "550.54", "--gpu-cc", "9.0"], "--driver answers for a Linux or Windows machine: PyTorch has no "
+     "CUDA build for macOS", "drop --driver and --gpu-cc, or answer for --os linux"),
+    (["--gpu-cc", "8.6"], "--gpu-cc answers for a Linux or Windows machine: PyTorch has no CUDA build for macOS",
+     "drop --gpu-cc,"),
+    (["--gpu-gfx", "gfx942"], "--gpu-gfx answers for a Linux machine: PyTorch has no ROCm build for macOS",
+     "PyTorch's ROCm builds are for Linux only"),
+    (["--arch", "x86_64", "--gpu-gfx", "gfx1012", "--release", "2.2.2"], "--gpu-gfx answers for a Linux machine",
+     "drop --gpu-gfx,"),        # an Intel Mac's Radeon: real, and still no ROCm build
+    (["--intel-gpu"], "--intel-gpu answers for a Linux or Windows machine: PyTorch has no XPU build for macOS",
+     "a Mac gets mps (Apple silicon) or cpu"),
+    (["--arch", "x86_64", "--intel-gpu", "--compute", "cpu", "--package", "conda", "--release", "2.2.2"],
+     "--intel-gpu answers", "drop --intel-gpu,"),
+])
+def test_a_gpu_pytorch_has_no_macos_build_for_is_refused(args: list[str], words: str, hint: str,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench._cli import main
+
+    for form in ([], ["--json"], ["--explain"], ["--format", "selector"]):
+        assert main(["install-cmd", "--os", "macos", *args, *form]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        error, said_hint = captured.err.splitlines()
+        assert error == f"ERROR: {words}" or error.startswith(f"ERROR: {words}"), error
+        assert said_hint.startswith("hint: ") and hint in said_hint
+
+
+def test_an_amd_gpu_on_windows_gets_the_cpu_build_and_says_why(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 21: ROCm is Linux only; elsewhere the CPU build, with the reason printed beside it."""
+    from kitbench._cli import main
+
+    assert main(["install-cmd", "--os", "windows", "--gpu-gfx", "gfx1100"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.rstrip().endswith("/whl/cpu")
+    assert "# cpu: gfx1100 [--gpu-gfx], but ROCm builds exist only for Linux" in captured.err
+    assert main(["install-cmd", "--os", "windows", "--gpu-gfx", "gfx942", "--json"]) == 0
+    chosen = json.loads(capsys.readouterr().out)
+    assert chosen["compute"] == "cpu" and "ROCm builds exist only for Linux" in chosen["reasons"][-1]
+    assert main(["install-cmd", "--os", "windows", "--gpu-gfx", "gfx942", "--compute", "rocm7.2"]) == 2
+    assert capsys.readouterr().err.startswith("ERROR: ROCm builds exist only for Linux")
+
+
+def test_an_unknown_macos_version_is_answered_with_the_one_the_answer_needs(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench import wheels
+    from kitbench._cli import main
+
+    stable = selector.release("stable").version
+    older = wheels.newest(wheels.Host(os="macos", arch="arm64", macos=(13, 0)))
+    assert main(["install-cmd", "--os", "macos"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith(f"pip install torch=={stable} ")
+    assert (f"note: the macOS version was not given: torch {stable}'s macOS arm64 wheels need macOS 14.0 or newer; "
+            f"on macOS 13 the newest release that installs is {older}: --os-version 13\n") in captured.err
+    # What the note says to do answers for that Mac, and says nothing more about its version.
+    assert main(["install-cmd", "--os", "macos", "--os-version", "13"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith(f"pip install torch=={older} ") and "was not given" not in captured.err
+    assert main(["install-cmd", "--os", "macos", "--json", "--compute", "cpu"]) == 0
+    assert any(n.startswith("the macOS version was not given") for n in json.loads(capsys.readouterr().out)["notes"])
+    # A release every Apple silicon Mac installs (macosx_11_0) needs no such note.
+    assert main(["install-cmd", "--os", "macos", "--release", older or ""]) == 0
+    assert "was not given" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("release", ["stable", "2.11.0", "2.9.1"])
+def test_an_xpu_answer_is_unverified_and_its_notes_agree_with_it(release: str,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """The builds a release's commands are recorded for never include xpu (pytorch.org has no XPU
+    command); an xpu answer says so, and is never "verified", whatever the release's own status."""
+    from kitbench._cli import main
+
+    rel = selector.release(release)
+    assert main(["install-cmd", "--os", "linux", "--intel-gpu", "--release", release, "--json"]) == 0
+    chosen = json.loads(capsys.readouterr().out)
+    assert chosen["compute"] == "xpu" and chosen["command"].endswith("/whl/xpu") and chosen["verified"] is False
+    xpu = [n for n in chosen["notes"] if n.startswith("xpu command unverified: ")]
+    assert xpu == [f"xpu command unverified: it is none of the builds torch {rel.version}'s commands are recorded "
+                   f"for ({', '.join(rel.wheels)}): it is the XPU index form, for the XPU wheels PyTorch's build "
+                   f"matrix has for linux from 2.5.0 (envs/vendors.yaml); that torch {rel.version} has them is "
+                   "inferred, not confirmed"]
+    # The release's own note, where it has one, stays, and the xpu note comes after what it qualifies.
+    own = [n for n in chosen["notes"] if n.startswith(f"torch {rel.version}, pinned form unverified")]
+    assert len(own) == (1 if "pinned" in rel.unverified else 0)
+    assert chosen["notes"].index(xpu[0]) > (chosen["notes"].index(own[0]) if own else -1)
+    # Without an Intel GPU the same release's cpu answer keeps the release's own status.
+    assert main(["install-cmd", "--os", "linux", "--no-gpu", "--release", release, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["verified"] is ("pinned" not in rel.unverified)

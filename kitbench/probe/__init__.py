@@ -115,23 +115,66 @@ def parse_nvidia_smi_csv(text: str) -> tuple[str | None, tuple[Gpu, ...]]:
     """Parse ``nvidia-smi --query-gpu=<_SMI_FIELDS> --format=csv,noheader,nounits``
     (also the five-field form without the PCIe link); older drivers print
     ``[N/A]`` for compute_cap."""
+    driver, gpus, _ = parse_nvidia_smi(text)
+    return driver, gpus
+
+
+def parse_nvidia_smi(text: str) -> tuple[str | None, tuple[Gpu, ...], tuple[str, ...]]:
+    """``parse_nvidia_smi_csv``'s answer and the lines that are no GPU's: a line is kept only when each
+    field is what nvidia-smi puts there (a bracketed ``[N/A]`` where it cannot say)."""
     gpus: list[Gpu] = []
     driver: str | None = None
+    strange: list[str] = []
     for line in text.splitlines():
         parts = [p.strip() for p in line.split(",")]
-        if len(parts) not in (5, 7) or not parts[0].isdigit():
+        gpu = _smi_gpu(parts) if len(parts) in (5, 7) else None
+        if gpu is None:
+            if line.strip():
+                strange.append(line.strip())
             continue
-        index, name, cap, memory, drv = parts[:5]
-        gen, width = (int(p) if p.isdigit() else None for p in (parts[5:] or ["", ""]))
-        capability = None
-        if cap and not cap.startswith("["):
-            try:
-                capability = format_capability(parse_capability(cap))
-            except UsageError:
-                capability = None
-        gpus.append(Gpu(int(index), name, capability, int(memory) if memory.isdigit() else None, gen, width))
-        driver = driver or (drv if re.fullmatch(r"\d+(\.\d+)*", drv) else None)
-    return driver, tuple(gpus)
+        gpus.append(gpu)
+        driver = driver or parts[4]
+    return driver, tuple(gpus), tuple(strange)
+
+
+def _smi_gpu(parts: list[str]) -> Gpu | None:
+    index, name, cap, memory, drv = parts[:5]
+    if not index.isdigit() or not name or not re.fullmatch(r"\d+(\.\d+)*", drv) or not (
+            memory.isdigit() or memory.startswith("[")):
+        return None
+    capability = None
+    if not cap.startswith("["):
+        try:
+            capability = format_capability(parse_capability(cap))
+        except UsageError:
+            return None
+    gen, width = (int(p) if p.isdigit() else None for p in (parts[5:] or ["", ""]))
+    return Gpu(int(index), name, capability, int(memory) if memory.isdigit() else None, gen, width)
+
+
+# What a GPU list's source says when nvidia-smi's answer was not all sound; install-cmd repeats it as a note.
+UNCONFIRMED = "; unconfirmed: "
+
+
+def _smi_doubt(returncode: int, stderr: str, gpus: tuple[Gpu, ...], strange: tuple[str, ...]) -> str | None:
+    """Why nvidia-smi's GPU list cannot be taken as the whole truth, or None when it can."""
+    def shown(line: str) -> str:
+        return repr(line[:80] + ("..." if len(line) > 80 else ""))
+    said = next((line.strip() for line in stderr.splitlines() if line.strip()), None) or (
+        strange[0] if strange else None)
+    if returncode != 0:
+        return f"nvidia-smi exited {returncode}" + (f": {shown(said)}" if said else "") + (
+            f"; {len(gpus)} GPU line(s) kept" if gpus else "")
+    if strange:
+        return (f"{len(strange)} line(s) of nvidia-smi's answer are no GPU's, e.g. {shown(strange[0])}"
+                + (f"; {len(gpus)} GPU line(s) kept" if gpus else "; no GPU line in it"))
+    return None if gpus else "nvidia-smi listed no GPU"
+
+
+def doubt(machine: Probe) -> str | None:
+    """Why this machine's GPU list is unconfirmed (read from a source that was not all sound), if it is."""
+    where = machine.sources.get("gpus", "")
+    return where.split(UNCONFIRMED, 1)[1] if UNCONFIRMED in where else None
 
 
 def parse_sysctl(text: str) -> dict[str, str]:
@@ -154,6 +197,17 @@ def _run(argv: Sequence[str], timeout: float = 5.0) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout if done.returncode == 0 else None
+
+
+def _run_any(argv: Sequence[str], timeout: float = 5.0) -> tuple[int, str, str] | None:
+    """(exit status, stdout, stderr) of a program that may fail and still say something; None if it cannot run."""
+    from kitbench import _proc
+
+    try:
+        done = _proc.run(argv, timeout)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.returncode, done.stdout, done.stderr
 
 
 def _read(path: Path) -> str | None:
@@ -213,13 +267,16 @@ def probe() -> Probe:
             break
     gpus: tuple[Gpu, ...] = ()
     smi_path = shutil.which("nvidia-smi") or (_WSL_SMI if wsl and Path(_WSL_SMI).is_file() else None)
-    smi = _run([smi_path, f"--query-gpu={_SMI_FIELDS}", "--format=csv,noheader,nounits"]) if smi_path else None
+    smi = _run_any([smi_path, f"--query-gpu={_SMI_FIELDS}", "--format=csv,noheader,nounits"]) if smi_path else None
     if smi is not None:
-        smi_driver, gpus = parse_nvidia_smi_csv(smi)
+        # Lines that are a GPU's are kept even beside garbage or a failure (nvidia-smi exits non-zero
+        # when one GPU of several is lost); what was not sound is said, never dropped in silence.
+        smi_driver, gpus, strange = parse_nvidia_smi(smi[1])
         if smi_driver and not driver:
             driver = smi_driver
             sources["driver"] = smi_path if smi_path == _WSL_SMI else "nvidia-smi"
-        sources["gpus"] = "nvidia-smi --query-gpu"
+        why = _smi_doubt(smi[0], smi[2], gpus, strange)
+        sources["gpus"] = "nvidia-smi --query-gpu" + (UNCONFIRMED + why if why else "")
     driver_override = os.environ.get(CUDA_DRIVER_VARIABLE)
     if driver_override:
         parse_driver(driver_override)       # a malformed value is refused, not ignored
@@ -258,6 +315,14 @@ DEFAULT_ARCH = {"linux": "x86_64", "windows": "x86_64", "macos": "arm64"}
 # emulation on Arm. Elsewhere (Linux without qemu-user, Intel Macs) only the machine's own arch runs.
 EMULATES = {("macos", "arm64"): "x86_64", ("windows", "aarch64"): "x86_64"}
 
+# A GPU flag on macOS describes a machine no PyTorch build is for: (the OSes it answers for, the
+# build macOS lacks, why). Sources: NVIDIA's CUDA 10.2 release notes (its last macOS release);
+# envs/vendors.yaml (ROCm: Linux only; XPU: Linux and Windows).
+_NVIDIA_ON_MAC = ("Linux or Windows", "CUDA", "NVIDIA's drivers for macOS ended with CUDA 10.2 (macOS 10.13)")
+_GPU_OSES = {"--driver": _NVIDIA_ON_MAC, "--gpu-cc": _NVIDIA_ON_MAC,
+             "--gpu-gfx": ("Linux", "ROCm", "PyTorch's ROCm builds are for Linux only"),
+             "--intel-gpu": ("Linux or Windows", "XPU", "PyTorch's XPU builds are for Linux and Windows only")}
+
 
 def _shipped(capability: tuple[int, int]) -> tuple[int, int]:
     """A compute capability given by hand must be one that a GPU has (envs/drivers.yaml)."""
@@ -284,11 +349,18 @@ def override(base: Probe, *, os: str | None = None, arch: str | None = None,
     of this host's facts (arch, driver, GPUs, ROCm, WSL, container) carry over; each
     takes that OS's default unless given, and ``sources`` says which is which.
     """
-    if no_gpu and (driver is not None or gpu_capabilities or gpu_gfx or intel_gpu):
-        given = ("--driver" if driver is not None else "--gpu-cc" if gpu_capabilities else
-                 "--gpu-gfx" if gpu_gfx else "--intel-gpu")
+    flags = [flag for flag, value in (("--driver", driver is not None), ("--gpu-cc", gpu_capabilities),
+                                      ("--gpu-gfx", gpu_gfx), ("--intel-gpu", intel_gpu)) if value]
+    given = flags[0] if flags else None
+    if no_gpu and given:
         raise UsageError("--no-gpu contradicts " + given,
                          hint="give either --no-gpu or the GPU's facts, not both")
+    if (os or base.os) == "macos" and given:
+        # A machine PyTorch builds nothing for: its answer would be mps or cpu with the GPU ignored in silence.
+        oses, build, why = _GPU_OSES[given]
+        raise UsageError(f"{given} answers for a {oses} machine: PyTorch has no {build} build for macOS",
+                         hint=f"{why}; a Mac gets mps (Apple silicon) or cpu: drop {' and '.join(flags)}, or answer "
+                              f"for --os {oses.split()[0].lower()}")
     sources = dict(base.sources)
     changes: dict[str, object] = {}
     target_os = os or base.os
