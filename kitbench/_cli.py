@@ -338,11 +338,11 @@ def _fleet_run_plan(args: argparse.Namespace, chosen: list[str], options: fleet.
     shared_data = mnist if (mnist / "MNIST" / "raw").is_dir() else None
     results = fleet.fleet_root()
     if dry_run:
-        tag, image_id = containers.image_tag(target), "<image id>"
+        tag, image_id, base_id = containers.image_tag(target), "<image id>", "<base image id>"
         log(f"dry run: the image {tag} is not built" + ("" if runtime == "pyxis" else ", nor its bundle exported"))
     else:
         built = containers.build(target, log=log)
-        tag, image_id = built.tag, built.image_id
+        tag, image_id, base_id = built.tag, built.image_id, containers.base_image_id(built)
         if runtime != "pyxis" or args.image is None:
             fleet.refuse_foreign(slurm.node_arches(chosen), built.arch, f"the image {built.tag}")
     if runtime == "pyxis":
@@ -352,7 +352,7 @@ def _fleet_run_plan(args: argparse.Namespace, chosen: list[str], options: fleet.
     else:
         where = str(fleet_containers.bundle(image_id, target.name, results, shared_data, log))
     environment = {"KITBENCH_TARGET": target.name, "KITBENCH_MANIFEST_SHA256": target.sha256,
-                   "KITBENCH_IMAGE": tag, "KITBENCH_IMAGE_ID": image_id}
+                   "KITBENCH_IMAGE": tag, "KITBENCH_IMAGE_ID": image_id, "KITBENCH_BASE_IMAGE_ID": base_id}
     prefix = fleet_containers.command(runtime, where, environment, shared_data, results)
     return fleet.plan_run(chosen, args.per, options, target.name, target.sha256, prefix, args.run_args, {},
                           record_dir=f"{containers.RESULTS_INSIDE}/$SLURM_ARRAY_JOB_ID")
@@ -532,7 +532,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             print(f"  environment differs: {clean(line)}")
         for line in verdict.rules:
             print(f"  rule: {clean(line)}")
-        print(f"  not compared: {'; '.join(verdict.not_compared)}")
+        print(clean(f"  not compared: {'; '.join(verdict.not_compared)}"))
     return 0 if verdict.reproduced else 1
 
 

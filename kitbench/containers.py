@@ -279,7 +279,7 @@ def run(target: Target, result: BuildResult, run_args: Sequence[str], log: Log) 
         run_args = ["--device", "cuda", *run_args]
     # The code in the image is the code built from this checkout a moment ago.
     environment = {"KITBENCH_IMAGE": result.tag, "KITBENCH_IMAGE_ID": result.image_id,
-                   "KITBENCH_BASE_IMAGE_ID": _image_id(client, result.base_image),
+                   "KITBENCH_BASE_IMAGE_ID": base_image_id(result),
                    "KITBENCH_GIT_REV": git_revision() or ""}
     # The suite names its record (and MNIST) by their paths inside; the user needs the host's.
     lines = _Lines(lambda line: log(host_paths(line, {RESULTS_INSIDE: results_dir.parent, DATA_INSIDE: data_root})))
@@ -359,6 +359,11 @@ def host_paths(line: str, mounts: dict[str, Path]) -> str:
     for inside, host in mounts.items():
         line = re.sub(rf"(?<![\w./-]){re.escape(inside)}(?=/|\s|$|[;,:)'\"])", str(host).replace("\\", "\\\\"), line)
     return line
+
+
+def base_image_id(result: BuildResult) -> str:
+    """The engine's id of the base ``result`` was built from: a record names it beside the image's."""
+    return _image_id(_client(), result.base_image)
 
 
 def _image_id(client: Any, name: str) -> str:

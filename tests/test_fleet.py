@@ -207,6 +207,7 @@ def test_dry_run_builds_nothing(slurm_cluster: Path, results: Path, tmp_path: Pa
         assert main(["fleet", "run", "cuda126", "--containers", runtime, "--dry-run"]) == 0
         captured = capsys.readouterr()
         assert where in captured.out and "'KITBENCH_IMAGE_ID=<image id>'" in captured.out, captured.out
+        assert "'KITBENCH_BASE_IMAGE_ID=<base image id>'" in captured.out
         assert "dry run: the image kitbench/cuda126:" in captured.err
     assert not results.exists() or not list(results.iterdir())
 
@@ -423,6 +424,7 @@ def test_a_docker_target_runs_for_real_through_slurms_oci_support(slurm_cluster:
     record = task["record"]
     assert record["status"] == "ok" and record["environment"]["target"] == "cuda126"
     assert record["environment"]["image_id"].startswith("sha256:")
+    assert record["environment"]["base_image_id"].startswith("sha256:")     # the base it was built from, too
     assert (results / "bundles").is_dir()
 
 

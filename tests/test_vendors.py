@@ -362,9 +362,12 @@ def test_ddp_joins_intel_gpus_over_xccl_where_the_build_has_it(monkeypatch: pyte
     assert ddp._xccl_gpus() == 0
 
 
-def test_rocm_and_xpu_targets_load_and_preflight_refuses_them_without_the_gpu() -> None:
+def test_rocm_and_xpu_targets_load_and_preflight_refuses_them_without_the_gpu(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from kitbench import preflight, targets
     from kitbench.errors import PreflightError
+
+    monkeypatch.delenv("KITBENCH_GPUS", raising=False)      # =none would run them without their GPU
 
     rocm, xpu = targets.get("rocm"), targets.get("xpu")
     assert rocm.index["linux"].endswith("/whl/rocm7.2") and xpu.index["windows"].endswith("/whl/xpu")
