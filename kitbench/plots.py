@@ -26,14 +26,15 @@ def _pyplot() -> Any:
 def _plots_hint() -> str:
     """Where to install matplotlib: into this Python. In a target's pinned environment
     (.nox/<target>), rebuilding it would not help: it holds what runs measure, no plotting."""
-    import importlib.util
     import sys
 
     if ".nox" not in Path(sys.prefix).parts:
         return OPTIONAL_HINTS["matplotlib"]
-    # nox's uv backend (the noxfile's first choice) makes environments without pip.
-    install = (f"{sys.executable} -m pip install" if importlib.util.find_spec("pip") is not None
-               else f"uv pip install --python {sys.executable}")
+    # nox's uv backend (the noxfile's first choice) makes environments without pip. Its script beside the
+    # interpreter tells, where importlib's find_spec("pip") would set off setuptools' distutils shim.
+    scripts = Path(sys.executable).parent
+    has_pip = (scripts / "pip").exists() or (scripts / "pip.exe").exists()
+    install = f"{sys.executable} -m pip install" if has_pip else f"uv pip install --python {sys.executable}"
     return (f"install it into this environment: {install} matplotlib (`nox -R` keeps it, "
             f"a fresh `nox -s` rebuilds the environment without it); or run compare from any Python with "
             f"{OPTIONAL_HINTS['matplotlib'].removeprefix('pip install ')}: it needs no torch")

@@ -399,22 +399,23 @@ def test_a_missing_optional_part_is_named_with_its_extra(name: str, words: str) 
         assert f"`{selector.select(probe.probe()).command}` (install-cmd's answer for this machine)" in done.stderr
 
 
-def test_the_plots_hint_never_points_back_to_the_pinned_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_plots_hint_never_points_back_to_the_pinned_environment(monkeypatch: pytest.MonkeyPatch,
+                                                                    tmp_path: Path) -> None:
     from kitbench import plots
 
-    monkeypatch.setattr(sys, "prefix", "/home/u/kitbench/.nox/cpu")
-    monkeypatch.setattr(sys, "executable", "/home/u/kitbench/.nox/cpu/bin/python")
+    env = tmp_path / ".nox" / "cpu"
+    (env / "bin").mkdir(parents=True)
+    (env / "bin" / "pip").touch()
+    monkeypatch.setattr(sys, "prefix", str(env))
+    monkeypatch.setattr(sys, "executable", str(env / "bin" / "python"))
     hint = plots._plots_hint()
-    assert hint.startswith("install it into this environment: /home/u/kitbench/.nox/cpu/bin/python -m pip install "
+    assert hint.startswith(f"install it into this environment: {env}/bin/python -m pip install "
                            "matplotlib (`nox -R` keeps it")
     assert "nox -R -s cpu --" not in hint
     # nox's uv backend leaves pip out of the environment: the hint then installs with uv.
-    import importlib.util
-
-    find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pip" else find_spec(name, *a))
-    assert plots._plots_hint().startswith("install it into this environment: uv pip install --python "
-                                          "/home/u/kitbench/.nox/cpu/bin/python matplotlib (")
+    (env / "bin" / "pip").unlink()
+    assert plots._plots_hint().startswith(f"install it into this environment: uv pip install --python "
+                                          f"{env}/bin/python matplotlib (")
     monkeypatch.setattr(sys, "prefix", "/usr")
     assert plots._plots_hint() == "pip install 'kitbench[plots]'"
 
