@@ -392,7 +392,7 @@ def test_a_container_record_is_replayed_in_its_own_image(container_record: tuple
     assert new["environment"]["image_id"] == old["environment"]["image_id"]
     assert new["options"] == old["options"]
     assert list((Path(env["KITBENCH_RESULTS"]) / "cuda126").glob("replay-*")) == []      # moved, not copied
-    assert _replay([str(source), "--out", str(out)], env, monkeypatch) == 1              # never clobbered
+    assert _replay([str(source), "--out", str(out)], env, monkeypatch) == 2      # never clobbered: refused up front
     assert "a file is already there" in capsys.readouterr().err
 
 
