@@ -459,10 +459,15 @@ def _data(reference: RunRecord, candidate: RunRecord) -> tuple[list[str], str | 
         digests.append(found if isinstance(found, dict) and found else None)
     a, b = digests
     if a is None or b is None:
-        side = "either record" if a is None and b is None else "the reference" if a is None else "the candidate"
-        return [], f"the MNIST data (its sha256 is not recorded by {side})"
+        return [], f"the MNIST data (its sha256 is not recorded by {_lacking(a is not None, b is not None, 'record')})"
     return [f"data {name} sha256 {a.get(name, 'absent')} vs {b.get(name, 'absent')}"
             for name in sorted(a.keys() | b.keys()) if a.get(name) != b.get(name)], None
+
+
+def _lacking(in_reference: bool, in_candidate: bool, kind: str = "run") -> str:
+    """Which side lacks a field: the reference, the candidate, or either (neither has it)."""
+    return f"either {kind}" if not (in_reference or in_candidate) else \
+        "the reference" if not in_reference else "the candidate"
 
 
 def _configuration(ref: MnistRun, cand: MnistRun) -> tuple[list[str], list[str]]:
@@ -471,9 +476,7 @@ def _configuration(ref: MnistRun, cand: MnistRun) -> tuple[list[str], list[str]]
     differ, unrecorded = [], []
     for name in _CONFIGURATION:
         if a.get(name) is None or b.get(name) is None:
-            side = "either run" if a.get(name) is None and b.get(name) is None else \
-                "the reference" if a.get(name) is None else "the candidate"
-            unrecorded.append(f"{name}: not recorded by {side}")
+            unrecorded.append(f"{name}: not recorded by {_lacking(a.get(name) is not None, b.get(name) is not None)}")
         elif a[name] != b[name]:
             differ.append(f"{name} {a[name]} vs {b[name]}")
     return differ, unrecorded
@@ -518,9 +521,7 @@ def _compare_run(label: str, ref: MnistRun, cand: MnistRun, rule: str, data: lis
         found.append(_sequence(f"{label}: epoch losses", number_rule, losses_a, losses_b, "epochs",
                                lambda i: f"epoch {i + 1}: {losses_a[i]} vs {losses_b[i]}"))
     else:
-        skipped.append("epoch losses: not recorded by " + (
-            "the candidate" if "epoch_losses" in ref else "the reference" if "epoch_losses" in cand
-            else "either run"))
+        skipped.append(f"epoch losses: not recorded by {_lacking('epoch_losses' in ref, 'epoch_losses' in cand)}")
     for name, what in (("final_loss", "final training loss"), ("test_loss", "test loss"),
                        ("test_acc", "test accuracy")):
         x, y = cast(Mapping[str, Any], ref)[name], cast(Mapping[str, Any], cand)[name]
@@ -534,9 +535,7 @@ def _compare_run(label: str, ref: MnistRun, cand: MnistRun, rule: str, data: lis
         found.append(Comparison(f"{label}: parameters", "bitwise", digest_a == digest_b,
                                 "bitwise identical" if digest_a == digest_b else _first_tensor(ref, cand)))
     elif exact:
-        side = "either run" if digest_a is None and digest_b is None else \
-            "the reference" if digest_a is None else "the candidate"
-        skipped.append(f"parameters: no digest in {side}")
+        skipped.append(f"parameters: no digest in {_lacking(digest_a is not None, digest_b is not None)}")
     else:
         skipped.append(f"parameters: digests are compared only under the bitwise rule, not {rule}")
     return found, False, skipped

@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
-from kitbench import records, targets
+from kitbench import _files, records, targets
 from kitbench._types import Check, Environment, RunRecord
-from kitbench.errors import KitbenchError, ReplayError
+from kitbench.errors import KitbenchError, RecordError, ReplayError
 from kitbench.locks import normalize
 from kitbench.probe import Probe
 
@@ -429,9 +429,6 @@ def check(chosen: Plan, new: RunRecord, out: Path) -> Outcome:
 def replay(source: Path, out: Path | None, machine: Probe, log: Log) -> Outcome:
     chosen = plan(source, machine)
     out = out or default_out(source)
-    from kitbench import _files
-    from kitbench.errors import RecordError
-
     try:        # a symlink, directory or file at --out: refused now, not after the build; exit 2, not "differs"
         _files.check_target(out)
     except RecordError as refused:

@@ -366,15 +366,13 @@ def _installable(rel: Release, spec: str, host: wheels.Host, notes: list[str]) -
 def _xpu_note(rel: Release, os: str) -> str:
     """Why an xpu command is unverified: the builds a release manifest records (and its unverified
     note speaks of) are pytorch.org's, which has no XPU command; the XPU build comes from envs/vendors.yaml."""
-    since = vendors.load().xpu_since[os]
-    if rel.nightly:
-        return (f"xpu command unverified: it is none of the builds nightly's commands are recorded for "
-                f"({', '.join(rel.wheels)}): it is the XPU index form, for the XPU wheels the nightly build matrix "
-                f"has for {os} (envs/vendors.yaml)")
-    return (f"xpu command unverified: it is none of the builds torch {rel.version}'s commands are recorded for "
-            f"({', '.join(rel.wheels)}): it is the XPU index form, for the XPU wheels PyTorch's build matrix has "
-            f"for {os} from {since} (envs/vendors.yaml); that torch {rel.version} has them is inferred, not "
-            "confirmed")
+    who, matrix = ("nightly's", "the nightly build matrix has") if rel.nightly else \
+        (f"torch {rel.version}'s", "PyTorch's build matrix has")
+    since = "" if rel.nightly else f" from {vendors.load().xpu_since[os]}"
+    inferred = "" if rel.nightly else f"; that torch {rel.version} has them is inferred, not confirmed"
+    return (f"xpu command unverified: it is none of the builds {who} commands are recorded for "
+            f"({', '.join(rel.wheels)}): it is the XPU index form, for the XPU wheels {matrix} for {os}{since} "
+            f"(envs/vendors.yaml){inferred}")
 
 
 def _unknown_macos(rel: Release, host: wheels.Host) -> str | None:

@@ -12,20 +12,20 @@ from kitbench.errors import UsageError
 
 
 def test_nvidia_smi_several_gpus(resources: Path) -> None:
-    driver, gpus = probe.parse_nvidia_smi_csv((resources / "nvidia-smi/four-gpus.csv").read_text())
+    driver, gpus = probe.parse_nvidia_smi((resources / "nvidia-smi/four-gpus.csv").read_text())[:2]
     assert driver == "535.104.05"
     assert [g.capability for g in gpus] == ["8.0", "8.0", "8.6", "6.0"]
     assert gpus[2].name == "NVIDIA GeForce RTX 3090" and gpus[2].memory_mib == 24576
 
 
 def test_nvidia_smi_old_driver_without_compute_cap(resources: Path) -> None:
-    driver, gpus = probe.parse_nvidia_smi_csv((resources / "nvidia-smi/old-driver-no-cc.csv").read_text())
+    driver, gpus = probe.parse_nvidia_smi((resources / "nvidia-smi/old-driver-no-cc.csv").read_text())[:2]
     assert driver == "450.80.02"
     assert gpus[0].capability is None
 
 
 def test_nvidia_smi_failure_text_gives_nothing(resources: Path) -> None:
-    assert probe.parse_nvidia_smi_csv((resources / "nvidia-smi/failed.txt").read_text()) == (None, ())
+    assert probe.parse_nvidia_smi((resources / "nvidia-smi/failed.txt").read_text())[:2] == (None, ())
 
 
 @pytest.mark.parametrize(("name", "expected"), [("nvidia-version-proprietary.txt", "535.104.05"),
@@ -143,19 +143,19 @@ def test_parsers_never_crash_on_arbitrary_text(text: str) -> None:
     probe.parse_proc_driver(text)
     probe.parse_sys_driver(text)
     probe.parse_sysctl(text)
-    driver, gpus = probe.parse_nvidia_smi_csv(text)
+    driver, gpus = probe.parse_nvidia_smi(text)[:2]
     assert driver is None or driver[0].isdigit()
     assert all(g.capability is None or "." in g.capability for g in gpus)
 
 
 def test_nvidia_smi_with_pcie_link(resources: Path) -> None:
-    _, gpus = probe.parse_nvidia_smi_csv((resources / "nvidia-smi/with-pcie.csv").read_text())
+    _, gpus = probe.parse_nvidia_smi((resources / "nvidia-smi/with-pcie.csv").read_text())[:2]
     assert [g.link for g in gpus] == ["PCIe 5 x16", "PCIe 4 x8"]
 
 
 def test_recorded_h100(resources: Path) -> None:
     # Recorded on a real H100 machine (tests/resources/nvidia-smi/h100-sxm.txt holds the whole capture).
-    driver, gpus = probe.parse_nvidia_smi_csv((resources / "nvidia-smi/h100-sxm.csv").read_text())
+    driver, gpus = probe.parse_nvidia_smi((resources / "nvidia-smi/h100-sxm.csv").read_text())[:2]
     assert driver == "580.159.04"
     assert [(g.name, g.capability, g.memory_mib, g.pcie_gen, g.pcie_width) for g in gpus] == [
         ("NVIDIA H100 80GB HBM3", "9.0", 81559, 5, 16)]

@@ -285,7 +285,7 @@ def test_kernel_lists_apply_to_x86_64_only() -> None:
 def test_recorded_h100_machine(resources: Path) -> None:
     from kitbench import probe
 
-    driver, gpus = probe.parse_nvidia_smi_csv((resources / "nvidia-smi/h100-sxm.csv").read_text())
+    driver, gpus = probe.parse_nvidia_smi((resources / "nvidia-smi/h100-sxm.csv").read_text())[:2]
     h100 = dataclasses.replace(LINUX, driver=driver, gpus=gpus)
     chosen = selector.select(h100, release_spec="2.11.0")
     assert chosen.compute == "cu130"

@@ -111,17 +111,11 @@ def no_driver_reason(*, container: bool, wsl: bool) -> str:
     return "no NVIDIA driver found"
 
 
-def parse_nvidia_smi_csv(text: str) -> tuple[str | None, tuple[Gpu, ...]]:
-    """Parse ``nvidia-smi --query-gpu=<_SMI_FIELDS> --format=csv,noheader,nounits``
-    (also the five-field form without the PCIe link); older drivers print
-    ``[N/A]`` for compute_cap."""
-    driver, gpus, _ = parse_nvidia_smi(text)
-    return driver, gpus
-
-
 def parse_nvidia_smi(text: str) -> tuple[str | None, tuple[Gpu, ...], tuple[str, ...]]:
-    """``parse_nvidia_smi_csv``'s answer and the lines that are no GPU's: a line is kept only when each
-    field is what nvidia-smi puts there (a bracketed ``[N/A]`` where it cannot say)."""
+    """Parse ``nvidia-smi --query-gpu=<_SMI_FIELDS> --format=csv,noheader,nounits`` (also the five-field
+    form without the PCIe link): the driver, the GPUs, and the lines that are no GPU's. A line is kept
+    only when each field is what nvidia-smi puts there (``[N/A]`` where it cannot say: older drivers'
+    compute_cap)."""
     gpus: list[Gpu] = []
     driver: str | None = None
     strange: list[str] = []
