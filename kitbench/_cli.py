@@ -109,6 +109,8 @@ def _build_parser() -> argparse.ArgumentParser:
     install.add_argument("--json", action="store_true", help="print command, compute, reasons, ... as JSON")
     install.add_argument("--explain", action="store_true",
                          help="show each probed fact with its source and each rejected alternative")
+    install.add_argument("--refresh", action="store_true",
+                         help="read the wheel and build facts from the indexes first (kitbench facts refresh)")
     machine = install.add_argument_group("answer for another machine")
     machine.add_argument("--os", help="linux, macos or windows")
     machine.add_argument("--arch", help="x86_64, aarch64 or arm64")
@@ -185,6 +187,14 @@ def _build_parser() -> argparse.ArgumentParser:
                            description="Read OS, chip, Python arch, NVIDIA driver, GPUs, ROCm, WSL and "
                                        "container facts without importing torch.")
     probe.add_argument("--json", action="store_true", help="print JSON")
+
+    facts = sub.add_parser("facts", help="the wheel and build facts install-cmd answers from",
+                           description="install-cmd answers from facts baked into kitbench (envs/wheels.yaml, "
+                                       "envs/releases/) and from a cache of the indexes themselves "
+                                       "($XDG_CACHE_HOME/kitbench/facts/), which refresh fills.")
+    verbs = facts.add_subparsers(dest="facts_command", required=True, parser_class=_Parser)
+    verbs.add_parser("refresh", help="read PyPI (where pip reads) and PyTorch's index (KITBENCH_PYTORCH_INDEX) "
+                                     "for torch, torchvision and torchaudio into the cache")
     return parser
 
 
@@ -442,12 +452,20 @@ def _cmd_container(args: argparse.Namespace) -> int:
 def _cmd_install(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from kitbench import probe, selector
+    from kitbench import facts, probe, selector, wheels
+    from kitbench.errors import NetworkError
 
     for name, value, choices in (("--os", args.os, selector.OSES), ("--arch", args.arch, selector.ARCHES),
                                  ("--python-arch", args.python_arch, selector.ARCHES)):
         if value is not None:
             selector.check_choice(name, value, choices)
+    if args.refresh or facts.due():
+        try:
+            _refresh()
+        except NetworkError as error:
+            # Advice from the facts at hand beats none: the refresh's failure is a note, not the answer.
+            print(f"note: the facts were not refreshed: {error.message}; answering from those at hand",
+                  file=sys.stderr)
     machine = probe.override(probe.probe(), os=args.os, arch=args.arch, python_arch=args.python_arch,
                              driver=args.driver, gpu_capabilities=args.gpu_cc, no_gpu=args.no_gpu,
                              gpu_gfx=args.gpu_gfx, intel_gpu=args.intel_gpu,
@@ -455,6 +473,9 @@ def _cmd_install(args: argparse.Namespace) -> int:
                              os_version=args.os_version)
     chosen = selector.select(machine, release_spec=args.release, package=args.package, compute=args.compute,
                              fmt=args.fmt)
+    stale = facts.stale_note(wheels.load().read)
+    if stale:
+        chosen.notes.append(stale)
     if args.json:
         print(json.dumps(dataclasses.asdict(chosen), indent=2))
         return 0
@@ -564,6 +585,26 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refresh() -> None:
+    from kitbench import facts
+
+    def report(done: facts.Outcome) -> None:
+        state = "unchanged (304)" if done.status == 304 else f"{done.releases} releases"
+        print(f"# {done.source.kind} {done.source.package}: {state}, {done.seconds:.2f} s  [{done.source.url}]",
+              file=sys.stderr)
+
+    facts.refresh(done=report)
+    for rel in facts.derived():
+        print(f"# torch {rel.version} with torchvision {rel.torchvision}: {', '.join(rel.computes) or 'no builds'}"
+              " (derived from the index)", file=sys.stderr)
+    print(f"facts: {facts.cache_dir()}", file=sys.stderr)
+
+
+def _cmd_facts(args: argparse.Namespace) -> int:
+    _refresh()
+    return 0
+
+
 def _cmd_probe(args: argparse.Namespace) -> int:
     import dataclasses
 
@@ -603,7 +644,7 @@ def _install_hint(hint: str) -> str:
 
 _COMMANDS: dict[str, Any] = {"run": _cmd_run, "probe": _cmd_probe, "container": _cmd_container, "fleet": _cmd_fleet,
                              "install-cmd": _cmd_install, "compare": _cmd_compare, "verify": _cmd_verify,
-                             "replay": _cmd_replay, "report": _cmd_report}
+                             "replay": _cmd_replay, "report": _cmd_report, "facts": _cmd_facts}
 
 
 _MAX_ARGUMENT = 4096        # PATH_MAX: no name, path or value kitbench takes is longer

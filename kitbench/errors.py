@@ -134,3 +134,7 @@ class ReplayError(KitbenchError):
     another OS or architecture the target does not run on, a Python this machine cannot provide."""
 
     exit_code = 2
+
+
+class NetworkError(KitbenchError):
+    """An index could not be read (unreachable host, timeout, an HTTP error); the message names the host."""

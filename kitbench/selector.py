@@ -16,7 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from kitbench import drivers, manifest, vendors, wheels
+from kitbench import drivers, facts, manifest, vendors, wheels
 from kitbench.errors import ManifestError, SelectionError, UsageError
 from kitbench.probe import EMULATES, Probe, doubt, no_driver_reason
 from kitbench.versions import arch_of_capability, capability_supported, cuda_of_compute, parse_capability, version_tuple
@@ -137,10 +137,32 @@ def _series(path: Path) -> tuple[Release, ...]:
     return tuple(sorted(found, key=lambda r: r.key))
 
 
-def newest_first() -> Iterator[Release]:
-    """Every covered release, newest first, each series read only when reached."""
+def newest_first(derived: bool = True) -> Iterator[Release]:
+    """Every covered release, newest first, each series read only when reached; with ``derived``,
+    the releases the user's fact cache adds (kitbench facts refresh) among them."""
+    extra = _derived() if derived else []
     for path in _series_paths():
-        yield from reversed(_series(path))
+        for rel in reversed(_series(path)):
+            while extra and extra[0].key > rel.key:
+                yield extra.pop(0)
+            yield rel
+    yield from extra
+
+
+def _derived() -> list[Release]:
+    """The cache's releases that envs/releases/ lacks, newest first, as Releases answered from the facts alone:
+    their index's builds, with commands in the form of the newest series and marked unverified."""
+    found = []
+    for rel in facts.derived():
+        path = manifest.envs_dir() / "releases" / f"{'.'.join(rel.version.split('.')[:2])}.yaml"
+        if path.is_file() and any(r.version == rel.version for r in _series(path)):
+            continue
+        found.append(Release(
+            version=rel.version, torchvision=rel.torchvision, torchaudio=rel.torchaudio, wheels=rel.computes,
+            conda=(), series=".".join(rel.version.split(".")[:2]), pypi_linux="", pinned_pypi_without_index=False,
+            macos_x86_64=rel.macos_x86_64, aarch64_cuda=rel.aarch64_cuda, selector_torchaudio=False, kernels={},
+            quirks={}, source=rel.note, unverified={"pinned": rel.note, "selector": rel.note}))
+    return found
 
 
 def releases() -> dict[str, Release]:
@@ -158,6 +180,9 @@ def release(spec: str) -> Release:
         found = next((r for r in _series(path) if r.version == spec), None)
         if found is not None:
             return found
+    found = next((r for r in _derived() if r.version == spec), None)
+    if found is not None:
+        return found
     known = releases()
     covered = f"{next(iter(known))} .. {list(known)[-1]}"
     raise SelectionError(f"unknown release {spec!r}", hint=f"covered releases: {covered}, 'stable' or 'nightly'")

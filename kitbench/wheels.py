@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from functools import cache
 
-from kitbench import manifest
+from kitbench import facts, manifest
 from kitbench.probe import Probe
 
 PACKAGES = ("torch", "torchvision")
@@ -98,12 +98,19 @@ def load() -> Facts:
     data = manifest.load(manifest.envs_dir() / "wheels.yaml", "wheels").data
     found: dict[str, dict[str, Wheels]] = {}
     for entry in data["releases"]:
-        found[entry["torch"]] = {
-            package: Wheels(entry[package], tags.pop("requires_python"),
-                            {platform(p): tuple(t.split()) for p, t in tags.items()})
-            for package, tags in entry["wheels"].items()}
+        found[entry["torch"]] = _wheels(entry, entry["wheels"])
+    # Releases the user's cache knows and the baked facts do not (kitbench facts refresh).
+    for derived in facts.derived():
+        found.setdefault(derived.version, _wheels({"torch": derived.version, "torchvision": derived.torchvision},
+                                                  derived.wheels))
     ordered = dict(sorted(found.items(), key=lambda item: parse_version(item[0])))
     return Facts(source=data["source"], read=data["read"], releases=ordered)
+
+
+def _wheels(versions: dict[str, str], packages: dict[str, dict[str, str]]) -> dict[str, Wheels]:
+    return {package: Wheels(versions[package], tags["requires_python"],
+                            {platform(p): tuple(t.split()) for p, t in tags.items() if p != "requires_python"})
+            for package, tags in packages.items()}
 
 
 def python_allowed(spec: str, python: Version) -> bool:

@@ -100,6 +100,16 @@ def tiny_mnist(tmp_path: Path, envs_copy: Path) -> Path:
 
 
 @pytest.fixture(autouse=True)
+def _no_user_fact_cache(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The user's own fact cache (kitbench facts refresh) never reaches a test's answers: in-process, the
+    cache is an empty folder (XDG_CACHE_HOME itself stays, for uv). tests/test_facts.py uses the real lookup."""
+    from kitbench import facts
+
+    empty = tmp_path_factory.getbasetemp() / "no-fact-cache"
+    monkeypatch.setattr(facts, "cache_dir", lambda: empty)
+
+
+@pytest.fixture(autouse=True)
 def _records_written_are_valid(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every record any test makes kitbench write is checked against kitbench.run/1 as it is written."""
     import json
