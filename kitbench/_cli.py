@@ -586,14 +586,14 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _refresh() -> None:
-    from kitbench import facts
+    from kitbench import facts, indexes
 
-    def report(done: facts.Outcome) -> None:
+    def report(done: indexes.Outcome) -> None:
         state = "unchanged (304)" if done.status == 304 else f"{done.releases} releases"
         print(f"# {done.source.kind} {done.source.package}: {state}, {done.seconds:.2f} s  [{done.source.url}]",
               file=sys.stderr)
 
-    facts.refresh(done=report)
+    indexes.refresh(done=report)
     for rel in facts.derived():
         print(f"# torch {rel.version} with torchvision {rel.torchvision}: {', '.join(rel.computes) or 'no builds'}"
               " (derived from the index)", file=sys.stderr)

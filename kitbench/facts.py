@@ -1,64 +1,29 @@
-"""Wheel and build facts read from the indexes themselves, cached per user, so advice keeps up with releases.
+"""The wheel and build facts install-cmd answers from beyond the baked ones: the user's cache of the indexes.
 
-``refresh`` reads, for torch, torchvision and torchaudio, two sources, and keeps each in its own file under
-``$XDG_CACHE_HOME/kitbench/facts/`` (JSON, with the URL and the date it was read):
-
-* ``pypi-<package>.json``: the simple API where pip reads it (``PIP_INDEX_URL``, pip.conf's ``index-url``,
-  else PyPI), in its JSON form (PEP 691): releases, wheel tags, Requires-Python, upload dates, yanked
-  files left out (pip skips them);
-* ``pytorch-<package>.json``: PyTorch's own ``whl/<package>/`` (``KITBENCH_PYTORCH_INDEX``, else the tree
-  ``envs/pytorch.yaml`` names), PEP 503 HTML or PEP 691 JSON: it lists every build of every compute
-  platform (``torch-2.15.0+cu132-...``), so one page per package says which releases carry which builds.
-
-torchvision and torchaudio are paired with torch from their own requirements (PEP 658 ``.metadata``,
-``Requires-Dist: torch==X``) where the index serves them, else by upload date. From those files
-``releases.json`` is derived: the releases, in the form install-cmd reads, so that its start-up reads
-one small file and only when it exists. A release that ``envs/releases/`` covers is answered from there
-(its commands are checked against pytorch.org's); the rest are answered from these facts and marked so.
-Validators (ETag, Last-Modified) make a refresh that finds nothing new one small request per source.
+``kitbench.indexes`` fills ``$XDG_CACHE_HOME/kitbench/facts/`` (``kitbench facts refresh``): one file per
+source, and ``releases.json`` derived from them, the releases in the form install-cmd reads. This module
+is what install-cmd imports: it reads that one small file, and only when it exists (a stat otherwise),
+so start-up does not grow; nothing here touches the network. A release that ``envs/releases/`` covers is
+answered from there (its commands are checked against pytorch.org's); the rest are answered from these
+facts and marked so. A CUDA or ROCm build envs/ has no driver or GPU-architecture facts for is left out,
+with the reason, never guessed (decided when the cache is written: install-cmd reads no more YAML for it).
 """
 
 from __future__ import annotations
 
-import configparser
 import datetime
-import html.parser
 import json
 import os
 import re
-import time
-import urllib.parse
-from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from kitbench import _files, _http, drivers, manifest, vendors
-from kitbench.errors import NetworkError, UsageError
-from kitbench.versions import cuda_of_compute, version_tuple
+from kitbench.errors import UsageError
 
-PACKAGES = ("torch", "torchvision", "torchaudio")
-PYPI = "https://pypi.org/simple/"
-PYTORCH_VARIABLE = "KITBENCH_PYTORCH_INDEX"
 MAX_AGE_VARIABLE = "KITBENCH_FACTS_MAX_AGE"
 STALE_DAYS = 60
-_JSON = "application/vnd.pypi.simple.v1+json"
-_ACCEPT = f"{_JSON}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
-_FINAL = re.compile(r"^\d+\.\d+\.\d+$")
-_REQUIRES_TORCH = re.compile(r"^Requires-Dist:\s*torch\s*\(?\s*==\s*([0-9.]+)", re.MULTILINE)
-_PAIRED_WITHIN = datetime.timedelta(days=3)   # torchvision/torchaudio are uploaded with their torch
-_METADATA_PER_REFRESH = 3       # .metadata files read per package and refresh: the newest unpaired versions
-
-
-@dataclass(frozen=True)
-class Wheel:
-    name: str
-    version: str                    # without the local label
-    local: str                      # cu128, rocm7.2, cpu, xpu; "" for none
-    pythons: tuple[str, ...]        # cp310, cp313t (free-threaded), py3
-    platforms: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -76,179 +41,12 @@ class Derived:
     note: str                       # what the answer rests on: index, date, how the packages were paired
 
 
-@dataclass(frozen=True)
-class Source:
-    kind: str       # pypi | pytorch
-    package: str
-    url: str
-
-    @property
-    def file(self) -> str:
-        return f"{self.kind}-{self.package}.json"
-
-
 def cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "kitbench" / "facts"
 
 
-def python_tag(interpreter: str, abi: str) -> str:
-    # cp310-cp310 and cp310-none (2.6.0's macOS wheels) both install on CPython 3.10; cp313-cp313t only free-threaded.
-    return interpreter + ("t" if abi.endswith("t") else "")
-
-
-def parse_wheel(filename: str) -> Wheel | None:
-    """PEP 427's ``name-version(-build)?-python-abi-platform.whl``; None for anything else."""
-    if not filename.endswith(".whl"):
-        return None
-    parts = urllib.parse.unquote(filename[:-4]).split("-")
-    if len(parts) not in (5, 6):
-        return None
-    name, version, interpreters, abi, platforms = parts[0], parts[1], parts[-3], parts[-2], parts[-1]
-    public, _, local = version.partition("+")
-    return Wheel(name.lower().replace("_", "-"), public, local,
-                 tuple(python_tag(i, abi) for i in interpreters.split(".")), tuple(platforms.split(".")))
-
-
-def tag_key(tag: str) -> tuple[int, str]:
-    return int(tag[3:].rstrip("t") or 0), tag
-
-
-# --- where the sources are -------------------------------------------------------------------------------------
-
-def _pip_conf_index() -> str | None:
-    """pip.conf's index-url, read where pip reads it (later files win; PIP_CONFIG_FILE last)."""
-    home = Path.home()
-    xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
-    files = [Path("/etc/xdg/pip/pip.conf"), Path("/etc/pip.conf"), home / ".pip" / "pip.conf", xdg / "pip" / "pip.conf"]
-    if os.environ.get("VIRTUAL_ENV"):
-        files.append(Path(os.environ["VIRTUAL_ENV"]) / "pip.conf")
-    if os.environ.get("PIP_CONFIG_FILE"):
-        files.append(Path(os.environ["PIP_CONFIG_FILE"]))
-    found: str | None = None
-    for path in files:
-        parser = configparser.RawConfigParser()
-        try:
-            parser.read(path, encoding="utf-8")
-        except (configparser.Error, OSError, UnicodeDecodeError):
-            continue
-        for section in ("global", "install"):
-            if parser.has_option(section, "index-url"):
-                found = parser.get(section, "index-url").strip() or found
-    return found
-
-
-def pypi_index() -> str:
-    url = os.environ.get("PIP_INDEX_URL") or _pip_conf_index() or PYPI
-    return url.rstrip("/") + "/"
-
-
-def pytorch_index() -> str:
-    """The ``whl/`` tree: ``KITBENCH_PYTORCH_INDEX``, else the one envs/pytorch.yaml's pattern names."""
-    url = os.environ.get(PYTORCH_VARIABLE)
-    if not url:
-        pattern: str = manifest.load(manifest.envs_dir() / "pytorch.yaml", "pytorch").data["index"]
-        url = pattern.split("{compute}")[0]
-    return url.rstrip("/") + "/"
-
-
-def sources(packages: tuple[str, ...] = PACKAGES) -> list[Source]:
-    pypi, pytorch = pypi_index(), pytorch_index()
-    return [Source(kind, package, base + package + "/")
-            for kind, base in (("pypi", pypi), ("pytorch", pytorch)) for package in packages]
-
-
-# --- reading an index page --------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class File:
-    filename: str
-    url: str
-    requires_python: str
-    yanked: bool
-    metadata: bool      # PEP 658: url + ".metadata" serves the wheel's METADATA
-    uploaded: str       # ISO 8601, or "" where the index does not say (PEP 503 HTML)
-
-
-class _Anchors(html.parser.HTMLParser):
-    def __init__(self, base: str) -> None:
-        super().__init__()
-        self.base = base
-        self.files: list[File] = []
-        self._open: dict[str, str | None] | None = None
-        self._text: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "a":
-            self._open, self._text = dict(attrs), []
-
-    def handle_data(self, data: str) -> None:
-        if self._open is not None:
-            self._text.append(data)
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag != "a" or self._open is None:
-            return
-        attrs, self._open = self._open, None
-        href = attrs.get("href") or ""
-        name = "".join(self._text).strip() or urllib.parse.unquote(href.split("#")[0].rsplit("/", 1)[-1])
-        self.files.append(File(name, urllib.parse.urljoin(self.base, href.split("#")[0]),
-                               attrs.get("data-requires-python") or "", "data-yanked" in attrs,
-                               any(k in attrs for k in ("data-core-metadata", "data-dist-info-metadata")), ""))
-
-
-def page_files(answer: _http.Response) -> list[File]:
-    """The files of a project page, PEP 691 JSON or PEP 503 HTML, as the server chose to answer."""
-    if answer.content_type.split(";")[0].strip() == _JSON:
-        try:
-            files = json.loads(answer.body)["files"]
-            return [File(str(f["filename"]), urllib.parse.urljoin(answer.url, str(f["url"])),
-                         str(f.get("requires-python") or ""), bool(f.get("yanked")),
-                         bool(f.get("core-metadata") or f.get("dist-info-metadata")), str(f.get("upload-time") or ""))
-                    for f in files]
-        except (ValueError, KeyError, TypeError) as bad:
-            raise NetworkError(f"{_http.host(answer.url)} served a malformed PEP 691 page for {answer.url[:300]}: "
-                               f"{bad}") from None
-    parser = _Anchors(answer.url)
-    parser.feed(answer.body.decode("utf-8", "replace"))
-    return parser.files
-
-
-def summarize(files: list[File], package: str) -> dict[str, dict[str, Any]]:
-    """version -> its Requires-Python values, first upload, builds (local label -> platform -> Python tags)
-    and one wheel's metadata URL; yanked files and other projects' files are left out."""
-    found: dict[str, dict[str, Any]] = {}
-    builds: dict[tuple[str, str], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
-    for entry in files:
-        wheel = parse_wheel(entry.filename)
-        if wheel is None or entry.yanked or wheel.name != package:
-            continue
-        release = found.setdefault(wheel.version, {"requires_python": [], "uploaded": "", "metadata": None})
-        if entry.requires_python and entry.requires_python not in release["requires_python"]:
-            release["requires_python"].append(entry.requires_python)
-        if entry.uploaded and (not release["uploaded"] or entry.uploaded < release["uploaded"]):
-            release["uploaded"] = entry.uploaded
-        if entry.metadata and release["metadata"] is None:
-            release["metadata"] = entry.url + ".metadata"
-        for platform in wheel.platforms:
-            builds[wheel.version, wheel.local][platform].update(wheel.pythons)
-    for (version, local), platforms in builds.items():
-        found[version].setdefault("builds", {})[local] = {
-            p: " ".join(sorted(tags, key=tag_key)) for p, tags in sorted(platforms.items())}
-    return found
-
-
-# --- refresh --------------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Outcome:
-    source: Source
-    status: int         # 200 or 304
-    seconds: float
-    releases: int
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
+def read_json(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_bytes())
     except (OSError, ValueError):
@@ -256,164 +54,16 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
-
-
-def _pairs(releases: dict[str, dict[str, Any]], known: dict[str, str], get: Callable[[str], bytes]) -> dict[str, str]:
-    """version -> the torch it requires, from .metadata where served: the newest few unknown versions per refresh."""
-    pairs = dict(known)
-    unknown = sorted((v for v, r in releases.items() if v not in pairs and r["metadata"] and _FINAL.match(v)),
-                     key=version_tuple, reverse=True)[:_METADATA_PER_REFRESH]
-    for version in unknown:
-        match = _REQUIRES_TORCH.search(get(releases[version]["metadata"]).decode("utf-8", "replace"))
-        if match:
-            pairs[version] = match.group(1)
-    return pairs
-
-
-def refresh_source(source: Source, folder: Path) -> Outcome:
-    """Read one source (conditionally on what the cache holds) and write its file atomically."""
-    path = folder / source.file
-    previous = _read_json(path)
-    same = previous is not None and previous.get("url") == source.url
-    started = time.monotonic()
-    answer = _http.get(source.url, _ACCEPT, etag=previous.get("etag") if same and previous else None,
-                       last_modified=previous.get("last_modified") if same and previous else None)
-    if answer.status == 304 and previous is not None:
-        data = dict(previous, checked=_now())
-    else:
-        releases = summarize(page_files(answer), source.package)
-        known = previous.get("requires", {}) if same and previous else {}
-        requires = _pairs(releases, known, lambda url: _http.get(url, "*/*").body) \
-            if source.package != "torch" else {}
-        data = {"url": source.url, "read": _now(), "checked": _now(), "etag": answer.etag,
-                "last_modified": answer.last_modified, "releases": releases, "requires": requires}
-    _files.write(path, json.dumps(data, sort_keys=True), replace=True, what="index facts")
-    return Outcome(source, answer.status, time.monotonic() - started, len(data["releases"]))
-
-
-def refresh(packages: tuple[str, ...] = PACKAGES, done: Callable[[Outcome], None] = lambda _: None) -> list[Outcome]:
-    """Read every source (``done`` is told of each), write each file, then derive ``releases.json``. A host
-    that cannot be reached is tried once, not once per package: what the others gave is kept, then its
-    NetworkError is raised."""
-    folder = cache_dir()
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create the facts cache {folder}: {exc.strerror or exc}",
-                         hint="set XDG_CACHE_HOME to a writable folder") from None
-    outcomes: list[Outcome] = []
-    failed: dict[str, NetworkError] = {}
-    for source in sources(packages):
-        host = _http.host(source.url)
-        if host in failed:
-            continue
-        try:
-            outcomes.append(refresh_source(source, folder))
-            done(outcomes[-1])
-        except NetworkError as error:
-            failed[host] = error
-    write_releases(folder)
-    if failed:
-        raise next(iter(failed.values()))
-    return outcomes
-
-
-# --- deriving releases ----------------------------------------------------------------------------------------
-
-def _baked() -> set[str]:
-    return {entry["version"] for m in manifest.iter_manifests(manifest.envs_dir() / "releases", "release")
-            for entry in m.data["releases"]}
-
-
-def _compute_order(compute: str) -> tuple[int, tuple[int, ...]]:
-    # pytorch.org's order: ROCm builds, then CUDA builds, each oldest first, then CPU.
-    if compute.startswith("rocm"):
-        return 0, version_tuple(compute[4:])
-    if compute.startswith("cu"):
-        return 1, cuda_of_compute(compute) or (0,)
-    return 2, ()
-
-
-def _pair(torch: str, candidates: dict[str, dict[str, Any]], requires: dict[str, str],
-          uploaded: str) -> tuple[str, str] | None:
-    """The torchvision (or torchaudio) released with ``torch``, and how that is known."""
-    by_metadata = [v for v, t in requires.items() if t == torch]
-    if by_metadata:
-        return max(by_metadata, key=version_tuple), "its Requires-Dist (PEP 658 metadata)"
-    if not uploaded:
-        return None
-    when = datetime.datetime.fromisoformat(uploaded.replace("Z", "+00:00"))
-    near = [(abs(datetime.datetime.fromisoformat(r["uploaded"].replace("Z", "+00:00")) - when), v)
-            for v, r in candidates.items() if r.get("uploaded") and _FINAL.match(v)]
-    near = [(gap, v) for gap, v in near if gap <= _PAIRED_WITHIN]
-    return (min(near)[1], "upload date") if near else None
-
-
-def derive(files: dict[str, dict[str, Any]], baked: set[str]) -> list[dict[str, Any]]:
-    """The releases PyTorch's index holds and ``baked`` lacks, newest first, from the source files
-    (``files``: file name -> its data)."""
-    def releases(kind: str, package: str) -> dict[str, dict[str, Any]]:
-        found: dict[str, dict[str, Any]] = (files.get(f"{kind}-{package}.json") or {}).get("releases", {})
-        return found
-
-    def requires(package: str) -> dict[str, str]:
-        return {**(files.get(f"pytorch-{package}.json") or {}).get("requires", {}),
-                **(files.get(f"pypi-{package}.json") or {}).get("requires", {})}
-
-    index = files.get("pytorch-torch.json") or {}
-    found = []
-    for version, entry in sorted(index.get("releases", {}).items(), key=lambda i: version_tuple(i[0]), reverse=True):
-        if not _FINAL.match(version) or version in baked or version_tuple(version) < (2, 0):
-            continue
-        pypi = releases("pypi", "torch").get(version, {})
-        uploaded = pypi.get("uploaded") or entry.get("uploaded", "")
-        paired = {}
-        for package in ("torchvision", "torchaudio"):
-            candidates = {**releases("pytorch", package), **releases("pypi", package)}
-            paired[package] = _pair(version, candidates, requires(package), uploaded)
-        if paired["torchvision"] is None:
-            continue        # install-cmd names torch with its torchvision: without one there is no answer
-        vision = paired["torchvision"][0]
-        wheels = {"torch": _wheel_facts(pypi, entry),
-                  "torchvision": _wheel_facts(releases("pypi", "torchvision").get(vision, {}),
-                                              releases("pytorch", "torchvision").get(vision, {}))}
-        audio = paired["torchaudio"]
-        found.append({"version": version, "torchvision": vision, "torchaudio": audio[0] if audio else None,
-                      "builds": {label: sorted(platforms) for label, platforms in entry.get("builds", {}).items()},
-                      "pypi_platforms": sorted((pypi.get("builds") or {}).get("", {})), "wheels": wheels,
-                      "paired": paired["torchvision"][1], "index": index.get("url", ""),
-                      "read": index.get("read", "")})
-    return found
-
-
-def _wheel_facts(pypi: dict[str, Any], index: dict[str, Any]) -> dict[str, str]:
-    """PyPI's wheels of one release in wheels.yaml's form; where PyPI lacks it, the index's builds together."""
-    requires = (pypi.get("requires_python") or index.get("requires_python") or [""])[0]
-    platforms: dict[str, set[str]] = defaultdict(set)
-    for builds in [{"": pypi["builds"][""]}] if (pypi.get("builds") or {}).get("") else [index.get("builds", {})]:
-        for tags in builds.values():
-            for platform, pythons in tags.items():
-                platforms[platform].update(pythons.split())
-    return {"requires_python": requires,
-            **{p: " ".join(sorted(t, key=tag_key)) for p, t in sorted(platforms.items())}}
-
-
-def write_releases(folder: Path) -> None:
-    files = {path.name: data for path in sorted(folder.glob("*-*.json")) for data in [_read_json(path)] if data}
-    checked = min((d.get("checked", "") for d in files.values()), default="")
-    data = {"checked": checked, "sources": sorted(d.get("url", "") for d in files.values()),
-            "releases": derive(files, _baked())}
-    _files.write(folder / "releases.json", json.dumps(data, sort_keys=True), replace=True, what="release facts")
-    _load.cache_clear()
-
-
 # --- what install-cmd reads -----------------------------------------------------------------------------------
 
 @cache
 def _load(path: str) -> dict[str, Any]:
-    return _read_json(Path(path)) or {}
+    return read_json(Path(path)) or {}
+
+
+def reload() -> None:
+    """Forget what was read: the cache was just rewritten."""
+    _load.cache_clear()
 
 
 def cached() -> dict[str, Any]:
@@ -422,38 +72,18 @@ def cached() -> dict[str, Any]:
     return _load(str(path)) if path.is_file() else {}
 
 
-def _refusal(compute: str) -> str | None:
-    cuda = cuda_of_compute(compute)
-    if cuda is not None:
-        text = f"{cuda[0]}.{cuda[1]}"
-        table = drivers.load()
-        if table.requirement(text).floor is None or table.oldest_arch(text) is None:
-            return (f"{compute}: envs/drivers.yaml has no driver floor or oldest GPU architecture for CUDA {text}, "
-                    "so which machines it runs on is not known")
-    elif compute.startswith("rocm") and vendors.load().rocm_arches(compute) is None:
-        return f"{compute}: envs/vendors.yaml has no gfx list for {compute}, so which GPUs it runs on is not known"
-    return None
-
-
 def derived() -> list[Derived]:
-    """The releases known only from the cache, newest first, with builds kitbench has no facts for refused."""
+    """The releases known only from the cache, newest first."""
     found = []
     for entry in cached().get("releases", []):
-        labels = [label or "cpu" for label in entry["builds"]]
-        offered = sorted({c for c in labels if c.startswith(("cu", "rocm")) or c == "cpu"}, key=_compute_order)
-        refused = tuple(why for c in offered for why in [_refusal(c)] if why)
-        computes = tuple(c for c in offered if _refusal(c) is None)
-        platforms = [p for c in entry["builds"].values() for p in c] + entry["pypi_platforms"]
-        aarch64_cuda = any(p.endswith("aarch64") for label, ps in entry["builds"].items()
-                           if label.startswith("cu") for p in ps)
         note = (f"torch {entry['version']} is not in envs/releases/: its builds are derived from {entry['index']} "
                 f"as read on {entry['read'][:10]}, not copied from pytorch.org; torchvision {entry['torchvision']} "
                 f"is paired by {entry['paired']}")
-        if refused:
-            note += "; left out: " + "; ".join(refused)
-        found.append(Derived(entry["version"], entry["torchvision"], entry["torchaudio"], computes, refused,
-                             any(p.startswith("macosx") and p.endswith(("x86_64", "universal2")) for p in platforms),
-                             aarch64_cuda, entry["wheels"], note))
+        if entry["refused"]:
+            note += "; left out: " + "; ".join(entry["refused"])
+        found.append(Derived(entry["version"], entry["torchvision"], entry["torchaudio"], tuple(entry["computes"]),
+                             tuple(entry["refused"]), entry["macos_x86_64"], entry["aarch64_cuda"], entry["wheels"],
+                             note))
     return found
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from kitbench import facts, manifest, wheels
+from kitbench import _http, facts, indexes, manifest, wheels
 from kitbench._cli import main
 from kitbench.errors import NetworkError, RecordError
 
@@ -112,7 +112,7 @@ def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Index]:
     server = Index(("127.0.0.1", 0), _Handler)
     server.requests = Counter()
     server.pages = {}
-    for package in facts.PACKAGES:
+    for package in indexes.PACKAGES:
         server.pages[f"/simple/{package}/"] = (JSON, _pypi_page(package))
         server.pages[f"/whl/{package}/"] = ("text/html", _index_page(package))
     for python in ("py3", *NEW_PYTHONS):
@@ -124,7 +124,7 @@ def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Index]:
     thread.start()
     port = server.server_address[1]
     monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{port}/simple")
-    monkeypatch.setenv(facts.PYTORCH_VARIABLE, f"http://127.0.0.1:{port}/whl/")
+    monkeypatch.setenv(indexes.PYTORCH_VARIABLE, f"http://127.0.0.1:{port}/whl/")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv(facts.MAX_AGE_VARIABLE, raising=False)
     monkeypatch.setattr(facts, "cache_dir", CACHE_DIR)
@@ -228,7 +228,7 @@ def test_a_refresh_never_leaves_a_half_written_cache(index: Index, monkeypatch: 
         raise OSError(28, "No space left on device")
     monkeypatch.setattr(os, "replace", fail)        # the disk filled as the first file was written
     with pytest.raises(RecordError, match="No space left on device"):
-        facts.refresh()
+        indexes.refresh()
     monkeypatch.undo()
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before      # nothing half written, no .tmp left
 
@@ -238,7 +238,7 @@ def test_a_malformed_page_is_refused_and_the_cache_kept(index: Index) -> None:
     kept = (facts.cache_dir() / "pypi-torchvision.json").read_bytes()
     index.pages["/simple/torchvision/"] = (JSON, _pypi_page("torchvision")[:-400])
     with pytest.raises(NetworkError, match="malformed PEP 691 page"):
-        facts.refresh()
+        indexes.refresh()
     assert (facts.cache_dir() / "pypi-torchvision.json").read_bytes() == kept
 
 
@@ -252,7 +252,7 @@ def test_offline_a_refresh_fails_in_seconds_with_one_error_line_and_install_cmd_
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     port = _closed_port()
     monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{port}/simple/")
-    monkeypatch.setenv(facts.PYTORCH_VARIABLE, f"http://127.0.0.1:{port}/whl/")
+    monkeypatch.setenv(indexes.PYTORCH_VARIABLE, f"http://127.0.0.1:{port}/whl/")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(facts, "cache_dir", CACHE_DIR)
     started = time.monotonic()
@@ -299,27 +299,27 @@ def test_the_recorded_pypi_pages_give_the_baked_facts_exactly() -> None:
     baked = manifest.load(manifest.envs_dir() / "wheels.yaml", "wheels").data["releases"]
     for package, version, key in (("torch", "2.15.0", "torch"), ("torchvision", "0.29.2", "torchvision"),
                                   ("torch", "2.14.1", "torch")):
-        answer = facts._http.Response("https://pypi.org/simple/x/", 200, (PYPI_PAGES / f"{package}.json").read_bytes(),
+        answer = _http.Response("https://pypi.org/simple/x/", 200, (PYPI_PAGES / f"{package}.json").read_bytes(),
                                       JSON, None, None)
-        release = facts.summarize(facts.page_files(answer), package)[version]
+        release = indexes.summarize(indexes.page_files(answer), package)[version]
         entry = copy.deepcopy(next(e for e in baked if e[key] == version)["wheels"][package])
         assert release["requires_python"] == [entry.pop("requires_python")]
         assert release["builds"] == {"": entry}
 
 
 def test_yanked_files_and_other_projects_are_left_out() -> None:
-    answer = facts._http.Response("https://pypi.org/simple/x/", 200,
+    answer = _http.Response("https://pypi.org/simple/x/", 200,
                                   (PYPI_PAGES / "torchvision.json").read_bytes(), JSON, None, None)
-    assert "0.1.6" not in facts.summarize(facts.page_files(answer), "torchvision")
-    assert facts.summarize(facts.page_files(answer), "torch") == {}
+    assert "0.1.6" not in indexes.summarize(indexes.page_files(answer), "torchvision")
+    assert indexes.summarize(indexes.page_files(answer), "torch") == {}
 
 
 def test_an_index_page_in_pep_503_html_gives_each_build_and_its_tags() -> None:
-    answer = facts._http.Response("https://download.pytorch.org/whl/torch/", 200, _index_page("torch"),
+    answer = _http.Response("https://download.pytorch.org/whl/torch/", 200, _index_page("torch"),
                                   "text/html", None, None)
-    files = facts.page_files(answer)
+    files = indexes.page_files(answer)
     assert files[0].url.startswith("https://download.pytorch.org/whl/cu132/torch-2.15.0%2Bcu132-cp311")
-    builds = facts.summarize(files, "torch")["2.16.0"]["builds"]
+    builds = indexes.summarize(files, "torch")["2.16.0"]["builds"]
     assert sorted(builds) == sorted(NEW_BUILDS)
     assert builds["cu132"] == {LINUX: "cp312 cp313 cp314 cp315", WIN: "cp312 cp313 cp314 cp315"}
 
@@ -332,11 +332,11 @@ def test_pypi_is_read_where_pip_reads_it(tmp_path: Path, monkeypatch: pytest.Mon
     conf = tmp_path / "pip.conf"
     conf.write_text("[global]\nindex-url = https://mirror.example/simple\n")
     monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
-    assert facts.pypi_index() == "https://mirror.example/simple/"
+    assert indexes.pypi_index() == "https://mirror.example/simple/"
     monkeypatch.setenv("PIP_INDEX_URL", "https://other.example/pypi/simple/")
-    assert facts.pypi_index() == "https://other.example/pypi/simple/"
-    monkeypatch.setenv(facts.PYTORCH_VARIABLE, "https://mirror.example/whl")
-    assert [s.url for s in facts.sources(("torch",))] == ["https://other.example/pypi/simple/torch/",
+    assert indexes.pypi_index() == "https://other.example/pypi/simple/"
+    monkeypatch.setenv(indexes.PYTORCH_VARIABLE, "https://mirror.example/whl")
+    assert [s.url for s in indexes.sources(("torch",))] == ["https://other.example/pypi/simple/torch/",
                                                            "https://mirror.example/whl/torch/"]
 
 

@@ -1,6 +1,6 @@
 """Write ``envs/wheels.yaml``: which wheels PyPI holds for each torch release kitbench knows.
 
-A thin caller of ``kitbench facts refresh``'s own code (``kitbench.facts``), so that the facts baked
+A thin caller of ``kitbench facts refresh``'s own code (``kitbench.indexes``), so that the facts baked
 into kitbench and those a user's refresh reads can never disagree in form: the same request (PyPI's
 simple API in its JSON form, PEP 691, where pip reads it), the same parsing of wheel file names
 (PEP 427: name-version-python-abi-platform), yanked files left out (pip skips them). For each release
@@ -22,15 +22,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from kitbench import facts, selector
+from kitbench import indexes, selector
 
 OUT = Path(__file__).resolve().parent.parent / "wheels.yaml"
 
 
 def read(package: str, folder: Path) -> dict[str, Any]:
     """One package's PyPI facts, read exactly as a refresh reads them."""
-    source = facts.Source("pypi", package, facts.pypi_index() + package + "/")
-    facts.refresh_source(source, folder)
+    source = indexes.Source("pypi", package, indexes.pypi_index() + package + "/")
+    indexes.refresh_source(source, folder)
     data: dict[str, Any] = json.loads((folder / source.file).read_text())
     return data
 
