@@ -473,6 +473,11 @@ def _cmd_install(args: argparse.Namespace) -> int:
                              os_version=args.os_version)
     chosen = selector.select(machine, release_spec=args.release, package=args.package, compute=args.compute,
                              fmt=args.fmt)
+    origin = next((d.origin for d in facts.derived() if d.version == chosen.release), None)
+    if origin is not None:
+        # Not envs/wheels.yaml: this release's tags and builds were read into the cache by a refresh.
+        chosen.facts["derived_from"] = {"index": origin["index"], "read": origin["read"]}
+        chosen.facts["wheels"].update(source=f"{origin['wheels_from']} (the fact cache)", read=origin["wheels_read"])
     stale = facts.stale_note(wheels.load().read)
     if stale:
         chosen.notes.append(stale)

@@ -20,10 +20,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from kitbench.errors import UsageError
+from kitbench.errors import ManifestError, UsageError
 
 MAX_AGE_VARIABLE = "KITBENCH_FACTS_MAX_AGE"
 STALE_DAYS = 60
+FORMAT = 1          # of releases.json: a kitbench that writes another form ignores none of it silently
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class Derived:
     aarch64_cuda: bool
     wheels: dict[str, dict[str, str]]   # package -> {requires_python, platform tag: Python tags}
     note: str                       # what the answer rests on: index, date, how the packages were paired
+    origin: dict[str, str]          # index, read; wheels, wheels_read: where the tags were read, and when
 
 
 def cache_dir() -> Path:
@@ -69,13 +71,28 @@ def reload() -> None:
 def cached() -> dict[str, Any]:
     """releases.json, or {} where there is none: a stat, no read, for a user who never refreshed."""
     path = cache_dir() / "releases.json"
-    return _load(str(path)) if path.is_file() else {}
+    data = _load(str(path)) if path.is_file() else {}
+    if path.is_file() and data.get("format") != FORMAT:
+        raise _unreadable(path)
+    return data
+
+
+def _unreadable(path: Path) -> ManifestError:
+    return ManifestError(path, "not the fact cache this kitbench writes",
+                         hint="`kitbench facts refresh` rewrites it (offline too, from the files beside it)")
 
 
 def derived() -> list[Derived]:
     """The releases known only from the cache, newest first."""
+    try:
+        return _derived(cached().get("releases", []))
+    except (KeyError, TypeError, AttributeError):
+        raise _unreadable(cache_dir() / "releases.json") from None
+
+
+def _derived(entries: list[dict[str, Any]]) -> list[Derived]:
     found = []
-    for entry in cached().get("releases", []):
+    for entry in entries:
         note = (f"torch {entry['version']} is not in envs/releases/: its builds are derived from {entry['index']} "
                 f"as read on {entry['read'][:10]}, not copied from pytorch.org; torchvision {entry['torchvision']} "
                 f"is paired by {entry['paired']}")
@@ -83,7 +100,7 @@ def derived() -> list[Derived]:
             note += "; left out: " + "; ".join(entry["refused"])
         found.append(Derived(entry["version"], entry["torchvision"], entry["torchaudio"], tuple(entry["computes"]),
                              tuple(entry["refused"]), entry["macos_x86_64"], entry["aarch64_cuda"], entry["wheels"],
-                             note))
+                             note, {k: entry[k] for k in ("index", "read", "wheels_from", "wheels_read")}))
     return found
 
 

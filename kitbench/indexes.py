@@ -374,8 +374,13 @@ def derive(files: dict[str, dict[str, Any]], baked: set[str]) -> list[dict[str, 
                       "aarch64_cuda": any(p.endswith("aarch64") for label, tags in builds.items()
                                           if label.startswith("cu") for p in tags), "wheels": wheels,
                       "paired": paired["torchvision"][1], "index": index.get("url", ""),
-                      "read": index.get("read", "")})
+                      "read": index.get("read", ""), **_wheels_from(files, pypi, index)})
     return found
+
+
+def _wheels_from(files: dict[str, dict[str, Any]], pypi: dict[str, Any], index: dict[str, Any]) -> dict[str, str]:
+    source = files.get("pypi-torch.json", {}) if pypi.get("builds") else index
+    return {"wheels_from": source.get("url", ""), "wheels_read": source.get("read", "")}
 
 
 def _wheel_facts(pypi: dict[str, Any], index: dict[str, Any]) -> dict[str, str]:
@@ -393,7 +398,7 @@ def _wheel_facts(pypi: dict[str, Any], index: dict[str, Any]) -> dict[str, str]:
 def write_releases(folder: Path) -> None:
     files = {path.name: data for path in sorted(folder.glob("*-*.json")) for data in [read_json(path)] if data}
     checked = min((d.get("checked", "") for d in files.values()), default="")
-    data = {"checked": checked, "sources": sorted(d.get("url", "") for d in files.values()),
+    data = {"format": facts.FORMAT, "checked": checked, "sources": sorted(d.get("url", "") for d in files.values()),
             "releases": derive(files, _baked())}
     _files.write(folder / "releases.json", json.dumps(data, sort_keys=True), replace=True, what="release facts")
     facts.reload()

@@ -163,6 +163,14 @@ def test_a_new_release_is_answered_from_a_refresh_alone_for_linux_windows_and_ma
         notes = " ".join(map(str, linux["notes"]))    # type: ignore[call-overload]
         assert f"derived from http://127.0.0.1:{index.server_address[1]}/whl/torch/ as read on" in notes
         assert "not copied from pytorch.org" in notes and "Requires-Dist (PEP 658 metadata)" in notes
+        port = index.server_address[1]
+        assert linux["facts"]["derived_from"]["index"] == f"http://127.0.0.1:{port}/whl/torch/"  # type: ignore[index]
+        assert linux["facts"]["wheels"]["source"] == f"http://127.0.0.1:{port}/simple/torch/ (the fact cache)"  # type: ignore[index]
+    assert main(["install-cmd", "--explain", *LINUX_GPU]) == 0
+    err = capsys.readouterr().err
+    assert f"# wheels: http://127.0.0.1:{index.server_address[1]}/simple/torch/ (the fact cache), read 20" in err
+    assert ("note: torch 2.16.0, pinned form unverified: torch 2.16.0 is not in envs/releases/: its builds are "
+            "derived from http://127.0.0.1:") in err
     # The driver floor comes from envs/drivers.yaml by CUDA version: a 13.x driver below 580 gets no cu13x build.
     old_driver = _answer(capsys, "--release", "2.16.0", *LINUX_GPU[:-4], "--driver", "550.54.14", "--gpu-cc", "8.9")
     assert old_driver["compute"] == "cpu"
@@ -344,3 +352,24 @@ def test_without_a_cache_nothing_is_read(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(facts, "cache_dir", CACHE_DIR)
     assert facts.cached() == {} and facts.derived() == [] and facts.checked() is None
+
+
+@pytest.mark.parametrize("text", ['{"releases": []}', '{"format": 1, "releases": [{"version": "2.16.0"}]}'])
+def test_a_cache_in_another_form_is_one_error_and_a_refresh_rewrites_it(
+        text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{_closed_port()}/simple/")
+    monkeypatch.setenv(indexes.PYTORCH_VARIABLE, f"http://127.0.0.1:{_closed_port()}/whl/")
+    monkeypatch.setattr(facts, "cache_dir", CACHE_DIR)
+    folder = tmp_path / "kitbench" / "facts"
+    folder.mkdir(parents=True)
+    (folder / "releases.json").write_text(text)
+    wheels.load.cache_clear()
+    assert main(["install-cmd", "--os", "linux", "--no-gpu"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR: ") and "releases.json: not the fact cache this kitbench writes" in err
+    assert "Traceback" not in err
+    assert main(["facts", "refresh"]) == 1              # offline: the sources fail, releases.json is rewritten
+    wheels.load.cache_clear()
+    assert main(["install-cmd", "--os", "linux", "--no-gpu"]) == 0
+    wheels.load.cache_clear()
