@@ -24,7 +24,7 @@ from kitbench.errors import ManifestError, UsageError
 
 MAX_AGE_VARIABLE = "KITBENCH_FACTS_MAX_AGE"
 STALE_DAYS = 60
-FORMAT = 1          # of releases.json: a kitbench that writes another form ignores none of it silently
+FORMAT = 1          # of releases.json: one written in another form is refused, never misread
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class Derived:
     aarch64_cuda: bool
     wheels: dict[str, dict[str, str]]   # package -> {requires_python, platform tag: Python tags}
     note: str                       # what the answer rests on: index, date, how the packages were paired
-    origin: dict[str, str]          # index, read; wheels, wheels_read: where the tags were read, and when
+    origin: dict[str, str]          # index, read, wheels_from, wheels_read: where builds and tags were read, when
 
 
 def cache_dir() -> Path:
@@ -56,8 +56,6 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-# --- what install-cmd reads -----------------------------------------------------------------------------------
-
 @cache
 def _load(path: str) -> dict[str, Any]:
     return read_json(Path(path)) or {}
@@ -71,8 +69,10 @@ def reload() -> None:
 def cached() -> dict[str, Any]:
     """releases.json, or {} where there is none: a stat, no read, for a user who never refreshed."""
     path = cache_dir() / "releases.json"
-    data = _load(str(path)) if path.is_file() else {}
-    if path.is_file() and data.get("format") != FORMAT:
+    if not path.is_file():
+        return {}
+    data = _load(str(path))
+    if data.get("format") != FORMAT:
         raise _unreadable(path)
     return data
 

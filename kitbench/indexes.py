@@ -235,7 +235,11 @@ def _pairs(releases: dict[str, dict[str, Any]], known: dict[str, str], get: Call
     unknown = sorted((v for v, r in releases.items() if v not in pairs and r["metadata"] and _FINAL.match(v)),
                      key=version_tuple, reverse=True)[:_METADATA_PER_REFRESH]
     for version in unknown:
-        match = _REQUIRES_TORCH.search(get(releases[version]["metadata"]).decode("utf-8", "replace"))
+        try:
+            text = get(releases[version]["metadata"]).decode("utf-8", "replace")
+        except NetworkError:
+            continue        # one wheel's metadata missing is no reason to lose the page: pairing falls back to dates
+        match = _REQUIRES_TORCH.search(text)
         if match:
             pairs[version] = match.group(1)
     return pairs
@@ -285,7 +289,8 @@ def refresh(packages: tuple[str, ...] = PACKAGES, done: Callable[[Outcome], None
             failed[host] = error
     write_releases(folder)
     if failed:
-        raise next(iter(failed.values()))
+        errors = list(failed.values())
+        raise NetworkError("; ".join(e.message for e in errors), hint=errors[0].hint)
     return outcomes
 
 

@@ -373,3 +373,17 @@ def test_a_cache_in_another_form_is_one_error_and_a_refresh_rewrites_it(
     wheels.load.cache_clear()
     assert main(["install-cmd", "--os", "linux", "--no-gpu"]) == 0
     wheels.load.cache_clear()
+
+
+def test_without_metadata_torchvision_is_paired_by_upload_date_and_the_answer_says_so(
+        index: Index, capsys: pytest.CaptureFixture[str]) -> None:
+    page = json.loads(_pypi_page("torchvision"))
+    for entry in page["files"]:
+        entry.pop("core-metadata", None)
+    index.pages["/simple/torchvision/"] = (JSON, json.dumps(page).encode())
+    assert main(["facts", "refresh"]) == 0
+    capsys.readouterr()
+    answer = _answer(capsys, "--release", "2.16.0", *LINUX_GPU)
+    assert "torchvision==0.30.0" in answer["command"]  # type: ignore[operator]
+    assert any("torchvision 0.30.0 is paired by upload date" in n for n in answer["notes"])  # type: ignore[attr-defined]
+    assert not [path for path in index.requests if path.startswith("/files/torchvision")]
