@@ -119,13 +119,16 @@ def _seconds(text: str) -> float:
 
 def due(now: datetime.datetime | None = None) -> bool:
     """Whether install-cmd should refresh by itself: only when KITBENCH_FACTS_MAX_AGE says so and the
-    cache is older than that (or absent)."""
+    cache is older than that (or absent). A refresh that failed counts as one tried: offline, install-cmd
+    does not wait on an unreachable index every time it runs, only once per that age."""
     limit = os.environ.get(MAX_AGE_VARIABLE)
     if not limit:
         return False
-    when = checked()
+    seconds = _seconds(limit)
+    tried = cached().get("tried")
+    when = max(filter(None, (checked(), datetime.datetime.fromisoformat(tried) if tried else None)), default=None)
     now = now or datetime.datetime.now(datetime.timezone.utc)
-    return when is None or (now - when).total_seconds() > _seconds(limit)
+    return when is None or (now - when).total_seconds() > seconds
 
 
 def stale_note(baked_read: str, now: datetime.datetime | None = None) -> str | None:

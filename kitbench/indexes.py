@@ -403,8 +403,8 @@ def _wheel_facts(pypi: dict[str, Any], index: dict[str, Any]) -> dict[str, str]:
 def write_releases(folder: Path) -> None:
     files = {path.name: data for path in sorted(folder.glob("*-*.json")) for data in [read_json(path)] if data}
     checked = min((d.get("checked", "") for d in files.values()), default="")
-    data = {"format": facts.FORMAT, "checked": checked, "sources": sorted(d.get("url", "") for d in files.values()),
-            "releases": derive(files, _baked())}
+    data = {"format": facts.FORMAT, "checked": checked, "tried": _now(),
+            "sources": sorted(d.get("url", "") for d in files.values()), "releases": derive(files, _baked())}
     _files.write(folder / "releases.json", json.dumps(data, sort_keys=True), replace=True, what="release facts")
     facts.reload()
 

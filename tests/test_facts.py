@@ -273,6 +273,10 @@ def test_offline_a_refresh_fails_in_seconds_with_one_error_line_and_install_cmd_
     out, err = capsys.readouterr()
     assert out.startswith("pip install torch==2.15.0 ")
     assert f"note: the facts were not refreshed: cannot reach 127.0.0.1:{port}" in err and "ERROR" not in err
+    # Asked to refresh by age: tried once, then not again on every run until that age has passed.
+    monkeypatch.setenv(facts.MAX_AGE_VARIABLE, "1h")
+    assert main(["install-cmd", "--os", "linux", "--no-gpu"]) == 0
+    assert "not refreshed" not in capsys.readouterr().err
 
 
 def test_install_cmd_refreshes_by_itself_only_past_the_age_the_user_set(index: Index, monkeypatch: pytest.MonkeyPatch,
