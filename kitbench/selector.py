@@ -151,7 +151,8 @@ def newest_first(derived: bool = True) -> Iterator[Release]:
 
 def _derived() -> list[Release]:
     """The cache's releases that envs/releases/ lacks, newest first, as Releases answered from the facts alone:
-    their index's builds, with commands in the form of the newest series and marked unverified."""
+    their index's builds, every command naming PyTorch's index but on macOS (which CUDA build plain PyPI
+    serves is not derived), no conda, and marked unverified."""
     found = []
     for rel in facts.derived():
         path = manifest.envs_dir() / "releases" / f"{'.'.join(rel.version.split('.')[:2])}.yaml"
