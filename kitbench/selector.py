@@ -318,6 +318,8 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     host = wheels.host_of(machine, arch)
     notes: list[str] = []
     rel = _installable(rel, release_spec, host, notes)
+    if release_spec == "stable" and compute == "auto" and _has_accelerator(machine):
+        rel = _accelerated_release(rel, machine, arch, package, host, notes)
     chosen = Selection(command="", compute="", release=rel.version, os=machine.os, arch=arch, package=package,
                        format=fmt, facts=_facts(machine), notes=notes)
     if rel.nightly and fmt == "pinned":
@@ -387,6 +389,70 @@ def _installable(rel: Release, spec: str, host: wheels.Host, notes: list[str]) -
     if newest is None and foreign is not None:
         hint += f"; an {foreign} Python runs on this machine under emulation: --python-arch {foreign}"
     raise SelectionError(why, hint=hint)
+
+
+def _has_accelerator(machine: Probe) -> bool:
+    """Whether the machine has a GPU some build could drive (a Mac's MPS comes with its wheel, whatever the release)."""
+    return machine.os != "macos" and bool(machine.driver or machine.capabilities or machine.amd_gpus
+                                           or machine.rocm or machine.intel_gpus)
+
+
+def _accelerated(rel: Release, machine: Probe, arch: str, package: str) -> Selection:
+    """What auto mode makes of ``rel`` on ``machine``, worked out aside: its compute, reasons and rejections."""
+    trial = Selection(command="", compute="cpu", release=rel.version, os=machine.os, arch=arch, package=package,
+                      format="pinned")
+    try:
+        trial.compute = _auto(rel, machine, arch, package, trial)
+    except SelectionError as error:
+        trial.reasons.append(f"cpu: {error.message}")
+    return trial
+
+
+def _accelerated_release(newest: Release, machine: Probe, arch: str, package: str, host: wheels.Host,
+                         notes: list[str]) -> Release:
+    """For ``stable``: the newest release that installs here and runs on the machine's GPU; where none
+    does, ``newest`` (its CPU build), with a note saying why. Walks back only as far as it must."""
+    first = _accelerated(newest, machine, arch, package)
+    if first.compute != "cpu":
+        return newest
+    # A machine without an NVIDIA driver is not told that its CUDA builds need one.
+    rejected = [r for r in first.rejected if machine.driver or not r.endswith(": no NVIDIA driver")]
+    why = "; ".join(rejected) or first.reasons[-1].removeprefix("cpu: ")
+    need = _driver_need(newest, machine, arch, package)
+    for rel in newest_first():
+        if rel.key >= newest.key or wheels.refusal(rel.version, host) is not None:
+            continue
+        trial = _accelerated(rel, machine, arch, package)
+        # Falling back is worth it only for a build known to run: ROCm builds without a recorded gfx list are not.
+        if trial.compute != "cpu" and not (trial.compute.startswith("rocm") and machine.gfx
+                                           and vendors.load().rocm_arches(trial.compute) is None):
+            notes.append(f"torch {rel.version}, not the newest release ({newest.version}): no build of "
+                         f"{newest.version} runs on this GPU ({why})"
+                         + (f"; torch {newest.version}'s CUDA builds need {need}" if need else ""))
+            return rel
+    unserved = [g for g in machine.gfx if not any(g in a for a in vendors.load().rocm.values())]
+    notes.append(f"the CPU build: no release that installs here runs on this GPU (torch {newest.version}: {why})"
+                 + (f"; torch {newest.version}'s CUDA builds need {need}" if need else "")
+                 + (f"; no covered release has {', '.join(unserved)} kernels (ROCm builds before 6.0 have no "
+                    "recorded gfx list)" if unserved else ""))
+    return newest
+
+
+def _driver_need(rel: Release, machine: Probe, arch: str, package: str) -> str | None:
+    """The driver the oldest-driver CUDA build of ``rel`` with kernels for the GPU asks for, where the
+    driver is all that keeps it off this machine."""
+    if machine.driver is None:
+        return None
+    floors = []
+    for compute in computes(rel, machine.os, arch, package):
+        cuda = cuda_of_compute(compute)
+        if cuda is None:
+            continue
+        need = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os)
+        if need.floor is not None and _cuda_rejection(rel, dataclasses.replace(machine, driver=need.floor),
+                                                      compute) is None:
+            floors.append(need.floor)
+    return f"a driver >= {min(floors, key=version_tuple)}" if floors else None
 
 
 def _xpu_note(rel: Release, os: str) -> str:

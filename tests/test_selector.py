@@ -523,3 +523,41 @@ def test_an_xpu_answer_is_unverified_and_its_notes_agree_with_it(release: str,
     # Without an Intel GPU the same release's cpu answer keeps the release's own status.
     assert main(["install-cmd", "--os", "linux", "--no-gpu", "--release", release, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["verified"] is ("pinned" not in rel.unverified)
+
+
+def test_stable_on_a_gpu_box_is_the_newest_release_that_runs_on_the_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 28: `eval "$(kitbench install-cmd)"` on a GPU machine installs a build that uses the GPU."""
+    from kitbench._cli import main
+
+    newest = selector.release("stable")
+    h100 = probe.override(LINUX, driver="570.86.10", gpu_capabilities=["9.0"])
+    chosen = selector.select(h100)
+    cuda = chosen.compute.removeprefix("cu")
+    assert chosen.compute.startswith("cu") and cuda.startswith("12"), chosen.compute
+    assert selector.releases()[chosen.release].key >= (2, 14, 1)
+    if chosen.release != newest.version:
+        assert chosen.notes[0].startswith(f"torch {chosen.release}, not the newest release ({newest.version}): "
+                                          f"no build of {newest.version} runs on this GPU (")
+        assert f"torch {newest.version}'s CUDA builds need a driver >= 580.65.06" in chosen.notes[0]
+    # The same machine asked about the newest release by name, or for the CPU, gets just that.
+    assert selector.select(h100, release_spec=newest.version).release == newest.version
+    assert selector.select(h100, compute="cpu").compute == "cpu"
+    assert not any("runs on this GPU" in n for n in selector.select(h100, compute="cpu").notes)
+    # An RX 7900 XTX gets a ROCm build.
+    assert main(["install-cmd", "--os", "linux", "--gpu-gfx", "gfx1100"]) == 0
+    assert "/whl/rocm" in capsys.readouterr().out
+
+
+def test_no_release_runs_on_the_gpu_the_cpu_build_says_why(capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench._cli import main
+
+    newest = selector.release("stable").version
+    assert main(["install-cmd", "--os", "linux", "--driver", "390.157", "--gpu-cc", "6.1"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith(f"pip install torch=={newest} ") and captured.out.rstrip().endswith("/whl/cpu")
+    assert f"note: the CPU build: no release that installs here runs on this GPU (torch {newest}: " in captured.err
+    # gfx803 (Fiji, Polaris): no ROCm build whose gfx list is recorded has its kernels.
+    assert main(["install-cmd", "--os", "linux", "--gpu-gfx", "gfx803"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.rstrip().endswith("/whl/cpu")
+    assert "no covered release has gfx803 kernels" in captured.err

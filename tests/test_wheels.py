@@ -187,8 +187,14 @@ def test_builds_from_pytorchs_own_index_are_marked_as_assumed_from_pypi() -> Non
 def test_an_old_gpu_on_stable_names_the_newest_release_whose_build_runs_on_it() -> None:
     pascal = dataclasses.replace(BASE, driver="470.82.01", gpus=(Gpu(0, "(given)", "6.1", None),))
     chosen = selector.select(pascal)
-    assert chosen.compute == "cpu"
-    assert "the newest that does is torch 2.7.1 with cu118 (--release 2.7.1)" in " ".join(chosen.notes)
+    newest = selector.release("stable").version
+    assert (chosen.release, chosen.compute) == ("2.7.1", "cu118")
+    assert chosen.notes[0].startswith(f"torch 2.7.1, not the newest release ({newest}): no build of {newest} runs "
+                                      "on this GPU (")
+    # An explicit release keeps its own best build, and names the newest release that would use the GPU.
+    pinned = selector.select(pascal, release_spec=newest)
+    assert pinned.compute == "cpu"
+    assert "the newest that does is torch 2.7.1 with cu118 (--release 2.7.1)" in " ".join(pinned.notes)
     # Asked for the CPU build, the GPU's builds are no concern of the answer.
     assert not any("runs on this GPU" in n for n in selector.select(pascal, compute="cpu").notes)
 
@@ -265,4 +271,6 @@ def test_a_release_named_in_a_hint_or_note_installs_here_too() -> None:
 
     rdna4 = dataclasses.replace(BASE, python_version="3.8", amd_gpus=(AmdGpu(0, "gfx1201", None),))
     assert not any("--release" in n for n in selector.select(rdna4).notes)
-    assert any("--release" in n for n in selector.select(dataclasses.replace(rdna4, python_version="3.12")).notes)
+    newest = selector.release("stable").version
+    assert any("--release" in n for n in selector.select(dataclasses.replace(rdna4, python_version="3.12"),
+                                                         release_spec=newest).notes)
