@@ -561,3 +561,22 @@ def test_no_release_runs_on_the_gpu_the_cpu_build_says_why(capsys: pytest.Captur
     captured = capsys.readouterr()
     assert captured.out.rstrip().endswith("/whl/cpu")
     assert "no covered release has gfx803 kernels" in captured.err
+
+
+MATRIX = _rows("build-matrix.tsv")
+
+
+@pytest.mark.parametrize("row", MATRIX, ids=[r[0] for r in MATRIX])
+def test_every_release_has_the_builds_of_its_build_matrix(row: list[str]) -> None:
+    """envs/releases agrees with pytorch/test-infra's matrix (envs/scripts/build_matrix.py), CUDA builds
+    kept off Start Locally aside; a series newer than the matrix's release record says so."""
+    series, channel, commit, _, cudas, rocms = row[:6]
+    hidden = set(row[6].split()) if len(row) > 6 else set()
+    found = [r for r in selector.releases().values() if r.series == series]
+    assert found
+    expected = {f"cu{c.replace('.', '')}" for c in cudas.split() if c not in hidden} | {f"rocm{v}" for v in
+                                                                                           rocms.split()}
+    for rel in found:
+        assert {c for c in rel.wheels if c != "cpu"} == expected, rel.version
+        if channel != "release":
+            assert commit in rel.unverified["pinned"] or commit in rel.source or channel == "test", rel.version
