@@ -30,13 +30,20 @@ class DriverTable:
     families: tuple[tuple[tuple[int, int], tuple[int, int], dict[str, str]], ...]
     toolkits: dict[tuple[int, int], dict[str, str | None]]
     source: str
-    oldest_arches: tuple[tuple[tuple[int, int], tuple[int, int], tuple[int, int]], ...] = ()
+    # (first CUDA, last CUDA, the oldest and the newest compute capability it compiles for)
+    arches: tuple[tuple[tuple[int, int], tuple[int, int], tuple[int, int], tuple[int, int]], ...] = ()
     capabilities: tuple[tuple[int, int], ...] = ()     # every one a GPU has shipped with
 
     def oldest_arch(self, cuda: str) -> tuple[int, int] | None:
         """The oldest compute capability a wheel built with this CUDA can carry kernels for."""
+        found = self.arch_range(cuda)
+        return found[0] if found else None
+
+    def arch_range(self, cuda: str) -> tuple[tuple[int, int], tuple[int, int]] | None:
+        """The oldest and the newest compute capability this CUDA compiles kernels for."""
         version = parse_cuda(cuda)
-        return next((oldest for first, last, oldest in self.oldest_arches if first <= version <= last), None)
+        return next(((oldest, newest) for first, last, oldest, newest in self.arches if first <= version <= last),
+                    None)
 
     def requirement(self, cuda: str, os: str = "linux") -> DriverRequirement:
         version = parse_cuda(cuda)
@@ -55,7 +62,7 @@ def load() -> DriverTable:
     )
     toolkits = {parse_cuda(row["cuda"]): {"linux": row["linux"], "windows": row["windows"]}
                 for row in data["toolkits"]}
-    oldest = tuple((parse_cuda(row["first"]), parse_cuda(row["last"]), parse_cuda(row["oldest"]))
-                   for row in data["architectures"])
-    return DriverTable(families=families, toolkits=toolkits, source=data["source"], oldest_arches=oldest,
+    arches = tuple((parse_cuda(row["first"]), parse_cuda(row["last"]), parse_cuda(row["oldest"]),
+                    parse_cuda(row["newest"])) for row in data["architectures"])
+    return DriverTable(families=families, toolkits=toolkits, source=data["source"], arches=arches,
                        capabilities=tuple(parse_capability(c) for c in data["capabilities"]))

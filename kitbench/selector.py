@@ -353,6 +353,10 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
         if gpu:
             chosen.notes.append(f"no build of torch {rel.version} runs on this GPU; the newest that does is "
                                 f"torch {gpu[0]} with {gpu[1]} (--release {gpu[0]})")
+            first = _first_gpu_release(machine, arch, package, host)
+            if first is not None and first[0].key > rel.key:
+                chosen.notes.append(f"this GPU is newer than every build of torch {rel.version}: torch "
+                                    f"{first[0].version} ({first[1]}) is the first release with its kernels")
     if chosen.compute == "xpu":
         chosen.verified = False         # no command kitbench checked against pytorch.org's text names xpu
         chosen.notes.append(_xpu_note(rel, machine.os))
@@ -511,6 +515,17 @@ def _newest_gpu_release(machine: Probe, arch: str, package: str, host: wheels.Ho
     return None
 
 
+def _first_gpu_release(machine: Probe, arch: str, package: str, host: wheels.Host) -> tuple[Release, str] | None:
+    """The oldest release (and build) that installs here and has a CUDA build this GPU and driver run."""
+    for rel in reversed(list(newest_first())):
+        if wheels.refusal(rel.version, host) is not None:
+            continue
+        for compute in computes(rel, machine.os, arch, package):
+            if compute.startswith("cu") and _cuda_rejection(rel, machine, compute) is None:
+                return rel, compute
+    return None
+
+
 def _facts(machine: Probe) -> dict[str, Any]:
     return {"os": machine.os, "os_version": machine.os_version, "arch": machine.arch,
             "python_arch": machine.python_arch, "rosetta": machine.rosetta, "wsl": machine.wsl,
@@ -572,13 +587,17 @@ def _cuda_rejection(rel: Release, machine: Probe, compute: str) -> str | None:
         if missing:
             return "no kernels for " + ", ".join(arch_of_capability(parse_capability(c)) for c in missing)
         return None
-    # The build's own list is not recorded: no build can hold kernels its toolkit cannot compile.
-    oldest = drivers.load().oldest_arch(f"{cuda[0]}.{cuda[1]}")
-    older = [c for c in machine.capabilities if oldest is not None and parse_capability(c) < oldest]
-    if older:
-        assert oldest is not None
-        return (f"no kernels for {', '.join(arch_of_capability(parse_capability(c)) for c in older)}: "
-                f"CUDA {cuda[0]}.{cuda[1]} compiles for {arch_of_capability(oldest)} and newer only")
+    # The build's own list is not recorded: no build can hold kernels its toolkit cannot compile, older
+    # or newer (a cubin runs on later minors of its own major only: CUDA 12.6's sm_90 is no Blackwell's).
+    bounds = drivers.load().arch_range(f"{cuda[0]}.{cuda[1]}")
+    if bounds is None:
+        return None
+    oldest, newest = bounds
+    beyond = [c for c in machine.capabilities if parse_capability(c) < oldest or parse_capability(c)[0] > newest[0]]
+    if beyond:
+        return (f"no kernels for {', '.join(arch_of_capability(parse_capability(c)) for c in beyond)}: "
+                f"CUDA {cuda[0]}.{cuda[1]} compiles for {arch_of_capability(oldest)} to {arch_of_capability(newest)} "
+                "only")
     return None
 
 
@@ -596,12 +615,12 @@ def _cuda_reason(rel: Release, machine: Probe, compute: str) -> str:
         text += (f"; note: below CUDA {need.cuda}'s own driver {need.toolkit}, so it runs by minor-version "
                  "compatibility (no JIT of newer PTX)")
     if _kernels(rel, machine, compute) is None:
-        oldest = drivers.load().oldest_arch(f"{cuda[0]}.{cuda[1]}")
+        bounds = drivers.load().arch_range(f"{cuda[0]}.{cuda[1]}")
         text += ("; kernel lists are recorded for x86_64 wheels only" if machine.arch != "x86_64" else
                  "; this build's kernel list is not recorded")
         text += (f", so GPU architectures were checked only against CUDA {cuda[0]}.{cuda[1]}'s "
-                 f"({arch_of_capability(oldest)} and newer)" if oldest is not None and machine.capabilities
-                 else ", so GPU architectures were not checked")
+                 f"({arch_of_capability(bounds[0])} to {arch_of_capability(bounds[1])})"
+                 if bounds is not None and machine.capabilities else ", so GPU architectures were not checked")
     elif machine.capabilities:
         text += "; kernels for " + ", ".join(arch_of_capability(parse_capability(c)) for c in machine.capabilities)
     return text

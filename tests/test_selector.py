@@ -411,7 +411,7 @@ def test_an_explicit_cuda_build_too_new_for_the_driver_is_warned_about(capsys: p
     assert "warning" not in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("cc", ["3.7", "5.2", "6.1", "7.0", "7.2", "7.5", "9.0"])
+@pytest.mark.parametrize("cc", ["3.7", "5.2", "6.1", "7.0", "7.2", "7.5", "9.0", "10.0", "12.0"])
 @pytest.mark.parametrize("version", sorted(selector.releases(), key=lambda v: selector.releases()[v].key))
 def test_no_advice_names_a_build_whose_toolkit_cannot_hold_the_gpu(version: str, cc: str) -> None:
     from kitbench import drivers
@@ -421,15 +421,16 @@ def test_no_advice_names_a_build_whose_toolkit_cannot_hold_the_gpu(version: str,
     chosen = selector.select(machine, release_spec=version)
     cuda = cuda_of_compute(chosen.compute)
     if cuda is not None:
-        oldest = drivers.load().oldest_arch(f"{cuda[0]}.{cuda[1]}")
-        assert oldest is not None and parse_capability(cc) >= oldest, chosen.compute
+        bounds = drivers.load().arch_range(f"{cuda[0]}.{cuda[1]}")
+        assert bounds is not None and bounds[0] <= parse_capability(cc), chosen.compute
+        assert parse_capability(cc)[0] <= bounds[1][0], chosen.compute
 
 
 def test_pascal_on_2_12_gets_a_cuda_12_build_not_cuda_13() -> None:
     machine = probe.override(LINUX, driver="580.95.05", gpu_capabilities=["6.1"])
     chosen = selector.select(machine, release_spec="2.12.0")
     assert chosen.compute == "cu126"
-    assert any(line.startswith("cu132: no kernels for sm_61: CUDA 13.2 compiles for sm_75 and newer only")
+    assert any(line.startswith("cu132: no kernels for sm_61: CUDA 13.2 compiles for sm_75 to sm_121 only")
                for line in chosen.rejected)
 
 
@@ -580,3 +581,18 @@ def test_every_release_has_the_builds_of_its_build_matrix(row: list[str]) -> Non
         assert {c for c in rel.wheels if c != "cpu"} == expected, rel.version
         if channel != "release":
             assert commit in rel.unverified["pinned"] or commit in rel.source or channel == "test", rel.version
+
+
+def test_a_gpu_newer_than_every_build_of_a_release_is_told_which_release_first_has_its_kernels() -> None:
+    """CUDA 12.6 cannot build sm_120 (12.8 can): torch 2.6.0's cu126 is no Blackwell's."""
+    blackwell = probe.override(LINUX, driver="575.57.08", gpu_capabilities=["12.0"])
+    chosen = selector.select(blackwell, release_spec="2.6.0")
+    assert chosen.compute == "cpu"
+    assert "cu126: no kernels for sm_120: CUDA 12.6 compiles for sm_50 to sm_90 only" in chosen.rejected
+    assert ("this GPU is newer than every build of torch 2.6.0: torch 2.7.0 (cu128) is the first release with its "
+            "kernels") in chosen.notes
+    # A cubin runs on later minors of its major: CUDA 12.8's sm_120 serves a GB10 (12.1), and 12.6's sm_90 an H100.
+    gb10, h100 = (probe.override(blackwell, gpu_capabilities=[cc]) for cc in ("12.1", "9.0"))
+    assert selector.select(gb10, release_spec="2.7.0").compute == "cu128"
+    assert selector.select(h100, release_spec="2.6.0").compute == "cu126"
+    assert selector.select(blackwell).compute.startswith("cu")
