@@ -117,7 +117,8 @@ def _build_parser() -> argparse.ArgumentParser:
     machine.add_argument("--python-arch", help="the Python interpreter's arch (x86_64 under Rosetta)")
     machine.add_argument("--driver", help="NVIDIA driver version, e.g. 535.104.05")
     machine.add_argument("--gpu-cc", action="append", default=[], metavar="MAJOR.MINOR",
-                         help="a GPU's compute capability (repeatable)")
+                         help="a GPU's compute capability: 8.6, 10.0, sm_86, sm_100, or 10 (a bare number "
+                              "under 20 is a major version) (repeatable)")
     machine.add_argument("--gpu-gfx", action="append", default=[], metavar="GFX",
                          help="an AMD GPU's architecture, e.g. gfx942 (repeatable)")
     machine.add_argument("--intel-gpu", action="store_true", help="answer as if there were an Intel GPU")

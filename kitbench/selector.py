@@ -317,7 +317,15 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     arch = machine.python_arch      # the interpreter's arch picks the wheel (Rosetta 2, Windows' x64 emulation)
     host = wheels.host_of(machine, arch)
     notes: list[str] = []
-    rel = _installable(rel, release_spec, host, notes)
+    rosetta = _rosetta(machine, arch, package, fmt)
+    try:
+        rel = _installable(rel, release_spec, host, notes)
+    except SelectionError as error:
+        if rosetta is None:
+            raise
+        raise SelectionError(f"{error.message}; {rosetta[0]}", hint=rosetta[1]) from None
+    if rosetta is not None:
+        notes.append(f"{rosetta[0]}; {rosetta[1]}")
     if release_spec == "stable" and compute == "auto" and _has_accelerator(machine):
         rel = _accelerated_release(rel, machine, arch, package, host, notes)
     chosen = Selection(command="", compute="", release=rel.version, os=machine.os, arch=arch, package=package,
@@ -327,6 +335,8 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
         chosen.format = "selector"
         chosen.notes.append("nightly has no pinned command; this is the Start Locally form")
     why = rel.unverified.get(chosen.format)
+    if why and machine.os == "macos" and not rel.nightly:
+        why = why.split(";")[0]       # a release's note goes on about its Linux and Windows builds
     if why:
         chosen.verified = False
         chosen.notes.append(f"torch {rel.version}, {chosen.format} form unverified: {why}")
@@ -393,6 +403,19 @@ def _installable(rel: Release, spec: str, host: wheels.Host, notes: list[str]) -
     if newest is None and foreign is not None:
         hint += f"; an {foreign} Python runs on this machine under emulation: --python-arch {foreign}"
     raise SelectionError(why, hint=hint)
+
+
+def _rosetta(machine: Probe, arch: str, package: str, fmt: str) -> tuple[str, str] | None:
+    """What an x86_64 Python on an Apple Silicon Mac is told, and the arm64 Python's command; None elsewhere."""
+    if machine.os != "macos" or arch != "x86_64" or not (machine.rosetta or machine.arch == "arm64"):
+        return None
+    what = "this is an Apple Silicon Mac running an x86_64 Python (Rosetta 2), which gets no MPS"
+    native = wheels.newest(dataclasses.replace(wheels.host_of(machine, arch), arch="arm64"))
+    if native is None:
+        return what, "an arm64 Python gets the current release with MPS: kitbench install-cmd --python-arch arm64"
+    text = command(release(native), "macos", package, "cpu", "selector" if fmt == "selector" and package != "uv"
+                   else "pinned")
+    return what, f"an arm64 Python gets torch {native} with MPS: {text}"
 
 
 def _has_accelerator(machine: Probe) -> bool:
@@ -568,9 +591,17 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection)
         out.reasons.append("cpu: no CUDA build of this release fits this machine")
     elif machine.sources.get("driver") == "--no-gpu":
         out.reasons.append("cpu: no GPU, as --no-gpu says")
+    elif _another_machine(machine):
+        # The probe's findings (a container without GPUs, WSL) are this host's, not the machine asked about.
+        out.reasons.append("cpu: no GPU was given (--driver and --gpu-cc, --gpu-gfx or --intel-gpu describe one)")
     else:
         out.reasons.append("cpu: " + no_driver_reason(container=machine.container, wsl=machine.wsl))
     return "cpu"
+
+
+def _another_machine(machine: Probe) -> bool:
+    """Whether the question describes another machine than this host (its OS, C library or chip given)."""
+    return any(where in ("--os", "--glibc", "--arch", "--os-version") for where in machine.sources.values())
 
 
 def _cuda_rejection(rel: Release, machine: Probe, compute: str) -> str | None:

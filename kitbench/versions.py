@@ -26,16 +26,17 @@ def parse_driver(text: str) -> tuple[int, int, int]:
 
 
 def parse_capability(text: str) -> tuple[int, int]:
-    """``'8.6'``, ``'sm_86'`` or ``'86'`` -> ``(8, 6)``."""
+    """``'8.6'``, ``'sm_86'`` or ``'86'`` -> ``(8, 6)``; ``'10'`` -> ``(10, 0)``, ``'sm_100'`` -> ``(10, 0)``."""
     match = _CC.match(text)
     if match is None:
         raise UsageError(f"malformed compute capability {text!r}",
-                         hint="expected MAJOR.MINOR like 8.6 (or sm_86)")
+                         hint="expected MAJOR.MINOR like 8.6 or 10.0 (or sm_86, sm_100)")
     major, minor, compact = match.groups()
     if compact is None:
         return int(major), int(minor)
-    # "86" means sm_86, "120" sm_120; a lone digit means MAJOR.0.
-    if len(compact) == 1:
+    # "86" means sm_86, "120" sm_120; a bare number below 20 is a major version ("10" is 10.0, Blackwell),
+    # as no one asks about sm_10 to sm_13 (Tesla, 2008) without saying "sm_".
+    if len(compact) == 1 or (int(compact) < 20 and not text.strip().startswith("sm")):
         return int(compact), 0
     return int(compact[:-1]), int(compact[-1])
 

@@ -596,3 +596,61 @@ def test_a_gpu_newer_than_every_build_of_a_release_is_told_which_release_first_h
     assert selector.select(gb10, release_spec="2.7.0").compute == "cu128"
     assert selector.select(h100, release_spec="2.6.0").compute == "cu126"
     assert selector.select(blackwell).compute.startswith("cu")
+
+
+@pytest.mark.parametrize("given", ["10", "10.0", "sm_100", "100"])
+def test_gpu_cc_10_is_blackwell_in_every_form(given: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench._cli import main
+
+    assert main(["install-cmd", "--os", "linux", "--driver", "580.95.05", "--gpu-cc", given, "--json"]) == 0
+    chosen = json.loads(capsys.readouterr().out)
+    assert chosen["facts"]["gpu_capabilities"] == ["10.0"] and chosen["compute"].startswith("cu13")
+
+
+@pytest.mark.parametrize("given", ["abc", "8.8", "15", "sm_", "10.0.1"])
+def test_a_capability_no_gpu_has_is_one_error_line(given: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench._cli import main
+
+    assert main(["install-cmd", "--os", "linux", "--driver", "580.95.05", "--gpu-cc", given]) == 2
+    captured = capsys.readouterr()
+    error, hint = captured.err.splitlines()
+    assert captured.out == "" and error.startswith("ERROR: ") and hint.startswith("hint: ")
+
+
+def test_an_x86_64_python_on_apple_silicon_is_told_so_and_given_the_arm64_command(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench._cli import main
+
+    newest = selector.release("stable").version
+    what = "this is an Apple Silicon Mac running an x86_64 Python (Rosetta 2), which gets no MPS"
+    arm64 = f"an arm64 Python gets torch {newest} with MPS: pip install torch=={newest} "
+    assert main(["install-cmd", "--os", "macos", "--arch", "arm64", "--python-arch", "x86_64"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("pip install torch==2.2.2 ")
+    assert f"note: {what}; {arm64}" in captured.err        # not only under --explain
+    assert main(["install-cmd", "--os", "macos", "--arch", "arm64", "--python-arch", "x86_64",
+                 "--release", newest]) == 2
+    error, hint = capsys.readouterr().err.splitlines()
+    assert error.startswith("ERROR: ") and error.endswith(what) and hint.startswith(f"hint: {arm64}")
+
+
+def test_answers_for_another_machine_say_nothing_of_this_host(monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """CentOS 7 asked from a container without GPUs is not told to start the container with --gpus all."""
+    from kitbench._cli import main
+
+    host = dataclasses.replace(LINUX, container=True)
+    monkeypatch.setattr(probe, "probe", lambda: host)
+    assert main(["install-cmd", "--os", "linux", "--glibc", "2.17", "--python-version", "3.9"]) == 0
+    err = capsys.readouterr().err
+    assert "container" not in err and "# cpu: no GPU was given" in err
+    assert main(["install-cmd"]) == 0       # this host itself: its container is the point
+    assert "docker run --gpus all" in capsys.readouterr().err
+
+
+def test_macos_answers_carry_no_linux_build_notes(capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench._cli import main
+
+    assert main(["install-cmd", "--os", "macos", "--os-version", "15.1"]) == 0
+    err = capsys.readouterr().err
+    assert "CUDA" not in err and "cu13" not in err

@@ -23,7 +23,10 @@ def test_parse_driver_refuses(text: str) -> None:
 
 
 @pytest.mark.parametrize(("text", "expected"), [("8.6", (8, 6)), ("sm_86", (8, 6)), ("86", (8, 6)),
-                                                ("12.0", (12, 0)), ("120", (12, 0)), ("7", (7, 0))])
+                                                ("12.0", (12, 0)), ("120", (12, 0)), ("7", (7, 0)),
+                                                ("10", (10, 0)), ("12", (12, 0)), ("sm_100", (10, 0)),
+                                                ("100", (10, 0)), ("sm_90", (9, 0)), ("90", (9, 0)),
+                                                ("sm_120", (12, 0)), ("sm_10", (1, 0)), ("35", (3, 5))])
 def test_parse_capability(text: str, expected: tuple[int, int]) -> None:
     assert parse_capability(text) == expected
 
