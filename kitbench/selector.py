@@ -428,10 +428,7 @@ def _accelerated(rel: Release, machine: Probe, arch: str, package: str) -> Selec
     """What auto mode makes of ``rel`` on ``machine``, worked out aside: its compute, reasons and rejections."""
     trial = Selection(command="", compute="cpu", release=rel.version, os=machine.os, arch=arch, package=package,
                       format="pinned")
-    try:
-        trial.compute = _auto(rel, machine, arch, package, trial)
-    except SelectionError as error:
-        trial.reasons.append(f"cpu: {error.message}")
+    trial.compute = _auto(rel, machine, arch, package, trial)
     return trial
 
 
@@ -449,7 +446,10 @@ def _accelerated_release(newest: Release, machine: Probe, arch: str, package: st
     for rel in newest_first():
         if rel.key >= newest.key or wheels.refusal(rel.version, host) is not None:
             continue
-        trial = _accelerated(rel, machine, arch, package)
+        try:
+            trial = _accelerated(rel, machine, arch, package)
+        except SelectionError:
+            continue        # nothing of this release for this package here (no conda packages, say)
         # Falling back is worth it only for a build known to run: ROCm builds without a recorded gfx list are not.
         if trial.compute != "cpu" and not (trial.compute.startswith("rocm") and machine.gfx
                                            and vendors.load().rocm_arches(trial.compute) is None):

@@ -654,3 +654,11 @@ def test_macos_answers_carry_no_linux_build_notes(capsys: pytest.CaptureFixture[
     assert main(["install-cmd", "--os", "macos", "--os-version", "15.1"]) == 0
     err = capsys.readouterr().err
     assert "CUDA" not in err and "cu13" not in err
+
+
+def test_a_gpu_machine_asking_conda_of_stable_is_refused_as_any_machine_is() -> None:
+    """The fallback looks for a release that runs on the GPU, not for one that has the package asked for."""
+    h100 = probe.override(LINUX, driver="570.86.10", gpu_capabilities=["9.0"])
+    with pytest.raises(SelectionError) as caught:
+        selector.select(h100, package="conda")
+    assert caught.value.hint == "use --package pip or uv (or --release 2.5.1)"
