@@ -457,12 +457,28 @@ def _accelerated_release(newest: Release, machine: Probe, arch: str, package: st
                          f"{newest.version} runs on this GPU ({why})"
                          + (f"; torch {newest.version}'s CUDA builds need {need}" if need else ""))
             return rel
+    kernel_less = _kernel_less(machine, arch, package, host)
     unserved = [g for g in machine.gfx if not any(g in a for a in vendors.load().rocm.values())]
     notes.append(f"the CPU build: no release that installs here runs on this GPU (torch {newest.version}: {why})"
                  + (f"; torch {newest.version}'s CUDA builds need {need}" if need else "")
+                 + (f"; no release that installs here has kernels for {', '.join(kernel_less)}" if kernel_less
+                    else "")
                  + (f"; no covered release has {', '.join(unserved)} kernels (ROCm builds before 6.0 have no "
                     "recorded gfx list)" if unserved else ""))
     return newest
+
+
+def _kernel_less(machine: Probe, arch: str, package: str, host: wheels.Host) -> list[str]:
+    """The NVIDIA GPUs' architectures that no CUDA build of a release that installs here has kernels
+    for, whatever the driver."""
+    found = []
+    for cc in dict.fromkeys(machine.capabilities):
+        alone = dataclasses.replace(machine, driver="9999", gpus=tuple(g for g in machine.gpus if g.capability == cc))
+        if not any(compute.startswith("cu") and _cuda_rejection(rel, alone, compute) is None
+                   for rel in newest_first() if wheels.refusal(rel.version, host) is None
+                   for compute in computes(rel, machine.os, arch, package)):
+            found.append(arch_of_capability(parse_capability(cc)))
+    return found
 
 
 def _driver_need(rel: Release, machine: Probe, arch: str, package: str) -> str | None:

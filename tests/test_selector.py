@@ -557,6 +557,9 @@ def test_no_release_runs_on_the_gpu_the_cpu_build_says_why(capsys: pytest.Captur
     captured = capsys.readouterr()
     assert captured.out.startswith(f"pip install torch=={newest} ") and captured.out.rstrip().endswith("/whl/cpu")
     assert f"note: the CPU build: no release that installs here runs on this GPU (torch {newest}: " in captured.err
+    # A GTX 680 (sm_30): no CUDA toolkit of a covered release compiles for it, whatever the driver.
+    assert main(["install-cmd", "--os", "linux", "--driver", "470.256.02", "--gpu-cc", "3.0"]) == 0
+    assert "; no release that installs here has kernels for sm_30" in capsys.readouterr().err
     # gfx803 (Fiji, Polaris): no ROCm build whose gfx list is recorded has its kernels.
     assert main(["install-cmd", "--os", "linux", "--gpu-gfx", "gfx803"]) == 0
     captured = capsys.readouterr()
