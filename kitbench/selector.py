@@ -359,11 +359,17 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
         chosen.notes.append("pytorch.org's Default (CPU) command: on Apple Silicon the same wheel also carries MPS")
     if compute == "auto" and chosen.compute == "cpu" and machine.driver and any(c.startswith("cu") for c in computes(
             rel, machine.os, arch, package)):
-        gpu = _newest_gpu_release(machine, arch, package, host)
+        found = _gpu_releases(machine, arch, package, host)
+        gpu = next(found, None)
         if gpu:
             chosen.notes.append(f"no build of torch {rel.version} runs on this GPU; the newest that does is "
-                                f"torch {gpu[0]} with {gpu[1]} (--release {gpu[0]})")
-            first = _first_gpu_release(machine, arch, package, host)
+                                f"torch {gpu[0].version} with {gpu[1]} (--release {gpu[0].version})")
+            # The oldest such release, where all of them are newer than this one (read no further back).
+            first: tuple[Release, str] | None = gpu
+            for older in found:
+                first = older if older[0].key > rel.key else None
+                if first is None:
+                    break
             if first is not None and first[0].key > rel.key:
                 chosen.notes.append(f"this GPU is newer than every build of torch {rel.version}: torch "
                                     f"{first[0].version} ({first[1]}) is the first release with its kernels")
@@ -543,26 +549,16 @@ def _wheel_facts(rel: Release, text: str, host: wheels.Host) -> dict[str, Any]:
             "macos": ".".join(map(str, host.macos)) if host.macos else None}
 
 
-def _newest_gpu_release(machine: Probe, arch: str, package: str, host: wheels.Host) -> tuple[str, str] | None:
-    """The newest release (and build) that installs here and has a CUDA build this GPU and driver run."""
+def _gpu_releases(machine: Probe, arch: str, package: str, host: wheels.Host) -> Iterator[tuple[Release, str]]:
+    """Each release that installs here and has a CUDA build this GPU and driver run (with that build),
+    newest first, each series read only when reached."""
     for rel in newest_first():
         if wheels.refusal(rel.version, host) is not None:
             continue
-        for compute in computes(rel, machine.os, arch, package):
-            if compute.startswith("cu") and _cuda_rejection(rel, machine, compute) is None:
-                return rel.version, compute
-    return None
-
-
-def _first_gpu_release(machine: Probe, arch: str, package: str, host: wheels.Host) -> tuple[Release, str] | None:
-    """The oldest release (and build) that installs here and has a CUDA build this GPU and driver run."""
-    for rel in reversed(list(newest_first())):
-        if wheels.refusal(rel.version, host) is not None:
-            continue
-        for compute in computes(rel, machine.os, arch, package):
-            if compute.startswith("cu") and _cuda_rejection(rel, machine, compute) is None:
-                return rel, compute
-    return None
+        compute = next((c for c in computes(rel, machine.os, arch, package)
+                        if c.startswith("cu") and _cuda_rejection(rel, machine, c) is None), None)
+        if compute is not None:
+            yield rel, compute
 
 
 def _facts(machine: Probe) -> dict[str, Any]:
