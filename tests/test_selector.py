@@ -268,8 +268,13 @@ def test_manifest_errors_reach_the_cli_with_file_and_line(envs_copy: Path) -> No
     assert done.returncode == 1
     assert done.stderr.startswith(f"ERROR: {path}:")
     assert "unknown key 'windows_arm'" in done.stderr
-    # install-cmd reads only the series its answer needs: the newest release's answer never opens 2.9's file.
+    # install-cmd reads only the series its answer needs: the newest release's answer never opens 2.9's file,
+    # nor does a GPU's that a newer release runs on (an H100 on driver 570: 2.15.0; an RTX 5090 on it: 2.11.0).
     assert install_cmd("--release", "stable").returncode == 0
+    assert install_cmd("--os", "linux", "--driver", "570.86.10", "--gpu-cc", "9.0").returncode == 0
+    assert install_cmd("--os", "linux", "--driver", "570.86.10", "--gpu-cc", "12.0").returncode == 0
+    # A GPU no release runs on is looked for in every release.
+    assert install_cmd("--os", "linux", "--gpu-gfx", "gfx803").returncode == 1
 
 
 def test_kernel_lists_apply_to_x86_64_only() -> None:
