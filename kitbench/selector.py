@@ -326,7 +326,7 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
         raise SelectionError(f"{error.message}; {rosetta[0]}", hint=rosetta[1]) from None
     if rosetta is not None:
         notes.append(f"{rosetta[0]}; {rosetta[1]}")
-    if release_spec == "stable" and compute == "auto" and _has_accelerator(machine):
+    if release_spec == "stable" and compute == "auto" and _gpu_picks_release(machine):
         rel = _accelerated_release(rel, machine, arch, package, host, notes)
     chosen = Selection(command="", compute="", release=rel.version, os=machine.os, arch=arch, package=package,
                        format=fmt, facts=_facts(machine), notes=notes)
@@ -424,10 +424,12 @@ def _rosetta(machine: Probe, arch: str, package: str, fmt: str) -> tuple[str, st
     return what, f"an arm64 Python gets torch {native} with MPS: {text}"
 
 
-def _has_accelerator(machine: Probe) -> bool:
-    """Whether the machine has a GPU some build could drive (a Mac's MPS comes with its wheel, whatever the release)."""
-    return machine.os != "macos" and bool(machine.driver or machine.capabilities or machine.amd_gpus
-                                           or machine.rocm or machine.intel_gpus)
+def _gpu_picks_release(machine: Probe) -> bool:
+    """Whether an older release may run on this machine's GPU where the newest does not: an NVIDIA GPU
+    (driver floors and kernels differ by release) or an AMD one on Linux (gfx lists do). Not a Mac (MPS
+    comes with every arm64 wheel), not an Intel GPU (XPU builds only ever grew), not ROCm elsewhere."""
+    return (machine.os != "macos" and bool(machine.driver or machine.capabilities)) or (
+        machine.os == "linux" and bool(machine.amd_gpus or machine.rocm))
 
 
 def _accelerated(rel: Release, machine: Probe, arch: str, package: str) -> Selection:
