@@ -187,7 +187,7 @@ def _links() -> tuple[dict[int, float], tuple[float, float], str]:
 
 def link_warnings(link: str | None, h2d: float | None, d2h: float | None) -> list[str]:
     """A warning per direction whose pinned peak is below the band of its link."""
-    match = re.fullmatch(r"PCIe (\d{1,2}) x(\d{1,2})", link or "")
+    match = re.fullmatch(r"PCIe ([0-9]{1,2}) x([0-9]{1,2})", link or "")
     if match is None:
         return []
     lanes, (low, high), _ = _links()

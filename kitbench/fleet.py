@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kitbench import __version__, _files, compare, records, slurm
+from kitbench._numbers import is_whole
 from kitbench._types import RunRecord
 from kitbench.errors import Interrupted, KitbenchError, SlurmError, Terminated, UsageError
 
@@ -72,7 +73,7 @@ def _check_word(flag: str, value: str) -> None:
 # sbatch's --time formats (its man page): minutes, minutes:seconds, hours:minutes:seconds, days-hours,
 # days-hours:minutes, days-hours:minutes:seconds; and no limit at all. sbatch would refuse any other
 # only after Slurm was asked for nodes, and a job never submitted is the cheaper place to say so.
-_TIME = re.compile(r"\d+(:\d+){0,2}|\d+-\d+(:\d+){0,2}|unlimited|infinite", re.IGNORECASE)
+_TIME = re.compile(r"[0-9]+(:[0-9]+){0,2}|[0-9]+-[0-9]+(:[0-9]+){0,2}|unlimited|infinite", re.IGNORECASE)
 
 
 def _check_time(value: str) -> None:
@@ -349,7 +350,7 @@ def refuse_foreign(arches: dict[str, str | None], shipped: str | None, what: str
 
 
 def load_plan(job: str) -> dict[str, Any]:
-    if not job.isdigit():
+    if not is_whole(job):
         raise UsageError(f"{job[:40]!r} is not a Slurm job id", hint="e.g. kitbench fleet gather 1234")
     path = fleet_root() / job / "fleet.json"
     try:
@@ -376,7 +377,7 @@ def gather(job: str, states: Sequence[slurm.TaskState] | None = None, verify: bo
         code = task.exit_code if task is not None and not plan.get("span") else None
         if code is None and exit_file.is_file():
             text = exit_file.read_text().strip()
-            code = int(text) if text.isdigit() else None
+            code = int(text) if is_whole(text) else None
         state = task.state if task is not None else ("COMPLETED" if code == 0 else "FAILED" if code is not None
                                                      else "UNKNOWN")
         row = TaskResult(index, node, state, code, task.reason if task else None)

@@ -312,6 +312,11 @@ def test_a_diverging_run_is_not_ok(tiny_mnist: Path, tmp_path: Path, capsys: pyt
     (["--epochs", "1" * 30], "is more than this kit allows (1000)"),
     (["--epochs", "1" * 50], "expected a whole number of at most 40 digits"),
     (["--device", "x" * 100_000], "longer than any kitbench takes"),
+    # Digits of other scripts: str.isdigit() takes '²', int() refuses it; int() takes '٣'. ASCII only, one parser.
+    (["--device", "cuda:²"], "bad device 'cuda:²'"),
+    (["--device", "cuda:٣"], "bad device 'cuda:٣'"),
+    (["--epochs", "٣"], "expected a whole number, not '٣'"),
+    (["--epochs", "1_0"], "expected a whole number, not '1_0'"),
     (["--out", "x" * 5000], "longer than any kitbench takes"),
 ])
 def test_unbounded_values_are_refused(args: list[str], words: str, capsys: pytest.CaptureFixture[str]) -> None:
