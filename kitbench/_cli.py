@@ -21,7 +21,15 @@ from kitbench._signals import sigterm_raises
 if TYPE_CHECKING:
     from kitbench import fleet
 
-from kitbench.errors import OPTIONAL_HINTS, KitbenchError, MissingDependency, SlurmError, Terminated, UsageError
+from kitbench.errors import (
+    OPTIONAL_HINTS,
+    KitbenchError,
+    MissingDependency,
+    SlurmError,
+    Terminated,
+    UsageError,
+    optional_hint,
+)
 
 _EPILOG_RUN = """\
 examples:
@@ -30,7 +38,7 @@ examples:
   kitbench run --device cpu --quick --json      a fast run, the record on stdout
   kitbench run --data ~/datasets --offline      never download; fail if MNIST is absent
 
-The record is written to --out, default results/<target>/<UTC time>.json
+The record is written to --out, default a new results/<target>/<UTC time>-<id>.json
 (KITBENCH_RESULTS moves the root; KITBENCH_TARGET names the target).
 MNIST is read from --data, default KITBENCH_DATA or ~/.cache/kitbench/data.
 """
@@ -710,7 +718,7 @@ def _main(argv: Sequence[str] | None) -> int:
         root = (missing.name or "").partition(".")[0]
         if root not in OPTIONAL_HINTS:
             raise
-        error = MissingDependency(root, f"kitbench {words[0] if words else ''}".strip(), OPTIONAL_HINTS[root])
+        error = MissingDependency(root, f"kitbench {words[0] if words else ''}".strip(), optional_hint(root))
     except KitbenchError as caught:
         error = caught
     except OSError as failed:       # a results root that cannot be written, a full disk: never a traceback

@@ -352,8 +352,8 @@ def _rule(env_a: Environment, env_b: Environment, ref: MnistRun, cand: MnistRun)
         return "bitwise", f"both deterministic (--deterministic), {identity}" + (
             "" if full else "; a record names the hardware by model name only")
     if device == "cpu":
-        return "bitwise", f"CPU, {identity}; not in deterministic mode (round 2's rule: the CPU's kernels run " \
-                          "deterministically in practice; PyTorch promises it only with --deterministic)"
+        return "bitwise", f"CPU, {identity}; not in deterministic mode (expected bitwise because the CPU's " \
+                          "kernels run deterministically in practice; PyTorch promises it only with --deterministic)"
     return f"within rtol {CROSS_DEVICE_RTOL}", f"{device} without --deterministic on both sides"
 
 

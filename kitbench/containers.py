@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kitbench import __version__, data, manifest, preflight, records
-from kitbench.errors import OPTIONAL_HINTS, ContainerError, MissingDependency
+from kitbench.errors import ContainerError, MissingDependency, optional_hint
 from kitbench.fingerprint import git_revision
 from kitbench.heartbeat import Heartbeat
 from kitbench.targets import Target
@@ -61,7 +61,7 @@ def sdk() -> Any:
         docker = None
     if getattr(docker, "__file__", None) is None or not hasattr(docker, "errors"):
         found = f" (`import docker` found the folder {next(iter(docker.__path__))})" if docker is not None else ""
-        raise MissingDependency("docker", "building and running images", f"{OPTIONAL_HINTS['docker']}{found}")
+        raise MissingDependency("docker", "building and running images", f"{optional_hint('docker')}{found}")
     return docker
 
 

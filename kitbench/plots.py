@@ -9,7 +9,7 @@ from typing import Any
 
 from kitbench import _files
 from kitbench.compare import Loaded, Row
-from kitbench.errors import OPTIONAL_HINTS, MissingDependency, RecordError, UsageError
+from kitbench.errors import OPTIONAL_HINTS, MissingDependency, RecordError, UsageError, optional_hint
 
 
 def _pyplot() -> Any:
@@ -29,7 +29,7 @@ def _plots_hint() -> str:
     import sys
 
     if ".nox" not in Path(sys.prefix).parts:
-        return OPTIONAL_HINTS["matplotlib"]
+        return optional_hint("matplotlib")
     # nox's uv backend (the noxfile's first choice) makes environments without pip. Its script beside the
     # interpreter tells, where importlib's find_spec("pip") would set off setuptools' distutils shim.
     scripts = Path(sys.executable).parent

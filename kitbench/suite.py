@@ -65,7 +65,7 @@ def validate(options: Options) -> None:
         raise UsageError(f"--seed must be between 0 and {MAX_SEED}, not {options.seed}", hint="for example --seed 0")
     if options.data is not None and options.offline and not data.normalize_root(options.data).exists():
         raise UsageError(f"--data {options.data} does not exist and --offline forbids a download",
-                         hint="point --data at the directory holding MNIST/raw")
+                         hint="point --data (or KITBENCH_DATA) at the directory holding MNIST/raw")
     if options.nproc is not None:
         _bound_world(options.nproc)
     if options.nnodes is not None and not 1 <= options.nnodes <= 1024:
