@@ -214,9 +214,12 @@ def comparison(rows: list[Any], fmt: str) -> None:
             print("| " + " | ".join(c.replace("\\", "\\\\").replace("|", "\\|") for c in line) + " |")
     else:
         table("kitbench compare", headers, cells)
+    base = next((row for row in rows if row.baseline), None)
+    if base is not None and any(row.differs for row in rows):
+        print(f"baseline (the first ok record): {clean(base.path)}")
     for row in rows:
         for line in row.differs:        # one line per difference: a package list would make one line unreadable
-            print(f"{clean(row.path)} differs from the first record: {clean(line)}")
+            print(f"{clean(row.path)} differs from the baseline: {clean(line)}")
         for warning in row.warnings:
             print(f"WARNING {clean(row.path)}: {clean(warning)}")
 

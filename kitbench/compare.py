@@ -55,6 +55,7 @@ class Row:
     busbw_gb_s: float | None = None      # the peak all-reduce bus bandwidth
     differs: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    baseline: bool = False               # the record the others' differences are measured from
 
 
 _RECORD_HEAD = re.compile(rb'"schema"\s*:\s*"kitbench\.run/')
@@ -150,7 +151,9 @@ def _ddp(record: RunRecord) -> tuple[str | None, float | None]:
 
 def rows(loaded: Sequence[Loaded]) -> list[Row]:
     readable = [item.record for item in loaded if item.record is not None]
-    reference = readable[0]["environment"] if readable else None
+    # A failed run's environment may be half known (torch None): the first ok record is the baseline.
+    base = next((r for r in readable if r["status"] == "ok"), readable[0] if readable else None)
+    reference = base["environment"] if base is not None else None
     out = []
     for item in loaded:
         if item.record is None:
@@ -174,7 +177,7 @@ def rows(loaded: Sequence[Loaded]) -> list[Row]:
             speedup=cpu_s / accel_s if cpu_s and accel_s else None, test_acc=acc,
             h2d_pinned_gb_s=h2d, d2h_pinned_gb_s=d2h, link=link, crossover=crossover, ddp=ddp, busbw_gb_s=busbw,
             differs=diff(reference, env) if reference is not None and env is not reference else [],
-            warnings=link_warnings(link, h2d, d2h)))
+            warnings=link_warnings(link, h2d, d2h), baseline=rec is base))
     return out
 
 
