@@ -227,8 +227,10 @@ def lock(session: nox.Session) -> None:
 @nox.session(python=_CPU_PYTHON, venv_backend=_VENV_BACKEND)
 @_kit_errors
 def bench(session: nox.Session) -> None:
-    """The MNIST benchmark: the three loops side by side (fnn over 3 epochs, cnn for one), the batch-size
-    sweep and its crossover, and DDP's scaling; records in results/bench/."""
+    """The MNIST benchmark (loops, batch-size sweep, DDP scaling); records in results/bench/.
+
+    The three loops side by side (fnn over 3 epochs, cnn for one), the batch-size sweep and its
+    crossover, and DDP's scaling."""
     target = targets.get("cpu")
     lock = _install_suite(session, target)
     env = {**_suite_env(target, lock), "KITBENCH_TARGET": "bench"}

@@ -21,7 +21,15 @@ from kitbench._signals import sigterm_raises
 if TYPE_CHECKING:
     from kitbench import fleet
 
-from kitbench.errors import OPTIONAL_HINTS, KitbenchError, MissingDependency, SlurmError, Terminated, UsageError
+from kitbench.errors import (
+    OPTIONAL_HINTS,
+    KitbenchError,
+    MissingDependency,
+    SlurmError,
+    Terminated,
+    UsageError,
+    optional_hint,
+)
 
 _EPILOG_RUN = """\
 examples:
@@ -30,7 +38,7 @@ examples:
   kitbench run --device cpu --quick --json      a fast run, the record on stdout
   kitbench run --data ~/datasets --offline      never download; fail if MNIST is absent
 
-The record is written to --out, default results/<target>/<UTC time>.json
+The record is written to --out, default a new results/<target>/<UTC time>-<id>.json
 (KITBENCH_RESULTS moves the root; KITBENCH_TARGET names the target).
 MNIST is read from --data, default KITBENCH_DATA or ~/.cache/kitbench/data.
 """
@@ -227,14 +235,17 @@ def _fleet_parser(sub: Any) -> None:
     verbs = fleet.add_subparsers(dest="fleet_command", required=True, parser_class=_Parser)
     probe = verbs.add_parser("probe", help="kitbench probe and install-cmd on every node (no torch needed)")
     probe.add_argument("--release", default="stable", help="the torch release to advise on (default: stable)")
-    probe.add_argument("--python", type=Path, help="the Python that runs kitbench on the nodes "
-                                                   "(default: this one; it must exist on every node)")
+    probe.add_argument("--python", action="append", default=[], metavar="[ARCH=]PATH",
+                       help="the Python that runs kitbench on the nodes (default: this one; it must exist on every "
+                            "node); ARCH=PATH for the nodes of another architecture")
     _slurm_options(probe)
     run = verbs.add_parser("run", help="a target's suite on every node; arguments after -- go to kitbench run",
                            epilog="example: kitbench fleet run cpu --partition gpu -- --quick --check availability")
     run.add_argument("target", help="a target of envs/targets/, e.g. cpu or cuda126")
-    run.add_argument("--venv", type=Path, help="a venv target's environment on shared storage (default: the "
-                                               "checkout's .nox/<target>, built once with nox if missing)")
+    run.add_argument("--venv", action="append", default=[], metavar="[ARCH=]PATH",
+                     help="a venv target's environment on shared storage (default: the checkout's .nox/<target>, "
+                          "built once with nox if missing); ARCH=PATH for the nodes of another architecture "
+                          "(default: built once through Slurm on one of them, in .nox/<arch>/<target>)")
     run.add_argument("--verify", action="store_true", help="check every record against the reference node's "
                                                           "(kitbench verify's rules)")
     run.add_argument("--reference", metavar="NODE", help="the reference node for --verify (default: the first ok)")
@@ -276,7 +287,9 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
         from kitbench import selector
 
         selector.release(args.release)      # the nodes' install-cmd would refuse it, each in its own row
-        args.python = fleet.probe_python(args.python)
+        plain, named = fleet.per_arch(args.python, "--python")
+        args.python = {**{arch: fleet.given_python(path, arch, "--python") for arch, path in named.items()},
+                       None: fleet.probe_python(plain)}
     if args.timeout is not None and not 0 < args.timeout < float("inf"):
         raise UsageError(f"--timeout must be a positive number of seconds, not {args.timeout}",
                          hint="for example --timeout 3600")
@@ -292,9 +305,11 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
     log = _ui.stderr_line
     plan: fleet.Plan
     if args.fleet_command == "probe":
-        python = args.python
-        fleet.refuse_foreign(slurm.node_arches(chosen), fleet.executable_arch(python), f"the Python {python}")
-        plan = fleet.plan_probe(chosen, args.per, options, python, ["--release", args.release])
+        arches = slurm.node_arches(chosen)
+        if len(fleet.by_arch(arches)) > 1:      # one is in the probe's table; two change how the job runs
+            log(fleet.describe_arches(arches))
+        plan = fleet.plan_probe(chosen, args.per, options, fleet.probe_pythons(args.python, arches),
+                                ["--release", args.release])
     else:
         plan = _fleet_run_plan(args, chosen, options, log, dry_run=args.dry_run)
     if args.dry_run:
@@ -333,18 +348,21 @@ def _fleet_run_plan(args: argparse.Namespace, chosen: list[str], options: fleet.
 
     target = targets.get(args.target)
     if target.kind == "venv":
-        python = fleet.venv_python(target.name, args.venv, log, build=not dry_run)
-        fleet.refuse_foreign(slurm.node_arches(chosen), fleet.executable_arch(python),
-                             f"{target.name}'s environment ({python})")
+        arches = slurm.node_arches(chosen)
+        if len(fleet.by_arch(arches)) > 1:      # one is in the probe's table; two change how the job runs
+            log(fleet.describe_arches(arches))
+        pythons = fleet.venv_pythons(target.name, args.venv, arches, options, log, build=not dry_run)
         environment = {k: v for k, v in (("KITBENCH_DATA", os.environ.get("KITBENCH_DATA")),) if v}
-        return fleet.plan_run(chosen, args.per, options, target.name, target.sha256, [str(python)], args.run_args,
-                              environment)
+        return fleet.plan_run(chosen, args.per, options, target.name, target.sha256,
+                              [str(next(iter(pythons.values())))], args.run_args, environment,
+                              pythons={arch: str(python) for arch, python in pythons.items()})
     if target.kind != "docker":
         raise UsageError(f"target {target.name!r} is a {target.kind} target: it cannot run on a Slurm cluster",
                          hint="fleet run takes venv and docker targets")
     from kitbench import containers, data, fleet_containers
 
     runtime = fleet_containers.detect(args.containers)
+    amd = target.compute.startswith("rocm")
     mnist = data.default_root().resolve()
     shared_data = mnist if (mnist / "MNIST" / "raw").is_dir() else None
     results = fleet.fleet_root()
@@ -361,10 +379,10 @@ def _fleet_run_plan(args: argparse.Namespace, chosen: list[str], options: fleet.
     elif dry_run:
         where = str(fleet_containers.bundle_folder(target.name, image_id, results))
     else:
-        where = str(fleet_containers.bundle(image_id, target.name, results, shared_data, log))
+        where = str(fleet_containers.bundle(image_id, target.name, results, shared_data, log, amd))
     environment = {"KITBENCH_TARGET": target.name, "KITBENCH_MANIFEST_SHA256": target.sha256,
                    "KITBENCH_IMAGE": tag, "KITBENCH_IMAGE_ID": image_id, "KITBENCH_BASE_IMAGE_ID": base_id}
-    prefix = fleet_containers.command(runtime, where, environment, shared_data, results)
+    prefix = fleet_containers.command(runtime, where, environment, shared_data, results, amd)
     return fleet.plan_run(chosen, args.per, options, target.name, target.sha256, prefix, args.run_args, {},
                           record_dir=f"{containers.RESULTS_INSIDE}/$SLURM_ARRAY_JOB_ID")
 
@@ -409,11 +427,12 @@ def _check_fleet_run_local(args: argparse.Namespace) -> None:
             raise UsageError(f"{' and '.join(given)} only act{'' if len(given) > 1 else 's'} on docker targets; "
                              f"{target.name} is a venv target",
                              hint="drop them, or name a docker target such as cuda126")
-        fleet.venv_folder(target.name, args.venv)
+        plain, _ = fleet.per_arch(args.venv, "--venv")
+        fleet.venv_folder(target.name, plain)
     elif target.kind != "docker":
         raise UsageError(f"target {target.name!r} is a {target.kind} target: it cannot run on a Slurm cluster",
                          hint="fleet run takes venv and docker targets")
-    elif args.venv is not None:
+    elif args.venv:
         raise UsageError(f"--venv only acts on venv targets; {target.name} is a docker target",
                          hint="drop it (a docker target runs in its image), or name a venv target such as cpu")
     elif args.containers == "oci" and args.image is not None:
@@ -711,7 +730,7 @@ def _main(argv: Sequence[str] | None) -> int:
         root = (missing.name or "").partition(".")[0]
         if root not in OPTIONAL_HINTS:
             raise
-        error = MissingDependency(root, f"kitbench {words[0] if words else ''}".strip(), OPTIONAL_HINTS[root])
+        error = MissingDependency(root, f"kitbench {words[0] if words else ''}".strip(), optional_hint(root))
     except KitbenchError as caught:
         error = caught
     except OSError as failed:       # a results root that cannot be written, a full disk: never a traceback

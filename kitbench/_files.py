@@ -19,11 +19,11 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from kitbench.errors import RecordError
+from kitbench.errors import OutputRefused, RecordError
 
 
-def _refused(path: Path, why: str, hint: str) -> RecordError:
-    return RecordError(f"will not write {str(path)[:300]}: {why}", hint=hint)
+def _refused(path: Path, why: str, hint: str) -> OutputRefused:
+    return OutputRefused(f"will not write {str(path)[:300]}: {why}", hint=hint)
 
 
 def check_target(path: Path, replace: bool = False, ours: Callable[[Path], bool] | None = None) -> None:

@@ -55,6 +55,7 @@ class Row:
     busbw_gb_s: float | None = None      # the peak all-reduce bus bandwidth
     differs: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    baseline: bool = False               # the record the others' differences are measured from
 
 
 _RECORD_HEAD = re.compile(rb'"schema"\s*:\s*"kitbench\.run/')
@@ -150,7 +151,9 @@ def _ddp(record: RunRecord) -> tuple[str | None, float | None]:
 
 def rows(loaded: Sequence[Loaded]) -> list[Row]:
     readable = [item.record for item in loaded if item.record is not None]
-    reference = readable[0]["environment"] if readable else None
+    # A failed run's environment may be half known (torch None): the first ok record is the baseline.
+    base = next((r for r in readable if r["status"] == "ok"), readable[0] if readable else None)
+    reference = base["environment"] if base is not None else None
     out = []
     for item in loaded:
         if item.record is None:
@@ -174,7 +177,7 @@ def rows(loaded: Sequence[Loaded]) -> list[Row]:
             speedup=cpu_s / accel_s if cpu_s and accel_s else None, test_acc=acc,
             h2d_pinned_gb_s=h2d, d2h_pinned_gb_s=d2h, link=link, crossover=crossover, ddp=ddp, busbw_gb_s=busbw,
             differs=diff(reference, env) if reference is not None and env is not reference else [],
-            warnings=link_warnings(link, h2d, d2h)))
+            warnings=link_warnings(link, h2d, d2h), baseline=rec is base))
     return out
 
 
@@ -187,7 +190,7 @@ def _links() -> tuple[dict[int, float], tuple[float, float], str]:
 
 def link_warnings(link: str | None, h2d: float | None, d2h: float | None) -> list[str]:
     """A warning per direction whose pinned peak is below the band of its link."""
-    match = re.fullmatch(r"PCIe (\d{1,2}) x(\d{1,2})", link or "")
+    match = re.fullmatch(r"PCIe ([0-9]{1,2}) x([0-9]{1,2})", link or "")
     if match is None:
         return []
     lanes, (low, high), _ = _links()
@@ -352,8 +355,8 @@ def _rule(env_a: Environment, env_b: Environment, ref: MnistRun, cand: MnistRun)
         return "bitwise", f"both deterministic (--deterministic), {identity}" + (
             "" if full else "; a record names the hardware by model name only")
     if device == "cpu":
-        return "bitwise", f"CPU, {identity}; not in deterministic mode (round 2's rule: the CPU's kernels run " \
-                          "deterministically in practice; PyTorch promises it only with --deterministic)"
+        return "bitwise", f"CPU, {identity}; not in deterministic mode (expected bitwise because the CPU's " \
+                          "kernels run deterministically in practice; PyTorch promises it only with --deterministic)"
     return f"within rtol {CROSS_DEVICE_RTOL}", f"{device} without --deterministic on both sides"
 
 

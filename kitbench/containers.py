@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kitbench import __version__, data, manifest, preflight, records
-from kitbench.errors import OPTIONAL_HINTS, ContainerError, MissingDependency
+from kitbench.errors import ContainerError, MissingDependency, optional_hint
 from kitbench.fingerprint import git_revision
 from kitbench.heartbeat import Heartbeat
 from kitbench.targets import Target
@@ -61,7 +61,7 @@ def sdk() -> Any:
         docker = None
     if getattr(docker, "__file__", None) is None or not hasattr(docker, "errors"):
         found = f" (`import docker` found the folder {next(iter(docker.__path__))})" if docker is not None else ""
-        raise MissingDependency("docker", "building and running images", f"{OPTIONAL_HINTS['docker']}{found}")
+        raise MissingDependency("docker", "building and running images", f"{optional_hint('docker')}{found}")
     return docker
 
 
@@ -435,7 +435,7 @@ _RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str], dict[str, Any]], tu
                    f"to give the container",
                    "install the amdgpu driver (amdgpu-dkms) and check `ls -l /dev/kfd /dev/dri`; "
                    "or set KITBENCH_GPUS=none to run the image on the CPU")),
-    (re.compile(r"unsatisfied condition: cuda>=(\d+\.\d+)"),
+    (re.compile(r"unsatisfied condition: cuda>=([0-9]+\.[0-9]+)"),
      lambda m, c: (f"the host NVIDIA driver is too old for this image's CUDA {m.group(1)} "
                    f"(the container toolkit refused NVIDIA_REQUIRE_CUDA)", c["fit"])),
     (re.compile(r"(Error 803|error 803|unsupported display driver / cuda driver combination)"),
@@ -455,7 +455,7 @@ _RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str], dict[str, Any]], tu
                    f"builds use Docker's default network; where only the host's network reaches out (no bridge, "
                    f"a proxy on the host) set {NETWORK_VARIABLE}=host, and behind a TLS-re-signing proxy also "
                    f"{CA_VARIABLE}=/path/to/ca-bundle.crt")),
-    (re.compile(r"The command '(.+)' returned a non-zero code: (\d+)", re.S),
+    (re.compile(r"The command '(.+)' returned a non-zero code: ([0-9]+)", re.S),
      lambda m, c: (f"build step failed (exit {m.group(2)}): {c['step'] or m.group(1)[:120]}",
                    "last lines of the build log:\n  " + "\n  ".join(c["tail"]))),
 ]

@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from kitbench._numbers import is_whole
+
 _CGROUP = Path("sys/fs/cgroup")
 
 
@@ -64,7 +66,7 @@ def _quota_v2(root: Path, path: str) -> float | None:
         if text is None:
             continue
         quota, _, period = text.strip().partition(" ")
-        if quota != "max" and period.isdigit() and int(period) > 0 and quota.isdigit():
+        if quota != "max" and is_whole(period) and int(period) > 0 and is_whole(quota):
             limits.append(int(quota) / int(period))
     return min(limits) if limits else None
 
@@ -117,7 +119,7 @@ def memory_available(root: Path = Path("/")) -> int | None:
     """Bytes this process could still allocate: the kernel's MemAvailable, or less where its
     cgroup (v2 ``memory.max``, a container's or a Slurm job's limit) leaves less; None unknown."""
     found = [int(line.split()[1]) * 1024 for line in (_read(root / "proc/meminfo") or "").splitlines()
-             if line.startswith("MemAvailable:") and line.split()[1].isdigit()]
+             if line.startswith("MemAvailable:") and is_whole(line.split()[1])]
     own = _own_cgroups(root)
     # (v2 hierarchy, v1 memory controller): the limit and what is charged against it, where
     # "max" (v2) or 2**63 rounded to a page (v1) means no limit.
@@ -126,7 +128,7 @@ def memory_available(root: Path = Path("/")) -> int | None:
                                ("memory.limit_in_bytes", "memory.usage_in_bytes"))):
         for folder in _ancestors(base, path) if path is not None else []:
             limit, used = (_read(folder / name) for name in names)
-            if limit and used and limit.strip().isdigit() and used.strip().isdigit() and int(limit) < 2**62:
+            if limit and used and is_whole(limit.strip()) and is_whole(used.strip()) and int(limit) < 2**62:
                 found.append(max(0, int(limit) - int(used)))
     return min(found) if found else None
 

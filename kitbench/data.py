@@ -66,7 +66,8 @@ def verify(root: Path) -> dict[str, str]:
         if size > MAX_RAW_BYTES:
             # Hashing whatever --data names could take minutes (a disk image, a sparse file).
             raise DataError(f"{path} is {size:,} bytes: no MNIST file is larger than {MAX_RAW_BYTES:,}",
-                            hint="the file is not MNIST; point --data at the directory holding MNIST/raw")
+                            hint="the file is not MNIST; point --data (or KITBENCH_DATA) at the directory "
+                                 "holding MNIST/raw")
         actual = _sha256(path)
         if actual != expected:
             raise DataError(f"MNIST file {path} fails its SHA-256 check ({actual[:12]}... != {expected[:12]}...)",
@@ -88,7 +89,7 @@ def locate(path: Path | None, offline: bool) -> tuple[Path, bool]:
     absent = missing(root)
     if absent and offline:
         raise DataError(f"no MNIST at {root} ({len(absent)} of 4 raw files missing) and --offline forbids a download",
-                        hint="point --data at a directory holding MNIST/raw, or drop --offline")
+                        hint="point --data (or KITBENCH_DATA) at a directory holding MNIST/raw, or drop --offline")
     return root, bool(absent)
 
 
@@ -116,4 +117,5 @@ def _download(root: Path) -> None:
         MNIST(str(root), train=False, download=True)
     except (OSError, RuntimeError) as exc:
         raise DataError(f"could not download MNIST into {root}: {download_cause(exc)}",
-                        hint="on an offline machine, copy MNIST/raw there and pass --data (or --offline)") from None
+                        hint="on an offline machine, copy MNIST/raw into a folder and point --data "
+                             "(or KITBENCH_DATA) at it") from None

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kitbench import drivers
+from kitbench._numbers import is_whole
 from kitbench.errors import DeviceUnavailableError, UsageError
 from kitbench.probe import Probe, no_driver_reason
 from kitbench.versions import version_tuple
@@ -178,7 +179,7 @@ def parse_spec(spec: str) -> tuple[str, int | None]:
     kind, _, index = spec.partition(":")
     if kind not in ("auto", "cpu", "cuda", "mps", "xpu") or (index and kind not in ("cuda", "xpu")):
         raise UsageError(f"unknown device {spec!r}", hint=f"choose one of: {', '.join(DEVICE_CHOICES)}")
-    if index and not index.isdigit():
+    if index and not is_whole(index):
         raise UsageError(f"bad device {spec!r}", hint=f"use {kind} or {kind}:N with N a number")
     return kind, int(index) if index else None
 

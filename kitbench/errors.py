@@ -6,6 +6,7 @@ them into ``ERROR: ...`` plus a ``hint:`` line and the exit code carried here.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 
@@ -54,6 +55,13 @@ class RecordError(KitbenchError):
     """A run record cannot be written or read."""
 
 
+class OutputRefused(RecordError):
+    """A file kitbench was told to write is refused before any work (it exists, is a directory, a
+    symlink...): bad input, exit 2, as every command's refused output path is."""
+
+    exit_code = 2
+
+
 class RecordReadError(RecordError):
     """An input record is unreadable or malformed: nothing can be compared (exit 2)."""
 
@@ -75,6 +83,27 @@ OPTIONAL_HINTS = {
     "matplotlib": "pip install 'kitbench[plots]'",
     "docker": "pip install 'kitbench[docker]'",
 }
+_EXTRAS = {"matplotlib": "plots", "docker": "docker"}
+
+
+def optional_hint(module: str) -> str:
+    """OPTIONAL_HINTS' answer for ``module``, in the words of the tool that installed kitbench: a pipx or
+    ``uv tool`` environment has no pip of its own, so ``pip install 'kitbench[...]'`` would land elsewhere."""
+    if module not in _EXTRAS:
+        return OPTIONAL_HINTS[module]
+    import re
+    import sys
+
+    prefix = Path(sys.prefix)
+    if (prefix / "pipx_metadata.json").is_file():
+        return f"pipx inject kitbench {module}"
+    receipt = prefix / "uv-receipt.toml"
+    if receipt.is_file():
+        # uv reinstalls the tool with the extra package; it needs kitbench's source as it was first named.
+        text = receipt.read_text(errors="replace")[:10_000]
+        found = re.search(r'(?:directory|editable|path|url) = "([^"\n]{1,500})"', text)
+        return f"uv tool install --with {module} {shlex.quote(found[1]) if found else 'kitbench'}"
+    return OPTIONAL_HINTS[module]
 
 
 class MissingDependency(KitbenchError):

@@ -111,7 +111,7 @@ def checked() -> datetime.datetime | None:
 
 
 def _seconds(text: str) -> float:
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([smhd]?)\s*", text)
     if match is None:
         raise UsageError(f"malformed {MAX_AGE_VARIABLE} {text!r}", hint="a number of seconds, or with s, m, h, d: 7d")
     return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kitbench import __version__, _files, compare, records, slurm
+from kitbench._numbers import is_whole
 from kitbench._types import RunRecord
 from kitbench.errors import Interrupted, KitbenchError, SlurmError, Terminated, UsageError
 
@@ -62,6 +63,13 @@ class SlurmOptions:
             out.append(f"#SBATCH {extra}")
         return out
 
+    def srun_args(self) -> list[str]:
+        """The same choices for a single ``srun`` step (an environment's build): where and on whose account,
+        not what the suite's tasks ask for (GPUs, extra sbatch options)."""
+        return [f"--{key}={value}" for key, value in (
+            ("partition", self.partition), ("account", self.account), ("time", self.time), ("qos", self.qos))
+            if value is not None]
+
 
 def _check_word(flag: str, value: str) -> None:
     if not value or any(c in value for c in "\n\r\0") or len(value) > 256:
@@ -72,7 +80,7 @@ def _check_word(flag: str, value: str) -> None:
 # sbatch's --time formats (its man page): minutes, minutes:seconds, hours:minutes:seconds, days-hours,
 # days-hours:minutes, days-hours:minutes:seconds; and no limit at all. sbatch would refuse any other
 # only after Slurm was asked for nodes, and a job never submitted is the cheaper place to say so.
-_TIME = re.compile(r"\d+(:\d+){0,2}|\d+-\d+(:\d+){0,2}|unlimited|infinite", re.IGNORECASE)
+_TIME = re.compile(r"[0-9]+(:[0-9]+){0,2}|[0-9]+-[0-9]+(:[0-9]+){0,2}|unlimited|infinite", re.IGNORECASE)
 
 
 def _check_time(value: str) -> None:
@@ -180,12 +188,13 @@ def _python(python: Path) -> str:
     return shlex.quote(str(python))
 
 
-def plan_probe(nodes: Sequence[str], per: str, options: SlurmOptions, python: Path,
+def plan_probe(nodes: Sequence[str], per: str, options: SlurmOptions, pythons: dict[str, Path],
                install_args: Sequence[str] = ()) -> Plan:
     results = fleet_root()
-    py = _python(python)
+    dispatch = arch_dispatch({arch: str(p) for arch, p in pythons.items()}) if len(pythons) > 1 else ""
+    py = '"$py"' if dispatch else _python(next(iter(pythons.values())))
     extra = " ".join(shlex.quote(a) for a in install_args)
-    command = (f'{py} -m kitbench probe --json > "$out/$node.probe.json" && '
+    command = (f'{dispatch}{py} -m kitbench probe --json > "$out/$node.probe.json" && '
                f'{py} -m kitbench install-cmd --json {extra} > "$out/$node.install.json"').replace("  ", " ")
     return Plan("probe", per, tuple(nodes), render("probe", per, nodes, results, command, options, {}), results)
 
@@ -198,7 +207,7 @@ def spans_nodes(run_args: Sequence[str]) -> bool:
 
 def plan_run(nodes: Sequence[str], per: str, options: SlurmOptions, target: str, manifest_sha256: str,
              command_prefix: Sequence[str], run_args: Sequence[str], environment: dict[str, str],
-             record_dir: str = "$out") -> Plan:
+             record_dir: str = "$out", pythons: dict[str, str] | None = None) -> Plan:
     """``command_prefix`` runs Python in the target's environment: a venv's python, or
     ``srun --container...`` and the image's; ``record_dir`` is where the shared results
     folder of this job is seen from there. With ``--check ddp`` the job spans the nodes:
@@ -206,16 +215,19 @@ def plan_run(nodes: Sequence[str], per: str, options: SlurmOptions, target: str,
     results = fleet_root()
     span = spans_nodes(run_args) and len(nodes) > 1
     args = " ".join(shlex.quote(a) for a in run_args)
-    prefix = " ".join(shlex.quote(p) for p in command_prefix)
+    # Two architectures: each node picks the environment built for its own (``pythons``, by uname -m).
+    dispatch = arch_dispatch(pythons) if pythons and len(pythons) > 1 else ""
+    prefix = '"$py"' if dispatch else " ".join(shlex.quote(p) for p in command_prefix)
     if span:
         # Each node's task writes its own record and exit status, named by the node it runs on.
-        inner = (f'{prefix} -m kitbench run --force --out "$0/$SLURMD_NODENAME.json" --nnodes "$SLURM_NNODES" '
-                 f'--rdzv-endpoint "$1" {args}; code=$?; echo "$code" > "$2/$SLURMD_NODENAME.exit"; exit "$code"')
+        inner = (f'{dispatch}{prefix} -m kitbench run --force --out "$0/$SLURMD_NODENAME.json" --nnodes '
+                 f'"$SLURM_NNODES" --rdzv-endpoint "$1" {args}; code=$?; echo "$code" > "$2/$SLURMD_NODENAME.exit"; '
+                 'exit "$code"')
         command = (f'srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c {shlex.quote(inner)} '
                    f'"{record_dir}" "$head_addr:$port" "$out"')
     else:
         # --force: a task Slurm requeues replaces its own earlier record, nothing else.
-        command = f'{prefix} -m kitbench run --force --out "{record_dir}/$node.json" {args}'.rstrip()
+        command = f'{dispatch}{prefix} -m kitbench run --force --out "{record_dir}/$node.json" {args}'.rstrip()
     env = {"KITBENCH_TARGET": target, "KITBENCH_MANIFEST_SHA256": manifest_sha256, **environment}
     script = render("run", per, nodes, results, command, options, env, span=span)
     return Plan("run", per, tuple(nodes), script, results, target, span)
@@ -344,12 +356,51 @@ def refuse_foreign(arches: dict[str, str | None], shipped: str | None, what: str
     if foreign:
         named = "; ".join(f"{', '.join(nodes)} {arch}" for arch, nodes in sorted(foreign.items()))
         raise UsageError(f"{what} is built for {arch_name(shipped)}, but these nodes are not: {named}",
-                         hint="leave them out (--partition, --constraint), or run kitbench fleet from a login node "
-                              "of their architecture, with --venv naming an environment built there")
+                         hint="an image runs on one architecture: leave them out (--partition, --constraint), or "
+                              "run a venv target (cpu, rocm, xpu), whose environment kitbench builds on each")
+
+
+def by_arch(arches: dict[str, str | None]) -> dict[str, list[str]]:
+    """Nodes grouped by architecture, one name each (aarch64, x86_64); a node that reported none is
+    grouped with the first architecture seen, where its task fails in words if it differs."""
+    groups: dict[str, list[str]] = {}
+    for node, arch in arches.items():
+        if arch is not None:
+            groups.setdefault(arch_name(arch), []).append(node)
+    for node, arch in arches.items():
+        if arch is None:
+            groups.setdefault(next(iter(groups), "unknown"), []).append(node)
+    return groups
+
+
+def per_arch(values: Sequence[str], flag: str) -> tuple[Path | None, dict[str, Path]]:
+    """``--venv PATH`` or ``--venv ARCH=PATH`` (repeatable): the plain one, and one per architecture."""
+    plain: Path | None = None
+    named: dict[str, Path] = {}
+    for value in values:
+        arch, sep, path = value.partition("=")
+        if sep and re.fullmatch(r"[A-Za-z0-9_]{1,16}", arch):
+            if arch_name(arch) in named:
+                raise UsageError(f"{flag} names {arch_name(arch)} twice", hint=f"one {flag} {arch}=PATH each")
+            named[arch_name(arch)] = Path(path)
+        elif plain is None:
+            plain = Path(value)
+        else:
+            raise UsageError(f"{flag} is given twice without an architecture",
+                             hint=f"one plain {flag} PATH, and {flag} ARCH=PATH for each other architecture")
+    return plain, named
+
+
+def arch_dispatch(pythons: dict[str, str]) -> str:
+    """Shell that sets ``$py`` to this node's environment by ``uname -m``, or ends the task in words:
+    one job for a cluster of two architectures, each node running the environment built for it."""
+    cases = " ".join(f"{arch}) py={shlex.quote(python)};;" for arch, python in sorted(pythons.items()))
+    return (f'case "$(uname -m)" in {cases} *) echo "kitbench: no environment built for $(uname -m) '
+            f'(built: {", ".join(sorted(pythons))})" >&2; exit 3;; esac; ')
 
 
 def load_plan(job: str) -> dict[str, Any]:
-    if not job.isdigit():
+    if not is_whole(job):
         raise UsageError(f"{job[:40]!r} is not a Slurm job id", hint="e.g. kitbench fleet gather 1234")
     path = fleet_root() / job / "fleet.json"
     try:
@@ -376,7 +427,7 @@ def gather(job: str, states: Sequence[slurm.TaskState] | None = None, verify: bo
         code = task.exit_code if task is not None and not plan.get("span") else None
         if code is None and exit_file.is_file():
             text = exit_file.read_text().strip()
-            code = int(text) if text.isdigit() else None
+            code = int(text) if is_whole(text) else None
         state = task.state if task is not None else ("COMPLETED" if code == 0 else "FAILED" if code is not None
                                                      else "UNKNOWN")
         row = TaskResult(index, node, state, code, task.reason if task else None)
@@ -551,6 +602,99 @@ def venv_python(target: str, venv: Path | None, log: Callable[[str], None], buil
     if not python.exists():
         raise UsageError(f"no Python in {venv}", hint=f"build it first: nox -s {target} --install-only")
     return python.absolute()
+
+
+def venv_pythons(target: str, venvs: Sequence[str], arches: dict[str, str | None], options: SlurmOptions,
+                 log: Callable[[str], None], build: bool = True) -> dict[str, Path]:
+    """A venv target's Python for each architecture among the nodes. The plain ``--venv`` (default: the
+    checkout's ``.nox/<target>``) serves the architecture it is built for; another is ``--venv ARCH=PATH``,
+    else built once through Slurm itself on a node of that architecture, into the shared checkout's
+    ``.nox/<arch>/<target>`` (reused while its Python is of that architecture)."""
+    plain, named = per_arch(venvs, "--venv")
+    found: dict[str, Path] = {}
+    local: Path | None = None
+    for arch, nodes in by_arch(arches).items():
+        if arch in named:
+            found[arch] = given_python(named[arch], arch)
+            continue
+        if local is None:
+            local = venv_python(target, plain, log, build=build)
+        if arch in (executable_arch(local) or arch_name(os.uname().machine), "unknown"):
+            found[arch] = local
+        else:
+            found[arch] = _foreign_python(target, arch, nodes[0], options, log, build)
+    return found
+
+
+def given_python(path: Path, arch: str, flag: str = "--venv") -> Path:
+    """``ARCH=PATH``'s Python (an interpreter, or a virtual environment's folder), which must be of that
+    architecture: it runs there, not here."""
+    try:
+        python = path / "bin" / "python" if path.is_dir() else path
+    except OSError:
+        python = path
+    shipped = executable_arch(python)
+    if not _runnable(python) or (shipped is not None and shipped != arch):
+        raise UsageError(f"{flag} {arch}={path}: no {arch} Python there" + (f" ({python} is {shipped})" if shipped
+                                                                            else ""),
+                         hint=f"name a Python (or virtual environment) built on a {arch} node, on shared storage")
+    return python.absolute()
+
+
+def describe_arches(arches: dict[str, str | None]) -> str:
+    return "architectures: " + "; ".join(f"{arch} ({', '.join(nodes)})" for arch, nodes in by_arch(arches).items())
+
+
+def probe_pythons(given: dict[str | None, Path], arches: dict[str, str | None]) -> dict[str, Path]:
+    """The Python that probes each architecture's nodes: ``--python ARCH=PATH``, else the plain one
+    (``given[None]``) where it is of that architecture; a node it cannot run on is refused before Slurm runs."""
+    local = given[None]
+    local_arch = executable_arch(local) or arch_name(os.uname().machine)
+    found: dict[str, Path] = {}
+    for arch, nodes in by_arch(arches).items():
+        python = given.get(arch) or (local if arch in (local_arch, "unknown") else None)
+        if python is None:
+            raise UsageError(f"the Python {local} is built for {local_arch}, but these nodes are not: "
+                             f"{', '.join(nodes)} {arch}",
+                             hint=f"--python {arch}=PATH: a Python with kitbench built on a {arch} node, on storage "
+                                  "every node shares (the probe needs no torch); or leave them out (--partition)")
+        found[arch] = python
+    return found
+
+
+def _foreign_python(target: str, arch: str, node: str, options: SlurmOptions, log: Callable[[str], None],
+                    build: bool) -> Path:
+    from kitbench import manifest
+
+    checkout = manifest.checkout_root()
+    if checkout is None:
+        raise UsageError(f"the nodes include {arch} ones ({node}, ...) and kitbench runs from an installed wheel",
+                         hint=f"--venv {arch}=PATH: a {arch} environment with torch and kitbench on shared storage")
+    envdir = checkout / ".nox" / arch
+    python = envdir / target / "bin" / "python"
+    if executable_arch(python) == arch:
+        return python.absolute()
+    if not build:
+        log(f"dry run: {target}'s {arch} environment would be built on {node}, in {envdir / target}")
+        return python.absolute()
+    log(f"building {target}'s {arch} environment once, on {node} (srun), in {envdir / target}")
+    # python3 and nox on the node, as the README's Quickstart needs on any machine; the noxfile does the rest.
+    try:
+        slurm.run(["srun", f"--nodelist={node}", "--nodes=1", "--ntasks=1", *options.srun_args(), "python3", "-m",
+                   "nox", "--envdir", str(envdir), "-s", target, "--install-only", "-f", str(checkout / "noxfile.py")],
+                  timeout=_BUILD_TIMEOUT_S)
+    except SlurmError as failed:
+        raise KitbenchError(f"building {target}'s {arch} environment on {node} failed: {failed.message}",
+                            hint=f"the {arch} nodes need python3 with nox (pipx install nox); or build it there "
+                                 f"yourself and pass --venv {arch}=PATH") from None
+    if executable_arch(python) != arch:
+        raise KitbenchError(f"the environment built on {node} is not {arch}: {python} is "
+                            f"{executable_arch(python) or 'missing'}",
+                            hint=f"pass --venv {arch}=PATH, an environment built on a {arch} node")
+    return python.absolute()
+
+
+_BUILD_TIMEOUT_S = 3600.0       # torch and its CUDA wheels, on a node's first build
 
 
 def _build_with_nox(checkout: Path, target: str, log: Callable[[str], None]) -> None:

@@ -10,6 +10,7 @@ it runs, so the exact job script is testable without a cluster.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import tempfile
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kitbench import _files, slurm
-from kitbench.containers import DATA_INSIDE, RESULTS_INSIDE
+from kitbench.containers import AMD_DEVICES, DATA_INSIDE, RESULTS_INSIDE
 from kitbench.errors import KitbenchError, UsageError
 
 RUNTIMES = ("auto", "pyxis", "oci")
@@ -41,15 +42,17 @@ def detect(choice: str = "auto") -> str:
 
 
 def command(runtime: str, where: str, environment: dict[str, str], data: Path | None,
-            results: Path) -> list[str]:
+            results: Path, amd: bool = False) -> list[str]:
     """The task's command up to the image's Python: ``where`` is the bundle (oci) or the image
     reference (pyxis). The environment is given on the command line: Slurm's OCI runs do not
-    pass the job's environment into the container."""
+    pass the job's environment into the container. ``amd``: a ROCm target, which needs the nodes'
+    ``/dev/kfd`` and ``/dev/dri`` inside (as ``kitbench container`` passes them to Docker)."""
     env = {**environment, "KITBENCH_RESULTS": RESULTS_INSIDE, "HOME": "/tmp",
            **({"KITBENCH_DATA": DATA_INSIDE} if data is not None else {})}
     assignments = ["env", *(f"{k}={v}" for k, v in env.items())]
     if runtime == "pyxis":
-        mounts = f"{results}:{RESULTS_INSIDE}" + (f",{data}:{DATA_INSIDE}:ro" if data is not None else "")
+        mounts = f"{results}:{RESULTS_INSIDE}" + (f",{data}:{DATA_INSIDE}:ro" if data is not None else "") + \
+            "".join(f",{d}:{d}" for d in (AMD_DEVICES if amd else ()))
         return ["srun", f"--container-image={where}", f"--container-mounts={mounts}", "--container-workdir=/tmp",
                 *assignments, IMAGE_PYTHON]
     return ["srun", f"--container={where}", *assignments, IMAGE_PYTHON]
@@ -59,7 +62,8 @@ def bundle_folder(target: str, image_id: str, results: Path) -> Path:
     return results / "bundles" / f"{target}-{image_id.split(':')[-1][:12]}"
 
 
-def bundle(image_id: str, target: str, results: Path, data: Path | None, log: Callable[[str], None]) -> Path:
+def bundle(image_id: str, target: str, results: Path, data: Path | None, log: Callable[[str], None],
+           amd: bool = False) -> Path:
     """An OCI bundle of the image under ``results/bundles/``: the rootfs exported once per image,
     config.json written each time (the mounts follow the results and data folders)."""
     from kitbench import containers
@@ -71,11 +75,12 @@ def bundle(image_id: str, target: str, results: Path, data: Path | None, log: Ca
         # The bundle folder is kitbench's own (results/fleet/bundles): its files are replaced freely.
         _files.write(env_file, json.dumps(containers.export_rootfs(image_id, rootfs, log)), replace=True)
     env: list[str] = json.loads(env_file.read_text())
-    _files.write(folder / "config.json", json.dumps(spec(env, results, data), indent=2) + "\n", replace=True)
+    _files.write(folder / "config.json", json.dumps(spec(env, results, data, amd), indent=2) + "\n", replace=True)
     return folder
 
 
-def spec(env: list[str], results: Path, data: Path | None) -> dict[str, Any]:
+def spec(env: list[str], results: Path, data: Path | None, amd: bool = False,
+         proc_devices: Path = Path("/proc/devices")) -> dict[str, Any]:
     """runc's default spec, adjusted for a batch task: no terminal, the host's network (a
     multi-node run needs it), the image's environment, results and data bind-mounted."""
     config = _runc_default()
@@ -84,10 +89,26 @@ def spec(env: list[str], results: Path, data: Path | None) -> dict[str, Any]:
     namespaces = config.get("linux", {}).get("namespaces", [])
     config.setdefault("linux", {})["namespaces"] = [n for n in namespaces if n.get("type") != "network"]
     binds = [(results, RESULTS_INSIDE, "rw")] + ([(data, DATA_INSIDE, "ro")] if data is not None else [])
+    binds += [(Path(d), d, "rw") for d in (AMD_DEVICES if amd else ())]
     config["mounts"] = [*config.get("mounts", []),
                         *({"destination": inside, "type": "bind", "source": str(outside),
                            "options": ["rbind", mode]} for outside, inside, mode in binds)]
+    if amd:
+        # runc's default spec denies every device: allow the GPUs' render nodes (DRM, major 226) and
+        # ROCm's compute interface, whose major the kernel chooses (read from this host, as the nodes run one).
+        majors = [226, *_char_majors(proc_devices, "kfd")]
+        rules = config["linux"].setdefault("resources", {}).setdefault("devices", [])
+        rules += [{"allow": True, "type": "c", "major": m, "access": "rwm"} for m in majors]
     return config
+
+
+def _char_majors(proc_devices: Path, name: str) -> list[int]:
+    try:
+        text = proc_devices.read_text()
+    except OSError:
+        return []
+    block = text.partition("Block devices:")[0]
+    return [int(m[1]) for m in re.finditer(r"^\s*([0-9]{1,4}) (\S+)$", block, re.M) if m[2] == name]
 
 
 def _runc_default() -> dict[str, Any]:

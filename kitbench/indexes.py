@@ -43,7 +43,7 @@ PYPI = "https://pypi.org/simple/"
 PYTORCH_VARIABLE = "KITBENCH_PYTORCH_INDEX"
 _JSON = "application/vnd.pypi.simple.v1+json"
 _ACCEPT = f"{_JSON}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
-_FINAL = re.compile(r"^\d+\.\d+\.\d+$")
+_FINAL = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
 _REQUIRES_TORCH = re.compile(r"^Requires-Dist:\s*torch\s*\(?\s*==\s*([0-9.]+)", re.MULTILINE)
 _PAIRED_WITHIN = datetime.timedelta(days=3)   # torchvision/torchaudio are uploaded with their torch
 _METADATA_PER_REFRESH = 3       # .metadata files read per package and refresh: the newest unpaired versions

@@ -37,7 +37,7 @@ UV_PLATFORMS = {("linux", "x86_64"): "x86_64-unknown-linux-gnu",
 PYPI_SIMPLE = targets.PYPI_SIMPLE
 LOCK_VARIABLE = "KITBENCH_LOCK"          # set by the nox sessions: the lock the environment was built from
 LOCK_WHY_VARIABLE = "KITBENCH_LOCK_WHY"  # ... or why there was none
-_MACOS_TAG = re.compile(r"macosx_(\d+)_(\d+)_(?:arm64|universal2)\.whl$")
+_MACOS_TAG = re.compile(r"macosx_([0-9]+)_([0-9]+)_(?:arm64|universal2)\.whl$")
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)")
 _HASH = re.compile(r"--hash=(sha256:[0-9a-f]{64})")
 

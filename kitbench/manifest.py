@@ -22,6 +22,7 @@ import fastjsonschema
 import yaml
 
 from kitbench import schemas
+from kitbench._numbers import is_whole
 from kitbench.errors import ManifestError
 
 ENVS_VARIABLE = "KITBENCH_ENVS"
@@ -131,7 +132,7 @@ def validate(data: dict[str, Any], root: yaml.Node, schema: str, path: Path) -> 
     try:
         schemas.validator(schema)(data)
     except fastjsonschema.JsonSchemaValueException as error:
-        location: list[str | int] = [int(p) if p.isdigit() else p for p in error.path[1:]]
+        location: list[str | int] = [int(p) if is_whole(p) else p for p in error.path[1:]]
         definition = error.definition if isinstance(error.definition, dict) else {}
         if error.rule == "additionalProperties":
             # Point at the offending key itself, not at the mapping holding it.

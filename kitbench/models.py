@@ -41,11 +41,3 @@ def optimizer(name: str, params: list[nn.Parameter], lr: float | None = None) ->
         return torch.optim.Adadelta(params, lr=RECIPE_LR[name] if lr is None else lr)
     return torch.optim.SGD(params, lr=RECIPE_LR[name] if lr is None else lr, momentum=0.9, fused=True)
 
-
-def training_flops_per_sample(name: str) -> int:
-    """Multiply-adds of one forward pass x 2 FLOPs x 3 (forward, two backward GEMMs)."""
-    if name == "fnn":
-        macs = sum(a * b for a, b in itertools.pairwise(_FNN_WIDTHS))
-    else:
-        macs = 26 * 26 * 32 * 9 + 24 * 24 * 64 * 32 * 9 + 9216 * 128 + 128 * 10
-    return 6 * macs

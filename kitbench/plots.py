@@ -9,7 +9,7 @@ from typing import Any
 
 from kitbench import _files
 from kitbench.compare import Loaded, Row
-from kitbench.errors import OPTIONAL_HINTS, MissingDependency, RecordError, UsageError
+from kitbench.errors import OPTIONAL_HINTS, MissingDependency, RecordError, UsageError, optional_hint
 
 
 def _pyplot() -> Any:
@@ -29,7 +29,7 @@ def _plots_hint() -> str:
     import sys
 
     if ".nox" not in Path(sys.prefix).parts:
-        return OPTIONAL_HINTS["matplotlib"]
+        return optional_hint("matplotlib")
     # nox's uv backend (the noxfile's first choice) makes environments without pip. Its script beside the
     # interpreter tells, where importlib's find_spec("pip") would set off setuptools' distutils shim.
     scripts = Path(sys.executable).parent
@@ -76,12 +76,18 @@ def check_count(count: int) -> None:
                          hint="kitbench report draws any number of them on one page; or compare fewer")
 
 
+def _name(row: Row) -> str:
+    """A record's name in a legend: its target, else its file's name (a record from `kitbench run` outside
+    a target has none; "?" told the reader nothing)."""
+    return row.target or Path(row.path).stem
+
+
 def comparison(loaded: Sequence[Loaded], table: Sequence[Row], out: Path, force: bool = False) -> None:
     check_count(len(loaded))
     plt = _pyplot()
 
     good = [(item, row) for item, row in zip(loaded, table, strict=True) if item.record is not None]
-    labels = [f"{row.target or '?'}\n{Path(row.path).stem}" for _, row in good]
+    labels = [f"{row.target}\n{Path(row.path).stem}" if row.target else Path(row.path).stem for _, row in good]
     buses = [(row, run) for item, row in good if item.record
              for run in item.record["checks"].get("ddp", {}).get("runs", []) if run["allreduce"]]
     swept = [(row, item.record["checks"].get("mnist", {}).get("runs", [])) for item, row in good if item.record
@@ -98,7 +104,7 @@ def comparison(loaded: Sequence[Loaded], table: Sequence[Row], out: Path, force:
                                                          r["epoch_s"] / -(-r["train_samples"] // r["batch_size"])))
                                 for r in runs if (r["model"], r["loop"], r["device"]) == config)
                 xs, ys = zip(*points, strict=True)
-                ax.plot(xs, ys, marker="o", markersize=3, label=f"{row.target or '?'}: {'/'.join(config)}")
+                ax.plot(xs, ys, marker="o", markersize=3, label=f"{_name(row)}: {'/'.join(config)}")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("batch size")
@@ -111,7 +117,7 @@ def comparison(loaded: Sequence[Loaded], table: Sequence[Row], out: Path, force:
             for world in sorted({b["world_size"] for b in run["allreduce"]}):
                 points = sorted((b["bytes"], b["busbw_gb_s"]) for b in run["allreduce"] if b["world_size"] == world)
                 xs, ys = zip(*points, strict=True)
-                axes[2].plot(xs, ys, marker="o", markersize=3, label=f"{row.target or '?'}: {run['backend']} x{world}")
+                axes[2].plot(xs, ys, marker="o", markersize=3, label=f"{_name(row)}: {run['backend']} x{world}")
         axes[2].set_xscale("log", base=2)
         axes[2].set_xlabel("message size (bytes)")
         axes[2].set_ylabel("all-reduce busbw (GB/s; algbw x 2(n-1)/n)")
@@ -122,6 +128,7 @@ def comparison(loaded: Sequence[Loaded], table: Sequence[Row], out: Path, force:
     configs = sorted({(r["model"], r["loop"], r["device"]) for item, _ in good if item.record
                       for r in item.record["checks"].get("mnist", {}).get("runs", [])})
     width = 0.8 / max(1, len(configs))
+    upright = len(configs) > 1
     for n, (model, loop, device) in enumerate(configs):
         values = []
         for item, _ in good:
@@ -131,7 +138,9 @@ def comparison(loaded: Sequence[Loaded], table: Sequence[Row], out: Path, force:
                                 (model, loop, device)), 0.0))
         offset = (n - (len(configs) - 1) / 2) * width
         bars = epochs.bar([i + offset for i in range(len(good))], values, width, label=f"{model}/{loop} on {device}")
-        epochs.bar_label(bars, labels=[f"{v:.2f}" if v else "" for v in values], fontsize=8)
+        # Side by side, horizontal labels of neighbouring bars run into each other ("1.571.56"): upright then.
+        epochs.bar_label(bars, labels=[f"{v:.2f}" if v else "" for v in values], fontsize=7 if upright else 8,
+                         rotation=90 if upright else 0, padding=2)
     epochs.set_xticks(range(len(good)), labels, fontsize=8)
     epochs.set_ylabel("steady-state epoch time (s, lower is better)")
     epochs.set_title("MNIST epoch by environment")
@@ -143,7 +152,7 @@ def comparison(loaded: Sequence[Loaded], table: Sequence[Row], out: Path, force:
             series.setdefault((t["direction"], t["memory"]), []).append((t["bytes"], t["gb_per_s"]))
         for (direction, memory), points in series.items():
             xs, ys = zip(*sorted(points), strict=True)
-            bandwidth.plot(xs, ys, marker="o", markersize=3, label=f"{row.target or '?'}: {direction} {memory}")
+            bandwidth.plot(xs, ys, marker="o", markersize=3, label=f"{_name(row)}: {direction} {memory}")
     bandwidth.set_xscale("log", base=2)
     bandwidth.set_xlabel("transfer size (bytes)")
     bandwidth.set_ylabel("bandwidth (GB/s, median)")

@@ -25,7 +25,7 @@ from typing import Any, cast
 
 from kitbench import _files
 from kitbench._types import RunRecord
-from kitbench.errors import RecordError, RecordReadError, UsageError
+from kitbench.errors import OutputRefused, RecordError, RecordReadError, UsageError
 
 SCHEMA = "kitbench.run/2"
 # /2 adds optional fields only (environment.packages and .lock, replay_of): /1 records read as they were.
@@ -109,7 +109,7 @@ def _refuse_unless_replaceable(out: Path, force: bool) -> None:
     kind = ("a symlink" if stat.S_ISLNK(info.st_mode) else "a directory" if stat.S_ISDIR(info.st_mode)
             else None if stat.S_ISREG(info.st_mode) else "not a regular file (a device, FIFO or socket)")
     if kind is not None:
-        raise RecordError(f"--out {out} is {kind}; kitbench writes records only to regular files",
+        raise OutputRefused(f"--out {out} is {kind}; kitbench writes records only to regular files",
                           hint="give a new file name such as run.json")
     try:
         read(out)
@@ -117,14 +117,14 @@ def _refuse_unless_replaceable(out: Path, force: bool) -> None:
         if info.st_size == 0:       # a claim a killed run left before its first write
             if force:
                 return
-            raise RecordError(f"--out {out} is an empty file (a run killed before its first write leaves "
+            raise OutputRefused(f"--out {out} is an empty file (a run killed before its first write leaves "
                               "its claimed record so)", hint="pass --force to replace it, or give a new file "
                                                              "name") from None
         else:
-            raise RecordError(f"--out {out} exists and is not a kitbench record; it is left as it is",
+            raise OutputRefused(f"--out {out} exists and is not a kitbench record; it is left as it is",
                               hint="give a new file name such as run.json") from None
     if not force:
-        raise RecordError(f"--out {out} already holds a kitbench record",
+        raise OutputRefused(f"--out {out} already holds a kitbench record",
                           hint="pass --force to replace it, or give a new file name")
 
 

@@ -135,7 +135,7 @@ def _machines(items: list[Item], table: list[compare.Row]) -> Section | None:
     groups: dict[tuple[str | None, ...], list[tuple[Item, compare.Row]]] = {}
     for item, row in zip(items, table, strict=True):
         if item.record is not None:
-            key = (row.machine, row.target, row.torch, row.device, row.mnist, str(item.quick))
+            key = (row.machine, row.target, row.torch, row.device, row.mnist, str(item.quick), row.status)
             groups.setdefault(key, []).append((item, row))
     if not groups:
         return None
@@ -146,14 +146,26 @@ def _machines(items: list[Item], table: list[compare.Row]) -> Section | None:
     for members in groups.values():
         item, row = members[0]
         assert item.record is not None
-        rows.append([row.machine or "-", _mem(item.record), row.target or "-", row.torch or "-", row.device or "-",
+        rows.append([row.machine or "-", _status(item.record), _mem(item.record), row.target or "-", row.torch or "-",
+                     row.device or "-",
                      row.mnist or "-", _secs(row.cpu_epoch_s), _secs(row.accel_epoch_s),
                      "-" if row.speedup is None else f"{row.speedup:.2f}x", _run_kind(m for m, _ in members),
                      str(len(members)), _verdicts(members), item.label])
-    header = ["machine", "memory", "target", "torch", "device", "MNIST", "CPU epoch", "accelerator epoch",
+    header = ["machine", "status", "memory", "target", "torch", "device", "MNIST", "CPU epoch", "accelerator epoch",
               "speedup", "run", "records", "verify", "first record"]
     section.tables.append(Table(header, _capped(rows, "machines", section.notes)))
     return section
+
+
+def _status(record: RunRecord) -> str:
+    """``ok``, or the status with its one-line reason: a failed run is a result too, never a row of dashes."""
+    if record["status"] == "ok":
+        return "ok"
+    reason = record.get("error") or next((f"{name}: {check.get('summary') or check['status']}"
+                                          for name, check in record["checks"].items()
+                                          if isinstance(check, dict) and check.get("status") != "ok"), None)
+    line = " ".join(str(reason or "no reason recorded").split())
+    return f"{record['status']}: {line[:200]}{'...' if len(line) > 200 else ''}"
 
 
 def _verdicts(members: list[tuple[Item, compare.Row]]) -> str:
@@ -498,7 +510,7 @@ h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:1px solid var(--rule);pad
 p.lead,p.intro,nav{color:var(--muted)}nav a{margin-right:1em;color:var(--c0)}
 .scroll{overflow-x:auto}table{border-collapse:collapse;margin:.6em 0;font-size:12.5px}
 th,td{border:1px solid var(--rule);padding:3px 6px;text-align:left;vertical-align:top}
-th{background:var(--head)}td{font-variant-numeric:tabular-nums;overflow-wrap:anywhere;max-width:40em}
+th{background:var(--head)}td{font-variant-numeric:tabular-nums;white-space:nowrap}td.w{white-space:normal;overflow-wrap:break-word;max-width:40em}
 #environments td:first-child{white-space:nowrap}
 caption{text-align:left;color:var(--muted);padding:.2em 0}.note{color:var(--c4)}
 .charts{display:flex;flex-wrap:wrap;gap:12px}svg.chart{width:560px;max-width:100%;height:auto;
@@ -510,6 +522,9 @@ svg .marker line{stroke:var(--fg)}svg .line{stroke-width:1.8}svg .band{stroke:no
 @media print{body{margin:0;max-width:none;font-size:10px}nav{display:none}section{break-inside:avoid-page}
 svg.chart{break-inside:avoid;width:48%}a{color:inherit;text-decoration:none}}
 """
+
+
+_NOWRAP = 24
 
 
 def _h(text: str) -> str:
@@ -530,7 +545,9 @@ def _html(sections: list[Section], summary: str) -> str:
             out.append('<div class="scroll"><table>' + (f"<caption>{_h(t.caption)}</caption>" if t.caption else "")
                        + "<thead><tr>" + "".join(f'<th scope="col">{_h(c)}</th>' for c in t.header)
                        + "</tr></thead><tbody>")
-            out += ["<tr>" + "".join(f"<td>{_h(c)}</td>" for c in row) + "</tr>" for row in t.rows]
+            # Short cells (a number and its unit, "fnn/resident") never wrap: broken mid-word they misread.
+            out += ["<tr>" + "".join(f"<td>{_h(c)}</td>" if len(c) <= _NOWRAP else f'<td class="w">{_h(c)}</td>'
+                                     for c in row) + "</tr>" for row in t.rows]
             out.append("</tbody></table></div>")
         if s.charts:
             out.append('<div class="charts">' + "".join(s.charts) + "</div>")

@@ -9,17 +9,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from kitbench import _numbers
 from kitbench.checks.base import SWEEP
 from kitbench.errors import UsageError
 
 
 def whole(text: str) -> int:
-    if len(text) > 40:       # int() of a 100,000-digit string is slow; each knob's range is checked later
-        raise argparse.ArgumentTypeError(f"expected a whole number of at most 40 digits, not {text[:24]!r}...")
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+    sign, digits = ("-", text[1:]) if text.startswith("-") else ("", text)
+    value = _numbers.whole(digits)
+    if value is None:
+        if len(digits) > _numbers.MAX_DIGITS:   # each knob's range is checked later
+            raise argparse.ArgumentTypeError(f"expected a whole number of at most {_numbers.MAX_DIGITS} digits, "
+                                             f"not {text[:24]!r}...")
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}")
+    return -value if sign else value
 
 
 def sizes(text: str) -> tuple[int, ...]:

@@ -108,7 +108,7 @@ def _series_paths() -> list[Path]:
 
 
 def _series_key(path: Path) -> tuple[int, ...]:
-    if not re.fullmatch(r"\d+\.\d+", path.stem):
+    if not re.fullmatch(r"[0-9]+\.[0-9]+", path.stem):
         raise ManifestError(path, "a release manifest is named after its series",
                             hint="name it envs/releases/<X.Y>.yaml, e.g. 2.14.yaml")
     return version_tuple(path.stem)
@@ -177,7 +177,7 @@ def release(spec: str) -> Release:
     if spec == "nightly":
         return nightly()
     path = manifest.envs_dir() / "releases" / f"{'.'.join(spec.split('.')[:2])}.yaml"
-    if re.fullmatch(r"\d+\.\d+\.\d+", spec) and path.is_file():
+    if re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", spec) and path.is_file():
         found = next((r for r in _series(path) if r.version == spec), None)
         if found is not None:
             return found

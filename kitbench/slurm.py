@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kitbench import _proc
+from kitbench._numbers import is_whole
 from kitbench.errors import SlurmError
 
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
@@ -131,14 +132,14 @@ def nodes(partition: str | None = None) -> list[Node]:
 
 
 def _natural(name: str) -> list[int | str]:
-    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
+    return [int(p) if is_whole(p) else p for p in re.split(r"([0-9]+)", name)]
 
 
 def submit_held(script: str) -> str:
     """``sbatch --parsable --hold SCRIPT``: the job id (held so its tasks can be pinned first)."""
     out = run(["sbatch", "--parsable", "--hold", script]).strip()
     job = out.split(";")[0]
-    if not job.isdigit():
+    if not is_whole(job):
         raise SlurmError(f"sbatch answered {out[:80]!r}, not a job id", command="sbatch")
     return job
 
@@ -169,21 +170,21 @@ def parse_scontrol(text: str) -> list[TaskState]:
         # A job that is no array (one job over several nodes) is its own task 0. The still-pending
         # rest of an array shows as "0-2": each task is pinned, so none is left.
         fields.setdefault("ArrayTaskId", "0")
-        if not fields["ArrayTaskId"].isdigit():
+        if not is_whole(fields["ArrayTaskId"]):
             continue
         code, _, sig = fields.get("ExitCode", "0:0").partition(":")
         state = fields.get("JobState", "UNKNOWN")
         node = fields.get("NodeList")
         reason = fields.get("Reason")
         found.append(TaskState(int(fields["ArrayTaskId"]), state, int(code) if state in TERMINAL else None,
-                               int(sig) if sig.isdigit() and int(sig) else None,
+                               int(sig) if is_whole(sig) and int(sig) else None,
                                None if node in (None, "(null)", "") else node,
                                None if reason in (None, "None") else reason,
                                duration_s(fields.get("TimeLimit", ""))))
     return sorted(found, key=lambda t: t.index)
 
 
-_DURATION = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?")
+_DURATION = re.compile(r"(?:([0-9]+)-)?([0-9]+)(?::([0-9]+))?(?::([0-9]+))?")
 
 
 def duration_s(text: str) -> float | None:

@@ -65,14 +65,14 @@ def validate(options: Options) -> None:
         raise UsageError(f"--seed must be between 0 and {MAX_SEED}, not {options.seed}", hint="for example --seed 0")
     if options.data is not None and options.offline and not data.normalize_root(options.data).exists():
         raise UsageError(f"--data {options.data} does not exist and --offline forbids a download",
-                         hint="point --data at the directory holding MNIST/raw")
+                         hint="point --data (or KITBENCH_DATA) at the directory holding MNIST/raw")
     if options.nproc is not None:
         _bound_world(options.nproc)
     if options.nnodes is not None and not 1 <= options.nnodes <= 1024:
         raise UsageError(f"--nnodes must be between 1 and 1024, not {options.nnodes}")
     if (options.nnodes or 1) > 1 and not options.rdzv_endpoint:
         raise UsageError("--nnodes above 1 needs --rdzv-endpoint HOST:PORT", hint="the rendezvous every node joins")
-    if options.rdzv_endpoint is not None and not re.fullmatch(r"[\w.-]{1,253}:\d{1,5}", options.rdzv_endpoint):
+    if options.rdzv_endpoint is not None and not re.fullmatch(r"[\w.-]{1,253}:[0-9]{1,5}", options.rdzv_endpoint):
         raise UsageError(f"--rdzv-endpoint {options.rdzv_endpoint[:80]!r} is not HOST:PORT",
                          hint="for example --rdzv-endpoint 127.0.0.1:29511")
     if options.rdzv_endpoint is not None and not 1 <= int(options.rdzv_endpoint.rpartition(":")[2]) <= 65535:

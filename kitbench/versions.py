@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import re
 
+from kitbench._numbers import is_whole
 from kitbench.errors import UsageError
 
-_DRIVER = re.compile(r"^\s*(\d{1,4})(?:\.(\d{1,4}))?(?:\.(\d{1,4}))?\s*$")
-_CC = re.compile(r"^\s*(?:(\d{1,2})\.(\d)|(?:sm_?)?(\d{1,3}))\s*$")
-_CUDA = re.compile(r"^\s*(?:cu)?(\d{1,2})\.?(\d)\s*$")
+_DRIVER = re.compile(r"^\s*([0-9]{1,4})(?:\.([0-9]{1,4}))?(?:\.([0-9]{1,4}))?\s*$")
+_CC = re.compile(r"^\s*(?:([0-9]{1,2})\.([0-9])|(?:sm_?)?([0-9]{1,3}))\s*$")
+_CUDA = re.compile(r"^\s*(?:cu)?([0-9]{1,2})\.?([0-9])\s*$")
 
 
 def parse_driver(text: str) -> tuple[int, int, int]:
@@ -59,7 +60,7 @@ def cuda_of_compute(compute: str) -> tuple[int, int] | None:
 
 def version_tuple(text: str) -> tuple[int, ...]:
     """``'12.3'`` -> ``(12, 3)``: OS versions, for ordering only; non-numeric parts are skipped."""
-    return tuple(int(p) for p in text.split(".") if p.isdigit())
+    return tuple(int(p) for p in text.split(".") if is_whole(p))
 
 
 def format_capability(cc: tuple[int, int]) -> str:
@@ -79,7 +80,7 @@ def capability_supported(cc: tuple[int, int], arch_list: list[str] | tuple[str, 
     """
     for arch in arch_list:
         kind, _, digits = arch.partition("_")
-        if not digits.isdigit() or len(digits) < 2:
+        if not is_whole(digits) or len(digits) < 2:
             continue
         major, minor = int(digits[:-1]), int(digits[-1])
         if kind == "sm" and major == cc[0] and minor <= cc[1]:

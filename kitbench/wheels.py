@@ -22,8 +22,8 @@ PACKAGES = ("torch", "torchvision")
 # PEP 600's names for the legacy manylinux tags.
 _LEGACY = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
 _ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "arm64"}
-_PLATFORM = re.compile(r"^(?:(manylinux1|manylinux2010|manylinux2014)|(manylinux|musllinux|macosx)_(\d+)_(\d+)|win)"
-                       r"_(\w+)$")
+_PLATFORM = re.compile(r"^(?:(manylinux1|manylinux2010|manylinux2014)|(manylinux|musllinux|macosx)_([0-9]+)_([0-9]+)"
+                       r"|win)_(\w+)$")
 _CLAUSE = re.compile(r"^\s*(>=|<=|==|!=|>|<|~=)\s*([0-9.]+)\s*$")
 
 Version = tuple[int, ...]
@@ -212,7 +212,7 @@ def host_of(machine: Probe, arch: str | None = None, python: str | None = None) 
     """The facts of ``machine`` that decide which wheels install: ``arch`` and ``python`` replace
     the probed interpreter's (a target's own Python, say); an empty fact stays unknown."""
     def version(text: str | None) -> Version | None:
-        numbers = tuple(int(p) for p in re.findall(r"\d+", text or "")[:2])
+        numbers = tuple(int(p) for p in re.findall(r"[0-9]+", text or "")[:2])
         return numbers or None
 
     linux = machine.os == "linux"

@@ -136,14 +136,14 @@ def test_out_refuses_what_is_not_a_record(tmp_path: Path, make: object, words: s
     out = tmp_path / "out.json"
     make(out)  # type: ignore[operator]
     before = out.lstat()
-    assert _main(*AVAIL, "--out", str(out), "--force") == 1
+    assert _main(*AVAIL, "--out", str(out), "--force") == 2      # refused output: exit 2, as --plot, report -o
     err = capsys.readouterr().err
     assert err.startswith("ERROR: ") and words in err and "Traceback" not in err
     assert out.lstat() == before and not (tmp_path / "target.json").exists()
 
 
 def test_out_to_a_device_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    assert _main(*AVAIL, "--out", "/dev/null") == 1
+    assert _main(*AVAIL, "--out", "/dev/null") == 2
     assert "not a regular file" in capsys.readouterr().err
 
 
@@ -151,7 +151,7 @@ def test_a_record_is_replaced_only_with_force(tmp_path: Path, capsys: pytest.Cap
     out = tmp_path / "r.json"
     assert _main(*AVAIL, "--out", str(out)) == 0
     first = out.read_text()
-    assert _main(*AVAIL, "--out", str(out)) == 1
+    assert _main(*AVAIL, "--out", str(out)) == 2
     assert "already holds a kitbench record" in capsys.readouterr().err and out.read_text() == first
     assert _main(*AVAIL, "--out", str(out), "--force") == 0
     assert out.read_text() != first
@@ -312,6 +312,11 @@ def test_a_diverging_run_is_not_ok(tiny_mnist: Path, tmp_path: Path, capsys: pyt
     (["--epochs", "1" * 30], "is more than this kit allows (1000)"),
     (["--epochs", "1" * 50], "expected a whole number of at most 40 digits"),
     (["--device", "x" * 100_000], "longer than any kitbench takes"),
+    # Digits of other scripts: str.isdigit() takes '²', int() refuses it; int() takes '٣'. ASCII only, one parser.
+    (["--device", "cuda:²"], "bad device 'cuda:²'"),
+    (["--device", "cuda:٣"], "bad device 'cuda:٣'"),
+    (["--epochs", "٣"], "expected a whole number, not '٣'"),
+    (["--epochs", "1_0"], "expected a whole number, not '1_0'"),
     (["--out", "x" * 5000], "longer than any kitbench takes"),
 ])
 def test_unbounded_values_are_refused(args: list[str], words: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -418,6 +423,22 @@ def test_the_plots_hint_never_points_back_to_the_pinned_environment(monkeypatch:
                                           f"{env}/bin/python matplotlib (")
     monkeypatch.setattr(sys, "prefix", "/usr")
     assert plots._plots_hint() == "pip install 'kitbench[plots]'"
+
+
+def test_the_extra_hint_speaks_the_installer_s_language(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """pipx and uv tool environments have no pip of their own: each has its own verb (both tried for real)."""
+    from kitbench.errors import optional_hint
+
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))
+    assert optional_hint("matplotlib") == "pip install 'kitbench[plots]'"
+    (tmp_path / "pipx_metadata.json").write_text("{}")
+    assert optional_hint("matplotlib") == "pipx inject kitbench matplotlib"
+    (tmp_path / "pipx_metadata.json").unlink()
+    # uv's receipt, as `uv tool install ./kitbench` wrote it: the reinstall names the same source.
+    (tmp_path / "uv-receipt.toml").write_text('[tool]\nrequirements = [{ name = "kitbench", directory = '
+                                              '"/home/me/src/kit bench" }]\n')
+    assert optional_hint("docker") == "uv tool install --with docker '/home/me/src/kit bench'"
+    assert optional_hint("torch").startswith("install torch here with")
 
 
 @pytest.mark.parametrize(("plot", "words"), [("c.xyz", "unknown image format .xyz"), ("c", "no image format"),

@@ -82,6 +82,24 @@ def test_rows_and_environment_diff(runs: dict[str, Path]) -> None:
     assert table[1].differs == []
 
 
+def test_the_baseline_is_the_first_ok_record(runs: dict[str, Path], tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A failed run's environment may be half known (torch None): it is never what the others are measured from."""
+    failed = json.loads(runs["a"].read_text())
+    failed["status"], failed["environment"]["torch"] = "failed", None
+    (tmp_path / "0-failed.json").write_text(json.dumps(failed))
+    shutil.copy(runs["a"], tmp_path / "1-ok.json")
+    table = compare.rows(compare.load([str(tmp_path / "0-failed.json"), str(tmp_path / "1-ok.json")]))
+    assert [(r.status, r.baseline) for r in table] == [("failed", False), ("ok", True)]
+    assert table[1].differs == [] and any(line.startswith("torch: ") for line in table[0].differs)
+    from kitbench._cli import main
+
+    assert main(["compare", str(tmp_path / "0-failed.json"), str(tmp_path / "1-ok.json"), "--format", "markdown"]) == 0
+    out = capsys.readouterr().out
+    assert f"baseline (the first ok record): {tmp_path / '1-ok.json'}" in out
+    assert f"{tmp_path / '0-failed.json'} differs from the baseline: torch: " in out
+
+
 def test_one_bad_file_among_good_ones_is_a_row(runs: dict[str, Path], tmp_path: Path) -> None:
     shutil.copy(runs["a"], tmp_path / "good.json")
     (tmp_path / "cut.json").write_text(runs["a"].read_text()[:200])
@@ -150,6 +168,30 @@ def test_plot_is_written(runs: dict[str, Path], tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert out.stat().st_size > 20_000
+
+
+def test_plot_labels_name_every_record_and_never_run_into_each_other(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A record made outside a target (the H100's) is named by its file, not "?"; four bars per record
+    carry upright labels, which horizontal ones overlapped ("1.571.56")."""
+    pytest.importorskip("matplotlib")
+    from kitbench import plots
+
+    plt = plots._pyplot()
+    drawn = []
+    monkeypatch.setattr(plt, "close", drawn.append)
+    docs = Path(__file__).resolve().parent.parent / "docs" / "records"
+    records = [docs / "h100-fnn.json", docs / "cpu-bench-fnn.json"]
+    loaded = compare.load([str(p) for p in records])
+    plots.comparison(loaded, compare.rows(loaded), tmp_path / "c.png")
+    (fig,) = drawn
+    legends = [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+    assert legends and not any(t.startswith("?") for t in legends)
+    assert any(t.startswith("h100-fnn: ") for t in legends)
+    epochs = fig.axes[0]
+    numbers = [t for t in epochs.texts if t.get_text()]
+    assert len(numbers) >= 4 and {t.get_rotation() for t in numbers} == {90.0}
+    assert "h100-fnn" in [t.get_text() for t in epochs.get_xticklabels()]
 
 
 def test_a_plot_of_more_records_than_it_can_hold_is_refused_before_any_output(

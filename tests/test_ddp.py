@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,18 +32,38 @@ def _free_port() -> int:
     return port
 
 
-def _pids(pattern: str) -> list[int]:
-    done = subprocess.run(["pgrep", "-f", "--", pattern], capture_output=True, text=True, check=False)
-    return [int(pid) for pid in done.stdout.split()]
+_TAG = "KITBENCH_TEST_TREE"
 
 
-def _workers() -> list[int]:
+@pytest.fixture
+def tree() -> dict[str, str]:
+    """An environment for this test's processes: a marker every descendant inherits (torchrun's ranks
+    included, even once reparented), so the test finds and signals its own processes and nobody else's."""
+    return {**os.environ, _TAG: uuid.uuid4().hex}
+
+
+def _pids(env: dict[str, str], pattern: str) -> list[int]:
+    marker = f"{_TAG}={env[_TAG]}".encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isascii() or not proc.name.isdigit():
+            continue
+        try:
+            if marker in (proc / "environ").read_bytes().split(b"\0") and \
+                    pattern.encode() in (proc / "cmdline").read_bytes().replace(b"\0", b" "):
+                found.append(int(proc.name))
+        except OSError:         # gone meanwhile, or another user's
+            continue
+    return found
+
+
+def _workers(env: dict[str, str]) -> list[int]:
     """The ranks torchrun started (its own command line names the module too)."""
-    return _pids("-u -m kitbench.ddp_worker")
+    return _pids(env, "-u -m kitbench.ddp_worker")
 
 
-def _anything_left() -> list[int]:
-    return _pids("kitbench.ddp_worker")
+def _anything_left(env: dict[str, str]) -> list[int]:
+    return _pids(env, "kitbench.ddp_worker")
 
 
 @pytest.fixture(scope="module")
@@ -118,15 +139,15 @@ def test_two_nodes_over_loopback(mnist_root: Path, tmp_path: Path,
         assert [b["world_size"] for b in gloo["allreduce"]] == [2] * 8
 
 
-def test_a_crashed_rank_fails_the_check_and_leaves_no_process(mnist_root: Path, tmp_path: Path,
+def test_a_crashed_rank_fails_the_check_and_leaves_no_process(mnist_root: Path, tmp_path: Path, tree: dict[str, str],
                                                               spawn: Callable[..., subprocess.Popen[str]]) -> None:
     out = tmp_path / "r.json"
     # The full training set: world size 2 trains for seconds, time to kill one of its ranks.
-    proc = spawn([*_ddp_cli("--nproc", "2", data=mnist_root, out=out)[:-4], "--out", str(out)])
+    proc = spawn([*_ddp_cli("--nproc", "2", data=mnist_root, out=out)[:-4], "--out", str(out)], env=tree)
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and len(_workers()) < 2:
+    while time.monotonic() < deadline and len(_workers(tree)) < 2:
         time.sleep(0.1)
-    victims = _workers()
+    victims = _workers(tree)
     assert len(victims) == 2, "world size 2 never started"
     time.sleep(1.5)
     os.kill(victims[-1], signal.SIGKILL)
@@ -135,10 +156,10 @@ def test_a_crashed_rank_fails_the_check_and_leaves_no_process(mnist_root: Path, 
     ddp = json.loads(out.read_text())["checks"]["ddp"]
     assert ddp["status"] == "failed"
     assert "gloo: world size 2: rank" in ddp["summary"] and "signal 9" in ddp["summary"]
-    assert _anything_left() == []
+    assert _anything_left(tree) == []
 
 
-def test_a_port_held_by_another_program_is_one_line(mnist_root: Path, tmp_path: Path) -> None:
+def test_a_port_held_by_another_program_is_one_line(mnist_root: Path, tmp_path: Path, tree: dict[str, str]) -> None:
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", 0))
         squatter.listen()
@@ -146,12 +167,12 @@ def test_a_port_held_by_another_program_is_one_line(mnist_root: Path, tmp_path: 
         out = tmp_path / "r.json"
         done = subprocess.run(_ddp_cli("--nnodes", "1", "--rdzv-endpoint", endpoint, "--nproc", "1",
                                        "--ddp-timeout", "5", data=mnist_root, out=out),
-                              capture_output=True, text=True, timeout=180, check=False)
+                              capture_output=True, text=True, timeout=180, check=False, env=tree)
     assert done.returncode == 1
     ddp = json.loads(out.read_text())["checks"]["ddp"]
     assert ddp["status"] == "failed"
     assert f"at rendezvous {endpoint}: the port answers but no rendezvous completed" in ddp["summary"]
-    assert _anything_left() == []
+    assert _anything_left(tree) == []
 
 
 def test_the_launcher_is_stopped_where_there_are_no_process_groups(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -177,21 +198,21 @@ def _full(data: Path, out: Path, *args: str) -> list[str]:
             "--data", str(data), "--nproc", "2", "--out", str(out), *args]
 
 
-def test_sigterm_during_ddp_leaves_no_rank_and_nothing_in_tmp(mnist_root: Path, tmp_path: Path,
+def test_sigterm_during_ddp_leaves_no_rank_and_nothing_in_tmp(mnist_root: Path, tmp_path: Path, tree: dict[str, str],
                                                                spawn: Callable[..., subprocess.Popen[str]]) -> None:
     out, scratch = tmp_path / "r.json", tmp_path / "tmp"
     scratch.mkdir()
     # Through spawn: a failed assertion before the SIGTERM must not leave the training run behind.
-    proc = spawn(_full(mnist_root, out), env={**os.environ, "TMPDIR": str(scratch)})
+    proc = spawn(_full(mnist_root, out), env={**tree, "TMPDIR": str(scratch)})
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and len(_workers()) < 2:
+    while time.monotonic() < deadline and len(_workers(tree)) < 2:
         time.sleep(0.1)
-    assert len(_workers()) == 2, "world size 2 never started"
+    assert len(_workers(tree)) == 2, "world size 2 never started"
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err
     assert "Traceback" not in err
-    assert _anything_left() == []
+    assert _anything_left(tree) == []
     # Nothing of the launch: its folder and torchrun's (torch's own compile cache may stay, as anywhere).
     assert [p.name for p in scratch.iterdir() if not p.name.startswith("torchinductor_")] == []
     assert json.loads(out.read_text())["status"] == "interrupted"
@@ -201,15 +222,16 @@ def test_sigterm_during_ddp_leaves_no_rank_and_nothing_in_tmp(mnist_root: Path, 
     (("--lr", "1e30", "--limit", "2000"), "diverged: the training loss is not finite"),
     (("--limit", "64", "--batch-size", "64"), "timed nothing"),
 ])
-def test_a_ddp_run_that_measured_nothing_sound_is_not_ok(mnist_root: Path, tmp_path: Path,
+def test_a_ddp_run_that_measured_nothing_sound_is_not_ok(mnist_root: Path, tmp_path: Path, tree: dict[str, str],
                                                           args: tuple[str, ...], words: str) -> None:
     out = tmp_path / "r.json"
-    done = subprocess.run(_full(mnist_root, out, *args), capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(_full(mnist_root, out, *args), capture_output=True, text=True, timeout=300, check=False,
+                          env=tree)
     assert done.returncode == 1, done.stderr
     ddp = json.loads(out.read_text())["checks"]["ddp"]
     assert ddp["status"] == "failed"
     assert words in ddp["summary"]
-    assert _anything_left() == []
+    assert _anything_left(tree) == []
 
 
 def test_deterministic_mode_reaches_every_rank(mnist_root: Path, tmp_path: Path,

@@ -262,8 +262,76 @@ def test_node_arches_from_scontrol_and_a_foreign_node_is_refused(resources: Path
         fleet.refuse_foreign(arches, "x86_64", "cpu's environment (/shared/.nox/cpu/bin/python)")
     assert caught.value.message == ("cpu's environment (/shared/.nox/cpu/bin/python) is built for x86_64, "
                                     "but these nodes are not: n3 aarch64")
-    assert caught.value.hint and "--venv" in caught.value.hint
+    assert caught.value.hint and "venv target" in caught.value.hint
     fleet.refuse_foreign(arches, None, "an image of unknown architecture")         # nothing to check against
+    assert fleet.by_arch(arches) == {"x86_64": ["n1", "n2"], "aarch64": ["n3"]}
+    assert fleet.describe_arches(arches) == "architectures: x86_64 (n1, n2); aarch64 (n3)"
+
+
+def test_per_architecture_paths_are_parsed_once() -> None:
+    assert fleet.per_arch(["/shared/venv", "arm64=/shared/arm"], "--venv") == (
+        Path("/shared/venv"), {"aarch64": Path("/shared/arm")})          # Docker's name, one spelling
+    assert fleet.per_arch(["/a=b/venv"], "--venv") == (Path("/a=b/venv"), {})      # a path with = in it
+    for twice in (["/a", "/b"], ["aarch64=/a", "arm64=/b"]):
+        with pytest.raises(UsageError):
+            fleet.per_arch(twice, "--venv")
+
+
+def test_two_architectures_one_job_each_node_its_own_environment(tmp_path: Path) -> None:
+    """A Grace Hopper partition beside x86 nodes: one job; each task picks the environment built for
+    its own architecture by uname -m, and a node of a third says so and fails (tried with a fake uname)."""
+    pythons = {"x86_64": "/shared/.nox/cpu/bin/python", "aarch64": "/shared/.nox/aarch64/cpu/bin/python"}
+    plan = fleet.plan_run(NODES, "node", fleet.SlurmOptions(), "cpu", "9ad5", [pythons["x86_64"]], ["--quick"], {},
+                          pythons=pythons)
+    assert ('case "$(uname -m)" in aarch64) py=/shared/.nox/aarch64/cpu/bin/python;; x86_64) '
+            'py=/shared/.nox/cpu/bin/python;;') in plan.script
+    assert '"$py" -m kitbench run --force --out "$out/$node.json" --quick' in plan.script
+    dispatch = fleet.arch_dispatch(pythons)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for machine in ("aarch64", "x86_64", "ppc64le"):
+        (bin_dir / "uname").write_text(f"#!/bin/sh\necho {machine}\n")
+        (bin_dir / "uname").chmod(0o755)
+        done = subprocess.run(["bash", "-c", dispatch + 'echo "$py"'], capture_output=True, text=True, check=False,
+                              env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+        if machine == "ppc64le":
+            assert done.returncode == 3
+            assert done.stderr == "kitbench: no environment built for ppc64le (built: aarch64, x86_64)\n"
+        else:
+            assert (done.returncode, done.stdout) == (0, pythons[machine] + "\n")
+    # One architecture: the job script is as before, no dispatch.
+    one = fleet.plan_run(NODES, "node", fleet.SlurmOptions(), "cpu", "9ad5", [pythons["x86_64"]], ["--quick"], {},
+                         pythons={"x86_64": pythons["x86_64"]})
+    assert "uname" not in one.script
+
+
+def test_the_other_architecture_s_environment_is_built_on_one_of_its_nodes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through Slurm itself (srun on an aarch64 node, nox there); what it built must be of that architecture."""
+    from kitbench import manifest
+
+    monkeypatch.setattr(manifest, "checkout_root", lambda: tmp_path)
+    asked: list[list[str]] = []
+    monkeypatch.setattr(slurm, "run", lambda args, timeout=0: asked.append(list(args)) or "")
+    local = Path(sys.executable)
+    arches: dict[str, str | None] = {"n1": fleet.arch_name(os.uname().machine), "n3": "aarch64"}
+    with pytest.raises(Exception, match="the environment built on n3 is not aarch64"):   # nothing was built here
+        fleet.venv_pythons("cpu", [str(local.parent.parent)], arches, fleet.SlurmOptions(partition="grace"),
+                           lambda line: None)
+    assert asked == [["srun", "--nodelist=n3", "--nodes=1", "--ntasks=1", "--partition=grace", "python3", "-m", "nox",
+                      "--envdir", str(tmp_path / ".nox" / "aarch64"), "-s", "cpu", "--install-only", "-f",
+                      str(tmp_path / "noxfile.py")]]
+    # An aarch64 Python there (its ELF header says so) is used as it is, without building again.
+    built = tmp_path / ".nox" / "aarch64" / "cpu" / "bin" / "python"
+    built.parent.mkdir(parents=True)
+    header = bytearray(local.resolve().read_bytes()[:64])
+    header[18:20] = (0xB7).to_bytes(2, "little")
+    built.write_bytes(bytes(header))
+    built.chmod(0o755)
+    asked.clear()
+    found = fleet.venv_pythons("cpu", [str(local.parent.parent)], arches, fleet.SlurmOptions(), lambda line: None)
+    assert found == {fleet.arch_name(os.uname().machine): local.parent.parent.absolute() / "bin" / "python",
+                     "aarch64": built.absolute()} and asked == []
 
 
 def test_executable_arch_reads_the_elf_header(tmp_path: Path) -> None:
@@ -394,6 +462,26 @@ def test_the_oci_spec_suits_a_batch_task(tmp_path: Path) -> None:
     binds = {m["destination"]: m for m in config["mounts"] if m["type"] == "bind"}
     assert binds["/results"]["source"] == str(tmp_path / "fleet") and "rw" in binds["/results"]["options"]
     assert "ro" in binds["/data"]["options"]
+    assert "/dev/kfd" not in binds
+
+
+def test_a_rocm_target_gets_the_amd_devices_under_the_fleet(tmp_path: Path) -> None:
+    """As `kitbench container` gives them to Docker: /dev/kfd and /dev/dri, with pyxis and with runc."""
+    import shutil
+
+    from kitbench import fleet_containers
+
+    pyxis = fleet_containers.command("pyxis", "dockerd://kitbench/rocm64:abc", {}, None, tmp_path, amd=True)
+    assert pyxis[2] == f"--container-mounts={tmp_path}:/results,/dev/kfd:/dev/kfd,/dev/dri:/dev/dri"
+    if shutil.which("runc") is None:
+        pytest.skip("runc is not installed (apt-get install runc)")
+    devices = tmp_path / "devices"      # /proc/devices of a ROCm node (kfd's major is the kernel's choice)
+    devices.write_text("Character devices:\n  1 mem\n226 drm\n510 kfd\n\nBlock devices:\n  8 sd\n")
+    config = fleet_containers.spec([], tmp_path, None, amd=True, proc_devices=devices)
+    binds = {m["destination"]: m for m in config["mounts"] if m["type"] == "bind"}
+    assert binds["/dev/kfd"]["source"] == "/dev/kfd" and binds["/dev/dri"]["source"] == "/dev/dri"
+    allowed = [(r["major"], r["access"]) for r in config["linux"]["resources"]["devices"] if r["allow"]]
+    assert (226, "rwm") in allowed and (510, "rwm") in allowed
 
 
 @pytest.mark.docker

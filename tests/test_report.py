@@ -129,6 +129,31 @@ def test_a_real_cpu_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert f"<td>{max(t['gb_per_s'] for t in first):.2f}</td>" in text
 
 
+def test_a_failed_record_is_a_row_marked_failed_with_its_reason(tmp_path: Path) -> None:
+    data = json.loads((KEPT / "h100-fnn.json").read_text())
+    (tmp_path / "ok.json").write_text(json.dumps(data))
+    data["status"], data["error"] = "failed", "CUDA error: out of memory\n(one line in the table)"
+    (tmp_path / "oom.json").write_text(json.dumps(data))
+    data["status"], data["error"] = "interrupted", None
+    data["checks"]["mnist"]["status"], data["checks"]["mnist"]["summary"] = "failed", "stopped by SIGTERM"
+    (tmp_path / "stopped.json").write_text(json.dumps(data))
+    page = report.build([str(tmp_path)]).text
+    machines = page[page.index('<section id="machines">'):page.index("</section>", page.index('id="machines"'))]
+    assert machines.count("<tr>") == 1 + 3        # the header, and a row each: a failure is never folded into ok
+    assert '<td class="w">failed: CUDA error: out of memory (one line in the table)</td>' in machines
+    assert '<td class="w">interrupted: mnist: stopped by SIGTERM</td>' in machines
+    assert "<td>ok</td>" in machines
+
+
+def test_short_cells_never_break_mid_word() -> None:
+    """ "residen t", "tutor ial": a table squeezed to the page broke words. Short cells keep their line; long
+    ones (hashes, command lines) wrap, between words first."""
+    page = report.build([str(KEPT)]).text
+    assert "td{font-variant-numeric:tabular-nums;white-space:nowrap}" in page and "anywhere" not in page
+    assert "<td>fnn/resident</td>" in page and "<td>tutorial</td>" in page
+    assert re.search(r'<td class="w">[0-9a-f]{64}</td>', page)
+
+
 def test_quick_and_full_runs_are_marked_where_they_meet(tmp_path: Path) -> None:
     data = json.loads((KEPT / "h100-fnn.json").read_text())
     (tmp_path / "full.json").write_text(json.dumps(data))

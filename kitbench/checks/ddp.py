@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from kitbench import _proc, cpus, devices
+from kitbench._numbers import is_whole
 from kitbench.checks import steps
 from kitbench.checks.base import CheckResult, Context, training_problem
 
@@ -197,7 +198,7 @@ def _marked(marker: str) -> list[int]:
     found = []
     with contextlib.suppress(OSError):
         for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
+            if not is_whole(entry.name):
                 continue
             try:
                 with open(f"/proc/{entry.name}/environ", "rb") as handle:
@@ -211,8 +212,8 @@ def _marked(marker: str) -> list[int]:
 def _why(output: str, code: int) -> str:
     """The launcher's failure in one line: a port in use, a dead rank, a missing backend."""
     text = output or ""
-    port = re.search(r"(?:port|:)\s*(\d{2,5})\D[^\n]*(?:already in use|EADDRINUSE)|"
-                     r"(?:already in use|EADDRINUSE)[^\n]*?(\d{2,5})", text)
+    port = re.search(r"(?:port|:)\s*([0-9]{2,5})\D[^\n]*(?:already in use|EADDRINUSE)|"
+                     r"(?:already in use|EADDRINUSE)[^\n]*?([0-9]{2,5})", text)
     if "EADDRINUSE" in text or "already in use" in text:
         number = next((g for g in (port.groups() if port else ()) if g), None)
         return f"the rendezvous port{' ' + number if number else ''} is already in use"
@@ -220,7 +221,7 @@ def _why(output: str, code: int) -> str:
         return "NCCL is not available in this torch build"
     # torchrun lists the ranks it stopped first, and the one that failed first under "Root Cause".
     cause = text[text.find("Root Cause"):] if "Root Cause" in text else text
-    rank = re.search(r"rank\s*:\s*(\d+)[^\n]*\n[^\n]*exitcode\s*:\s*(-?\d+)", cause)
+    rank = re.search(r"rank\s*:\s*([0-9]+)[^\n]*\n[^\n]*exitcode\s*:\s*(-?[0-9]+)", cause)
     if rank:
         code_text = rank.group(2)
         how = f"signal {-int(code_text)}" if code_text.startswith("-") else f"exit code {code_text}"

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from kitbench._numbers import is_whole
 from kitbench.errors import UsageError
 from kitbench.probe import amd, intel, python
 from kitbench.probe.amd import AmdGpu
@@ -30,7 +31,7 @@ _PROC_DRIVER = Path("/proc/driver/nvidia/version")
 _SYS_DRIVER = Path("/sys/module/nvidia/version")
 # WSL 2 has no NVIDIA kernel module: the Windows driver exposes its nvidia-smi here, not always on PATH.
 _WSL_SMI = "/usr/lib/wsl/lib/nvidia-smi"
-_NVRM = re.compile(r"NVRM version:.*?Kernel Module(?:\s+for\s+\S+)?\s+(\d+\.\d+(?:\.\d+)?)\s")
+_NVRM = re.compile(r"NVRM version:.*?Kernel Module(?:\s+for\s+\S+)?\s+([0-9]+\.[0-9]+(?:\.[0-9]+)?)\s")
 _ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "i386": "x86", "i686": "x86", "arm64": "arm64",
                  "aarch64": "aarch64"}
 _SMI_FIELDS = "index,name,compute_cap,memory.total,driver_version,pcie.link.gen.max,pcie.link.width.max"
@@ -98,7 +99,7 @@ def parse_proc_driver(text: str) -> str | None:
 def parse_sys_driver(text: str) -> str | None:
     """The driver version in ``/sys/module/nvidia/version`` (the bare version string), if any."""
     version = text.strip()
-    return version if re.fullmatch(r"\d+\.\d+(\.\d+)?", version) else None
+    return version if re.fullmatch(r"[0-9]+\.[0-9]+(\.[0-9]+)?", version) else None
 
 
 def no_driver_reason(*, container: bool, wsl: bool) -> str:
@@ -133,8 +134,8 @@ def parse_nvidia_smi(text: str) -> tuple[str | None, tuple[Gpu, ...], tuple[str,
 
 def _smi_gpu(parts: list[str]) -> Gpu | None:
     index, name, cap, memory, drv = parts[:5]
-    if not index.isdigit() or not name or not re.fullmatch(r"\d+(\.\d+)*", drv) or not (
-            memory.isdigit() or memory.startswith("[")):
+    if not is_whole(index) or not name or not re.fullmatch(r"[0-9]+(\.[0-9]+)*", drv) or not (
+            is_whole(memory) or memory.startswith("[")):
         return None
     capability = None
     if not cap.startswith("["):
@@ -142,8 +143,8 @@ def _smi_gpu(parts: list[str]) -> Gpu | None:
             capability = format_capability(parse_capability(cap))
         except UsageError:
             return None
-    gen, width = (int(p) if p.isdigit() else None for p in (parts[5:] or ["", ""]))
-    return Gpu(int(index), name, capability, int(memory) if memory.isdigit() else None, gen, width)
+    gen, width = (int(p) if is_whole(p) else None for p in (parts[5:] or ["", ""]))
+    return Gpu(int(index), name, capability, int(memory) if is_whole(memory) else None, gen, width)
 
 
 # What a GPU list's source says when nvidia-smi's answer was not all sound; install-cmd repeats it as a note.
@@ -427,9 +428,9 @@ def _interpreter(changes: dict[str, object], sources: dict[str, str], target_os:
             sources["libc"] = f"--python {python_path} (platform.libc_ver())"
     # macOS is named by its major version alone ("macOS 14"); Python and glibc by major.minor.
     for flag, value, pattern, example in (
-            ("--python-version", python_version, r"\d+\.\d+(\.\d+)?", "3.12"),
-            ("--glibc", glibc, r"\d+\.\d+(\.\d+)?", "2.35"),
-            ("--os-version", os_version, r"\d+(\.\d+){0,2}", "14.5")):
+            ("--python-version", python_version, r"[0-9]+\.[0-9]+(\.[0-9]+)?", "3.12"),
+            ("--glibc", glibc, r"[0-9]+\.[0-9]+(\.[0-9]+)?", "2.35"),
+            ("--os-version", os_version, r"[0-9]+(\.[0-9]+){0,2}", "14.5")):
         if value is not None and not re.fullmatch(pattern, value):
             raise UsageError(f"{flag} {value!r} is not a version", hint=f"e.g. {flag} {example}")
     if os_version is not None and "." not in os_version:

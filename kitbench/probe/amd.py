@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kitbench._numbers import is_whole
 from kitbench.errors import UsageError
 
 AMD_VENDOR = 0x1002
@@ -52,7 +53,7 @@ def parse_properties(text: str) -> dict[str, int]:
     found = {}
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) == 2 and parts[1].isdigit():
+        if len(parts) == 2 and is_whole(parts[1]):
             found[parts[0]] = int(parts[1])
     return found
 
@@ -102,7 +103,7 @@ def read_kfd(root: Path = Path("/")) -> tuple[AmdGpu, ...]:
     """The GPUs of the KFD topology under ``root``, in node order (HIP's device order)."""
     nodes = root / KFD_NODES
     try:
-        names = sorted((p.name for p in nodes.iterdir() if p.name.isdigit()), key=int)
+        names = sorted((p.name for p in nodes.iterdir() if is_whole(p.name)), key=int)
     except OSError:
         return ()
     gpus: list[AmdGpu] = []
