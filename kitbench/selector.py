@@ -547,8 +547,7 @@ def _xpu(rel: Release, os: str, arch: str, package: str) -> list[str]:
 
 
 def _rocm_missing(machine: Probe, compute: str) -> list[str]:
-    arches = vendors.load().rocm_arches(compute)
-    return [] if arches is None else [g for g in machine.gfx if g not in arches]
+    return vendors.load().rocm_missing(machine.amd_gpus, compute)[0]
 
 
 def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, available: list[str],
@@ -573,6 +572,9 @@ def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, availabl
                 out.rejected.append(f"{candidate}: no kernels for {', '.join(missing)} "
                                     f"({facts.rocm_sources[candidate]})")
                 continue
+            left = facts.rocm_missing(machine.amd_gpus, candidate)[1]
+            if left:
+                out.notes.append(facts.hidden_note(machine.amd_gpus, left, candidate))
             text = f"{candidate}: the newest ROCm build of {rel.version} "
             if not machine.gfx:
                 text += (f"(ROCm {machine.rocm} found at /opt/rocm" if machine.rocm else f"({seen} [{where}]")
@@ -580,7 +582,8 @@ def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, availabl
             elif facts.rocm_arches(candidate) is None:
                 text += f"(for {seen} [{where}]; this build's gfx list is not recorded, so it was not checked)"
             else:
-                text += f"with kernels for {seen} [{where}] ({facts.rocm_sources[candidate]})"
+                served = ", ".join(dict.fromkeys(g.gfx for g in machine.amd_gpus if g.gfx and g not in left))
+                text += f"with kernels for {served} [{where}] ({facts.rocm_sources[candidate]})"
             out.reasons.append(text)
             return candidate
         _other_rocm_release(rel, machine, arch, seen, out)

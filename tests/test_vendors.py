@@ -158,6 +158,64 @@ def test_amd_off_linux_or_unrecorded_or_unknown_gfx() -> None:
     assert chosen.compute == "rocm6.4" and "were not checked" in chosen.reasons[-1]
 
 
+def test_kfd_lists_a_ryzen_igpu_beside_the_discrete_card() -> None:
+    mixed = amd.read_kfd(KFD / "raphael-rx6600")
+    assert [(g.index, g.gfx, g.device_id) for g in mixed] == [(0, "gfx1032", "0x73ff"), (1, "gfx1036", "0x164e")]
+    alone = amd.read_kfd(KFD / "granite-ridge-igpu")
+    assert [(g.gfx, g.device_id, g.compute_units) for g in alone] == [("gfx1036", "0x13c0", None)]
+    facts = vendors.load()
+    assert {"gfx1036", "gfx1103", "gfx1150", "gfx1151"} <= facts.integrated and "llvm/llvm-project" in \
+        facts.integrated_source
+    # No gfx of a discrete card is taken for an integrated one.
+    assert not facts.integrated & {"gfx1030", "gfx1032", "gfx1100", "gfx1102", "gfx942", "gfx1200"}
+
+
+def _kfd(tree: str) -> Probe:
+    gpus = amd.read_kfd(KFD / tree)
+    return dataclasses.replace(LINUX, amd_gpus=gpus, sources={"amd_gpus": f"{tree}/*/properties"})
+
+
+@pytest.mark.parametrize(("release", "gfx", "compute", "hidden"), [
+    ("2.9.1", ("gfx1036", "gfx1100"), "rocm6.4", "1"),          # Raphael iGPU + RX 7900 XTX
+    ("2.9.1", ("gfx1103", "gfx1100"), "rocm6.4", "1"),          # Phoenix (Ryzen 7040) + RX 7900 XTX
+    ("2.9.1", ("gfx1100", "gfx1035"), "rocm6.4", "0"),          # Rembrandt iGPU listed second
+    ("2.9.1", ("gfx1150", "gfx1201"), "rocm6.4", "1"),          # Strix Point + RX 9070 XT
+    ("2.13.0", ("gfx1103", "gfx1100"), "rocm7.2", None),        # rocm7.2 serves gfx1103 too: nothing left out
+])
+def test_an_integrated_gpu_no_build_serves_leaves_the_choice_to_the_discrete_one(
+        release: str, gfx: tuple[str, ...], compute: str, hidden: str | None) -> None:
+    chosen = selector.select(_amd(*gfx), release_spec=release)
+    assert chosen.compute == compute
+    igpu = next(g for g in gfx if g in vendors.load().integrated)
+    notes = [n for n in chosen.notes if "HIP_VISIBLE_DEVICES" in n]
+    if hidden is None:
+        assert notes == []
+    else:
+        assert len(notes) == 1 and notes[0].startswith(f"{igpu} (HIP device {1 - int(hidden)}): an integrated GPU "
+                                                        f"that {compute} has no kernels for, left out")
+        assert f"HIP_VISIBLE_DEVICES={hidden} " in notes[0]
+    assert not any("HSA_OVERRIDE_GFX_VERSION" in n for n in chosen.notes)
+    served = [g for g in gfx if hidden is None or g != igpu]
+    assert f"with kernels for {', '.join(served)} [--gpu-gfx]" in chosen.reasons[-1]
+
+
+def test_the_recorded_raphael_box_gets_a_hint_for_its_card_never_for_its_igpu() -> None:
+    # gfx1032 (RX 6600) is in no build: the CPU build, the override hint aimed at the card alone.
+    chosen = selector.select(_kfd("raphael-rx6600"), release_spec="2.9.1")
+    assert chosen.compute == "cpu" and "gfx1032" in chosen.reasons[-1]
+    hints = [n for n in chosen.notes if n.startswith("hint:")]
+    assert hints == ["hint: HSA_OVERRIDE_GFX_VERSION=10.3.0 makes gfx1032 run gfx1030's kernels; "
+                     "AMD does not support it, results are yours to check"]
+
+
+def test_an_integrated_gpu_alone_decides_and_gets_no_override_hint() -> None:
+    chosen = selector.select(_kfd("granite-ridge-igpu"), release_spec="2.9.1")
+    assert chosen.compute == "cpu" and "gfx1036" in chosen.reasons[-1]
+    assert not any("HSA_OVERRIDE" in n or "HIP_VISIBLE_DEVICES" in n for n in chosen.notes)
+    strix_halo = selector.select(_amd("gfx1151"), release_spec="2.13.0")    # an APU some build serves
+    assert strix_halo.compute == "rocm7.2"
+
+
 def test_nvidia_comes_before_an_amd_igpu() -> None:
     laptop = probe.override(LINUX, driver="570.86.10", gpu_capabilities=["8.9"], gpu_gfx=["gfx1103"])
     assert selector.select(laptop, release_spec="2.9.1").compute == "cu128"
