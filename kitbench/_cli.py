@@ -120,7 +120,9 @@ def _build_parser() -> argparse.ArgumentParser:
                          help="a GPU's compute capability (repeatable)")
     machine.add_argument("--gpu-gfx", action="append", default=[], metavar="GFX",
                          help="an AMD GPU's architecture, e.g. gfx942 (repeatable)")
-    machine.add_argument("--intel-gpu", action="store_true", help="answer as if there were an Intel GPU")
+    machine.add_argument("--intel-gpu", nargs="?", const=True, default=False, metavar="DEVICE_ID",
+                         help="answer as if there were an Intel GPU; with its PCI device id (lspci -nn's 8086:XXXX, "
+                              "e.g. 56a0), checked against the GPUs the XPU builds support")
     machine.add_argument("--no-gpu", action="store_true", help="answer as if there were no GPU")
     machine.add_argument("--python", metavar="PATH", dest="python_path",
                          help="the interpreter torch goes into (default: the one running kitbench)")

@@ -19,6 +19,7 @@ from typing import Any
 from kitbench import drivers, facts, manifest, vendors, wheels
 from kitbench.errors import ManifestError, SelectionError, UsageError
 from kitbench.probe import EMULATES, Probe, doubt, no_driver_reason
+from kitbench.probe.intel import IntelGpu
 from kitbench.versions import arch_of_capability, capability_supported, cuda_of_compute, parse_capability, version_tuple
 
 OSES = ("linux", "macos", "windows")
@@ -340,6 +341,9 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
             why = _cuda_rejection(rel, machine, compute)
             if why:
                 chosen.notes.append(f"warning: {compute} will not run on this machine: {why}")
+        if compute == "xpu" and machine.intel_gpus and not _intel_served(machine)[0]:
+            chosen.notes.append(f"warning: xpu will not run on this machine: "
+                                f"{', '.join(g.label for g in machine.intel_gpus)} is none of the GPUs it supports")
         if compute.startswith("rocm") and _rocm_missing(machine, compute):
             chosen.notes.append(f"warning: {compute} will not run on this machine: no kernels for "
                                 + ", ".join(_rocm_missing(machine, compute)))
@@ -582,8 +586,8 @@ def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, availabl
             elif facts.rocm_arches(candidate) is None:
                 text += f"(for {seen} [{where}]; this build's gfx list is not recorded, so it was not checked)"
             else:
-                served = ", ".join(dict.fromkeys(g.gfx for g in machine.amd_gpus if g.gfx and g not in left))
-                text += f"with kernels for {served} [{where}] ({facts.rocm_sources[candidate]})"
+                deciding = ", ".join(dict.fromkeys(g.gfx for g in machine.amd_gpus if g.gfx and g not in left))
+                text += f"with kernels for {deciding} [{where}] ({facts.rocm_sources[candidate]})"
             out.reasons.append(text)
             return candidate
         _other_rocm_release(rel, machine, arch, seen, out)
@@ -591,16 +595,47 @@ def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, availabl
         out.notes.extend(f"hint: {h}" for h in hints)
         return f"cpu: no ROCm build of torch {rel.version} carries kernels for {seen} [{where}]"
     if machine.intel_gpus:
-        seen = ", ".join(g.label for g in machine.intel_gpus)
         where = machine.sources.get("intel_gpus", "probe")
+        served, unserved = _intel_served(machine)
+        if not served:
+            return (f"cpu: {', '.join(g.label for g in unserved)} [{where}] is none of the GPUs PyTorch's XPU "
+                    f"builds support ({_INTEL_SUPPORTED}; {_intel_source()}): UHD, Iris Xe and older Intel graphics "
+                    "run the CPU build")
+        seen = ", ".join(_intel_label(g) for g in served)
+        if unserved:
+            out.notes.append(f"{', '.join(g.label for g in unserved)}: none of the GPUs the XPU builds support, left "
+                             f"out ({_intel_source()}); the xpu build is for {seen}")
         if _xpu(rel, machine.os, arch, package):
+            unknown = any(g.device_id is None for g in served)
+            unchecked = ("; its device id is not known, so it was not checked against the GPUs the XPU builds "
+                         "support (--intel-gpu DEVICE_ID checks it)") if unknown else ""
             out.reasons.append(f"xpu: {seen} [{where}]; torch {rel.version} has an XPU build for "
-                               f"{machine.os} {arch} ({facts.xpu_source})")
+                               f"{machine.os} {arch} ({facts.xpu_source}){unchecked}")
             return "xpu"
         since = ", ".join(f"{o} from {v}" for o, v in facts.xpu_since.items())
         return (f"cpu: {seen} [{where}], but torch {rel.version} has no XPU build for {machine.os} {arch}"
                 + (" with conda" if package == "conda" else "") + f" (XPU wheels: x86_64, {since})")
     return None
+
+
+_INTEL_SUPPORTED = "Arc A and B series, Data Center GPU Max and Flex, Core Ultra's Arc graphics"
+
+
+def _intel_served(machine: Probe) -> tuple[list[IntelGpu], list[IntelGpu]]:
+    """The Intel GPUs the XPU builds support (or whose device id is unknown: not checked), and the others.
+    envs/intel_gpus.yaml is read only here, when a device id is to be checked."""
+    served = [g for g in machine.intel_gpus if g.device_id is None or vendors.intel_gpus().family(g.device_id)]
+    return served, [g for g in machine.intel_gpus if g not in served]
+
+
+def _intel_label(gpu: IntelGpu) -> str:
+    family = vendors.intel_gpus().family(gpu.device_id) if gpu.device_id else None
+    return f"{gpu.label} ({family.name})" if family else gpu.label
+
+
+def _intel_source() -> str:
+    facts = vendors.intel_gpus()
+    return f"envs/intel_gpus.yaml, {facts.source}, read {facts.read}"
 
 
 def _other_rocm_release(rel: Release, machine: Probe, arch: str, seen: str, out: Selection) -> None:

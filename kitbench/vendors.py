@@ -14,6 +14,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from kitbench import manifest
+from kitbench.errors import ManifestError
 from kitbench.versions import version_tuple
 
 if TYPE_CHECKING:
@@ -73,6 +74,40 @@ class VendorFacts:
                 return (f"HSA_OVERRIDE_GFX_VERSION={version} makes {gfx} run {poses_as}'s kernels; "
                         "AMD does not support it, results are yours to check")
         return None
+
+
+@dataclass(frozen=True)
+class IntelFamily:
+    name: str
+    validated: bool     # on PyTorch's own list; else the same silicon as a family on it
+
+
+@dataclass(frozen=True)
+class IntelFacts:
+    """The Intel GPUs PyTorch's XPU builds support (``envs/intel_gpus.yaml``), by PCI device id."""
+
+    families: dict[str, IntelFamily]      # "0x56a0" -> its family
+    source: str
+    read: str
+
+    def family(self, device_id: str) -> IntelFamily | None:
+        return self.families.get(device_id.lower())
+
+
+@cache
+def intel_gpus() -> IntelFacts:
+    """Read only when an Intel GPU is in question: the advice for every other machine never loads it."""
+    path = manifest.envs_dir() / "intel_gpus.yaml"
+    data = manifest.load(path, "intel_gpus").data
+    families: dict[str, IntelFamily] = {}
+    for entry in data["families"]:
+        family = IntelFamily(entry["name"], entry["validated"])
+        for device in entry["ids"]:
+            if device in families:
+                raise ManifestError(path, f"device id {device} is in {families[device].name!r} and {family.name!r}",
+                                    hint="each PCI device id belongs to one family")
+            families[device] = family
+    return IntelFacts(families, data["source"], data["read"])
 
 
 @cache

@@ -294,6 +294,11 @@ def probe() -> Probe:
         intel_gpus, where = intel.detect()
         if where:
             sources["intel_gpus"] = where
+    elif os_name == "windows":
+        # The XPU build runs on Windows too; uv reads its display adapters the same way.
+        intel_gpus, where = intel.detect_windows()
+        if where:
+            sources["intel_gpus"] = where
     return Probe(os=os_name, os_version=os_version, arch=arch, python_arch=python_arch,
                  python_version=python.running(), rosetta=rosetta, wsl=wsl,
                  container=_in_container(), driver=driver, gpus=gpus, rocm=rocm, sources=sources,
@@ -335,7 +340,7 @@ def _shipped(capability: tuple[int, int]) -> tuple[int, int]:
 def override(base: Probe, *, os: str | None = None, arch: str | None = None,
              python_arch: str | None = None, driver: str | None = None,
              gpu_capabilities: Sequence[str] = (), no_gpu: bool = False, gpu_gfx: Sequence[str] = (),
-             intel_gpu: bool = False, python_path: str | None = None, python_version: str | None = None,
+             intel_gpu: bool | str = False, python_path: str | None = None, python_version: str | None = None,
              glibc: str | None = None, os_version: str | None = None) -> Probe:
     """Answer for another machine: replace probed facts with given ones.
 
@@ -344,7 +349,7 @@ def override(base: Probe, *, os: str | None = None, arch: str | None = None,
     takes that OS's default unless given, and ``sources`` says which is which.
     """
     flags = [flag for flag, value in (("--driver", driver is not None), ("--gpu-cc", gpu_capabilities),
-                                      ("--gpu-gfx", gpu_gfx), ("--intel-gpu", intel_gpu)) if value]
+                                      ("--gpu-gfx", gpu_gfx), ("--intel-gpu", intel_gpu is not False)) if value]
     given = flags[0] if flags else None
     if no_gpu and given:
         raise UsageError("--no-gpu contradicts " + given,
@@ -404,8 +409,10 @@ def override(base: Probe, *, os: str | None = None, arch: str | None = None,
         names = [name for given in gpu_gfx for name in amd.parse_gfx_list(given, "--gpu-gfx")]
         changes["amd_gpus"] = tuple(AmdGpu(i, name, None) for i, name in enumerate(names))
         sources["amd_gpus"] = "--gpu-gfx"
-    if intel_gpu:
-        changes["intel_gpus"] = (IntelGpu("(given)", None),)
+    if intel_gpu is not False:
+        # --intel-gpu alone: an Intel GPU whose device id is not known; with an id, that GPU.
+        device = intel.parse_device_id(intel_gpu) if isinstance(intel_gpu, str) and intel_gpu else None
+        changes["intel_gpus"] = (IntelGpu("(given)", device),)
         sources["intel_gpus"] = "--intel-gpu"
     _interpreter(changes, sources, target_os, python_path=python_path, python_version=python_version,
                  glibc=glibc, os_version=os_version)
