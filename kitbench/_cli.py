@@ -126,7 +126,8 @@ def _build_parser() -> argparse.ArgumentParser:
     machine.add_argument("--no-gpu", action="store_true", help="answer as if there were no GPU")
     machine.add_argument("--python", metavar="PATH", dest="python_path",
                          help="the interpreter torch goes into (default: the one running kitbench)")
-    machine.add_argument("--python-version", metavar="X.Y", help="that Python's version, for another machine")
+    machine.add_argument("--python-version", metavar="X.Y[t]",
+                         help="that Python's version, for another machine (3.13t: a free-threaded build)")
     machine.add_argument("--glibc", metavar="X.Y", help="the machine's glibc version (Linux)")
     machine.add_argument("--os-version", metavar="X.Y", help="the machine's macOS version")
 

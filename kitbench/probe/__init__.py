@@ -83,7 +83,8 @@ class Probe:
 
 def normalize_arch(name: str, os_name: str) -> str:
     arch = _ARCH_ALIASES.get(name.lower(), name.lower())
-    # Linux calls 64-bit Arm aarch64, macOS calls it arm64; keep each OS's word.
+    # Linux calls 64-bit Arm aarch64, macOS calls it arm64; keep each OS's word. Windows says ARM64 and its
+    # wheels win_arm64: kitbench calls it aarch64 there (wheels.platform reads win_arm64 so).
     if arch in ("arm64", "aarch64"):
         return "arm64" if os_name == "macos" else "aarch64"
     return arch
@@ -434,7 +435,7 @@ def _interpreter(changes: dict[str, object], sources: dict[str, str], target_os:
             sources["libc"] = f"--python {python_path} (platform.libc_ver())"
     # macOS is named by its major version alone ("macOS 14"); Python and glibc by major.minor.
     for flag, value, pattern, example in (
-            ("--python-version", python_version, r"\d+\.\d+(\.\d+)?", "3.12"),
+            ("--python-version", python_version, r"\d+\.\d+(\.\d+)?t?", "3.12"),
             ("--glibc", glibc, r"\d+\.\d+(\.\d+)?", "2.35"),
             ("--os-version", os_version, r"\d+(\.\d+){0,2}", "14.5")):
         if value is not None and not re.fullmatch(pattern, value):
