@@ -318,6 +318,7 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     arch = machine.python_arch      # the interpreter's arch picks the wheel (Rosetta 2, Windows' x64 emulation)
     host = wheels.host_of(machine, arch)
     notes: list[str] = []
+    asked = rel
     rel = _installable(rel, release_spec, host, notes)
     chosen = Selection(command="", compute="", release=rel.version, os=machine.os, arch=arch, package=package,
                        format=fmt, facts=_facts(machine), notes=notes)
@@ -341,6 +342,9 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
             why = _cuda_rejection(rel, machine, compute)
             if why:
                 chosen.notes.append(f"warning: {compute} will not run on this machine: {why}")
+        installs = wheels.build_refusal(rel.version, compute, host)
+        if installs:
+            chosen.notes.append(f"warning: {compute} will not install on this machine: {installs}")
         if compute == "xpu" and machine.intel_gpus and not _intel_served(machine)[0]:
             chosen.notes.append(f"warning: xpu will not run on this machine: "
                                 f"{', '.join(g.label for g in machine.intel_gpus)} is none of the GPUs it supports")
@@ -367,7 +371,10 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
         chosen.notes.append(unknown_macos)
     wheel_compute = "cpu" if chosen.compute == "mps" else chosen.compute
     chosen.command = command(rel, machine.os, package, wheel_compute, chosen.format)
-    chosen.facts["wheels"] = _wheel_facts(rel, chosen.command, host)
+    chosen.facts["wheels"] = _wheel_facts(rel, chosen.command, host, wheel_compute)
+    assumed = _assumed_tags(rel, wheel_compute, chosen.command, host, moved=rel is not asked)
+    if assumed:
+        chosen.notes.append(assumed)
     return chosen
 
 
@@ -428,11 +435,29 @@ def _unknown_macos(rel: Release, host: wheels.Host) -> str | None:
     return text + f"; on macOS {shown} the newest release that installs is {fits}: --os-version {shown}"
 
 
-def _wheel_facts(rel: Release, text: str, host: wheels.Host) -> dict[str, Any]:
+def _assumed_tags(rel: Release, compute: str, text: str, host: wheels.Host, moved: bool) -> str | None:
+    """Say so where the answer rests on a build of PyTorch's index carrying its PyPI wheels' tags and that
+    decided it: the wheel facts moved the release, or this Linux's glibc is older than the newest floor a
+    recorded index build has (where an index build's own tag may well differ from PyPI's)."""
+    if host.os != "linux" or "--index-url" not in text or rel.nightly or wheels.recorded(rel.version, compute):
+        return None
+    floors = [wheels.platform(tag).floor or () for tag, _ in wheels.index_tags().builds.values()]
+    older = host.libc_version is not None and bool(floors) and host.libc_version < max(floors)
+    if not (moved or older):
+        return None
+    return (f"torch {rel.version}+{compute}'s Linux wheels are not on PyPI and no listing of them from PyTorch's "
+            f"index is recorded (envs/index_tags.yaml): they are taken to carry torch {rel.version}'s PyPI tags, and "
+            "that decided this answer; if pip finds no matching distribution, this build's own tags differ")
+
+
+def _wheel_facts(rel: Release, text: str, host: wheels.Host, compute: str) -> dict[str, Any]:
     facts = wheels.load()
-    # Wheels from download.pytorch.org (and conda packages) cannot be read from here: PyPI's stand in.
+    # Wheels from download.pytorch.org (and conda packages) cannot be read from here: PyPI's stand in,
+    # unless the build's tags on PyTorch's index were recorded (envs/index_tags.yaml).
+    recorded = "--index-url" in text and not rel.nightly and wheels.recorded(rel.version, compute)
     assumed = rel.nightly or "--index-url" in text or text.startswith("conda")
-    return {"source": facts.source, "read": facts.read, "assumed_from": "pypi" if assumed else None,
+    return {"source": facts.source, "read": facts.read,
+            "assumed_from": "recorded index listing" if recorded else "pypi" if assumed else None,
             "python": ".".join(map(str, host.python)) if host.python else None, "libc": host.libc,
             "libc_version": ".".join(map(str, host.libc_version)) if host.libc_version else None,
             "macos": ".".join(map(str, host.macos)) if host.macos else None}
@@ -474,7 +499,9 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection)
     cudas = sorted((c for c in available if c.startswith("cu")), key=lambda c: cuda_of_compute(c) or (0, 0),
                    reverse=True)
     for candidate in cudas:
-        why = _cuda_rejection(rel, machine, candidate)
+        # A build whose index tags are recorded is checked against them (2.6.0's cu126 needs glibc 2.28).
+        why = _cuda_rejection(rel, machine, candidate) or wheels.build_refusal(rel.version, candidate,
+                                                                               wheels.host_of(machine, arch))
         if why:
             out.rejected.append(f"{candidate}: {why}")
             continue

@@ -24,8 +24,8 @@ PACKAGES = ("torch", "torchvision", "torchaudio")
 _LEGACY = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
 _ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "arm64"}
 _WINDOWS_ARCH = {"amd64": "x86_64", "arm64": "aarch64"}
-_PLATFORM = re.compile(r"^(?:(manylinux1|manylinux2010|manylinux2014)|(manylinux|musllinux|macosx)_(\d+)_(\d+)|win)"
-                       r"_(\w+)$")
+_PLATFORM = re.compile(r"^(?:(manylinux1|manylinux2010|manylinux2014)|(manylinux|musllinux|macosx)_(\d+)_(\d+)"
+                       r"|win|linux)_(\w+)$")
 _PYTHON_TAG = re.compile(r"^cp(\d)(\d+)(t|-abi3)?$")
 _CLAUSE = re.compile(r"^\s*(>=|<=|==|!=|>|<|~=)\s*([0-9.]+)\s*$")
 
@@ -91,11 +91,67 @@ def platform(tag: str) -> Platform:
     if tag.startswith("win"):
         # win_arm64: Windows on Arm, which kitbench (as Linux) calls aarch64 (probe.normalize_arch).
         return Platform(tag, "windows", (_WINDOWS_ARCH.get(arch, arch),), None, None)
+    if tag.startswith("linux_"):
+        # A plain linux_x86_64 wheel (PyTorch's own index) states no C library: pip takes it on any Linux.
+        return Platform(tag, "linux", (_ARCH.get(arch, arch),), None, None)
     if family == "macosx":
         arches = ("arm64", "x86_64") if arch == "universal2" else (_ARCH.get(arch, arch),)
         return Platform(tag, "macos", arches, None, (int(major), int(minor)))
     floor = _LEGACY[legacy] if legacy else (int(major), int(minor))
     return Platform(tag, "linux", (_ARCH.get(arch, arch),), "musl" if family == "musllinux" else "glibc", floor)
+
+
+@dataclass(frozen=True)
+class IndexTags:
+    """What PyPI's tags do not say about PyTorch's Linux wheels (``envs/index_tags.yaml``)."""
+
+    glibc: dict[str, tuple[Version, str]]               # tag -> (the glibc its binaries need, source)
+    builds: dict[tuple[str, str], tuple[str, str]]      # (torch, compute) -> (its Linux x86_64 tag, source)
+
+
+@cache
+def index_tags() -> IndexTags:
+    data = manifest.load(manifest.envs_dir() / "index_tags.yaml", "index_tags").data
+    return IndexTags({e["tag"]: (parse_version(e["glibc"]), e["source"]) for e in data["glibc"]},
+                     {(e["torch"], e["compute"]): (e["linux_x86_64"], e["source"]) for e in data["builds"]})
+
+
+def _glibc_need(platform: Platform) -> tuple[Version | None, str | None]:
+    """The glibc a Linux wheel's binaries need: its tag's floor, raised where the facts say the tag understates
+    it (PyTorch's manylinux1 and linux_x86_64 wheels need 2.17), with why."""
+    found = index_tags().glibc.get(platform.tag)
+    if found is not None and (platform.floor is None or found[0] > platform.floor):
+        return found
+    return platform.floor, None
+
+
+def build(version: str, compute: str) -> Wheels | None:
+    """torch ``version``'s ``compute`` build as PyTorch's index holds it, where a listing of it is recorded:
+    its PyPI wheels' Python tags on the recorded Linux x86_64 platform tag. None: assumed to be PyPI's."""
+    found = index_tags().builds.get((version, compute))
+    packages = load().releases.get(version)
+    if found is None or packages is None:
+        return None
+    torch = packages["torch"]
+    linux = [p for p in torch.tags if p.os == "linux" and "x86_64" in p.arches]
+    pythons = tuple(dict.fromkeys(t for p in linux for t in torch.tags[p]))
+    tags = {p: t for p, t in torch.tags.items() if p not in linux}
+    return Wheels(f"{version}+{compute}", torch.requires_python, {**tags, platform(found[0]): pythons})
+
+
+def build_refusal(version: str, compute: str, host: Host) -> str | None:
+    """Why ``compute``'s build of torch ``version`` does not install on ``host``, from its recorded index tags;
+    None where it does, or where no listing of it is recorded (its tags are then PyPI's, checked already)."""
+    wheels = build(version, compute) if host.os == "linux" and host.arch == "x86_64" else None
+    if wheels is None:
+        return None
+    why = _refusal(wheels, "torch", host)
+    return f"{why} ({index_tags().builds[version, compute][1]})" if why else None
+
+
+def recorded(version: str, compute: str) -> bool:
+    """Is the platform tag of this build's Linux x86_64 wheels recorded from PyTorch's index?"""
+    return (version, compute) in index_tags().builds
 
 
 @cache
@@ -202,16 +258,19 @@ def _refusal(wheels: Wheels, package: str, host: Host) -> str | None:
                                                for p in packages[package].tags)]
         return f"{name} has no {where} {host.arch} wheels" + (f": the last is {package} {last[-1]}" if last else "")
     if host.os == "linux" and host.libc is not None:
-        libc = [p for p in fits if p.libc == host.libc]
+        libc = [p for p in fits if p.libc in (None, host.libc)]
         if not libc:
             return f"{name} has no wheel for musl (Alpine): its Linux wheels are manylinux, for glibc" \
                 if host.libc == "musl" else f"{name} has no wheel for {host.libc}"
         fits = libc
     if host.os == "linux" and host.libc_version is not None:
-        floored = [p for p in fits if p.floor is None or p.floor <= host.libc_version]
+        needs = {p: _glibc_need(p) for p in fits}
+        floored = [p for p in fits if (needs[p][0] or ()) <= host.libc_version]
         if not floored:
-            low = min(fits, key=lambda p: p.floor or ())
-            return (f"{name}'s Linux {host.arch} wheels need {low.libc} {low.floor_text} or newer ({low.tag}); "
+            low = min(fits, key=lambda p: needs[p][0] or ())
+            need, why = needs[low]
+            said = f"{low.tag}, tagged for glibc {low.floor_text or 'any'}: {why}" if why else low.tag
+            return (f"{name}'s Linux {host.arch} wheels need glibc {show(need or ())} or newer ({said}); "
                     f"this machine has {host.libc or 'glibc'} {show(host.libc_version)}")
         fits = floored
     if host.os == "macos" and host.macos is not None:

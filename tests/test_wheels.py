@@ -254,6 +254,51 @@ def test_windows_on_arm_has_one_architecture_name() -> None:
     assert "no Windows aarch64 wheels" in str(caught.value) and "--python-arch x86_64" in (caught.value.hint or "")
 
 
+def test_pytorchs_manylinux1_wheels_need_glibc_2_17_whatever_the_tag_says() -> None:
+    old = dataclasses.replace(BASE, libc_version="2.12", python_version="3.10")
+    with pytest.raises(SelectionError) as caught:
+        selector.select(old, release_spec="2.6.0")
+    assert str(caught.value).startswith("torch 2.6.0's Linux x86_64 wheels need glibc 2.17 or newer "
+                                        "(manylinux1_x86_64, tagged for glibc 2.5: pytorch/pytorch#6607")
+    with pytest.raises(SelectionError) as stable:
+        selector.select(old)                    # stable: no release installs on glibc 2.12
+    assert (stable.value.hint or "").startswith("no release from 2.0.0 to")
+    assert wheels.platform("linux_x86_64") == wheels.Platform("linux_x86_64", "linux", ("x86_64",), None, None)
+    assert wheels.index_tags().glibc["linux_x86_64"][0] == (2, 17)
+
+
+def _gpu_box(glibc: str) -> Probe:
+    return dataclasses.replace(BASE, libc_version=glibc, python_version="3.10", driver="570.86.10",
+                               gpus=(Gpu(0, "(given)", "8.6", None),))
+
+
+def test_a_builds_recorded_index_tags_decide_over_pypis() -> None:
+    # 2.6.0's cu126 wheels are manylinux_2_28 on PyTorch's index (its PyPI wheels say manylinux1).
+    centos7 = selector.select(_gpu_box("2.17"), release_spec="2.6.0")
+    assert centos7.compute == "cu124"
+    assert any(r.startswith("cu126: torch 2.6.0+cu126's Linux x86_64 wheels need glibc 2.28 or newer "
+                            "(manylinux_2_28_x86_64)") for r in centos7.rejected)
+    assert centos7.facts["wheels"]["assumed_from"] == "recorded index listing"
+    rhel8 = selector.select(_gpu_box("2.28"), release_spec="2.6.0")
+    assert rhel8.compute == "cu126" and rhel8.facts["wheels"]["assumed_from"] == "recorded index listing"
+    forced = selector.select(_gpu_box("2.17"), release_spec="2.6.0", compute="cu126")
+    warned = "warning: cu126 will not install on this machine: torch 2.6.0+cu126's"
+    assert any(n.startswith(warned) for n in forced.notes)
+
+
+def test_a_build_assumed_to_carry_pypis_tags_says_so_when_that_decides_it() -> None:
+    said = "Linux wheels are not on PyPI and no listing of them from PyTorch's index is recorded"
+    # glibc 2.17: older than 2.28, where an index build's own tag may differ from its PyPI wheels'.
+    old = selector.select(_gpu_box("2.17"), release_spec="2.5.1")
+    assert old.compute.startswith("cu") and any(said in n for n in old.notes)
+    assert old.facts["wheels"]["assumed_from"] == "pypi"
+    # A new glibc, the release asked for installs: the assumption decided nothing.
+    assert not any(said in n for n in selector.select(_gpu_box("2.35"), release_spec="2.5.1").notes)
+    # Stable moved by the wheel facts (Python 3.10 has no 2.15.0 wheel): it decided the release.
+    moved = selector.select(_gpu_box("2.35"))
+    assert moved.release != list(selector.releases())[-1] and any(said in n for n in moved.notes)
+
+
 def test_requires_python_clauses() -> None:
     assert wheels.python_allowed(">=3.10,!=3.14.1", (3, 14))
     assert not wheels.python_allowed(">=3.11", (3, 10))
