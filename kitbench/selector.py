@@ -202,7 +202,8 @@ def computes(rel: Release, os: str, arch: str, package: str) -> list[str]:
         return _mac(rel, arch)
     found = [c for c in rel.wheels if not (os == "windows" and c.startswith("rocm"))]
     if arch == "aarch64":
-        found = [c for c in found if c == "cpu" or (rel.aarch64_cuda and c.startswith("cu"))]
+        # aarch64 CUDA builds are Linux's (SBSA, Grace); Windows on Arm has the CPU build only.
+        found = [c for c in found if c == "cpu" or (os == "linux" and rel.aarch64_cuda and c.startswith("cu"))]
     return found
 
 

@@ -248,6 +248,9 @@ def test_windows_on_arm_has_one_architecture_name() -> None:
     assert probe.override(BASE, os="windows", arch="arm64").arch == "aarch64"
     arm = wheels.Wheels("2.99.0", ">=3.10", {wheels.platform("win_arm64"): ("cp312",)})
     assert wheels._refusal(arm, "torch", wheels.Host("windows", "aarch64", (3, 12))) is None
+    # Windows on Arm has no CUDA build, whatever Linux aarch64 has.
+    rel = selector.release("2.9.1")
+    assert rel.aarch64_cuda and selector.computes(rel, "windows", "aarch64", "pip") == ["cpu"]
     # No release on PyPI has win_arm64 wheels: an arm64 Windows is told of its x64 emulation.
     with pytest.raises(SelectionError) as caught:
         selector.select(probe.override(BASE, os="windows", arch="arm64", python_version="3.12"))
