@@ -275,6 +275,19 @@ def test_kfd_lists_a_ryzen_igpu_beside_the_discrete_card() -> None:
     assert not facts.integrated & {"gfx1030", "gfx1032", "gfx1100", "gfx1102", "gfx942", "gfx1200"}
 
 
+def test_the_integrated_list_is_llvms_apu_column() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "apu_gfx_from_llvm", Path(__file__).resolve().parent.parent / "envs/scripts/apu_gfx_from_llvm.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    found = script.apus((RESOURCES / "llvm" / "AMDGPUUsage-processors-excerpt.rst").read_text())
+    assert found == ["gfx1033", "gfx1035", "gfx1036", "gfx1103"]
+    assert set(found) <= vendors.load().integrated
+
+
 def _kfd(tree: str) -> Probe:
     gpus = amd.read_kfd(KFD / tree)
     return dataclasses.replace(LINUX, amd_gpus=gpus, sources={"amd_gpus": f"{tree}/*/properties"})
