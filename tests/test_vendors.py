@@ -87,6 +87,34 @@ def test_windows_display_adapters_recorded_from_real_machines(listed: str, ids: 
     assert intel.parse_windows_ids("\0".join(text.split()) + "\0\0") == gpus
 
 
+def test_windows_is_asked_as_uv_asks_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Configuration Manager's two calls, faked: the display class, present devices only, and the
+    NUL-separated list it writes read back whole."""
+    import ctypes
+    import sys
+
+    listed = "\0".join((WINDOWS / "core-ultra-rtx3000ada.txt").read_text().split()) + "\0\0"
+    asked: list[tuple[str, int]] = []
+
+    class Cfgmgr:
+        def CM_Get_Device_ID_List_SizeW(self, size: Any, guid: str, flags: int) -> int:
+            asked.append((guid, flags))
+            size._obj.value = len(listed)
+            return 0
+
+        def CM_Get_Device_ID_ListW(self, guid: str, buffer: Any, length: int, flags: int) -> int:
+            buffer[:length] = listed
+            return 0
+
+    monkeypatch.setattr(sys, "platform", "win32")
+    monkeypatch.setattr(ctypes, "WinDLL", lambda name: Cfgmgr(), raising=False)
+    gpus, where = intel.detect_windows()
+    assert [g.device_id for g in gpus] == ["0x7d55"] and where is not None
+    assert asked == [("{4d36e968-e325-11ce-bfc1-08002be10318}", 0x300)]
+    monkeypatch.setattr(ctypes, "WinDLL", lambda name: (_ for _ in ()).throw(OSError("no cfgmgr32")), raising=False)
+    assert intel.read_windows() == ""
+
+
 def test_windows_without_an_intel_adapter_and_elsewhere() -> None:
     assert intel.detect_windows("PCI\\VEN_10DE&DEV_2838&SUBSYS_232D17AA&REV_A1\\4&1EBFE625&0&0008\r\n") == ((), None)
     assert intel.detect_windows("ROOT\\DISPLAY\\0000\0\0") == ((), None)

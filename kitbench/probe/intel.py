@@ -104,13 +104,16 @@ def read_windows() -> str:
         return ""
     import ctypes
 
-    cfgmgr = ctypes.WinDLL("cfgmgr32")
     flags = _CM_GETIDLIST_FILTER_CLASS | _CM_GETIDLIST_FILTER_PRESENT
     size = ctypes.c_ulong(0)
-    if cfgmgr.CM_Get_Device_ID_List_SizeW(ctypes.byref(size), _DISPLAY_CLASS_GUID, flags) != 0:
-        return ""
-    buffer = ctypes.create_unicode_buffer(size.value)
-    if cfgmgr.CM_Get_Device_ID_ListW(_DISPLAY_CLASS_GUID, buffer, size.value, flags) != 0:
+    try:
+        cfgmgr = ctypes.WinDLL("cfgmgr32")
+        if cfgmgr.CM_Get_Device_ID_List_SizeW(ctypes.byref(size), _DISPLAY_CLASS_GUID, flags) != 0:
+            return ""
+        buffer = ctypes.create_unicode_buffer(size.value)
+        if cfgmgr.CM_Get_Device_ID_ListW(_DISPLAY_CLASS_GUID, buffer, size.value, flags) != 0:
+            return ""
+    except (OSError, AttributeError):       # no Configuration Manager (Wine, a trimmed Windows): no answer
         return ""
     return buffer[:size.value]
 
