@@ -255,6 +255,11 @@ def test_windows_on_arm_has_one_architecture_name() -> None:
     with pytest.raises(SelectionError) as caught:
         selector.select(probe.override(BASE, os="windows", arch="arm64", python_version="3.12"))
     assert "no Windows aarch64 wheels" in str(caught.value) and "--python-arch x86_64" in (caught.value.hint or "")
+    emulated = selector.select(probe.override(BASE, os="windows", arch="arm64", python_arch="x86_64",
+                                              python_version="3.12"))
+    assert emulated.arch == "x86_64" and emulated.compute == "cpu" and emulated.release == list(selector.releases())[-1]
+    free = selector.select(probe.override(BASE, os="windows", python_version="3.14t"))
+    assert free.release == list(selector.releases())[-1]       # cp314t wheels on win_amd64
 
 
 def test_pytorchs_manylinux1_wheels_need_glibc_2_17_whatever_the_tag_says() -> None:
