@@ -70,7 +70,10 @@ class Source:
 
 
 def python_tag(interpreter: str, abi: str) -> str:
-    # cp310-cp310 and cp310-none (2.6.0's macOS wheels) both install on CPython 3.10; cp313-cp313t only free-threaded.
+    # cp310-cp310 and cp310-none (2.6.0's macOS wheels) both install on CPython 3.10; cp313-cp313t only
+    # free-threaded; cp39-abi3 on every default CPython from 3.9 (the stable ABI), so it keeps its abi.
+    if abi == "abi3":
+        return f"{interpreter}-abi3"
     return interpreter + ("t" if abi.endswith("t") else "")
 
 
@@ -88,7 +91,8 @@ def parse_wheel(filename: str) -> Wheel | None:
 
 
 def tag_key(tag: str) -> tuple[int, str]:
-    return int(tag[3:].rstrip("t") or 0), tag
+    digits = re.match(r"cp([0-9]+)", tag)
+    return int(digits.group(1)) if digits else 0, tag
 
 
 # --- where the sources are -------------------------------------------------------------------------------------
@@ -367,6 +371,11 @@ def derive(files: dict[str, dict[str, Any]], baked: set[str]) -> list[dict[str, 
                   "torchvision": _wheel_facts(releases("pypi", "torchvision").get(vision, {}),
                                               releases("pytorch", "torchvision").get(vision, {}))}
         audio = paired["torchaudio"]
+        if audio:
+            heard = _wheel_facts(releases("pypi", "torchaudio").get(audio[0], {}),
+                                 releases("pytorch", "torchaudio").get(audio[0], {}))
+            if len(heard) > 1:      # its wheels are checked as torchvision's are, where any was read
+                wheels["torchaudio"] = heard
         builds = entry.get("builds", {})
         offered = sorted({label or "cpu" for label in builds if label.startswith(("cu", "rocm", "cpu")) or not label},
                          key=_compute_order)

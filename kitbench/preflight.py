@@ -71,8 +71,8 @@ def _vendor_reasons(target: Target, machine: Probe) -> list[str]:
     if target.compute.startswith("rocm"):
         if not machine.amd_gpus:
             return ["no AMD GPU found (KFD topology, DRM devices; UV_AMD_GPU_ARCHITECTURE names one)"]
-        arches = vendors.load().rocm_arches(target.compute)
-        missing = [g for g in machine.gfx if arches is not None and g not in arches]
+        # An integrated GPU beside a discrete one does not decide (as in install-cmd's choice).
+        missing = vendors.load().rocm_missing(machine.amd_gpus, target.compute)[0]
         if missing:
             return [f"its {target.compute} build has no kernels for {', '.join(missing)}"]
     if target.compute == "xpu" and not machine.intel_gpus:

@@ -19,6 +19,7 @@ from typing import Any
 from kitbench import drivers, facts, manifest, vendors, wheels
 from kitbench.errors import ManifestError, SelectionError, UsageError
 from kitbench.probe import EMULATES, Probe, doubt, no_driver_reason
+from kitbench.probe.intel import IntelGpu
 from kitbench.versions import arch_of_capability, capability_supported, cuda_of_compute, parse_capability, version_tuple
 
 OSES = ("linux", "macos", "windows")
@@ -201,7 +202,8 @@ def computes(rel: Release, os: str, arch: str, package: str) -> list[str]:
         return _mac(rel, arch)
     found = [c for c in rel.wheels if not (os == "windows" and c.startswith("rocm"))]
     if arch == "aarch64":
-        found = [c for c in found if c == "cpu" or (rel.aarch64_cuda and c.startswith("cu"))]
+        # aarch64 CUDA builds are Linux's (SBSA, Grace); Windows on Arm has the CPU build only.
+        found = [c for c in found if c == "cpu" or (os == "linux" and rel.aarch64_cuda and c.startswith("cu"))]
     return found
 
 
@@ -317,6 +319,7 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     arch = machine.python_arch      # the interpreter's arch picks the wheel (Rosetta 2, Windows' x64 emulation)
     host = wheels.host_of(machine, arch)
     notes: list[str] = []
+    asked = rel
     rosetta = _rosetta(machine, arch, package, fmt)
     try:
         rel = _installable(rel, release_spec, host, notes)
@@ -324,6 +327,7 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
         if rosetta is None:
             raise
         raise SelectionError(f"{error.message}; {rosetta[0]}", hint=rosetta[1]) from None
+    moved = rel is not asked        # by the wheel facts (Python, C library, OS), not by the GPU below
     if rosetta is not None:
         notes.append(f"{rosetta[0]}; {rosetta[1]}")
     if release_spec == "stable" and compute == "auto" and _gpu_picks_release(machine):
@@ -352,6 +356,12 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
             why = _cuda_rejection(rel, machine, compute)
             if why:
                 chosen.notes.append(f"warning: {compute} will not run on this machine: {why}")
+        installs = wheels.build_refusal(rel.version, compute, host)
+        if installs:
+            chosen.notes.append(f"warning: {compute} will not install on this machine: {installs}")
+        if compute == "xpu" and machine.intel_gpus and not _intel_served(machine)[0]:
+            chosen.notes.append(f"warning: xpu will not run on this machine: "
+                                f"{', '.join(g.label for g in machine.intel_gpus)} is none of the GPUs it supports")
         if compute.startswith("rocm") and _rocm_missing(machine, compute):
             chosen.notes.append(f"warning: {compute} will not run on this machine: no kernels for "
                                 + ", ".join(_rocm_missing(machine, compute)))
@@ -385,7 +395,10 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
         chosen.notes.append(unknown_macos)
     wheel_compute = "cpu" if chosen.compute == "mps" else chosen.compute
     chosen.command = command(rel, machine.os, package, wheel_compute, chosen.format)
-    chosen.facts["wheels"] = _wheel_facts(rel, chosen.command, host)
+    chosen.facts["wheels"] = _wheel_facts(rel, chosen.command, host, wheel_compute)
+    assumed = _assumed_tags(rel, wheel_compute, chosen.command, host, moved=moved)
+    if assumed:
+        chosen.notes.append(assumed)
     return chosen
 
 
@@ -541,11 +554,29 @@ def _unknown_macos(rel: Release, host: wheels.Host) -> str | None:
     return text + f"; on macOS {shown} the newest release that installs is {fits}: --os-version {shown}"
 
 
-def _wheel_facts(rel: Release, text: str, host: wheels.Host) -> dict[str, Any]:
+def _assumed_tags(rel: Release, compute: str, text: str, host: wheels.Host, moved: bool) -> str | None:
+    """Say so where the answer rests on a build of PyTorch's index carrying its PyPI wheels' tags and that
+    decided it: the wheel facts moved the release, or this Linux's glibc is older than the newest floor a
+    recorded index build has (where an index build's own tag may well differ from PyPI's)."""
+    if host.os != "linux" or "--index-url" not in text or rel.nightly or wheels.recorded(rel.version, compute):
+        return None
+    floors = [wheels.platform(tag).floor or () for tag, _ in wheels.index_tags().builds.values()]
+    older = host.libc_version is not None and bool(floors) and host.libc_version < max(floors)
+    if not (moved or older):
+        return None
+    return (f"torch {rel.version}+{compute}'s Linux wheels are not on PyPI and no listing of them from PyTorch's "
+            f"index is recorded (envs/index_tags.yaml): they are taken to carry torch {rel.version}'s PyPI tags, and "
+            "that decided this answer; if pip finds no matching distribution, this build's own tags differ")
+
+
+def _wheel_facts(rel: Release, text: str, host: wheels.Host, compute: str) -> dict[str, Any]:
     facts = wheels.load()
-    # Wheels from download.pytorch.org (and conda packages) cannot be read from here: PyPI's stand in.
+    # Wheels from download.pytorch.org (and conda packages) cannot be read from here: PyPI's stand in,
+    # unless the build's tags on PyTorch's index were recorded (envs/index_tags.yaml).
+    recorded = "--index-url" in text and not rel.nightly and wheels.recorded(rel.version, compute)
     assumed = rel.nightly or "--index-url" in text or text.startswith("conda")
-    return {"source": facts.source, "read": facts.read, "assumed_from": "pypi" if assumed else None,
+    return {"source": facts.source, "read": facts.read,
+            "assumed_from": "recorded index listing" if recorded else "pypi" if assumed else None,
             "python": ".".join(map(str, host.python)) if host.python else None, "libc": host.libc,
             "libc_version": ".".join(map(str, host.libc_version)) if host.libc_version else None,
             "macos": ".".join(map(str, host.macos)) if host.macos else None}
@@ -588,7 +619,9 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection)
     cudas = sorted((c for c in available if c.startswith("cu")), key=lambda c: cuda_of_compute(c) or (0, 0),
                    reverse=True)
     for candidate in cudas:
-        why = _cuda_rejection(rel, machine, candidate)
+        # A build whose index tags are recorded is checked against them (2.6.0's cu126 needs glibc 2.28).
+        why = _cuda_rejection(rel, machine, candidate) or wheels.build_refusal(rel.version, candidate,
+                                                                               wheels.host_of(machine, arch))
         if why:
             out.rejected.append(f"{candidate}: {why}")
             continue
@@ -677,8 +710,7 @@ def _xpu(rel: Release, os: str, arch: str, package: str) -> list[str]:
 
 
 def _rocm_missing(machine: Probe, compute: str) -> list[str]:
-    arches = vendors.load().rocm_arches(compute)
-    return [] if arches is None else [g for g in machine.gfx if g not in arches]
+    return vendors.load().rocm_missing(machine.amd_gpus, compute)[0]
 
 
 def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, available: list[str],
@@ -703,6 +735,9 @@ def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, availabl
                 out.rejected.append(f"{candidate}: no kernels for {', '.join(missing)} "
                                     f"({facts.rocm_sources[candidate]})")
                 continue
+            left = facts.rocm_missing(machine.amd_gpus, candidate)[1]
+            if left:
+                out.notes.append(facts.hidden_note(machine.amd_gpus, left, candidate))
             text = f"{candidate}: the newest ROCm build of {rel.version} "
             if not machine.gfx:
                 text += (f"(ROCm {machine.rocm} found at /opt/rocm" if machine.rocm else f"({seen} [{where}]")
@@ -710,7 +745,8 @@ def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, availabl
             elif facts.rocm_arches(candidate) is None:
                 text += f"(for {seen} [{where}]; this build's gfx list is not recorded, so it was not checked)"
             else:
-                text += f"with kernels for {seen} [{where}] ({facts.rocm_sources[candidate]})"
+                deciding = ", ".join(dict.fromkeys(g.gfx for g in machine.amd_gpus if g.gfx and g not in left))
+                text += f"with kernels for {deciding} [{where}] ({facts.rocm_sources[candidate]})"
             out.reasons.append(text)
             return candidate
         _other_rocm_release(rel, machine, arch, seen, out)
@@ -718,16 +754,47 @@ def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, availabl
         out.notes.extend(f"hint: {h}" for h in hints)
         return f"cpu: no ROCm build of torch {rel.version} carries kernels for {seen} [{where}]"
     if machine.intel_gpus:
-        seen = ", ".join(g.label for g in machine.intel_gpus)
         where = machine.sources.get("intel_gpus", "probe")
+        served, unserved = _intel_served(machine)
+        if not served:
+            return (f"cpu: {', '.join(g.label for g in unserved)} [{where}] is none of the GPUs PyTorch's XPU "
+                    f"builds support ({_INTEL_SUPPORTED}; {_intel_source()}): UHD, Iris Xe and older Intel graphics "
+                    "run the CPU build")
+        seen = ", ".join(_intel_label(g) for g in served)
+        if unserved:
+            out.notes.append(f"{', '.join(g.label for g in unserved)}: none of the GPUs the XPU builds support, left "
+                             f"out ({_intel_source()}); the xpu build is for {seen}")
         if _xpu(rel, machine.os, arch, package):
+            unknown = any(g.device_id is None for g in served)
+            unchecked = ("; its device id is not known, so it was not checked against the GPUs the XPU builds "
+                         "support (--intel-gpu DEVICE_ID checks it)") if unknown else ""
             out.reasons.append(f"xpu: {seen} [{where}]; torch {rel.version} has an XPU build for "
-                               f"{machine.os} {arch} ({facts.xpu_source})")
+                               f"{machine.os} {arch} ({facts.xpu_source}){unchecked}")
             return "xpu"
         since = ", ".join(f"{o} from {v}" for o, v in facts.xpu_since.items())
         return (f"cpu: {seen} [{where}], but torch {rel.version} has no XPU build for {machine.os} {arch}"
                 + (" with conda" if package == "conda" else "") + f" (XPU wheels: x86_64, {since})")
     return None
+
+
+_INTEL_SUPPORTED = "Arc A and B series, Data Center GPU Max and Flex, Core Ultra's Arc graphics"
+
+
+def _intel_served(machine: Probe) -> tuple[list[IntelGpu], list[IntelGpu]]:
+    """The Intel GPUs the XPU builds support (or whose device id is unknown: not checked), and the others.
+    envs/intel_gpus.yaml is read only here, when a device id is to be checked."""
+    served = [g for g in machine.intel_gpus if g.device_id is None or vendors.intel_gpus().family(g.device_id)]
+    return served, [g for g in machine.intel_gpus if g not in served]
+
+
+def _intel_label(gpu: IntelGpu) -> str:
+    family = vendors.intel_gpus().family(gpu.device_id) if gpu.device_id else None
+    return f"{gpu.label} ({family.name})" if family else gpu.label
+
+
+def _intel_source() -> str:
+    facts = vendors.intel_gpus()
+    return f"envs/intel_gpus.yaml, {facts.source}, read {facts.read}"
 
 
 def _other_rocm_release(rel: Release, machine: Probe, arch: str, seen: str, out: Selection) -> None:

@@ -18,12 +18,15 @@ from functools import cache
 from kitbench import facts, manifest
 from kitbench.probe import Probe
 
-PACKAGES = ("torch", "torchvision")
+# What a pinned command names; torchaudio where the release had one (and the facts record it).
+PACKAGES = ("torch", "torchvision", "torchaudio")
 # PEP 600's names for the legacy manylinux tags.
 _LEGACY = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
 _ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "arm64"}
+_WINDOWS_ARCH = {"amd64": "x86_64", "arm64": "aarch64"}
 _PLATFORM = re.compile(r"^(?:(manylinux1|manylinux2010|manylinux2014)|(manylinux|musllinux|macosx)_([0-9]+)_([0-9]+)"
-                       r"|win)_(\w+)$")
+                       r"|win|linux)_(\w+)$")
+_PYTHON_TAG = re.compile(r"^cp([0-9])([0-9]+)(t|-abi3)?$")
 _CLAUSE = re.compile(r"^\s*(>=|<=|==|!=|>|<|~=)\s*([0-9.]+)\s*$")
 
 Version = tuple[int, ...]
@@ -36,6 +39,7 @@ class Host:
     os: str                         # linux | macos | windows
     arch: str                       # the interpreter's: x86_64 | aarch64 | arm64
     python: Version | None = None   # (3, 10)
+    free_threaded: bool = False     # a free-threaded CPython (3.13t): only cpXYt (and py3) wheels install
     libc: str | None = None         # glibc | musl (Linux)
     libc_version: Version | None = None
     macos: Version | None = None
@@ -85,12 +89,69 @@ def platform(tag: str) -> Platform:
         return Platform(tag, "unknown", (), None, None)
     legacy, family, major, minor, arch = match.groups()
     if tag.startswith("win"):
-        return Platform(tag, "windows", (_ARCH.get(arch, arch),), None, None)
+        # win_arm64: Windows on Arm, which kitbench (as Linux) calls aarch64 (probe.normalize_arch).
+        return Platform(tag, "windows", (_WINDOWS_ARCH.get(arch, arch),), None, None)
+    if tag.startswith("linux_"):
+        # A plain linux_x86_64 wheel (PyTorch's own index) states no C library: pip takes it on any Linux.
+        return Platform(tag, "linux", (_ARCH.get(arch, arch),), None, None)
     if family == "macosx":
         arches = ("arm64", "x86_64") if arch == "universal2" else (_ARCH.get(arch, arch),)
         return Platform(tag, "macos", arches, None, (int(major), int(minor)))
     floor = _LEGACY[legacy] if legacy else (int(major), int(minor))
     return Platform(tag, "linux", (_ARCH.get(arch, arch),), "musl" if family == "musllinux" else "glibc", floor)
+
+
+@dataclass(frozen=True)
+class IndexTags:
+    """What PyPI's tags do not say about PyTorch's Linux wheels (``envs/index_tags.yaml``)."""
+
+    glibc: dict[str, tuple[Version, str]]               # tag -> (the glibc its binaries need, source)
+    builds: dict[tuple[str, str], tuple[str, str]]      # (torch, compute) -> (its Linux x86_64 tag, source)
+
+
+@cache
+def index_tags() -> IndexTags:
+    data = manifest.load(manifest.envs_dir() / "index_tags.yaml", "index_tags").data
+    return IndexTags({e["tag"]: (parse_version(e["glibc"]), e["source"]) for e in data["glibc"]},
+                     {(e["torch"], e["compute"]): (e["linux_x86_64"], e["source"]) for e in data["builds"]})
+
+
+def _glibc_need(platform: Platform) -> tuple[Version | None, str | None]:
+    """The glibc a Linux wheel's binaries need: its tag's floor, raised where the facts say the tag understates
+    it (PyTorch's manylinux1 and linux_x86_64 wheels need 2.17), with why."""
+    found = index_tags().glibc.get(platform.tag)
+    if found is not None and (platform.floor is None or found[0] > platform.floor):
+        return found
+    return platform.floor, None
+
+
+def build(version: str, compute: str) -> Wheels | None:
+    """torch ``version``'s ``compute`` build as PyTorch's index holds it, where a listing of it is recorded:
+    its PyPI wheels' Python tags on the recorded Linux x86_64 platform tag. None: assumed to be PyPI's."""
+    found = index_tags().builds.get((version, compute))
+    packages = load().releases.get(version)
+    if found is None or packages is None:
+        return None
+    torch = packages["torch"]
+    linux = [p for p in torch.tags if p.os == "linux" and "x86_64" in p.arches]
+    pythons = tuple(dict.fromkeys(t for p in linux for t in torch.tags[p]))
+    tags = {p: t for p, t in torch.tags.items() if p not in linux}
+    return Wheels(f"{version}+{compute}", torch.requires_python, {**tags, platform(found[0]): pythons})
+
+
+def build_refusal(version: str, compute: str, host: Host) -> str | None:
+    """Why ``compute``'s build of torch ``version`` does not install on ``host``, from its recorded index tags;
+    None where it does, or where no listing of it is recorded (its tags are then PyPI's, checked already)."""
+    wheels = build(version, compute) if host.os == "linux" and host.arch == "x86_64" else None
+    if wheels is None:
+        return None
+    why = _refusal(wheels, "torch", host)
+    return f"{why} ({index_tags().builds[version, compute][1]})" if why else None
+
+
+def recorded(version: str, compute: str) -> bool:
+    """Is the platform tag of this build's Linux x86_64 wheels recorded from PyTorch's index?"""
+    return (version, compute) in index_tags().builds
 
 
 @cache
@@ -101,8 +162,9 @@ def load() -> Facts:
         found[entry["torch"]] = _wheels(entry, entry["wheels"])
     # Releases the user's cache knows and the baked facts do not (kitbench facts refresh).
     for derived in facts.derived():
-        found.setdefault(derived.version, _wheels({"torch": derived.version, "torchvision": derived.torchvision},
-                                                  derived.wheels))
+        versions = {"torch": derived.version, "torchvision": derived.torchvision,
+                    "torchaudio": derived.torchaudio or ""}
+        found.setdefault(derived.version, _wheels(versions, derived.wheels))
     ordered = dict(sorted(found.items(), key=lambda item: parse_version(item[0])))
     return Facts(source=data["source"], read=data["read"], releases=ordered)
 
@@ -132,16 +194,45 @@ def python_allowed(spec: str, python: Version) -> bool:
     return True
 
 
-def _python_ok(tags: tuple[str, ...], requires: str, python: Version) -> bool:
-    # Free-threaded (cp313t) wheels do not install on the default interpreter kitbench answers for.
-    return (f"cp{python[0]}{python[1]}" in tags or "py3" in tags) and python_allowed(requires, python)
+def python_of_tag(tag: str) -> tuple[Version, str] | None:
+    """A CPython tag's version and kind: cp313 ("" : the default build), cp313t ("t": free-threaded),
+    cp39-abi3 ("abi3": the stable ABI, any later default CPython too); None for py3 and others."""
+    match = _PYTHON_TAG.match(tag)
+    if match is None:
+        return None
+    return (int(match.group(1)), int(match.group(2))), (match.group(3) or "").lstrip("-")
 
 
-def _pythons(wheels: Wheels, platforms: list[Platform]) -> str:
-    tags = {t for p in platforms for t in wheels.tags[p] if not t.endswith("t") and t != "py3"}
-    versions = sorted((int(t[2]), int(t[3:])) for t in tags)
-    if not versions:
-        return wheels.requires_python
+def _python_ok(tags: tuple[str, ...], requires: str, python: Version, free_threaded: bool) -> bool:
+    """A wheel tagged ``tags`` installs on this CPython: a free-threaded one takes cpXYt only (abi3 is the
+    default build's stable ABI), the default build cpXY or an abi3 wheel of XY or older; py3 suits both."""
+    def fits(tag: str) -> bool:
+        found = python_of_tag(tag)
+        if found is None:
+            return tag == "py3"
+        version, kind = found
+        if free_threaded:
+            return kind == "t" and version == python
+        return (kind == "" and version == python) or (kind == "abi3" and version <= python)
+
+    return any(fits(t) for t in tags) and python_allowed(requires, python)
+
+
+def _pythons(wheels: Wheels, platforms: list[Platform], free_threaded: bool) -> str:
+    """The Pythons of the build asked about these wheels install on, in words: "3.10 to 3.14",
+    "free-threaded 3.13 to 3.14", "3.9 and newer" (abi3)."""
+    found = [f for p in platforms for t in wheels.tags[p] for f in [python_of_tag(t)] if f is not None]
+    if free_threaded:
+        versions = sorted({v for v, kind in found if kind == "t"})
+        return f"free-threaded {_span(versions)}" if versions else "no free-threaded build"
+    stable = [v for v, kind in found if kind == "abi3"]
+    if stable:
+        return f"{show(min(stable))} and newer"
+    versions = sorted({v for v, kind in found if kind == ""})
+    return _span(versions) if versions else wheels.requires_python
+
+
+def _span(versions: list[Version]) -> str:
     return show(versions[0]) if len(versions) == 1 else f"{show(versions[0])} to {show(versions[-1])}"
 
 
@@ -150,7 +241,7 @@ def refusal(version: str, host: Host) -> str | None:
     packages = load().releases.get(version)
     if packages is None:
         return None
-    for package in PACKAGES:
+    for package in (p for p in PACKAGES if p in packages):
         why = _refusal(packages[package], package, host)
         if why:
             return why
@@ -163,19 +254,23 @@ def _refusal(wheels: Wheels, package: str, host: Host) -> str | None:
     fits = [p for p in wheels.tags if p.os == host.os and host.arch in p.arches]
     if not fits:
         last = [v for v, packages in load().releases.items()
-                if any(p.os == host.os and host.arch in p.arches for p in packages[package].tags)]
+                if package in packages and any(p.os == host.os and host.arch in p.arches
+                                               for p in packages[package].tags)]
         return f"{name} has no {where} {host.arch} wheels" + (f": the last is {package} {last[-1]}" if last else "")
     if host.os == "linux" and host.libc is not None:
-        libc = [p for p in fits if p.libc == host.libc]
+        libc = [p for p in fits if p.libc in (None, host.libc)]
         if not libc:
             return f"{name} has no wheel for musl (Alpine): its Linux wheels are manylinux, for glibc" \
                 if host.libc == "musl" else f"{name} has no wheel for {host.libc}"
         fits = libc
     if host.os == "linux" and host.libc_version is not None:
-        floored = [p for p in fits if p.floor is None or p.floor <= host.libc_version]
+        needs = {p: _glibc_need(p) for p in fits}
+        floored = [p for p in fits if (needs[p][0] or ()) <= host.libc_version]
         if not floored:
-            low = min(fits, key=lambda p: p.floor or ())
-            return (f"{name}'s Linux {host.arch} wheels need {low.libc} {low.floor_text} or newer ({low.tag}); "
+            low = min(fits, key=lambda p: needs[p][0] or ())
+            need, why = needs[low]
+            said = f"{low.tag}, tagged for glibc {low.floor_text or 'any'}: {why}" if why else low.tag
+            return (f"{name}'s Linux {host.arch} wheels need glibc {show(need or ())} or newer ({said}); "
                     f"this machine has {host.libc or 'glibc'} {show(host.libc_version)}")
         fits = floored
     if host.os == "macos" and host.macos is not None:
@@ -185,9 +280,10 @@ def _refusal(wheels: Wheels, package: str, host: Host) -> str | None:
             return (f"{name}'s macOS {host.arch} wheels need macOS {low.floor_text} or newer ({low.tag}); "
                     f"this machine has macOS {show(host.macos)}")
         fits = floored
-    if host.python is not None and not any(_python_ok(wheels.tags[p], wheels.requires_python, host.python)
-                                           for p in fits):
-        return f"{name} has no wheel for Python {show(host.python)} (it has Python {_pythons(wheels, fits)})"
+    if host.python is not None and not any(_python_ok(wheels.tags[p], wheels.requires_python, host.python,
+                                                      host.free_threaded) for p in fits):
+        asked = f"{show(host.python)}t (free-threaded)" if host.free_threaded else show(host.python)
+        return f"{name} has no wheel for Python {asked} (it has Python {_pythons(wheels, fits, host.free_threaded)})"
     return None
 
 
@@ -217,6 +313,8 @@ def host_of(machine: Probe, arch: str | None = None, python: str | None = None) 
 
     linux = machine.os == "linux"
     return Host(os=machine.os, arch=arch or machine.python_arch,
-                python=version(python or machine.python_version), libc=machine.libc if linux else None,
+                python=version(python or machine.python_version),
+                free_threaded=(python or machine.python_version or "").endswith("t"),
+                libc=machine.libc if linux else None,
                 libc_version=version(machine.libc_version) if linux else None,
                 macos=version(machine.os_version) if machine.os == "macos" else None)

@@ -391,3 +391,14 @@ def test_without_metadata_torchvision_is_paired_by_upload_date_and_the_answer_sa
     assert "torchvision==0.30.0" in answer["command"]  # type: ignore[operator]
     assert any("torchvision 0.30.0 is paired by upload date" in n for n in answer["notes"])  # type: ignore[attr-defined]
     assert not [path for path in index.requests if path.startswith("/files/torchvision")]
+
+
+def test_a_refresh_records_torchaudios_wheels_and_install_cmd_checks_them(
+        index: Index, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["facts", "refresh"]) == 0
+    capsys.readouterr()
+    wheels.load.cache_clear()
+    audio = wheels.load().releases["2.16.0"]["torchaudio"]
+    assert audio.version == "2.16.0" and {p.tag for p in audio.tags} >= {LINUX, MAC, WIN}
+    # Like torchvision's: a Python its wheels lack refuses the release.
+    assert wheels._refusal(audio, "torchaudio", wheels.Host("linux", "x86_64", (3, 11))) is not None

@@ -82,3 +82,18 @@ def test_gpus_none_builds_every_accelerator_target_without_its_gpu(monkeypatch: 
     arm = dataclasses.replace(LINUX, arch="aarch64", python_arch="aarch64")
     assert preflight.host_reasons(targets.get("rocm64"), arm) == [
         "it is made for x86_64 on linux, this host is aarch64"]
+
+
+def test_rocm_is_not_refused_for_a_ryzen_igpu_beside_the_card() -> None:
+    from kitbench.probe import amd
+
+    def box(*gfx: str) -> Probe:
+        return dataclasses.replace(LINUX, amd_gpus=tuple(amd.AmdGpu(i, g, None) for i, g in enumerate(gfx)))
+
+    # rocm6.4 has no gfx1036 (Raphael's iGPU) kernels: the RX 7900 XTX decides.
+    assert preflight.host_reasons(targets.get("rocm64"), box("gfx1036", "gfx1100")) == []
+    assert preflight.host_reasons(targets.get("rocm64"), box("gfx1036", "gfx1032")) == [
+        "its rocm6.4 build has no kernels for gfx1032"]
+    # An integrated GPU alone is what there is: it decides.
+    assert preflight.host_reasons(targets.get("rocm64"), box("gfx1036")) == [
+        "its rocm6.4 build has no kernels for gfx1036"]

@@ -199,6 +199,17 @@ def test_another_interpreter_is_asked_in_a_subprocess() -> None:
         probe.python.interpreter(shutil.which("true") or "/bin/true")
 
 
+def test_a_free_threaded_interpreter_is_told_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sysconfig
+
+    plain = probe.python.running()
+    assert not plain.endswith("t")
+    monkeypatch.setattr(sysconfig, "get_config_var", lambda name: 1 if name == "Py_GIL_DISABLED" else None)
+    assert probe.python.running() == plain + "t"
+    # The interpreter asked in a subprocess reads the same variable.
+    assert "Py_GIL_DISABLED" in probe.python._ASK
+
+
 def test_a_virtual_environments_directory_is_taken_for_its_interpreter(tmp_path: Path) -> None:
     import sys
 
@@ -230,6 +241,7 @@ def test_python_glibc_and_macos_version_overrides() -> None:
     ({"os": "macos", "os_version": "13"}, ("os_version", "13.0")),      # macOS is named by its major version
     ({"os": "macos", "os_version": "14.5"}, ("os_version", "14.5")),
     ({"python_version": "3.10.4"}, ("python_version", "3.10.4")),
+    ({"python_version": "3.13t"}, ("python_version", "3.13t")),       # a free-threaded build
 ])
 def test_versions_are_taken_as_people_write_them(flags: dict[str, str], fact: tuple[str, str]) -> None:
     assert getattr(probe.override(probe.probe(), **flags), fact[0]) == fact[1]

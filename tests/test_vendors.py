@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kitbench import _cli, devices, probe, selector, vendors
-from kitbench.errors import DeviceUnavailableError, SelectionError, UsageError
+from kitbench.errors import DeviceUnavailableError, ManifestError, SelectionError, UsageError
 from kitbench.probe import Probe, amd, intel
 
 RESOURCES = Path(__file__).resolve().parent / "resources"
@@ -70,6 +70,139 @@ def test_pci_trees_recorded_from_real_intel_gpus() -> None:
     assert intel.read_pci(PCI / "core-ultra-igpu") == (intel.IntelGpu("0000:00:02.0", "0x7d55"),)
     assert intel.detect(PCI / "nothing") == ((), None)
     assert not intel.is_intel_gpu("0x1002", "0x030000") and not intel.is_intel_gpu("0x8086", "garbage")
+
+
+WINDOWS = RESOURCES / "windows"
+
+
+@pytest.mark.parametrize(("listed", "ids"), [
+    ("arc-a770.txt", ["0x56a0"]), ("core-ultra-165h.txt", ["0x7d55"]), ("core-ultra-rtx3000ada.txt", ["0x7d55"]),
+    ("iris-xe-tgl.txt", ["0x9a49"]), ("uhd770-a770-rx7900xtx.txt", ["0x56a0", "0x4680"])])
+def test_windows_display_adapters_recorded_from_real_machines(listed: str, ids: list[str]) -> None:
+    text = (WINDOWS / listed).read_text()
+    gpus, where = intel.detect_windows(text)
+    assert [g.device_id for g in gpus] == ids and where is not None and "CM_Get_Device_ID_ListW" in where
+    assert gpus[0].address.startswith("PCI\\VEN_8086&DEV_")
+    # Configuration Manager's own form: NUL-separated, a second NUL at the end.
+    assert intel.parse_windows_ids("\0".join(text.split()) + "\0\0") == gpus
+
+
+def test_windows_is_asked_as_uv_asks_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Configuration Manager's two calls, faked: the display class, present devices only, and the
+    NUL-separated list it writes read back whole."""
+    import ctypes
+    import sys
+
+    listed = "\0".join((WINDOWS / "core-ultra-rtx3000ada.txt").read_text().split()) + "\0\0"
+    asked: list[tuple[str, int]] = []
+
+    class Cfgmgr:
+        def CM_Get_Device_ID_List_SizeW(self, size: Any, guid: str, flags: int) -> int:
+            asked.append((guid, flags))
+            size._obj.value = len(listed)
+            return 0
+
+        def CM_Get_Device_ID_ListW(self, guid: str, buffer: Any, length: int, flags: int) -> int:
+            buffer[:length] = listed
+            return 0
+
+    monkeypatch.setattr(sys, "platform", "win32")
+    monkeypatch.setattr(ctypes, "WinDLL", lambda name: Cfgmgr(), raising=False)
+    gpus, where = intel.detect_windows()
+    assert [g.device_id for g in gpus] == ["0x7d55"] and where is not None
+    assert asked == [("{4d36e968-e325-11ce-bfc1-08002be10318}", 0x300)]
+    monkeypatch.setattr(ctypes, "WinDLL", lambda name: (_ for _ in ()).throw(OSError("no cfgmgr32")), raising=False)
+    assert intel.read_windows() == ""
+
+
+def test_windows_without_an_intel_adapter_and_elsewhere() -> None:
+    assert intel.detect_windows("PCI\\VEN_10DE&DEV_2838&SUBSYS_232D17AA&REV_A1\\4&1EBFE625&0&0008\r\n") == ((), None)
+    assert intel.detect_windows("ROOT\\DISPLAY\\0000\0\0") == ((), None)
+    assert intel.read_windows() == ""           # not Windows: nothing is asked
+
+
+def _intel(device: str | bool = True, os: str = "linux") -> Probe:
+    return probe.override(LINUX, os=os, intel_gpu=device)
+
+
+@pytest.mark.parametrize(("device", "os", "compute"), [
+    ("56a0", "linux", "xpu"),         # Arc A770
+    ("e20b", "windows", "xpu"),       # Arc B580
+    ("0bd5", "linux", "xpu"),         # Data Center GPU Max 1550
+    ("56c0", "linux", "xpu"),         # Data Center GPU Flex 170
+    ("7d55", "windows", "xpu"),       # Core Ultra 7 165H (Meteor Lake-H) Arc graphics
+    ("7d51", "linux", "xpu"),         # Core Ultra 200H (Arrow Lake-H)
+    ("64a0", "windows", "xpu"),       # Core Ultra 200V (Lunar Lake)
+    ("9a49", "linux", "cpu"),         # Tiger Lake Iris Xe
+    ("a7a0", "windows", "cpu"),       # Raptor Lake-P Iris Xe
+    ("4680", "linux", "cpu"),         # Alder Lake-S UHD 770
+    ("3e92", "windows", "cpu"),       # Coffee Lake UHD 630
+])
+def test_xpu_only_for_the_gpus_the_xpu_builds_support(device: str, os: str, compute: str) -> None:
+    chosen = selector.select(_intel(device, os), release_spec="2.9.1")
+    assert chosen.compute == compute
+    if compute == "xpu":
+        assert chosen.reasons[-1].startswith(f"xpu: Intel GPU 0x{device} (Intel ")
+        assert "not checked" not in chosen.reasons[-1]
+    else:
+        assert chosen.reasons[-1].startswith(f"cpu: Intel GPU 0x{device} [--intel-gpu] is none of the GPUs "
+                                             "PyTorch's XPU builds support")
+        assert "UHD, Iris Xe and older Intel graphics run the CPU build" in chosen.reasons[-1]
+        assert chosen.command.endswith("/whl/cpu")
+
+
+def test_intel_gpu_alone_keeps_its_meaning_and_says_it_was_not_checked() -> None:
+    chosen = selector.select(_intel(True), release_spec="2.9.1")
+    assert chosen.compute == "xpu" and "device id is not known, so it was not checked" in chosen.reasons[-1]
+    assert _intel("8086:56A0").intel_gpus[0].device_id == "0x56a0"
+    assert _intel("0x56a0").intel_gpus[0].device_id == "0x56a0"
+    with pytest.raises(UsageError, match="--intel-gpu 'arc' is not a PCI device id"):
+        _intel("arc")
+
+
+def test_a_desktop_uhd_beside_an_arc_card_is_left_out() -> None:
+    gpus, where = intel.detect_windows((WINDOWS / "uhd770-a770-rx7900xtx.txt").read_text())
+    box = dataclasses.replace(LINUX, os="windows", intel_gpus=gpus, sources={"intel_gpus": str(where)})
+    chosen = selector.select(box, release_spec="2.9.1")
+    assert chosen.compute == "xpu" and "Intel GPU 0x56a0 (Intel Arc A-Series" in chosen.reasons[-1]
+    left = "Intel GPU 0x4680: none of the GPUs the XPU builds support, left out"
+    assert any(n.startswith(left) for n in chosen.notes)
+    forced = selector.select(_intel("9a49"), release_spec="2.9.1", compute="xpu")
+    assert "warning: xpu will not run on this machine: Intel GPU 0x9a49 is none of the GPUs it supports" in forced.notes
+
+
+def test_the_recorded_pci_trees_get_xpu() -> None:
+    for tree in ("arc-a770", "core-ultra-igpu"):
+        gpus, where = intel.detect(PCI / tree)
+        box = dataclasses.replace(LINUX, intel_gpus=gpus, sources={"intel_gpus": str(where)})
+        assert selector.select(box, release_spec="2.9.1").compute == "xpu"
+
+
+def test_intel_gpu_list_loads_validated_and_its_script_reads_the_kernel_table(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    facts = vendors.intel_gpus()
+    assert facts.family("0x56A0") is not None and facts.family("0x9a49") is None
+    assert {f.name for f in facts.families.values() if not f.validated} == {
+        "Intel Data Center GPU Flex (ATS-M, DG2 silicon)"}
+    spec = importlib.util.spec_from_file_location(
+        "intel_gpus_from_linux", Path(__file__).resolve().parent.parent / "envs/scripts/intel_gpus_from_linux.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    macros = script.expand((RESOURCES / "linux" / "pciids-mtl-lnl.h").read_text())
+    assert macros["INTEL_MTL_IDS"] == ["0x7d40", "0x7d45", "0x7d55", "0x7d60", "0x7dd5"]
+    assert all(facts.family(i) for ids in macros.values() for i in ids)    # the data agrees with the excerpt
+    text = (Path(__file__).resolve().parent.parent / "envs" / "intel_gpus.yaml").read_text()
+    (tmp_path / "intel_gpus.yaml").write_text(text.replace('"0x7d40"', '"0x56a0"'))
+    monkeypatch.setenv("KITBENCH_ENVS", str(tmp_path))
+    vendors.intel_gpus.cache_clear()
+    try:
+        with pytest.raises(ManifestError, match="device id 0x56a0 is in"):
+            vendors.intel_gpus()
+    finally:
+        vendors.intel_gpus.cache_clear()
 
 
 def test_probe_here_reports_amd_and_intel_gpus_with_sources(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -156,6 +289,77 @@ def test_amd_off_linux_or_unrecorded_or_unknown_gfx() -> None:
                                    sources={"amd_gpus": "/sys/class/drm/card*/device/vendor"})
     chosen = selector.select(drm_only, release_spec="2.9.1")
     assert chosen.compute == "rocm6.4" and "were not checked" in chosen.reasons[-1]
+
+
+def test_kfd_lists_a_ryzen_igpu_beside_the_discrete_card() -> None:
+    mixed = amd.read_kfd(KFD / "raphael-rx6600")
+    assert [(g.index, g.gfx, g.device_id) for g in mixed] == [(0, "gfx1032", "0x73ff"), (1, "gfx1036", "0x164e")]
+    alone = amd.read_kfd(KFD / "granite-ridge-igpu")
+    assert [(g.gfx, g.device_id, g.compute_units) for g in alone] == [("gfx1036", "0x13c0", None)]
+    facts = vendors.load()
+    assert {"gfx1036", "gfx1103", "gfx1150", "gfx1151"} <= facts.integrated and "llvm/llvm-project" in \
+        facts.integrated_source
+    # No gfx of a discrete card is taken for an integrated one.
+    assert not facts.integrated & {"gfx1030", "gfx1032", "gfx1100", "gfx1102", "gfx942", "gfx1200"}
+
+
+def test_the_integrated_list_is_llvms_apu_column() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "apu_gfx_from_llvm", Path(__file__).resolve().parent.parent / "envs/scripts/apu_gfx_from_llvm.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    found = script.apus((RESOURCES / "llvm" / "AMDGPUUsage-processors-excerpt.rst").read_text())
+    assert found == ["gfx1033", "gfx1035", "gfx1036", "gfx1103"]
+    assert set(found) <= vendors.load().integrated
+
+
+def _kfd(tree: str) -> Probe:
+    gpus = amd.read_kfd(KFD / tree)
+    return dataclasses.replace(LINUX, amd_gpus=gpus, sources={"amd_gpus": f"{tree}/*/properties"})
+
+
+@pytest.mark.parametrize(("release", "gfx", "compute", "hidden"), [
+    ("2.9.1", ("gfx1036", "gfx1100"), "rocm6.4", "1"),          # Raphael iGPU + RX 7900 XTX
+    ("2.9.1", ("gfx1103", "gfx1100"), "rocm6.4", "1"),          # Phoenix (Ryzen 7040) + RX 7900 XTX
+    ("2.9.1", ("gfx1100", "gfx1035"), "rocm6.4", "0"),          # Rembrandt iGPU listed second
+    ("2.9.1", ("gfx1150", "gfx1201"), "rocm6.4", "1"),          # Strix Point + RX 9070 XT
+    ("2.13.0", ("gfx1103", "gfx1100"), "rocm7.2", None),        # rocm7.2 serves gfx1103 too: nothing left out
+])
+def test_an_integrated_gpu_no_build_serves_leaves_the_choice_to_the_discrete_one(
+        release: str, gfx: tuple[str, ...], compute: str, hidden: str | None) -> None:
+    chosen = selector.select(_amd(*gfx), release_spec=release)
+    assert chosen.compute == compute
+    igpu = next(g for g in gfx if g in vendors.load().integrated)
+    notes = [n for n in chosen.notes if "HIP_VISIBLE_DEVICES" in n]
+    if hidden is None:
+        assert notes == []
+    else:
+        assert len(notes) == 1 and notes[0].startswith(f"{igpu} (HIP device {1 - int(hidden)}): an integrated GPU "
+                                                        f"that {compute} has no kernels for, left out")
+        assert f"HIP_VISIBLE_DEVICES={hidden} " in notes[0]
+    assert not any("HSA_OVERRIDE_GFX_VERSION" in n for n in chosen.notes)
+    served = [g for g in gfx if hidden is None or g != igpu]
+    assert f"with kernels for {', '.join(served)} [--gpu-gfx]" in chosen.reasons[-1]
+
+
+def test_the_recorded_raphael_box_gets_a_hint_for_its_card_never_for_its_igpu() -> None:
+    # gfx1032 (RX 6600) is in no build: the CPU build, the override hint aimed at the card alone.
+    chosen = selector.select(_kfd("raphael-rx6600"), release_spec="2.9.1")
+    assert chosen.compute == "cpu" and "gfx1032" in chosen.reasons[-1]
+    hints = [n for n in chosen.notes if n.startswith("hint:")]
+    assert hints == ["hint: HSA_OVERRIDE_GFX_VERSION=10.3.0 makes gfx1032 run gfx1030's kernels; "
+                     "AMD does not support it, results are yours to check"]
+
+
+def test_an_integrated_gpu_alone_decides_and_gets_no_override_hint() -> None:
+    chosen = selector.select(_kfd("granite-ridge-igpu"), release_spec="2.9.1")
+    assert chosen.compute == "cpu" and "gfx1036" in chosen.reasons[-1]
+    assert not any("HSA_OVERRIDE" in n or "HIP_VISIBLE_DEVICES" in n for n in chosen.notes)
+    strix_halo = selector.select(_amd("gfx1151"), release_spec="2.13.0")    # an APU some build serves
+    assert strix_halo.compute == "rocm7.2"
 
 
 def test_nvidia_comes_before_an_amd_igpu() -> None:

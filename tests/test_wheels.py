@@ -35,7 +35,8 @@ PLATFORMS: dict[str, dict[str, str | None]] = {
     "macos13-x86_64": {"os": "macos", "os_version": "13.6", "arch": "x86_64", "python_arch": "x86_64"},
     "windows-x86_64": {"os": "windows", "os_version": "10", "libc": None, "libc_version": None},
 }
-PYTHONS = [f"3.{minor}" for minor in range(8, 16)]
+# The free-threaded builds (3.13t from 3.13) take cpXYt wheels only.
+PYTHONS = [f"3.{minor}" for minor in range(8, 16)] + ["3.13t", "3.14t", "3.15t"]
 REASON = {"manylinux-glibc2.17": ("glibc", "Python"), "manylinux-glibc2.28": ("Python",), "musl": ("musl",),
           "macos11-arm64": ("macOS 14.0", "Python"), "macos13-arm64": ("macOS 14.0", "Python"),
           "macos14-arm64": ("Python",), "macos13-x86_64": ("macOS x86_64", "Python"), "windows-x86_64": ("Python",)}
@@ -65,13 +66,13 @@ def _tag_fits(tag: str, platform: str) -> bool:
 def _python_fits(tags: str, requires: str, python: str) -> bool:
     # Every Requires-Python in the facts is a lower bound (plus !=3.14.1, a patch release).
     low = re.search(r">=\s*(\d+)\.(\d+)", requires)
-    ok = low is None or tuple(map(int, python.split("."))) >= (int(low.group(1)), int(low.group(2)))
+    ok = low is None or tuple(map(int, python.rstrip("t").split("."))) >= (int(low.group(1)), int(low.group(2)))
     return ok and bool({"cp" + python.replace(".", ""), "py3"} & set(tags.split()))
 
 
 def _installs(version: str, platform: str, python: str) -> bool:
     entry = next(e for e in RAW["releases"] if e["torch"] == version)
-    for package in ("torch", "torchvision"):
+    for package in entry["wheels"]:         # torch, torchvision, and torchaudio where the release had one
         found = dict(entry["wheels"][package])
         requires = found.pop("requires_python")
         if not any(_tag_fits(t, platform) and _python_fits(p, requires, python) for t, p in found.items()):
@@ -197,6 +198,119 @@ def test_an_old_gpu_on_stable_names_the_newest_release_whose_build_runs_on_it() 
     assert "the newest that does is torch 2.7.1 with cu118 (--release 2.7.1)" in " ".join(pinned.notes)
     # Asked for the CPU build, the GPU's builds are no concern of the answer.
     assert not any("runs on this GPU" in n for n in selector.select(pascal, compute="cpu").notes)
+
+
+def test_torchaudio_wheels_are_recorded_and_checked_like_torchvisions() -> None:
+    facts = wheels.load()
+    for version, rel in selector.releases().items():
+        assert ("torchaudio" in facts.releases[version]) == (rel.torchaudio is not None), version
+        if rel.torchaudio:
+            assert facts.releases[version]["torchaudio"].version == rel.torchaudio
+    audio = facts.releases["2.9.1"]["torchaudio"]
+    trimmed = dataclasses.replace(audio, tags={p: t for p, t in audio.tags.items() if p.os != "windows"})
+    assert wheels._refusal(trimmed, "torchaudio", wheels.Host("windows", "x86_64", (3, 12))) == (
+        "torchaudio 2.9.1 has no Windows x86_64 wheels: the last is torchaudio 2.11.0")
+
+
+@pytest.mark.parametrize(("tags", "python", "free", "fits"), [
+    ("cp313 cp313t", (3, 13), True, True), ("cp313 cp314 cp314t", (3, 13), True, False),
+    ("cp313t", (3, 13), False, False), ("py3", (3, 13), True, True),
+    ("cp39-abi3", (3, 12), False, True), ("cp39-abi3", (3, 8), False, False),
+    ("cp39-abi3", (3, 13), True, False),       # the stable ABI is the default build's
+])
+def test_free_threaded_and_abi3_tags(tags: str, python: tuple[int, int], free: bool, fits: bool) -> None:
+    assert wheels._python_ok(tuple(tags.split()), ">=3.8", python, free) is fits
+
+
+def test_free_threaded_pythons_are_told_apart() -> None:
+    ft = dataclasses.replace(BASE, python_version="3.13.1t")
+    assert wheels.host_of(ft).free_threaded and not wheels.host_of(BASE).free_threaded
+    # cp313t wheels stop at 2.12.0: stable for a 3.13t Python is 2.12.0, with why 2.12.1 does not install.
+    chosen = selector.select(ft)
+    assert chosen.release == "2.12.0"
+    assert any("has no wheel for Python 3.13t (free-threaded) (it has Python free-threaded 3.14" in n
+               for n in chosen.notes)
+    assert selector.select(dataclasses.replace(BASE, python_version="3.14t")).release == list(selector.releases())[-1]
+    with pytest.raises(SelectionError, match=r"no wheel for Python 3.13t \(free-threaded\)"):
+        selector.select(ft, release_spec="2.13.0")
+
+
+def test_abi3_wheel_names_are_recorded_with_their_abi() -> None:
+    from kitbench import indexes
+
+    wheel = indexes.parse_wheel("torchaudio-9.9.0-cp39-abi3-manylinux_2_28_x86_64.whl")
+    assert wheel is not None and wheel.pythons == ("cp39-abi3",)
+    assert indexes.parse_wheel("torch-2.15.0-cp315-cp315t-win_amd64.whl").pythons == ("cp315t",)  # type: ignore[union-attr]
+    ordered = ["py3", "cp39-abi3", "cp310", "cp313t"]
+    assert sorted(["cp310", "cp39-abi3", "cp313t", "py3"], key=indexes.tag_key) == ordered
+    assert wheels.python_of_tag("cp39-abi3") == ((3, 9), "abi3") and wheels.python_of_tag("py3") is None
+
+
+def test_windows_on_arm_has_one_architecture_name() -> None:
+    from kitbench import probe
+
+    assert wheels.platform("win_arm64").arches == ("aarch64",) and wheels.platform("win_amd64").arches == ("x86_64",)
+    assert probe.normalize_arch("ARM64", "windows") == "aarch64"
+    assert probe.override(BASE, os="windows", arch="arm64").arch == "aarch64"
+    arm = wheels.Wheels("2.99.0", ">=3.10", {wheels.platform("win_arm64"): ("cp312",)})
+    assert wheels._refusal(arm, "torch", wheels.Host("windows", "aarch64", (3, 12))) is None
+    # Windows on Arm has no CUDA build, whatever Linux aarch64 has.
+    rel = selector.release("2.9.1")
+    assert rel.aarch64_cuda and selector.computes(rel, "windows", "aarch64", "pip") == ["cpu"]
+    # No release on PyPI has win_arm64 wheels: an arm64 Windows is told of its x64 emulation.
+    with pytest.raises(SelectionError) as caught:
+        selector.select(probe.override(BASE, os="windows", arch="arm64", python_version="3.12"))
+    assert "no Windows aarch64 wheels" in str(caught.value) and "--python-arch x86_64" in (caught.value.hint or "")
+    emulated = selector.select(probe.override(BASE, os="windows", arch="arm64", python_arch="x86_64",
+                                              python_version="3.12"))
+    assert emulated.arch == "x86_64" and emulated.compute == "cpu" and emulated.release == list(selector.releases())[-1]
+    free = selector.select(probe.override(BASE, os="windows", python_version="3.14t"))
+    assert free.release == list(selector.releases())[-1]       # cp314t wheels on win_amd64
+
+
+def test_pytorchs_manylinux1_wheels_need_glibc_2_17_whatever_the_tag_says() -> None:
+    old = dataclasses.replace(BASE, libc_version="2.12", python_version="3.10")
+    with pytest.raises(SelectionError) as caught:
+        selector.select(old, release_spec="2.6.0")
+    assert str(caught.value).startswith("torch 2.6.0's Linux x86_64 wheels need glibc 2.17 or newer "
+                                        "(manylinux1_x86_64, tagged for glibc 2.5: pytorch/pytorch#6607")
+    with pytest.raises(SelectionError) as stable:
+        selector.select(old)                    # stable: no release installs on glibc 2.12
+    assert (stable.value.hint or "").startswith("no release from 2.0.0 to")
+    assert wheels.platform("linux_x86_64") == wheels.Platform("linux_x86_64", "linux", ("x86_64",), None, None)
+    assert wheels.index_tags().glibc["linux_x86_64"][0] == (2, 17)
+
+
+def _gpu_box(glibc: str) -> Probe:
+    return dataclasses.replace(BASE, libc_version=glibc, python_version="3.10", driver="570.86.10",
+                               gpus=(Gpu(0, "(given)", "8.6", None),))
+
+
+def test_a_builds_recorded_index_tags_decide_over_pypis() -> None:
+    # 2.6.0's cu126 wheels are manylinux_2_28 on PyTorch's index (its PyPI wheels say manylinux1).
+    centos7 = selector.select(_gpu_box("2.17"), release_spec="2.6.0")
+    assert centos7.compute == "cu124"
+    assert any(r.startswith("cu126: torch 2.6.0+cu126's Linux x86_64 wheels need glibc 2.28 or newer "
+                            "(manylinux_2_28_x86_64)") for r in centos7.rejected)
+    assert centos7.facts["wheels"]["assumed_from"] == "recorded index listing"
+    rhel8 = selector.select(_gpu_box("2.28"), release_spec="2.6.0")
+    assert rhel8.compute == "cu126" and rhel8.facts["wheels"]["assumed_from"] == "recorded index listing"
+    forced = selector.select(_gpu_box("2.17"), release_spec="2.6.0", compute="cu126")
+    warned = "warning: cu126 will not install on this machine: torch 2.6.0+cu126's"
+    assert any(n.startswith(warned) for n in forced.notes)
+
+
+def test_a_build_assumed_to_carry_pypis_tags_says_so_when_that_decides_it() -> None:
+    said = "Linux wheels are not on PyPI and no listing of them from PyTorch's index is recorded"
+    # glibc 2.17: older than 2.28, where an index build's own tag may differ from its PyPI wheels'.
+    old = selector.select(_gpu_box("2.17"), release_spec="2.5.1")
+    assert old.compute.startswith("cu") and any(said in n for n in old.notes)
+    assert old.facts["wheels"]["assumed_from"] == "pypi"
+    # A new glibc, the release asked for installs: the assumption decided nothing.
+    assert not any(said in n for n in selector.select(_gpu_box("2.35"), release_spec="2.5.1").notes)
+    # Stable moved by the wheel facts (Python 3.10 has no 2.15.0 wheel): it decided the release.
+    moved = selector.select(_gpu_box("2.35"))
+    assert moved.release != list(selector.releases())[-1] and any(said in n for n in moved.notes)
 
 
 def test_requires_python_clauses() -> None:

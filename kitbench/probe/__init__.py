@@ -84,7 +84,8 @@ class Probe:
 
 def normalize_arch(name: str, os_name: str) -> str:
     arch = _ARCH_ALIASES.get(name.lower(), name.lower())
-    # Linux calls 64-bit Arm aarch64, macOS calls it arm64; keep each OS's word.
+    # Linux calls 64-bit Arm aarch64, macOS calls it arm64; keep each OS's word. Windows says ARM64 and its
+    # wheels win_arm64: kitbench calls it aarch64 there (wheels.platform reads win_arm64 so).
     if arch in ("arm64", "aarch64"):
         return "arm64" if os_name == "macos" else "aarch64"
     return arch
@@ -295,6 +296,11 @@ def probe() -> Probe:
         intel_gpus, where = intel.detect()
         if where:
             sources["intel_gpus"] = where
+    elif os_name == "windows":
+        # The XPU build runs on Windows too; uv reads its display adapters the same way.
+        intel_gpus, where = intel.detect_windows()
+        if where:
+            sources["intel_gpus"] = where
     return Probe(os=os_name, os_version=os_version, arch=arch, python_arch=python_arch,
                  python_version=python.running(), rosetta=rosetta, wsl=wsl,
                  container=_in_container(), driver=driver, gpus=gpus, rocm=rocm, sources=sources,
@@ -336,7 +342,7 @@ def _shipped(capability: tuple[int, int]) -> tuple[int, int]:
 def override(base: Probe, *, os: str | None = None, arch: str | None = None,
              python_arch: str | None = None, driver: str | None = None,
              gpu_capabilities: Sequence[str] = (), no_gpu: bool = False, gpu_gfx: Sequence[str] = (),
-             intel_gpu: bool = False, python_path: str | None = None, python_version: str | None = None,
+             intel_gpu: bool | str = False, python_path: str | None = None, python_version: str | None = None,
              glibc: str | None = None, os_version: str | None = None) -> Probe:
     """Answer for another machine: replace probed facts with given ones.
 
@@ -345,7 +351,7 @@ def override(base: Probe, *, os: str | None = None, arch: str | None = None,
     takes that OS's default unless given, and ``sources`` says which is which.
     """
     flags = [flag for flag, value in (("--driver", driver is not None), ("--gpu-cc", gpu_capabilities),
-                                      ("--gpu-gfx", gpu_gfx), ("--intel-gpu", intel_gpu)) if value]
+                                      ("--gpu-gfx", gpu_gfx), ("--intel-gpu", intel_gpu is not False)) if value]
     given = flags[0] if flags else None
     if no_gpu and given:
         raise UsageError("--no-gpu contradicts " + given,
@@ -405,8 +411,10 @@ def override(base: Probe, *, os: str | None = None, arch: str | None = None,
         names = [name for given in gpu_gfx for name in amd.parse_gfx_list(given, "--gpu-gfx")]
         changes["amd_gpus"] = tuple(AmdGpu(i, name, None) for i, name in enumerate(names))
         sources["amd_gpus"] = "--gpu-gfx"
-    if intel_gpu:
-        changes["intel_gpus"] = (IntelGpu("(given)", None),)
+    if intel_gpu is not False:
+        # --intel-gpu alone: an Intel GPU whose device id is not known; with an id, that GPU.
+        device = intel.parse_device_id(intel_gpu) if isinstance(intel_gpu, str) and intel_gpu else None
+        changes["intel_gpus"] = (IntelGpu("(given)", device),)
         sources["intel_gpus"] = "--intel-gpu"
     _interpreter(changes, sources, target_os, python_path=python_path, python_version=python_version,
                  glibc=glibc, os_version=os_version)
@@ -428,7 +436,7 @@ def _interpreter(changes: dict[str, object], sources: dict[str, str], target_os:
             sources["libc"] = f"--python {python_path} (platform.libc_ver())"
     # macOS is named by its major version alone ("macOS 14"); Python and glibc by major.minor.
     for flag, value, pattern, example in (
-            ("--python-version", python_version, r"[0-9]+\.[0-9]+(\.[0-9]+)?", "3.12"),
+            ("--python-version", python_version, r"[0-9]+\.[0-9]+(\.[0-9]+)?t?", "3.12"),
             ("--glibc", glibc, r"[0-9]+\.[0-9]+(\.[0-9]+)?", "2.35"),
             ("--os-version", os_version, r"[0-9]+(\.[0-9]+){0,2}", "14.5")):
         if value is not None and not re.fullmatch(pattern, value):

@@ -15,13 +15,16 @@ import subprocess
 
 from kitbench.errors import UsageError
 
-# Printed by the target interpreter: its version, its machine, and its C library as it sees it.
-_ASK = "import platform; print(platform.python_version()); print(platform.machine()); print(*platform.libc_ver())"
+# Printed by the target interpreter: its version ("t" appended for a free-threaded build), its machine,
+# and its C library as it sees it.
+_ASK = ("import platform, sysconfig; print(platform.python_version() + ('t' if sysconfig.get_config_var("
+        "'Py_GIL_DISABLED') else '')); print(platform.machine()); print(*platform.libc_ver())")
 
 
 def interpreter(path: str) -> tuple[str, str, tuple[str, str]]:
-    """(version X.Y.Z, machine, (libc name, version)) of the interpreter at ``path``; a directory
-    is taken as a virtual environment, its interpreter asked (as uv's ``--python .venv`` does)."""
+    """(version X.Y.Z, "t" appended if free-threaded, machine, (libc name, version)) of the interpreter at
+    ``path``; a directory is taken as a virtual environment, its interpreter asked (as uv's ``--python .venv``
+    does)."""
     if os.path.isdir(path):
         found = [p for p in (os.path.join(path, "bin", "python"), os.path.join(path, "Scripts", "python.exe"))
                  if os.path.isfile(p)]
@@ -42,7 +45,11 @@ def interpreter(path: str) -> tuple[str, str, tuple[str, str]]:
 
 
 def running() -> str:
-    return platform.python_version()
+    """This interpreter's version, "3.13.1t" for a free-threaded build (Py_GIL_DISABLED): its wheels are
+    cp313t, not cp313, as pip's tags for it are."""
+    import sysconfig
+
+    return platform.python_version() + ("t" if sysconfig.get_config_var("Py_GIL_DISABLED") else "")
 
 
 def libc() -> tuple[str | None, str | None, str]:
