@@ -48,12 +48,32 @@ def cache_dir() -> Path:
     return Path(base) / "kitbench" / "facts"
 
 
+MAX_BYTES = 8 * 2**20       # the largest cache file kitbench writes is tens of kB; more is not ours
+
+
 def read_json(path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_bytes())
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_BYTES + 1)
+        data = json.loads(raw) if len(raw) <= MAX_BYTES else None
     except (OSError, ValueError):
         return None         # absent, or not ours to trust: read afresh
     return data if isinstance(data, dict) else None
+
+
+# What an index can name, and nothing a shell would read as more than a word: every field of the cache
+# that reaches the command users `eval` must have one of these forms, or the cache is refused.
+_VERSION = re.compile(r"[0-9]{1,4}(\.[0-9]{1,4}){1,3}")
+_COMPUTE = re.compile(r"cpu|xpu|cu[0-9]{2,4}|rocm[0-9]{1,2}(\.[0-9]{1,2}){0,2}")
+
+
+def _checked(entry: dict[str, Any]) -> dict[str, Any]:
+    versions = [entry["version"], entry["torchvision"], *([entry["torchaudio"]] if entry["torchaudio"] else [])]
+    computes = entry["computes"]
+    if not (all(isinstance(v, str) and _VERSION.fullmatch(v) for v in versions) and isinstance(computes, list)
+            and all(isinstance(c, str) and _COMPUTE.fullmatch(c) for c in computes)):
+        raise TypeError("a field the command would carry is not in an index's form")
+    return entry
 
 
 @cache
@@ -92,7 +112,7 @@ def derived() -> list[Derived]:
 
 def _derived(entries: list[dict[str, Any]]) -> list[Derived]:
     found = []
-    for entry in entries:
+    for entry in map(_checked, entries):
         note = (f"torch {entry['version']} is not in envs/releases/: its builds are derived from {entry['index']} "
                 f"as read on {entry['read'][:10]}, not copied from pytorch.org; torchvision {entry['torchvision']} "
                 f"is paired by {entry['paired']}")

@@ -20,7 +20,7 @@ import pytest
 
 from kitbench import _http, facts, indexes, manifest, wheels
 from kitbench._cli import main
-from kitbench.errors import NetworkError, RecordError
+from kitbench.errors import ManifestError, NetworkError, RecordError
 
 CACHE_DIR = facts.cache_dir         # the real lookup: conftest replaces it with an empty folder for other tests
 PYPI_PAGES = Path(__file__).resolve().parent / "resources" / "index" / "pypi"
@@ -402,3 +402,40 @@ def test_a_refresh_records_torchaudios_wheels_and_install_cmd_checks_them(
     assert audio.version == "2.16.0" and {p.tag for p in audio.tags} >= {LINUX, MAC, WIN}
     # Like torchvision's: a Python its wheels lack refuses the release.
     assert wheels._refusal(audio, "torchaudio", wheels.Host("linux", "x86_64", (3, 11))) is not None
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("version", "2.16.0; curl http://127.0.0.1:9/x | sh"),
+    ("torchvision", "0.30.0 --index-url http://127.0.0.1:9/evil"),
+    ("torchaudio", "$(touch /tmp/pwned)"),
+    ("computes", ["cu132", "cpu`id`"]),
+    ("version", "2.16.0\n"),
+])
+def test_a_tampered_cache_never_reaches_the_command_users_eval(
+        field: str, value: object, index: Index, capsys: pytest.CaptureFixture[str]) -> None:
+    """The cache is a file in the user's home that `eval "$(kitbench install-cmd)"` would trust: every
+    word of it that reaches the command is checked against the form an index can give, or refused."""
+    assert main(["facts", "refresh"]) == 0
+    path = CACHE_DIR() / "releases.json"
+    data = json.loads(path.read_text())
+    data["releases"][0][field] = value
+    path.write_text(json.dumps(data))
+    facts.reload()
+    wheels.load.cache_clear()
+    capsys.readouterr()
+    assert main(["install-cmd", *LINUX_GPU]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("ERROR: ") and "releases.json: not the fact cache this kitbench writes" in err
+    assert "Traceback" not in err
+
+
+def test_a_cache_file_too_large_to_be_ours_is_refused_unread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(facts, "cache_dir", CACHE_DIR)
+    folder = CACHE_DIR()
+    folder.mkdir(parents=True)
+    with (folder / "releases.json").open("wb") as handle:
+        handle.truncate(facts.MAX_BYTES + 1)        # sparse: no disk used
+    facts.reload()
+    with pytest.raises(ManifestError, match="not the fact cache this kitbench writes"):
+        facts.cached()
