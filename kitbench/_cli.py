@@ -614,12 +614,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _refresh() -> None:
-    from kitbench import facts, indexes
+    from kitbench import _http, facts, indexes
 
     def report(done: indexes.Outcome) -> None:
         state = "unchanged (304)" if done.status == 304 else f"{done.releases} releases"
-        print(f"# {done.source.kind} {done.source.package}: {state}, {done.seconds:.2f} s  [{done.source.url}]",
-              file=sys.stderr)
+        where = _http.shown(done.source.url)        # an index URL may carry a token, as pip takes it
+        print(f"# {done.source.kind} {done.source.package}: {state}, {done.seconds:.2f} s  [{where}]", file=sys.stderr)
 
     indexes.refresh(done=report)
     for rel in facts.derived():

@@ -188,8 +188,8 @@ def page_files(answer: _http.Response) -> list[File]:
                          bool(f.get("core-metadata") or f.get("dist-info-metadata")), str(f.get("upload-time") or ""))
                     for f in files]
         except (ValueError, KeyError, TypeError) as bad:
-            raise NetworkError(f"{_http.host(answer.url)} served a malformed PEP 691 page for {answer.url[:300]}: "
-                               f"{bad}") from None
+            raise NetworkError(f"{_http.host(answer.url)} served a malformed PEP 691 page for "
+                               f"{_http.shown(answer.url)}: {bad}") from None
     parser = _Anchors(answer.url)
     parser.feed(answer.body.decode("utf-8", "replace"))
     return parser.files
@@ -253,7 +253,7 @@ def refresh_source(source: Source, folder: Path) -> Outcome:
     """Read one source (conditionally on what the cache holds) and write its file atomically."""
     path = folder / source.file
     previous = read_json(path)
-    same = previous is not None and previous.get("url") == source.url
+    same = previous is not None and previous.get("url") == _http.bare(source.url)     # never a token on disk
     started = time.monotonic()
     answer = _http.get(source.url, _ACCEPT, etag=previous.get("etag") if same and previous else None,
                        last_modified=previous.get("last_modified") if same and previous else None)
@@ -264,7 +264,9 @@ def refresh_source(source: Source, folder: Path) -> Outcome:
         known = previous.get("requires", {}) if same and previous else {}
         requires = _pairs(releases, known, lambda url: _http.get(url, "*/*").body) \
             if source.package != "torch" else {}
-        data = {"url": source.url, "read": _now(), "checked": _now(), "etag": answer.etag,
+        for release in releases.values():     # read with the index's credentials; written without them
+            release["metadata"] = release["metadata"] and _http.bare(release["metadata"])
+        data = {"url": _http.bare(source.url), "read": _now(), "checked": _now(), "etag": answer.etag,
                 "last_modified": answer.last_modified, "releases": releases, "requires": requires}
     _files.write(path, json.dumps(data, sort_keys=True), replace=True, what="index facts")
     return Outcome(source, answer.status, time.monotonic() - started, len(data["releases"]))

@@ -439,3 +439,17 @@ def test_a_cache_file_too_large_to_be_ours_is_refused_unread(tmp_path: Path, mon
     facts.reload()
     with pytest.raises(ManifestError, match="not the fact cache this kitbench writes"):
         facts.cached()
+
+
+def test_an_index_token_is_used_and_never_written_to_the_cache(index: Index, monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """PIP_INDEX_URL=https://user:token@mirror/simple, as pip takes it: the refresh reads with it, and
+    neither the cache nor any message carries the token."""
+    plain = os.environ["PIP_INDEX_URL"]
+    monkeypatch.setenv("PIP_INDEX_URL", plain.replace("http://", "http://me:s3cret-t0ken@"))
+    assert main(["facts", "refresh"]) == 0
+    assert main(["install-cmd", "--release", "2.16.0", "--explain", *LINUX_GPU]) == 0
+    out, err = capsys.readouterr()
+    assert "s3cret" not in out + err
+    written = [p for p in CACHE_DIR().rglob("*") if p.is_file()]
+    assert written and not any(b"s3cret" in p.read_bytes() for p in written)
