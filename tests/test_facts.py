@@ -350,6 +350,14 @@ def test_pypi_is_read_where_pip_reads_it(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setenv(indexes.PYTORCH_VARIABLE, "https://mirror.example/whl")
     assert [s.url for s in indexes.sources(("torch",))] == ["https://other.example/pypi/simple/torch/",
                                                            "https://mirror.example/whl/torch/"]
+    # pip's own spellings: index_url is index-url; [install] wins over [global]; os.devnull means no file.
+    monkeypatch.delenv("PIP_INDEX_URL")
+    conf.write_text("[global]\nindex-url = https://mirror.example/simple\n[install]\nindex_url = https://in.example/s\n")
+    assert indexes.pypi_index() == "https://in.example/s/"
+    (tmp_path / ".pip").mkdir()
+    (tmp_path / ".pip" / "pip.conf").write_text("[global]\nindex_url = https://home.example/simple\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    assert indexes.pypi_index() == indexes.PYPI
 
 
 def test_without_a_cache_nothing_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
