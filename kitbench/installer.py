@@ -61,10 +61,16 @@ class Sources:
 
 def sources(target: Target, os_name: str) -> Sources:
     """The target's indexes on ``os_name``, or the override's (``KITBENCH_INDEX_URL``) for everything."""
+    return around(target.declared_index(os_name))
+
+
+def around(torch_index: str | None) -> Sources:
+    """``torch_index`` (a target's PyTorch index) before the default, unless ``KITBENCH_INDEX_URL`` is in
+    force: then its index, or the user's configuration (``default``), for everything."""
     override = os.environ.get(targets.INDEX_VARIABLE)
     if override:
         return Sources(None, None, configured=True) if override == "default" else Sources(None, override)
-    return Sources(target.declared_index(os_name), None)
+    return Sources(torch_index, None)
 
 
 def lock_path(target: Target, platform: str) -> Path:
@@ -123,11 +129,16 @@ def pip_index_args(chosen: Sources) -> list[str]:
             *(["--extra-index-url", chosen.torch] if chosen.torch else [])]
 
 
+def index_args(tool: str, chosen: Sources, hashed: bool) -> list[str]:
+    """``uv``'s or ``pip``'s index options for ``chosen``."""
+    return uv_index_args(chosen, hashed) if tool == "uv" else pip_index_args(chosen)
+
+
 def install_args(tool: str, chosen: Sources, requirements_file: Path | None,
                  pins: tuple[str, ...] | list[str] = ()) -> list[str]:
     """The arguments after ``uv pip install`` or ``pip install``: a lock's hash-pinned set, installed
     without resolving, or (no lock) ``pins`` resolved in one go."""
-    index = uv_index_args(chosen, requirements_file is not None) if tool == "uv" else pip_index_args(chosen)
+    index = index_args(tool, chosen, requirements_file is not None)
     if requirements_file is not None:
         return [*index, "--no-deps", "--require-hashes", "-r", str(requirements_file)]
     return [*index, *pins]

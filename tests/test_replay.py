@@ -26,10 +26,10 @@ needs_uv = pytest.mark.skipif(shutil.which("uv") is None, reason="replay builds 
 
 @pytest.fixture(scope="module")
 def cpu_record(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real cpu-target record (tiny MNIST run) from this interpreter, installed from the override's lock."""
+    """A real cpu-target record (tiny MNIST run) from this interpreter, installed from its lock."""
     out = tmp_path_factory.mktemp("record") / "cpu.json"
     env = {**os.environ, "KITBENCH_TARGET": "cpu", "KITBENCH_INDEX_URL": "default",
-           locks.LOCK_VARIABLE: str(REPO / "envs" / "locks" / "override" / "cpu-linux-x86_64-py3.11.txt")}
+           locks.LOCK_VARIABLE: str(REPO / "envs" / "locks" / "pylock.cpu-linux-x86_64-py3.11.toml")}
     subprocess.run([sys.executable, "-m", "kitbench", "run", "--check", "mnist", "--limit", "300", "--offline",
                     "--out", str(out)], env=env, check=True, capture_output=True, cwd=REPO)
     return out
