@@ -75,10 +75,10 @@ def _install_suite(session: nox.Session, target: Target) -> dict[str, str]:
     resolved), then kitbench itself. Returns what the record says about it (the lock, or why none)."""
     os_name = _machine().os
     targets.check_index(target, os_name)
-    tool = "uv" if session.venv_backend == "uv" else "pip"
-    plan = installer.suite(target, _platform(target.python), os_name, tool, Path(session.create_tmp()))
+    plan = installer.suite(target, _platform(target.python), os_name)
     session.log(plan.what)
-    session.install(*plan.args)
+    session.install(*plan.args("uv" if session.venv_backend == "uv" else "pip",
+                               plan.write(Path(session.create_tmp()) / f"{target.name}.txt")))
     session.install("--no-deps", "-e", str(ROOT))
     _check_build(session, target)
     return plan.record
@@ -147,9 +147,10 @@ def _conda_session(target: Target) -> Callable[[nox.Session], None]:
         session.run(tool, "env", "update" if prefix.exists() else "create", "--prefix", str(prefix),
                     "--file", str(target.environment), external=True)
         python = str(prefix / "bin" / "python")
-        plan = installer.suite(target, _platform(target.python), "macos", "pip", Path(session.create_tmp()))
+        plan = installer.suite(target, _platform(target.python), "macos")
         session.log(plan.what)
-        session.run(python, "-m", "pip", "install", *plan.args, external=True)
+        session.run(python, "-m", "pip", "install",
+                    *plan.args("pip", plan.write(Path(session.create_tmp()) / f"{target.name}.txt")), external=True)
         session.run(python, "-m", "pip", "install", "--no-deps", "-e", str(ROOT), external=True)
         chosen = plan.record
         session.run(python, "-m", "kitbench", "run", *session.posargs, env=_suite_env(target, chosen),

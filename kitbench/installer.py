@@ -134,16 +134,6 @@ def index_args(tool: str, chosen: Sources, hashed: bool) -> list[str]:
     return uv_index_args(chosen, hashed) if tool == "uv" else pip_index_args(chosen)
 
 
-def install_args(tool: str, chosen: Sources, requirements_file: Path | None,
-                 pins: tuple[str, ...] | list[str] = ()) -> list[str]:
-    """The arguments after ``uv pip install`` or ``pip install``: a lock's hash-pinned set, installed
-    without resolving, or (no lock) ``pins`` resolved in one go."""
-    index = index_args(tool, chosen, requirements_file is not None)
-    if requirements_file is not None:
-        return [*index, "--no-deps", "--require-hashes", "-r", str(requirements_file)]
-    return [*index, *pins]
-
-
 def _uv_configured() -> bool:
     """Whether uv has an index of its own configuration (environment or uv.toml): then it is uv's to read."""
     if any(os.environ.get(name) for name in _UV_INDEX_VARIABLES):
@@ -219,24 +209,33 @@ def _pip_configuration_for_uv() -> list[str]:
 
 @dataclass(frozen=True)
 class Install:
-    """One install of a target's suite: the arguments after ``uv pip install`` or ``pip install``, and
-    what the run's record says of it (``KITBENCH_LOCK``, or ``KITBENCH_LOCK_WHY``)."""
+    """One install of a target's suite: requirement lines (a lock's, hash-pinned; else the pins, resolved
+    in one go), where from, and what the run's record says of it (``KITBENCH_LOCK`` or ``KITBENCH_LOCK_WHY``)."""
 
-    args: list[str]
+    requirements: list[str]
+    hashed: bool
+    sources: Sources
     record: dict[str, str]
     what: str
 
+    def args(self, tool: str, requirements_file: str) -> list[str]:
+        """The arguments after ``uv pip install`` or ``pip install``; a lock's set is installed as it
+        is, hash-checked, nothing resolved."""
+        return [*index_args(tool, self.sources, self.hashed),
+                *(["--no-deps", "--require-hashes"] if self.hashed else []), "-r", requirements_file]
 
-def suite(target: Target, platform: str, os_name: str, tool: str, folder: Path) -> Install:
-    """The target's environment from its lock (hash-checked, nothing resolved), the requirements written
-    into ``folder``; where no lock fits, torch, torchvision and the suite's pins resolved in one go."""
+    def write(self, path: Path) -> str:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(self.requirements) + "\n")
+        return str(path)
+
+
+def suite(target: Target, platform: str, os_name: str) -> Install:
+    """The target's environment on ``platform``: its lock, else its pins."""
     chosen = sources(target, os_name)
     lock, why = choose(target, platform, os_name)
     if lock is None:
-        return Install(install_args(tool, chosen, None, target.pins()), {LOCK_WHY_VARIABLE: why or ""},
+        return Install(target.pins(), False, chosen, {LOCK_WHY_VARIABLE: why or ""},
                        f"no usable lock ({why}): resolving the pins from {chosen.describe()}")
-    folder.mkdir(parents=True, exist_ok=True)
-    pinned = folder / f"{lock.stem}.requirements.txt"
-    pinned.write_text("\n".join(requirements(lock)) + "\n")
-    return Install(install_args(tool, chosen, pinned), {LOCK_VARIABLE: str(lock)},
+    return Install(requirements(lock), True, chosen, {LOCK_VARIABLE: str(lock)},
                    f"{lock.name}, hash-checked, from {chosen.describe()}")

@@ -33,18 +33,18 @@ def test_the_torch_family_from_pytorchs_index_the_rest_from_pypi(monkeypatch: py
     linux = installer.sources(cpu, "linux")
     assert linux == installer.Sources("https://download.pytorch.org/whl/cpu", None)
     # uv: PyTorch's index first (first-index: what it lacks, rich and pyyaml, comes from PyPI); pip: beside PyPI.
-    assert installer.install_args("uv", linux, None, ["torch==2.14.1", "rich==15.0.0"]) == [
-        "--index", "https://download.pytorch.org/whl/cpu", "torch==2.14.1", "rich==15.0.0"]
-    assert installer.install_args("pip", linux, None, ["torch==2.14.1"]) == [
-        "--extra-index-url", "https://download.pytorch.org/whl/cpu", "torch==2.14.1"]
+    pins = installer.Install(["torch==2.14.1", "rich==15.0.0"], False, linux, {}, "")
+    assert pins.args("uv", "r.txt") == ["--index", "https://download.pytorch.org/whl/cpu", "-r", "r.txt"]
+    assert pins.args("pip", "r.txt") == ["--extra-index-url", "https://download.pytorch.org/whl/cpu", "-r", "r.txt"]
     # A lock: hash-checked, nothing resolved; each file from whichever index has it, the hash says what it is.
-    assert installer.install_args("uv", linux, Path("req.txt")) == [
+    locked = installer.Install(["torch==2.14.1 --hash=sha256:00"], True, linux, {}, "")
+    assert locked.args("uv", "r.txt") == [
         "--index", "https://download.pytorch.org/whl/cpu", "--index-strategy", "unsafe-best-match",
-        "--no-deps", "--require-hashes", "-r", "req.txt"]
+        "--no-deps", "--require-hashes", "-r", "r.txt"]
     assert installer.sources(cpu, "macos") == installer.Sources(None, None)        # PyPI's wheels
     monkeypatch.setenv("KITBENCH_INDEX_URL", "https://mirror.example/simple")
-    mirror = installer.sources(cpu, "linux")
-    assert installer.install_args("pip", mirror, Path("r.txt")) == [
+    mirror = installer.Install([], True, installer.sources(cpu, "linux"), {}, "")
+    assert mirror.args("pip", "r.txt") == [
         "--index-url", "https://mirror.example/simple", "--no-deps", "--require-hashes", "-r", "r.txt"]
 
 
@@ -79,14 +79,14 @@ def test_a_stand_in_lock_installs_through_a_mirror_not_from_the_real_index(monke
     assert locks.read(CPU_LINUX).stand_in
     lock, why = installer.choose(cpu, "linux-x86_64-py3.11", "linux")
     assert lock is None and why is not None and "stand-in of https://download.pytorch.org/whl/cpu" in why
-    plan = installer.suite(cpu, "linux-x86_64-py3.11", "linux", "uv", tmp_path)
-    assert {"torch==2.14.1", "torchvision==0.29.1", "rich==15.0.0"} <= set(plan.args)     # resolved in one go
+    plan = installer.suite(cpu, "linux-x86_64-py3.11", "linux")
+    assert not plan.hashed and {"torch==2.14.1", "torchvision==0.29.1", "rich==15.0.0"} <= set(plan.requirements)
     assert set(plan.record) == {installer.LOCK_WHY_VARIABLE}
     for variable, value in (("KITBENCH_INDEX_URL", "default"), ("KITBENCH_PYTORCH_INDEX", "http://127.0.0.1:1/whl")):
         monkeypatch.setenv(variable, value)
-        plan = installer.suite(cpu, "linux-x86_64-py3.11", "linux", "uv", tmp_path)
-        assert plan.record == {installer.LOCK_VARIABLE: str(CPU_LINUX)}
-        pinned = Path(plan.args[-1]).read_text().splitlines()
+        plan = installer.suite(cpu, "linux-x86_64-py3.11", "linux")
+        assert plan.record == {installer.LOCK_VARIABLE: str(CPU_LINUX)} and plan.hashed
+        pinned = Path(plan.write(tmp_path / "r.txt")).read_text().splitlines()
         assert any(line.startswith("torch==2.14.1 --hash=sha256:") for line in pinned)
         assert all(" --hash=sha256:" in line for line in pinned)
         monkeypatch.delenv(variable)
