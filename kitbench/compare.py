@@ -338,8 +338,10 @@ def _rule(env_a: Environment, env_b: Environment, ref: MnistRun, cand: MnistRun)
         obstacles.append(f"hardware differs ({hw_a} vs {hw_b})")
     if device == "cpu" and env_a.get("threads") != env_b.get("threads"):
         obstacles.append(f"threads differ ({env_a.get('threads')} vs {env_b.get('threads')})")
+    # A setting one record does not name (written before kitbench recorded it) is unknown, not different.
     kernel_settings = sorted(k for k in {*(set_a or {}), *(set_b or {})} - _NOT_KERNEL_SETTINGS
-                             if set_a is not None and set_b is not None and set_a.get(k) != set_b.get(k))
+                             if set_a is not None and set_b is not None and k in set_a and k in set_b
+                             and set_a.get(k) != set_b.get(k))
     if kernel_settings:
         obstacles.append("settings differ: " + ", ".join(kernel_settings))
     deterministic = bool(set_a and set_b and set_a.get("deterministic_algorithms")

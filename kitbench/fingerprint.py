@@ -6,6 +6,8 @@ import json
 import os
 import platform
 import subprocess
+import sys
+import sysconfig
 from pathlib import Path
 from typing import cast
 
@@ -52,6 +54,8 @@ def host(machine: Probe) -> Environment:
         "git_revision": git_revision(),
         "python": platform.python_version(),
         "python_arch": machine.python_arch,
+        "python_build": {"implementation": sys.implementation.name, "version": sys.version,
+                         "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED"))},
         "os": machine.os,
         "os_version": machine.os_version,
         "platform": platform.platform(),
