@@ -19,7 +19,6 @@ Validators (ETag, Last-Modified) make a refresh that finds nothing new one small
 
 from __future__ import annotations
 
-import configparser
 import datetime
 import html.parser
 import json
@@ -93,30 +92,10 @@ def tag_key(tag: str) -> tuple[int, str]:
 
 # --- where the sources are -------------------------------------------------------------------------------------
 
-def _pip_conf_index() -> str | None:
-    """pip.conf's index-url, read where pip reads it (later files win; PIP_CONFIG_FILE last)."""
-    home = Path.home()
-    xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
-    files = [Path("/etc/xdg/pip/pip.conf"), Path("/etc/pip.conf"), home / ".pip" / "pip.conf", xdg / "pip" / "pip.conf"]
-    if os.environ.get("VIRTUAL_ENV"):
-        files.append(Path(os.environ["VIRTUAL_ENV"]) / "pip.conf")
-    if os.environ.get("PIP_CONFIG_FILE"):
-        files.append(Path(os.environ["PIP_CONFIG_FILE"]))
-    found: str | None = None
-    for path in files:
-        parser = configparser.RawConfigParser()
-        try:
-            parser.read(path, encoding="utf-8")
-        except (configparser.Error, OSError, UnicodeDecodeError):
-            continue
-        for section in ("global", "install"):
-            if parser.has_option(section, "index-url"):
-                found = parser.get(section, "index-url").strip() or found
-    return found
-
-
 def pypi_index() -> str:
-    url = os.environ.get("PIP_INDEX_URL") or _pip_conf_index() or PYPI
+    from kitbench.installer import pip_configuration
+
+    url = (pip_configuration().get("index-url") or [PYPI])[0]
     return url.rstrip("/") + "/"
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import configparser
 import os
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -167,12 +166,12 @@ def pip_configuration() -> dict[str, list[str]]:
         for path in _pip_config_files():
             parser = configparser.RawConfigParser()
             try:
-                parser.read(path)
-            except (OSError, configparser.Error):
+                parser.read(path, encoding="utf-8")
+            except (OSError, configparser.Error, UnicodeDecodeError):
                 continue
             for section in ("global", "install"):
                 for key in ("index-url", "extra-index-url", "find-links"):
-                    if parser.has_option(section, key):
+                    if parser.has_option(section, key) and parser.get(section, key).split():
                         found[key] = parser.get(section, key).split()
     for key in ("index-url", "extra-index-url", "find-links"):
         value = os.environ.get("PIP_" + key.upper().replace("-", "_"))
@@ -182,12 +181,12 @@ def pip_configuration() -> dict[str, list[str]]:
 
 
 def _pip_config_files() -> list[Path]:
-    dirs = (os.environ.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(":")
-    home = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-    files = [*(Path(d) / "pip" / "pip.conf" for d in dirs), Path("/etc/pip.conf"), Path.home() / ".pip" / "pip.conf",
-             home / "pip" / "pip.conf"]
-    if sys.prefix != sys.base_prefix:
-        files.append(Path(sys.prefix) / "pip.conf")
+    """Where pip reads its configuration, in its order (later files win; ``PIP_CONFIG_FILE`` last)."""
+    home = Path.home()
+    xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+    files = [Path("/etc/xdg/pip/pip.conf"), Path("/etc/pip.conf"), home / ".pip" / "pip.conf", xdg / "pip" / "pip.conf"]
+    if os.environ.get("VIRTUAL_ENV"):
+        files.append(Path(os.environ["VIRTUAL_ENV"]) / "pip.conf")
     if os.environ.get("PIP_CONFIG_FILE"):
         files.append(Path(os.environ["PIP_CONFIG_FILE"]))
     return files

@@ -14,7 +14,8 @@ out of reach). File URLs stay the upstream's (files.pythonhosted.org): the
 stand-in serves PyPI's wheels of the torch family under PyTorch's layout.
 
 ``python tests/pytorch_index.py record`` rewrites the recorded pages from PyPI for
-every (name, version) the committed locks name.
+every (name, version) the committed locks name; ``python tests/pytorch_index.py serve``
+serves them (CI's stand-in for download.pytorch.org, ``KITBENCH_PYTORCH_INDEX``).
 """
 
 from __future__ import annotations
@@ -177,8 +178,23 @@ def _locked() -> dict[str, set[str]]:
     return wanted
 
 
+def _serve() -> None:
+    """Serve the recorded pages until stopped, the base URL of PyTorch's layout on stdout's first line
+    (``http://127.0.0.1:<port>/whl``: give it to ``KITBENCH_PYTORCH_INDEX``)."""
+    import signal
+
+    stop = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop)     # before the server's thread starts: it inherits the mask
+    with serving(recorded()) as url:
+        print(url.removesuffix("/simple") + "/whl", flush=True)
+        signal.sigwait(stop)
+
+
 if __name__ == "__main__":
-    if sys.argv[1:] != ["record"]:
-        raise SystemExit("usage: python tests/pytorch_index.py record")
-    for written in record(_locked()):
-        print(written)
+    if sys.argv[1:] == ["record"]:
+        for written in record(_locked()):
+            print(written)
+    elif sys.argv[1:] == ["serve"]:
+        _serve()
+    else:
+        raise SystemExit("usage: python tests/pytorch_index.py record|serve")
