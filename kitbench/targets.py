@@ -115,8 +115,10 @@ def check_build(target: Target, version: str, cuda: str | None, os_name: str) ->
     cause = None
     if not matches:
         override = os.environ.get(INDEX_VARIABLE)
+        mirror = os.environ.get(PYTORCH_INDEX_VARIABLE)
         declared = target.index.get(os_name)
         cause = (f"{INDEX_VARIABLE}={override} replaced the target's index ({declared})" if override
+                 else f"{PYTORCH_INDEX_VARIABLE}={mirror} stood in for PyTorch's index ({declared})" if mirror
                  else f"the target's index ({declared}) served another build")
     return BuildCheck(matches, installed_build(version, cuda), cause)
 
