@@ -84,11 +84,11 @@ def _install_suite(session: nox.Session, target: Target) -> dict[str, str]:
     return plan.record
 
 
-def _check_build(session: nox.Session, target: Target) -> None:
+def _check_build(session: nox.Session, target: Target, python: str = "python") -> None:
     """Say whether the torch just installed is the build the target names: an index override
     can put a CUDA build in a "CPU-only" environment, and nothing else would tell."""
-    found = session.run("python", "-c", "import torch; print(torch.__version__); print(torch.version.cuda or '')",
-                        silent=True)
+    found = session.run(python, "-c", "import torch; print(torch.__version__); print(torch.version.cuda or '')",
+                        silent=True, external=python != "python")
     if found is None:       # --install-only: nothing was run
         return
     version, _, cuda = str(found).strip().partition("\n")
@@ -147,11 +147,13 @@ def _conda_session(target: Target) -> Callable[[nox.Session], None]:
         session.run(tool, "env", "update" if prefix.exists() else "create", "--prefix", str(prefix),
                     "--file", str(target.environment), external=True)
         python = str(prefix / "bin" / "python")
+        targets.check_index(target, "macos")
         plan = installer.suite(target, _platform(target.python), "macos")
         session.log(plan.what)
         session.run(python, "-m", "pip", "install",
                     *plan.args("pip", plan.write(Path(session.create_tmp()) / f"{target.name}.txt")), external=True)
         session.run(python, "-m", "pip", "install", "--no-deps", "-e", str(ROOT), external=True)
+        _check_build(session, target, python)
         chosen = plan.record
         session.run(python, "-m", "kitbench", "run", *session.posargs, env=_suite_env(target, chosen),
                     external=True)
