@@ -277,8 +277,9 @@ def reachable(index: str, timeout_s: float = 5.0) -> bool:
 
 def where(target: Target, os_name: str, stand_in: Callable[[], str]) -> Where:
     """The indexes a lock is resolved against: the target's (``KITBENCH_PYTORCH_INDEX`` honoured), else,
-    where that is out of reach, ``stand_in()`` (the base URL of a local stand-in of PyTorch's index) in
-    its place; the rest from ``KITBENCH_INDEX_URL`` when it names an index, else uv's own default."""
+    where that is out of reach, ``stand_in()`` (a local stand-in of PyTorch's index, started only then:
+    its ``/simple`` URL) in its place; the rest from ``KITBENCH_INDEX_URL`` when it names an index, else
+    uv's own default."""
     import os
 
     override = os.environ.get(targets.INDEX_VARIABLE)
@@ -289,4 +290,5 @@ def where(target: Target, os_name: str, stand_in: Callable[[], str]) -> Where:
     real = target.index[os_name]
     if not real.startswith(targets.PYTORCH_INDEX + "/"):
         return Where(declared, default)         # not PyTorch's: nothing stands in for it, uv says why
-    return Where(stand_in().rstrip("/") + real[len(targets.PYTORCH_INDEX):], default, stand_in_for=real)
+    base = stand_in().rstrip("/").removesuffix("/simple") + "/whl"        # PyTorch's layout, on the stand-in
+    return Where(base + real[len(targets.PYTORCH_INDEX):], default, stand_in_for=real)

@@ -128,3 +128,18 @@ def test_the_record_names_the_lock_and_its_hashes(monkeypatch: pytest.MonkeyPatc
     monkeypatch.delenv(locks.LOCK_VARIABLE)
     monkeypatch.setenv(locks.LOCK_WHY_VARIABLE, "no lock for cpu on linux-x86_64-py3.11 (nox -s lock)")
     assert fingerprint.lock() == (None, None, "no lock for cpu on linux-x86_64-py3.11 (nox -s lock)")
+
+
+def test_an_unreachable_pytorch_index_is_resolved_against_the_stand_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("KITBENCH_INDEX_URL", "KITBENCH_PYTORCH_INDEX"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(locks, "reachable", lambda index, timeout_s=5.0: False)
+    where = locks.where(targets.get("rocm"), "linux", lambda: "http://127.0.0.1:1/simple")
+    assert where == locks.Where("http://127.0.0.1:1/whl/rocm7.2", None, stand_in_for=
+                                "https://download.pytorch.org/whl/rocm7.2")
+    # PyPI's targets (macOS) need no stand-in, and none is started for them.
+    assert locks.where(targets.get("mps"), "macos", lambda: pytest.fail("no stand-in for PyPI")) == locks.Where(None)
+    monkeypatch.setattr(locks, "reachable", lambda index, timeout_s=5.0: True)
+    monkeypatch.setenv("KITBENCH_INDEX_URL", "https://mirror.example/simple")
+    assert locks.where(targets.get("cpu"), "linux", lambda: pytest.fail("reachable")) == locks.Where(
+        "https://download.pytorch.org/whl/cpu", "https://mirror.example/simple")
