@@ -224,6 +224,6 @@ def check_index(target: Target, os_name: str, timeout_s: float = 3.0) -> None:
     why = failed[0] if failed else f"no answer within {timeout_s:g} s"
     if why:
         raise KitbenchError(f"cannot reach {target.name}'s package index {url}: its host {host} does not resolve "
-                            f"({why})", hint=f"where PyTorch's index is out of reach, install through pip's own "
+                            f"({why})", hint=f"where PyTorch's index is out of reach, install through your pip or uv "
                             f"configuration (a mirror, a proxy): {INDEX_VARIABLE}=default nox -s {target.name}; "
-                            f"or set {INDEX_VARIABLE} to an index that serves torch=={target.torch}")
+                            f"or set {PYTORCH_INDEX_VARIABLE} to a mirror of PyTorch's index")
