@@ -221,7 +221,8 @@ def lock(session: nox.Session) -> None:
 
         def log(outcome: locks.Outcome) -> None:
             if outcome.path is not None:
-                session.log(f"{outcome.target} {outcome.platform}: wrote {outcome.path.relative_to(ROOT)}")
+                session.log(f"{outcome.target} {outcome.platform}: wrote {outcome.path.relative_to(ROOT)}"
+                            + (f", {outcome.note}" if outcome.note else ""))
             else:
                 session.warn(f"{outcome.target} {outcome.platform}: skipped, {outcome.skipped}")
 

@@ -55,6 +55,7 @@ class Outcome:
     platform: str
     path: Path | None
     skipped: str | None
+    note: str | None = None        # e.g. resolved against a stand-in of the target's index
 
 
 def platform_name(os_name: str, arch: str, python: str) -> str:
@@ -156,7 +157,8 @@ def compile_lock(uv: str, target: Target, os_name: str, arch: str, where: Where,
     path.write_text(f"# kitbench lock for target {target.name} on {platform}, written by `nox -s lock`.\n{note}"
                     + text.rstrip("\n") + "\n\n[tool.kitbench]\n"
                     + "".join(f"{key} = {_toml(value)}\n" for key, value in tool.items()))
-    return Outcome(target.name, platform, path, None)
+    return Outcome(target.name, platform, path, None, f"the torch family against a local stand-in of "
+                   f"{where.stand_in_for} (marked stand-in in the lock)" if where.stand_in_for else None)
 
 
 def _toml(value: object) -> str:

@@ -48,6 +48,7 @@ def test_torch_from_pytorchs_index_rich_from_pypi(envs_copy: Path, monkeypatch: 
         where = locks.Where(torch_index.replace("/simple", "/whl/cpu"), pypi, stand_in_for=CPU)
         outcome = locks.compile_lock(UV, targets.get("cpu"), "linux", "x86_64", where)
     assert outcome.skipped is None and outcome.path == envs_copy / "locks" / "pylock.cpu-linux-x86_64-py3.11.toml"
+    assert outcome.note == f"the torch family against a local stand-in of {CPU} (marked stand-in in the lock)"
     lock = locks.read(outcome.path)
     assert lock.stand_in and lock.index == CPU and lock.platform == "linux-x86_64-py3.11"
     assert lock.indexes["torch"] == lock.indexes["numpy"] == lock.indexes["nvidia-cublas"] == CPU
