@@ -208,6 +208,40 @@ def test_the_build_installs_into_the_venvs_own_interpreter_on_windows(
     assert calls[1][calls[1].index("--python") + 1].endswith(str(Path("venv", "Scripts", "python.exe")))
 
 
+@pytest.mark.parametrize(("override", "index"), [
+    (None, ["--index", "https://download.pytorch.org/whl/cpu", "--index-strategy", "unsafe-best-match"]),
+    ("https://mirror.example/simple", ["--default-index", "https://mirror.example/simple"])])
+def test_the_recorded_set_installs_from_any_layout_of_indexes_hash_checked(
+        cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, override: str | None,
+        index: list[str]) -> None:
+    """The record names packages and hashes, not hosts: PyTorch's index beside PyPI, or a mirror of
+    both, serve the same files, and uv takes each from whichever has it."""
+    monkeypatch.delenv("KITBENCH_PYTORCH_INDEX", raising=False)
+    if override is None:
+        monkeypatch.delenv("KITBENCH_INDEX_URL", raising=False)
+    else:
+        monkeypatch.setenv("KITBENCH_INDEX_URL", override)
+    data = json.loads(cpu_record.read_text())
+    for package in data["environment"]["packages"]:
+        package.setdefault("hashes", ["sha256:" + "0" * 64])
+    hashed = tmp_path / "hashed.json"
+    hashed.write_text(json.dumps(data))
+    chosen = replay.plan(hashed, probe())
+    calls: list[list[str]] = []
+
+    def fake_call(command: list[str], what: str) -> None:
+        calls.append(command)
+        if command[1] == "venv":
+            Path(command[-1]).mkdir()
+
+    monkeypatch.setattr(replay, "_call", fake_call)
+    monkeypatch.setattr(replay, "_uv", lambda: "uv")
+    replay.build(chosen, lambda line: None, tmp_path / "cache")
+    install = calls[1]
+    assert install[install.index("--python") + 2:] == [*index, "--no-deps", "--require-hashes", "-r",
+                                                       install[-1]]
+
+
 def _with_argv(source: Path, dest: Path, argv: list[str]) -> Path:
     data = json.loads(source.read_text())
     data["argv"] = argv
