@@ -22,7 +22,9 @@ names a version. Arguments after `--` go to `kitbench run`, e.g.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import importlib
 import os
 import shutil
 import sys
@@ -36,7 +38,7 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
 try:
-    from kitbench import locks, manifest, preflight, probe, targets
+    from kitbench import installer, locks, manifest, preflight, probe, targets
     from kitbench.errors import KitbenchError
     from kitbench.targets import Target
 except ImportError as missing:  # kitbench's light dependencies live where nox runs
@@ -69,28 +71,24 @@ def _platform(python: str) -> str:
 
 
 def _install_suite(session: nox.Session, target: Target) -> dict[str, str]:
-    """The hash-locked set when `nox -s lock` made one for this platform and index;
-    else torch and torchvision from the target's index and the rest pinned from PyPI.
-    Returns what the record says about it (the lock's path, or why none)."""
+    """The target's environment as kitbench.installer plans it (its lock, hash-checked; else its pins
+    resolved), then kitbench itself. Returns what the record says about it (the lock, or why none)."""
     os_name = _machine().os
     targets.check_index(target, os_name)
-    lock, why = locks.choose(target, _platform(target.python), os_name)
-    if lock is not None:
-        session.install(*target.pip_index_args(os_name), "--require-hashes", "-r", str(lock))
-    else:
-        session.install(*target.pip_index_args(os_name), f"torch=={target.torch}",
-                        f"torchvision=={target.torchvision}")
-        session.install(*targets.suite_requirements())
+    plan = installer.suite(target, _platform(target.python), os_name)
+    session.log(plan.what)
+    session.install(*plan.args("uv" if session.venv_backend == "uv" else "pip",
+                               plan.write(Path(session.create_tmp()) / f"{target.name}.txt")))
     session.install("--no-deps", "-e", str(ROOT))
     _check_build(session, target)
-    return {locks.LOCK_VARIABLE: str(lock)} if lock is not None else {locks.LOCK_WHY_VARIABLE: why or ""}
+    return plan.record
 
 
-def _check_build(session: nox.Session, target: Target) -> None:
+def _check_build(session: nox.Session, target: Target, python: str = "python") -> None:
     """Say whether the torch just installed is the build the target names: an index override
     can put a CUDA build in a "CPU-only" environment, and nothing else would tell."""
-    found = session.run("python", "-c", "import torch; print(torch.__version__); print(torch.version.cuda or '')",
-                        silent=True)
+    found = session.run(python, "-c", "import torch; print(torch.__version__); print(torch.version.cuda or '')",
+                        silent=True, external=python != "python")
     if found is None:       # --install-only: nothing was run
         return
     version, _, cuda = str(found).strip().partition("\n")
@@ -149,16 +147,14 @@ def _conda_session(target: Target) -> Callable[[nox.Session], None]:
         session.run(tool, "env", "update" if prefix.exists() else "create", "--prefix", str(prefix),
                     "--file", str(target.environment), external=True)
         python = str(prefix / "bin" / "python")
-        lock, why = locks.choose(target, _platform(target.python), "macos")
-        if lock is not None:
-            session.run(python, "-m", "pip", "install", *target.pip_index_args("macos"), "--require-hashes",
-                        "-r", str(lock), external=True)
-        else:
-            session.run(python, "-m", "pip", "install", *target.pip_index_args("macos"), f"torch=={target.torch}",
-                        f"torchvision=={target.torchvision}", external=True)
-            session.run(python, "-m", "pip", "install", *targets.suite_requirements(), external=True)
+        targets.check_index(target, "macos")
+        plan = installer.suite(target, _platform(target.python), "macos")
+        session.log(plan.what)
+        session.run(python, "-m", "pip", "install",
+                    *plan.args("pip", plan.write(Path(session.create_tmp()) / f"{target.name}.txt")), external=True)
         session.run(python, "-m", "pip", "install", "--no-deps", "-e", str(ROOT), external=True)
-        chosen = {locks.LOCK_VARIABLE: str(lock)} if lock is not None else {locks.LOCK_WHY_VARIABLE: why or ""}
+        _check_build(session, target, python)
+        chosen = plan.record
         session.run(python, "-m", "kitbench", "run", *session.posargs, env=_suite_env(target, chosen),
                     external=True)
 
@@ -215,13 +211,22 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=_CPU_PYTHON, venv_backend=_VENV_BACKEND)
 @_kit_errors
 def lock(session: nox.Session) -> None:
-    """Hash-locked requirements (envs/locks/) for every target and every host its manifest lists."""
+    """PEP 751 locks (envs/locks/pylock.*.toml) for every target and every host its manifest lists; where
+    PyTorch's index is out of reach, against a local stand-in of it (tests/pytorch_index.py), said so."""
     session.install(*_dev_requirements("lock"))
-    for outcome in locks.lock_all(str(Path(session.bin) / "uv")):
-        if outcome.path is not None:
-            session.log(f"{outcome.target} {outcome.platform}: wrote {outcome.path.relative_to(ROOT)}")
-        else:
-            session.warn(f"{outcome.target} {outcome.platform}: skipped, {outcome.skipped}")
+    pytorch_index = importlib.import_module("tests.pytorch_index")     # a checkout's, as the session is
+
+    with contextlib.ExitStack() as stack:
+        stand_in = functools.cache(lambda: stack.enter_context(pytorch_index.serving(pytorch_index.live())))
+
+        def log(outcome: locks.Outcome) -> None:
+            if outcome.path is not None:
+                session.log(f"{outcome.target} {outcome.platform}: wrote {outcome.path.relative_to(ROOT)}"
+                            + (f", {outcome.note}" if outcome.note else ""))
+            else:
+                session.warn(f"{outcome.target} {outcome.platform}: skipped, {outcome.skipped}")
+
+        locks.lock_all(str(Path(session.bin) / "uv"), lambda t, o: locks.where(t, o, stand_in), log)
 
 
 @nox.session(python=_CPU_PYTHON, venv_backend=_VENV_BACKEND)

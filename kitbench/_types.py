@@ -88,6 +88,23 @@ class Settings(TypedDict, total=False):
     MKL_NUM_THREADS: str | None
     PYTORCH_ENABLE_MPS_FALLBACK: str | None
     CUDA_VISIBLE_DEVICES: str | None
+    allow_fp16_reduced_precision_reduction: bool
+    allow_bf16_reduced_precision_reduction: bool
+    preferred_blas_library: str | None
+    HSA_OVERRIDE_GFX_VERSION: str | None
+    NVIDIA_TF32_OVERRIDE: str | None
+    ONEDNN_MAX_CPU_ISA: str | None
+    DNNL_MAX_CPU_ISA: str | None
+    MKL_ENABLE_INSTRUCTIONS: str | None
+    MKL_CBWR: str | None
+
+
+class PythonBuild(TypedDict):
+    """The interpreter beyond its X.Y.Z: which implementation, its build line, and whether it runs without the GIL."""
+
+    implementation: str
+    version: str
+    free_threaded: bool
 
 
 class Package(TypedDict):
@@ -142,6 +159,7 @@ class Environment(TypedDict):
     lock_why: NotRequired[str | None]
     git_revision: NotRequired[str | None]
     python_arch: NotRequired[str]
+    python_build: NotRequired[PythonBuild]
     platform: NotRequired[str | None]
     ram_bytes: NotRequired[int | None]
     container: NotRequired[bool]

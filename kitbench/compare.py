@@ -341,8 +341,10 @@ def _rule(env_a: Environment, env_b: Environment, ref: MnistRun, cand: MnistRun)
         obstacles.append(f"hardware differs ({hw_a} vs {hw_b})")
     if device == "cpu" and env_a.get("threads") != env_b.get("threads"):
         obstacles.append(f"threads differ ({env_a.get('threads')} vs {env_b.get('threads')})")
+    # A setting one record does not name (written before kitbench recorded it) is unknown, not different.
     kernel_settings = sorted(k for k in {*(set_a or {}), *(set_b or {})} - _NOT_KERNEL_SETTINGS
-                             if set_a is not None and set_b is not None and set_a.get(k) != set_b.get(k))
+                             if set_a is not None and set_b is not None and k in set_a and k in set_b
+                             and set_a.get(k) != set_b.get(k))
     if kernel_settings:
         obstacles.append("settings differ: " + ", ".join(kernel_settings))
     deterministic = bool(set_a and set_b and set_a.get("deterministic_algorithms")
@@ -397,6 +399,9 @@ def verify(reference: RunRecord, candidate: RunRecord) -> Verdict:
                          f"them): compared by the round-2 rules: {_ROUND_2}")
     comparisons: list[Comparison] = list(standing)
     data, data_unrecorded = _data(reference, candidate)
+    if options_a.get("seed") != options_b.get("seed"):
+        # The seed is configuration: it decides the initial weights and the order of the batches.
+        data = [*data, f"seed {options_a.get('seed')} vs {options_b.get('seed')}"]
     if data_unrecorded:
         not_compared.append(data_unrecorded)
     for key in only_ref:
@@ -410,6 +415,10 @@ def verify(reference: RunRecord, candidate: RunRecord) -> Verdict:
     for key, ref, cand in pairs:
         label = _label(key, cand["device"])
         rule, why = _rule(env_a, env_b, ref, cand)
+        if rule == "bitwise" and (ref.get("params_sha256") is None or cand.get("params_sha256") is None):
+            # Without a parameter digest on both sides nothing is compared bit for bit: the numbers, exactly.
+            lacking = _lacking(ref.get("params_sha256") is not None, cand.get("params_sha256") is not None)
+            rule, why = "exact", f"{why}; {lacking} has no parameter digest"
         rules.append(f"{label}: {rule}: {why}")
         found, diverged, skipped = _compare_run(label, ref, cand, rule, data)
         comparisons += found
@@ -499,7 +508,7 @@ def _compare_run(label: str, ref: MnistRun, cand: MnistRun, rule: str, data: lis
                  ) -> tuple[list[Comparison], bool, list[str]]:
     """The comparisons of one pair of runs, whether both diverged identically, and what of the pair
     was not compared. ``data``: how the records' MNIST data differs."""
-    exact = rule == "bitwise"
+    exact = rule in ("bitwise", "exact")
     number_rule = "exact" if exact else rule
     differ, skipped = _configuration(ref, cand)
     if differ or data:
@@ -534,7 +543,7 @@ def _compare_run(label: str, ref: MnistRun, cand: MnistRun, rule: str, data: lis
     found.append(_sequence(f"{label}: test accuracy per epoch", number_rule, acc_a, acc_b, "epochs",
                            lambda i: f"epoch {i + 1}: {acc_a[i]} vs {acc_b[i]}"))
     digest_a, digest_b = ref.get("params_sha256"), cand.get("params_sha256")
-    if exact and digest_a is not None and digest_b is not None:
+    if rule == "bitwise" and digest_a is not None and digest_b is not None:
         found.append(Comparison(f"{label}: parameters", "bitwise", digest_a == digest_b,
                                 "bitwise identical" if digest_a == digest_b else _first_tensor(ref, cand)))
     elif exact:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kitbench import __version__, data, manifest, preflight, records
+from kitbench import __version__, data, installer, manifest, preflight, records
 from kitbench.errors import ContainerError, MissingDependency, optional_hint
 from kitbench.fingerprint import git_revision
 from kitbench.heartbeat import Heartbeat
@@ -77,30 +77,49 @@ def image_tag(target: Target) -> str:
     return f"kitbench/{target.name}:{target.sha256[:12]}"
 
 
-def build_args(target: Target) -> dict[str, str]:
-    """Every build argument, from the manifest and the documented overrides."""
-    base = os.environ.get(BASE_VARIABLE) or target.base_image
-    if base is None:
+def base_image(target: Target) -> tuple[str, str | None]:
+    """The base image to build FROM, by digest where the target declares one (a tag moves; a digest
+    names one image), and a note where it does not."""
+    override = os.environ.get(BASE_VARIABLE)
+    if override:
+        return override, None
+    if target.base_image is None:
         raise ContainerError(f"target {target.name!r} names no base image",
                              hint=f"add image.base to {target.path} or set {BASE_VARIABLE}")
-    from kitbench.targets import suite_requirements
+    if target.image_digest:
+        return f"{target.base_image.partition('@')[0]}@{target.image_digest}", None
+    return target.base_image, (f"{target.name}'s base image {target.base_image} is pulled by tag: the target "
+                               "declares no image.digest, so a rebuild may start from another image")
 
+
+def image_install(target: Target) -> installer.Install:
+    """What the image's venv gets: the lock for this host's architecture and the target's Python (every
+    transitive dependency pinned and hash-checked), else the pins resolved once."""
+    import platform
+
+    from kitbench.probe import normalize_arch
+
+    return installer.suite(target, f"linux-{normalize_arch(platform.machine(), 'linux')}-py{target.python}", "linux")
+
+
+def build_args(target: Target, install: installer.Install | None = None) -> dict[str, str]:
+    """Every build argument, from the manifest and the documented overrides."""
+    install = install or image_install(target)
     return {
-        "BASE_IMAGE": base,
+        "BASE_IMAGE": base_image(target)[0],
         "TORCH": target.torch,
-        "TORCHVISION": target.torchvision,
-        "INDEX_URL": target.index_for("linux") or "",
-        "SUITE_REQUIREMENTS": " ".join(suite_requirements()),
+        "PIP_ARGS": " ".join(install.args("pip", "/build/extra/requirements.txt")),
         "TARGET": target.name,
         "MANIFEST_SHA256": target.sha256,
         "KITBENCH_VERSION": __version__,
     }
 
 
-def context_tar() -> io.BytesIO:
+def context_tar(install: installer.Install | None = None) -> io.BytesIO:
     """The build context: the Dockerfile, ``app/`` (the checkout, or the installed
     package, as ``Dockerfile.dockerignore`` filters it, so the image gets it in one
-    COPY) and ``extra/ca-bundle.crt`` (empty unless ``KITBENCH_CA_BUNDLE`` names a file)."""
+    COPY), ``extra/ca-bundle.crt`` (empty unless ``KITBENCH_CA_BUNDLE`` names a file)
+    and ``extra/requirements.txt``, what the venv gets (``install``; empty without)."""
     sdk()
     from docker.utils.build import exclude_paths
 
@@ -124,10 +143,12 @@ def context_tar() -> io.BytesIO:
         for name in sorted(exclude_paths(str(source), patterns, dockerfile=_DOCKERFILE)):
             if name != _DOCKERFILE:
                 tar.add(str(source / name), arcname=f"app/{name}", recursive=False)
-        info = tarfile.TarInfo("extra/ca-bundle.crt")
-        info.size = len(ca)
-        info.mode = 0o644
-        tar.addfile(info, io.BytesIO(ca))
+        wanted = "".join(f"{line}\n" for line in install.requirements).encode() if install else b""
+        for name, body in (("extra/ca-bundle.crt", ca), ("extra/requirements.txt", wanted)):
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            info.mode = 0o644
+            tar.addfile(info, io.BytesIO(body))
     buffer.seek(0)
     return buffer
 
@@ -203,14 +224,17 @@ def build(target: Target, log: Log) -> BuildResult:
     docker = sdk()
 
     client = _client()
-    args = build_args(target)
+    install = image_install(target)
+    args = build_args(target, install)
     tag = image_tag(target)
+    note = base_image(target)[1]
+    log(f"{target.name}: {install.what}" + (f"; {note}" if note else ""))
     with _engine_errors(target, args["BASE_IMAGE"]):
         try:
             previous = client.images.get(tag).id
         except docker.errors.ImageNotFound:
             previous = None
-        stream = client.api.build(fileobj=context_tar(), custom_context=True, dockerfile=_DOCKERFILE,
+        stream = client.api.build(fileobj=context_tar(install), custom_context=True, dockerfile=_DOCKERFILE,
                                   tag=tag, buildargs=args, decode=True, rm=True, forcerm=True,
                                   network_mode=os.environ.get(NETWORK_VARIABLE))
         # A base image pulling or a wheel downloading inside a RUN step prints nothing for minutes.
@@ -237,7 +261,7 @@ def existing(image_id: str, tag: str, target: Target) -> BuildResult | None:
     docker = sdk()
 
     client = _client()
-    base = build_args(target)["BASE_IMAGE"]
+    base = base_image(target)[0]
     with _engine_errors(target, base):
         try:
             image = client.images.get(image_id)

@@ -26,7 +26,12 @@ CUBLAS_WORKSPACE = ":4096:8"
 _CUBLAS_DETERMINISTIC = (":4096:8", ":16:8")
 # Environment variables that change which kernels run or on how many threads; recorded as they were.
 ENVIRONMENT = ("CUBLAS_WORKSPACE_CONFIG", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTORCH_ENABLE_MPS_FALLBACK",
-               "CUDA_VISIBLE_DEVICES")
+               "CUDA_VISIBLE_DEVICES",
+               # Each changes the numbers: which ROCm kernels load (kitbench recommends it for unlisted gfx), TF32
+               # forced on or off under torch's back, and which instruction set oneDNN and MKL dispatch to (MKL_CBWR
+               # pins MKL's code path, its results then equal across CPUs).
+               "HSA_OVERRIDE_GFX_VERSION", "NVIDIA_TF32_OVERRIDE", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA",
+               "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR")
 _NO_DETERMINISTIC = re.compile(r"^(\S+?)\(?\)? does not have a deterministic implementation")
 
 
@@ -34,6 +39,7 @@ def settings() -> dict[str, Any]:
     """Every setting that decides which kernels run, under torch's own names, as it is now."""
     import torch
 
+    matmul = torch.backends.cuda.matmul
     return {
         "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
         "deterministic_algorithms_warn_only": torch.is_deterministic_algorithms_warn_only_enabled(),
@@ -41,9 +47,12 @@ def settings() -> dict[str, Any]:
         "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
         "mkldnn_deterministic": bool(torch.backends.mkldnn.deterministic),
         "fill_uninitialized_memory": bool(torch._C._get_deterministic_fill_uninitialized_memory()),
-        "matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+        "matmul_allow_tf32": bool(matmul.allow_tf32),
         "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
         "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "allow_fp16_reduced_precision_reduction": bool(matmul.allow_fp16_reduced_precision_reduction),
+        "allow_bf16_reduced_precision_reduction": bool(matmul.allow_bf16_reduced_precision_reduction),
+        "preferred_blas_library": str(torch.backends.cuda.preferred_blas_library()).rpartition(".")[2],
         "num_threads": torch.get_num_threads(),
         "num_interop_threads": torch.get_num_interop_threads(),
         **{name: os.environ.get(name) for name in ENVIRONMENT},

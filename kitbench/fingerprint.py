@@ -6,6 +6,8 @@ import json
 import os
 import platform
 import subprocess
+import sys
+import sysconfig
 from pathlib import Path
 from typing import cast
 
@@ -52,6 +54,8 @@ def host(machine: Probe) -> Environment:
         "git_revision": git_revision(),
         "python": platform.python_version(),
         "python_arch": machine.python_arch,
+        "python_build": {"implementation": sys.implementation.name, "version": sys.version,
+                         "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED"))},
         "os": machine.os,
         "os_version": machine.os_version,
         "platform": platform.platform(),
@@ -126,7 +130,8 @@ def lock() -> tuple[Lock | None, LockInfo | None, str | None]:
 
 def packages(found: Lock | None) -> list[Package]:
     """Every distribution this interpreter can import, as ``import`` finds them (the first on sys.path
-    wins), with its installer, its source (direct URL or path; else the lock's index) and the lock's hashes."""
+    wins), with its installer, its source (direct URL or path; else the index the lock names for it) and the
+    lock's hashes."""
     from importlib import metadata
 
     from kitbench.locks import normalize
@@ -147,8 +152,8 @@ def packages(found: Lock | None) -> list[Package]:
         if isinstance(direct, dict):
             source = direct.get("url")
         hashes = found.hashes.get((normalize(name), dist.version)) if found is not None else None
-        if source is None and hashes:
-            source = found.index if found is not None else None
+        if source is None and hashes and found is not None:
+            source = found.indexes.get(normalize(name), found.index)
         entry["source"] = source
         if hashes:
             entry["hashes"] = hashes

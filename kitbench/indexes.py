@@ -19,7 +19,6 @@ Validators (ETag, Last-Modified) make a refresh that finds nothing new one small
 
 from __future__ import annotations
 
-import configparser
 import datetime
 import html.parser
 import json
@@ -97,43 +96,10 @@ def tag_key(tag: str) -> tuple[int, str]:
 
 # --- where the sources are -------------------------------------------------------------------------------------
 
-def _pip_conf_files() -> list[Path]:
-    """Where pip reads its configuration, in its order (later files win): site-wide, the user's (each
-    platform's place), the environment's; ``PIP_CONFIG_FILE`` last, and ``os.devnull`` there means none."""
-    named = os.environ.get("PIP_CONFIG_FILE")
-    if named == os.devnull:
-        return []
-    home = Path.home()
-    xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
-    files = [Path("/etc/xdg/pip/pip.conf"), Path("/etc/pip.conf"), home / ".pip" / "pip.conf",
-             home / "Library" / "Application Support" / "pip" / "pip.conf", xdg / "pip" / "pip.conf"]
-    if os.environ.get("APPDATA"):
-        files.append(Path(os.environ["APPDATA"]) / "pip" / "pip.ini")
-    if os.environ.get("VIRTUAL_ENV"):
-        venv = Path(os.environ["VIRTUAL_ENV"])
-        files += [venv / "pip.conf", venv / "pip.ini"]
-    return [*files, *([Path(named)] if named else [])]
-
-
-def _pip_conf_index() -> str | None:
-    """pip.conf's index-url, as pip reads it: ``index_url`` is the same option (pip folds ``_`` into
-    ``-``), and a command's own section (``[install]``) wins over ``[global]``."""
-    found: str | None = None
-    for path in _pip_conf_files():
-        parser = configparser.RawConfigParser()
-        try:
-            parser.read(path, encoding="utf-8")
-        except (configparser.Error, OSError, UnicodeDecodeError):
-            continue
-        for section in ("global", "install"):
-            for option in ("index-url", "index_url"):
-                if parser.has_option(section, option):
-                    found = parser.get(section, option).strip() or found
-    return found
-
-
 def pypi_index() -> str:
-    url = os.environ.get("PIP_INDEX_URL") or _pip_conf_index() or PYPI
+    from kitbench.installer import pip_configuration
+
+    url = (pip_configuration().get("index-url") or [PYPI])[0]
     return url.rstrip("/") + "/"
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
-from kitbench import _files, records, targets
+from kitbench import _files, installer, records, targets
 from kitbench._types import Check, Environment, RunRecord
 from kitbench.errors import KitbenchError, RecordError, ReplayError
 from kitbench.locks import normalize
@@ -277,11 +277,14 @@ def build(chosen: Plan, log: Log, root: Path | None = None) -> Path:
         staged = building / "venv"
         requirements = building / "requirements.txt"
         requirements.write_text("\n".join(chosen.requirements) + "\n")
-        index = ["--index-url", chosen.index] if chosen.index else []
         deps = ["--no-deps"] if chosen.exact else []
-        if chosen.requirements and all(" --hash=" in line for line in chosen.requirements):
+        hashed = bool(chosen.requirements) and all(" --hash=" in line for line in chosen.requirements)
+        if hashed:
             deps.append("--require-hashes")     # every pin carries the lock's hashes: none may go unchecked
         uv = _uv()
+        # The target's PyTorch index for the torch family, PyPI (or the user's index) for the rest, as the
+        # nox sessions install; a hashed set installs from whichever index has each file.
+        index = installer.index_args("uv" if uv is not None else "pip", installer.around(chosen.index), hashed)
         log(f"building {len(chosen.requirements)} pins for Python {chosen.python} into {final}")
         if uv is not None:
             _call([uv, "venv", "--quiet", "--relocatable", "--python", chosen.python, str(staged)],

@@ -2,8 +2,10 @@
 
 Adding a target is adding a file; the noxfile registers a session for each.
 This module also owns the two overrides every target honours:
-``KITBENCH_INDEX_URL`` (another package index, or ``default`` for pip's own
-configuration) for offline and proxied machines.
+``KITBENCH_INDEX_URL`` (another package index for everything, or ``default`` for
+the user's own pip or uv configuration) for offline and proxied machines, and
+``KITBENCH_PYTORCH_INDEX`` (a mirror of PyTorch's index, in place of
+``https://download.pytorch.org/whl``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from kitbench.versions import cuda_of_compute
 INDEX_VARIABLE = "KITBENCH_INDEX_URL"
 PYPI = "pypi"
 PYPI_SIMPLE = "https://pypi.org/simple"
+PYTORCH_INDEX = "https://download.pytorch.org/whl"
+PYTORCH_INDEX_VARIABLE = "KITBENCH_PYTORCH_INDEX"     # a mirror of PyTorch's index: its URL for PYTORCH_INDEX
 
 
 @dataclass(frozen=True)
@@ -56,45 +60,25 @@ class Target:
         return [f"torch=={self.torch}", f"torchvision=={self.torchvision}",
                 *self.requirements, *suite_requirements()]
 
-    def index_for(self, os_name: str) -> str | None:
-        """The index URL pip should use on ``os_name``; None means pip's own default.
-
-        ``KITBENCH_INDEX_URL`` overrides the manifest for every target.
-        """
-        override = os.environ.get(INDEX_VARIABLE)
-        if override:
-            return None if override == "default" else override
+    def declared_index(self, os_name: str) -> str | None:
+        """The manifest's index for ``os_name`` (None: PyPI), its ``https://download.pytorch.org/whl``
+        part replaced by ``KITBENCH_PYTORCH_INDEX`` where that names a mirror (or stand-in) of PyTorch's."""
         url = self.index.get(os_name)
         if url is None:
             raise UsageError(f"target {self.name!r} names no package index for {os_name}",
                              hint=f"it is made for: {', '.join(sorted(self.index))}")
+        mirror = os.environ.get(PYTORCH_INDEX_VARIABLE)
+        if mirror and url.startswith(PYTORCH_INDEX + "/"):
+            return mirror.rstrip("/") + url[len(PYTORCH_INDEX):]
         return None if url == PYPI else url
 
-    def lock_index(self, os_name: str) -> str | None:
-        """The index a lock names: PyPI's URL where the manifest says ``pypi`` (and no override is in
-        force), so a lock from PyPI is never taken for one from a machine's own configuration."""
-        url = self.index_for(os_name)
-        if url is None and not os.environ.get(INDEX_VARIABLE):
-            return PYPI_SIMPLE
-        return url
-
-    def pip_index_args(self, os_name: str) -> list[str]:
-        url = self.index_for(os_name)
-        return [] if url is None else ["--index-url", url]
-
-    def lock_file(self, platform: str) -> Path:
-        """``envs/locks/<target>-<os>-<arch>-py<X.Y>.txt``, written by `nox -s lock`; under an index
-        override, ``envs/locks/override/``, apart from the locks of the targets' real indexes."""
-        folder = manifest.envs_dir() / "locks"
-        return (folder / "override" if os.environ.get(INDEX_VARIABLE) else folder) / f"{self.name}-{platform}.txt"
-
-    def usable_lock(self, platform: str, os_name: str) -> Path | None:
-        """The lock for this platform, if it was resolved against the index in force now."""
-        path = self.lock_file(platform)
-        if not path.is_file():
-            return None
-        first = path.read_text().partition("\n")[0]
-        return path if first == lock_header(self.name, platform, self.lock_index(os_name)) else None
+    def index_for(self, os_name: str) -> str | None:
+        """The index torch comes from on ``os_name``; None means the installer's own default.
+        ``KITBENCH_INDEX_URL`` overrides the manifest for every target."""
+        override = os.environ.get(INDEX_VARIABLE)
+        if override:
+            return None if override == "default" else override
+        return self.declared_index(os_name)
 
 
 @dataclass(frozen=True)
@@ -131,14 +115,12 @@ def check_build(target: Target, version: str, cuda: str | None, os_name: str) ->
     cause = None
     if not matches:
         override = os.environ.get(INDEX_VARIABLE)
+        mirror = os.environ.get(PYTORCH_INDEX_VARIABLE)
         declared = target.index.get(os_name)
         cause = (f"{INDEX_VARIABLE}={override} replaced the target's index ({declared})" if override
+                 else f"{PYTORCH_INDEX_VARIABLE}={mirror} stood in for PyTorch's index ({declared})" if mirror
                  else f"the target's index ({declared}) served another build")
     return BuildCheck(matches, installed_build(version, cuda), cause)
-
-
-def lock_header(target: str, platform: str, index: str | None) -> str:
-    return f"# kitbench lock: target {target}, {platform}, index {index or 'default (pip configuration)'}"
 
 
 def targets_dir() -> Path:
@@ -242,6 +224,6 @@ def check_index(target: Target, os_name: str, timeout_s: float = 3.0) -> None:
     why = failed[0] if failed else f"no answer within {timeout_s:g} s"
     if why:
         raise KitbenchError(f"cannot reach {target.name}'s package index {url}: its host {host} does not resolve "
-                            f"({why})", hint=f"where PyTorch's index is out of reach, install through pip's own "
+                            f"({why})", hint=f"where PyTorch's index is out of reach, install through your pip or uv "
                             f"configuration (a mirror, a proxy): {INDEX_VARIABLE}=default nox -s {target.name}; "
-                            f"or set {INDEX_VARIABLE} to an index that serves torch=={target.torch}")
+                            f"or set {PYTORCH_INDEX_VARIABLE} to a mirror of PyTorch's index")

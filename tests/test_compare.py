@@ -39,12 +39,14 @@ def test_same_seed_reproduces_bitwise(runs: dict[str, Path]) -> None:
 
 
 @pytest.mark.parametrize(("name", "option", "first"), [
-    ("seed", "option seed: 0 -> 1", "training loss curve: epoch 1:"),
+    ("seed", "option seed: 0 -> 1", "configuration: not comparable, the runs were configured differently: "
+                                    "seed 0 vs 1"),
     ("lr", "option lr: None -> 0.05", "configuration: not comparable, the runs were configured differently: "
                                       "lr 0.01 vs 0.05")])
 def test_changed_seed_or_rate_names_the_first_difference(runs: dict[str, Path], name: str, option: str,
                                                          first: str) -> None:
-    """Another seed trains other numbers; another rate is another configuration, not comparable at all."""
+    """Another seed or another rate is another configuration (other initial weights, other batches): not
+    comparable at all, and said so before any number."""
     verdict = compare.verify(records.read(runs["a"]), records.read(runs[name]))
     assert not verdict.reproduced
     assert verdict.first_divergence is not None
@@ -71,7 +73,8 @@ def test_verify_cli_exit_codes(runs: dict[str, Path]) -> None:
     other = subprocess.run([sys.executable, "-m", "kitbench", "verify", str(runs["a"]), str(runs["seed"])],
                            capture_output=True, text=True, check=False)
     assert other.returncode == 1
-    assert other.stdout.startswith("NOT REPRODUCED: fnn/resident on cpu, batch 64: training loss curve: epoch 1:")
+    assert other.stdout.startswith("NOT REPRODUCED: fnn/resident on cpu, batch 64: configuration: not comparable, "
+                                   "the runs were configured differently: seed 0 vs 1")
 
 
 def test_rows_and_environment_diff(runs: dict[str, Path]) -> None:
@@ -625,3 +628,13 @@ def test_a_length_difference_names_what_differs(edit: typing.Any, words: str, tm
     out = capsys.readouterr().out
     assert out.startswith(f"NOT REPRODUCED: {_RESIDENT}{words}"), out
     assert "Traceback" not in out and "training length" not in out
+
+
+def test_a_side_without_a_parameter_digest_is_compared_exactly_never_called_bitwise(runs: dict[str, Path]) -> None:
+    other = records.read(runs["b"])
+    for run in other["checks"]["mnist"]["runs"]:
+        del run["params_sha256"]        # as a record written without digests
+    verdict = compare.verify(records.read(runs["a"]), other)
+    assert verdict.reproduced and {c.rule for c in verdict.comparisons} == {"exact"}
+    assert not any("bitwise" in line for line in verdict.rules)
+    assert any("the candidate has no parameter digest" in line for line in verdict.rules)

@@ -4,6 +4,7 @@ build arguments and context, and the failures a real engine can show here."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import os
 import subprocess
@@ -93,16 +94,41 @@ def test_unknown_text_passes_through_as_one_line() -> None:
 def test_build_args_come_from_the_manifest(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KITBENCH_BASE_IMAGE", raising=False)
     monkeypatch.delenv("KITBENCH_INDEX_URL", raising=False)
+    monkeypatch.delenv("KITBENCH_PYTORCH_INDEX", raising=False)
     target = targets.get("cuda118")
     args = containers.build_args(target)
     assert args["BASE_IMAGE"] == target.base_image
-    assert (args["TORCH"], args["TORCHVISION"]) == (target.torch, target.torchvision)
-    assert args["INDEX_URL"] == "https://download.pytorch.org/whl/cu118"
-    assert args["MANIFEST_SHA256"] == target.sha256
+    assert "by tag" in str(containers.base_image(target)[1])         # no digest declared: said
+    assert args["TORCH"] == target.torch and args["MANIFEST_SHA256"] == target.sha256
+    # The installer's arguments: PyTorch's index beside PyPI; no lock for Python 3.10 (numpy 2.4.6 needs 3.11),
+    # so the pins, resolved once.
+    assert args["PIP_ARGS"] == ("--extra-index-url https://download.pytorch.org/whl/cu118 "
+                                "-r /build/extra/requirements.txt")
+    install = containers.image_install(target)
+    assert "torch==2.7.1" in install.requirements and not install.hashed
     monkeypatch.setenv("KITBENCH_BASE_IMAGE", "local/base:1")
     monkeypatch.setenv("KITBENCH_INDEX_URL", "default")
     args = containers.build_args(target)
-    assert (args["BASE_IMAGE"], args["INDEX_URL"]) == ("local/base:1", "")
+    assert (args["BASE_IMAGE"], args["PIP_ARGS"]) == ("local/base:1", "-r /build/extra/requirements.txt")
+
+
+def test_the_base_image_is_pulled_by_digest_where_the_target_declares_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KITBENCH_BASE_IMAGE", raising=False)
+    digest = "sha256:" + "ab" * 32
+    target = dataclasses.replace(targets.get("cuda126"), image_digest=digest)
+    assert containers.base_image(target) == (f"nvidia/cuda:12.6.3-base-ubuntu22.04@{digest}", None)
+    assert containers.build_args(target)["BASE_IMAGE"].endswith(f"@{digest}")
+
+
+def test_an_image_with_a_lock_installs_it_hash_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KITBENCH_INDEX_URL", "default")
+    target = dataclasses.replace(targets.get("cuda126"), name="cpu", python="3.11")    # a target with locks
+    install = containers.image_install(target)
+    assert install.hashed and all(" --hash=sha256:" in line for line in install.requirements)
+    assert containers.build_args(target, install)["PIP_ARGS"] == (
+        "--no-deps --require-hashes -r /build/extra/requirements.txt")
+    members = _members(containers.context_tar(install))
+    assert members["extra/requirements.txt"].decode().splitlines() == install.requirements
 
 
 def _members(buffer: io.BytesIO) -> dict[str, bytes]:
@@ -446,6 +472,8 @@ def test_a_silent_build_step_still_logs_a_line(monkeypatch: pytest.MonkeyPatch) 
     lines: list[str] = []
     result = containers.build(targets.get("cuda126"), lines.append)
     assert (result.image_id, result.arch) == ("sha256:10cc", "amd64")
+    said = lines.pop(0)             # what the image installs, first
+    assert said.startswith("cuda126: no usable lock (no lock for cuda126 on linux-")
     assert lines[0] == "Step 10/23 : RUN pip install torch"
     assert len(lines) >= 2 and all(
         line.startswith(f"... building {result.tag}: still at Step 10/23 : RUN pip install torch after ")

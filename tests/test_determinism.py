@@ -39,6 +39,19 @@ def test_settings_use_torch_names_and_the_mode_puts_them_back(monkeypatch: pytes
         assert determinism.settings() == before
 
 
+def test_settings_name_what_else_changes_the_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HSA_OVERRIDE_GFX_VERSION", "10.3.0")      # what kitbench advises for an unlisted gfx
+    monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")
+    monkeypatch.delenv("NVIDIA_TF32_OVERRIDE", raising=False)
+    found = determinism.settings()
+    assert (found["HSA_OVERRIDE_GFX_VERSION"], found["MKL_CBWR"], found["NVIDIA_TF32_OVERRIDE"]) == (
+        "10.3.0", "COMPATIBLE", None)
+    assert {"ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS"} <= set(found)
+    assert isinstance(found["allow_fp16_reduced_precision_reduction"], bool)
+    assert isinstance(found["allow_bf16_reduced_precision_reduction"], bool)
+    assert found["preferred_blas_library"] in ("Cublas", "Cublaslt", "Hipblaslt", "Ck", "Default")
+
+
 def test_a_users_deterministic_cublas_setting_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8")
     with determinism.mode(True, threads=1):

@@ -6,6 +6,7 @@ import contextlib
 import json
 import math
 import os
+import sys
 import threading
 import typing
 from pathlib import Path
@@ -300,6 +301,10 @@ def test_the_environment_and_options_written_are_the_typed_ones() -> None:
     assert set(written) <= set(typing.get_type_hints(_types.Environment)), sorted(
         set(written) - set(typing.get_type_hints(_types.Environment)))
     assert set(suite.options_record(Options())) == set(typing.get_type_hints(_types.RunOptions))
+    # The interpreter beyond X.Y.Z: this one is CPython with the GIL, its build line as sys.version has it.
+    assert written["python_build"] == {"implementation": "cpython", "version": sys.version, "free_threaded": False}
+    records.validate({**json.loads(FULL.read_text()), "environment": {
+        **json.loads(FULL.read_text())["environment"], "python_build": written["python_build"]}})
 
 
 @pytest.mark.parametrize(("edit", "words"), [

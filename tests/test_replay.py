@@ -26,10 +26,10 @@ needs_uv = pytest.mark.skipif(shutil.which("uv") is None, reason="replay builds 
 
 @pytest.fixture(scope="module")
 def cpu_record(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real cpu-target record (tiny MNIST run) from this interpreter, installed from the override's lock."""
+    """A real cpu-target record (tiny MNIST run) from this interpreter, installed from its lock."""
     out = tmp_path_factory.mktemp("record") / "cpu.json"
     env = {**os.environ, "KITBENCH_TARGET": "cpu", "KITBENCH_INDEX_URL": "default",
-           locks.LOCK_VARIABLE: str(REPO / "envs" / "locks" / "override" / "cpu-linux-x86_64-py3.11.txt")}
+           locks.LOCK_VARIABLE: str(REPO / "envs" / "locks" / "pylock.cpu-linux-x86_64-py3.11.toml")}
     subprocess.run([sys.executable, "-m", "kitbench", "run", "--check", "mnist", "--limit", "300", "--offline",
                     "--out", str(out)], env=env, check=True, capture_output=True, cwd=REPO)
     return out
@@ -206,6 +206,40 @@ def test_the_build_installs_into_the_venvs_own_interpreter_on_windows(
     python = replay.build(chosen, lambda line: None, tmp_path)
     assert python == tmp_path / chosen.key / "Scripts" / "python.exe"
     assert calls[1][calls[1].index("--python") + 1].endswith(str(Path("venv", "Scripts", "python.exe")))
+
+
+@pytest.mark.parametrize(("override", "index"), [
+    (None, ["--index", "https://download.pytorch.org/whl/cpu", "--index-strategy", "unsafe-best-match"]),
+    ("https://mirror.example/simple", ["--default-index", "https://mirror.example/simple"])])
+def test_the_recorded_set_installs_from_any_layout_of_indexes_hash_checked(
+        cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, override: str | None,
+        index: list[str]) -> None:
+    """The record names packages and hashes, not hosts: PyTorch's index beside PyPI, or a mirror of
+    both, serve the same files, and uv takes each from whichever has it."""
+    monkeypatch.delenv("KITBENCH_PYTORCH_INDEX", raising=False)
+    if override is None:
+        monkeypatch.delenv("KITBENCH_INDEX_URL", raising=False)
+    else:
+        monkeypatch.setenv("KITBENCH_INDEX_URL", override)
+    data = json.loads(cpu_record.read_text())
+    for package in data["environment"]["packages"]:
+        package.setdefault("hashes", ["sha256:" + "0" * 64])
+    hashed = tmp_path / "hashed.json"
+    hashed.write_text(json.dumps(data))
+    chosen = replay.plan(hashed, probe())
+    calls: list[list[str]] = []
+
+    def fake_call(command: list[str], what: str) -> None:
+        calls.append(command)
+        if command[1] == "venv":
+            Path(command[-1]).mkdir()
+
+    monkeypatch.setattr(replay, "_call", fake_call)
+    monkeypatch.setattr(replay, "_uv", lambda: "uv")
+    replay.build(chosen, lambda line: None, tmp_path / "cache")
+    install = calls[1]
+    assert install[install.index("--python") + 2:] == [*index, "--no-deps", "--require-hashes", "-r",
+                                                       install[-1]]
 
 
 def _with_argv(source: Path, dest: Path, argv: list[str]) -> Path:

@@ -37,18 +37,21 @@ def test_target_pins_agree_with_the_release_manifests(name: str) -> None:
 def test_index_override(monkeypatch: pytest.MonkeyPatch) -> None:
     cpu = targets.get("cpu")
     monkeypatch.delenv("KITBENCH_INDEX_URL", raising=False)
-    assert cpu.pip_index_args("linux") == ["--index-url", "https://download.pytorch.org/whl/cpu"]
-    assert cpu.pip_index_args("macos") == []       # PyPI
+    monkeypatch.delenv("KITBENCH_PYTORCH_INDEX", raising=False)
+    assert cpu.index_for("linux") == "https://download.pytorch.org/whl/cpu"
+    assert cpu.index_for("macos") is None       # PyPI
+    monkeypatch.setenv("KITBENCH_PYTORCH_INDEX", "http://127.0.0.1:8000/whl/")    # a mirror of PyTorch's index
+    assert cpu.index_for("linux") == "http://127.0.0.1:8000/whl/cpu"
     monkeypatch.setenv("KITBENCH_INDEX_URL", "default")
-    assert cpu.pip_index_args("linux") == []
+    assert cpu.index_for("linux") is None
     monkeypatch.setenv("KITBENCH_INDEX_URL", "https://mirror.example/simple")
-    assert cpu.pip_index_args("linux") == ["--index-url", "https://mirror.example/simple"]
+    assert cpu.index_for("linux") == "https://mirror.example/simple"
 
 
 def test_target_without_index_for_the_os(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KITBENCH_INDEX_URL", raising=False)
     with pytest.raises(UsageError, match="names no package index for windows"):
-        targets.get("cuda118").pip_index_args("windows")
+        targets.get("cuda118").index_for("windows")
 
 
 def test_unknown_target() -> None:
@@ -125,25 +128,6 @@ def test_adding_a_yaml_file_adds_a_session(envs_copy: Path) -> None:
         text.replace('python: "3.11"', 'python: "3.12"').replace("CPU-only", "CPU-only, Python 3.12,"))
     listing = _nox_list(envs_copy)
     assert "cpu-py312 -> CPU-only, Python 3.12," in listing
-
-
-def test_a_lock_is_used_only_for_its_platform_and_index(envs_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("KITBENCH_INDEX_URL", raising=False)
-    cpu = targets.get("cpu")
-    platform = "linux-x86_64-py3.11"
-    assert cpu.usable_lock(platform, "linux") is None
-    lock = cpu.lock_file(platform)
-    lock.parent.mkdir(exist_ok=True)
-    header = targets.lock_header("cpu", platform, cpu.lock_index("linux"))
-    lock.write_text(header + "\ntorch==2.14.1 --hash=sha256:00\n")
-    assert cpu.usable_lock(platform, "linux") == lock
-    assert cpu.usable_lock("linux-aarch64-py3.11", "linux") is None
-    monkeypatch.setenv("KITBENCH_INDEX_URL", "default")       # resolved against another index: not used
-    assert cpu.usable_lock(platform, "linux") != lock
-    override = cpu.lock_file(platform)                        # the override's locks live apart ...
-    assert override.parent.name == "override"
-    monkeypatch.setenv("KITBENCH_INDEX_URL", "https://mirror.example/simple")
-    assert cpu.usable_lock(platform, "linux") is None         # ... and name the index they came from
 
 
 @pytest.mark.parametrize(("target", "version", "cuda", "os_name", "matches"), [
