@@ -161,7 +161,7 @@ def plan(path: Path, machine: Probe) -> Plan:
         if packages is not None:
             wanted.update({normalize(p["name"]): p["version"] for p in packages})
         # What the record does not name, the suite's pins give (said in the notes).
-        pinned = dict(r.split("==", 1) for r in targets.suite_requirements())
+        pinned = dict(r.split("==", 1) for r in targets.suite_requirements(python))
         requirements = []
         for name in ["torch", "torchvision", *pinned]:
             version = str(wanted.get(normalize(name)) or pinned.get(name) or "")

@@ -58,7 +58,7 @@ class Target:
     def pins(self) -> list[str]:
         """Every exact pin installed into the environment, torch first."""
         return [f"torch=={self.torch}", f"torchvision=={self.torchvision}",
-                *self.requirements, *suite_requirements()]
+                *self.requirements, *suite_requirements(self.python)]
 
     def declared_index(self, os_name: str) -> str | None:
         """The manifest's index for ``os_name`` (None: PyPI), its ``https://download.pytorch.org/whl``
@@ -128,9 +128,13 @@ def targets_dir() -> Path:
 
 
 @cache
-def suite_requirements() -> tuple[str, ...]:
+def suite_requirements(python: str | None = None) -> tuple[str, ...]:
+    """kitbench's own pins, as an environment of Python ``python`` (X.Y) takes them: a pin the suite's
+    ``python:`` table replaces for an older Python (numpy 2.4 needs 3.11; the images' Ubuntu has 3.10)."""
     data = manifest.load(manifest.envs_dir() / "suite.yaml", "suite").data
-    return tuple(data["requirements"])
+    older = dict(pin.split("==", 1) for pin in data.get("python", {}).get(python, []))
+    return tuple(f"{name}=={older.get(name, version)}" for name, version in
+                 (pin.split("==", 1) for pin in data["requirements"]))
 
 
 def _from_manifest(loaded: manifest.Manifest) -> Target:
