@@ -30,6 +30,7 @@ from kitbench.heartbeat import Heartbeat
 from kitbench.targets import Target
 
 BASE_VARIABLE = "KITBENCH_BASE_IMAGE"
+APP_INSIDE = "/opt/kitbench"          # docker/Dockerfile copies app/ (the package and envs/) there
 CA_VARIABLE = "KITBENCH_CA_BUNDLE"
 NETWORK_VARIABLE = "KITBENCH_DOCKER_NETWORK"
 RESULTS_INSIDE = "/results"     # the Dockerfile's KITBENCH_RESULTS
@@ -92,14 +93,37 @@ def base_image(target: Target) -> tuple[str, str | None]:
                                "declares no image.digest, so a rebuild may start from another image")
 
 
-def image_install(target: Target) -> installer.Install:
-    """What the image's venv gets: the lock for this host's architecture and the target's Python (every
-    transitive dependency pinned and hash-checked), else the pins resolved once."""
+def image_install(target: Target, python: str | None = None) -> installer.Install:
+    """What the image's venv gets: the lock for this host's architecture and the image's Python (every
+    transitive dependency pinned and hash-checked), else the pins resolved once. ``python``: the base's
+    own, where ``KITBENCH_BASE_IMAGE`` replaced the target's (a lock's wheels are for one Python)."""
     import platform
 
     from kitbench.probe import normalize_arch
 
-    return installer.suite(target, f"linux-{normalize_arch(platform.machine(), 'linux')}-py{target.python}", "linux")
+    arch = normalize_arch(platform.machine(), "linux")
+    return installer.suite(target, f"linux-{arch}-py{python or target.python}", "linux")
+
+
+def base_python(client: Any, image: str) -> str | None:
+    """The X.Y of ``python3`` in a replaced base image (CI's Debian has 3.11 where the target's Ubuntu has
+    3.10); None where it has none (nvidia/cuda: the Dockerfile installs the distribution's, the target's)."""
+    try:
+        out = client.containers.run(image, ["python3", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                                    remove=True, network_mode="none")
+    except Exception:       # no python3 there, or an image this engine cannot run: the build will say so
+        return None
+    text = out.decode(errors="replace").strip() if isinstance(out, bytes) else ""
+    return text if re.fullmatch(r"3\.[0-9]{1,2}", text) else None
+
+
+def _lock_env(install: installer.Install) -> dict[str, str]:
+    """KITBENCH_LOCK (the lock's path inside the image, where app/ puts envs/) or KITBENCH_LOCK_WHY, baked
+    into the image: its runs' records name what their environment was installed from."""
+    lock = install.record.get(installer.LOCK_VARIABLE)
+    if lock:
+        return {"LOCK": f"{APP_INSIDE}/envs/locks/{Path(lock).name}", "LOCK_WHY": ""}
+    return {"LOCK": "", "LOCK_WHY": install.record.get(installer.LOCK_WHY_VARIABLE, "")}
 
 
 def build_args(target: Target, install: installer.Install | None = None) -> dict[str, str]:
@@ -112,6 +136,7 @@ def build_args(target: Target, install: installer.Install | None = None) -> dict
         "TARGET": target.name,
         "MANIFEST_SHA256": target.sha256,
         "KITBENCH_VERSION": __version__,
+        **_lock_env(install),
     }
 
 
@@ -224,7 +249,8 @@ def build(target: Target, log: Log) -> BuildResult:
     docker = sdk()
 
     client = _client()
-    install = image_install(target)
+    override = os.environ.get(BASE_VARIABLE)
+    install = image_install(target, base_python(client, override) if override else None)
     args = build_args(target, install)
     tag = image_tag(target)
     note = base_image(target)[1]

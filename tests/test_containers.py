@@ -100,16 +100,28 @@ def test_build_args_come_from_the_manifest(monkeypatch: pytest.MonkeyPatch) -> N
     assert args["BASE_IMAGE"] == target.base_image
     assert "by tag" in str(containers.base_image(target)[1])         # no digest declared: said
     assert args["TORCH"] == target.torch and args["MANIFEST_SHA256"] == target.sha256
-    # The installer's arguments: PyTorch's index beside PyPI; no lock for Python 3.10 (numpy 2.4.6 needs 3.11),
-    # so the pins, resolved once.
+    # The installer's arguments: PyTorch's index beside PyPI. The target's lock was resolved against a
+    # stand-in of PyTorch's index (PyPI's builds), so against the real one the pins are resolved, said so.
     assert args["PIP_ARGS"] == ("--extra-index-url https://download.pytorch.org/whl/cu118 "
                                 "-r /build/extra/requirements.txt")
+    assert args["LOCK"] == "" and "stand-in" in args["LOCK_WHY"]
+    # Through a mirror (the override) the lock for its Python 3.10 is installed as it is, hash-checked
+    # (numpy 2.2.6 there: envs/suite.yaml's python table), and the image's records name it.
+    monkeypatch.setenv("KITBENCH_INDEX_URL", "default")
     install = containers.image_install(target)
-    assert "torch==2.7.1" in install.requirements and not install.hashed
+    args = containers.build_args(target, install)
+    assert args["PIP_ARGS"] == "--no-deps --require-hashes -r /build/extra/requirements.txt"
+    assert args["LOCK"] == "/opt/kitbench/envs/locks/pylock.cuda118-linux-x86_64-py3.10.toml"
+    assert any(line.startswith("torch==2.7.1 --hash=sha256:") for line in install.requirements) and install.hashed
+    assert any(line.startswith("numpy==2.2.6 ") for line in install.requirements)
+    # A replaced base with another Python (CI's Debian has 3.11): no lock fits its wheels, so the pins.
     monkeypatch.setenv("KITBENCH_BASE_IMAGE", "local/base:1")
     monkeypatch.setenv("KITBENCH_INDEX_URL", "default")
-    args = containers.build_args(target)
+    install = containers.image_install(target, "3.11")
+    args = containers.build_args(target, install)
     assert (args["BASE_IMAGE"], args["PIP_ARGS"]) == ("local/base:1", "-r /build/extra/requirements.txt")
+    assert args["LOCK"] == "" and "py3.11" in args["LOCK_WHY"]
+    assert "torch==2.7.1" in install.requirements and not install.hashed
 
 
 def test_the_base_image_is_pulled_by_digest_where_the_target_declares_one(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -473,7 +485,8 @@ def test_a_silent_build_step_still_logs_a_line(monkeypatch: pytest.MonkeyPatch) 
     result = containers.build(targets.get("cuda126"), lines.append)
     assert (result.image_id, result.arch) == ("sha256:10cc", "amd64")
     said = lines.pop(0)             # what the image installs, first
-    assert said.startswith("cuda126: no usable lock (no lock for cuda126 on linux-")
+    # The fake engine runs no container to ask the base's Python: the target's 3.10 and its lock, then.
+    assert said.startswith("cuda126: pylock.cuda126-linux-") and "hash-checked" in said
     assert lines[0] == "Step 10/23 : RUN pip install torch"
     assert len(lines) >= 2 and all(
         line.startswith(f"... building {result.tag}: still at Step 10/23 : RUN pip install torch after ")
