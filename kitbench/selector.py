@@ -588,8 +588,11 @@ def _gpu_releases(machine: Probe, arch: str, package: str, host: wheels.Host) ->
     for rel in newest_first():
         if wheels.refusal(rel.version, host) is not None:
             continue
-        compute = next((c for c in computes(rel, machine.os, arch, package)
-                        if c.startswith("cu") and _cuda_rejection(rel, machine, c) is None), None)
+        # The build that release's own answer would name: its newest CUDA that runs here and whose index
+        # tags (where recorded) install here.
+        compute = next((c for c in _cudas(computes(rel, machine.os, arch, package))
+                        if _cuda_rejection(rel, machine, c) is None
+                        and wheels.build_refusal(rel.version, c, host) is None), None)
         if compute is not None:
             yield rel, compute
 
@@ -616,8 +619,7 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection)
         out.reasons.append("mps: Apple Silicon with an arm64 Python; the macOS wheels carry MPS"
                            if available[0] == "mps" else "cpu: macOS on x86_64 has no GPU backend")
         return available[0]
-    cudas = sorted((c for c in available if c.startswith("cu")), key=lambda c: cuda_of_compute(c) or (0, 0),
-                   reverse=True)
+    cudas = _cudas(available)
     for candidate in cudas:
         # A build whose index tags are recorded is checked against them (2.6.0's cu126 needs glibc 2.28).
         why = _cuda_rejection(rel, machine, candidate) or wheels.build_refusal(rel.version, candidate,
@@ -644,6 +646,12 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection)
     else:
         out.reasons.append("cpu: " + no_driver_reason(container=machine.container, wsl=machine.wsl))
     return "cpu"
+
+
+def _cudas(available: list[str]) -> list[str]:
+    """The CUDA builds among ``available``, newest CUDA first: the order auto mode tries them in."""
+    return sorted((c for c in available if c.startswith("cu")), key=lambda c: cuda_of_compute(c) or (0, 0),
+                  reverse=True)
 
 
 def _another_machine(machine: Probe) -> bool:

@@ -606,6 +606,22 @@ def test_a_gpu_newer_than_every_build_of_a_release_is_told_which_release_first_h
     assert selector.select(blackwell).compute.startswith("cu")
 
 
+def test_the_release_named_for_a_gpu_is_told_with_the_build_its_own_answer_picks() -> None:
+    """The note after an explicit release's CPU answer names the build ``--release`` of that release would
+    give: its newest CUDA that runs here (cu132, not cu130), and one whose index tags install here."""
+    blackwell = probe.override(LINUX, driver="580.65.06", gpu_capabilities=["12.0"], python_version="3.12",
+                               glibc="2.35")
+    chosen = selector.select(blackwell, release_spec="2.6.0")
+    named = next(n for n in chosen.notes if n.startswith("no build of torch 2.6.0 runs on this GPU"))
+    newest = named.rsplit("--release ", 1)[1].rstrip(")")
+    assert named.endswith(f"with {selector.select(blackwell, release_spec=newest).compute} (--release {newest})")
+    # glibc 2.17: 2.6.0's cu126 wheels are manylinux_2_28 (envs/index_tags.yaml), its cu124 ones install.
+    old = probe.override(LINUX, driver="570.86.10", gpu_capabilities=["9.0"], python_version="3.12", glibc="2.17")
+    host = selector.wheels.host_of(old, "x86_64")
+    assert next(selector._gpu_releases(old, "x86_64", "pip", host)) == (selector.release("2.6.0"), "cu124")
+    assert selector.select(old, release_spec="2.6.0").compute == "cu124"
+
+
 @pytest.mark.parametrize("given", ["10", "10.0", "sm_100", "100"])
 def test_gpu_cc_10_is_blackwell_in_every_form(given: str, capsys: pytest.CaptureFixture[str]) -> None:
     from kitbench._cli import main
