@@ -199,6 +199,25 @@ def test_another_interpreter_is_asked_in_a_subprocess() -> None:
         probe.python.interpreter(shutil.which("true") or "/bin/true")
 
 
+@pytest.mark.parametrize(("script", "said"), [
+    ("echo garbage; echo '{{{'", "did not answer as a Python interpreter"),
+    ("head -c 10000000 /dev/zero", "did not answer as a Python interpreter"),
+    ("exec sleep 60", "did not answer within 0.5 s"),
+])
+def test_a_python_that_is_none_is_refused_in_words(script: str, said: str, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its garbage is not taken for a version and an arch; a hang ends at the timeout, in one line."""
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\n{script}\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(probe.python, "ASK_TIMEOUT_S", 0.5)
+    with pytest.raises(UsageError, match=said) as refused:
+        probe.python.interpreter(str(fake))
+    assert "\n" not in refused.value.message and len(refused.value.message) < 200
+    with pytest.raises(UsageError, match="--python is empty"):
+        probe.python.interpreter("")
+
+
 def test_a_free_threaded_interpreter_is_told_apart(monkeypatch: pytest.MonkeyPatch) -> None:
     import sysconfig
 
