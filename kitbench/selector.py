@@ -493,7 +493,7 @@ def _kernel_less(machine: Probe, arch: str, package: str, host: wheels.Host) -> 
     """The NVIDIA GPUs' architectures that no CUDA build of a release that installs here has kernels
     for, whatever the driver."""
     found = []
-    for cc in dict.fromkeys(machine.capabilities):
+    for cc in machine.capabilities:
         alone = dataclasses.replace(machine, driver="9999", gpus=tuple(g for g in machine.gpus if g.capability == cc))
         if not any(compute.startswith("cu") and _cuda_rejection(rel, alone, compute) is None
                    for rel in newest_first() if wheels.refusal(rel.version, host) is None
@@ -600,7 +600,8 @@ def _gpu_releases(machine: Probe, arch: str, package: str, host: wheels.Host) ->
 def _facts(machine: Probe) -> dict[str, Any]:
     return {"os": machine.os, "os_version": machine.os_version, "arch": machine.arch,
             "python_arch": machine.python_arch, "rosetta": machine.rosetta, "wsl": machine.wsl,
-            "container": machine.container, "driver": machine.driver, "gpu_capabilities": list(machine.capabilities),
+            "container": machine.container, "driver": machine.driver,
+            "gpu_capabilities": [g.capability for g in machine.gpus if g.capability],      # one per GPU
             "rocm": machine.rocm, "amd_gpus": [g.gfx or f"AMD {g.device_id or 'GPU'} (gfx unknown)"
                                                for g in machine.amd_gpus],
             "intel_gpus": [g.label for g in machine.intel_gpus], "sources": machine.sources,

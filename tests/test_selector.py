@@ -622,6 +622,15 @@ def test_the_release_named_for_a_gpu_is_told_with_the_build_its_own_answer_picks
     assert selector.select(old, release_spec="2.6.0").compute == "cu124"
 
 
+def test_eight_gpus_of_one_kind_are_named_once() -> None:
+    """--gpu-cc once per GPU: an 8-GPU box (or a hostile 10,000) names sm_90 once, and keeps its GPU count."""
+    box = probe.override(LINUX, driver="580.65.06", gpu_capabilities=["9.0"] * 8 + ["8.6"] * 2)
+    assert box.capabilities == ("9.0", "8.6")
+    chosen = selector.select(box, release_spec="2.15.0")       # its cu132's kernel list is recorded
+    assert chosen.reasons[-1].endswith("; kernels for sm_90, sm_86")
+    assert chosen.facts["gpu_capabilities"] == ["9.0"] * 8 + ["8.6"] * 2
+
+
 @pytest.mark.parametrize("given", ["10", "10.0", "sm_100", "100"])
 def test_gpu_cc_10_is_blackwell_in_every_form(given: str, capsys: pytest.CaptureFixture[str]) -> None:
     from kitbench._cli import main

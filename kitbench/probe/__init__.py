@@ -74,7 +74,8 @@ class Probe:
 
     @property
     def capabilities(self) -> tuple[str, ...]:
-        return tuple(g.capability for g in self.gpus if g.capability)
+        """The NVIDIA GPUs' compute capabilities, each once (eight H100s are one sm_90 to a wheel)."""
+        return tuple(dict.fromkeys(g.capability for g in self.gpus if g.capability))
 
     @property
     def gfx(self) -> tuple[str, ...]:
