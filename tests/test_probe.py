@@ -91,6 +91,14 @@ def test_override_gpus_and_driver() -> None:
     assert probe.override(box, no_gpu=True).gpus == ()
 
 
+def test_a_gpu_without_a_driver_is_refused_not_answered_with_the_cpu_build() -> None:
+    """--gpu-cc alone cannot say which CUDA builds run; the CPU build with a note would read as a GPU answer."""
+    with pytest.raises(UsageError, match="--gpu-cc describes an NVIDIA GPU, but no NVIDIA driver was given") as no:
+        probe.override(_base(), os="windows", gpu_capabilities=["9.0"])
+    assert no.value.hint is not None and "--driver" in no.value.hint
+    assert probe.override(_base(), os="windows", driver="572.16", gpu_capabilities=["9.0"]).capabilities == ("9.0",)
+
+
 def test_override_refuses_malformed_values() -> None:
     with pytest.raises(UsageError):
         probe.override(_base(), driver="five hundred")

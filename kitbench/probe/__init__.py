@@ -408,6 +408,11 @@ def override(base: Probe, *, os: str | None = None, arch: str | None = None,
         caps = [format_capability(_shipped(parse_capability(c))) for c in gpu_capabilities]
         changes["gpus"] = tuple(Gpu(i, "(given)", c, None) for i, c in enumerate(caps))
         sources["gpus"] = "--gpu-cc"
+        if changes.get("driver", base.driver) is None:
+            # Which CUDA builds run is the driver's to say: without one the answer could only be the CPU build.
+            raise UsageError("--gpu-cc describes an NVIDIA GPU, but no NVIDIA driver was "
+                             + ("found here" if "driver" not in sources else "given"),
+                             hint="add that machine's driver as nvidia-smi shows it, e.g. --driver 570.86.10")
     if gpu_gfx:
         names = [name for given in gpu_gfx for name in amd.parse_gfx_list(given, "--gpu-gfx")]
         changes["amd_gpus"] = tuple(AmdGpu(i, name, None) for i, name in enumerate(names))
