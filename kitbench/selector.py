@@ -744,6 +744,11 @@ def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, availabl
                 out.rejected.append(f"{candidate}: no kernels for {', '.join(missing)} "
                                     f"({facts.rocm_sources[candidate]})")
                 continue
+            # As for CUDA: a build whose index tags are recorded is checked against them.
+            installs = wheels.build_refusal(rel.version, candidate, wheels.host_of(machine, arch))
+            if installs:
+                out.rejected.append(f"{candidate}: {installs}")
+                continue
             left = facts.rocm_missing(machine.amd_gpus, candidate)[1]
             if left:
                 out.notes.append(facts.hidden_note(machine.amd_gpus, left, candidate))

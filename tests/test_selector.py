@@ -622,6 +622,21 @@ def test_the_release_named_for_a_gpu_is_told_with_the_build_its_own_answer_picks
     assert selector.select(old, release_spec="2.6.0").compute == "cu124"
 
 
+def test_a_rocm_build_whose_recorded_index_tags_refuse_the_host_is_passed_over(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recorded index tags decide a ROCm build as they do a CUDA one, in the release's own choice and so in
+    the accelerator-first fallback that reuses it."""
+    card = probe.override(LINUX, gpu_gfx=["gfx1100"], python_version="3.12", glibc="2.35")
+    assert selector.select(card).compute == "rocm7.14"
+    refusing = {("2.15.0", "rocm7.14"), ("2.15.0", "rocm7.2")}
+    monkeypatch.setattr(selector.wheels, "build_refusal", lambda version, compute, host: "needs glibc 2.99 (test)"
+                        if (version, compute) in refusing else None)
+    chosen = selector.select(card, release_spec="2.15.0")
+    assert chosen.compute == "cpu" and "rocm7.14: needs glibc 2.99 (test)" in chosen.rejected
+    stable = selector.select(card)
+    assert stable.release != "2.15.0" and stable.compute.startswith("rocm")
+
+
 def test_eight_gpus_of_one_kind_are_named_once() -> None:
     """--gpu-cc once per GPU: an 8-GPU box (or a hostile 10,000) names sm_90 once, and keeps its GPU count."""
     box = probe.override(LINUX, driver="580.65.06", gpu_capabilities=["9.0"] * 8 + ["8.6"] * 2)
