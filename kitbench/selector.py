@@ -20,7 +20,14 @@ from kitbench import drivers, facts, manifest, vendors, wheels
 from kitbench.errors import ManifestError, SelectionError, UsageError
 from kitbench.probe import EMULATES, Probe, doubt, no_driver_reason
 from kitbench.probe.intel import IntelGpu
-from kitbench.versions import arch_of_capability, capability_supported, cuda_of_compute, parse_capability, version_tuple
+from kitbench.versions import (
+    arch_of_capability,
+    capability_supported,
+    cuda_of_compute,
+    parse_capability,
+    serving_arch,
+    version_tuple,
+)
 
 OSES = ("linux", "macos", "windows")
 ARCHES = ("x86_64", "aarch64", "arm64")
@@ -701,7 +708,8 @@ def _cuda_reason(rel: Release, machine: Probe, compute: str) -> str:
     if need.below_toolkit(machine.driver):
         text += (f"; note: below CUDA {need.cuda}'s own driver {need.toolkit}, so it runs by minor-version "
                  "compatibility (no JIT of newer PTX)")
-    if _kernels(rel, machine, compute) is None:
+    kernels = _kernels(rel, machine, compute)
+    if kernels is None:
         bounds = drivers.load().arch_range(f"{cuda[0]}.{cuda[1]}")
         text += ("; kernel lists are recorded for x86_64 wheels only" if machine.arch != "x86_64" else
                  "; this build's kernel list is not recorded")
@@ -709,8 +717,14 @@ def _cuda_reason(rel: Release, machine: Probe, compute: str) -> str:
                  f"({arch_of_capability(bounds[0])} to {arch_of_capability(bounds[1])})"
                  if bounds is not None and machine.capabilities else ", so GPU architectures were not checked")
     elif machine.capabilities:
-        text += "; kernels for " + ", ".join(arch_of_capability(parse_capability(c)) for c in machine.capabilities)
+        text += "; kernels for " + ", ".join(_served(parse_capability(c), kernels) for c in machine.capabilities)
     return text
+
+
+def _served(cc: tuple[int, int], kernels: tuple[str, ...]) -> str:
+    """``sm_90``, or ``sm_121 (sm_120's, which run on it)`` where a build carries no kernels of the GPU's own."""
+    own, serving = arch_of_capability(cc), serving_arch(cc, kernels)
+    return own if serving in (own, None) else f"{own} ({serving}'s, which run on it)"
 
 
 def _xpu(rel: Release, os: str, arch: str, package: str) -> list[str]:

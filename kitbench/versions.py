@@ -73,18 +73,25 @@ def arch_of_capability(cc: tuple[int, int]) -> str:
 
 
 def capability_supported(cc: tuple[int, int], arch_list: list[str] | tuple[str, ...]) -> bool:
-    """Whether a build with ``arch_list`` (torch's ``get_arch_list()`` names) runs on ``cc``.
+    """Whether a build with ``arch_list`` (torch's ``get_arch_list()`` names) runs on ``cc``."""
+    return serving_arch(cc, arch_list) is not None
+
+
+def serving_arch(cc: tuple[int, int], arch_list: list[str] | tuple[str, ...]) -> str | None:
+    """The entry of ``arch_list`` whose kernels run on ``cc`` (its own where there is one), or None.
 
     A cubin for sm_XY runs on devices of the same major with minor >= Y; PTX
     (compute_XY) is JIT-compiled for any device of capability >= XY.
     """
+    found = None
     for arch in arch_list:
         kind, _, digits = arch.partition("_")
         if not is_whole(digits) or len(digits) < 2:
             continue
         major, minor = int(digits[:-1]), int(digits[-1])
-        if kind == "sm" and major == cc[0] and minor <= cc[1]:
-            return True
-        if kind == "compute" and (major, minor) <= cc:
-            return True
-    return False
+        if kind == "sm" and (major, minor) == cc:
+            return arch
+        if found is None and ((kind == "sm" and major == cc[0] and minor <= cc[1])
+                              or (kind == "compute" and (major, minor) <= cc)):
+            found = arch
+    return found

@@ -637,6 +637,14 @@ def test_a_rocm_build_whose_recorded_index_tags_refuse_the_host_is_passed_over(
     assert stable.release != "2.15.0" and stable.compute.startswith("rocm")
 
 
+def test_a_gpu_run_by_another_minors_kernels_is_not_said_to_have_its_own() -> None:
+    """cu132 of 2.15.0 carries sm_120 and sm_100, not sm_121 or sm_101: a GB10 runs sm_120's cubins."""
+    gb10 = probe.override(LINUX, driver="580.65.06", gpu_capabilities=["12.1", "9.0"])
+    chosen = selector.select(gb10, release_spec="2.15.0")
+    assert chosen.compute == "cu132"
+    assert chosen.reasons[-1].endswith("; kernels for sm_121 (sm_120's, which run on it), sm_90")
+
+
 def test_eight_gpus_of_one_kind_are_named_once() -> None:
     """--gpu-cc once per GPU: an 8-GPU box (or a hostile 10,000) names sm_90 once, and keeps its GPU count."""
     box = probe.override(LINUX, driver="580.65.06", gpu_capabilities=["9.0"] * 8 + ["8.6"] * 2)
