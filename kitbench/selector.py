@@ -634,6 +634,9 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection)
                                                                                wheels.host_of(machine, arch))
         if why:
             out.rejected.append(f"{candidate}: {why}")
+            branch = _branch_floor(machine, candidate)
+            if branch and branch not in out.notes:
+                out.notes.append(branch)
             continue
         out.reasons.append(_cuda_reason(rel, machine, candidate))
         return candidate
@@ -654,6 +657,20 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection)
     else:
         out.reasons.append("cpu: " + no_driver_reason(container=machine.container, wsl=machine.wsl))
     return "cpu"
+
+
+def _branch_floor(machine: Probe, compute: str) -> str | None:
+    """Where a driver given as a bare branch ("580", read 580.0.0) misses a floor inside that branch
+    (580.65.06) that every driver of the branch released meets, what the full version would change."""
+    cuda = cuda_of_compute(compute)
+    if machine.driver is None or "." in machine.driver or cuda is None:
+        return None
+    floor = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os).floor
+    if floor is None or floor.split(".")[0] != machine.driver or version_tuple(floor)[1:] == (0, 0):
+        return None
+    return (f"driver {machine.driver} is read as {machine.driver}.0.0, below CUDA {cuda[0]}'s floor {floor}, so "
+            f"the CUDA {cuda[0]} builds were passed over; a released {machine.driver} driver is {floor} or newer: "
+            "give its full version (nvidia-smi's driver_version)")
 
 
 def _cudas(available: list[str]) -> list[str]:

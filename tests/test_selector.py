@@ -645,6 +645,23 @@ def test_a_gpu_run_by_another_minors_kernels_is_not_said_to_have_its_own() -> No
     assert chosen.reasons[-1].endswith("; kernels for sm_121 (sm_120's, which run on it), sm_90")
 
 
+def test_a_driver_given_as_a_bare_branch_is_told_what_its_full_version_would_change() -> None:
+    """--driver 580 (the help's own example form) is read 580.0.0, below CUDA 13's 580.65.06, which every
+    released 580 driver meets: the answer stays on the safe side and says so, once."""
+    h100 = probe.override(LINUX, driver="580", gpu_capabilities=["9.0"], python_version="3.12", glibc="2.35")
+    chosen = selector.select(h100)
+    assert chosen.compute == "cu126"
+    said = [n for n in chosen.notes if n.startswith("driver 580 is read as 580.0.0")]
+    assert said == ["driver 580 is read as 580.0.0, below CUDA 13's floor 580.65.06, so the CUDA 13 builds were "
+                    "passed over; a released 580 driver is 580.65.06 or newer: give its full version "
+                    "(nvidia-smi's driver_version)"]
+    full = selector.select(probe.override(h100, driver="580.65.06"))
+    assert full.compute == "cu132" and not any(n.startswith("driver 580") for n in full.notes)
+    # A branch whose floor is its .0.0 (Windows' 580.0.0 for CUDA 13) needs no such note.
+    windows = probe.override(LINUX, os="windows", driver="580", gpu_capabilities=["9.0"], python_version="3.12")
+    assert not any("is read as" in n for n in selector.select(windows).notes)
+
+
 def test_eight_gpus_of_one_kind_are_named_once() -> None:
     """--gpu-cc once per GPU: an 8-GPU box (or a hostile 10,000) names sm_90 once, and keeps its GPU count."""
     box = probe.override(LINUX, driver="580.65.06", gpu_capabilities=["9.0"] * 8 + ["8.6"] * 2)
