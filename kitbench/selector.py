@@ -345,6 +345,11 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
         # A nightly has no pinned form: its version changes every day.
         chosen.format = "selector"
         chosen.notes.append("nightly has no pinned command; this is the Start Locally form")
+    if chosen.format == "selector" and not rel.nightly and rel.key != release("stable").key:
+        # Start Locally's command names no version: run today it installs today's release, not this one.
+        chosen.notes.append(f"the Start Locally form names no version: it is the command pytorch.org showed for torch "
+                            f"{rel.version}, and run today pip takes the newest torch it finds that installs here, "
+                            f"which may be newer; --format pinned installs {rel.version} itself")
     why = rel.unverified.get(chosen.format)
     if why and machine.os == "macos" and not rel.nightly:
         why = why.split(";")[0]       # a release's note goes on about its Linux and Windows builds

@@ -662,6 +662,22 @@ def test_a_driver_given_as_a_bare_branch_is_told_what_its_full_version_would_cha
     assert not any("is read as" in n for n in selector.select(windows).notes)
 
 
+def test_a_start_locally_command_of_an_older_release_says_it_names_no_version() -> None:
+    """pytorch.org's 2.6.0 command, run today, installs today's torch: an explicit old release, or the
+    accelerator-first fallback's (an RTX 5090 on driver 570 gets 2.11.0), is told so; today's is not."""
+    old = selector.select(LINUX, release_spec="2.6.0", compute="cu124", fmt="selector")
+    assert old.command == "pip3 install torch torchvision torchaudio"
+    assert any(n.startswith("the Start Locally form names no version") and "--format pinned installs 2.6.0" in n
+               for n in old.notes)
+    blackwell = probe.override(LINUX, driver="570.86.10", gpu_capabilities=["12.0"], python_version="3.12",
+                               glibc="2.35")
+    fallback = selector.select(blackwell, fmt="selector")
+    assert fallback.release != selector.release("stable").version
+    assert any(n.startswith("the Start Locally form names no version") for n in fallback.notes)
+    today = selector.select(probe.override(blackwell, driver="580.65.06"), fmt="selector")
+    assert not any(n.startswith("the Start Locally form") for n in today.notes)
+
+
 def test_eight_gpus_of_one_kind_are_named_once() -> None:
     """--gpu-cc once per GPU: an 8-GPU box (or a hostile 10,000) names sm_90 once, and keeps its GPU count."""
     box = probe.override(LINUX, driver="580.65.06", gpu_capabilities=["9.0"] * 8 + ["8.6"] * 2)
