@@ -16,12 +16,14 @@ _CC = re.compile(r"^\s*(?:([0-9]{1,2})\.([0-9])|(?:sm_?)?([0-9]{1,3}))\s*$")
 _CUDA = re.compile(r"^\s*(?:cu)?([0-9]{1,2})\.?([0-9])\s*$")
 
 
-def parse_driver(text: str) -> tuple[int, int, int]:
-    """``'535.104.05'`` -> ``(535, 104, 5)``; missing parts count as 0."""
+def parse_driver(text: str, given_as: str | None = None) -> tuple[int, int, int]:
+    """``'535.104.05'`` -> ``(535, 104, 5)``; missing parts count as 0. ``given_as`` names where a
+    user gave it (``--driver``, ``UV_CUDA_DRIVER_VERSION``), for the error."""
     match = _DRIVER.match(text)
     if match is None:
-        raise UsageError(f"malformed NVIDIA driver version {text!r}",
-                         hint="expected digits like 535.104.05 or 580")
+        raise UsageError(f"malformed NVIDIA driver version {text!r}" + (f" ({given_as})" if given_as else ""),
+                         hint="expected up to three numbers of at most 4 digits, as nvidia-smi's driver_version: "
+                              "535.104.05 (or a branch: 580)")
     major, minor, patch = (int(part) if part else 0 for part in match.groups())
     return major, minor, patch
 

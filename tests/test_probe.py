@@ -99,6 +99,20 @@ def test_a_gpu_without_a_driver_is_refused_not_answered_with_the_cpu_build() -> 
     assert probe.override(_base(), os="windows", driver="572.16", gpu_capabilities=["9.0"]).capabilities == ("9.0",)
 
 
+def test_a_malformed_driver_is_refused_naming_where_it_was_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    """UV_CUDA_DRIVER_VERSION=abc was never typed as --driver: the error says which it was; blanks around
+    a sound version are dropped, not echoed into every note."""
+    monkeypatch.setenv(probe.CUDA_DRIVER_VARIABLE, "abc")
+    with pytest.raises(UsageError, match=r"malformed NVIDIA driver version 'abc' \(UV_CUDA_DRIVER_VERSION\)"):
+        probe.probe()
+    monkeypatch.setenv(probe.CUDA_DRIVER_VARIABLE, " 580.65.06 ")
+    assert probe.probe().driver == "580.65.06"
+    with pytest.raises(UsageError, match=r"'99999\.1' \(--driver\)") as refused:
+        probe.override(_base(), driver="99999.1")
+    assert refused.value.hint is not None and "at most 4 digits" in refused.value.hint
+    assert probe.override(_base(), driver=" 570.86.10\n").driver == "570.86.10"
+
+
 def test_override_refuses_malformed_values() -> None:
     with pytest.raises(UsageError):
         probe.override(_base(), driver="five hundred")

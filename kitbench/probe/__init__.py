@@ -274,9 +274,9 @@ def probe() -> Probe:
             sources["driver"] = smi_path if smi_path == _WSL_SMI else "nvidia-smi"
         why = _smi_doubt(smi[0], smi[2], gpus, strange)
         sources["gpus"] = "nvidia-smi --query-gpu" + (UNCONFIRMED + why if why else "")
-    driver_override = os.environ.get(CUDA_DRIVER_VARIABLE)
+    driver_override = os.environ.get(CUDA_DRIVER_VARIABLE, "").strip()
     if driver_override:
-        parse_driver(driver_override)       # a malformed value is refused, not ignored
+        parse_driver(driver_override, CUDA_DRIVER_VARIABLE)       # a malformed value is refused, not ignored
         driver = driver_override
         sources["driver"] = CUDA_DRIVER_VARIABLE
     # The host's ROCm install only; a ROCm-in-wheel (torch's bundled HIP runtime) is no host fact.
@@ -401,7 +401,8 @@ def override(base: Probe, *, os: str | None = None, arch: str | None = None,
         changes.update(driver=None, gpus=(), rocm=None, amd_gpus=(), intel_gpus=())
         sources["driver"] = sources["gpus"] = sources["amd_gpus"] = sources["intel_gpus"] = "--no-gpu"
     if driver is not None:
-        parse_driver(driver)
+        driver = driver.strip()
+        parse_driver(driver, "--driver")
         changes["driver"] = driver
         sources["driver"] = "--driver"
     if gpu_capabilities:
