@@ -706,14 +706,35 @@ def _cuda_rejection(rel: Release, machine: Probe, compute: str) -> str | None:
     # The build's own list is not recorded: no build can hold kernels its toolkit cannot compile, older
     # or newer (a cubin runs on later minors of its own major only: CUDA 12.6's sm_90 is no Blackwell's).
     bounds = drivers.load().arch_range(f"{cuda[0]}.{cuda[1]}")
-    if bounds is None:
-        return None
-    oldest, newest = bounds
-    beyond = [c for c in machine.capabilities if parse_capability(c) < oldest or parse_capability(c)[0] > newest[0]]
-    if beyond:
-        return (f"no kernels for {', '.join(arch_of_capability(parse_capability(c)) for c in beyond)}: "
-                f"CUDA {cuda[0]}.{cuda[1]} compiles for {arch_of_capability(oldest)} to {arch_of_capability(newest)} "
-                "only")
+    if bounds is not None:
+        oldest, newest = bounds
+        beyond = [c for c in machine.capabilities
+                  if parse_capability(c) < oldest or parse_capability(c)[0] > newest[0]]
+        if beyond:
+            return (f"no kernels for {', '.join(arch_of_capability(parse_capability(c)) for c in beyond)}: "
+                    f"CUDA {cuda[0]}.{cuda[1]} compiles for {arch_of_capability(oldest)} to "
+                    f"{arch_of_capability(newest)} only")
+    # Nor, probably, kernels an older release's build of the same CUDA had already dropped: PyTorch
+    # drops old architectures per CUDA version (cu128 lost sm_50 to sm_61 in 2.8) and has not added one back.
+    # Asked only for the architectures the newest CUDA has dropped, the ones PyTorch's builds shed (so a
+    # newer GPU's answer reads no older release).
+    ageing = [c for c in machine.capabilities if parse_capability(c) < max(drivers.load().arches)[2]]
+    earlier = _earlier_kernels(rel.version, compute) if machine.arch == "x86_64" and ageing else None
+    if earlier is not None:
+        kept = [parse_capability(a) for a in earlier[1] if re.fullmatch(r"sm_[0-9]{2,3}", a)]
+        dropped = [c for c in ageing if kept and parse_capability(c) < min(kept)]
+        if dropped:
+            return (f"no kernels for {', '.join(arch_of_capability(parse_capability(c)) for c in dropped)} in torch "
+                    f"{earlier[0]}'s {compute} already (its list, recorded; torch {rel.version}'s is not)")
+    return None
+
+
+@cache
+def _earlier_kernels(version: str, compute: str) -> tuple[str, tuple[str, ...]] | None:
+    """The recorded kernel list of ``compute`` in the newest release older than ``version`` that has one."""
+    for older in newest_first(derived=False):
+        if (version == "nightly" or older.key < release(version).key) and compute in older.kernels:
+            return older.version, older.kernels[compute]
     return None
 
 
@@ -738,6 +759,10 @@ def _cuda_reason(rel: Release, machine: Probe, compute: str) -> str:
         text += (f", so GPU architectures were checked only against CUDA {cuda[0]}.{cuda[1]}'s "
                  f"({arch_of_capability(bounds[0])} to {arch_of_capability(bounds[1])})"
                  if bounds is not None and machine.capabilities else ", so GPU architectures were not checked")
+        earlier = _earlier_kernels(rel.version, compute) if machine.arch == "x86_64" and any(
+            parse_capability(c) < max(drivers.load().arches)[2] for c in machine.capabilities) else None
+        if earlier is not None:
+            text += f" and against torch {earlier[0]}'s {compute} list (recorded), which had not dropped them"
     elif machine.capabilities:
         text += "; kernels for " + ", ".join(_served(parse_capability(c), kernels) for c in machine.capabilities)
     return text

@@ -678,6 +678,20 @@ def test_a_start_locally_command_of_an_older_release_says_it_names_no_version() 
     assert not any(n.startswith("the Start Locally form") for n in today.notes)
 
 
+def test_a_build_without_a_kernel_list_lacks_what_its_cuda_had_already_dropped() -> None:
+    """2.11.0's cu128 list is not recorded; 2.8 to 2.10's cu128 have none for Maxwell or Pascal, and CUDA
+    12.8 could build them: a GTX 1080 with --release 2.11.0 gets cu126, not a cu128 without its kernels."""
+    pascal = probe.override(LINUX, driver="575.57.08", gpu_capabilities=["6.1"])
+    assert "cu128" not in selector.release("2.11.0").kernels
+    chosen = selector.select(pascal, release_spec="2.11.0")
+    assert chosen.compute == "cu126"
+    assert ("cu128: no kernels for sm_61 in torch 2.10.0's cu128 already (its list, recorded; torch 2.11.0's is "
+            "not)") in chosen.rejected
+    # What was not dropped still runs there: Volta and Blackwell keep 2.11.0's cu128.
+    for cc in ("7.0", "12.0"):
+        assert selector.select(probe.override(pascal, gpu_capabilities=[cc]), release_spec="2.11.0").compute == "cu128"
+
+
 def test_eight_gpus_of_one_kind_are_named_once() -> None:
     """--gpu-cc once per GPU: an 8-GPU box (or a hostile 10,000) names sm_90 once, and keeps its GPU count."""
     box = probe.override(LINUX, driver="580.65.06", gpu_capabilities=["9.0"] * 8 + ["8.6"] * 2)
