@@ -282,8 +282,9 @@ def _refusal(wheels: Wheels, package: str, host: Host) -> str | None:
         fits = floored
     if host.python is not None and not any(_python_ok(wheels.tags[p], wheels.requires_python, host.python,
                                                       host.free_threaded) for p in fits):
-        asked = f"{show(host.python)}t (free-threaded)" if host.free_threaded else show(host.python)
-        return f"{name} has no wheel for Python {asked} (it has Python {_pythons(wheels, fits, host.free_threaded)})"
+        asked = f"a free-threaded Python {show(host.python)}t" if host.free_threaded else f"Python {show(host.python)}"
+        has = _pythons(wheels, fits, host.free_threaded)
+        return f"{name} has no wheel for {asked} (it has {has if host.free_threaded else 'Python ' + has})"
     return None
 
 
