@@ -309,8 +309,17 @@ def _unavailable(rel: Release, os: str, arch: str, package: str, compute: str,
                               hint="use an arm64 Python on Apple Silicon, or --release " + last.version)
     if os == "windows" and compute.startswith("rocm"):
         return SelectionError("ROCm builds exist only for Linux", hint=f"Windows gets: {', '.join(available)}")
+    if not re.fullmatch(r"cpu|mps|xpu|cu[0-9]{3}|rocm[0-9]+\.[0-9]+(\.[0-9]+)?", compute):
+        return SelectionError(f"unknown --compute {compute!r}", hint="auto, cpu, mps, xpu, cuXYZ (cu126) or rocmX.Y "
+                              f"(rocm6.4); torch {rel.version} has: {', '.join(available) or 'nothing'}")
+    # The newest other release with that build, which installs here: what someone asking for cu128 wants.
+    elsewhere = next((r for r in newest_first() if r.version != rel.version
+                  and compute in computes(r, os, arch, package) + _xpu(r, os, arch, package)
+                  and (host is None or wheels.refusal(r.version, host) is None)), None) if not rel.nightly else None
     return SelectionError(f"torch {rel.version} has no {compute} build for {package} on {os} {arch}",
-                          hint=f"it has: {', '.join(available) or 'nothing'}")
+                          hint=f"it has: {', '.join(available) or 'nothing'}"
+                          + (f"; torch {elsewhere.version} has {compute}: --release {elsewhere.version}" if elsewhere
+                             else ""))
 
 
 def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip", compute: str = "auto",

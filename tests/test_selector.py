@@ -383,6 +383,22 @@ def test_conflicting_machine_flags_are_refused(args: list[str], words: str,
     assert capsys.readouterr().err.startswith(f"ERROR: {words}")
 
 
+@pytest.mark.parametrize(("compute", "error", "hint"), [
+    ("cu128", "torch 2.15.0 has no cu128 build for pip on linux x86_64", "; torch 2.11.0 has cu128: --release 2.11.0"),
+    ("rocm6.4", "torch 2.15.0 has no rocm6.4 build", "; torch 2.9.1 has rocm6.4: --release 2.9.1"),
+    ("CU126", "unknown --compute 'CU126'", "torch 2.15.0 has: rocm7.2, rocm7.14, cu126, cu130, cu132, cpu, xpu"),
+    ("", "unknown --compute ''", "auto, cpu, mps, xpu, cuXYZ (cu126) or rocmX.Y (rocm6.4);"),
+])
+def test_a_compute_the_release_lacks_names_the_release_that_has_it(compute: str, error: str, hint: str,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench._cli import main
+
+    assert main(["install-cmd", "--os", "linux", "--python-version", "3.12", "--glibc", "2.35",
+                 "--compute", compute]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"ERROR: {error}") and hint in err[1] and len(err) == 2
+
+
 def test_the_interpreters_arch_picks_the_wheel_where_the_os_emulates_it(capsys: pytest.CaptureFixture[str]) -> None:
     """Windows on Arm runs x64 Pythons: their wheels are win_amd64 ones, which exist, where no
     win_arm64 wheel of torch is on PyPI; the refusal for a native Python says so."""
