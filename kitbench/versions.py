@@ -21,9 +21,14 @@ def parse_driver(text: str, given_as: str | None = None) -> tuple[int, int, int]
     user gave it (``--driver``, ``UV_CUDA_DRIVER_VERSION``), for the error."""
     match = _DRIVER.match(text)
     if match is None:
+        windows = re.fullmatch(r"\s*[0-9]+\.[0-9]+\.([0-9]+)\.([0-9]{4})\s*", text)
+        # Windows' Device Manager writes 572.16 as 32.0.15.7216: the last five digits are NVIDIA's version.
+        digits = "".join(windows.groups())[-5:] if windows else ""
+        hint = (f"that is Windows' form of NVIDIA's {digits[:3]}.{digits[3:]}: --driver {digits[:3]}.{digits[3:]}"
+                if len(digits) == 5 else "expected up to three numbers of at most 4 digits, as nvidia-smi's "
+                "driver_version: 535.104.05 (or a branch: 580)")
         raise UsageError(f"malformed NVIDIA driver version {text!r}" + (f" ({given_as})" if given_as else ""),
-                         hint="expected up to three numbers of at most 4 digits, as nvidia-smi's driver_version: "
-                              "535.104.05 (or a branch: 580)")
+                         hint=hint)
     major, minor, patch = (int(part) if part else 0 for part in match.groups())
     return major, minor, patch
 
