@@ -260,7 +260,7 @@ def test_windows_on_arm_has_one_architecture_name() -> None:
     # No release on PyPI has win_arm64 wheels: an arm64 Windows is told of its x64 emulation.
     with pytest.raises(SelectionError) as caught:
         selector.select(probe.override(BASE, os="windows", arch="arm64", python_version="3.12"))
-    assert "no Windows aarch64 wheels" in str(caught.value) and "--python-arch x86_64" in (caught.value.hint or "")
+    assert "no Windows arm64 wheels" in str(caught.value) and "--python-arch x86_64" in (caught.value.hint or "")
     emulated = selector.select(probe.override(BASE, os="windows", arch="arm64", python_arch="x86_64",
                                               python_version="3.12"))
     assert emulated.arch == "x86_64" and emulated.compute == "cpu" and emulated.release == list(selector.releases())[-1]
