@@ -343,16 +343,18 @@ def _shipped(capability: tuple[int, int]) -> tuple[int, int]:
 def override(base: Probe, *, os: str | None = None, arch: str | None = None,
              python_arch: str | None = None, driver: str | None = None,
              gpu_capabilities: Sequence[str] = (), no_gpu: bool = False, gpu_gfx: Sequence[str] = (),
-             intel_gpu: bool | str = False, python_path: str | None = None, python_version: str | None = None,
-             glibc: str | None = None, os_version: str | None = None) -> Probe:
+             intel_gpu: bool | str | Sequence[bool | str] = False, python_path: str | None = None,
+             python_version: str | None = None, glibc: str | None = None, os_version: str | None = None) -> Probe:
     """Answer for another machine: replace probed facts with given ones.
 
     Naming another OS than the host's answers for another machine altogether: none
     of this host's facts (arch, driver, GPUs, ROCm, WSL, container) carry over; each
     takes that OS's default unless given, and ``sources`` says which is which.
     """
+    # --intel-gpu once per GPU: True for one whose device id is not known, else its id.
+    intels = [g for g in ([intel_gpu] if isinstance(intel_gpu, (bool, str)) else intel_gpu) if g is not False]
     flags = [flag for flag, value in (("--driver", driver is not None), ("--gpu-cc", gpu_capabilities),
-                                      ("--gpu-gfx", gpu_gfx), ("--intel-gpu", intel_gpu is not False)) if value]
+                                      ("--gpu-gfx", gpu_gfx), ("--intel-gpu", intels)) if value]
     given = flags[0] if flags else None
     if no_gpu and given:
         raise UsageError("--no-gpu contradicts " + given,
@@ -418,10 +420,10 @@ def override(base: Probe, *, os: str | None = None, arch: str | None = None,
         names = [name for given in gpu_gfx for name in amd.parse_gfx_list(given, "--gpu-gfx")]
         changes["amd_gpus"] = tuple(AmdGpu(i, name, None) for i, name in enumerate(names))
         sources["amd_gpus"] = "--gpu-gfx"
-    if intel_gpu is not False:
+    if intels:
         # --intel-gpu alone: an Intel GPU whose device id is not known; with an id, that GPU.
-        device = intel.parse_device_id(intel_gpu) if isinstance(intel_gpu, str) and intel_gpu else None
-        changes["intel_gpus"] = (IntelGpu("(given)", device),)
+        changes["intel_gpus"] = tuple(IntelGpu("(given)", intel.parse_device_id(g) if isinstance(g, str) and g
+                                               else None) for g in intels)
         sources["intel_gpus"] = "--intel-gpu"
     _interpreter(changes, sources, target_os, python_path=python_path, python_version=python_version,
                  glibc=glibc, os_version=os_version)
