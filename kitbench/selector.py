@@ -738,7 +738,6 @@ def _cuda_rejection(rel: Release, machine: Probe, compute: str) -> str | None:
     return None
 
 
-@cache
 def _earlier_kernels(version: str, compute: str) -> tuple[str, tuple[str, ...]] | None:
     """The recorded kernel list of ``compute`` in the newest release older than ``version`` that has one."""
     for older in newest_first(derived=False):
