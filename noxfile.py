@@ -113,7 +113,8 @@ def _kit_errors(body: Callable[[nox.Session], None]) -> Callable[[nox.Session], 
 
 
 def _preflight(session: nox.Session, target: Target) -> None:
-    preflight.check(target, _machine())
+    for note in preflight.check(target, _machine()):
+        session.warn(note)
 
 
 def _suite_env(target: Target, lock: dict[str, str] | None = None) -> dict[str, str]:

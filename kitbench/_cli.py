@@ -129,9 +129,10 @@ def _build_parser() -> argparse.ArgumentParser:
                               "under 20 is a major version) (repeatable)")
     machine.add_argument("--gpu-gfx", action="append", default=[], metavar="GFX",
                          help="an AMD GPU's architecture, e.g. gfx942 (repeatable)")
-    machine.add_argument("--intel-gpu", nargs="?", const=True, default=False, metavar="DEVICE_ID",
+    machine.add_argument("--intel-gpu", nargs="?", const=True, action="append", default=[], metavar="DEVICE_ID",
                          help="answer as if there were an Intel GPU; with its PCI device id (lspci -nn's 8086:XXXX, "
-                              "e.g. 56a0), checked against the GPUs the XPU builds support")
+                              "e.g. 56a0), checked against the GPUs the XPU builds support (repeatable: an Arc "
+                              "card beside a UHD iGPU)")
     machine.add_argument("--no-gpu", action="store_true", help="answer as if there were no GPU")
     machine.add_argument("--python", metavar="PATH", dest="python_path",
                          help="the interpreter torch goes into (default: the one running kitbench)")

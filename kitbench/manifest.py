@@ -10,20 +10,22 @@ tree keeps source positions that plain ``yaml.safe_load`` throws away.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import marshal
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
-from typing import Any
-
-import fastjsonschema
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from kitbench import schemas
 from kitbench._numbers import is_whole
 from kitbench.errors import ManifestError
+
+if TYPE_CHECKING:
+    import fastjsonschema
+    import yaml
 
 ENVS_VARIABLE = "KITBENCH_ENVS"
 
@@ -36,6 +38,8 @@ def checkout_root() -> Path | None:
 
 def packaged(name: str) -> Path:
     """A folder the wheel ships inside the package (``envs``, ``dockerfiles``)."""
+    from importlib import resources
+
     return Path(str(resources.files("kitbench").joinpath(name)))
 
 
@@ -64,12 +68,9 @@ class Manifest:
     sha256: str
 
 
-# libyaml when present: parsing the manifests is most of install-cmd's start-up.
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def load(path: Path, schema: str) -> Manifest:
-    """Read ``path``, parse it as YAML and validate it against ``schema``."""
+    """Read ``path``, parse it as YAML and validate it against ``schema``; or, for the same bytes read and
+    validated against the same schema before, the data then kept (``_remembered``)."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -77,18 +78,57 @@ def load(path: Path, schema: str) -> Manifest:
                             hint=f"set {ENVS_VARIABLE} to a directory that has it") from None
     except OSError as exc:
         raise ManifestError(path, f"cannot read: {exc.strerror}") from None
+    sha256 = hashlib.sha256(raw).hexdigest()
+    kept = _remembered(sha256, schema)
+    if kept.data is not None:
+        return Manifest(path=path, data=kept.data, sha256=sha256)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ManifestError(path, "not UTF-8 text") from None
     data, root = parse(text, path)
     validate(data, root, schema, path)
-    return Manifest(path=path, data=data, sha256=hashlib.sha256(raw).hexdigest())
+    kept.keep(data)
+    return Manifest(path=path, data=data, sha256=sha256)
+
+
+@dataclass
+class _Kept:
+    """A manifest's validated data as kept in the user's cache, under the hash of its bytes and its schema's."""
+
+    file: Path | None
+    data: dict[str, Any] | None
+
+    def keep(self, data: dict[str, Any]) -> None:
+        if self.file is None:
+            return
+        with contextlib.suppress(OSError, ValueError):      # ValueError: a YAML date, which marshal cannot keep
+            schemas.write_atomically(self.file, marshal.dumps(data))
+
+
+def _remembered(sha256: str, schema: str) -> _Kept:
+    """Parsing YAML (and importing the parser and the validators) is most of what install-cmd's start-up
+    costs, for data that changes only with the file: a manifest read and validated once is kept as
+    marshal data, named by the hashes of its bytes and its schema's text, and read back from there."""
+    try:
+        text = (Path(schemas.__file__).parent / f"{schema}.schema.json").read_bytes()
+    except OSError:
+        return _Kept(None, None)
+    key = hashlib.sha256(sha256.encode() + b"\0" + text).hexdigest()[:32]
+    file = schemas.cache_dir() / "manifests" / f"{schema}-{key}.marshal"
+    try:
+        data = marshal.loads(file.read_bytes())
+    except (OSError, ValueError, EOFError, TypeError):
+        return _Kept(file, None)
+    return _Kept(file, data if isinstance(data, dict) else None)
 
 
 def parse(text: str, path: Path) -> tuple[dict[str, Any], yaml.Node]:
     """Parse YAML text once into (data, node tree); refuse anything but a mapping."""
-    loader = _Loader(text)
+    import yaml
+
+    # libyaml when present: its parser is several times faster.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     try:
         root = loader.get_single_node()
         data = loader.construct_document(root) if root is not None else None
@@ -111,6 +151,8 @@ def parse(text: str, path: Path) -> tuple[dict[str, Any], yaml.Node]:
 
 def _refuse_duplicate_keys(root: yaml.Node, path: Path) -> None:
     """YAML lets the last of two equal keys win silently; a manifest must not."""
+    import yaml
+
     stack = [root]
     while stack:
         node = stack.pop()
@@ -129,6 +171,8 @@ def _refuse_duplicate_keys(root: yaml.Node, path: Path) -> None:
 
 def validate(data: dict[str, Any], root: yaml.Node, schema: str, path: Path) -> None:
     """Validate against the named schema; raise on the first error, with its line."""
+    import fastjsonschema
+
     try:
         schemas.validator(schema)(data)
     except fastjsonschema.JsonSchemaValueException as error:
@@ -181,6 +225,8 @@ def node_line(root: yaml.Node, location: list[str | int], key: bool = False) -> 
 
 
 def _child(node: yaml.Node, part: str | int, key: bool = False) -> yaml.Node | None:
+    import yaml
+
     if isinstance(node, yaml.MappingNode):
         for k, value in node.value:
             if k.value == str(part):

@@ -72,9 +72,11 @@ def _vendor_reasons(target: Target, machine: Probe) -> list[str]:
         if not machine.amd_gpus:
             return ["no AMD GPU found (KFD topology, DRM devices; UV_AMD_GPU_ARCHITECTURE names one)"]
         # An integrated GPU beside a discrete one does not decide (as in install-cmd's choice).
-        missing = vendors.load().rocm_missing(machine.amd_gpus, target.compute)[0]
+        missing, left = vendors.load().rocm_missing(machine.amd_gpus, target.compute)
         if missing:
-            return [f"its {target.compute} build has no kernels for {', '.join(missing)}"]
+            aside = "".join(f" ({g.gfx}, HIP device {g.index}, an integrated GPU it has no kernels for either, was "
+                            "left out: it does not decide)" for g in left)
+            return [f"its {target.compute} build has no kernels for {', '.join(missing)}{aside}"]
     if target.compute == "xpu" and not machine.intel_gpus:
         return ["no Intel GPU found (PCI vendor 0x8086, display class)"]
     return []
@@ -88,7 +90,19 @@ def alternative(machine: Probe, exclude: str) -> str | None:
     return candidates[0].name if candidates else None
 
 
-def check(target: Target, machine: Probe) -> None:
+def notes(target: Target, machine: Probe) -> list[str]:
+    """What a target that fits is told all the same: an integrated AMD GPU its ROCm build has no kernels
+    for, left out of the decision, is still a HIP device that PyTorch would use unless hidden."""
+    if not target.compute.startswith("rocm") or not gpus_requested():
+        return []
+    facts = vendors.load()
+    left = facts.rocm_missing(machine.amd_gpus, target.compute)[1]
+    return [facts.hidden_note(machine.amd_gpus, left, target.compute)] if left else []
+
+
+def check(target: Target, machine: Probe) -> list[str]:
+    """Raise ``PreflightError`` where ``target`` cannot run here; else its notes (``notes``)."""
     reasons = host_reasons(target, machine)
     if reasons:
         raise PreflightError(target.name, "; ".join(reasons), alternative(machine, target.name))
+    return notes(target, machine)

@@ -20,7 +20,14 @@ from kitbench import drivers, facts, manifest, vendors, wheels
 from kitbench.errors import ManifestError, SelectionError, UsageError
 from kitbench.probe import EMULATES, Probe, doubt, no_driver_reason
 from kitbench.probe.intel import IntelGpu
-from kitbench.versions import arch_of_capability, capability_supported, cuda_of_compute, parse_capability, version_tuple
+from kitbench.versions import (
+    arch_of_capability,
+    capability_supported,
+    cuda_of_compute,
+    parse_capability,
+    serving_arch,
+    version_tuple,
+)
 
 OSES = ("linux", "macos", "windows")
 ARCHES = ("x86_64", "aarch64", "arm64")
@@ -302,8 +309,17 @@ def _unavailable(rel: Release, os: str, arch: str, package: str, compute: str,
                               hint="use an arm64 Python on Apple Silicon, or --release " + last.version)
     if os == "windows" and compute.startswith("rocm"):
         return SelectionError("ROCm builds exist only for Linux", hint=f"Windows gets: {', '.join(available)}")
+    if not re.fullmatch(r"cpu|mps|xpu|cu[0-9]{3}|rocm[0-9]+\.[0-9]+(\.[0-9]+)?", compute):
+        return SelectionError(f"unknown --compute {compute!r}", hint="auto, cpu, mps, xpu, cuXYZ (cu126) or rocmX.Y "
+                              f"(rocm6.4); torch {rel.version} has: {', '.join(available) or 'nothing'}")
+    # The newest other release with that build, which installs here: what someone asking for cu128 wants.
+    elsewhere = next((r for r in newest_first() if r.version != rel.version
+                  and compute in computes(r, os, arch, package) + _xpu(r, os, arch, package)
+                  and (host is None or wheels.refusal(r.version, host) is None)), None) if not rel.nightly else None
     return SelectionError(f"torch {rel.version} has no {compute} build for {package} on {os} {arch}",
-                          hint=f"it has: {', '.join(available) or 'nothing'}")
+                          hint=f"it has: {', '.join(available) or 'nothing'}"
+                          + (f"; torch {elsewhere.version} has {compute}: --release {elsewhere.version}" if elsewhere
+                             else ""))
 
 
 def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip", compute: str = "auto",
@@ -338,6 +354,11 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
         # A nightly has no pinned form: its version changes every day.
         chosen.format = "selector"
         chosen.notes.append("nightly has no pinned command; this is the Start Locally form")
+    if chosen.format == "selector" and not rel.nightly and rel.key != release("stable").key:
+        # Start Locally's command names no version: run today it installs today's release, not this one.
+        chosen.notes.append(f"the Start Locally form names no version: it is the command pytorch.org showed for torch "
+                            f"{rel.version}, and run today pip takes the newest torch it finds that installs here, "
+                            f"which may be newer; --format pinned installs {rel.version} itself")
     why = rel.unverified.get(chosen.format)
     if why and machine.os == "macos" and not rel.nightly:
         why = why.split(";")[0]       # a release's note goes on about its Linux and Windows builds
@@ -493,7 +514,7 @@ def _kernel_less(machine: Probe, arch: str, package: str, host: wheels.Host) -> 
     """The NVIDIA GPUs' architectures that no CUDA build of a release that installs here has kernels
     for, whatever the driver."""
     found = []
-    for cc in dict.fromkeys(machine.capabilities):
+    for cc in machine.capabilities:
         alone = dataclasses.replace(machine, driver="9999", gpus=tuple(g for g in machine.gpus if g.capability == cc))
         if not any(compute.startswith("cu") and _cuda_rejection(rel, alone, compute) is None
                    for rel in newest_first() if wheels.refusal(rel.version, host) is None
@@ -588,8 +609,11 @@ def _gpu_releases(machine: Probe, arch: str, package: str, host: wheels.Host) ->
     for rel in newest_first():
         if wheels.refusal(rel.version, host) is not None:
             continue
-        compute = next((c for c in computes(rel, machine.os, arch, package)
-                        if c.startswith("cu") and _cuda_rejection(rel, machine, c) is None), None)
+        # The build that release's own answer would name: its newest CUDA that runs here and whose index
+        # tags (where recorded) install here.
+        compute = next((c for c in _cudas(computes(rel, machine.os, arch, package))
+                        if _cuda_rejection(rel, machine, c) is None
+                        and wheels.build_refusal(rel.version, c, host) is None), None)
         if compute is not None:
             yield rel, compute
 
@@ -597,7 +621,8 @@ def _gpu_releases(machine: Probe, arch: str, package: str, host: wheels.Host) ->
 def _facts(machine: Probe) -> dict[str, Any]:
     return {"os": machine.os, "os_version": machine.os_version, "arch": machine.arch,
             "python_arch": machine.python_arch, "rosetta": machine.rosetta, "wsl": machine.wsl,
-            "container": machine.container, "driver": machine.driver, "gpu_capabilities": list(machine.capabilities),
+            "container": machine.container, "driver": machine.driver,
+            "gpu_capabilities": [g.capability for g in machine.gpus if g.capability],      # one per GPU
             "rocm": machine.rocm, "amd_gpus": [g.gfx or f"AMD {g.device_id or 'GPU'} (gfx unknown)"
                                                for g in machine.amd_gpus],
             "intel_gpus": [g.label for g in machine.intel_gpus], "sources": machine.sources,
@@ -616,14 +641,16 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection)
         out.reasons.append("mps: Apple Silicon with an arm64 Python; the macOS wheels carry MPS"
                            if available[0] == "mps" else "cpu: macOS on x86_64 has no GPU backend")
         return available[0]
-    cudas = sorted((c for c in available if c.startswith("cu")), key=lambda c: cuda_of_compute(c) or (0, 0),
-                   reverse=True)
+    cudas = _cudas(available)
     for candidate in cudas:
         # A build whose index tags are recorded is checked against them (2.6.0's cu126 needs glibc 2.28).
         why = _cuda_rejection(rel, machine, candidate) or wheels.build_refusal(rel.version, candidate,
                                                                                wheels.host_of(machine, arch))
         if why:
             out.rejected.append(f"{candidate}: {why}")
+            branch = _branch_floor(machine, candidate)
+            if branch and branch not in out.notes:
+                out.notes.append(branch)
             continue
         out.reasons.append(_cuda_reason(rel, machine, candidate))
         return candidate
@@ -644,6 +671,26 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection)
     else:
         out.reasons.append("cpu: " + no_driver_reason(container=machine.container, wsl=machine.wsl))
     return "cpu"
+
+
+def _branch_floor(machine: Probe, compute: str) -> str | None:
+    """Where a driver given as a bare branch ("580", read 580.0.0) misses a floor inside that branch
+    (580.65.06) that every driver of the branch released meets, what the full version would change."""
+    cuda = cuda_of_compute(compute)
+    if machine.driver is None or "." in machine.driver or cuda is None:
+        return None
+    floor = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os).floor
+    if floor is None or floor.split(".")[0] != machine.driver or version_tuple(floor)[1:] == (0, 0):
+        return None
+    return (f"driver {machine.driver} is read as {machine.driver}.0.0, below CUDA {cuda[0]}'s floor {floor}, so "
+            f"the CUDA {cuda[0]} builds were passed over; a released {machine.driver} driver is {floor} or newer: "
+            "give its full version (nvidia-smi's driver_version)")
+
+
+def _cudas(available: list[str]) -> list[str]:
+    """The CUDA builds among ``available``, newest CUDA first: the order auto mode tries them in."""
+    return sorted((c for c in available if c.startswith("cu")), key=lambda c: cuda_of_compute(c) or (0, 0),
+                  reverse=True)
 
 
 def _another_machine(machine: Probe) -> bool:
@@ -668,14 +715,34 @@ def _cuda_rejection(rel: Release, machine: Probe, compute: str) -> str | None:
     # The build's own list is not recorded: no build can hold kernels its toolkit cannot compile, older
     # or newer (a cubin runs on later minors of its own major only: CUDA 12.6's sm_90 is no Blackwell's).
     bounds = drivers.load().arch_range(f"{cuda[0]}.{cuda[1]}")
-    if bounds is None:
-        return None
-    oldest, newest = bounds
-    beyond = [c for c in machine.capabilities if parse_capability(c) < oldest or parse_capability(c)[0] > newest[0]]
-    if beyond:
-        return (f"no kernels for {', '.join(arch_of_capability(parse_capability(c)) for c in beyond)}: "
-                f"CUDA {cuda[0]}.{cuda[1]} compiles for {arch_of_capability(oldest)} to {arch_of_capability(newest)} "
-                "only")
+    if bounds is not None:
+        oldest, newest = bounds
+        beyond = [c for c in machine.capabilities
+                  if parse_capability(c) < oldest or parse_capability(c)[0] > newest[0]]
+        if beyond:
+            return (f"no kernels for {', '.join(arch_of_capability(parse_capability(c)) for c in beyond)}: "
+                    f"CUDA {cuda[0]}.{cuda[1]} compiles for {arch_of_capability(oldest)} to "
+                    f"{arch_of_capability(newest)} only")
+    # Nor, probably, kernels an older release's build of the same CUDA had already dropped: PyTorch
+    # drops old architectures per CUDA version (cu128 lost sm_50 to sm_61 in 2.8) and has not added one back.
+    # Asked only for the architectures the newest CUDA has dropped, the ones PyTorch's builds shed (so a
+    # newer GPU's answer reads no older release).
+    ageing = [c for c in machine.capabilities if parse_capability(c) < max(drivers.load().arches)[2]]
+    earlier = _earlier_kernels(rel.version, compute) if machine.arch == "x86_64" and ageing else None
+    if earlier is not None:
+        kept = [parse_capability(a) for a in earlier[1] if re.fullmatch(r"sm_[0-9]{2,3}", a)]
+        dropped = [c for c in ageing if kept and parse_capability(c) < min(kept)]
+        if dropped:
+            return (f"no kernels for {', '.join(arch_of_capability(parse_capability(c)) for c in dropped)} in torch "
+                    f"{earlier[0]}'s {compute} already (its list, recorded; torch {rel.version}'s is not)")
+    return None
+
+
+def _earlier_kernels(version: str, compute: str) -> tuple[str, tuple[str, ...]] | None:
+    """The recorded kernel list of ``compute`` in the newest release older than ``version`` that has one."""
+    for older in newest_first(derived=False):
+        if (version == "nightly" or older.key < release(version).key) and compute in older.kernels:
+            return older.version, older.kernels[compute]
     return None
 
 
@@ -692,16 +759,27 @@ def _cuda_reason(rel: Release, machine: Probe, compute: str) -> str:
     if need.below_toolkit(machine.driver):
         text += (f"; note: below CUDA {need.cuda}'s own driver {need.toolkit}, so it runs by minor-version "
                  "compatibility (no JIT of newer PTX)")
-    if _kernels(rel, machine, compute) is None:
+    kernels = _kernels(rel, machine, compute)
+    if kernels is None:
         bounds = drivers.load().arch_range(f"{cuda[0]}.{cuda[1]}")
         text += ("; kernel lists are recorded for x86_64 wheels only" if machine.arch != "x86_64" else
                  "; this build's kernel list is not recorded")
         text += (f", so GPU architectures were checked only against CUDA {cuda[0]}.{cuda[1]}'s "
                  f"({arch_of_capability(bounds[0])} to {arch_of_capability(bounds[1])})"
                  if bounds is not None and machine.capabilities else ", so GPU architectures were not checked")
+        earlier = _earlier_kernels(rel.version, compute) if machine.arch == "x86_64" and any(
+            parse_capability(c) < max(drivers.load().arches)[2] for c in machine.capabilities) else None
+        if earlier is not None:
+            text += f" and against torch {earlier[0]}'s {compute} list (recorded), which had not dropped them"
     elif machine.capabilities:
-        text += "; kernels for " + ", ".join(arch_of_capability(parse_capability(c)) for c in machine.capabilities)
+        text += "; kernels for " + ", ".join(_served(parse_capability(c), kernels) for c in machine.capabilities)
     return text
+
+
+def _served(cc: tuple[int, int], kernels: tuple[str, ...]) -> str:
+    """``sm_90``, or ``sm_121 (sm_120's, which run on it)`` where a build carries no kernels of the GPU's own."""
+    own, serving = arch_of_capability(cc), serving_arch(cc, kernels)
+    return own if serving in (own, None) else f"{own} ({serving}'s, which run on it)"
 
 
 def _xpu(rel: Release, os: str, arch: str, package: str) -> list[str]:
@@ -734,6 +812,11 @@ def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, availabl
             if missing:
                 out.rejected.append(f"{candidate}: no kernels for {', '.join(missing)} "
                                     f"({facts.rocm_sources[candidate]})")
+                continue
+            # As for CUDA: a build whose index tags are recorded is checked against them.
+            installs = wheels.build_refusal(rel.version, candidate, wheels.host_of(machine, arch))
+            if installs:
+                out.rejected.append(f"{candidate}: {installs}")
                 continue
             left = facts.rocm_missing(machine.amd_gpus, candidate)[1]
             if left:

@@ -16,12 +16,19 @@ _CC = re.compile(r"^\s*(?:([0-9]{1,2})\.([0-9])|(?:sm_?)?([0-9]{1,3}))\s*$")
 _CUDA = re.compile(r"^\s*(?:cu)?([0-9]{1,2})\.?([0-9])\s*$")
 
 
-def parse_driver(text: str) -> tuple[int, int, int]:
-    """``'535.104.05'`` -> ``(535, 104, 5)``; missing parts count as 0."""
+def parse_driver(text: str, given_as: str | None = None) -> tuple[int, int, int]:
+    """``'535.104.05'`` -> ``(535, 104, 5)``; missing parts count as 0. ``given_as`` names where a
+    user gave it (``--driver``, ``UV_CUDA_DRIVER_VERSION``), for the error."""
     match = _DRIVER.match(text)
     if match is None:
-        raise UsageError(f"malformed NVIDIA driver version {text!r}",
-                         hint="expected digits like 535.104.05 or 580")
+        windows = re.fullmatch(r"\s*[0-9]+\.[0-9]+\.([0-9]+)\.([0-9]{4})\s*", text)
+        # Windows' Device Manager writes 572.16 as 32.0.15.7216: the last five digits are NVIDIA's version.
+        digits = "".join(windows.groups())[-5:] if windows else ""
+        hint = (f"that is Windows' form of NVIDIA's {digits[:3]}.{digits[3:]}: --driver {digits[:3]}.{digits[3:]}"
+                if len(digits) == 5 else "expected up to three numbers of at most 4 digits, as nvidia-smi's "
+                "driver_version: 535.104.05 (or a branch: 580)")
+        raise UsageError(f"malformed NVIDIA driver version {text!r}" + (f" ({given_as})" if given_as else ""),
+                         hint=hint)
     major, minor, patch = (int(part) if part else 0 for part in match.groups())
     return major, minor, patch
 
@@ -73,18 +80,25 @@ def arch_of_capability(cc: tuple[int, int]) -> str:
 
 
 def capability_supported(cc: tuple[int, int], arch_list: list[str] | tuple[str, ...]) -> bool:
-    """Whether a build with ``arch_list`` (torch's ``get_arch_list()`` names) runs on ``cc``.
+    """Whether a build with ``arch_list`` (torch's ``get_arch_list()`` names) runs on ``cc``."""
+    return serving_arch(cc, arch_list) is not None
+
+
+def serving_arch(cc: tuple[int, int], arch_list: list[str] | tuple[str, ...]) -> str | None:
+    """The entry of ``arch_list`` whose kernels run on ``cc`` (its own where there is one), or None.
 
     A cubin for sm_XY runs on devices of the same major with minor >= Y; PTX
     (compute_XY) is JIT-compiled for any device of capability >= XY.
     """
+    found = None
     for arch in arch_list:
         kind, _, digits = arch.partition("_")
         if not is_whole(digits) or len(digits) < 2:
             continue
         major, minor = int(digits[:-1]), int(digits[-1])
-        if kind == "sm" and major == cc[0] and minor <= cc[1]:
-            return True
-        if kind == "compute" and (major, minor) <= cc:
-            return True
-    return False
+        if kind == "sm" and (major, minor) == cc:
+            return arch
+        if found is None and ((kind == "sm" and major == cc[0] and minor <= cc[1])
+                              or (kind == "compute" and (major, minor) <= cc)):
+            found = arch
+    return found

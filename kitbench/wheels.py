@@ -256,7 +256,9 @@ def _refusal(wheels: Wheels, package: str, host: Host) -> str | None:
         last = [v for v, packages in load().releases.items()
                 if package in packages and any(p.os == host.os and host.arch in p.arches
                                                for p in packages[package].tags)]
-        return f"{name} has no {where} {host.arch} wheels" + (f": the last is {package} {last[-1]}" if last else "")
+        # In Windows' own word: it says ARM64 (and its wheels win_arm64) where kitbench says aarch64.
+        chip = "arm64" if host.os == "windows" and host.arch == "aarch64" else host.arch
+        return f"{name} has no {where} {chip} wheels" + (f": the last is {package} {last[-1]}" if last else "")
     if host.os == "linux" and host.libc is not None:
         libc = [p for p in fits if p.libc in (None, host.libc)]
         if not libc:
@@ -282,8 +284,9 @@ def _refusal(wheels: Wheels, package: str, host: Host) -> str | None:
         fits = floored
     if host.python is not None and not any(_python_ok(wheels.tags[p], wheels.requires_python, host.python,
                                                       host.free_threaded) for p in fits):
-        asked = f"{show(host.python)}t (free-threaded)" if host.free_threaded else show(host.python)
-        return f"{name} has no wheel for Python {asked} (it has Python {_pythons(wheels, fits, host.free_threaded)})"
+        asked = f"a free-threaded Python {show(host.python)}t" if host.free_threaded else f"Python {show(host.python)}"
+        has = _pythons(wheels, fits, host.free_threaded)
+        return f"{name} has no wheel for {asked} (it has {has if host.free_threaded else 'Python ' + has})"
     return None
 
 

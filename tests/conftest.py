@@ -107,6 +107,8 @@ def _no_user_fact_cache(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytes
 
     empty = tmp_path_factory.getbasetemp() / "no-fact-cache"
     monkeypatch.setattr(facts, "cache_dir", lambda: empty)
+    # Nor is its cache of validators and manifests written by the tests' own manifests.
+    monkeypatch.setenv("KITBENCH_CACHE", str(tmp_path_factory.getbasetemp() / "kitbench-cache"))
 
 
 @pytest.fixture(autouse=True)

@@ -144,3 +144,33 @@ def test_validators_are_compiled_once_into_the_cache_and_work_without_one(
     with pytest.raises(fastjsonschema.JsonSchemaValueException):
         schemas.validator("mnist")({"no such key": 1})
     schemas.validator.cache_clear()
+
+
+def test_a_manifest_read_once_is_read_back_from_the_cache_until_it_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """install-cmd's start-up: the YAML parser and the validators are not even imported for a manifest kept."""
+    from kitbench import schemas
+
+    monkeypatch.setenv(schemas.CACHE_VARIABLE, str(tmp_path / "cache"))
+    first = _load(tmp_path, GOOD)
+    (kept,) = (tmp_path / "cache" / "manifests").glob("target-*.marshal")
+
+    def no_parse(text: str, path: Path) -> None:
+        raise AssertionError("parsed again")
+
+    monkeypatch.setattr(manifest, "parse", no_parse)
+    again = _load(tmp_path, GOOD)
+    assert again.data == first.data and again.sha256 == first.sha256
+    monkeypatch.undo()
+    monkeypatch.setenv(schemas.CACHE_VARIABLE, str(tmp_path / "cache"))
+    # Changed bytes are read and validated anew: a wrong value kept nowhere is refused.
+    with pytest.raises(ManifestError, match="kind"):
+        _load(tmp_path, GOOD.replace("kind: venv", "kind: nonsense"))
+    # A damaged cache file costs only speed; a YAML date (which marshal cannot keep) is not kept.
+    kept.write_bytes(b"\x00garbage")
+    assert _load(tmp_path, GOOD).data == first.data
+    dated = tmp_path / "dated.yaml"
+    dated.write_text("read: 2026-11-26\n")
+    monkeypatch.setattr(schemas, "validator", lambda name: lambda data: data)
+    assert manifest.load(dated, "mnist").data == {"read": __import__("datetime").date(2026, 11, 26)}
+    assert manifest.load(dated, "mnist").data["read"].year == 2026

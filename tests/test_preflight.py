@@ -92,8 +92,14 @@ def test_rocm_is_not_refused_for_a_ryzen_igpu_beside_the_card() -> None:
 
     # rocm6.4 has no gfx1036 (Raphael's iGPU) kernels: the RX 7900 XTX decides.
     assert preflight.host_reasons(targets.get("rocm64"), box("gfx1036", "gfx1100")) == []
+    # It fits, and is told which GPU was left out and how to hide it from PyTorch.
+    (note,) = preflight.check(targets.get("rocm64"), box("gfx1036", "gfx1100"))
+    assert note.startswith("gfx1036 (HIP device 0): an integrated GPU that rocm6.4 has no kernels for, left out")
+    assert "HIP_VISIBLE_DEVICES=1 " in note
+    assert preflight.check(targets.get("rocm64"), box("gfx1100")) == []
     assert preflight.host_reasons(targets.get("rocm64"), box("gfx1036", "gfx1032")) == [
-        "its rocm6.4 build has no kernels for gfx1032"]
+        "its rocm6.4 build has no kernels for gfx1032 (gfx1036, HIP device 0, an integrated GPU it has no "
+        "kernels for either, was left out: it does not decide)"]
     # An integrated GPU alone is what there is: it decides.
     assert preflight.host_reasons(targets.get("rocm64"), box("gfx1036")) == [
         "its rocm6.4 build has no kernels for gfx1036"]

@@ -91,6 +91,28 @@ def test_override_gpus_and_driver() -> None:
     assert probe.override(box, no_gpu=True).gpus == ()
 
 
+def test_a_gpu_without_a_driver_is_refused_not_answered_with_the_cpu_build() -> None:
+    """--gpu-cc alone cannot say which CUDA builds run; the CPU build with a note would read as a GPU answer."""
+    with pytest.raises(UsageError, match="--gpu-cc describes an NVIDIA GPU, but no NVIDIA driver was given") as no:
+        probe.override(_base(), os="windows", gpu_capabilities=["9.0"])
+    assert no.value.hint is not None and "--driver" in no.value.hint
+    assert probe.override(_base(), os="windows", driver="572.16", gpu_capabilities=["9.0"]).capabilities == ("9.0",)
+
+
+def test_a_malformed_driver_is_refused_naming_where_it_was_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    """UV_CUDA_DRIVER_VERSION=abc was never typed as --driver: the error says which it was; blanks around
+    a sound version are dropped, not echoed into every note."""
+    monkeypatch.setenv(probe.CUDA_DRIVER_VARIABLE, "abc")
+    with pytest.raises(UsageError, match=r"malformed NVIDIA driver version 'abc' \(UV_CUDA_DRIVER_VERSION\)"):
+        probe.probe()
+    monkeypatch.setenv(probe.CUDA_DRIVER_VARIABLE, " 580.65.06 ")
+    assert probe.probe().driver == "580.65.06"
+    with pytest.raises(UsageError, match=r"'99999\.1' \(--driver\)") as refused:
+        probe.override(_base(), driver="99999.1")
+    assert refused.value.hint is not None and "at most 4 digits" in refused.value.hint
+    assert probe.override(_base(), driver=" 570.86.10\n").driver == "570.86.10"
+
+
 def test_override_refuses_malformed_values() -> None:
     with pytest.raises(UsageError):
         probe.override(_base(), driver="five hundred")
@@ -197,6 +219,25 @@ def test_another_interpreter_is_asked_in_a_subprocess() -> None:
         probe.python.interpreter("/nonexistent/python")
     with pytest.raises(UsageError, match="did not answer as a Python"):
         probe.python.interpreter(shutil.which("true") or "/bin/true")
+
+
+@pytest.mark.parametrize(("script", "said"), [
+    ("echo garbage; echo '{{{'", "did not answer as a Python interpreter"),
+    ("head -c 10000000 /dev/zero", "did not answer as a Python interpreter"),
+    ("exec sleep 60", "did not answer within 0.5 s"),
+])
+def test_a_python_that_is_none_is_refused_in_words(script: str, said: str, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its garbage is not taken for a version and an arch; a hang ends at the timeout, in one line."""
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\n{script}\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(probe.python, "ASK_TIMEOUT_S", 0.5)
+    with pytest.raises(UsageError, match=said) as refused:
+        probe.python.interpreter(str(fake))
+    assert "\n" not in refused.value.message and len(refused.value.message) < 200
+    with pytest.raises(UsageError, match="--python is empty"):
+        probe.python.interpreter("")
 
 
 def test_a_free_threaded_interpreter_is_told_apart(monkeypatch: pytest.MonkeyPatch) -> None:

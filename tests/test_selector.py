@@ -383,6 +383,22 @@ def test_conflicting_machine_flags_are_refused(args: list[str], words: str,
     assert capsys.readouterr().err.startswith(f"ERROR: {words}")
 
 
+@pytest.mark.parametrize(("compute", "error", "hint"), [
+    ("cu128", "torch 2.15.0 has no cu128 build for pip on linux x86_64", "; torch 2.11.0 has cu128: --release 2.11.0"),
+    ("rocm6.4", "torch 2.15.0 has no rocm6.4 build", "; torch 2.9.1 has rocm6.4: --release 2.9.1"),
+    ("CU126", "unknown --compute 'CU126'", "torch 2.15.0 has: rocm7.2, rocm7.14, cu126, cu130, cu132, cpu, xpu"),
+    ("", "unknown --compute ''", "auto, cpu, mps, xpu, cuXYZ (cu126) or rocmX.Y (rocm6.4);"),
+])
+def test_a_compute_the_release_lacks_names_the_release_that_has_it(compute: str, error: str, hint: str,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench._cli import main
+
+    assert main(["install-cmd", "--os", "linux", "--python-version", "3.12", "--glibc", "2.35",
+                 "--compute", compute]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"ERROR: {error}") and hint in err[1] and len(err) == 2
+
+
 def test_the_interpreters_arch_picks_the_wheel_where_the_os_emulates_it(capsys: pytest.CaptureFixture[str]) -> None:
     """Windows on Arm runs x64 Pythons: their wheels are win_amd64 ones, which exist, where no
     win_arm64 wheel of torch is on PyPI; the refusal for a native Python says so."""
@@ -604,6 +620,101 @@ def test_a_gpu_newer_than_every_build_of_a_release_is_told_which_release_first_h
     assert selector.select(gb10, release_spec="2.7.0").compute == "cu128"
     assert selector.select(h100, release_spec="2.6.0").compute == "cu126"
     assert selector.select(blackwell).compute.startswith("cu")
+
+
+def test_the_release_named_for_a_gpu_is_told_with_the_build_its_own_answer_picks() -> None:
+    """The note after an explicit release's CPU answer names the build ``--release`` of that release would
+    give: its newest CUDA that runs here (cu132, not cu130), and one whose index tags install here."""
+    blackwell = probe.override(LINUX, driver="580.65.06", gpu_capabilities=["12.0"], python_version="3.12",
+                               glibc="2.35")
+    chosen = selector.select(blackwell, release_spec="2.6.0")
+    named = next(n for n in chosen.notes if n.startswith("no build of torch 2.6.0 runs on this GPU"))
+    newest = named.rsplit("--release ", 1)[1].rstrip(")")
+    assert named.endswith(f"with {selector.select(blackwell, release_spec=newest).compute} (--release {newest})")
+    # glibc 2.17: 2.6.0's cu126 wheels are manylinux_2_28 (envs/index_tags.yaml), its cu124 ones install.
+    old = probe.override(LINUX, driver="570.86.10", gpu_capabilities=["9.0"], python_version="3.12", glibc="2.17")
+    host = selector.wheels.host_of(old, "x86_64")
+    assert next(selector._gpu_releases(old, "x86_64", "pip", host)) == (selector.release("2.6.0"), "cu124")
+    assert selector.select(old, release_spec="2.6.0").compute == "cu124"
+
+
+def test_a_rocm_build_whose_recorded_index_tags_refuse_the_host_is_passed_over(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recorded index tags decide a ROCm build as they do a CUDA one, in the release's own choice and so in
+    the accelerator-first fallback that reuses it."""
+    card = probe.override(LINUX, gpu_gfx=["gfx1100"], python_version="3.12", glibc="2.35")
+    assert selector.select(card).compute == "rocm7.14"
+    refusing = {("2.15.0", "rocm7.14"), ("2.15.0", "rocm7.2")}
+    monkeypatch.setattr(selector.wheels, "build_refusal", lambda version, compute, host: "needs glibc 2.99 (test)"
+                        if (version, compute) in refusing else None)
+    chosen = selector.select(card, release_spec="2.15.0")
+    assert chosen.compute == "cpu" and "rocm7.14: needs glibc 2.99 (test)" in chosen.rejected
+    stable = selector.select(card)
+    assert stable.release != "2.15.0" and stable.compute.startswith("rocm")
+
+
+def test_a_gpu_run_by_another_minors_kernels_is_not_said_to_have_its_own() -> None:
+    """cu132 of 2.15.0 carries sm_120 and sm_100, not sm_121 or sm_101: a GB10 runs sm_120's cubins."""
+    gb10 = probe.override(LINUX, driver="580.65.06", gpu_capabilities=["12.1", "9.0"])
+    chosen = selector.select(gb10, release_spec="2.15.0")
+    assert chosen.compute == "cu132"
+    assert chosen.reasons[-1].endswith("; kernels for sm_121 (sm_120's, which run on it), sm_90")
+
+
+def test_a_driver_given_as_a_bare_branch_is_told_what_its_full_version_would_change() -> None:
+    """--driver 580 (the help's own example form) is read 580.0.0, below CUDA 13's 580.65.06, which every
+    released 580 driver meets: the answer stays on the safe side and says so, once."""
+    h100 = probe.override(LINUX, driver="580", gpu_capabilities=["9.0"], python_version="3.12", glibc="2.35")
+    chosen = selector.select(h100)
+    assert chosen.compute == "cu126"
+    said = [n for n in chosen.notes if n.startswith("driver 580 is read as 580.0.0")]
+    assert said == ["driver 580 is read as 580.0.0, below CUDA 13's floor 580.65.06, so the CUDA 13 builds were "
+                    "passed over; a released 580 driver is 580.65.06 or newer: give its full version "
+                    "(nvidia-smi's driver_version)"]
+    full = selector.select(probe.override(h100, driver="580.65.06"))
+    assert full.compute == "cu132" and not any(n.startswith("driver 580") for n in full.notes)
+    # A branch whose floor is its .0.0 (Windows' 580.0.0 for CUDA 13) needs no such note.
+    windows = probe.override(LINUX, os="windows", driver="580", gpu_capabilities=["9.0"], python_version="3.12")
+    assert not any("is read as" in n for n in selector.select(windows).notes)
+
+
+def test_a_start_locally_command_of_an_older_release_says_it_names_no_version() -> None:
+    """pytorch.org's 2.6.0 command, run today, installs today's torch: an explicit old release, or the
+    accelerator-first fallback's (an RTX 5090 on driver 570 gets 2.11.0), is told so; today's is not."""
+    old = selector.select(LINUX, release_spec="2.6.0", compute="cu124", fmt="selector")
+    assert old.command == "pip3 install torch torchvision torchaudio"
+    assert any(n.startswith("the Start Locally form names no version") and "--format pinned installs 2.6.0" in n
+               for n in old.notes)
+    blackwell = probe.override(LINUX, driver="570.86.10", gpu_capabilities=["12.0"], python_version="3.12",
+                               glibc="2.35")
+    fallback = selector.select(blackwell, fmt="selector")
+    assert fallback.release != selector.release("stable").version
+    assert any(n.startswith("the Start Locally form names no version") for n in fallback.notes)
+    today = selector.select(probe.override(blackwell, driver="580.65.06"), fmt="selector")
+    assert not any(n.startswith("the Start Locally form") for n in today.notes)
+
+
+def test_a_build_without_a_kernel_list_lacks_what_its_cuda_had_already_dropped() -> None:
+    """2.11.0's cu128 list is not recorded; 2.8 to 2.10's cu128 have none for Maxwell or Pascal, and CUDA
+    12.8 could build them: a GTX 1080 with --release 2.11.0 gets cu126, not a cu128 without its kernels."""
+    pascal = probe.override(LINUX, driver="575.57.08", gpu_capabilities=["6.1"])
+    assert "cu128" not in selector.release("2.11.0").kernels
+    chosen = selector.select(pascal, release_spec="2.11.0")
+    assert chosen.compute == "cu126"
+    assert ("cu128: no kernels for sm_61 in torch 2.10.0's cu128 already (its list, recorded; torch 2.11.0's is "
+            "not)") in chosen.rejected
+    # What was not dropped still runs there: Volta and Blackwell keep 2.11.0's cu128.
+    for cc in ("7.0", "12.0"):
+        assert selector.select(probe.override(pascal, gpu_capabilities=[cc]), release_spec="2.11.0").compute == "cu128"
+
+
+def test_eight_gpus_of_one_kind_are_named_once() -> None:
+    """--gpu-cc once per GPU: an 8-GPU box (or a hostile 10,000) names sm_90 once, and keeps its GPU count."""
+    box = probe.override(LINUX, driver="580.65.06", gpu_capabilities=["9.0"] * 8 + ["8.6"] * 2)
+    assert box.capabilities == ("9.0", "8.6")
+    chosen = selector.select(box, release_spec="2.15.0")       # its cu132's kernel list is recorded
+    assert chosen.reasons[-1].endswith("; kernels for sm_90, sm_86")
+    assert chosen.facts["gpu_capabilities"] == ["9.0"] * 8 + ["8.6"] * 2
 
 
 @pytest.mark.parametrize("given", ["10", "10.0", "sm_100", "100"])

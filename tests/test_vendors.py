@@ -610,3 +610,18 @@ def test_every_accelerator_synchronizes_through_torch_accelerator(monkeypatch: p
     for device in (torch.device("xpu", 0), torch.device("cuda", 1), torch.device("cpu")):
         devices.synchronize(device)
     assert seen == [torch.device("xpu", 0), torch.device("cuda", 1)]
+
+
+def test_an_arc_card_beside_a_uhd_igpu_is_described_with_two_intel_gpu_flags(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--intel-gpu once per GPU, as --gpu-cc and --gpu-gfx: the Arc decides, the UHD is named as left out."""
+    from kitbench._cli import main
+
+    assert main(["install-cmd", "--os", "linux", "--python-version", "3.12", "--glibc", "2.35",
+                 "--intel-gpu", "4680", "--intel-gpu", "56a0"]) == 0
+    out, err = capsys.readouterr()
+    assert out.rstrip().endswith("/whl/xpu")
+    assert "Intel GPU 0x4680: none of the GPUs the XPU builds support, left out" in err
+    assert main(["install-cmd", "--os", "linux", "--python-version", "3.12", "--glibc", "2.35",
+                 "--intel-gpu", "4680"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("/whl/cpu")

@@ -55,3 +55,10 @@ def test_parsers_refuse_never_crash(text: str) -> None:
     for parser in (parse_driver, parse_capability, parse_cuda):
         with contextlib.suppress(UsageError):
             parser(text)
+
+
+def test_windows_device_managers_driver_version_is_translated_in_the_hint() -> None:
+    """Device Manager shows NVIDIA's 572.16 as 32.0.15.7216; nvidia-smi shows 572.16."""
+    with pytest.raises(UsageError, match=r"malformed NVIDIA driver version '32\.0\.15\.7216'") as refused:
+        parse_driver("32.0.15.7216", "--driver")
+    assert refused.value.hint == "that is Windows' form of NVIDIA's 572.16: --driver 572.16"

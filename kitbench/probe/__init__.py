@@ -74,7 +74,8 @@ class Probe:
 
     @property
     def capabilities(self) -> tuple[str, ...]:
-        return tuple(g.capability for g in self.gpus if g.capability)
+        """The NVIDIA GPUs' compute capabilities, each once (eight H100s are one sm_90 to a wheel)."""
+        return tuple(dict.fromkeys(g.capability for g in self.gpus if g.capability))
 
     @property
     def gfx(self) -> tuple[str, ...]:
@@ -273,9 +274,9 @@ def probe() -> Probe:
             sources["driver"] = smi_path if smi_path == _WSL_SMI else "nvidia-smi"
         why = _smi_doubt(smi[0], smi[2], gpus, strange)
         sources["gpus"] = "nvidia-smi --query-gpu" + (UNCONFIRMED + why if why else "")
-    driver_override = os.environ.get(CUDA_DRIVER_VARIABLE)
+    driver_override = os.environ.get(CUDA_DRIVER_VARIABLE, "").strip()
     if driver_override:
-        parse_driver(driver_override)       # a malformed value is refused, not ignored
+        parse_driver(driver_override, CUDA_DRIVER_VARIABLE)       # a malformed value is refused, not ignored
         driver = driver_override
         sources["driver"] = CUDA_DRIVER_VARIABLE
     # The host's ROCm install only; a ROCm-in-wheel (torch's bundled HIP runtime) is no host fact.
@@ -342,16 +343,18 @@ def _shipped(capability: tuple[int, int]) -> tuple[int, int]:
 def override(base: Probe, *, os: str | None = None, arch: str | None = None,
              python_arch: str | None = None, driver: str | None = None,
              gpu_capabilities: Sequence[str] = (), no_gpu: bool = False, gpu_gfx: Sequence[str] = (),
-             intel_gpu: bool | str = False, python_path: str | None = None, python_version: str | None = None,
-             glibc: str | None = None, os_version: str | None = None) -> Probe:
+             intel_gpu: bool | str | Sequence[bool | str] = False, python_path: str | None = None,
+             python_version: str | None = None, glibc: str | None = None, os_version: str | None = None) -> Probe:
     """Answer for another machine: replace probed facts with given ones.
 
     Naming another OS than the host's answers for another machine altogether: none
     of this host's facts (arch, driver, GPUs, ROCm, WSL, container) carry over; each
     takes that OS's default unless given, and ``sources`` says which is which.
     """
+    # --intel-gpu once per GPU: True for one whose device id is not known, else its id.
+    intels = [g for g in ([intel_gpu] if isinstance(intel_gpu, (bool, str)) else intel_gpu) if g is not False]
     flags = [flag for flag, value in (("--driver", driver is not None), ("--gpu-cc", gpu_capabilities),
-                                      ("--gpu-gfx", gpu_gfx), ("--intel-gpu", intel_gpu is not False)) if value]
+                                      ("--gpu-gfx", gpu_gfx), ("--intel-gpu", intels)) if value]
     given = flags[0] if flags else None
     if no_gpu and given:
         raise UsageError("--no-gpu contradicts " + given,
@@ -400,21 +403,27 @@ def override(base: Probe, *, os: str | None = None, arch: str | None = None,
         changes.update(driver=None, gpus=(), rocm=None, amd_gpus=(), intel_gpus=())
         sources["driver"] = sources["gpus"] = sources["amd_gpus"] = sources["intel_gpus"] = "--no-gpu"
     if driver is not None:
-        parse_driver(driver)
+        driver = driver.strip()
+        parse_driver(driver, "--driver")
         changes["driver"] = driver
         sources["driver"] = "--driver"
     if gpu_capabilities:
         caps = [format_capability(_shipped(parse_capability(c))) for c in gpu_capabilities]
         changes["gpus"] = tuple(Gpu(i, "(given)", c, None) for i, c in enumerate(caps))
         sources["gpus"] = "--gpu-cc"
+        if changes.get("driver", base.driver) is None:
+            # Which CUDA builds run is the driver's to say: without one the answer could only be the CPU build.
+            raise UsageError("--gpu-cc describes an NVIDIA GPU, but no NVIDIA driver was "
+                             + ("found here" if "driver" not in sources else "given"),
+                             hint="add that machine's driver as nvidia-smi shows it, e.g. --driver 570.86.10")
     if gpu_gfx:
         names = [name for given in gpu_gfx for name in amd.parse_gfx_list(given, "--gpu-gfx")]
         changes["amd_gpus"] = tuple(AmdGpu(i, name, None) for i, name in enumerate(names))
         sources["amd_gpus"] = "--gpu-gfx"
-    if intel_gpu is not False:
+    if intels:
         # --intel-gpu alone: an Intel GPU whose device id is not known; with an id, that GPU.
-        device = intel.parse_device_id(intel_gpu) if isinstance(intel_gpu, str) and intel_gpu else None
-        changes["intel_gpus"] = (IntelGpu("(given)", device),)
+        changes["intel_gpus"] = tuple(IntelGpu("(given)", intel.parse_device_id(g) if isinstance(g, str) and g
+                                               else None) for g in intels)
         sources["intel_gpus"] = "--intel-gpu"
     _interpreter(changes, sources, target_os, python_path=python_path, python_version=python_version,
                  glibc=glibc, os_version=os_version)

@@ -11,9 +11,13 @@ from __future__ import annotations
 import glob
 import os
 import platform
+import re
 import subprocess
 
+from kitbench import _proc
 from kitbench.errors import UsageError
+
+ASK_TIMEOUT_S = 20.0    # a cold interpreter on a slow network file system, with room to spare
 
 # Printed by the target interpreter: its version ("t" appended for a free-threaded build), its machine,
 # and its C library as it sees it.
@@ -25,6 +29,8 @@ def interpreter(path: str) -> tuple[str, str, tuple[str, str]]:
     """(version X.Y.Z, "t" appended if free-threaded, machine, (libc name, version)) of the interpreter at
     ``path``; a directory is taken as a virtual environment, its interpreter asked (as uv's ``--python .venv``
     does)."""
+    if not path:
+        raise UsageError("--python is empty", hint="give the path of a Python interpreter, e.g. .venv/bin/python")
     if os.path.isdir(path):
         found = [p for p in (os.path.join(path, "bin", "python"), os.path.join(path, "Scripts", "python.exe"))
                  if os.path.isfile(p)]
@@ -33,11 +39,18 @@ def interpreter(path: str) -> tuple[str, str, tuple[str, str]]:
                              hint="give a virtual environment's directory or an interpreter, e.g. .venv/bin/python")
         path = found[0]
     try:
-        done = subprocess.run([path, "-I", "-c", _ASK], capture_output=True, text=True, timeout=20, check=False)
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise UsageError(f"cannot run --python {path}: {exc}", hint="give the path of a Python interpreter") from None
+        # Bounded: the file given may be anything, a script that never ends or one that prints gigabytes.
+        done = _proc.run([path, "-I", "-c", _ASK], ASK_TIMEOUT_S, max_bytes=4096)
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"--python {path} did not answer within {ASK_TIMEOUT_S:g} s",
+                         hint="give the path of a Python 3 interpreter, e.g. .venv/bin/python") from None
+    except OSError as exc:
+        raise UsageError(f"cannot run --python {path}: {exc.strerror or exc}",
+                         hint="give the path of a Python interpreter") from None
     lines = done.stdout.splitlines()
-    if done.returncode != 0 or len(lines) < 2:
+    # What a Python prints here, and nothing else: garbage would otherwise be read as the machine's arch.
+    if (done.returncode != 0 or len(lines) < 2 or not re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+[a-z0-9+]*t?", lines[0])
+            or not re.fullmatch(r"[A-Za-z0-9_]+", lines[1])):
         raise UsageError(f"--python {path} did not answer as a Python interpreter",
                          hint="give the path of a Python 3 interpreter, e.g. .venv/bin/python")
     name, _, version = (lines[2] if len(lines) > 2 else "").partition(" ")

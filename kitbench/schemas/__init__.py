@@ -11,13 +11,10 @@ Where the cache cannot be written, the validator is compiled in memory as before
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
-import tempfile
 from collections.abc import Callable
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +32,9 @@ def cache_dir() -> Path:
 @cache
 def validator(name: str) -> Callable[[Any], Any]:
     """The validator of ``<name>.schema.json``; it raises fastjsonschema's JsonSchemaValueException."""
+    import importlib.util
+    from importlib import resources
+
     import fastjsonschema
 
     text = resources.files(__name__).joinpath(f"{name}.schema.json").read_text()
@@ -43,7 +43,7 @@ def validator(name: str) -> Callable[[Any], Any]:
     path = cache_dir() / "validators" / f"{module}.py"
     try:
         if not path.is_file():
-            _write(path, fastjsonschema.compile_to_code(json.loads(text)))
+            write_atomically(path, fastjsonschema.compile_to_code(json.loads(text)).encode())
         spec = importlib.util.spec_from_file_location(module, path)
         if spec is None or spec.loader is None:
             raise ImportError(path)
@@ -55,13 +55,15 @@ def validator(name: str) -> Callable[[Any], Any]:
     return compiled
 
 
-def _write(path: Path, source: str) -> None:
+def write_atomically(path: Path, content: bytes) -> None:
     """Whole or not at all: another process may be writing the same file at the same moment."""
+    import tempfile
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as out:
-            out.write(source)
+        with os.fdopen(fd, "wb") as out:
+            out.write(content)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
