@@ -97,7 +97,7 @@ def tag_key(tag: str) -> tuple[int, str]:
 # --- where the sources are -------------------------------------------------------------------------------------
 
 def pypi_index() -> str:
-    from kitbench.installer import pip_configuration
+    from kitbench._pipconf import pip_configuration
 
     url = (pip_configuration().get("index-url") or [PYPI])[0]
     return url.rstrip("/") + "/"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kitbench import installer, locks, targets
+from kitbench import _pipconf, installer, locks, targets
 
 REPO = Path(__file__).resolve().parent.parent
 CPU_LINUX = REPO / "envs" / "locks" / "pylock.cpu-linux-x86_64-py3.11.toml"
@@ -22,7 +22,7 @@ def plain(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / ".config"))
     monkeypatch.setenv("XDG_CONFIG_DIRS", str(tmp_path / "etc"))
     monkeypatch.setenv("PIP_CONFIG_FILE", str(tmp_path / "none.conf"))
-    monkeypatch.setattr(installer, "_pip_config_files", lambda: [tmp_path / "pip.conf"])
+    monkeypatch.setattr(_pipconf, "config_files", lambda: [tmp_path / "pip.conf"])
     monkeypatch.setattr(installer, "_uv_config_files", lambda: [tmp_path / "uv.toml"])
     monkeypatch.chdir(tmp_path)
 
@@ -63,7 +63,7 @@ def test_default_means_the_users_configuration_for_pip_and_uv(monkeypatch: pytes
         "--default-index", "https://mirror.example/simple", "--index", "file:///opt/a/simple",
         "--index", "file:///opt/b/simple", "--find-links", "/opt/wheels", "--index-strategy", "unsafe-best-match"]
     monkeypatch.setenv("PIP_INDEX_URL", "https://env.example/simple")          # the environment over the file
-    assert installer.pip_configuration()["index-url"] == ["https://env.example/simple"]
+    assert _pipconf.pip_configuration()["index-url"] == ["https://env.example/simple"]
     # uv configured (uv.toml or UV_* variables): uv reads its own, kitbench passes nothing.
     (tmp_path / "uv.toml").write_text('[[index]]\nurl = "https://uv.example/simple"\ndefault = true\n')
     assert installer.uv_index_args(chosen, hashed=True) == []
