@@ -21,7 +21,7 @@ from kitbench._signals import sigterm_raises
 if TYPE_CHECKING:
     from kitbench import fleet
 
-from kitbench.errors import OPTIONAL_HINTS, KitbenchError, MissingDependency, SlurmError, Terminated, UsageError
+from kitbench.errors import OPTIONAL_HINTS, KitbenchError, MissingDependency, SlurmError, Terminated, UsageError, clean
 
 _EPILOG_RUN = """\
 examples:
@@ -181,7 +181,8 @@ def _build_parser() -> argparse.ArgumentParser:
                        "Python, hashes where known) in a fresh cached venv, run the same checks with the same "
                        "options and seed, write a new record naming the old one, and verify the two.")
     replay.add_argument("record", type=Path, metavar="RECORD")
-    replay.add_argument("--out", type=Path, help="the new record (default: results/replay/<name>-replay-<time>.json)")
+    replay.add_argument("--out", help="the new record, or a directory to put it in (default: "
+                                      "results/replay/<name>-replay-<time>.json)")
 
     probe = sub.add_parser("probe", help="print this machine's facts (no torch needed)",
                            description="Read OS, chip, Python arch, NVIDIA driver, GPUs, ROCm, WSL and "
@@ -542,13 +543,14 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
     from kitbench import compare, records
 
-    verdict = compare.verify(records.read(args.reference), records.read(args.candidate))
+    (reference, ref_sha), (candidate, cand_sha) = (records.read_hashed(p) for p in (args.reference, args.candidate))
+    compare.refuse_same_run([compare.Loaded(args.reference, reference, ref_sha),
+                             compare.Loaded(args.candidate, candidate, cand_sha)])
+    verdict = compare.verify(reference, candidate)
     if args.json:
         print(json.dumps({**dataclasses.asdict(verdict), "reproduced": verdict.reproduced}, indent=2))
     else:
         # Model names, packages and settings come from the records: data, shown escaped.
-        from kitbench._ui import clean
-
         print(verdict.verdict.upper() if not verdict.reproduced else verdict.verdict,
               f": {clean(verdict.first_divergence)}" if verdict.first_divergence else "", sep="")
         for c in verdict.comparisons:
@@ -564,7 +566,6 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 def _cmd_replay(args: argparse.Namespace) -> int:
     from kitbench import replay
-    from kitbench._ui import clean  # the record's platform, packages and model names are data
     from kitbench.probe import probe
 
     outcome = replay.replay(args.record, args.out, probe(), lambda line: print(f"replay: {line}", file=sys.stderr))
@@ -721,7 +722,8 @@ def _main(argv: Sequence[str] | None) -> int:
                               "the data)")
     if isinstance(error, MissingDependency) and error.module in ("torch", "torchvision"):
         error.hint = _install_hint(error.hint or "")
-    print(f"ERROR: {error.message}", file=sys.stderr)
+    # Messages quote records, paths and programs' words: data, escaped here for every error at once.
+    print(f"ERROR: {clean(error.message)}", file=sys.stderr)
     if error.hint:
-        print(f"hint: {error.hint}", file=sys.stderr)
+        print(f"hint: {clean(error.hint)}", file=sys.stderr)
     return error.exit_code

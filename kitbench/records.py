@@ -11,6 +11,7 @@ them against ``kitbench/schemas/run.schema.json`` before returning one.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -155,38 +156,6 @@ def write_atomic(path: Path, record: Mapping[str, object]) -> None:
     _files.write(path, to_json(record), replace=True, what="the record")
 
 
-def _read_bounded(path: Path) -> bytes:
-    """The bytes of a regular file of at most ``MAX_BYTES``; FIFOs and devices are refused
-    before a single byte is read (opening non-blocking, then checking what was opened)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except FileNotFoundError:
-        raise RecordReadError(f"no such record: {path}") from None
-    except OSError as exc:
-        raise RecordReadError(f"cannot read record {path}: {exc.strerror or exc}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise RecordReadError(f"{path} is not a regular file; kitbench reads records only from files")
-        if info.st_size > MAX_BYTES:
-            raise RecordReadError(f"{path} is {info.st_size:,} bytes; a kitbench record is at most {MAX_BYTES:,}")
-        chunks, size = [], 0
-        while size <= MAX_BYTES:
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        data = b"".join(chunks)
-    except OSError as exc:
-        raise RecordReadError(f"cannot read record {path}: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-    if len(data) > MAX_BYTES:
-        raise RecordReadError(f"{path} grew past {MAX_BYTES:,} bytes while being read")
-    return data
-
-
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
@@ -201,11 +170,44 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return data
 
 
+# Numbers a record may hold: no measurement, count or size kitbench writes comes near these, and any
+# sum, product or difference of two of them stays a finite float (1e308 * 10 is an overflow, float(10**400)
+# an OverflowError).
+MAX_FLOAT = 1e100
+MAX_INT = 2**63
+
+
 def _finite_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
         raise ValueError(f"the number {text[:40]} overflows to infinity")
     return value
+
+
+def _unsound(value: Any) -> str | None:
+    """Where ``value`` holds what no record holds, said with its JSON pointer: a number beyond MAX_FLOAT or
+    MAX_INT, or a string (a key too) with a lone surrogate ("\\ud800" is valid JSON but no text: no
+    encoder can write it)."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return f"field {where or '(top level)'}: a lone surrogate, which is not text"
+        elif isinstance(item, bool):
+            continue
+        elif isinstance(item, int) and abs(item) >= MAX_INT:
+            return f"field {where}: the whole number {str(item)[:24]}... is beyond 2**63, which no record holds"
+        elif isinstance(item, float) and abs(item) > MAX_FLOAT:
+            return f"field {where}: the number {item:g} is beyond {MAX_FLOAT:g}, which no record holds"
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                stack += [(f"{where}/(key)", key), (f"{where}/{key}", child)]
+        elif isinstance(item, list):
+            stack += [(f"{where}/{i}", child) for i, child in enumerate(item)]
+    return None
 
 
 def _text(data: bytes | str, path: Path | str) -> str:
@@ -259,6 +261,10 @@ def parse(text: bytes | str, path: Path | str) -> RunRecord:
                               f"{' and '.join(map(repr, READABLE))}",
                               hint="use the kitbench version that wrote it")
     validate(data, path)
+    unsound = _unsound(data)
+    if unsound is not None:
+        raise RecordReadError(f"{path}: {unsound[:300]}",
+                              hint="it was not written by kitbench or was edited since")
     return cast(RunRecord, data)
 
 
@@ -285,6 +291,18 @@ def _validator() -> Callable[[Any], Any]:
     return schemas.validator("run")
 
 
+def read_hashed(path: Path) -> tuple[RunRecord, str]:
+    """One record and the sha256 of the very bytes it was parsed from (read once: a file replaced
+    meanwhile cannot lend its hash to other data)."""
+    data = _files.read(path, MAX_BYTES, "record", RecordReadError)
+    return parse(data, path), hashlib.sha256(data).hexdigest()
+
+
 def read(path: Path) -> RunRecord:
     """Load and validate one record; every failure is a one-line RecordReadError."""
-    return parse(_read_bounded(path), path)
+    return read_hashed(path)[0]
+
+
+def new_run_id() -> str:
+    """A run's identity, carried by its record: a copy of the record is the same run, a replay a new one."""
+    return secrets.token_hex(16)

@@ -156,6 +156,7 @@ def run(options: Options, out: Path | None = None, progress: Progress | None = N
         record: RunRecord = {
             "schema": SCHEMA,
             "status": "interrupted",
+            "run_id": records.new_run_id(),
             "started_at": records.utc_now(),
             "ended_at": None,
             "argv": sys.argv[1:],

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from html import escape as _html_escape
 
 # Control characters that a record could carry into a label (ESC, C1, line separators, bidi overrides,
-# as kitbench._ui.clean shows them escaped): a label shows them as a space, never raw.
+# as kitbench.errors.clean shows them escaped): a label shows them as a space, never raw.
 CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 

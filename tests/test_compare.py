@@ -153,15 +153,15 @@ def test_plot_is_written(runs: dict[str, Path], tmp_path: Path) -> None:
 
 
 def test_a_plot_of_more_records_than_it_can_hold_is_refused_before_any_output(
-        runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        another_run: typing.Callable[[Path, Path], Path]) -> None:
     from kitbench import plots
     from kitbench._cli import main
 
     folder = tmp_path / "many"
     folder.mkdir()
-    text = runs["a"].read_text()
     for i in range(plots.MAX_RECORDS + 1):
-        (folder / f"r{i}.json").write_text(text)
+        another_run(runs["a"], folder / f"r{i}.json")
     out = tmp_path / "many.png"
     assert main(["compare", str(folder), "--plot", str(out)]) == 2
     captured = capsys.readouterr()
@@ -340,7 +340,8 @@ def test_deterministic_and_default_runs_fall_to_the_tolerance_naming_the_setting
     assert "settings differ: " in rule and "deterministic_algorithms" in rule
 
 
-def test_a_round_2_record_still_verifies_by_the_round_2_rules() -> None:
+def test_a_round_2_record_still_verifies_by_the_round_2_rules(tmp_path: Path,
+                                                              another_run: typing.Callable[[Path, Path], Path]) -> None:
     path = Path(__file__).resolve().parent.parent / "docs" / "records" / "cpu-bench-fnn.json"
     record = records.read(path)
     assert "settings" not in record["environment"]
@@ -353,7 +354,7 @@ def test_a_round_2_record_still_verifies_by_the_round_2_rules() -> None:
     changed = records.read(path)
     changed["checks"]["mnist"]["runs"][0]["loss_curve"][5] += 1e-6
     assert not compare.verify(record, changed).reproduced
-    done = _verify_cli(path, path)
+    done = _verify_cli(path, another_run(path, tmp_path / "again.json"))
     assert done.returncode == 0 and "round-2 rules" in done.stdout
 
 
@@ -412,7 +413,8 @@ def test_verify_refuses_a_record_with_two_runs_under_one_key(side: str, tmp_path
     assert err.startswith(f"ERROR: the {side} holds two MNIST runs of ")
 
 
-def test_verify_shows_record_text_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_verify_shows_record_text_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                         another_run: typing.Callable[[Path, Path], Path]) -> None:
     from kitbench._cli import main
 
     def hostile(data: dict) -> None:        # type: ignore[type-arg]
@@ -426,7 +428,7 @@ def test_verify_shows_record_text_escaped(tmp_path: Path, capsys: pytest.Capture
         data["environment"]["cpu"] = "another"
 
     other = _edited_record(tmp_path, "other.json", elsewhere)
-    for pair in ([path, path], [other, path]):
+    for pair in ([path, another_run(path, tmp_path / "again.json")], [other, path]):
         assert main(["verify", *map(str, pair)]) in (0, 1)
         out = capsys.readouterr().out
         assert "pwned" in out and not any(c in out for c in "\x1b\x07\r\u202e")
@@ -465,7 +467,8 @@ def _no_checks(data: dict[str, typing.Any]) -> None:
 ], ids=["failed-error", "failed", "interrupted", "diverged", "mnist-failed", "mnist-skipped", "moves-failed",
         "interrupted-empty"])
 def test_a_record_that_is_not_ok_never_verifies(side: str, edit: typing.Any, words: str, tmp_path: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+                                                capsys: pytest.CaptureFixture[str],
+                                                another_run: typing.Callable[[Path, Path], Path]) -> None:
     """Its numbers may equal the reference's to the bit: a failed, interrupted or falsely diverged record,
     or one with a failed check, vouches for nothing. Exit 1 (a verdict), as for a diverged run."""
     from kitbench._cli import main
@@ -479,7 +482,7 @@ def test_a_record_that_is_not_ok_never_verifies(side: str, edit: typing.Any, wor
     assert main(["verify", "--json", *map(str, pair)]) == 1
     verdict = json.loads(capsys.readouterr().out)
     assert verdict["reproduced"] is False and verdict["first_divergence"].startswith(words.replace("SIDE", side))
-    assert main(["verify", str(good), str(good)]) == 0
+    assert main(["verify", str(good), str(another_run(good, tmp_path / "again.json"))]) == 0
 
 
 def _run(**changes: object) -> typing.Callable[[dict[str, typing.Any]], None]:

@@ -170,7 +170,7 @@ def test_only_bounded_regular_files_are_read(tmp_path: Path, monkeypatch: pytest
         records.read(tmp_path)
     big = tmp_path / "big.json"
     big.write_bytes(b" " * (records.MAX_BYTES + 1))
-    with pytest.raises(RecordReadError, match="a kitbench record is at most"):
+    with pytest.raises(RecordReadError, match="a record is at most"):
         records.read(big)
 
 

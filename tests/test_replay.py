@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -125,7 +126,7 @@ def test_a_record_naming_options_instead_of_packages_is_refused_before_a_build(
     assert "which no index serves" in err and not (tmp_path / "cache").exists()
 
 
-@pytest.mark.parametrize("kind", ["symlink", "directory", "foreign file"])
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "foreign file"])
 def test_a_bad_out_is_refused_before_the_environment_is_built(kind: str, tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
@@ -135,13 +136,27 @@ def test_a_bad_out_is_refused_before_the_environment_is_built(kind: str, tmp_pat
     (tmp_path / "notes.txt").write_text("keep")
     if kind == "symlink":
         out.symlink_to(tmp_path / "notes.txt")
-    elif kind == "directory":
-        out.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(out)
     else:
         out.write_text("keep")
     assert _cli.main(["replay", str(record), "--out", str(out)]) == 2
-    assert capsys.readouterr().err.startswith(f"ERROR: will not write {out}")
+    err = capsys.readouterr().err
+    assert err.startswith(f"ERROR: will not write {out}")
+    assert "hint: give another --out" in err and "--force" not in err      # replay takes no --force
     assert not (tmp_path / "cache").exists() and (tmp_path / "notes.txt").read_text() == "keep"
+
+
+def test_out_naming_a_directory_puts_the_record_inside_it_or_is_refused(tmp_path: Path) -> None:
+    source = tmp_path / "r.json"
+    (tmp_path / "folder").mkdir()
+    for given in (str(tmp_path / "folder"), str(tmp_path / "folder") + "/"):
+        inside = replay.out_path(given, source)
+        assert inside.parent == tmp_path / "folder" and inside.name.startswith("r-replay-")
+    with pytest.raises(ReplayError, match="names a directory, and there is none"):
+        replay.out_path(str(tmp_path / "nowhere") + "/", source)
+    assert not (tmp_path / "nowhere").exists()
+    assert replay.out_path(str(tmp_path / "x.json"), source) == tmp_path / "x.json"
 
 
 def test_a_mac_record_is_planned_for_this_platform_and_says_so(cpu_record: Path, tmp_path: Path) -> None:
@@ -162,14 +177,15 @@ def test_a_v1_record_is_planned_from_its_torch_and_the_targets_pins() -> None:
 
 
 @pytest.mark.parametrize("old", OLD_RECORDS, ids=lambda p: p.name)
-def test_v1_records_are_still_compared_and_verified(old: Path, cpu_record: Path,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_v1_records_are_still_compared_and_verified(old: Path, cpu_record: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str],
+                                                    another_run: Callable[[Path, Path], Path]) -> None:
     assert records.read(old)["schema"] == "kitbench.run/1"
     assert _cli.main(["compare", str(old), str(cpu_record)]) == 0
     differs = [line for line in capsys.readouterr().out.splitlines() if "differs from the first record" in line]
     assert differs and not any("package " in line for line in differs)     # /1 lists no packages
     if compare._runs(records.read(old)):
-        assert _cli.main(["verify", str(old), str(old)]) == 0
+        assert _cli.main(["verify", str(old), str(another_run(old, tmp_path / "again.json"))]) == 0
 
 
 def test_the_replayed_run_gets_this_kitbench_and_nothing_else_of_the_callers(

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -232,14 +233,14 @@ def test_a_full_disk_keeps_the_old_page_and_leaves_no_temporary(tmp_path: Path, 
     assert page.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["report.html"]
 
 
-def test_a_fleet_job_s_report_is_written_beside_its_records(tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_fleet_job_s_report_is_written_beside_its_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              another_run: Callable[[Path, Path], Path]) -> None:
     monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path))
     job = tmp_path / "fleet" / "42"
     job.mkdir(parents=True)
     rows = []
     for index, node in enumerate(["n1", "n2"]):
-        shutil.copy(KEPT / "h100-fnn.json", job / f"{node}.json")
+        another_run(KEPT / "h100-fnn.json", job / f"{node}.json")
         rows.append(fleet.TaskResult(index, node, "COMPLETED", 0, record=records.read(job / f"{node}.json"),
                                      record_path=job / f"{node}.json"))
     rows.append(fleet.TaskResult(2, "n3", "FAILED", 1, record_path=job / "n3.json", error="n3.json was not written"))
@@ -251,7 +252,8 @@ def test_a_fleet_job_s_report_is_written_beside_its_records(tmp_path: Path,
 
 
 def test_fleet_gather_writes_the_report_and_prints_its_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
+                                                            capsys: pytest.CaptureFixture[str],
+                                                            another_run: Callable[[Path, Path], Path]) -> None:
     monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path))
     monkeypatch.setenv("PATH", str(tmp_path / "no-slurm"))     # no controller: the tasks' files say the rest
     job = tmp_path / "fleet" / "7"
@@ -259,7 +261,7 @@ def test_fleet_gather_writes_the_report_and_prints_its_path(tmp_path: Path, monk
     (job / "fleet.json").write_text(json.dumps({"job": "7", "action": "run", "per": "node", "target": "cpu",
                                                 "nodes": ["n1", "n2"], "span": False}))
     for node in ("n1", "n2"):
-        shutil.copy(KEPT / "cpu-bench-fnn.json", job / f"{node}.json")
+        another_run(KEPT / "cpu-bench-fnn.json", job / f"{node}.json")
         (job / f"{node}.exit").write_text("0\n")
     assert main(["fleet", "gather", "7", "--json"]) == 0
     captured = capsys.readouterr()
@@ -270,9 +272,9 @@ def test_fleet_gather_writes_the_report_and_prints_its_path(tmp_path: Path, monk
 
 
 def test_5000_records_build_in_seconds_and_stay_small(tmp_path: Path) -> None:
-    one = (KEPT / "h100-fnn.json").read_bytes()
-    for i in range(5000):
-        (tmp_path / f"r{i:04}.json").write_bytes(one)
+    one = json.loads((KEPT / "h100-fnn.json").read_text())
+    for i in range(5000):      # 5,000 runs with the same numbers: each its own run id
+        (tmp_path / f"r{i:04}.json").write_text(json.dumps({**one, "run_id": f"{i:032x}"}))
     started, cpu = time.perf_counter(), time.process_time()
     built = report.build([str(tmp_path)])
     cpu_s, wall_s = time.process_time() - cpu, time.perf_counter() - started
