@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -103,6 +102,8 @@ def check_target(path: Path, replace: bool = False, ours: Callable[[Path], bool]
 def write(path: Path, data: bytes | str, replace: bool = False, what: str = "",
           ours: Callable[[Path], bool] | None = None) -> None:
     """Write ``data`` to ``path`` atomically under the rules above; failures are one RecordError."""
+    import tempfile  # here: the readers above are on install-cmd's start-up path, writing is not
+
     payload = data.encode() if isinstance(data, str) else data
     check_target(path, replace, ours)
     tmp: str | None = None

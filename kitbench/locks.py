@@ -25,7 +25,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from kitbench import targets
+from kitbench import _files, targets
 from kitbench.errors import KitbenchError, UsageError
 from kitbench.targets import Target
 
@@ -150,7 +150,7 @@ def normalize(name: str) -> str:
 
 def read(path: Path) -> Lock:
     """A lock's header and its pins' hashes."""
-    text = path.read_text()
+    text = _files.read_text(path, targets.MAX_LOCK_BYTES, "lock", UsageError)
     header = re.match(r"# kitbench lock: target [^,]+, ([^,]+), index (.+)", text)
     if header is None:
         raise UsageError(f"{path} is not a kitbench lock (no header line)")

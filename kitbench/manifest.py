@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -21,7 +21,7 @@ from typing import Any
 import fastjsonschema
 import yaml
 
-from kitbench import schemas
+from kitbench import _files, schemas
 from kitbench.errors import ManifestError
 
 ENVS_VARIABLE = "KITBENCH_ENVS"
@@ -69,20 +69,44 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 def load(path: Path, schema: str) -> Manifest:
     """Read ``path``, parse it as YAML and validate it against ``schema``."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ManifestError(path, "no such manifest",
-                            hint=f"set {ENVS_VARIABLE} to a directory that has it") from None
-    except OSError as exc:
-        raise ManifestError(path, f"cannot read: {exc.strerror}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ManifestError(path, "not UTF-8 text") from None
-    data, root = parse(text, path)
+    data, root, raw = read(path)
     validate(data, root, schema, path)
     return Manifest(path=path, data=data, sha256=hashlib.sha256(raw).hexdigest())
+
+
+MAX_BYTES = 4 * 2**20      # the largest manifest is about 40 KB
+
+
+def _refused(path: Path) -> Callable[..., ManifestError]:
+    return lambda message, hint=None: ManifestError(path, message.removeprefix(f"{path} "), hint=hint)
+
+
+def read(path: Path) -> tuple[dict[str, Any], yaml.Node, bytes]:
+    """A YAML file of envs/ (a manifest, a conda environment): bounded, strict UTF-8, no aliases, a mapping."""
+    if not path.exists():
+        raise ManifestError(path, "no such manifest", hint=f"set {ENVS_VARIABLE} to a directory that has it")
+    raw = _files.read(path, MAX_BYTES, "manifest", _refused(path))
+    data, root = parse(_files.decode(raw, path, "manifest", _refused(path)), path)
+    return data, root, raw
+
+
+def _refuse_aliases(root: yaml.Node, path: Path) -> None:
+    """A node reached twice is an alias (``*name``): a manifest needs none, and one refers to itself
+    (``&a [*a]``: every walk loops) or doubles at each level (a 1 kB "billion laughs" that takes
+    minutes to expand). Refused from the node tree, before anything is built from it."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            raise ManifestError(path, "YAML aliases (*name) are not taken in a manifest", node.start_mark.line + 1,
+                                hint="write the value out where it is used")
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                stack += [key, value]
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
 
 
 def parse(text: str, path: Path) -> tuple[dict[str, Any], yaml.Node]:
@@ -90,6 +114,8 @@ def parse(text: str, path: Path) -> tuple[dict[str, Any], yaml.Node]:
     loader = _Loader(text)
     try:
         root = loader.get_single_node()
+        if root is not None:
+            _refuse_aliases(root, path)
         data = loader.construct_document(root) if root is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark

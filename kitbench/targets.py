@@ -14,9 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from kitbench import manifest
+from kitbench import _files, manifest
 from kitbench.errors import KitbenchError, ManifestError, UsageError
 from kitbench.versions import cuda_of_compute
 
@@ -93,8 +91,11 @@ class Target:
         path = self.lock_file(platform)
         if not path.is_file():
             return None
-        first = path.read_text().partition("\n")[0]
+        first = _files.read_text(path, MAX_LOCK_BYTES, "lock", UsageError).partition("\n")[0]
         return path if first == lock_header(self.name, platform, self.lock_index(os_name)) else None
+
+
+MAX_LOCK_BYTES = 16 * 2**20     # the largest lock is about 40 KB; KITBENCH_LOCK may name anything
 
 
 @dataclass(frozen=True)
@@ -186,13 +187,10 @@ def _from_manifest(loaded: manifest.Manifest) -> Target:
 
 def _check_environment(path: Path, python: str, target_path: Path) -> None:
     """A conda environment file must exist and agree with its target's python pin."""
-    try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ManifestError(target_path, f"environment file {path} does not exist") from None
-    except yaml.YAMLError as exc:
-        raise ManifestError(path, f"invalid YAML: {exc}") from None
-    deps = data.get("dependencies", []) if isinstance(data, dict) else []
+    if not path.exists():
+        raise ManifestError(target_path, f"environment file {path} does not exist")
+    data = manifest.read(path)[0]       # as every manifest is read: bounded, strict UTF-8, no aliases
+    deps = data.get("dependencies", [])
     pythons = [d for d in deps if isinstance(d, str) and d.replace(" ", "").startswith("python=")]
     if not pythons:
         raise ManifestError(path, "conda environment pins no python (expected python=X.Y)")

@@ -11,10 +11,14 @@ from __future__ import annotations
 import glob
 import os
 import platform
+import re
 import subprocess
 
 from kitbench.errors import UsageError
 
+# What the answer must look like, line by line: anything else did not come from platform's functions.
+_VERSION = re.compile(r"[0-9]{1,2}\.[0-9]{1,3}\.[0-9]{1,3}([a-z]{1,2}[0-9]{0,3}\+?)?")
+_WORD = re.compile(r"[A-Za-z0-9_.-]{1,32}")
 # Printed by the target interpreter: its version, its machine, and its C library as it sees it.
 _ASK = "import platform; print(platform.python_version()); print(platform.machine()); print(*platform.libc_ver())"
 
@@ -29,15 +33,22 @@ def interpreter(path: str) -> tuple[str, str, tuple[str, str]]:
             raise UsageError(f"--python {path} is a directory with no bin/python (or Scripts/python.exe)",
                              hint="give a virtual environment's directory or an interpreter, e.g. .venv/bin/python")
         path = found[0]
-    try:
-        done = subprocess.run([path, "-I", "-c", _ASK], capture_output=True, text=True, timeout=20, check=False)
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise UsageError(f"cannot run --python {path}: {exc}", hint="give the path of a Python interpreter") from None
-    lines = done.stdout.splitlines()
-    if done.returncode != 0 or len(lines) < 2:
+    from kitbench import _proc
+
+    try:        # bounded: a hung program is stopped with all it started, a talkative one cut at 4 KB
+        done = _proc.run([path, "-I", "-c", _ASK], 20.0, max_bytes=4096)
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"--python {path} did not answer within 20 s and was stopped",
+                         hint="give the path of a Python interpreter") from None
+    except OSError as exc:
+        raise UsageError(f"cannot run --python {path}: {exc.strerror or exc}",
+                         hint="give the path of a Python interpreter") from None
+    lines = [*done.stdout.splitlines(), "", "", ""][:3]
+    name, _, version = lines[2].partition(" ")
+    if done.returncode != 0 or done.truncated or not _VERSION.fullmatch(lines[0]) or not _WORD.fullmatch(lines[1]) \
+            or not all(_WORD.fullmatch(word) or not word for word in (name, version)):
         raise UsageError(f"--python {path} did not answer as a Python interpreter",
                          hint="give the path of a Python 3 interpreter, e.g. .venv/bin/python")
-    name, _, version = (lines[2] if len(lines) > 2 else "").partition(" ")
     return lines[0], lines[1], (name, version)
 
 
