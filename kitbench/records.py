@@ -11,6 +11,7 @@ them against ``kitbench/schemas/run.schema.json`` before returning one.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -94,15 +95,43 @@ def claim(out: Path | None, force: bool = False, target: str | None = None) -> P
                 except FileExistsError:
                     continue
         out.parent.mkdir(parents=True, exist_ok=True)
+        _hold(out)
         try:
-            _create_exclusive(out)
+            try:
+                _create_exclusive(out)
+                return out
+            except FileExistsError:
+                pass
+            _refuse_unless_replaceable(out, force)
             return out
-        except FileExistsError:
-            pass
-        _refuse_unless_replaceable(out, force)
-        return out
+        except BaseException:
+            release(out)
+            raise
     except OSError as exc:
         raise _write_error(out or results_root(), exc) from None
+
+
+def _holder(out: Path) -> Path:
+    return out.with_name(f".{out.name}.claim")
+
+
+def _hold(out: Path) -> None:
+    """One run at a time writes ``out``: an exclusive claim file beside it, made before the record is
+    looked at and removed by ``release``. Of two runs given the same --out (with --force or not), the
+    second is refused here, so that both never say they wrote it."""
+    holder = _holder(out)
+    try:
+        _create_exclusive(holder)
+    except FileExistsError:
+        raise RecordError(f"--out {out} is being written by another run (its claim {holder.name} is there)",
+                          hint=f"wait for that run, or give another --out; a run killed with SIGKILL leaves its "
+                               f"claim behind: delete {holder} if no run is writing there") from None
+
+
+def release(out: Path) -> None:
+    """End the claim ``claim`` made on an --out (nothing for a default name, unique by construction)."""
+    with contextlib.suppress(OSError):
+        _holder(out).unlink()
 
 
 def _refuse_unless_replaceable(out: Path, force: bool) -> None:
