@@ -224,13 +224,13 @@ def _unsound(value: Any) -> str | None:
             try:
                 item.encode("utf-8")
             except UnicodeEncodeError:
-                return f"field {where or '(top level)'}: a lone surrogate, which is not text"
+                return f"{where.lstrip('/') or '(top level)'}: a lone surrogate, which is not text"
         elif isinstance(item, bool):
             continue
         elif isinstance(item, int) and abs(item) >= MAX_INT:
-            return f"field {where}: the whole number {str(item)[:24]}... is beyond 2**63, which no record holds"
+            return f"{where.lstrip('/')}: the whole number {str(item)[:24]}... is beyond 2**63, which no record holds"
         elif isinstance(item, float) and abs(item) > MAX_FLOAT:
-            return f"field {where}: the number {item:g} is beyond {MAX_FLOAT:g}, which no record holds"
+            return f"{where.lstrip('/')}: the number {item:g} is beyond {MAX_FLOAT:g}, which no record holds"
         elif isinstance(item, dict):
             for key, child in item.items():
                 stack += [(f"{where}/(key)", key), (f"{where}/{key}", child)]
@@ -292,7 +292,7 @@ def parse(text: bytes | str, path: Path | str) -> RunRecord:
     validate(data, path)
     unsound = _unsound(data)
     if unsound is not None:
-        raise RecordReadError(f"{path}: {unsound[:300]}",
+        raise RecordReadError(f"{path}: field {unsound[:300]}",
                               hint="it was not written by kitbench or was edited since")
     return cast(RunRecord, data)
 

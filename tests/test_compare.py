@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -586,3 +587,46 @@ def test_a_length_difference_names_what_differs(edit: typing.Any, words: str, tm
     out = capsys.readouterr().out
     assert out.startswith(f"NOT REPRODUCED: {_RESIDENT}{words}"), out
     assert "Traceback" not in out and "training length" not in out
+
+
+@pytest.mark.parametrize("how", ["same path", "symlink", "hard link", "copy", "same run id"])
+def test_a_run_is_never_its_own_reproduction(how: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """verify of a record against itself, however disguised, is a refusal (exit 2), never "reproduced";
+    compare refuses to list one run twice."""
+    from kitbench._cli import main
+
+    one = tmp_path / "one.json"
+    data = json.loads((Path(__file__).resolve().parent.parent / "docs" / "records" / "cpu-bench-fnn.json").read_text())
+    one.write_text(json.dumps({**data, "run_id": "a" * 32}))
+    two = tmp_path / "two.json"
+    if how == "same path":
+        two = one
+    elif how == "symlink":
+        two.symlink_to(one)
+    elif how == "hard link":
+        os.link(one, two)
+    elif how == "copy":
+        two.write_bytes(one.read_bytes())
+    else:
+        two.write_text(json.dumps({**data, "run_id": "a" * 32, "started_at": "2026-11-26T00:00:00+00:00"}))
+    for command in (["verify", str(one), str(two)], ["verify", "--json", str(one), str(two)],
+                    ["compare", str(one), str(two)]):
+        assert main(command) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith("ERROR: ") and "one run, not two" in err and "reproduced" not in err
+
+
+def test_verify_pairs_runs_in_linear_time() -> None:
+    import time
+
+    def record(devices: str, n: int) -> dict[str, typing.Any]:
+        base = json.loads((Path(__file__).resolve().parent.parent / "docs" / "records" / "cpu-bench-fnn.json"
+                           ).read_text())
+        run = base["checks"]["mnist"]["runs"][0]
+        base["checks"]["mnist"]["runs"] = [{**run, "batch_size": i + 1, "device": devices} for i in range(n)]
+        return typing.cast(dict[str, typing.Any], base)
+
+    started = time.process_time()
+    verdict = compare.verify(record("cpu", 25_000), record("cuda", 25_000))  # type: ignore[arg-type]
+    took = time.process_time() - started
+    assert len(verdict.rules) >= 25_000 and took < 20, f"{took:.1f} s"     # quadratic pairing took 44 s here

@@ -68,3 +68,28 @@ def test_the_record_names_the_lock_and_its_hashes(monkeypatch: pytest.MonkeyPatc
     monkeypatch.delenv(locks.LOCK_VARIABLE)
     monkeypatch.setenv(locks.LOCK_WHY_VARIABLE, "no lock for cpu on linux-x86_64-py3.11 (nox -s lock)")
     assert fingerprint.lock() == (None, None, "no lock for cpu on linux-x86_64-py3.11 (nox -s lock)")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "random bytes"])
+def test_a_lock_that_is_no_text_file_is_one_line_never_a_hang(kind: str, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """KITBENCH_LOCK may name anything: the run records why it is unreadable, at once, and goes on."""
+    import os
+    import time
+
+    from kitbench.errors import UsageError
+
+    path = tmp_path / "lock.txt"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path = Path("/dev/zero")
+    else:
+        path.write_bytes(bytes(range(256)) * 4)
+    started = time.monotonic()
+    with pytest.raises(UsageError):
+        locks.read(path)
+    monkeypatch.setenv(locks.LOCK_VARIABLE, str(path))
+    found, info, why = fingerprint.lock()
+    assert found is None and info is None and why is not None and "unreadable" in why
+    assert time.monotonic() - started < 2

@@ -144,3 +144,30 @@ def test_validators_are_compiled_once_into_the_cache_and_work_without_one(
     with pytest.raises(fastjsonschema.JsonSchemaValueException):
         schemas.validator("mnist")({"no such key": 1})
     schemas.validator.cache_clear()
+
+
+@pytest.mark.parametrize("text", [
+    "schema: 1\nloop: &a [*a]\n",                                            # refers to itself: every walk loops
+    "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+    "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+    "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
+    "g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]\nh: [*g, *g, *g, *g, *g, *g, *g, *g, *g]\n",   # "billion laughs"
+    "base: &b {x: 1}\nother:\n  <<: *b\n",                                   # a merge key is an alias too
+], ids=["recursive", "billion-laughs", "merge-key"])
+def test_yaml_aliases_are_refused_at_once(tmp_path: Path, text: str) -> None:
+    import time
+
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    started = time.monotonic()
+    with pytest.raises(ManifestError, match="YAML aliases"):
+        manifest.load(path, "suite")
+    assert time.monotonic() - started < 2
+
+
+def test_a_manifest_that_is_a_fifo_is_refused_at_once(tmp_path: Path) -> None:
+    import os
+
+    os.mkfifo(tmp_path / "m.yaml")
+    with pytest.raises(ManifestError, match="not a regular file"):
+        manifest.load(tmp_path / "m.yaml", "suite")

@@ -420,3 +420,58 @@ def test_an_empty_out_is_named_as_such(tmp_path: Path) -> None:
     with pytest.raises(RecordError, match="is an empty file"):
         records.claim(out)
     assert records.claim(out, force=True) == out
+
+
+@pytest.mark.parametrize(("edit", "words"), [
+    (lambda r: r["checks"]["mnist"]["runs"][0].update(epoch_s=10**400), "is beyond 2**63"),
+    (lambda r: r["checks"]["mnist"]["runs"][0].update(loss_curve=[1e308, 1e308]), "is beyond 1e+100"),
+    (lambda r: r["environment"].update(cpu="x\ud800"), "a lone surrogate, which is not text"),
+    (lambda r: r["environment"].update({"\udfff": 1}), "a lone surrogate, which is not text"),
+], ids=["epoch_s-10**400", "curve-1e308", "surrogate-value", "surrogate-key"])
+def test_numbers_and_text_no_encoder_can_take_are_refused_on_read(edit: typing.Any, words: str, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Each was a traceback in report, compare or verify (OverflowError, UnicodeEncodeError): now the record
+    is refused where it is read, one ERROR line naming the field, by every command."""
+    from kitbench._cli import main
+
+    record = json.loads(FULL.read_text())
+    edit(record)
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(record))     # ensure_ascii: "\ud800" as JSON writes it
+    other = tmp_path / "other.json"
+    other.write_text(FULL.read_text())
+    for command in (["compare", str(path)], ["compare", "--format", "markdown", str(path)],
+                    ["verify", str(other), str(path)], ["report", str(path), "-o", str(tmp_path / "p.html")]):
+        assert main(command) in (1, 2)
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith(f"ERROR: {path}: field ") and words in err, err
+        assert len(err.splitlines()) <= 2 and "Traceback" not in err
+    assert not (tmp_path / "p.html").exists()
+
+
+def test_of_two_runs_writing_one_out_only_one_claims_it(tmp_path: Path) -> None:
+    """``run --out X --force`` twice at once: the second is refused while the first holds X, never both
+    told that they wrote it; the claim ends with the run."""
+    import threading
+
+    out = tmp_path / "same.json"
+    out.write_text(FULL.read_text())
+    barrier, won, lost = threading.Barrier(8), [], []
+
+    def racer() -> None:
+        barrier.wait()
+        try:
+            won.append(records.claim(out, force=True))
+        except RecordError as refused:
+            lost.append(refused.message)
+
+    threads = [threading.Thread(target=racer) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert won == [out] and len(lost) == 7 and all("is being written by another run" in m for m in lost)
+    records.release(out)
+    assert records.claim(out, force=True) == out and records.read(out)["status"] == "ok"
+    records.release(out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["same.json"]

@@ -313,3 +313,54 @@ def test_a_real_browser_renders_the_page_without_errors(tmp_path: Path) -> None:
                              capture_output=True, text=True, timeout=120)
     assert printed.returncode == 0 and pdf.read_bytes()[:5] == b"%PDF-"
     assert len(re.findall(rb"/Type\s*/Page\b", pdf.read_bytes())) > 2
+
+
+def test_copies_of_one_run_are_refused_not_counted_as_reproductions(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    for name in ("a.json", "b.json", "c.json"):
+        shutil.copy(KEPT / "h100-fnn.json", tmp_path / name)
+    assert main(["report", str(tmp_path), "-o", str(tmp_path / "page.html")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "hold the same bytes (a copy): one run, not two" in err and "reproduced" not in err
+    assert not (tmp_path / "page.html").exists()
+
+
+def test_a_fifo_or_a_symlinked_loop_among_the_inputs_never_hangs_the_report(tmp_path: Path) -> None:
+    folder = tmp_path / "records"
+    (folder / "deep").mkdir(parents=True)
+    shutil.copy(KEPT / "h100-fnn.json", folder / "deep" / "run.json")
+    os.mkfifo(folder / "pipe.json")
+    (folder / "deep" / "loop").symlink_to(folder, target_is_directory=True)
+    done = subprocess.run([sys.executable, "-m", "kitbench", "report", str(folder / "**" / "*.json"), "-o",
+                           str(tmp_path / "page.md"), "--format", "markdown"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "2 records; 1 unreadable" in (tmp_path / "page.md").read_text()     # the FIFO's row says why
+    assert "not a regular file" in (tmp_path / "page.md").read_text()
+
+
+def test_markdown_escapes_its_own_syntax_in_record_text(tmp_path: Path) -> None:
+    record = json.loads((KEPT / "h100-fnn.json").read_text())
+    record["environment"]["cpu"] = "@octocat see http://evil.example/x and www.evil.example $e^x$ ~~gone~~ | ![i](u)"
+    (tmp_path / "r.json").write_text(json.dumps(record))
+    page = report.build([str(tmp_path / "r.json")], "markdown").text
+    assert "octocat" in page and "evil" in page
+    for raw in ("@octocat", "http://", "www.evil", "$e^x$", "~~gone", "| ![i]", "[i](u)"):
+        assert raw not in page, raw
+
+
+def test_each_hash_is_of_the_bytes_the_page_shows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file replaced while the page is built: its row keeps the hash of the version that was read."""
+    path = tmp_path / "r.json"
+    shutil.copy(KEPT / "h100-fnn.json", path)
+    first = hashlib.sha256(path.read_bytes()).hexdigest()
+    read = records.read_hashed
+
+    def then_replaced(where: Path) -> tuple[records.RunRecord, str]:
+        found = read(where)
+        path.write_text(path.read_text().replace('"ok"', '"failed"', 1))
+        return found
+
+    monkeypatch.setattr(records, "read_hashed", then_replaced)
+    page = report.build([str(path)], "markdown").text
+    assert first in page and hashlib.sha256(path.read_bytes()).hexdigest() not in page

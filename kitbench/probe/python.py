@@ -36,7 +36,7 @@ def interpreter(path: str) -> tuple[str, str, tuple[str, str]]:
     from kitbench import _proc
 
     try:        # bounded: a hung program is stopped with all it started, a talkative one cut at 4 KB
-        done = _proc.run([path, "-I", "-c", _ASK], 20.0, max_bytes=4096)
+        done = _proc.run([path, "-I", "-c", _ASK], 20.0, max_bytes=4096, cut=True)
     except subprocess.TimeoutExpired:
         raise UsageError(f"--python {path} did not answer within 20 s and was stopped",
                          hint="give the path of a Python interpreter") from None
