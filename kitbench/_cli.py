@@ -169,7 +169,8 @@ def _build_parser() -> argparse.ArgumentParser:
         epilog="examples:\n  kitbench report results/\n  kitbench report results/fleet/1234 --format markdown "
                "-o report.md", formatter_class=argparse.RawDescriptionHelpFormatter)
     report.add_argument("inputs", nargs="+", metavar="RECORD_OR_DIR", help="record files, directories or globs")
-    report.add_argument("-o", "--out", type=Path, help="the page to write (default report.html or report.md)")
+    report.add_argument("-o", "--out", help="the page to write, or a directory to put it in (default report.html or "
+                                            "report.md)")
     report.add_argument("--format", default="html", dest="fmt", help="html or markdown")
     report.add_argument("--force", action="store_true", help="replace a file that is not a kitbench report")
 
@@ -579,10 +580,11 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from kitbench import report
+    from kitbench import _files, report
 
     built = report.build(args.inputs, args.fmt)
-    out = args.out or Path(report.default_name(args.fmt))
+    out = _files.destination(args.out, report.default_name(args.fmt), UsageError) if args.out else \
+        Path(report.default_name(args.fmt))
     report.write(out, built.text, args.force)
     if built.skipped:
         print(f"note: skipped {len(built.skipped)} *.json file(s) that are not run records, e.g. {built.skipped[0]}",

@@ -75,6 +75,18 @@ def read_text(path: Path, limit: int, what: str = "file", error: ReadError = Kit
     return decode(read(path, limit, what, error), path, what, error)
 
 
+def destination(given: str, default_name: str, error: ReadError = RecordError) -> Path:
+    """An output path as typed: a directory (one that exists, or any path ending in a separator) gets
+    ``default_name`` inside it; one ending in a separator that is not there is refused, never made into
+    a file of that name (``Path("dir/")`` is ``dir``)."""
+    path = Path(given)
+    if path.is_dir():
+        return path / default_name
+    if given.endswith(("/", os.sep)):
+        raise error(f"{given[:300]} names a directory, and there is none", hint="create it first, or give a file name")
+    return path
+
+
 def _refused(path: Path, why: str, hint: str) -> RecordError:
     return RecordError(f"will not write {str(path)[:300]}: {why}", hint=hint)
 

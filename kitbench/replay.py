@@ -481,18 +481,9 @@ def check(chosen: Plan, new: RunRecord, out: Path) -> Outcome:
 
 
 def out_path(given: str | None, source: Path) -> Path:
-    """Where the replayed record goes: ``given`` as a file, or inside it when it names a directory (an
-    existing one, or any path ending in a separator: a folder that is not there is refused, never made
-    into a file of that name)."""
-    if given is None:
-        return default_out(source)
-    path = Path(given)
-    if path.is_dir():
-        return path / default_out(source).name
-    if given.endswith(("/", os.sep)):
-        raise ReplayError(f"--out {given[:300]} names a directory, and there is none",
-                          hint="create it first, or give a file name")
-    return path
+    """Where the replayed record goes: ``given`` as a file, or inside it when it names a directory."""
+    default = default_out(source)
+    return _files.destination(given, default.name, ReplayError) if given is not None else default
 
 
 def replay(source: Path, given: str | None, machine: Probe, log: Log) -> Outcome:

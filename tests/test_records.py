@@ -475,3 +475,12 @@ def test_of_two_runs_writing_one_out_only_one_claims_it(tmp_path: Path) -> None:
     assert records.claim(out, force=True) == out and records.read(out)["status"] == "ok"
     records.release(out)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["same.json"]
+
+
+def test_run_out_ending_in_a_separator_is_refused_never_a_file_of_that_name(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench._cli import main
+
+    assert main(["run", "--check", "availability", "--out", str(tmp_path / "folder") + "/"]) == 2
+    assert "ends in a separator: give a file name" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

@@ -364,3 +364,14 @@ def test_each_hash_is_of_the_bytes_the_page_shows(tmp_path: Path, monkeypatch: p
     monkeypatch.setattr(records, "read_hashed", then_replaced)
     page = report.build([str(path)], "markdown").text
     assert first in page and hashlib.sha256(path.read_bytes()).hexdigest() not in page
+
+
+def test_out_naming_a_directory_puts_the_page_inside_it_or_is_refused(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    record = str(KEPT / "h100-fnn.json")
+    (tmp_path / "pages").mkdir()
+    assert main(["report", record, "-o", str(tmp_path / "pages") + "/"]) == 0
+    assert (tmp_path / "pages" / "report.html").is_file()
+    assert main(["report", record, "-o", str(tmp_path / "nowhere") + "/", "--format", "markdown"]) == 2
+    assert "names a directory, and there is none" in capsys.readouterr().err
+    assert not (tmp_path / "nowhere").exists()
