@@ -323,7 +323,7 @@ def _fleet_report(job: str, rows: list[fleet.TaskResult]) -> None:
         print(f"note: no report written: {error.message}", file=sys.stderr)
         return
     if path is not None:
-        print(f"report: {path}", file=sys.stderr)
+        print(f"report: {clean(path)}", file=sys.stderr)
 
 
 def _fleet_run_plan(args: argparse.Namespace, chosen: list[str], options: fleet.SlurmOptions,
@@ -527,7 +527,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         plots.check_count(len(loaded))      # before any output: nothing half done
     if skipped:
         print(f"note: skipped {len(skipped)} *.json file(s) that are not run records (fleet plans, probe and "
-              f"install JSON, image bundles), e.g. {skipped[0]}", file=sys.stderr)
+              f"install JSON, image bundles), e.g. {clean(skipped[0])}", file=sys.stderr)
     table = compare.rows(loaded)
     if args.fmt == "json":
         print(json.dumps([dataclasses.asdict(r) for r in table], indent=2))
@@ -535,7 +535,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         _ui.comparison(table, args.fmt)
     if args.plot:
         plots.comparison(loaded, table, args.plot, args.force)
-        print(f"plot: {args.plot}", file=sys.stderr)
+        print(f"plot: {clean(args.plot)}", file=sys.stderr)
     return 0
 
 
@@ -587,9 +587,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
         Path(report.default_name(args.fmt))
     report.write(out, built.text, args.force)
     if built.skipped:
-        print(f"note: skipped {len(built.skipped)} *.json file(s) that are not run records, e.g. {built.skipped[0]}",
-              file=sys.stderr)
-    print(f"report: {out} ({built.records} records, sections: {', '.join(built.sections)})")
+        print(f"note: skipped {len(built.skipped)} *.json file(s) that are not run records, "
+              f"e.g. {clean(built.skipped[0])}", file=sys.stderr)
+    print(f"report: {clean(out)} ({built.records} records, sections: {', '.join(built.sections)})")
     return 0
 
 

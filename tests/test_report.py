@@ -375,3 +375,13 @@ def test_out_naming_a_directory_puts_the_page_inside_it_or_is_refused(tmp_path: 
     assert main(["report", record, "-o", str(tmp_path / "nowhere") + "/", "--format", "markdown"]) == 2
     assert "names a directory, and there is none" in capsys.readouterr().err
     assert not (tmp_path / "nowhere").exists()
+
+
+def test_file_names_are_shown_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    shutil.copy(KEPT / "h100-fnn.json", folder / "run.json")
+    (folder / "\x1b]0;pwned\x07.json").write_text("{}")       # not a record: skipped, and named
+    assert main(["report", str(folder), "-o", str(tmp_path / "p.html")]) == 0
+    out, err = capsys.readouterr()
+    assert "pwned" in err and not any(c in out + err for c in "\x1b\x07")
