@@ -213,29 +213,44 @@ def _finite_float(text: str) -> float:
     return value
 
 
+def _unsound_leaf(item: Any) -> str | None:
+    if isinstance(item, float):
+        return f"the number {item:g} is beyond {MAX_FLOAT:g}, which no record holds" if abs(item) > MAX_FLOAT else None
+    if isinstance(item, str):
+        try:
+            item.encode("utf-8")
+        except UnicodeEncodeError:
+            return "a lone surrogate, which is not text"
+        return None
+    if isinstance(item, int) and not isinstance(item, bool) and abs(item) >= MAX_INT:
+        return f"the whole number {str(item)[:24]}... is beyond 2**63, which no record holds"
+    return None
+
+
 def _unsound(value: Any) -> str | None:
     """Where ``value`` holds what no record holds, said with its JSON pointer: a number beyond MAX_FLOAT or
     MAX_INT, or a string (a key too) with a lone surrogate ("\\ud800" is valid JSON but no text: no
-    encoder can write it)."""
+    encoder can write it). Leaves are checked in place (a loss curve of a million points is a list
+    of floats, walked once without a path for each)."""
     stack: list[tuple[str, Any]] = [("", value)]
     while stack:
         where, item = stack.pop()
-        if isinstance(item, str):
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return f"{where.lstrip('/') or '(top level)'}: a lone surrogate, which is not text"
-        elif isinstance(item, bool):
+        children = item.items() if isinstance(item, dict) else enumerate(item) if isinstance(item, list) else None
+        if children is None:
+            found = _unsound_leaf(item)
+            if found:
+                return f"{where.lstrip('/') or '(top level)'}: {found}"
             continue
-        elif isinstance(item, int) and abs(item) >= MAX_INT:
-            return f"{where.lstrip('/')}: the whole number {str(item)[:24]}... is beyond 2**63, which no record holds"
-        elif isinstance(item, float) and abs(item) > MAX_FLOAT:
-            return f"{where.lstrip('/')}: the number {item:g} is beyond {MAX_FLOAT:g}, which no record holds"
-        elif isinstance(item, dict):
-            for key, child in item.items():
-                stack += [(f"{where}/(key)", key), (f"{where}/{key}", child)]
-        elif isinstance(item, list):
-            stack += [(f"{where}/{i}", child) for i, child in enumerate(item)]
+        for key, child in children:
+            found = _unsound_leaf(key) if isinstance(key, str) else None
+            if found:
+                return f"{where}/(a key): {found}".lstrip("/")
+            if isinstance(child, (dict, list)):
+                stack.append((f"{where}/{key}", child))
+                continue
+            found = _unsound_leaf(child)
+            if found:
+                return f"{where}/{key}: {found}".lstrip("/")
     return None
 
 
