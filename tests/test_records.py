@@ -484,3 +484,23 @@ def test_run_out_ending_in_a_separator_is_refused_never_a_file_of_that_name(
     assert main(["run", "--check", "availability", "--out", str(tmp_path / "folder") + "/"]) == 2
     assert "ends in a separator: give a file name" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_two_runs_given_one_out_with_force_one_writes_and_the_other_is_refused(tmp_path: Path) -> None:
+    """Through the real command: both started at once, each with --force; exactly one record is written and
+    exactly one run says it wrote it."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "same.json"
+    out.write_text(FULL.read_text())
+    command = [sys.executable, "-m", "kitbench", "run", "--check", "availability", "--device", "cpu",
+               "--out", str(out), "--force"]
+    started = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for _ in range(2)]
+    done = [(p.wait(timeout=300), *p.communicate()) for p in started]
+    codes = sorted(code for code, _, _ in done)
+    refused = [err for code, _, err in done if code != 0]
+    assert codes[0] == 0 and codes[1] != 0, done
+    assert len(refused) == 1 and "is being written by another run" in refused[0] and "Traceback" not in refused[0]
+    assert records.read(out)["status"] == "ok" and not (tmp_path / ".same.json.claim").exists()
