@@ -207,8 +207,10 @@ def plan(path: Path, machine: Probe) -> Plan:
     if env.get("kitbench") or env.get("git_revision"):
         notes.append(f"kitbench: this one runs the checks (the record's: {env.get('kitbench')}, "
                      f"git {str(env.get('git_revision') or 'unknown')[:12]})")
+    checks = {run_args[i + 1] for i, word in enumerate(run_args) if word == "--check"}
+    trains = not checks or bool(checks & {"mnist", "ddp"})       # run's default checks include MNIST
     return Plan(path, sha256, record, python, requirements, exact, index, target_name, run_args, notes,
-                data=_data_root())
+                data=_data_root() if trains else None)
 
 
 # What a record may name: it becomes a line of a requirements file, an argument or a message, where a

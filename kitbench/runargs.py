@@ -130,8 +130,3 @@ def parse(words: Sequence[str]) -> argparse.Namespace:
     args = parser().parse_args(list(words))
     refuse_combinations(args)
     return args
-
-
-def takes_value() -> dict[str, bool]:
-    """Every option of run, and whether it takes a value."""
-    return {option: action.nargs != 0 for action in parser()._actions for option in action.option_strings}

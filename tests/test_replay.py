@@ -513,6 +513,9 @@ def test_only_options_that_change_what_is_measured_are_taken(tmp_path: Path) -> 
     assert chosen.run_args == ["--check", "mnist", "--check", "ddp", "--quick", "--batch-size", "16,64",
                                "--seed", "7", "--lr", "0.05", "--deterministic", "--nproc", "2"]
     assert any("DDP is replayed standalone" in note and "--rdzv-endpoint" in note for note in chosen.notes)
+    assert chosen.data is not None      # this user's MNIST, given with --offline, where the run trains
+    moves = replay.plan(_with_argv(OLD_RECORDS[0], tmp_path / "m.json", ["run", "--check", "moves"]), probe())
+    assert moves.run_args == ["--check", "moves"] and moves.data is None     # run refuses --data without MNIST
     with pytest.raises(ReplayError, match="names the device"):
         replay.plan(_with_argv(OLD_RECORDS[0], tmp_path / "d.json", ["run", "--device", "cuda\n--data=/x"]), probe())
 
