@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from kitbench import _cli, _proc, compare, locks, records, replay
+from kitbench.data import default_root
 from kitbench.errors import ReplayError
 from kitbench.probe import probe
 
@@ -55,7 +56,9 @@ def test_a_cpu_record_is_replayed_for_real(cpu_record: Path, tmp_path: Path, mon
     assert f"reproduced ({out})" in printed
     new, old = records.read(out), records.read(cpu_record)
     assert new["replay_of"] is not None and new["replay_of"]["path"] == str(cpu_record)
-    assert new["options"] == old["options"] and new["argv"][-2:] == ["--out", str(out)]
+    # The same options but for the data: this user's (KITBENCH_DATA, with --offline), never the record's.
+    assert {**new["options"], "data": None} == {**old["options"], "data": None}
+    assert new["argv"][-5:] == ["--data", str(default_root()), "--offline", "--out", str(out)]
     versions = {p["name"]: p["version"] for p in new["environment"].get("packages", [])}
     assert all(versions.get(p["name"]) == p["version"] for p in old["environment"].get("packages", [])
                if p["name"] != "kitbench")
