@@ -200,8 +200,9 @@ def test_writing_is_atomic_and_refuses_what_is_not_a_report(tmp_path: Path,
     link.symlink_to(other)
     assert main(["report", str(KEPT), "-o", str(link), "--force"]) == 2
     assert "symlink" in capsys.readouterr().err and link.is_symlink()
-    (tmp_path / "dir.html").mkdir()
-    assert main(["report", str(KEPT), "-o", str(tmp_path / "dir.html"), "--force"]) == 2
+    (tmp_path / "dir.html").mkdir()     # a folder: the page goes inside it, under the default name
+    assert main(["report", str(KEPT), "-o", str(tmp_path / "dir.html")]) == 0
+    assert [p.name for p in (tmp_path / "dir.html").iterdir()] == ["report.html"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dir.html", "link.html", "notes.html"]   # no temp left
     os.mkfifo(tmp_path / "fifo.html")             # refused, never opened (no reader would ever come)
     assert main(["report", str(KEPT), "-o", str(tmp_path / "fifo.html")]) == 2
