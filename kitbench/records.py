@@ -115,23 +115,57 @@ def _holder(out: Path) -> Path:
     return out.with_name(f".{out.name}.claim")
 
 
+_HELD: dict[Path, int] = {}     # the claims this process holds: their open, locked descriptors
+
+
 def _hold(out: Path) -> None:
-    """One run at a time writes ``out``: an exclusive claim file beside it, made before the record is
-    looked at and removed by ``release``. Of two runs given the same --out (with --force or not), the
-    second is refused here, so that both never say they wrote it."""
+    """One run at a time writes ``out``: an exclusive lock on a claim file beside it, taken before the
+    record is looked at and given up by ``release``. Of two runs given the same --out (with --force or
+    not), the second is refused here, so that both never say they wrote it. The lock is the kernel's
+    (flock): it ends with the process however it ends, SIGKILL included, so no claim is ever stale.
+    Where there is no flock (Windows), the claim is the file itself, created exclusively."""
     holder = _holder(out)
     try:
-        _create_exclusive(holder)
-    except FileExistsError:
-        raise RecordError(f"--out {out} is being written by another run (its claim {holder.name} is there)",
-                          hint=f"wait for that run, or give another --out; a run killed with SIGKILL leaves its "
-                               f"claim behind: delete {holder} if no run is writing there") from None
+        import fcntl
+    except ImportError:
+        try:
+            _create_exclusive(holder)
+        except FileExistsError:
+            raise _taken(out, holder) from None
+        _HELD[holder] = -1
+        return
+    for _ in range(3):      # the claim file may be removed by its holder between our open and our lock
+        fd = os.open(holder, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if os.fstat(fd).st_ino == os.stat(holder).st_ino:      # still the file at that name: ours
+                _HELD[holder] = fd
+                return
+        except BlockingIOError:
+            os.close(fd)
+            raise _taken(out, holder) from None
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    raise _taken(out, holder)
+
+
+def _taken(out: Path, holder: Path) -> RecordError:
+    return RecordError(f"--out {out} is being written by another run (it holds {holder.name})",
+                       hint="wait for that run, or give another --out")
 
 
 def release(out: Path) -> None:
-    """End the claim ``claim`` made on an --out (nothing for a default name, unique by construction)."""
+    """End the claim ``claim`` made on an --out (nothing for a default name, unique by construction):
+    the file is removed while still locked, so no other run can lock it in between."""
+    holder = _holder(out)
+    fd = _HELD.pop(holder, None)
+    if fd is None:
+        return
     with contextlib.suppress(OSError):
-        _holder(out).unlink()
+        holder.unlink()
+    if fd >= 0:
+        os.close(fd)
 
 
 def _refuse_unless_replaceable(out: Path, force: bool) -> None:

@@ -6,6 +6,7 @@ import contextlib
 import json
 import math
 import os
+import sys
 import threading
 import typing
 from pathlib import Path
@@ -490,7 +491,6 @@ def test_two_runs_given_one_out_with_force_one_writes_and_the_other_is_refused(t
     """Through the real command: both started at once, each with --force; exactly one record is written and
     exactly one run says it wrote it."""
     import subprocess
-    import sys
 
     out = tmp_path / "same.json"
     out.write_text(FULL.read_text())
@@ -504,3 +504,23 @@ def test_two_runs_given_one_out_with_force_one_writes_and_the_other_is_refused(t
     assert codes[0] == 0 and codes[1] != 0, done
     assert len(refused) == 1 and "is being written by another run" in refused[0] and "Traceback" not in refused[0]
     assert records.read(out)["status"] == "ok" and not (tmp_path / ".same.json.claim").exists()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the claim is a flock where the OS has one")
+def test_a_claim_ends_with_its_run_even_one_killed_with_sigkill(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+
+    out = tmp_path / "r.json"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
+                               "from kitbench import records; records.claim(Path(sys.argv[1])); print('held', "
+                               "flush=True); time.sleep(120)", str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(RecordError, match="is being written by another run"):
+            records.claim(out, force=True)
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    assert records.claim(out, force=True) == out        # the kernel gave the lock back with the process
+    records.release(out)
