@@ -28,6 +28,7 @@ from kitbench.errors import (
     SlurmError,
     Terminated,
     UsageError,
+    clean,
     optional_hint,
 )
 
@@ -182,7 +183,8 @@ def _build_parser() -> argparse.ArgumentParser:
         epilog="examples:\n  kitbench report results/\n  kitbench report results/fleet/1234 --format markdown "
                "-o report.md", formatter_class=argparse.RawDescriptionHelpFormatter)
     report.add_argument("inputs", nargs="+", metavar="RECORD_OR_DIR", help="record files, directories or globs")
-    report.add_argument("-o", "--out", type=Path, help="the page to write (default report.html or report.md)")
+    report.add_argument("-o", "--out", help="the page to write, or a directory to put it in (default report.html or "
+                                            "report.md)")
     report.add_argument("--format", default="html", dest="fmt", help="html or markdown")
     report.add_argument("--force", action="store_true", help="replace a file that is not a kitbench report")
 
@@ -194,7 +196,8 @@ def _build_parser() -> argparse.ArgumentParser:
                        "Python, hashes where known) in a fresh cached venv, run the same checks with the same "
                        "options and seed, write a new record naming the old one, and verify the two.")
     replay.add_argument("record", type=Path, metavar="RECORD")
-    replay.add_argument("--out", type=Path, help="the new record (default: results/replay/<name>-replay-<time>.json)")
+    replay.add_argument("--out", help="the new record, or a directory to put it in (default: "
+                                      "results/replay/<name>-replay-<time>.json)")
 
     probe = sub.add_parser("probe", help="print this machine's facts (no torch needed)",
                            description="Read OS, chip, Python arch, NVIDIA driver, GPUs, ROCm, WSL and "
@@ -341,7 +344,7 @@ def _fleet_report(job: str, rows: list[fleet.TaskResult]) -> None:
         print(f"note: no report written: {error.message}", file=sys.stderr)
         return
     if path is not None:
-        print(f"report: {path}", file=sys.stderr)
+        print(f"report: {clean(path)}", file=sys.stderr)
 
 
 def _fleet_run_plan(args: argparse.Namespace, chosen: list[str], options: fleet.SlurmOptions,
@@ -549,7 +552,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         plots.check_count(len(loaded))      # before any output: nothing half done
     if skipped:
         print(f"note: skipped {len(skipped)} *.json file(s) that are not run records (fleet plans, probe and "
-              f"install JSON, image bundles), e.g. {skipped[0]}", file=sys.stderr)
+              f"install JSON, image bundles), e.g. {clean(skipped[0])}", file=sys.stderr)
     table = compare.rows(loaded)
     if args.fmt == "json":
         print(json.dumps([dataclasses.asdict(r) for r in table], indent=2))
@@ -557,7 +560,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         _ui.comparison(table, args.fmt)
     if args.plot:
         plots.comparison(loaded, table, args.plot, args.force)
-        print(f"plot: {args.plot}", file=sys.stderr)
+        print(f"plot: {clean(args.plot)}", file=sys.stderr)
     return 0
 
 
@@ -566,13 +569,14 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
     from kitbench import compare, records
 
-    verdict = compare.verify(records.read(args.reference), records.read(args.candidate))
+    (reference, ref_sha), (candidate, cand_sha) = (records.read_hashed(p) for p in (args.reference, args.candidate))
+    compare.refuse_same_run([compare.Loaded(args.reference, reference, ref_sha),
+                             compare.Loaded(args.candidate, candidate, cand_sha)])
+    verdict = compare.verify(reference, candidate)
     if args.json:
         print(json.dumps({**dataclasses.asdict(verdict), "reproduced": verdict.reproduced}, indent=2))
     else:
         # Model names, packages and settings come from the records: data, shown escaped.
-        from kitbench._ui import clean
-
         print(verdict.verdict.upper() if not verdict.reproduced else verdict.verdict,
               f": {clean(verdict.first_divergence)}" if verdict.first_divergence else "", sep="")
         for c in verdict.comparisons:
@@ -588,7 +592,6 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 def _cmd_replay(args: argparse.Namespace) -> int:
     from kitbench import replay
-    from kitbench._ui import clean  # the record's platform, packages and model names are data
     from kitbench.probe import probe
 
     outcome = replay.replay(args.record, args.out, probe(), lambda line: print(f"replay: {line}", file=sys.stderr))
@@ -602,15 +605,16 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from kitbench import report
+    from kitbench import _files, report
 
     built = report.build(args.inputs, args.fmt)
-    out = args.out or Path(report.default_name(args.fmt))
+    out = _files.destination(args.out, report.default_name(args.fmt), UsageError) if args.out else \
+        Path(report.default_name(args.fmt))
     report.write(out, built.text, args.force)
     if built.skipped:
-        print(f"note: skipped {len(built.skipped)} *.json file(s) that are not run records, e.g. {built.skipped[0]}",
-              file=sys.stderr)
-    print(f"report: {out} ({built.records} records, sections: {', '.join(built.sections)})")
+        print(f"note: skipped {len(built.skipped)} *.json file(s) that are not run records, "
+              f"e.g. {clean(built.skipped[0])}", file=sys.stderr)
+    print(f"report: {clean(out)} ({built.records} records, sections: {', '.join(built.sections)})")
     return 0
 
 
@@ -745,7 +749,8 @@ def _main(argv: Sequence[str] | None) -> int:
                               "the data)")
     if isinstance(error, MissingDependency) and error.module in ("torch", "torchvision"):
         error.hint = _install_hint(error.hint or "")
-    print(f"ERROR: {error.message}", file=sys.stderr)
+    # Messages quote records, paths and programs' words: data, escaped here for every error at once.
+    print(f"ERROR: {clean(error.message)}", file=sys.stderr)
     if error.hint:
-        print(f"hint: {error.hint}", file=sys.stderr)
+        print(f"hint: {clean(error.hint)}", file=sys.stderr)
     return error.exit_code

@@ -1,4 +1,11 @@
-"""The one way kitbench writes a file: records, plots, fleet plans and scripts.
+"""The one way kitbench reads and writes a file: records, locks, manifests, plots, fleet plans, scripts.
+
+Reading (``read``, ``read_text``): a regular file only, opened non-blocking and checked with fstat
+before a byte is read, so a FIFO or a device (``/dev/zero``) is refused at once instead of hanging
+or filling memory; at most ``limit`` bytes (a file that grows past it while read is refused too);
+text decoded as strict UTF-8. Every failure is one error of the caller's class, naming the file.
+
+Writing: the rules below.
 
 Rules (those of ``run --out``, for every file): a symlink, directory, device or
 FIFO at the path is refused, never followed or replaced; an existing regular
@@ -15,11 +22,69 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from kitbench.errors import OutputRefused, RecordError
+from kitbench.errors import KitbenchError, OutputRefused, RecordError
+
+ReadError = Callable[..., KitbenchError]
+
+
+def read(path: Path, limit: int, what: str = "file", error: ReadError = KitbenchError) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit`` of them, under the rules above."""
+    shown = str(path)[:300]
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise error(f"no such {what}: {shown}") from None
+    except OSError as exc:
+        raise error(f"cannot read {what} {shown}: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise error(f"{shown} is not a regular file; kitbench reads {what}s only from files (not a FIFO, "
+                        "device or directory)")
+        if info.st_size > limit:
+            raise error(f"{shown} is {info.st_size:,} bytes; a {what} is at most {limit:,}")
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise error(f"cannot read {what} {shown}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise error(f"{shown} grew past {limit:,} bytes while being read; a {what} is at most {limit:,}")
+    return b"".join(chunks)
+
+
+def decode(data: bytes, path: Path | str, what: str = "file", error: ReadError = KitbenchError) -> str:
+    """``data`` as strict UTF-8 (a lone surrogate's bytes included: Python's codec refuses them)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{str(path)[:300]} is not UTF-8 text (byte {exc.start:,} is 0x{data[exc.start]:02x}); "
+                    f"a {what} is") from None
+
+
+def read_text(path: Path, limit: int, what: str = "file", error: ReadError = KitbenchError) -> str:
+    return decode(read(path, limit, what, error), path, what, error)
+
+
+def destination(given: str, default_name: str, error: ReadError = RecordError) -> Path:
+    """An output path as typed: a directory (one that exists, or any path ending in a separator) gets
+    ``default_name`` inside it; one ending in a separator that is not there is refused, never made into
+    a file of that name (``Path("dir/")`` is ``dir``)."""
+    path = Path(given)
+    if path.is_dir():
+        return path / default_name
+    if given.endswith(("/", os.sep)):
+        raise error(f"{given[:300]} names a directory, and there is none", hint="create it first, or give a file name")
+    return path
 
 
 def _refused(path: Path, why: str, hint: str) -> OutputRefused:
@@ -49,6 +114,8 @@ def check_target(path: Path, replace: bool = False, ours: Callable[[Path], bool]
 def write(path: Path, data: bytes | str, replace: bool = False, what: str = "",
           ours: Callable[[Path], bool] | None = None) -> None:
     """Write ``data`` to ``path`` atomically under the rules above; failures are one RecordError."""
+    import tempfile  # here: the readers above are on install-cmd's start-up path, writing is not
+
     payload = data.encode() if isinstance(data, str) else data
     check_target(path, replace, ours)
     tmp: str | None = None

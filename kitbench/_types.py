@@ -293,3 +293,4 @@ class RunRecord(TypedDict):
     error: NotRequired[str | None]
     nonfinite: NotRequired[list[str]]
     replay_of: NotRequired[ReplayOf | None]
+    run_id: NotRequired[str]

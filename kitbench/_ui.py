@@ -7,7 +7,6 @@ least one every ``LOG_EVERY_S`` seconds, so a long epoch shows it is alive.
 
 from __future__ import annotations
 
-import re
 import sys
 import time
 from collections.abc import Sequence
@@ -15,17 +14,8 @@ from typing import Any, cast
 
 from kitbench._types import Check, RunRecord, Transfer
 from kitbench.checks.base import Progress
+from kitbench.errors import clean
 from kitbench.heartbeat import Heartbeat
-
-# C0 and C1 controls, DEL, and the Unicode ones that move or reorder what a terminal shows (line and
-# paragraph separators, bidirectional overrides): text from a record or a node's log is data.
-_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def clean(text: object) -> str:
-    """``text`` with every control character shown escaped (``\\x1b``, ``\\n``): one line, nothing executed."""
-    return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode(), str(text))
-
 
 LOG_EVERY_S = 10.0
 
@@ -214,10 +204,12 @@ def comparison(rows: list[Any], fmt: str) -> None:
             writer.writerow([*line, clean(row.path), clean("; ".join(row.differs))])
         return
     if fmt == "markdown":
+        from kitbench.report import md_cell
+
         print("| " + " | ".join(headers) + " |")
         print("|" + "---|" * len(headers))
         for line in cells:
-            print("| " + " | ".join(c.replace("\\", "\\\\").replace("|", "\\|") for c in line) + " |")
+            print("| " + " | ".join(md_cell(c) for c in line) + " |")
     else:
         table("kitbench compare", headers, cells)
     base = next((row for row in rows if row.baseline), None)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import glob
 import math
+import os
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -19,7 +21,7 @@ from typing import Any, cast
 
 from kitbench import manifest, records
 from kitbench._types import Environment, MnistRun, RunRecord
-from kitbench.errors import RecordError, UsageError
+from kitbench.errors import RecordError, RecordReadError, UsageError
 
 # The fingerprint fields that most often explain a difference in numbers.
 DIFF_FIELDS = ("target", "torch", "torch_build", "cuda", "cudnn", "driver", "gpus", "cpu", "cpu_count", "threads",
@@ -31,6 +33,7 @@ CROSS_DEVICE_RTOL = 0.05        # loss agreement demanded across devices or buil
 class Loaded:
     path: Path
     record: RunRecord | None
+    sha256: str = ""                # of the very bytes the record was parsed from
     error: str | None = None
 
 
@@ -66,11 +69,16 @@ def is_record(path: Path) -> bool:
     """Whether a file opens as a run record (of any version, whole or cut short) by its
     first bytes: a cheap test for files found in a directory, beside fleet plans, probe
     and install JSON, and the files of exported OCI bundles."""
-    try:
-        with path.open("rb") as handle:
-            return _RECORD_HEAD.search(handle.read(_HEAD_BYTES)) is not None
+    try:        # non-blocking: a FIFO swapped in for the file is read as empty, never waited on
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError:
         return True     # unreadable: kept, so its row says why
+    try:
+        return _RECORD_HEAD.search(os.read(fd, _HEAD_BYTES)) is not None
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
 
 
 def expand(inputs: Sequence[str], skipped: list[Path] | None = None) -> list[Path]:
@@ -93,11 +101,25 @@ def expand(inputs: Sequence[str], skipped: list[Path] | None = None) -> list[Pat
         elif path.exists():
             found.append(path)
         else:
-            matches = sorted(Path(p) for p in glob.glob(item, recursive=True))
+            matches = _glob(item)
             if not matches:
                 raise RecordError(f"no such record, directory or match: {item}")
             found += matches
     return found
+
+
+def _glob(pattern: str) -> list[Path]:
+    """The files ``pattern`` matches (``**`` any depth), in order, never through a symlinked directory
+    (glob.glob's ``**`` follows them: a link to a parent loops until the path is too long)."""
+    parts = Path(pattern).parts
+    fixed = next((i for i, part in enumerate(parts) if glob.has_magic(part)), len(parts))
+    base = Path(*parts[:fixed]) if fixed else Path()
+    if fixed == len(parts):
+        return [base] if base.exists() else []
+    try:
+        return sorted(base.glob(str(Path(*parts[fixed:])))) if base.is_dir() else []
+    except (OSError, ValueError):
+        return []
 
 
 def load(inputs: Sequence[str], skipped: list[Path] | None = None) -> list[Loaded]:
@@ -105,13 +127,39 @@ def load(inputs: Sequence[str], skipped: list[Path] | None = None) -> list[Loade
     loaded = []
     for path in expand(inputs, skipped):
         try:
-            loaded.append(Loaded(path, records.read(path)))
+            loaded.append(Loaded(path, *records.read_hashed(path)))
         except RecordError as error:
-            loaded.append(Loaded(path, None, error.message))
+            loaded.append(Loaded(path, None, error=error.message))
     if not any(item.record for item in loaded):
         first = loaded[0]
         raise RecordError(first.error or f"{first.path} is unreadable")
+    refuse_same_run(loaded)
     return loaded
+
+
+def refuse_same_run(loaded: Sequence[Loaded]) -> None:
+    """Refuse two records that are one run: the same file (by path, a symlink or a hard link), the same
+    bytes (a copy) or the same run id (a copy rewritten). A run is never its own reproduction, nor
+    counted twice on a page (exit 2, as for records that cannot be compared)."""
+    seen: dict[object, Path] = {}
+    for item in loaded:
+        if item.record is None:
+            continue
+        try:
+            info = os.stat(item.path)
+            keys: list[tuple[object, ...]] = [("file", info.st_dev, info.st_ino)]
+        except OSError:
+            keys = []
+        keys += [("bytes", item.sha256)] + ([("id", item.record["run_id"])] if item.record.get("run_id") else [])
+        for key in keys:
+            if key in seen:
+                first = seen[key]
+                how = {"file": "are the same file", "bytes": "hold the same bytes (a copy)",
+                       "id": "carry the same run id (one run, copied)"}[str(key[0])]
+                raise RecordReadError(f"{str(first)[:200]} and {str(item.path)[:200]} {how}: one run, not two",
+                                      hint="a run is never its own reproduction: compare it with another run "
+                                           "(kitbench replay makes one)")
+            seen[key] = item.path
 
 
 def _peak(record: RunRecord, direction: str) -> float | None:
@@ -244,7 +292,7 @@ _CPU_IDENTITY = ("vendor", "model", "family", "model_number", "stepping", "imple
 _NOT_KERNEL_SETTINGS = {"CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "num_threads",
                         "num_interop_threads"}
 _OPTIONS = ("seed", "epochs", "batch_size", "sweep", "lr", "train_limit", "threads", "deterministic")
-_ROUND_2 = ("the loss curve, epoch losses, final training loss, test loss and test accuracy: exact on the CPU "
+_WITHOUT_DIGESTS = ("the loss curve, epoch losses, final training loss, test loss and test accuracy: exact on the CPU "
             f"with the same torch, CPU model and threads, within rtol {CROSS_DEVICE_RTOL} otherwise; parameters "
             "not compared")
 
@@ -300,20 +348,26 @@ def _pairs(ref_runs: dict[_Key, MnistRun], cand_runs: dict[_Key, MnistRun]
     """Runs paired by model, loop, device and batch size; then what is left paired across devices
     by model, loop and batch size (the cross-device comparison); then the runs with no partner."""
     pairs = [(key, ref_runs[key], cand_runs[key]) for key in ref_runs if key in cand_runs]
-    left_ref = [k for k in ref_runs if k not in cand_runs]
-    left_cand = [k for k in cand_runs if k not in ref_runs]
-    for key in list(left_ref):
-        other = next((k for k in left_cand if (k[0], k[1], k[3]) == (key[0], key[1], key[3])), None)
-        if other is not None:
-            pairs.append((key, ref_runs[key], cand_runs[other]))
-            left_ref.remove(key)
-            left_cand.remove(other)
+    # Linear: the candidates left over, by model, loop and batch size, each taken once, in order.
+    across: dict[tuple[str, str, int], list[_Key]] = {}
+    for key in reversed(cand_runs):
+        if key not in ref_runs:
+            across.setdefault((key[0], key[1], key[3]), []).append(key)
+    left_ref, taken = [], set()
+    for key in ref_runs:
+        waiting = across.get((key[0], key[1], key[3])) if key not in cand_runs else None
+        if waiting:
+            taken.add(waiting[-1])
+            pairs.append((key, ref_runs[key], cand_runs[waiting.pop()]))
+        elif key not in cand_runs:
+            left_ref.append(key)
+    left_cand = [k for k in cand_runs if k not in ref_runs and k not in taken]
     return pairs, left_ref, left_cand
 
 
 def _hardware(env: Environment, device: str, full: bool) -> str:
     """The hardware identity a run on ``device`` depends on: in ``full`` where both records hold it,
-    else what round-2 records held (the CPU's model string, the GPUs' names)."""
+    else what older records held (the CPU's model string, the GPUs' names)."""
     if device != "cpu":
         gpus = env.get("gpu_identity")
         if full and gpus is not None:
@@ -357,8 +411,8 @@ def _rule(env_a: Environment, env_b: Environment, ref: MnistRun, cand: MnistRun)
         return "bitwise", f"both deterministic (--deterministic), {identity}" + (
             "" if full else "; a record names the hardware by model name only")
     if device == "cpu":
-        return "bitwise", f"CPU, {identity}; not in deterministic mode (expected bitwise because the CPU's " \
-                          "kernels run deterministically in practice; PyTorch promises it only with --deterministic)"
+        return "bitwise", f"CPU, {identity}; not in deterministic mode (the CPU's kernels run " \
+                          "deterministically in practice; PyTorch promises it only with --deterministic)"
     return f"within rtol {CROSS_DEVICE_RTOL}", f"{device} without --deterministic on both sides"
 
 
@@ -396,7 +450,7 @@ def verify(reference: RunRecord, candidate: RunRecord) -> Verdict:
         runs = record["checks"].get("mnist", {}).get("runs", [])
         if "settings" not in record["environment"] or any(r.get("params_sha256") is None for r in runs):
             rules.append(f"the {name} has no parameter digests or settings (written before kitbench recorded "
-                         f"them): compared by the round-2 rules: {_ROUND_2}")
+                         f"them): compared by the rules for records without them: {_WITHOUT_DIGESTS}")
     comparisons: list[Comparison] = list(standing)
     data, data_unrecorded = _data(reference, candidate)
     if options_a.get("seed") != options_b.get("seed"):
@@ -425,8 +479,7 @@ def verify(reference: RunRecord, candidate: RunRecord) -> Verdict:
         unrecorded += skipped
         both_diverged &= diverged
     # Counted, not named by pair: a pair's label is text from the records, and these lines are not escaped.
-    for what in dict.fromkeys(unrecorded):
-        count = unrecorded.count(what)
+    for what, count in Counter(unrecorded).items():
         not_compared.append(f"{what} ({'every pair' if count == len(pairs) else f'{count} of {len(pairs)} pairs'})")
     first = next((f"{c.quantity}: {c.detail}" for c in comparisons if not c.equal), None)
     if first is None:

@@ -6,8 +6,20 @@ them into ``ERROR: ...`` plus a ``hint:`` line and the exit code carried here.
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
+
+# C0 and C1 controls, DEL, and the Unicode ones that move or reorder what a terminal shows (line and
+# paragraph separators, bidirectional overrides): text from a record or a node's log is data.
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def clean(text: object) -> str:
+    """``text`` with every control character shown escaped (``\\x1b``, ``\\n``) and any lone surrogate as
+    ``\\ud800``: one line that every encoder writes, nothing executed."""
+    shown = _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode(), str(text))
+    return shown.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class KitbenchError(Exception):

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kitbench import installer, targets
+from kitbench import _files, installer, targets
 from kitbench.errors import KitbenchError, UsageError
 from kitbench.targets import Target
 
@@ -237,8 +237,8 @@ def normalize(name: str) -> str:
 def read(path: Path) -> Lock:
     """A lock's packages, their hashes and indexes, and how it was made. Read line by line (no TOML
     parser on Python 3.10, where the images' kitbench runs): the lines uv and ``compile_lock`` write."""
-    raw = path.read_bytes()
-    text = raw.decode(errors="replace")
+    raw = _files.read(path, targets.MAX_LOCK_BYTES, "lock", UsageError)
+    text = _files.decode(raw, path, "lock", UsageError)
     head, _, tool_text = text.partition("\n[tool.kitbench]\n")
     tool: dict[str, object] = {}
     for line in tool_text.splitlines():

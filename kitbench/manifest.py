@@ -14,12 +14,12 @@ import contextlib
 import hashlib
 import marshal
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kitbench import schemas
+from kitbench import _files, schemas
 from kitbench._numbers import is_whole
 from kitbench.errors import ManifestError
 
@@ -71,22 +71,12 @@ class Manifest:
 def load(path: Path, schema: str) -> Manifest:
     """Read ``path``, parse it as YAML and validate it against ``schema``; or, for the same bytes read and
     validated against the same schema before, the data then kept (``_remembered``)."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ManifestError(path, "no such manifest",
-                            hint=f"set {ENVS_VARIABLE} to a directory that has it") from None
-    except OSError as exc:
-        raise ManifestError(path, f"cannot read: {exc.strerror}") from None
+    raw = _read_bytes(path)
     sha256 = hashlib.sha256(raw).hexdigest()
     kept = _remembered(sha256, schema)
     if kept.data is not None:
         return Manifest(path=path, data=kept.data, sha256=sha256)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ManifestError(path, "not UTF-8 text") from None
-    data, root = parse(text, path)
+    data, root = parse(_files.decode(raw, path, "manifest", _refused(path)), path)
     validate(data, root, schema, path)
     kept.keep(data)
     return Manifest(path=path, data=data, sha256=sha256)
@@ -123,6 +113,47 @@ def _remembered(sha256: str, schema: str) -> _Kept:
     return _Kept(file, data if isinstance(data, dict) else None)
 
 
+MAX_BYTES = 4 * 2**20      # the largest manifest is about 40 KB
+
+
+def _refused(path: Path) -> Callable[..., ManifestError]:
+    return lambda message, hint=None: ManifestError(path, message.removeprefix(f"{path} "), hint=hint)
+
+
+def _read_bytes(path: Path) -> bytes:
+    if not path.exists():
+        raise ManifestError(path, "no such manifest", hint=f"set {ENVS_VARIABLE} to a directory that has it")
+    return _files.read(path, MAX_BYTES, "manifest", _refused(path))
+
+
+def read(path: Path) -> tuple[dict[str, Any], yaml.Node, bytes]:
+    """A YAML file of envs/ (a manifest, a conda environment): bounded, strict UTF-8, no aliases, a mapping."""
+    raw = _read_bytes(path)
+    data, root = parse(_files.decode(raw, path, "manifest", _refused(path)), path)
+    return data, root, raw
+
+
+def _refuse_aliases(root: yaml.Node, path: Path) -> None:
+    """A node reached twice is an alias (``*name``): a manifest needs none, and one refers to itself
+    (``&a [*a]``: every walk loops) or doubles at each level (a 1 kB "billion laughs" that takes
+    minutes to expand). Refused from the node tree, before anything is built from it."""
+    import yaml
+
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            raise ManifestError(path, "YAML aliases (*name) are not taken in a manifest", node.start_mark.line + 1,
+                                hint="write the value out where it is used")
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                stack += [key, value]
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+
+
 def parse(text: str, path: Path) -> tuple[dict[str, Any], yaml.Node]:
     """Parse YAML text once into (data, node tree); refuse anything but a mapping."""
     import yaml
@@ -131,6 +162,8 @@ def parse(text: str, path: Path) -> tuple[dict[str, Any], yaml.Node]:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     try:
         root = loader.get_single_node()
+        if root is not None:
+            _refuse_aliases(root, path)
         data = loader.construct_document(root) if root is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark

@@ -11,6 +11,8 @@ them against ``kitbench/schemas/run.schema.json`` before returning one.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import math
 import os
@@ -93,15 +95,77 @@ def claim(out: Path | None, force: bool = False, target: str | None = None) -> P
                 except FileExistsError:
                     continue
         out.parent.mkdir(parents=True, exist_ok=True)
+        _hold(out)
         try:
-            _create_exclusive(out)
+            try:
+                _create_exclusive(out)
+                return out
+            except FileExistsError:
+                pass
+            _refuse_unless_replaceable(out, force)
             return out
-        except FileExistsError:
-            pass
-        _refuse_unless_replaceable(out, force)
-        return out
+        except BaseException:
+            release(out)
+            raise
     except OSError as exc:
         raise _write_error(out or results_root(), exc) from None
+
+
+def _holder(out: Path) -> Path:
+    return out.with_name(f".{out.name}.claim")
+
+
+_HELD: dict[Path, int] = {}     # the claims this process holds: their open, locked descriptors
+
+
+def _hold(out: Path) -> None:
+    """One run at a time writes ``out``: an exclusive lock on a claim file beside it, taken before the
+    record is looked at and given up by ``release``. Of two runs given the same --out (with --force or
+    not), the second is refused here, so that both never say they wrote it. The lock is the kernel's
+    (flock): it ends with the process however it ends, SIGKILL included, so no claim is ever stale.
+    Where there is no flock (Windows), the claim is the file itself, created exclusively."""
+    holder = _holder(out)
+    try:
+        import fcntl
+    except ImportError:
+        try:
+            _create_exclusive(holder)
+        except FileExistsError:
+            raise _taken(out, holder) from None
+        _HELD[holder] = -1
+        return
+    for _ in range(3):      # the claim file may be removed by its holder between our open and our lock
+        fd = os.open(holder, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if os.fstat(fd).st_ino == os.stat(holder).st_ino:      # still the file at that name: ours
+                _HELD[holder] = fd
+                return
+        except BlockingIOError:
+            os.close(fd)
+            raise _taken(out, holder) from None
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    raise _taken(out, holder)
+
+
+def _taken(out: Path, holder: Path) -> RecordError:
+    return RecordError(f"--out {out} is being written by another run (it holds {holder.name})",
+                       hint="wait for that run, or give another --out")
+
+
+def release(out: Path) -> None:
+    """End the claim ``claim`` made on an --out (nothing for a default name, unique by construction):
+    the file is removed while still locked, so no other run can lock it in between."""
+    holder = _holder(out)
+    fd = _HELD.pop(holder, None)
+    if fd is None:
+        return
+    with contextlib.suppress(OSError):
+        holder.unlink()
+    if fd >= 0:
+        os.close(fd)
 
 
 def _refuse_unless_replaceable(out: Path, force: bool) -> None:
@@ -155,38 +219,6 @@ def write_atomic(path: Path, record: Mapping[str, object]) -> None:
     _files.write(path, to_json(record), replace=True, what="the record")
 
 
-def _read_bounded(path: Path) -> bytes:
-    """The bytes of a regular file of at most ``MAX_BYTES``; FIFOs and devices are refused
-    before a single byte is read (opening non-blocking, then checking what was opened)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except FileNotFoundError:
-        raise RecordReadError(f"no such record: {path}") from None
-    except OSError as exc:
-        raise RecordReadError(f"cannot read record {path}: {exc.strerror or exc}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise RecordReadError(f"{path} is not a regular file; kitbench reads records only from files")
-        if info.st_size > MAX_BYTES:
-            raise RecordReadError(f"{path} is {info.st_size:,} bytes; a kitbench record is at most {MAX_BYTES:,}")
-        chunks, size = [], 0
-        while size <= MAX_BYTES:
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        data = b"".join(chunks)
-    except OSError as exc:
-        raise RecordReadError(f"cannot read record {path}: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-    if len(data) > MAX_BYTES:
-        raise RecordReadError(f"{path} grew past {MAX_BYTES:,} bytes while being read")
-    return data
-
-
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
@@ -201,11 +233,59 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return data
 
 
+# Numbers a record may hold: no measurement, count or size kitbench writes comes near these, and any
+# sum, product or difference of two of them stays a finite float (1e308 * 10 is an overflow, float(10**400)
+# an OverflowError).
+MAX_FLOAT = 1e100
+MAX_INT = 2**63
+
+
 def _finite_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
         raise ValueError(f"the number {text[:40]} overflows to infinity")
     return value
+
+
+def _unsound_leaf(item: Any) -> str | None:
+    if isinstance(item, float):
+        return f"the number {item:g} is beyond {MAX_FLOAT:g}, which no record holds" if abs(item) > MAX_FLOAT else None
+    if isinstance(item, str):
+        try:
+            item.encode("utf-8")
+        except UnicodeEncodeError:
+            return "a lone surrogate, which is not text"
+        return None
+    if isinstance(item, int) and not isinstance(item, bool) and abs(item) >= MAX_INT:
+        return f"the whole number {str(item)[:24]}... is beyond 2**63, which no record holds"
+    return None
+
+
+def _unsound(value: Any) -> str | None:
+    """Where ``value`` holds what no record holds, said with its JSON pointer: a number beyond MAX_FLOAT or
+    MAX_INT, or a string (a key too) with a lone surrogate ("\\ud800" is valid JSON but no text: no
+    encoder can write it). Leaves are checked in place (a loss curve of a million points is a list
+    of floats, walked once without a path for each)."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        where, item = stack.pop()
+        children = item.items() if isinstance(item, dict) else enumerate(item) if isinstance(item, list) else None
+        if children is None:
+            found = _unsound_leaf(item)
+            if found:
+                return f"{where.lstrip('/') or '(top level)'}: {found}"
+            continue
+        for key, child in children:
+            found = _unsound_leaf(key) if isinstance(key, str) else None
+            if found:
+                return f"{where}/(a key): {found}".lstrip("/")
+            if isinstance(child, (dict, list)):
+                stack.append((f"{where}/{key}", child))
+                continue
+            found = _unsound_leaf(child)
+            if found:
+                return f"{where}/{key}: {found}".lstrip("/")
+    return None
 
 
 def _text(data: bytes | str, path: Path | str) -> str:
@@ -259,6 +339,10 @@ def parse(text: bytes | str, path: Path | str) -> RunRecord:
                               f"{' and '.join(map(repr, READABLE))}",
                               hint="use the kitbench version that wrote it")
     validate(data, path)
+    unsound = _unsound(data)
+    if unsound is not None:
+        raise RecordReadError(f"{path}: field {unsound[:300]}",
+                              hint="it was not written by kitbench or was edited since")
     return cast(RunRecord, data)
 
 
@@ -285,6 +369,18 @@ def _validator() -> Callable[[Any], Any]:
     return schemas.validator("run")
 
 
+def read_hashed(path: Path) -> tuple[RunRecord, str]:
+    """One record and the sha256 of the very bytes it was parsed from (read once: a file replaced
+    meanwhile cannot lend its hash to other data)."""
+    data = _files.read(path, MAX_BYTES, "record", RecordReadError)
+    return parse(data, path), hashlib.sha256(data).hexdigest()
+
+
 def read(path: Path) -> RunRecord:
     """Load and validate one record; every failure is a one-line RecordReadError."""
-    return parse(_read_bounded(path), path)
+    return read_hashed(path)[0]
+
+
+def new_run_id() -> str:
+    """A run's identity, carried by its record: a copy of the record is the same run, a replay a new one."""
+    return secrets.token_hex(16)

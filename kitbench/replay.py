@@ -30,21 +30,19 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
 
 from kitbench import _files, installer, records, targets
-from kitbench._types import Check, Environment, RunRecord
-from kitbench.errors import KitbenchError, RecordError, ReplayError
+from kitbench._types import RunRecord
+from kitbench.errors import KitbenchError, RecordError, ReplayError, clean
 from kitbench.locks import normalize
 from kitbench.probe import Probe
 
 CACHE_VARIABLE = "KITBENCH_REPLAY_CACHE"
 Log = Callable[[str], None]
-# The run options a replay must not copy: where the record went and how it was shown.
-_DROPPED = ("--out", "--force", "--json")
 INSTALL_TIMEOUT_S = 3600.0      # uv or pip: torch's wheels over a slow link take minutes, never an hour
 RUN_TIMEOUT_S = 3600.0          # the replayed run: at least this, or 10 times what the record's run took
 _GRACE_S = 15.0                 # the replayed kitbench stops its own children (DDP ranks) on SIGTERM first
+_PINNED = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]+")
 _UV_MARKS = "\u00d7\u2570\u2500\u25b6 "          # the box-drawing uv puts before its reasons
 _PACKAGE = Path(__file__).resolve().parent          # this kitbench package
 
@@ -63,6 +61,7 @@ class Plan:
     notes: list[str] = field(default_factory=list)   # what is not rebuilt exactly, said
     image: str | None = None           # a container record: the image it ran in, and its id
     image_id: str | None = None
+    data: Path | None = None           # MNIST: this user's own (KITBENCH_DATA or the cache), never the record's
 
     @property
     def key(self) -> str:
@@ -74,54 +73,84 @@ def cache_root() -> Path:
     return Path(os.environ.get(CACHE_VARIABLE) or Path.home() / ".cache" / "kitbench" / "replay")
 
 
-def _run_args(path: Path, argv: list[str]) -> list[str]:
-    """The record's run options less _DROPPED, found as ``kitbench run``'s own parser finds them (an
-    abbreviation such as ``--forc``, ``--ou x``, ``--out=x``); a command line that parser refuses is
-    refused here, before anything is built."""
-    import argparse
+# The run options a replay takes from a record: what changes what is measured, and nothing else. Never a
+# path (--data, --out), a host (--rdzv-endpoint) or how the result was shown (--json): a record chooses
+# none of them. (option, Namespace attribute): flags and repeated options as run takes them.
+_TAKEN = (("--check", "checks"), ("--device", "device"), ("--quick", "quick"), ("--model", "models"),
+          ("--loop", "loops"), ("--epochs", "epochs"), ("--batch-size", "batch_size"), ("--sweep", "sweep"),
+          ("--seed", "seed"), ("--threads", "threads"), ("--limit", "limit"), ("--lr", "lr"),
+          ("--deterministic", "deterministic"), ("--nproc", "nproc"), ("--ddp-timeout", "ddp_timeout"))
+_DEVICE = re.compile(r"auto|cpu|mps|(cuda|xpu)(:[0-9]{1,3})?")
 
+
+def _run_args(path: Path, argv: list[str]) -> tuple[list[str], list[str]]:
+    """The record's command line read as ``kitbench run``'s own parser reads it (abbreviations such as
+    ``--forc`` or ``--ou=x`` included), then rebuilt from ``_TAKEN`` alone; with notes on what a
+    multi-node run loses. A command line that parser refuses is refused here, before anything is built."""
     from kitbench import runargs
     from kitbench.errors import UsageError
 
-    args = argv[1:] if argv[:1] == ["run"] else list(argv)
-    takes = runargs.takes_value()
-
-    def resolve(word: str) -> str | None:       # argparse's rule: the exact option, else a unique prefix
-        name = word.partition("=")[0]
-        found = [name] if name in takes else [o for o in takes if o.startswith("--") and o.startswith(name)]
-        return found[0] if len(found) == 1 else None
-
-    def parsed(words: list[str]) -> argparse.Namespace:
-        try:        # as run itself would refuse it, after an hour of building
-            return runargs.parse(words)
-        except UsageError as refused:
-            raise ReplayError(f"{path}'s command line is not one this kitbench's run takes: {refused.message[:200]}",
-                              hint="it was not written by this kitbench or was edited since; nothing was built"
-                              ) from None
-
-    parsed(args)
+    try:        # as run itself would refuse it, after an hour of building
+        given = runargs.parse(argv[1:] if argv[:1] == ["run"] else list(argv))
+    except UsageError as refused:
+        raise ReplayError(f"{path}'s command line is not one this kitbench's run takes: {refused.message[:200]}",
+                          hint="it was not written by this kitbench or was edited since; nothing was built"
+                          ) from None
+    if not _DEVICE.fullmatch(given.device):
+        raise ReplayError(f"{path}'s command line names the device {given.device[:40]!r}, which is none kitbench "
+                          "runs on", hint="it was not written by kitbench or was edited since; nothing was built")
+    default = runargs.parse([])
     kept: list[str] = []
-    words = iter(args)
-    for word in words:
-        option = resolve(word) if word.startswith("--") else None
-        if option in _DROPPED:
-            if takes[option] and "=" not in word:
-                next(words, None)
+    for option, attribute in _TAKEN:
+        value = getattr(given, attribute)
+        if value == getattr(default, attribute):
             continue
-        kept.append(word)
-    again = parsed(kept)
-    if again.out is not None or again.force or again.json:      # the parser's reading and ours must agree
-        raise ReplayError(f"{path}'s command line hides --out, --force or --json where they cannot be dropped",
-                          hint="nothing was built")
-    return kept
+        if isinstance(value, bool):
+            kept.append(option)
+        elif isinstance(value, list):
+            for item in value:
+                kept += [option, str(item)]
+        else:
+            kept += [option, ",".join(map(str, value)) if isinstance(value, tuple) else str(value)]
+    notes = []
+    if given.nnodes is not None or given.rdzv_endpoint is not None:
+        notes.append(f"the record's DDP ran across {given.nnodes or 'several'} nodes through a rendezvous "
+                     "(--nnodes, --rdzv-endpoint): that part cannot be rebuilt from a record, which never chooses "
+                     "a host; DDP is replayed standalone on this machine")
+    return kept, notes
+
+
+def _data_root() -> Path:
+    from kitbench import data
+
+    return data.default_root()
+
+
+def _check_data(root: Path) -> None:
+    """MNIST whole and sound in this user's data, before the build: the replayed run gets it with
+    --offline, so a missing file is "cannot rebuild" now, never a "not reproduced" an hour later."""
+    from kitbench import data
+    from kitbench.errors import DataError
+
+    try:
+        data.verify(root)
+    except DataError as missing:
+        raise ReplayError(f"cannot rebuild the run: {missing.message}",
+                          hint="a replay reads MNIST from KITBENCH_DATA or the cache, never from a path the record "
+                               "names: `kitbench run --check mnist --limit 1` downloads it there once; nothing "
+                               "was built") from None
 
 
 def plan(path: Path, machine: Probe) -> Plan:
     """What to rebuild, from the record alone (and the target's manifest for a /1 record)."""
-    data = path.read_bytes() if path.is_file() else b""
-    record = records.read(path)
+    record, sha256 = records.read_hashed(path)
     env = record["environment"]
-    _check_words(path, env)
+    _check_fields(path, record)
+    if not record["checks"].get("mnist", {}).get("runs"):
+        raise ReplayError(f"{path} holds no MNIST runs: a replay is verified by comparing them, and there is "
+                          "nothing to compare", hint="replay a record of `kitbench run --check mnist`; "
+                                                     "nothing was built")
+    run_args, notes = _run_args(path, record["argv"])
     python = ".".join(env["python"].split(".")[:2])
     target_name = env.get("target")
     try:
@@ -129,8 +158,7 @@ def plan(path: Path, machine: Probe) -> Plan:
     except KitbenchError:
         target = None
     if env.get("image"):
-        return _container_plan(path, hashlib.sha256(data).hexdigest(), record, target, machine)
-    notes: list[str] = []
+        return _container_plan(path, sha256, record, target, machine, run_args, notes)
     here, there = f"{machine.os}-{machine.arch}", f"{env['os']}-{env['arch']}"
     same_platform = here == there
     if not same_platform:
@@ -179,21 +207,42 @@ def plan(path: Path, machine: Probe) -> Plan:
     if env.get("kitbench") or env.get("git_revision"):
         notes.append(f"kitbench: this one runs the checks (the record's: {env.get('kitbench')}, "
                      f"git {str(env.get('git_revision') or 'unknown')[:12]})")
-    return Plan(path, hashlib.sha256(data).hexdigest(), record, python, requirements, exact, index, target_name,
-                _run_args(path, record["argv"]), notes)
+    checks = {run_args[i + 1] for i, word in enumerate(run_args) if word == "--check"}
+    trains = not checks or bool(checks & {"mnist", "ddp"})       # run's default checks include MNIST
+    return Plan(path, sha256, record, python, requirements, exact, index, target_name, run_args, notes,
+                data=_data_root() if trains else None)
 
 
-# What a record may name: it becomes a line of a requirements file and an argument, where a newline or an
-# option ("--index-url ...") would be obeyed, not installed (PEP 508 names, PEP 440 versions, pip's hashes).
+# What a record may name: it becomes a line of a requirements file, an argument or a message, where a
+# newline or an option ("--index-url ...", "http://host/evil.tar.gz") would be obeyed, not installed.
+# PEP 508 names; PEP 440 versions in their normal form, with a local label (the build tag, "+cu130").
 _NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,98}[A-Za-z0-9])?")
-_VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+!_-]{0,63}")
+_N = r"[0-9]{1,12}"
+_VERSION = re.compile(rf"({_N}!)?{_N}(\.{_N}){{0,7}}((a|b|rc){_N})?(\.post{_N})?(\.dev{_N})?"
+                      r"(\+[A-Za-z0-9]{1,32}(\.[A-Za-z0-9]{1,32}){0,7})?")
 _HASH = re.compile(r"(sha256|sha384|sha512):[0-9a-f]{64,128}")
 _PYTHON = re.compile(r"[0-9]{1,2}\.[0-9]{1,3}(\.[0-9A-Za-z+]{1,16})?")
+_PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")       # a target, an OS, an architecture
+_IMAGE = re.compile(r"[a-z0-9][a-z0-9._/-]{0,199}(:[A-Za-z0-9._-]{1,128})?")
+_IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
 
 
-def _check_words(path: Path, env: Environment) -> None:
-    """Refuse a record whose Python, package names, versions or hashes are not plain ones."""
+def _check_fields(path: Path, record: RunRecord) -> None:
+    """Refuse a record any of whose fields that reach a command line, a file or a message is not a plain
+    one: the one place a record's words are checked before a replay uses them."""
+    env = record["environment"]
     bad = [f"python {env['python']!r}"] if not _PYTHON.fullmatch(env["python"]) else []
+    for key in ("target", "os", "arch"):
+        value = env.get(key)
+        bad += [f"{key} {value!r}"] if value is not None and not _PLAIN.fullmatch(str(value)) else []
+    for key in ("torch", "torchvision"):
+        value = env.get(key)
+        # A /1 record says "unusable: <why>" where torch would not import: no version, never installed.
+        if isinstance(value, str) and not value.startswith("unusable") and not _VERSION.fullmatch(value):
+            bad.append(f"{key} version {value!r}")
+    for key, pattern in (("image", _IMAGE), ("image_id", _IMAGE_ID)):
+        value = env.get(key)
+        bad += [f"{key} {value!r}"] if value is not None and not pattern.fullmatch(str(value)) else []
     for package in env.get("packages") or []:
         bad += [f"package {package['name']!r}"] if not _NAME.fullmatch(package["name"]) else []
         bad += [f"{package['name']!r} version {package['version']!r}"] if not _VERSION.fullmatch(
@@ -206,7 +255,7 @@ def _check_words(path: Path, env: Environment) -> None:
 
 
 def _container_plan(path: Path, sha256: str, record: RunRecord, target: targets.Target | None,
-                    machine: Probe) -> Plan:
+                    machine: Probe, run_args: list[str], notes: list[str]) -> Plan:
     env = record["environment"]
     image = str(env.get("image"))
     if target is None or target.kind != "docker":
@@ -224,14 +273,13 @@ def _container_plan(path: Path, sha256: str, record: RunRecord, target: targets.
                               "a rebuilt image would not be the record's",
                               hint="replay it with the kitbench revision that wrote it (environment.git_revision), "
                                    "or on the machine that still has its image")
-    notes = []
     if env.get("manifest_sha256") not in (None, target.sha256):
         notes.append(f"target {target.name}'s manifest changed since the record (sha256 "
                      f"{str(env.get('manifest_sha256'))[:12]} -> {target.sha256[:12]}): a rebuilt image follows "
                      "today's, with the same torch and torchvision")
     python = ".".join(env["python"].split(".")[:2])
     return Plan(path, sha256, record, python, [], True, target.index_for("linux"), target.name,
-                _run_args(path, record["argv"]), notes, image=image, image_id=env.get("image_id"))
+                run_args, notes, image=image, image_id=env.get("image_id"))
 
 
 def _uv() -> str | None:
@@ -242,7 +290,6 @@ def _call(command: list[str], what: str) -> None:
     """uv, pip or venv through kitbench._proc: output bounded and decoded, an hour at most, its session
     killed when kitbench is interrupted (the build's folder is then removed by ``build``)."""
     from kitbench import _proc
-    from kitbench._ui import clean  # uv's and pip's words name what an index served: data, shown escaped
 
     try:
         done = _proc.run(command, INSTALL_TIMEOUT_S, tail=True)      # the reason comes last
@@ -258,6 +305,10 @@ def _call(command: list[str], what: str) -> None:
         # over the "hint:" uv prints last (for a Python it cannot provide: "retry on a newer uv").
         telling = ("ecause", "mismatch", "not found", "No matching", "No interpreter")
         why = next((line for line in lines if any(word in line for word in telling)), lines[-1] if lines else "")
+        if "==" not in why and any("hash" in line.lower() for line in lines):
+            # pip's hash refusal ends "Got 4721f391...": the package is on an earlier line of its own.
+            named = next((m[0] for line in lines if (m := _PINNED.search(line))), None)
+            why = f"{named}: {why}" if named else why
         raise ReplayError(f"{what}: {clean(why.lstrip(_UV_MARKS).strip().removeprefix('error: ')[:300])}")
 
 
@@ -299,7 +350,12 @@ def build(chosen: Plan, log: Log, root: Path | None = None) -> Path:
             _call([str(staged / inner), "-m", "pip", "install", "--quiet", *index, *deps,
                    "-r", str(requirements)], "cannot install the recorded versions")
         # Run as `python -m`, a venv survives the move (its console scripts' shebangs would not).
-        os.replace(staged, final)
+        try:
+            os.replace(staged, final)
+        except OSError:
+            if not python.exists():
+                raise
+            log(f"another replay built {final} meanwhile: reusing it")     # the same plan, the same pins
         return python
     finally:
         shutil.rmtree(building, ignore_errors=True)
@@ -345,7 +401,6 @@ def run(chosen: Plan, python: Path, out: Path, log: Log) -> RunRecord:
     """The recorded checks with the recorded options, in the rebuilt environment; the new record
     names the one it replays."""
     from kitbench import _proc
-    from kitbench._ui import clean
 
     with tempfile.TemporaryDirectory(prefix="kitbench-path.") as kit:
         _link_package(Path(kit))
@@ -354,8 +409,9 @@ def run(chosen: Plan, python: Path, out: Path, log: Log) -> RunRecord:
         if chosen.target:
             env["KITBENCH_TARGET"] = chosen.target
         out.parent.mkdir(parents=True, exist_ok=True)
-        command = [str(python), "-m", "kitbench", "run", *chosen.run_args, "--out", str(out)]
-        log("running: kitbench run " + " ".join([*chosen.run_args, "--out", str(out)]))
+        data = ["--data", str(chosen.data), "--offline"] if chosen.data is not None else []
+        command = [str(python), "-m", "kitbench", "run", *chosen.run_args, *data, "--out", str(out)]
+        log("running: kitbench run " + " ".join([*chosen.run_args, *data, "--out", str(out)]))
         limit = _run_limit(chosen.record)
         # Its progress (stderr) shown as it comes, escaped; its tables (stdout) are not replay's output.
         # On an interruption it gets SIGTERM first: it stops its own DDP ranks, whatever their session.
@@ -408,35 +464,49 @@ def run_container(chosen: Plan, out: Path, log: Log) -> RunRecord:
 
 
 def check(chosen: Plan, new: RunRecord, out: Path) -> Outcome:
-    """compare.verify's verdict; for a record without MNIST runs, its checks' statuses."""
+    """compare.verify's verdict, the only one: a rerun that failed before its MNIST runs, or a pair verify
+    cannot compare, is "cannot rebuild" (exit 2), never a verdict on numbers nobody compared."""
     from kitbench import compare
     from kitbench.errors import UsageError
 
     old = chosen.record
+    if new["status"] == "failed" and not new["checks"].get("mnist", {}).get("runs"):
+        raise ReplayError(f"cannot rebuild the run: the replayed run failed before its MNIST runs: "
+                          f"{str(new.get('error') or 'no reason recorded')[:300]} ({out})",
+                          hint="the rebuilt environment is cached; nothing was compared")
     # This kitbench runs from its source (no metadata in the venv): said in the notes, not as a package gone.
     differences = [line for line in compare.diff(old["environment"], new["environment"])
                    if not line.startswith("package kitbench:")]
     try:
         verdict = compare.verify(old, new)
-    except UsageError:
-        before = {name: cast(Check, c)["status"] for name, c in old["checks"].items()}
-        after = {name: cast(Check, c)["status"] for name, c in new["checks"].items()}
-        changed = [f"check {name}: {before.get(name)} -> {after.get(name)}" for name in sorted(before | after)
-                   if before.get(name) != after.get(name)]
-        return Outcome(out, "reproduced" if not changed else "not reproduced", not changed,
-                       changed[0] if changed else None, differences,
-                       [*chosen.notes, "no MNIST runs: the checks' statuses compared"])
+    except UsageError as refused:
+        raise ReplayError(f"the replayed run cannot be compared with the record: {refused.message} ({out})",
+                          hint=refused.hint) from None
     return Outcome(out, verdict.verdict, verdict.reproduced, verdict.first_divergence, differences, chosen.notes)
 
 
-def replay(source: Path, out: Path | None, machine: Probe, log: Log) -> Outcome:
+def out_path(given: str | None, source: Path) -> Path:
+    """Where the replayed record goes: ``given`` as a file, or inside it when it names a directory."""
+    default = default_out(source)
+    return _files.destination(given, default.name, ReplayError) if given is not None else default
+
+
+def replay(source: Path, given: str | None, machine: Probe, log: Log) -> Outcome:
+    """``given`` is --out as typed: a trailing separator is kept to mean a directory."""
     chosen = plan(source, machine)
-    out = out or default_out(source)
-    try:        # a symlink, directory or file at --out: refused now, not after the build; exit 2, not "differs"
+    out = out_path(given, source)
+    try:        # a symlink, device or file at --out: refused now, not after the build; exit 2, not "differs"
         _files.check_target(out)
     except RecordError as refused:
-        raise ReplayError(refused.message, hint=refused.hint) from None
+        raise ReplayError(refused.message, hint="give another --out (replay never replaces a file)") from None
     if chosen.image is not None:
         return check(chosen, run_container(chosen, out, log), out)
-    python = build(chosen, log)
+    if chosen.data is not None:
+        _check_data(chosen.data)
+    try:
+        python = build(chosen, log)
+    except OSError as failed:       # the cache: a file where its folder should be, a full or read-only disk
+        raise ReplayError(f"cannot rebuild the run: the replay cache {cache_root()}: "
+                          f"{failed.strerror or failed}",
+                          hint=f"set {CACHE_VARIABLE} to a writable directory") from None
     return check(chosen, run(chosen, python, out, log), out)

@@ -11,7 +11,6 @@ person can open, and the page says what it left out.
 
 from __future__ import annotations
 
-import hashlib
 import html
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -65,13 +64,6 @@ class Item:
     @property
     def label(self) -> str:
         return f"{self.name} (quick)" if self.quick else self.name
-
-
-def _sha256(path: Path) -> str:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError as exc:
-        return f"unreadable: {exc.strerror}"
 
 
 def _short_names(paths: Sequence[Path]) -> list[str]:
@@ -485,7 +477,8 @@ def build(inputs: Sequence[str], fmt: str = "html") -> Report:
         raise RecordReadError(error.message, hint=error.hint or "give run records or directories holding them "
                               "(kitbench run writes them under results/)") from None
     names = _short_names([x.path for x in loaded])
-    items = [Item(name, _sha256(x.path), x.record, x.error) for name, x in zip(names, loaded, strict=True)]
+    # Each hash is of the bytes the record was parsed from: a file replaced meanwhile cannot lend its hash.
+    items = [Item(name, x.sha256 or "-", x.record, x.error) for name, x in zip(names, loaded, strict=True)]
     table = compare.rows(loaded)
     found = [_machines(items, table), _availability(items), _transfers(items), _mnist(items), _sweep(items),
              _ddp(items), _environments(items), _records(items)]
@@ -557,11 +550,17 @@ def _html(sections: list[Section], summary: str) -> str:
     return "\n".join(out)
 
 
+_MD_ESCAPES = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("`", "\\`"), ("*", "\\*"),
+               ("_", "\\_"), ("[", "\\["), ("]", "\\]"), ("~", "\\~"), ("$", "\\$"), ("#", "\\#"),
+               ("://", "&#58;//"), ("@", "&#64;"), ("www.", "www&#46;"))
+
+
 def md_cell(text: str) -> str:
-    """A table cell's text that GitHub shows as it is: no column break, code span, HTML or line break."""
+    """Text from records as Markdown that GitHub shows as it is, the one escape for every Markdown kitbench
+    writes: no column break, code span, HTML, line break, emphasis, strike-through, math ($...$), image,
+    @mention, bare link (http://, www.) or emoji code."""
     text = _CONTROL.sub(" ", text).replace("\\", "\\\\")
-    for char, entity in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("`", "\\`"),
-                         ("*", "\\*"), ("_", "\\_"), ("[", "\\["), ("]", "\\]")):
+    for char, entity in _MD_ESCAPES:
         text = text.replace(char, entity)
     return text.strip() or " "
 

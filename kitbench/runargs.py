@@ -5,6 +5,7 @@ the arguments after ``--``), without importing the command line."""
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -23,6 +24,13 @@ def whole(text: str) -> int:
                                              f"not {text[:24]!r}...")
         raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}")
     return -value if sign else value
+
+
+def file_path(text: str) -> Path:
+    """A record's file: ``dir/`` would silently become a file named ``dir``."""
+    if text.endswith(("/", os.sep)):
+        raise argparse.ArgumentTypeError(f"{text[:200]!r} ends in a separator: give a file name, such as run.json")
+    return Path(text)
 
 
 def sizes(text: str) -> tuple[int, ...]:
@@ -44,8 +52,9 @@ def add_arguments(run: argparse.ArgumentParser) -> None:
                           "on a ROCm build), xpu, xpu:N or mps (default: auto)")
     run.add_argument("--data", type=Path, help="directory holding MNIST/raw (default: KITBENCH_DATA or the cache)")
     run.add_argument("--offline", action="store_true", help="never download MNIST")
-    run.add_argument("--out", type=Path, help="record file (default: a new results/<target>/<UTC time>-<id>.json); "
-                                             "never replaces anything but a kitbench record, that only with --force")
+    run.add_argument("--out", type=file_path,
+                     help="record file (default: a new results/<target>/<UTC time>-<id>.json); "
+                          "never replaces anything but a kitbench record, that only with --force")
     run.add_argument("--force", action="store_true", help="let --out replace an existing kitbench record")
     run.add_argument("--quick", action="store_true",
                      help="fewer sizes and repeats; MNIST on the first 6,000 training images")
@@ -124,8 +133,3 @@ def parse(words: Sequence[str]) -> argparse.Namespace:
     args = parser().parse_args(list(words))
     refuse_combinations(args)
     return args
-
-
-def takes_value() -> dict[str, bool]:
-    """Every option of run, and whether it takes a value."""
-    return {option: action.nargs != 0 for action in parser()._actions for option in action.option_strings}

@@ -153,34 +153,38 @@ def run(options: Options, out: Path | None = None, progress: Progress | None = N
     with sigterm_raises():
         machine = machine or probe_machine()
         path = records.claim(out, force)
-        record: RunRecord = {
-            "schema": SCHEMA,
-            "status": "interrupted",
-            "started_at": records.utc_now(),
-            "ended_at": None,
-            "argv": sys.argv[1:],
-            "options": options_record(options),
-            "device": None,
-            "device_init_s": None,
-            "environment": fingerprint.host(machine),
-            "checks": {},
-        }
         try:
-            records.write_atomic(path, record)
-            _run_checks(options, machine, progress, path, record)
-        except KeyboardInterrupt as stop:
-            record["ended_at"] = records.utc_now()
-            records.write_atomic(path, record)
-            code = Terminated.exit_code if isinstance(stop, Terminated) else 130
-            raise Interrupted(f"{'terminated' if code == 143 else 'interrupted'}; the partial record is {path}",
-                              hint="the record says status: interrupted and keeps the checks that finished",
-                              exit_code=code) from None
-        except KitbenchError as error:
-            record["status"], record["ended_at"], record["error"] = "failed", records.utc_now(), error.message
-            records.write_atomic(path, record)
-            raise
+            record: RunRecord = {
+                "schema": SCHEMA,
+                "status": "interrupted",
+                "run_id": records.new_run_id(),
+                "started_at": records.utc_now(),
+                "ended_at": None,
+                "argv": sys.argv[1:],
+                "options": options_record(options),
+                "device": None,
+                "device_init_s": None,
+                "environment": fingerprint.host(machine),
+                "checks": {},
+            }
+            try:
+                records.write_atomic(path, record)
+                _run_checks(options, machine, progress, path, record)
+            except KeyboardInterrupt as stop:
+                record["ended_at"] = records.utc_now()
+                records.write_atomic(path, record)
+                code = Terminated.exit_code if isinstance(stop, Terminated) else 130
+                raise Interrupted(f"{'terminated' if code == 143 else 'interrupted'}; the partial record is {path}",
+                                  hint="the record says status: interrupted and keeps the checks that finished",
+                                  exit_code=code) from None
+            except KitbenchError as error:
+                record["status"], record["ended_at"], record["error"] = "failed", records.utc_now(), error.message
+                records.write_atomic(path, record)
+                raise
+            finally:
+                progress.done()         # a phase cut short must not leave its heartbeat running
         finally:
-            progress.done()         # a phase cut short must not leave its heartbeat running
+            records.release(path)     # the claim on --out: another run may write it now
     return Finished(path, record)
 
 

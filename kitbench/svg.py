@@ -12,9 +12,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape as _html_escape
+from typing import TypeVar
 
 # Control characters that a record could carry into a label (ESC, C1, line separators, bidi overrides,
-# as kitbench._ui.clean shows them escaped): a label shows them as a space, never raw.
+# as kitbench.errors.clean shows them escaped): a label shows them as a space, never raw.
 CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
@@ -65,6 +66,19 @@ def _label(value: float) -> str:
         mantissa = value / 10 ** exponent
         return f"1e{exponent}" if math.isclose(mantissa, 1) else f"{mantissa:.3g}e{exponent}"
     return f"{value:.4g}"
+
+
+MAX_POINTS = 2 * WIDTH      # per line: two to a pixel column; a 1.5-million-step loss curve is not 30 MB of SVG
+
+T = TypeVar("T")
+
+
+def _thinned(points: list[T]) -> list[T]:
+    """At most about MAX_POINTS of ``points``, evenly spaced, the last one kept."""
+    if len(points) <= MAX_POINTS:
+        return points
+    step = -(-len(points) // MAX_POINTS)
+    return points[::step] + ([points[-1]] if (len(points) - 1) % step else [])
 
 
 def line_chart(title: str, series: Sequence[Series], x_label: str, y_label: str, log_x: bool = False,
@@ -122,11 +136,11 @@ def line_chart(title: str, series: Sequence[Series], x_label: str, y_label: str,
     for i, s in enumerate(series):
         colour = f"s{i % PALETTE}"
         dash = ' stroke-dasharray="5 3"' if s.dashed else ""
-        band = [(x, lo, hi) for x, lo, hi in s.band if usable(x, lo) and usable(x, hi)]
+        band = _thinned([(x, lo, hi) for x, lo, hi in s.band if usable(x, lo) and usable(x, hi)])
         if band:
             edge = [f"{px(x)},{py(hi)}" for x, _, hi in band] + [f"{px(x)},{py(lo)}" for x, lo, _ in reversed(band)]
             out.append(f'<polygon class="band {colour}" points="{" ".join(edge)}"/>')
-        points = [f"{px(x)},{py(y)}" for x, y in s.points if usable(x, y)]
+        points = [f"{px(x)},{py(y)}" for x, y in _thinned([(x, y) for x, y in s.points if usable(x, y)])]
         if points:
             out.append(f'<polyline class="line {colour}" fill="none"{dash} points="{" ".join(points)}">'
                        f'<title>{escape(s.name)}</title></polyline>')

@@ -16,8 +16,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kitbench import manifest
 from kitbench.errors import KitbenchError, ManifestError, UsageError
 from kitbench.versions import cuda_of_compute
@@ -79,6 +77,9 @@ class Target:
         if override:
             return None if override == "default" else override
         return self.declared_index(os_name)
+
+
+MAX_LOCK_BYTES = 16 * 2**20     # the largest lock is about 40 KB; KITBENCH_LOCK may name anything
 
 
 @dataclass(frozen=True)
@@ -172,13 +173,10 @@ def _from_manifest(loaded: manifest.Manifest) -> Target:
 
 def _check_environment(path: Path, python: str, target_path: Path) -> None:
     """A conda environment file must exist and agree with its target's python pin."""
-    try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ManifestError(target_path, f"environment file {path} does not exist") from None
-    except yaml.YAMLError as exc:
-        raise ManifestError(path, f"invalid YAML: {exc}") from None
-    deps = data.get("dependencies", []) if isinstance(data, dict) else []
+    if not path.exists():
+        raise ManifestError(target_path, f"environment file {path} does not exist")
+    data = manifest.read(path)[0]       # as every manifest is read: bounded, strict UTF-8, no aliases
+    deps = data.get("dependencies", [])
     pythons = [d for d in deps if isinstance(d, str) and d.replace(" ", "").startswith("python=")]
     if not pythons:
         raise ManifestError(path, "conda environment pins no python (expected python=X.Y)")

@@ -173,3 +173,22 @@ def spawn() -> Iterator[Callable[..., subprocess.Popen[str]]]:
                     os.killpg(proc.pid, stop)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.communicate(timeout=grace)
+
+
+
+def _another_run(source: Path, dest: Path) -> Path:
+    import json
+
+    from kitbench import records
+
+    data = json.loads(source.read_text())
+    data["run_id"] = records.new_run_id()
+    dest.write_text(json.dumps(data, indent=2))
+    return dest
+
+
+@pytest.fixture
+def another_run() -> Callable[[Path, Path], Path]:
+    """Writes ``source``'s record to ``dest`` as another run with the same numbers would (a new run id): a
+    copy of the file is the same run, which verify, compare and report refuse to count twice."""
+    return _another_run

@@ -93,3 +93,34 @@ def test_write_helper_refuses_a_symlink_swapped_in(tmp_path: Path) -> None:
     with pytest.raises(RecordError, match="symlink"):
         _files.write(target, "three", replace=True)
     assert not (tmp_path / "elsewhere").exists()
+
+
+# --- reading: one bounded, typed reader for every file kitbench opens ---
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory", "too big", "not UTF-8", "lone surrogate"])
+def test_the_reader_refuses_what_is_not_a_bounded_text_file_at_once(kind: str, tmp_path: Path) -> None:
+    import time
+
+    from kitbench.errors import KitbenchError
+
+    path = tmp_path / "f"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path = Path("/dev/zero")
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "too big":
+        path.write_bytes(b"x" * 1001)
+    else:
+        path.write_bytes(b"ok \xff" if kind == "not UTF-8" else b"ok \xed\xa0\x80")     # UTF-8 of U+D800
+    started = time.monotonic()
+    with pytest.raises(KitbenchError) as refused:
+        _files.read_text(path, 1000, "record")
+    assert time.monotonic() - started < 2
+    words = {"fifo": "not a regular file", "device": "not a regular file", "directory": "not a regular file",
+             "too big": "is 1,001 bytes; a record is at most 1,000", "not UTF-8": "is not UTF-8 text (byte 3",
+             "lone surrogate": "is not UTF-8 text (byte 3"}[kind]
+    assert words in refused.value.message
+    (tmp_path / "g").write_bytes("héllo".encode())
+    assert _files.read_text(tmp_path / "g", 6, "record") == "héllo"

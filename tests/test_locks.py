@@ -144,3 +144,28 @@ def test_an_unreachable_pytorch_index_is_resolved_against_the_stand_in(monkeypat
     monkeypatch.setenv("KITBENCH_INDEX_URL", "https://mirror.example/simple")
     assert locks.where(targets.get("cpu"), "linux", lambda: pytest.fail("reachable")) == locks.Where(
         "https://download.pytorch.org/whl/cpu", "https://mirror.example/simple")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "random bytes"])
+def test_a_lock_that_is_no_text_file_is_one_line_never_a_hang(kind: str, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """KITBENCH_LOCK may name anything: the run records why it is unreadable, at once, and goes on."""
+    import os
+    import time
+
+    from kitbench.errors import UsageError
+
+    path = tmp_path / "lock.txt"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path = Path("/dev/zero")
+    else:
+        path.write_bytes(bytes(range(256)) * 4)
+    started = time.monotonic()
+    with pytest.raises(UsageError):
+        locks.read(path)
+    monkeypatch.setenv(locks.LOCK_VARIABLE, str(path))
+    found, info, why = fingerprint.lock()
+    assert found is None and info is None and why is not None and "unreadable" in why
+    assert time.monotonic() - started < 2

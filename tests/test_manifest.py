@@ -174,3 +174,30 @@ def test_a_manifest_read_once_is_read_back_from_the_cache_until_it_changes(
     monkeypatch.setattr(schemas, "validator", lambda name: lambda data: data)
     assert manifest.load(dated, "mnist").data == {"read": __import__("datetime").date(2026, 11, 26)}
     assert manifest.load(dated, "mnist").data["read"].year == 2026
+
+
+@pytest.mark.parametrize("text", [
+    "schema: 1\nloop: &a [*a]\n",                                            # refers to itself: every walk loops
+    "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+    "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+    "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
+    "g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]\nh: [*g, *g, *g, *g, *g, *g, *g, *g, *g]\n",   # "billion laughs"
+    "base: &b {x: 1}\nother:\n  <<: *b\n",                                   # a merge key is an alias too
+], ids=["recursive", "billion-laughs", "merge-key"])
+def test_yaml_aliases_are_refused_at_once(tmp_path: Path, text: str) -> None:
+    import time
+
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    started = time.monotonic()
+    with pytest.raises(ManifestError, match="YAML aliases"):
+        manifest.load(path, "suite")
+    assert time.monotonic() - started < 2
+
+
+def test_a_manifest_that_is_a_fifo_is_refused_at_once(tmp_path: Path) -> None:
+    import os
+
+    os.mkfifo(tmp_path / "m.yaml")
+    with pytest.raises(ManifestError, match="not a regular file"):
+        manifest.load(tmp_path / "m.yaml", "suite")

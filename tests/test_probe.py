@@ -368,3 +368,25 @@ def test_the_parser_names_every_line_that_is_no_gpu(resources: Path) -> None:
     assert probe.parse_nvidia_smi(failed) == (None, (), (failed.strip(),))
     # A capability that is no number is no GPU's line, not a GPU "of unknown capability".
     assert probe.parse_nvidia_smi("1, bogus, abc, 1, 550.54.15\n")[1:] == ((), ("1, bogus, abc, 1, 550.54.15",))
+
+
+@pytest.mark.parametrize(("body", "words"), [
+    ("echo abc; echo x86_64; echo", "did not answer as a Python interpreter"),          # not a version
+    ("yes 3.11.0", "did not answer as a Python interpreter"),                           # endless: cut at 4 KB
+    ("printf '3.11.0\\377\\nx86_64\\n\\n'", "did not answer as a Python interpreter"),   # not UTF-8
+    ("printf '3.11.0\\nx86_64\\n\\033[2J 1\\n'", "did not answer as a Python interpreter"),
+], ids=["abc", "yes", "not-utf8", "escape"])
+def test_install_cmd_python_takes_only_a_python_s_answer(body: str, words: str, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    import time
+
+    from kitbench._cli import main
+
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\n{body}\n")
+    fake.chmod(0o755)
+    started = time.monotonic()
+    assert main(["install-cmd", "--python", str(fake)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith(f"ERROR: --python {fake} {words}") and "Traceback" not in err
+    assert time.monotonic() - started < 15

@@ -171,7 +171,7 @@ def test_only_bounded_regular_files_are_read(tmp_path: Path, monkeypatch: pytest
         records.read(tmp_path)
     big = tmp_path / "big.json"
     big.write_bytes(b" " * (records.MAX_BYTES + 1))
-    with pytest.raises(RecordReadError, match="a kitbench record is at most"):
+    with pytest.raises(RecordReadError, match="a record is at most"):
         records.read(big)
 
 
@@ -425,3 +425,106 @@ def test_an_empty_out_is_named_as_such(tmp_path: Path) -> None:
     with pytest.raises(RecordError, match="is an empty file"):
         records.claim(out)
     assert records.claim(out, force=True) == out
+
+
+@pytest.mark.parametrize(("edit", "words"), [
+    (lambda r: r["checks"]["mnist"]["runs"][0].update(epoch_s=10**400), "is beyond 2**63"),
+    (lambda r: r["checks"]["mnist"]["runs"][0].update(loss_curve=[1e308, 1e308]), "is beyond 1e+100"),
+    (lambda r: r["environment"].update(cpu="x\ud800"), "a lone surrogate, which is not text"),
+    (lambda r: r["environment"].update({"\udfff": 1}), "a lone surrogate, which is not text"),
+], ids=["epoch_s-10**400", "curve-1e308", "surrogate-value", "surrogate-key"])
+def test_numbers_and_text_no_encoder_can_take_are_refused_on_read(edit: typing.Any, words: str, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Each was a traceback in report, compare or verify (OverflowError, UnicodeEncodeError): now the record
+    is refused where it is read, one ERROR line naming the field, by every command."""
+    from kitbench._cli import main
+
+    record = json.loads(FULL.read_text())
+    edit(record)
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(record))     # ensure_ascii: "\ud800" as JSON writes it
+    other = tmp_path / "other.json"
+    other.write_text(FULL.read_text())
+    for command in (["compare", str(path)], ["compare", "--format", "markdown", str(path)],
+                    ["verify", str(other), str(path)], ["report", str(path), "-o", str(tmp_path / "p.html")]):
+        assert main(command) in (1, 2)
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith(f"ERROR: {path}: field ") and words in err, err
+        assert len(err.splitlines()) <= 2 and "Traceback" not in err
+    assert not (tmp_path / "p.html").exists()
+
+
+def test_of_two_runs_writing_one_out_only_one_claims_it(tmp_path: Path) -> None:
+    """``run --out X --force`` twice at once: the second is refused while the first holds X, never both
+    told that they wrote it; the claim ends with the run."""
+    import threading
+
+    out = tmp_path / "same.json"
+    out.write_text(FULL.read_text())
+    barrier, won, lost = threading.Barrier(8), [], []
+
+    def racer() -> None:
+        barrier.wait()
+        try:
+            won.append(records.claim(out, force=True))
+        except RecordError as refused:
+            lost.append(refused.message)
+
+    threads = [threading.Thread(target=racer) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert won == [out] and len(lost) == 7 and all("is being written by another run" in m for m in lost)
+    records.release(out)
+    assert records.claim(out, force=True) == out and records.read(out)["status"] == "ok"
+    records.release(out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["same.json"]
+
+
+def test_run_out_ending_in_a_separator_is_refused_never_a_file_of_that_name(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench._cli import main
+
+    assert main(["run", "--check", "availability", "--out", str(tmp_path / "folder") + "/"]) == 2
+    assert "ends in a separator: give a file name" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_two_runs_given_one_out_with_force_one_writes_and_the_other_is_refused(tmp_path: Path) -> None:
+    """Through the real command: both started at once, each with --force; exactly one record is written and
+    exactly one run says it wrote it."""
+    import subprocess
+
+    out = tmp_path / "same.json"
+    out.write_text(FULL.read_text())
+    command = [sys.executable, "-m", "kitbench", "run", "--check", "availability", "--device", "cpu",
+               "--out", str(out), "--force"]
+    started = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for _ in range(2)]
+    done = [(p.wait(timeout=300), *p.communicate()) for p in started]
+    codes = sorted(code for code, _, _ in done)
+    refused = [err for code, _, err in done if code != 0]
+    assert codes[0] == 0 and codes[1] != 0, done
+    assert len(refused) == 1 and "is being written by another run" in refused[0] and "Traceback" not in refused[0]
+    assert records.read(out)["status"] == "ok" and not (tmp_path / ".same.json.claim").exists()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the claim is a flock where the OS has one")
+def test_a_claim_ends_with_its_run_even_one_killed_with_sigkill(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+
+    out = tmp_path / "r.json"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
+                               "from kitbench import records; records.claim(Path(sys.argv[1])); print('held', "
+                               "flush=True); time.sleep(120)", str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(RecordError, match="is being written by another run"):
+            records.claim(out, force=True)
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    assert records.claim(out, force=True) == out        # the kernel gave the lock back with the process
+    records.release(out)

@@ -10,12 +10,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kitbench import _cli, _proc, compare, locks, records, replay
+from kitbench.data import default_root
 from kitbench.errors import ReplayError
 from kitbench.probe import probe
 
@@ -54,7 +56,9 @@ def test_a_cpu_record_is_replayed_for_real(cpu_record: Path, tmp_path: Path, mon
     assert f"reproduced ({out})" in printed
     new, old = records.read(out), records.read(cpu_record)
     assert new["replay_of"] is not None and new["replay_of"]["path"] == str(cpu_record)
-    assert new["options"] == old["options"] and new["argv"][-2:] == ["--out", str(out)]
+    # The same options but for the data: this user's (KITBENCH_DATA, with --offline), never the record's.
+    assert {**new["options"], "data": None} == {**old["options"], "data": None}
+    assert new["argv"][-5:] == ["--data", str(default_root()), "--offline", "--out", str(out)]
     versions = {p["name"]: p["version"] for p in new["environment"].get("packages", [])}
     assert all(versions.get(p["name"]) == p["version"] for p in old["environment"].get("packages", [])
                if p["name"] != "kitbench")
@@ -125,7 +129,7 @@ def test_a_record_naming_options_instead_of_packages_is_refused_before_a_build(
     assert "which no index serves" in err and not (tmp_path / "cache").exists()
 
 
-@pytest.mark.parametrize("kind", ["symlink", "directory", "foreign file"])
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "foreign file"])
 def test_a_bad_out_is_refused_before_the_environment_is_built(kind: str, tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
@@ -135,13 +139,27 @@ def test_a_bad_out_is_refused_before_the_environment_is_built(kind: str, tmp_pat
     (tmp_path / "notes.txt").write_text("keep")
     if kind == "symlink":
         out.symlink_to(tmp_path / "notes.txt")
-    elif kind == "directory":
-        out.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(out)
     else:
         out.write_text("keep")
     assert _cli.main(["replay", str(record), "--out", str(out)]) == 2
-    assert capsys.readouterr().err.startswith(f"ERROR: will not write {out}")
+    err = capsys.readouterr().err
+    assert err.startswith(f"ERROR: will not write {out}")
+    assert "hint: give another --out" in err and "--force" not in err      # replay takes no --force
     assert not (tmp_path / "cache").exists() and (tmp_path / "notes.txt").read_text() == "keep"
+
+
+def test_out_naming_a_directory_puts_the_record_inside_it_or_is_refused(tmp_path: Path) -> None:
+    source = tmp_path / "r.json"
+    (tmp_path / "folder").mkdir()
+    for given in (str(tmp_path / "folder"), str(tmp_path / "folder") + "/"):
+        inside = replay.out_path(given, source)
+        assert inside.parent == tmp_path / "folder" and inside.name.startswith("r-replay-")
+    with pytest.raises(ReplayError, match="names a directory, and there is none"):
+        replay.out_path(str(tmp_path / "nowhere") + "/", source)
+    assert not (tmp_path / "nowhere").exists()
+    assert replay.out_path(str(tmp_path / "x.json"), source) == tmp_path / "x.json"
 
 
 def test_a_mac_record_is_planned_for_this_platform_and_says_so(cpu_record: Path, tmp_path: Path) -> None:
@@ -162,14 +180,15 @@ def test_a_v1_record_is_planned_from_its_torch_and_the_targets_pins() -> None:
 
 
 @pytest.mark.parametrize("old", OLD_RECORDS, ids=lambda p: p.name)
-def test_v1_records_are_still_compared_and_verified(old: Path, cpu_record: Path,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_v1_records_are_still_compared_and_verified(old: Path, cpu_record: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str],
+                                                    another_run: Callable[[Path, Path], Path]) -> None:
     assert records.read(old)["schema"] == "kitbench.run/1"
     assert _cli.main(["compare", str(old), str(cpu_record)]) == 0
     differs = [line for line in capsys.readouterr().out.splitlines() if "differs from the baseline" in line]
     assert differs and not any("package " in line for line in differs)     # /1 lists no packages
     if compare._runs(records.read(old)):
-        assert _cli.main(["verify", str(old), str(old)]) == 0
+        assert _cli.main(["verify", str(old), str(another_run(old, tmp_path / "again.json"))]) == 0
 
 
 def test_the_replayed_run_gets_this_kitbench_and_nothing_else_of_the_callers(
@@ -398,8 +417,10 @@ def container_record(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, di
     results = tmp_path_factory.mktemp("results")
     env = {**os.environ, "KITBENCH_RESULTS": str(results), "KITBENCH_BASE_IMAGE": base, "KITBENCH_GPUS": "none",
            "KITBENCH_DOCKER_NETWORK": "host", "KITBENCH_INDEX_URL": "default"}
-    subprocess.run([sys.executable, "-m", "kitbench", "container", "cuda126", "--", "--quick", "--check",
-                    "availability"], env=env, check=True, capture_output=True, cwd=REPO, timeout=3600)
+    # MNIST, briefly: a replay's verdict is verify's, which compares the MNIST runs (a record without is refused).
+    subprocess.run([sys.executable, "-m", "kitbench", "container", "cuda126", "--", "--quick", "--offline",
+                    "--check", "mnist", "--loop", "resident", "--limit", "1000"],
+                   env=env, check=True, capture_output=True, cwd=REPO, timeout=3600)
     (record,) = (results / "cuda126").glob("*.json")
     return record, env
 
@@ -424,7 +445,9 @@ def test_a_container_record_is_replayed_in_its_own_image(container_record: tuple
     new, old = records.read(out), records.read(source)
     assert new["replay_of"] == {"path": str(source), "sha256": replay.plan(source, probe()).sha256}
     assert new["environment"]["image_id"] == old["environment"]["image_id"]
-    assert new["options"] == old["options"]
+    # What was measured is the same; where MNIST came from (and whether a download was allowed) is this user's.
+    assert {k: v for k, v in new["options"].items() if k != "offline"} == \
+        {k: v for k, v in old["options"].items() if k != "offline"}
     assert list((Path(env["KITBENCH_RESULTS"]) / "cuda126").glob("replay-*")) == []      # moved, not copied
     assert _replay([str(source), "--out", str(out)], env, monkeypatch) == 2      # never clobbered: refused up front
     assert "a file is already there" in capsys.readouterr().err
@@ -459,3 +482,169 @@ def test_a_container_record_that_cannot_be_rebuilt_is_refused_before_docker(
         "torch": cuda.torch, "torchvision": cuda.torchvision, **edits})
     assert _cli.main(["replay", str(record)]) == 2
     assert words in capsys.readouterr().err.splitlines()[0]
+
+
+# --- a record is a stranger's file: replay obeys nothing in it but its validated packages ---
+
+def _v1(source: Path, dest: Path, **environment: Any) -> Path:
+    """``source`` as a /1 record (torch and torchvision named, no packages), with ``environment`` changed."""
+    data = json.loads(source.read_text())
+    data["schema"] = "kitbench.run/1"
+    data["environment"].pop("packages", None)
+    data["environment"].pop("lock", None)
+    data["environment"].update(environment)
+    dest.write_text(json.dumps(data))
+    return dest
+
+
+@pytest.mark.parametrize("second", ["http://127.0.0.1:{port}/evil-0.1.tar.gz", "--index-url http://127.0.0.1:{port}/"])
+@pytest.mark.parametrize("field", ["torch", "torchvision"])
+def test_a_version_that_is_not_one_is_refused_and_no_host_is_reached(
+        field: str, second: str, cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A version's second line would be a requirement (an sdist whose setup.py runs) or an option (another
+    index) to pip: refused before anything is built, and the loopback server hears nothing."""
+    import http.server
+    import threading
+
+    asked: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            self.send_error(404)
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+        monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path / "results"))
+        hostile = _v1(cpu_record, tmp_path / "r.json",
+                      **{field: "2.14.1\n" + second.format(port=server.server_address[1])})
+        assert _cli.main(["replay", str(hostile)]) == 2
+    finally:
+        server.shutdown()
+    err = capsys.readouterr().err
+    assert err.startswith(f"ERROR: {hostile} names {field} version '2.14.1\\n") and "which no index serves" in err
+    assert len(err.splitlines()) == 2 and asked == [] and not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize(("environment", "shown"), [
+    ({"target": "cpu\x1b]0;pwned\x07"}, "target 'cpu\\x1b]0;pwned\\x07'"),
+    ({"target": "cpu\x00"}, "target 'cpu\\x00'"),
+    ({"os": "linux\r\nreproduced"}, "os 'linux\\r\\nreproduced'"),
+    ({"python": "3.11\n--index-url x"}, "python '3.11\\n--index-url x'"),
+    ({"image_id": "sha256:zz"}, "image_id 'sha256:zz'"),
+])
+def test_record_words_are_checked_in_one_place_and_shown_escaped(
+        environment: dict[str, str], shown: str, cpu_record: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+    assert _cli.main(["replay", str(_edited(cpu_record, tmp_path / "r.json", **environment))]) == 2
+    err = capsys.readouterr().err
+    assert shown in err and len(err.splitlines()) == 2 and not any(c in err for c in "\x1b\x07\x00\r")
+    assert not (tmp_path / "cache").exists()
+
+
+def test_only_options_that_change_what_is_measured_are_taken(tmp_path: Path) -> None:
+    argv = ["run", "--check", "mnist", "--data", "/elsewhere", "--offline", "--json", "--check", "ddp",
+            "--nnodes", "2", "--rdzv-endpoint", "10.0.0.1:29400", "--nproc", "2", "--seed", "7", "--quick",
+            "--batch-size", "16,64", "--lr", "0.05", "--deterministic", "--out", "/x.json", "--force"]
+    chosen = replay.plan(_with_argv(OLD_RECORDS[0], tmp_path / "r.json", argv), probe())
+    assert chosen.run_args == ["--check", "mnist", "--check", "ddp", "--quick", "--batch-size", "16,64",
+                               "--seed", "7", "--lr", "0.05", "--deterministic", "--nproc", "2"]
+    assert any("DDP is replayed standalone" in note and "--rdzv-endpoint" in note for note in chosen.notes)
+    assert chosen.data is not None      # this user's MNIST, given with --offline, where the run trains
+    moves = replay.plan(_with_argv(OLD_RECORDS[0], tmp_path / "m.json", ["run", "--check", "moves"]), probe())
+    assert moves.run_args == ["--check", "moves"] and moves.data is None     # run refuses --data without MNIST
+    with pytest.raises(ReplayError, match="names the device"):
+        replay.plan(_with_argv(OLD_RECORDS[0], tmp_path / "d.json", ["run", "--device", "cuda\n--data=/x"]), probe())
+
+
+def test_a_record_without_mnist_runs_is_refused_before_a_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Its checks' statuses are no verdict: nothing a replay could compare."""
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+    ddp = REPO / "docs" / "records" / "cpu-bench-ddp.json"
+    assert _cli.main(["replay", str(_edited(ddp, tmp_path / "r.json", os="linux", arch="x86_64"))]) == 2
+    assert "holds no MNIST runs" in capsys.readouterr().err and not (tmp_path / "cache").exists()
+
+
+def test_missing_mnist_or_an_unusable_cache_is_cannot_rebuild_never_a_verdict(
+        cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    real = os.environ.get("KITBENCH_DATA")
+    monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+    monkeypatch.setenv("KITBENCH_DATA", str(tmp_path / "empty"))
+    assert _cli.main(["replay", str(cpu_record)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR: cannot rebuild the run: MNIST file missing") and "never from a path" in err
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "empty").exists()
+    if real is None or not Path(real, "MNIST").is_dir():
+        pytest.skip("needs MNIST in KITBENCH_DATA to get past the data check")
+    monkeypatch.setenv("KITBENCH_DATA", real)
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "file" / "cache"))
+    assert _cli.main(["replay", str(cpu_record)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR: cannot rebuild the run: the replay cache ") and "KITBENCH_REPLAY_CACHE" in err
+    assert "KITBENCH_RESULTS" not in err
+
+
+def test_a_refusal_of_verify_or_a_failed_rerun_is_exit_2_never_reproduced(cpu_record: Path, tmp_path: Path) -> None:
+    chosen = replay.plan(cpu_record, probe())
+    twice = json.loads(cpu_record.read_text())
+    twice["checks"]["mnist"]["runs"].append(twice["checks"]["mnist"]["runs"][0])
+    with pytest.raises(ReplayError, match="cannot be compared with the record: the candidate holds two MNIST runs"
+                       ) as refused:
+        replay.check(chosen, twice, tmp_path / "new.json")
+    assert refused.value.exit_code == 2
+    failed = {**json.loads(cpu_record.read_text()), "status": "failed", "error": "no MNIST", "checks": {}}
+    with pytest.raises(ReplayError, match="the replayed run failed before its MNIST runs: no MNIST"):
+        replay.check(chosen, failed, tmp_path / "new.json")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a shell script stands in for pip")
+def test_a_hash_mismatch_names_its_package(tmp_path: Path) -> None:
+    pip = _fake(tmp_path, "cat >&2 <<'EOF'\nERROR: THESE PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS "
+                          "FILE.\n    numpy==2.4.6 from https://files.example/numpy.whl:\n        Expected sha256 "
+                          f"{'0' * 64}\n             Got        4721f391{'a' * 56}\nEOF\nexit 1\n")
+    with pytest.raises(ReplayError, match=r"cannot install: numpy==2\.4\.6: Got +4721f391"):
+        replay._call([str(pip)], "cannot install")
+
+
+def test_a_multi_node_record_replays_standalone_and_joins_no_rendezvous(
+        cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The record names a rendezvous (a listener here) and a data folder: the replay (this interpreter
+    standing in for the rebuilt one) runs DDP standalone on this user's MNIST, verifies, and no
+    connection ever reaches the listener, nor is the folder made."""
+    import socket
+
+    if not Path(os.environ.get("KITBENCH_DATA", "/nonexistent"), "MNIST").is_dir():
+        pytest.skip("needs MNIST in KITBENCH_DATA (the replay never downloads it)")
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    chosen = tmp_path / "chosen"
+    data = json.loads(cpu_record.read_text())
+    data["argv"] = ["run", "--check", "mnist", "--limit", "300", "--offline", "--data", str(chosen),
+                    "--check", "ddp", "--nnodes", "2", "--rdzv-endpoint", f"127.0.0.1:{port}", "--nproc", "1"]
+    record = tmp_path / "multi.json"
+    record.write_text(json.dumps(data))
+    monkeypatch.setattr(replay, "build", lambda plan, log: Path(sys.executable))
+    monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path / "results"))
+    out = tmp_path / "replayed.json"
+    try:
+        code = _cli.main(["replay", str(record), "--out", str(out)])
+        captured = capsys.readouterr()
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+    finally:
+        listener.close()
+    assert code == 0, captured.err[-2000:]
+    assert f"reproduced ({out})" in captured.out and "DDP is replayed standalone" in captured.out
+    assert not chosen.exists()
+    argv = records.read(out)["argv"]
+    assert "--rdzv-endpoint" not in argv and "--nnodes" not in argv and argv[argv.index("--data") + 1] != str(chosen)

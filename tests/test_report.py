@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -224,8 +225,9 @@ def test_writing_is_atomic_and_refuses_what_is_not_a_report(tmp_path: Path,
     link.symlink_to(other)
     assert main(["report", str(KEPT), "-o", str(link), "--force"]) == 2
     assert "symlink" in capsys.readouterr().err and link.is_symlink()
-    (tmp_path / "dir.html").mkdir()
-    assert main(["report", str(KEPT), "-o", str(tmp_path / "dir.html"), "--force"]) == 2
+    (tmp_path / "dir.html").mkdir()     # a folder: the page goes inside it, under the default name
+    assert main(["report", str(KEPT), "-o", str(tmp_path / "dir.html")]) == 0
+    assert [p.name for p in (tmp_path / "dir.html").iterdir()] == ["report.html"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dir.html", "link.html", "notes.html"]   # no temp left
     os.mkfifo(tmp_path / "fifo.html")             # refused, never opened (no reader would ever come)
     assert main(["report", str(KEPT), "-o", str(tmp_path / "fifo.html")]) == 2
@@ -257,14 +259,14 @@ def test_a_full_disk_keeps_the_old_page_and_leaves_no_temporary(tmp_path: Path, 
     assert page.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["report.html"]
 
 
-def test_a_fleet_job_s_report_is_written_beside_its_records(tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_fleet_job_s_report_is_written_beside_its_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              another_run: Callable[[Path, Path], Path]) -> None:
     monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path))
     job = tmp_path / "fleet" / "42"
     job.mkdir(parents=True)
     rows = []
     for index, node in enumerate(["n1", "n2"]):
-        shutil.copy(KEPT / "h100-fnn.json", job / f"{node}.json")
+        another_run(KEPT / "h100-fnn.json", job / f"{node}.json")
         rows.append(fleet.TaskResult(index, node, "COMPLETED", 0, record=records.read(job / f"{node}.json"),
                                      record_path=job / f"{node}.json"))
     rows.append(fleet.TaskResult(2, "n3", "FAILED", 1, record_path=job / "n3.json", error="n3.json was not written"))
@@ -276,7 +278,8 @@ def test_a_fleet_job_s_report_is_written_beside_its_records(tmp_path: Path,
 
 
 def test_fleet_gather_writes_the_report_and_prints_its_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
+                                                            capsys: pytest.CaptureFixture[str],
+                                                            another_run: Callable[[Path, Path], Path]) -> None:
     monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path))
     monkeypatch.setenv("PATH", str(tmp_path / "no-slurm"))     # no controller: the tasks' files say the rest
     job = tmp_path / "fleet" / "7"
@@ -284,7 +287,7 @@ def test_fleet_gather_writes_the_report_and_prints_its_path(tmp_path: Path, monk
     (job / "fleet.json").write_text(json.dumps({"job": "7", "action": "run", "per": "node", "target": "cpu",
                                                 "nodes": ["n1", "n2"], "span": False}))
     for node in ("n1", "n2"):
-        shutil.copy(KEPT / "cpu-bench-fnn.json", job / f"{node}.json")
+        another_run(KEPT / "cpu-bench-fnn.json", job / f"{node}.json")
         (job / f"{node}.exit").write_text("0\n")
     assert main(["fleet", "gather", "7", "--json"]) == 0
     captured = capsys.readouterr()
@@ -295,9 +298,9 @@ def test_fleet_gather_writes_the_report_and_prints_its_path(tmp_path: Path, monk
 
 
 def test_5000_records_build_in_seconds_and_stay_small(tmp_path: Path) -> None:
-    one = (KEPT / "h100-fnn.json").read_bytes()
-    for i in range(5000):
-        (tmp_path / f"r{i:04}.json").write_bytes(one)
+    one = json.loads((KEPT / "h100-fnn.json").read_text())
+    for i in range(5000):      # 5,000 runs with the same numbers: each its own run id
+        (tmp_path / f"r{i:04}.json").write_text(json.dumps({**one, "run_id": f"{i:032x}"}))
     started, cpu = time.perf_counter(), time.process_time()
     built = report.build([str(tmp_path)])
     cpu_s, wall_s = time.process_time() - cpu, time.perf_counter() - started
@@ -336,3 +339,75 @@ def test_a_real_browser_renders_the_page_without_errors(tmp_path: Path) -> None:
                              capture_output=True, text=True, timeout=120)
     assert printed.returncode == 0 and pdf.read_bytes()[:5] == b"%PDF-"
     assert len(re.findall(rb"/Type\s*/Page\b", pdf.read_bytes())) > 2
+
+
+def test_copies_of_one_run_are_refused_not_counted_as_reproductions(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    for name in ("a.json", "b.json", "c.json"):
+        shutil.copy(KEPT / "h100-fnn.json", tmp_path / name)
+    assert main(["report", str(tmp_path), "-o", str(tmp_path / "page.html")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "hold the same bytes (a copy): one run, not two" in err and "reproduced" not in err
+    assert not (tmp_path / "page.html").exists()
+
+
+def test_a_fifo_or_a_symlinked_loop_among_the_inputs_never_hangs_the_report(tmp_path: Path) -> None:
+    folder = tmp_path / "records"
+    (folder / "deep").mkdir(parents=True)
+    shutil.copy(KEPT / "h100-fnn.json", folder / "deep" / "run.json")
+    os.mkfifo(folder / "pipe.json")
+    (folder / "deep" / "loop").symlink_to(folder, target_is_directory=True)
+    done = subprocess.run([sys.executable, "-m", "kitbench", "report", str(folder / "**" / "*.json"), "-o",
+                           str(tmp_path / "page.md"), "--format", "markdown"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "2 records; 1 unreadable" in (tmp_path / "page.md").read_text()     # the FIFO's row says why
+    assert "not a regular file" in (tmp_path / "page.md").read_text()
+
+
+def test_markdown_escapes_its_own_syntax_in_record_text(tmp_path: Path) -> None:
+    record = json.loads((KEPT / "h100-fnn.json").read_text())
+    record["environment"]["cpu"] = "@octocat see http://evil.example/x and www.evil.example $e^x$ ~~gone~~ | ![i](u)"
+    (tmp_path / "r.json").write_text(json.dumps(record))
+    page = report.build([str(tmp_path / "r.json")], "markdown").text
+    assert "octocat" in page and "evil" in page
+    for raw in ("@octocat", "http://", "www.evil", "$e^x$", "~~gone", "| ![i]", "[i](u)"):
+        assert raw not in page, raw
+
+
+def test_each_hash_is_of_the_bytes_the_page_shows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file replaced while the page is built: its row keeps the hash of the version that was read."""
+    path = tmp_path / "r.json"
+    shutil.copy(KEPT / "h100-fnn.json", path)
+    first = hashlib.sha256(path.read_bytes()).hexdigest()
+    read = records.read_hashed
+
+    def then_replaced(where: Path) -> tuple[records.RunRecord, str]:
+        found = read(where)
+        path.write_text(path.read_text().replace('"ok"', '"failed"', 1))
+        return found
+
+    monkeypatch.setattr(records, "read_hashed", then_replaced)
+    page = report.build([str(path)], "markdown").text
+    assert first in page and hashlib.sha256(path.read_bytes()).hexdigest() not in page
+
+
+def test_out_naming_a_directory_puts_the_page_inside_it_or_is_refused(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    record = str(KEPT / "h100-fnn.json")
+    (tmp_path / "pages").mkdir()
+    assert main(["report", record, "-o", str(tmp_path / "pages") + "/"]) == 0
+    assert (tmp_path / "pages" / "report.html").is_file()
+    assert main(["report", record, "-o", str(tmp_path / "nowhere") + "/", "--format", "markdown"]) == 2
+    assert "names a directory, and there is none" in capsys.readouterr().err
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_file_names_are_shown_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    shutil.copy(KEPT / "h100-fnn.json", folder / "run.json")
+    (folder / "\x1b]0;pwned\x07.json").write_text("{}")       # not a record: skipped, and named
+    assert main(["report", str(folder), "-o", str(tmp_path / "p.html")]) == 0
+    out, err = capsys.readouterr()
+    assert "pwned" in err and not any(c in out + err for c in "\x1b\x07")

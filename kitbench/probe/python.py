@@ -19,6 +19,10 @@ from kitbench.errors import UsageError
 
 ASK_TIMEOUT_S = 20.0    # a cold interpreter on a slow network file system, with room to spare
 
+# What the answer must look like, line by line: anything else did not come from platform's functions
+# ("t" after the version: a free-threaded build, Py_GIL_DISABLED).
+_VERSION = re.compile(r"[0-9]{1,2}\.[0-9]{1,3}\.[0-9]{1,3}([a-z]{1,2}[0-9]{0,3}\+?)?t?")
+_WORD = re.compile(r"[A-Za-z0-9_.-]{1,32}")
 # Printed by the target interpreter: its version ("t" appended for a free-threaded build), its machine,
 # and its C library as it sees it.
 _ASK = ("import platform, sysconfig; print(platform.python_version() + ('t' if sysconfig.get_config_var("
@@ -38,22 +42,20 @@ def interpreter(path: str) -> tuple[str, str, tuple[str, str]]:
             raise UsageError(f"--python {path} is a directory with no bin/python (or Scripts/python.exe)",
                              hint="give a virtual environment's directory or an interpreter, e.g. .venv/bin/python")
         path = found[0]
-    try:
-        # Bounded: the file given may be anything, a script that never ends or one that prints gigabytes.
-        done = _proc.run([path, "-I", "-c", _ASK], ASK_TIMEOUT_S, max_bytes=4096)
+    try:        # bounded: a hung program is stopped with all it started, a talkative one cut at 4 KB
+        done = _proc.run([path, "-I", "-c", _ASK], ASK_TIMEOUT_S, max_bytes=4096, cut=True)
     except subprocess.TimeoutExpired:
-        raise UsageError(f"--python {path} did not answer within {ASK_TIMEOUT_S:g} s",
+        raise UsageError(f"--python {path} did not answer within {ASK_TIMEOUT_S:g} s and was stopped",
                          hint="give the path of a Python 3 interpreter, e.g. .venv/bin/python") from None
     except OSError as exc:
         raise UsageError(f"cannot run --python {path}: {exc.strerror or exc}",
                          hint="give the path of a Python interpreter") from None
-    lines = done.stdout.splitlines()
-    # What a Python prints here, and nothing else: garbage would otherwise be read as the machine's arch.
-    if (done.returncode != 0 or len(lines) < 2 or not re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+[a-z0-9+]*t?", lines[0])
-            or not re.fullmatch(r"[A-Za-z0-9_]+", lines[1])):
+    lines = [*done.stdout.splitlines(), "", "", ""][:3]
+    name, _, version = lines[2].partition(" ")
+    if done.returncode != 0 or done.truncated or not _VERSION.fullmatch(lines[0]) or not _WORD.fullmatch(lines[1]) \
+            or not all(_WORD.fullmatch(word) or not word for word in (name, version)):
         raise UsageError(f"--python {path} did not answer as a Python interpreter",
                          hint="give the path of a Python 3 interpreter, e.g. .venv/bin/python")
-    name, _, version = (lines[2] if len(lines) > 2 else "").partition(" ")
     return lines[0], lines[1], (name, version)
 
 
