@@ -38,9 +38,11 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
 try:
-    from kitbench import installer, locks, manifest, preflight, probe, targets
+    from kitbench.environments import installer, locks, preflight, targets
+    from kitbench.environments.targets import Target
     from kitbench.errors import KitbenchError
-    from kitbench.targets import Target
+    from kitbench.machine import probe
+    from kitbench.records import manifest
 except ImportError as missing:  # kitbench's light dependencies live where nox runs
     raise SystemExit(f"ERROR: noxfile: {missing}\nhint: run nox so that it reads the noxfile's inline "
                      "dependencies (pipx run nox, or uvx nox), or install them beside nox: "
@@ -71,7 +73,7 @@ def _platform(python: str) -> str:
 
 
 def _install_suite(session: nox.Session, target: Target) -> dict[str, str]:
-    """The target's environment as kitbench.installer plans it (its lock, hash-checked; else its pins
+    """The target's environment as kitbench.environments.installer plans it (its lock, hash-checked; else its pins
     resolved), then kitbench itself. Returns what the record says about it (the lock, or why none)."""
     os_name = _machine().os
     targets.check_index(target, os_name)

@@ -15,11 +15,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from kitbench import __version__, runargs
+from kitbench import __version__
 from kitbench._signals import sigterm_raises
+from kitbench.suite import runargs
 
 if TYPE_CHECKING:
-    from kitbench import fleet
+    from kitbench.fleet import runner as fleet
 
 from kitbench.errors import (
     OPTIONAL_HINTS,
@@ -270,7 +271,9 @@ def _fleet_parser(sub: Any) -> None:
 
 
 def _cmd_fleet(args: argparse.Namespace) -> int:
-    from kitbench import _ui, fleet, slurm
+    from kitbench import _ui
+    from kitbench.fleet import runner as fleet
+    from kitbench.fleet import slurm
 
     if args.fleet_command == "gather":
         fleet.load_plan(args.job)       # an unknown job is said before Slurm is asked
@@ -291,7 +294,7 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
     if args.fleet_command == "run":
         _check_fleet_run_local(args)
     else:
-        from kitbench import selector
+        from kitbench.advice import selector
 
         selector.release(args.release)      # the nodes' install-cmd would refuse it, each in its own row
         plain, named = fleet.per_arch(args.python, "--python")
@@ -336,7 +339,7 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
 
 def _fleet_report(job: str, rows: list[fleet.TaskResult]) -> None:
     """The job's report beside its records; a page that cannot be written never fails the job."""
-    from kitbench import fleet
+    from kitbench.fleet import runner as fleet
 
     try:
         path = fleet.write_report(job, rows)
@@ -351,7 +354,9 @@ def _fleet_run_plan(args: argparse.Namespace, chosen: list[str], options: fleet.
                     log: Callable[[str], None], dry_run: bool) -> fleet.Plan:
     """The job a run would submit. A dry run builds nothing (no environment, no image, no
     bundle): it shows the script with the names those would have."""
-    from kitbench import fleet, slurm, targets
+    from kitbench.environments import targets
+    from kitbench.fleet import runner as fleet
+    from kitbench.fleet import slurm
 
     target = targets.get(args.target)
     if target.kind == "venv":
@@ -366,7 +371,9 @@ def _fleet_run_plan(args: argparse.Namespace, chosen: list[str], options: fleet.
     if target.kind != "docker":
         raise UsageError(f"target {target.name!r} is a {target.kind} target: it cannot run on a Slurm cluster",
                          hint="fleet run takes venv and docker targets")
-    from kitbench import containers, data, fleet_containers
+    from kitbench.fleet import containers as fleet_containers
+    from kitbench.rebuild import containers
+    from kitbench.suite import data
 
     runtime = fleet_containers.detect(args.containers)
     amd = target.compute.startswith("rocm")
@@ -395,9 +402,11 @@ def _fleet_run_plan(args: argparse.Namespace, chosen: list[str], options: fleet.
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from kitbench import _ui, records, suite
-    from kitbench.checks import DEFAULT_CHECKS
-    from kitbench.checks.base import DEFAULT_LOOPS, SWEEP, Options
+    from kitbench import _ui
+    from kitbench.records import record as records
+    from kitbench.suite import runner as suite
+    from kitbench.suite.checks import DEFAULT_CHECKS
+    from kitbench.suite.checks.base import DEFAULT_LOOPS, SWEEP, Options
 
     runargs.refuse_combinations(args)
     sizes = args.batch_size or (64,)
@@ -420,7 +429,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _check_fleet_run_local(args: argparse.Namespace) -> None:
     """fleet run's inputs that need no cluster: the target, the arguments after --, and the
     options that belong to the target's kind (a venv's --venv, a docker target's --containers)."""
-    from kitbench import fleet, fleet_containers, targets
+    from kitbench.environments import targets
+    from kitbench.fleet import containers as fleet_containers
+    from kitbench.fleet import runner as fleet
 
     _check_fleet_run_args(args.run_args)
     target = targets.get(args.target)
@@ -460,7 +471,8 @@ def _check_fleet_run_args(run_args: Sequence[str]) -> None:
 
 
 def _cmd_container(args: argparse.Namespace) -> int:
-    from kitbench import containers, targets
+    from kitbench.environments import targets
+    from kitbench.rebuild import containers
 
     target = targets.get(args.target)
     if target.kind != "docker":
@@ -479,8 +491,9 @@ def _cmd_container(args: argparse.Namespace) -> int:
 def _cmd_install(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from kitbench import facts, probe, selector, wheels
+    from kitbench.advice import facts, selector, wheels
     from kitbench.errors import NetworkError
+    from kitbench.machine import probe
 
     for name, value, choices in (("--os", args.os, selector.OSES), ("--arch", args.arch, selector.ARCHES),
                                  ("--python-arch", args.python_arch, selector.ARCHES)):
@@ -538,12 +551,13 @@ def _cmd_install(args: argparse.Namespace) -> int:
 def _cmd_compare(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from kitbench import _ui, compare
+    from kitbench import _ui
+    from kitbench.reading import compare
 
     if args.fmt not in ("table", "markdown", "csv", "json"):
         raise UsageError(f"unknown format {args.fmt!r}", hint="choose one of: table, markdown, csv, json")
     if args.plot:
-        from kitbench import plots
+        from kitbench.reading import plots
 
         plots.check_target(args.plot, args.force)
     skipped: list[Path] = []
@@ -567,7 +581,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 def _cmd_verify(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from kitbench import compare, records
+    from kitbench.reading import compare
+    from kitbench.records import record as records
 
     (reference, ref_sha), (candidate, cand_sha) = (records.read_hashed(p) for p in (args.reference, args.candidate))
     compare.refuse_same_run([compare.Loaded(args.reference, reference, ref_sha),
@@ -591,8 +606,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
-    from kitbench import replay
-    from kitbench.probe import probe
+    from kitbench.machine.probe import probe
+    from kitbench.rebuild import replay
 
     outcome = replay.replay(args.record, args.out, probe(), lambda line: print(f"replay: {line}", file=sys.stderr))
     for note in outcome.notes:
@@ -605,7 +620,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from kitbench import _files, report
+    from kitbench import _files
+    from kitbench.reading import report
 
     built = report.build(args.inputs, args.fmt)
     out = _files.destination(args.out, report.default_name(args.fmt), UsageError) if args.out else \
@@ -619,7 +635,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _refresh() -> None:
-    from kitbench import _http, facts, indexes
+    from kitbench import _http
+    from kitbench.advice import facts, indexes
 
     def report(done: indexes.Outcome) -> None:
         state = "unchanged (304)" if done.status == 304 else f"{done.releases} releases"
@@ -641,7 +658,7 @@ def _cmd_facts(args: argparse.Namespace) -> int:
 def _cmd_probe(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from kitbench.probe import probe
+    from kitbench.machine.probe import probe
 
     facts = dataclasses.asdict(probe())
     if args.json:
@@ -664,9 +681,9 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 
 def _install_hint(hint: str) -> str:
     """The hint with this machine's install-cmd answer in it."""
-    from kitbench import selector
+    from kitbench.advice import selector
     from kitbench.errors import INSTALL_CMD_WORDS
-    from kitbench.probe import probe
+    from kitbench.machine.probe import probe
 
     try:
         command = selector.select(probe()).command

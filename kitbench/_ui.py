@@ -12,10 +12,10 @@ import time
 from collections.abc import Sequence
 from typing import Any, cast
 
-from kitbench._types import Check, RunRecord, Transfer
-from kitbench.checks.base import Progress
 from kitbench.errors import clean
 from kitbench.heartbeat import Heartbeat
+from kitbench.records.types import Check, RunRecord, Transfer
+from kitbench.suite.checks.base import Progress
 
 LOG_EVERY_S = 10.0
 
@@ -173,7 +173,7 @@ def run_summary(record: RunRecord, path: str) -> None:
 
 
 def _named_build(target: str | None) -> str:
-    from kitbench import targets
+    from kitbench.environments import targets
     from kitbench.errors import KitbenchError
 
     try:
@@ -204,7 +204,7 @@ def comparison(rows: list[Any], fmt: str) -> None:
             writer.writerow([*line, clean(row.path), clean("; ".join(row.differs))])
         return
     if fmt == "markdown":
-        from kitbench.report import md_cell
+        from kitbench.reading.report import md_cell
 
         print("| " + " | ".join(headers) + " |")
         print("|" + "---|" * len(headers))
@@ -337,7 +337,7 @@ def _state(row: Any) -> str:
 
 
 def _fleet_comparison(rows: list[Any]) -> None:
-    from kitbench import compare
+    from kitbench.reading import compare
 
     loaded = [compare.Loaded(r.record_path, r.record) for r in rows if r.record is not None]
     if not loaded:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kitbench.data import normalize_root
+from kitbench.suite.data import normalize_root
 
 REPO = Path(__file__).resolve().parent.parent
 RESOURCES = Path(__file__).resolve().parent / "resources"
@@ -55,7 +55,9 @@ def mnist_root() -> Path:
 @pytest.fixture
 def envs_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A private copy of envs/ that KITBENCH_ENVS points the kit at."""
-    from kitbench import data, drivers, targets
+    from kitbench.environments import targets
+    from kitbench.machine import drivers
+    from kitbench.suite import data
 
     copy = tmp_path / "envs"
     shutil.copytree(REPO / "envs", copy)
@@ -103,7 +105,7 @@ def tiny_mnist(tmp_path: Path, envs_copy: Path) -> Path:
 def _no_user_fact_cache(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     """The user's own fact cache (kitbench facts refresh) never reaches a test's answers: in-process, the
     cache is an empty folder (XDG_CACHE_HOME itself stays, for uv). tests/test_facts.py uses the real lookup."""
-    from kitbench import facts
+    from kitbench.advice import facts
 
     empty = tmp_path_factory.getbasetemp() / "no-fact-cache"
     monkeypatch.setattr(facts, "cache_dir", lambda: empty)
@@ -116,7 +118,7 @@ def _records_written_are_valid(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every record any test makes kitbench write is checked against kitbench.run/1 as it is written."""
     import json
 
-    from kitbench import records
+    from kitbench.records import record as records
 
     write = records.write_atomic
 
@@ -179,7 +181,7 @@ def spawn() -> Iterator[Callable[..., subprocess.Popen[str]]]:
 def _another_run(source: Path, dest: Path) -> Path:
     import json
 
-    from kitbench import records
+    from kitbench.records import record as records
 
     data = json.loads(source.read_text())
     data["run_id"] = records.new_run_id()

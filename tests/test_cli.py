@@ -197,8 +197,8 @@ def test_sigterm_while_torch_imports_leaves_an_interrupted_record(
 def test_a_signal_before_the_record_exists_is_one_line(stop: str, code: int, words: str, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    from kitbench import suite
     from kitbench.errors import Terminated
+    from kitbench.suite import runner as suite
 
     def probe_stopped() -> None:          # the signal arrives while the machine is probed, before the claim
         raise Terminated if stop == "term" else KeyboardInterrupt
@@ -331,12 +331,12 @@ def test_unbounded_values_are_refused(args: list[str], words: str, capsys: pytes
 
 def test_a_world_that_cannot_fit_is_refused_before_any_rank_starts(capsys: pytest.CaptureFixture[str],
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("kitbench.cpus.usable_cores", lambda: 2)
+    monkeypatch.setattr("kitbench.machine.cpus.usable_cores", lambda: 2)
     for nproc in ("9", "500"):
         assert _main("run", "--check", "ddp", "--nproc", nproc) == 2
         assert capsys.readouterr().err.startswith(f"ERROR: --nproc must be between 1 and 8 here (4 per usable "
                                                   f"core, 2 here, 64 at most), not {nproc}")
-    monkeypatch.setattr("kitbench.cpus.memory_available", lambda: 3 * 2**30)
+    monkeypatch.setattr("kitbench.machine.cpus.memory_available", lambda: 3 * 2**30)
     assert _main("run", "--check", "ddp", "--nproc", "8") == 2
     err = capsys.readouterr().err
     assert "ERROR: --nproc 8 needs about 4.0 GiB for its ranks (0.5 GiB each), and 3.0 GiB is available" in err
@@ -402,14 +402,15 @@ def test_a_missing_optional_part_is_named_with_its_extra(name: str, words: str) 
     assert_clean_error(done, f"needs {name}, which is not installed")
     assert words in done.stderr
     if name == "torch":     # this machine's answer, not a bare extra that would pull PyPI's default build
-        from kitbench import probe, selector
+        from kitbench.advice import selector
+        from kitbench.machine import probe
 
         assert f"`{selector.select(probe.probe()).command}` (install-cmd's answer for this machine)" in done.stderr
 
 
 def test_the_plots_hint_never_points_back_to_the_pinned_environment(monkeypatch: pytest.MonkeyPatch,
                                                                     tmp_path: Path) -> None:
-    from kitbench import plots
+    from kitbench.reading import plots
 
     env = tmp_path / ".nox" / "cpu"
     (env / "bin").mkdir(parents=True)
@@ -505,7 +506,7 @@ def test_options_that_cannot_combine_are_refused(argv: list[str], words: str, tm
 def test_fleet_run_arguments_are_checked_before_slurm(after: list[str], words: str,
                                                       monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    from kitbench import slurm
+    from kitbench.fleet import slurm
 
     def never(*_: object, **__: object) -> None:
         raise AssertionError("Slurm was asked")
@@ -524,7 +525,7 @@ def test_fleet_run_arguments_are_checked_before_slurm(after: list[str], words: s
 ])
 def test_fleet_local_inputs_are_checked_before_slurm(argv: list[str], words: str, monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    from kitbench import slurm
+    from kitbench.fleet import slurm
 
     def never(*_: object, **__: object) -> None:
         raise AssertionError("Slurm was asked")
@@ -554,7 +555,7 @@ def test_stdout_errors_end_cleanly(argv: list[str]) -> None:
 
 
 def _slurm_never_asked(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kitbench import slurm
+    from kitbench.fleet import slurm
 
     def never(*_: object, **__: object) -> None:
         raise AssertionError("Slurm was asked")
@@ -588,8 +589,8 @@ def test_fleet_inputs_of_every_kind_are_checked_before_slurm(argv: list[str], wo
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 23: local inputs are validated before Slurm (or Docker, or nox) is asked anything."""
     _slurm_never_asked(monkeypatch)
-    monkeypatch.setattr("kitbench.containers.build", lambda *a, **k: pytest.fail("an image was built"))
-    monkeypatch.setattr("kitbench.fleet._build_with_nox", lambda *a, **k: pytest.fail("nox was run"))
+    monkeypatch.setattr("kitbench.rebuild.containers.build", lambda *a, **k: pytest.fail("an image was built"))
+    monkeypatch.setattr("kitbench.fleet.runner._build_with_nox", lambda *a, **k: pytest.fail("nox was run"))
     long = str(tmp_path / ("x" * 300))         # a name longer than any file system takes: ENAMETOOLONG
     assert main([a.replace("{tmp}", str(tmp_path)).replace("{long}", long) for a in argv]) == 2
     err = capsys.readouterr().err.splitlines()
@@ -602,8 +603,8 @@ def test_fleet_inputs_of_every_kind_are_checked_before_slurm(argv: list[str], wo
 def test_slurm_time_formats_pass_the_local_check(value: str, monkeypatch: pytest.MonkeyPatch,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     """Every --time form sbatch takes gets as far as asking Slurm for nodes, as do a real --venv and --python."""
-    from kitbench import slurm
     from kitbench.errors import SlurmError
+    from kitbench.fleet import slurm
 
     def asked(*_: object, **__: object) -> None:
         raise SlurmError("asked Slurm")

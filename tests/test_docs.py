@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kitbench import _cli, targets
+from kitbench import _cli
+from kitbench.environments import targets
 
 REPO = Path(__file__).resolve().parent.parent
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]

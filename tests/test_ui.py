@@ -43,7 +43,7 @@ def test_a_build_that_is_not_the_targets_is_said_in_the_summary(capsys: pytest.C
     import json
     from pathlib import Path
 
-    from kitbench import records
+    from kitbench.records import record as records
 
     path = Path(__file__).resolve().parent.parent / "docs" / "records" / "cpu-bench-fnn.json"
     record = records.read(path)

@@ -91,7 +91,7 @@ def test_the_wheel_carries_envs_dockerfile_and_schemas(wheel: Path) -> None:
         if tracked.is_file() and tracked.suffix in (".yaml", ".yml", ".txt"):
             assert f"kitbench/envs/{tracked.relative_to(REPO / 'envs')}" in names
     assert {"kitbench/dockerfiles/Dockerfile", "kitbench/dockerfiles/Dockerfile.dockerignore",
-            "kitbench/schemas/run.schema.json"} <= names
+            "kitbench/records/schemas/run.schema.json"} <= names
     assert not any(name.startswith(("tests/", "envs/", "docker/")) for name in names)
 
 
@@ -135,7 +135,7 @@ def test_a_missing_extra_is_named(advice_venv: Path, outside: Path, args: list[s
 
 
 def test_the_installed_wheel_finds_its_own_manifests_and_dockerfile(advice_venv: Path, outside: Path) -> None:
-    code = ("from kitbench import manifest; print(manifest.envs_dir()); print(manifest.docker_dir()); "
+    code = ("from kitbench.records import manifest; print(manifest.envs_dir()); print(manifest.docker_dir()); "
             "print(manifest.checkout_root())")
     done = subprocess.run([str(advice_venv / "bin" / "python"), "-c", code], capture_output=True, text=True,
                           cwd=outside, env=_no_envs_override(), check=True)
@@ -173,7 +173,8 @@ def test_container_builds_from_the_wheel(wheel: Path, outside: Path, tmp_path: P
     """The wheel's own Dockerfile and package make the image (torch layers from cache where
     `nox -s cuda126` built them first, as .ci/run does)."""
     docker = pytest.importorskip("docker")
-    from kitbench import containers, targets
+    from kitbench.environments import targets
+    from kitbench.rebuild import containers
 
     try:
         client = docker.from_env()

@@ -5,7 +5,7 @@ ratios and their spread, and each mode's epoch (938 steps of 64) at its median s
 
     PYTHONPATH=. KITBENCH_DATA=../shared/data python envs/scripts/deterministic_cost.py --blocks 12
 
-The resident loop's step (kitbench.checks.steps.eager on device-resident batches): the tutorial loop
+The resident loop's step (kitbench.suite.checks.steps.eager on device-resident batches): the tutorial loop
 adds the DataLoader's time, which the mode does not touch.
 """
 
@@ -19,9 +19,10 @@ from pathlib import Path
 
 import torch
 
-from kitbench import cpus, data, determinism, models
-from kitbench.checks.mnist import _resident_tensors
-from kitbench.checks.steps import Step, eager
+from kitbench.machine import cpus
+from kitbench.suite import data, determinism, models
+from kitbench.suite.checks.mnist import _resident_tensors
+from kitbench.suite.checks.steps import Step, eager
 
 _EPOCH_STEPS = 938      # 60,000 images in batches of 64
 

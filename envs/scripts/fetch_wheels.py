@@ -1,6 +1,6 @@
 """Write ``envs/wheels.yaml``: which wheels PyPI holds for each torch release kitbench knows.
 
-A thin caller of ``kitbench facts refresh``'s own code (``kitbench.indexes``), so that the facts baked
+A thin caller of ``kitbench facts refresh``'s own code (``kitbench.advice.indexes``), so that the facts baked
 into kitbench and those a user's refresh reads can never disagree in form: the same request (PyPI's
 simple API in its JSON form, PEP 691, where pip reads it), the same parsing of wheel file names
 (PEP 427: name-version-python-abi-platform), yanked files left out (pip skips them). For each release
@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from kitbench import indexes, selector
+from kitbench.advice import indexes, selector
 
 OUT = Path(__file__).resolve().parent.parent / "wheels.yaml"
 

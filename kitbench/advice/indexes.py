@@ -1,0 +1,404 @@
+"""Reading the indexes themselves into the fact cache (``kitbench facts refresh``), so advice keeps up with releases.
+
+``refresh`` reads, for torch, torchvision and torchaudio, two sources, and keeps each in its own file under
+``$XDG_CACHE_HOME/kitbench/facts/`` (JSON, with the URL and the date it was read):
+
+* ``pypi-<package>.json``: the simple API where pip reads it (``PIP_INDEX_URL``, pip.conf's ``index-url``,
+  else PyPI), in its JSON form (PEP 691): releases, wheel tags, Requires-Python, upload dates, yanked
+  files left out (pip skips them);
+* ``pytorch-<package>.json``: PyTorch's own ``whl/<package>/`` (``KITBENCH_PYTORCH_INDEX``, else the tree
+  ``envs/pytorch.yaml`` names), PEP 503 HTML or PEP 691 JSON: it lists every build of every compute
+  platform (``torch-2.15.0+cu132-...``), so one page per package says which releases carry which builds.
+
+torchvision and torchaudio are paired with torch from their own requirements (PEP 658 ``.metadata``,
+``Requires-Dist: torch==X``) where the index serves them, else by upload date. From those files
+``releases.json`` is derived: the releases, in the form install-cmd reads (``kitbench.advice.facts``), so that
+its start-up reads one small file and imports none of this (urllib, ssl, html.parser).
+Validators (ETag, Last-Modified) make a refresh that finds nothing new one small request per source.
+"""
+
+from __future__ import annotations
+
+import datetime
+import html.parser
+import json
+import os
+import re
+import time
+import urllib.parse
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kitbench import _files, _http
+from kitbench.advice import facts, vendors
+from kitbench.advice.facts import read_json
+from kitbench.errors import NetworkError, UsageError
+from kitbench.machine import drivers
+from kitbench.machine.versions import cuda_of_compute, version_tuple
+from kitbench.records import manifest
+
+PACKAGES = ("torch", "torchvision", "torchaudio")
+PYPI = "https://pypi.org/simple/"
+PYTORCH_VARIABLE = "KITBENCH_PYTORCH_INDEX"
+_JSON = "application/vnd.pypi.simple.v1+json"
+_ACCEPT = f"{_JSON}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
+_FINAL = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
+_REQUIRES_TORCH = re.compile(r"^Requires-Dist:\s*torch\s*\(?\s*==\s*([0-9.]+)", re.MULTILINE)
+_PAIRED_WITHIN = datetime.timedelta(days=3)   # torchvision/torchaudio are uploaded with their torch
+_METADATA_PER_REFRESH = 3       # .metadata files read per package and refresh: the newest unpaired versions
+
+
+@dataclass(frozen=True)
+class Wheel:
+    name: str
+    version: str                    # without the local label
+    local: str                      # cu128, rocm7.2, cpu, xpu; "" for none
+    pythons: tuple[str, ...]        # cp310, cp313t (free-threaded), py3
+    platforms: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Source:
+    kind: str       # pypi | pytorch
+    package: str
+    url: str
+
+    @property
+    def file(self) -> str:
+        return f"{self.kind}-{self.package}.json"
+
+
+def python_tag(interpreter: str, abi: str) -> str:
+    # cp310-cp310 and cp310-none (2.6.0's macOS wheels) both install on CPython 3.10; cp313-cp313t only
+    # free-threaded; cp39-abi3 on every default CPython from 3.9 (the stable ABI), so it keeps its abi.
+    if abi == "abi3":
+        return f"{interpreter}-abi3"
+    return interpreter + ("t" if abi.endswith("t") else "")
+
+
+def parse_wheel(filename: str) -> Wheel | None:
+    """PEP 427's ``name-version(-build)?-python-abi-platform.whl``; None for anything else."""
+    if not filename.endswith(".whl"):
+        return None
+    parts = urllib.parse.unquote(filename[:-4]).split("-")
+    if len(parts) not in (5, 6):
+        return None
+    name, version, interpreters, abi, platforms = parts[0], parts[1], parts[-3], parts[-2], parts[-1]
+    public, _, local = version.partition("+")
+    return Wheel(name.lower().replace("_", "-"), public, local,
+                 tuple(python_tag(i, abi) for i in interpreters.split(".")), tuple(platforms.split(".")))
+
+
+def tag_key(tag: str) -> tuple[int, str]:
+    digits = re.match(r"cp([0-9]+)", tag)
+    return int(digits.group(1)) if digits else 0, tag
+
+
+# --- where the sources are -------------------------------------------------------------------------------------
+
+def pypi_index() -> str:
+    from kitbench._pipconf import pip_configuration
+
+    url = (pip_configuration().get("index-url") or [PYPI])[0]
+    return url.rstrip("/") + "/"
+
+
+def pytorch_index() -> str:
+    """The ``whl/`` tree: ``KITBENCH_PYTORCH_INDEX``, else the one envs/pytorch.yaml's pattern names."""
+    url = os.environ.get(PYTORCH_VARIABLE)
+    if not url:
+        pattern: str = manifest.load(manifest.envs_dir() / "pytorch.yaml", "pytorch").data["index"]
+        url = pattern.split("{compute}")[0]
+    return url.rstrip("/") + "/"
+
+
+def sources(packages: tuple[str, ...] = PACKAGES) -> list[Source]:
+    pypi, pytorch = pypi_index(), pytorch_index()
+    return [Source(kind, package, base + package + "/")
+            for kind, base in (("pypi", pypi), ("pytorch", pytorch)) for package in packages]
+
+
+# --- reading an index page --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class File:
+    filename: str
+    url: str
+    requires_python: str
+    yanked: bool
+    metadata: bool      # PEP 658: url + ".metadata" serves the wheel's METADATA
+    uploaded: str       # ISO 8601, or "" where the index does not say (PEP 503 HTML)
+
+
+class _Anchors(html.parser.HTMLParser):
+    def __init__(self, base: str) -> None:
+        super().__init__()
+        self.base = base
+        self.files: list[File] = []
+        self._open: dict[str, str | None] | None = None
+        self._text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            self._open, self._text = dict(attrs), []
+
+    def handle_data(self, data: str) -> None:
+        if self._open is not None:
+            self._text.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag != "a" or self._open is None:
+            return
+        attrs, self._open = self._open, None
+        href = attrs.get("href") or ""
+        name = "".join(self._text).strip() or urllib.parse.unquote(href.split("#")[0].rsplit("/", 1)[-1])
+        self.files.append(File(name, urllib.parse.urljoin(self.base, href.split("#")[0]),
+                               attrs.get("data-requires-python") or "", "data-yanked" in attrs,
+                               any(k in attrs for k in ("data-core-metadata", "data-dist-info-metadata")), ""))
+
+
+def page_files(answer: _http.Response) -> list[File]:
+    """The files of a project page, PEP 691 JSON or PEP 503 HTML, as the server chose to answer."""
+    if answer.content_type.split(";")[0].strip() == _JSON:
+        try:
+            files = json.loads(answer.body)["files"]
+            return [File(str(f["filename"]), urllib.parse.urljoin(answer.url, str(f["url"])),
+                         str(f.get("requires-python") or ""), bool(f.get("yanked")),
+                         bool(f.get("core-metadata") or f.get("dist-info-metadata")), str(f.get("upload-time") or ""))
+                    for f in files]
+        except (ValueError, KeyError, TypeError) as bad:
+            raise NetworkError(f"{_http.host(answer.url)} served a malformed PEP 691 page for "
+                               f"{_http.shown(answer.url)}: {bad}") from None
+    parser = _Anchors(answer.url)
+    parser.feed(answer.body.decode("utf-8", "replace"))
+    return parser.files
+
+
+def summarize(files: list[File], package: str) -> dict[str, dict[str, Any]]:
+    """version -> its Requires-Python values, first upload, builds (local label -> platform -> Python tags)
+    and one wheel's metadata URL; yanked files and other projects' files are left out."""
+    found: dict[str, dict[str, Any]] = {}
+    builds: dict[tuple[str, str], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for entry in files:
+        wheel = parse_wheel(entry.filename)
+        if wheel is None or entry.yanked or wheel.name != package:
+            continue
+        release = found.setdefault(wheel.version, {"requires_python": [], "uploaded": "", "metadata": None})
+        if entry.requires_python and entry.requires_python not in release["requires_python"]:
+            release["requires_python"].append(entry.requires_python)
+        if entry.uploaded and (not release["uploaded"] or entry.uploaded < release["uploaded"]):
+            release["uploaded"] = entry.uploaded
+        if entry.metadata and release["metadata"] is None:
+            release["metadata"] = entry.url + ".metadata"
+        for platform in wheel.platforms:
+            builds[wheel.version, wheel.local][platform].update(wheel.pythons)
+    for (version, local), platforms in builds.items():
+        found[version].setdefault("builds", {})[local] = {
+            p: " ".join(sorted(tags, key=tag_key)) for p, tags in sorted(platforms.items())}
+    return found
+
+
+# --- refresh --------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Outcome:
+    source: Source
+    status: int         # 200 or 304
+    seconds: float
+    releases: int
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def _pairs(releases: dict[str, dict[str, Any]], known: dict[str, str], get: Callable[[str], bytes]) -> dict[str, str]:
+    """version -> the torch it requires, from .metadata where served: the newest few unknown versions per refresh."""
+    pairs = dict(known)
+    unknown = sorted((v for v, r in releases.items() if v not in pairs and r["metadata"] and _FINAL.match(v)),
+                     key=version_tuple, reverse=True)[:_METADATA_PER_REFRESH]
+    for version in unknown:
+        try:
+            text = get(releases[version]["metadata"]).decode("utf-8", "replace")
+        except NetworkError:
+            continue        # one wheel's metadata missing is no reason to lose the page: pairing falls back to dates
+        match = _REQUIRES_TORCH.search(text)
+        if match:
+            pairs[version] = match.group(1)
+    return pairs
+
+
+def refresh_source(source: Source, folder: Path) -> Outcome:
+    """Read one source (conditionally on what the cache holds) and write its file atomically."""
+    path = folder / source.file
+    previous = read_json(path)
+    same = previous is not None and previous.get("url") == _http.bare(source.url)     # never a token on disk
+    started = time.monotonic()
+    answer = _http.get(source.url, _ACCEPT, etag=previous.get("etag") if same and previous else None,
+                       last_modified=previous.get("last_modified") if same and previous else None)
+    if answer.status == 304 and previous is not None:
+        data = dict(previous, checked=_now())
+    else:
+        releases = summarize(page_files(answer), source.package)
+        known = previous.get("requires", {}) if same and previous else {}
+        requires = _pairs(releases, known, lambda url: _http.get(url, "*/*").body) \
+            if source.package != "torch" else {}
+        for release in releases.values():     # read with the index's credentials; written without them
+            release["metadata"] = release["metadata"] and _http.bare(release["metadata"])
+        data = {"url": _http.bare(source.url), "read": _now(), "checked": _now(), "etag": answer.etag,
+                "last_modified": answer.last_modified, "releases": releases, "requires": requires}
+    _files.write(path, json.dumps(data, sort_keys=True), replace=True, what="index facts")
+    return Outcome(source, answer.status, time.monotonic() - started, len(data["releases"]))
+
+
+def refresh(packages: tuple[str, ...] = PACKAGES, done: Callable[[Outcome], None] = lambda _: None) -> list[Outcome]:
+    """Read every source (``done`` is told of each), write each file, then derive ``releases.json``. A host
+    that cannot be reached is tried once, not once per package: what the others gave is kept, then its
+    NetworkError is raised."""
+    folder = facts.cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create the facts cache {folder}: {exc.strerror or exc}",
+                         hint="set XDG_CACHE_HOME to a writable folder") from None
+    outcomes: list[Outcome] = []
+    failed: dict[str, NetworkError] = {}
+    for source in sources(packages):
+        host = _http.host(source.url)
+        if host in failed:
+            continue
+        try:
+            outcomes.append(refresh_source(source, folder))
+            done(outcomes[-1])
+        except NetworkError as error:
+            failed[host] = error
+    write_releases(folder)
+    if failed:
+        errors = list(failed.values())
+        raise NetworkError("; ".join(e.message for e in errors), hint=errors[0].hint)
+    return outcomes
+
+
+# --- deriving releases ----------------------------------------------------------------------------------------
+
+def _baked() -> set[str]:
+    return {entry["version"] for m in manifest.iter_manifests(manifest.envs_dir() / "releases", "release")
+            for entry in m.data["releases"]}
+
+
+def _pair(torch: str, candidates: dict[str, dict[str, Any]], requires: dict[str, str],
+          uploaded: str) -> tuple[str, str] | None:
+    """The torchvision (or torchaudio) released with ``torch``, and how that is known."""
+    by_metadata = [v for v, t in requires.items() if t == torch]
+    if by_metadata:
+        return max(by_metadata, key=version_tuple), "its Requires-Dist (PEP 658 metadata)"
+    if not uploaded:
+        return None
+    when = datetime.datetime.fromisoformat(uploaded.replace("Z", "+00:00"))
+    near = [(abs(datetime.datetime.fromisoformat(r["uploaded"].replace("Z", "+00:00")) - when), v)
+            for v, r in candidates.items() if r.get("uploaded") and _FINAL.match(v)]
+    near = [(gap, v) for gap, v in near if gap <= _PAIRED_WITHIN]
+    return (min(near)[1], "upload date") if near else None
+
+
+def _compute_order(compute: str) -> tuple[int, tuple[int, ...]]:
+    # pytorch.org's order: ROCm builds, then CUDA builds, each oldest first, then CPU.
+    if compute.startswith("rocm"):
+        return 0, version_tuple(compute[4:])
+    if compute.startswith("cu"):
+        return 1, cuda_of_compute(compute) or (0,)
+    return 2, ()
+
+
+def _refusal(compute: str) -> str | None:
+    cuda = cuda_of_compute(compute)
+    if cuda is not None:
+        text = f"{cuda[0]}.{cuda[1]}"
+        table = drivers.load()
+        if table.requirement(text).floor is None or table.oldest_arch(text) is None:
+            return (f"{compute}: envs/drivers.yaml has no driver floor or oldest GPU architecture for CUDA {text}, "
+                    "so which machines it runs on is not known")
+    elif compute.startswith("rocm") and vendors.load().rocm_arches(compute) is None:
+        return f"{compute}: envs/vendors.yaml has no gfx list for {compute}, so which GPUs it runs on is not known"
+    return None
+
+
+def derive(files: dict[str, dict[str, Any]], baked: set[str]) -> list[dict[str, Any]]:
+    """The releases PyTorch's index holds and ``baked`` lacks, newest first, from the source files
+    (``files``: file name -> its data)."""
+    def releases(kind: str, package: str) -> dict[str, dict[str, Any]]:
+        found: dict[str, dict[str, Any]] = (files.get(f"{kind}-{package}.json") or {}).get("releases", {})
+        return found
+
+    def requires(package: str) -> dict[str, str]:
+        return {**(files.get(f"pytorch-{package}.json") or {}).get("requires", {}),
+                **(files.get(f"pypi-{package}.json") or {}).get("requires", {})}
+
+    index = files.get("pytorch-torch.json") or {}
+    found = []
+    for version, entry in sorted(index.get("releases", {}).items(), key=lambda i: version_tuple(i[0]), reverse=True):
+        if not _FINAL.match(version) or version in baked or version_tuple(version) < (2, 0):
+            continue
+        pypi = releases("pypi", "torch").get(version, {})
+        uploaded = pypi.get("uploaded") or entry.get("uploaded", "")
+        paired = {}
+        for package in ("torchvision", "torchaudio"):
+            candidates = {**releases("pytorch", package), **releases("pypi", package)}
+            paired[package] = _pair(version, candidates, requires(package), uploaded)
+        if paired["torchvision"] is None:
+            continue        # install-cmd names torch with its torchvision: without one there is no answer
+        vision = paired["torchvision"][0]
+        wheels = {"torch": _wheel_facts(pypi, entry),
+                  "torchvision": _wheel_facts(releases("pypi", "torchvision").get(vision, {}),
+                                              releases("pytorch", "torchvision").get(vision, {}))}
+        audio = paired["torchaudio"]
+        if audio:
+            heard = _wheel_facts(releases("pypi", "torchaudio").get(audio[0], {}),
+                                 releases("pytorch", "torchaudio").get(audio[0], {}))
+            if len(heard) > 1:      # its wheels are checked as torchvision's are, where any was read
+                wheels["torchaudio"] = heard
+        builds = entry.get("builds", {})
+        offered = sorted({label or "cpu" for label in builds if label.startswith(("cu", "rocm", "cpu")) or not label},
+                         key=_compute_order)
+        platforms = [p for tags in builds.values() for p in tags] + list((pypi.get("builds") or {}).get("", {}))
+        found.append({"version": version, "torchvision": vision, "torchaudio": audio[0] if audio else None,
+                      "computes": [c for c in offered if _refusal(c) is None],
+                      "refused": [why for c in offered for why in [_refusal(c)] if why],
+                      "macos_x86_64": any(p.startswith("macosx") and p.endswith(("x86_64", "universal2"))
+                                          for p in platforms),
+                      "aarch64_cuda": any(p.endswith("aarch64") for label, tags in builds.items()
+                                          if label.startswith("cu") for p in tags), "wheels": wheels,
+                      "paired": paired["torchvision"][1], "index": index.get("url", ""),
+                      "read": index.get("read", ""), **_wheels_from(files, pypi, index)})
+    return found
+
+
+def _wheels_from(files: dict[str, dict[str, Any]], pypi: dict[str, Any], index: dict[str, Any]) -> dict[str, str]:
+    source = files.get("pypi-torch.json", {}) if pypi.get("builds") else index
+    return {"wheels_from": source.get("url", ""), "wheels_read": source.get("read", "")}
+
+
+def _wheel_facts(pypi: dict[str, Any], index: dict[str, Any]) -> dict[str, str]:
+    """PyPI's wheels of one release in wheels.yaml's form; where PyPI lacks it, the index's builds together."""
+    requires = (pypi.get("requires_python") or index.get("requires_python") or [""])[0]
+    platforms: dict[str, set[str]] = defaultdict(set)
+    for builds in [{"": pypi["builds"][""]}] if (pypi.get("builds") or {}).get("") else [index.get("builds", {})]:
+        for tags in builds.values():
+            for platform, pythons in tags.items():
+                platforms[platform].update(pythons.split())
+    return {"requires_python": requires,
+            **{p: " ".join(sorted(t, key=tag_key)) for p, t in sorted(platforms.items())}}
+
+
+def write_releases(folder: Path) -> None:
+    files = {path.name: data for path in sorted(folder.glob("*-*.json")) for data in [read_json(path)] if data}
+    checked = min((d.get("checked", "") for d in files.values()), default="")
+    data = {"format": facts.FORMAT, "checked": checked, "tried": _now(),
+            "sources": sorted(d.get("url", "") for d in files.values()), "releases": derive(files, _baked())}
+    _files.write(folder / "releases.json", json.dumps(data, sort_keys=True), replace=True, what="release facts")
+    facts.reload()
+
+

@@ -1,0 +1,68 @@
+"""NVIDIA driver <-> CUDA rules, read from ``envs/drivers.yaml``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from kitbench.machine.versions import parse_capability, parse_cuda, parse_driver
+from kitbench.records import manifest
+
+
+@dataclass(frozen=True)
+class DriverRequirement:
+    """What a CUDA version asks of the driver on one OS."""
+
+    cuda: str
+    floor: str | None       # minor-version-compatibility floor of the family
+    toolkit: str | None     # the driver the toolkit itself shipped with
+
+    def allows(self, driver: str) -> bool:
+        return self.floor is not None and parse_driver(driver) >= parse_driver(self.floor)
+
+    def below_toolkit(self, driver: str) -> bool:
+        """Runs only by minor-version compatibility (no newer-PTX JIT)."""
+        return self.toolkit is not None and parse_driver(driver) < parse_driver(self.toolkit)
+
+
+@dataclass(frozen=True)
+class DriverTable:
+    families: tuple[tuple[tuple[int, int], tuple[int, int], dict[str, str]], ...]
+    toolkits: dict[tuple[int, int], dict[str, str | None]]
+    source: str
+    # (first CUDA, last CUDA, the oldest and the newest compute capability it compiles for)
+    arches: tuple[tuple[tuple[int, int], tuple[int, int], tuple[int, int], tuple[int, int]], ...] = ()
+    capabilities: tuple[tuple[int, int], ...] = ()     # every one a GPU has shipped with
+
+    def oldest_arch(self, cuda: str) -> tuple[int, int] | None:
+        """The oldest compute capability a wheel built with this CUDA can carry kernels for."""
+        found = self.arch_range(cuda)
+        return found[0] if found else None
+
+    def arch_range(self, cuda: str) -> tuple[tuple[int, int], tuple[int, int]] | None:
+        """The oldest and the newest compute capability this CUDA compiles kernels for."""
+        version = parse_cuda(cuda)
+        return next(((oldest, newest) for first, last, oldest, newest in self.arches if first <= version <= last),
+                    None)
+
+    def requirement(self, cuda: str, os: str = "linux") -> DriverRequirement:
+        version = parse_cuda(cuda)
+        key = "windows" if os == "windows" else "linux"
+        floor = next((row[key] for first, last, row in self.families if first <= version <= last), None)
+        toolkit = self.toolkits.get(version, {}).get(key)
+        return DriverRequirement(cuda=f"{version[0]}.{version[1]}", floor=floor, toolkit=toolkit)
+
+
+@cache
+def load() -> DriverTable:
+    data = manifest.load(manifest.envs_dir() / "drivers.yaml", "drivers").data
+    families = tuple(
+        (parse_cuda(row["first"]), parse_cuda(row["last"]), {"linux": row["linux"], "windows": row["windows"]})
+        for row in data["families"]
+    )
+    toolkits = {parse_cuda(row["cuda"]): {"linux": row["linux"], "windows": row["windows"]}
+                for row in data["toolkits"]}
+    arches = tuple((parse_cuda(row["first"]), parse_cuda(row["last"]), parse_cuda(row["oldest"]),
+                    parse_cuda(row["newest"])) for row in data["architectures"])
+    return DriverTable(families=families, toolkits=toolkits, source=data["source"], arches=arches,
+                       capabilities=tuple(parse_capability(c) for c in data["capabilities"]))

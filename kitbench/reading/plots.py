@@ -1,0 +1,170 @@
+"""The comparison plot: epoch times by environment, and bandwidth against size."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from kitbench import _files
+from kitbench.errors import OPTIONAL_HINTS, MissingDependency, RecordError, UsageError, optional_hint
+from kitbench.reading.compare import Loaded, Row
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+    except ImportError:
+        raise MissingDependency("matplotlib", "kitbench compare --plot", _plots_hint()) from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _plots_hint() -> str:
+    """Where to install matplotlib: into this Python. In a target's pinned environment
+    (.nox/<target>), rebuilding it would not help: it holds what runs measure, no plotting."""
+    import sys
+
+    if ".nox" not in Path(sys.prefix).parts:
+        return optional_hint("matplotlib")
+    # nox's uv backend (the noxfile's first choice) makes environments without pip. Its script beside the
+    # interpreter tells, where importlib's find_spec("pip") would set off setuptools' distutils shim.
+    scripts = Path(sys.executable).parent
+    has_pip = (scripts / "pip").exists() or (scripts / "pip.exe").exists()
+    install = f"{sys.executable} -m pip install" if has_pip else f"uv pip install --python {sys.executable}"
+    return (f"install it into this environment: {install} matplotlib (`nox -R` keeps it, "
+            f"a fresh `nox -s` rebuilds the environment without it); or run compare from any Python with "
+            f"{OPTIONAL_HINTS['matplotlib'].removeprefix('pip install ')}: it needs no torch")
+
+
+def check_target(out: Path, force: bool = False) -> None:
+    """Refuse a plot file that cannot be written, before any record is read: a bad --plot is a usage error."""
+    try:
+        _files.check_target(out, replace=force)
+    except RecordError as refused:
+        raise UsageError(f"--plot: {refused.message}", hint=refused.hint) from None
+    plt = _pyplot()
+    formats = plt.figure().canvas.get_supported_filetypes()
+    plt.close("all")
+    suffix = out.suffix.lower().lstrip(".")
+    if suffix not in formats:
+        raise UsageError(f"--plot {str(out)[:200]}: {'no' if not suffix else 'unknown'} image format "
+                         f"{('.' + suffix) if suffix else ''}".rstrip(),
+                         hint=f"end the name with one of: {', '.join('.' + f for f in sorted(formats))}")
+    if not _is_dir(out.parent):
+        raise UsageError(f"--plot {out}: no such directory {out.parent}", hint="create it first")
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:         # ENAMETOOLONG, ELOOP, EACCES...: not a directory kitbench can write in
+        return False
+
+
+# One bar group and one label per record: past this a plot is unreadable and matplotlib's
+# layout takes minutes; kitbench report is made for thousands.
+MAX_RECORDS = 100
+
+
+def check_count(count: int) -> None:
+    if count > MAX_RECORDS:
+        raise UsageError(f"--plot draws at most {MAX_RECORDS} records, and {count:,} were given",
+                         hint="kitbench report draws any number of them on one page; or compare fewer")
+
+
+def _name(row: Row) -> str:
+    """A record's name in a legend: its target, else its file's name (a record from `kitbench run` outside
+    a target has none; "?" told the reader nothing)."""
+    return row.target or Path(row.path).stem
+
+
+def comparison(loaded: Sequence[Loaded], table: Sequence[Row], out: Path, force: bool = False) -> None:
+    check_count(len(loaded))
+    plt = _pyplot()
+
+    good = [(item, row) for item, row in zip(loaded, table, strict=True) if item.record is not None]
+    labels = [f"{row.target}\n{Path(row.path).stem}" if row.target else Path(row.path).stem for _, row in good]
+    buses = [(row, run) for item, row in good if item.record
+             for run in item.record["checks"].get("ddp", {}).get("runs", []) if run["allreduce"]]
+    swept = [(row, item.record["checks"].get("mnist", {}).get("runs", [])) for item, row in good if item.record
+             and len({r["batch_size"] for r in item.record["checks"].get("mnist", {}).get("runs", [])}) > 1]
+    panels = 2 + bool(buses) + bool(swept)
+    fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 5), constrained_layout=True)
+    epochs, bandwidth = axes[0], axes[1]
+    if swept:
+        ax = axes[-1]
+        for row, runs in swept:
+            for config in sorted({(r["model"], r["loop"], r["device"]) for r in runs}):
+                # Records from before step_s: an epoch over its number of batches.
+                points = sorted((r["batch_size"], 1e3 * (r.get("step_s") or
+                                                         r["epoch_s"] / -(-r["train_samples"] // r["batch_size"])))
+                                for r in runs if (r["model"], r["loop"], r["device"]) == config)
+                xs, ys = zip(*points, strict=True)
+                ax.plot(xs, ys, marker="o", markersize=3, label=f"{_name(row)}: {'/'.join(config)}")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("batch size")
+        ax.set_ylabel("time per training step (ms, lower is better)")
+        ax.set_title("step time against batch size")
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize=7)
+    if buses:
+        for row, run in buses:
+            for world in sorted({b["world_size"] for b in run["allreduce"]}):
+                points = sorted((b["bytes"], b["busbw_gb_s"]) for b in run["allreduce"] if b["world_size"] == world)
+                xs, ys = zip(*points, strict=True)
+                axes[2].plot(xs, ys, marker="o", markersize=3, label=f"{_name(row)}: {run['backend']} x{world}")
+        axes[2].set_xscale("log", base=2)
+        axes[2].set_xlabel("message size (bytes)")
+        axes[2].set_ylabel("all-reduce busbw (GB/s; algbw x 2(n-1)/n)")
+        axes[2].set_title("DDP all-reduce")
+        axes[2].grid(True, which="major", alpha=0.3)
+        axes[2].legend(fontsize=7)
+    # One bar per MNIST run (model, loop, device) and environment.
+    configs = sorted({(r["model"], r["loop"], r["device"]) for item, _ in good if item.record
+                      for r in item.record["checks"].get("mnist", {}).get("runs", [])})
+    width = 0.8 / max(1, len(configs))
+    upright = len(configs) > 1
+    for n, (model, loop, device) in enumerate(configs):
+        values = []
+        for item, _ in good:
+            assert item.record is not None
+            runs = item.record["checks"].get("mnist", {}).get("runs", [])
+            values.append(next((r["epoch_s"] for r in runs if (r["model"], r["loop"], r["device"]) ==
+                                (model, loop, device)), 0.0))
+        offset = (n - (len(configs) - 1) / 2) * width
+        bars = epochs.bar([i + offset for i in range(len(good))], values, width, label=f"{model}/{loop} on {device}")
+        # Side by side, horizontal labels of neighbouring bars run into each other ("1.571.56"): upright then.
+        epochs.bar_label(bars, labels=[f"{v:.2f}" if v else "" for v in values], fontsize=7 if upright else 8,
+                         rotation=90 if upright else 0, padding=2)
+    epochs.set_xticks(range(len(good)), labels, fontsize=8)
+    epochs.set_ylabel("steady-state epoch time (s, lower is better)")
+    epochs.set_title("MNIST epoch by environment")
+    epochs.legend(fontsize=8)
+    for item, row in good:
+        assert item.record is not None
+        series: dict[tuple[str, str], list[tuple[int, float]]] = {}
+        for t in item.record["checks"].get("moves", {}).get("transfers", []):
+            series.setdefault((t["direction"], t["memory"]), []).append((t["bytes"], t["gb_per_s"]))
+        for (direction, memory), points in series.items():
+            xs, ys = zip(*sorted(points), strict=True)
+            bandwidth.plot(xs, ys, marker="o", markersize=3, label=f"{_name(row)}: {direction} {memory}")
+    bandwidth.set_xscale("log", base=2)
+    bandwidth.set_xlabel("transfer size (bytes)")
+    bandwidth.set_ylabel("bandwidth (GB/s, median)")
+    bandwidth.set_title("tensor moves")
+    bandwidth.grid(True, which="major", alpha=0.3)
+    if bandwidth.get_legend_handles_labels()[0]:
+        bandwidth.legend(fontsize=7)
+    image = io.BytesIO()
+    try:
+        fig.savefig(image, dpi=110, format=out.suffix.lower().lstrip("."))
+    except (OSError, ValueError) as exc:
+        raise RecordError(f"cannot draw the plot {out}: {getattr(exc, 'strerror', None) or exc}") from None
+    finally:
+        plt.close(fig)
+    _files.write(out, image.getvalue(), replace=force, what="the plot")

@@ -1,0 +1,5 @@
+"""Does it work and how fast: the suite runner, its checks, devices, timing, the models and data,
+deterministic mode, parameter digests, the DDP worker, run's options and the fingerprint a record keeps.
+
+May import: the root's base modules, records, machine, advice and environments. torch only lazily.
+"""

