@@ -27,12 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kitbench._pipconf import pip_configuration
-from kitbench.environments import targets
+from kitbench.environments import locks, targets
+from kitbench.environments.locks import LOCK_VARIABLE, LOCK_WHY_VARIABLE, lock_path
 from kitbench.environments.targets import Target
-from kitbench.records import manifest
 
-LOCK_VARIABLE = "KITBENCH_LOCK"          # set by the nox sessions: the lock the environment was built from
-LOCK_WHY_VARIABLE = "KITBENCH_LOCK_WHY"  # ... or why there was none
 PYTORCH_INDEX_VARIABLE = targets.PYTORCH_INDEX_VARIABLE
 # uv reads its index from these (https://docs.astral.sh/uv/reference/environment/) or from uv.toml.
 _UV_INDEX_VARIABLES = ("UV_INDEX_URL", "UV_DEFAULT_INDEX", "UV_INDEX", "UV_EXTRA_INDEX_URL", "UV_FIND_LINKS")
@@ -73,11 +71,6 @@ def around(torch_index: str | None) -> Sources:
     return Sources(torch_index, None)
 
 
-def lock_path(target: Target, platform: str) -> Path:
-    """PEP 751's name for a lock: ``envs/locks/pylock.<target>-<os>-<arch>-py<X.Y>.toml``."""
-    return manifest.envs_dir() / "locks" / f"pylock.{target.name}-{platform}.toml"
-
-
 def choose(target: Target, platform: str, os_name: str) -> tuple[Path | None, str | None]:
     """The lock to install from, or None and why (for the record).
 
@@ -85,8 +78,6 @@ def choose(target: Target, platform: str, os_name: str) -> tuple[Path | None, st
     PyTorch's layout, where the real index was out of reach) holds other builds than the
     real index serves: it installs under an override or a stand-in (``KITBENCH_PYTORCH_INDEX``),
     not from the real index."""
-    from kitbench.environments import locks
-
     path = lock_path(target, platform)
     if not path.is_file():
         return None, f"no lock for {target.name} on {platform} (nox -s lock)"
@@ -102,8 +93,6 @@ def choose(target: Target, platform: str, os_name: str) -> tuple[Path | None, st
 def requirements(lock: Path) -> list[str]:
     """The lock as hash-pinned requirement lines (``name==version --hash=sha256:...``), which uv and
     pip both install from any index that serves those files."""
-    from kitbench.environments import locks
-
     found = locks.read(lock)
     return [f"{name}=={version}" + "".join(f" --hash={h}" for h in hashes)
             for (name, version), hashes in sorted(found.hashes.items())]

@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kitbench import _files
-from kitbench.environments import installer, targets
+from kitbench.environments import targets
 from kitbench.environments.targets import Target
 from kitbench.errors import KitbenchError, UsageError
+from kitbench.records import manifest
 
 # kitbench's (os, arch) -> uv's --python-platform.
 UV_PLATFORMS = {("linux", "x86_64"): "x86_64-unknown-linux-gnu",
@@ -38,8 +39,13 @@ UV_PLATFORMS = {("linux", "x86_64"): "x86_64-unknown-linux-gnu",
                 ("macos", "arm64"): "aarch64-apple-darwin",
                 ("windows", "x86_64"): "x86_64-pc-windows-msvc"}
 PYPI_SIMPLE = targets.PYPI_SIMPLE
-LOCK_VARIABLE = installer.LOCK_VARIABLE
-LOCK_WHY_VARIABLE = installer.LOCK_WHY_VARIABLE
+LOCK_VARIABLE = "KITBENCH_LOCK"          # set by the nox sessions: the lock the environment was built from
+LOCK_WHY_VARIABLE = "KITBENCH_LOCK_WHY"  # ... or why there was none
+
+
+def lock_path(target: Target, platform: str) -> Path:
+    """PEP 751's name for a lock: ``envs/locks/pylock.<target>-<os>-<arch>-py<X.Y>.toml``."""
+    return manifest.envs_dir() / "locks" / f"pylock.{target.name}-{platform}.toml"
 _MACOS_TAG = re.compile(r"macosx_([0-9]+)_([0-9]+)_(?:arm64|universal2)\.whl$")
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)")
 _FROM = re.compile(r"^\s+# from (\S+)")
@@ -149,7 +155,7 @@ def compile_lock(uv: str, target: Target, os_name: str, arch: str, where: Where,
             "indexes": [i for i in (where.stand_in_for or where.torch, where.default or PYPI_SIMPLE) if i],
             "index-strategy": strategy, "stand-in": where.stand_in_for is not None,
             "resolved-with": f"uv pip compile {' '.join(how)}"}
-    path = installer.lock_path(target, platform)
+    path = lock_path(target, platform)
     path.parent.mkdir(parents=True, exist_ok=True)
     note = (f"# The torch family was resolved against a local stand-in of {where.stand_in_for} (PyPI's wheels\n"
             "# under PyTorch's layout: that index was out of reach here). Installable through PyPI or a mirror\n"

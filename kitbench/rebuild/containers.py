@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kitbench import __version__
-from kitbench.environments import installer, preflight
+from kitbench.environments import installer, locks, preflight
 from kitbench.environments.targets import Target
 from kitbench.errors import ContainerError, MissingDependency, optional_hint
 from kitbench.heartbeat import Heartbeat
@@ -124,10 +124,10 @@ def base_python(client: Any, image: str) -> str | None:
 def _lock_env(install: installer.Install) -> dict[str, str]:
     """KITBENCH_LOCK (the lock's path inside the image, where app/ puts envs/) or KITBENCH_LOCK_WHY, baked
     into the image: its runs' records name what their environment was installed from."""
-    lock = install.record.get(installer.LOCK_VARIABLE)
+    lock = install.record.get(locks.LOCK_VARIABLE)
     if lock:
         return {"LOCK": f"{APP_INSIDE}/envs/locks/{Path(lock).name}", "LOCK_WHY": ""}
-    return {"LOCK": "", "LOCK_WHY": install.record.get(installer.LOCK_WHY_VARIABLE, "")}
+    return {"LOCK": "", "LOCK_WHY": install.record.get(locks.LOCK_WHY_VARIABLE, "")}
 
 
 def build_args(target: Target, install: installer.Install | None = None) -> dict[str, str]:

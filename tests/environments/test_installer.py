@@ -82,11 +82,11 @@ def test_a_stand_in_lock_installs_through_a_mirror_not_from_the_real_index(monke
     assert lock is None and why is not None and "stand-in of https://download.pytorch.org/whl/cpu" in why
     plan = installer.suite(cpu, "linux-x86_64-py3.11", "linux")
     assert not plan.hashed and {"torch==2.14.1", "torchvision==0.29.1", "rich==15.0.0"} <= set(plan.requirements)
-    assert set(plan.record) == {installer.LOCK_WHY_VARIABLE}
+    assert set(plan.record) == {locks.LOCK_WHY_VARIABLE}
     for variable, value in (("KITBENCH_INDEX_URL", "default"), ("KITBENCH_PYTORCH_INDEX", "http://127.0.0.1:1/whl")):
         monkeypatch.setenv(variable, value)
         plan = installer.suite(cpu, "linux-x86_64-py3.11", "linux")
-        assert plan.record == {installer.LOCK_VARIABLE: str(CPU_LINUX)} and plan.hashed
+        assert plan.record == {locks.LOCK_VARIABLE: str(CPU_LINUX)} and plan.hashed
         pinned = Path(plan.write(tmp_path / "r.txt")).read_text().splitlines()
         assert any(line.startswith("torch==2.14.1 --hash=sha256:") for line in pinned)
         assert all(" --hash=sha256:" in line for line in pinned)

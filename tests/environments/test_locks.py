@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from pytorch_index import everything, in_family, recorded, serving
 
-from kitbench.environments import installer, locks, targets
+from kitbench.environments import locks, targets
 from kitbench.suite import fingerprint
 
 REPO = Path(__file__).resolve().parents[2]
@@ -98,7 +98,7 @@ def test_every_committed_lock_is_complete_for_its_platform(target: str) -> None:
     pins = dict(pin.split("==", 1) for pin in found.pins())
     for os_name, arch in locks.pairs(found):
         platform = locks.platform_name(os_name, arch, found.python)
-        path = installer.lock_path(found, platform)
+        path = locks.lock_path(found, platform)
         if not path.is_file():
             floor = _requires_python("numpy", pins["numpy"])
             assert floor == ">=3.11" and found.python == "3.10", f"{path.name} is missing"
