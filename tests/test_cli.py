@@ -427,6 +427,9 @@ def test_the_plots_hint_never_points_back_to_the_pinned_environment(monkeypatch:
                                           f"{env}/bin/python matplotlib (")
     monkeypatch.setattr(sys, "prefix", "/usr")
     assert plots._plots_hint() == "pip install 'kitbench[plots]'"
+    # A venv below a session's temporary folder (nox's TMPDIR) is not the pinned environment.
+    monkeypatch.setattr(sys, "prefix", str(env / "tmp" / "venv"))
+    assert plots._plots_hint() == "pip install 'kitbench[plots]'"
 
 
 def test_the_extra_hint_speaks_the_installer_s_language(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -28,7 +28,9 @@ def _plots_hint() -> str:
     (.nox/<target>), rebuilding it would not help: it holds what runs measure, no plotting."""
     import sys
 
-    if ".nox" not in Path(sys.prefix).parts:
+    # A pinned environment is .nox/<session> itself; a Python merely somewhere below a .nox folder (a
+    # venv a test made in the session's temporary folder) is any Python.
+    if Path(sys.prefix).parent.name != ".nox":
         return optional_hint("matplotlib")
     # nox's uv backend (the noxfile's first choice) makes environments without pip. Its script beside the
     # interpreter tells, where importlib's find_spec("pip") would set off setuptools' distutils shim.
