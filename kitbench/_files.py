@@ -87,6 +87,14 @@ def destination(given: str, default_name: str, error: ReadError = RecordError) -
     return path
 
 
+def read_small(path: Path) -> str | None:
+    """A small text file the kernel or a driver keeps (sysfs, procfs, cgroups): its text, undecodable bytes
+    replaced, or None where it cannot be read. A probe reports what it finds; it never fails on one file."""
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return None
+
 def _refused(path: Path, why: str, hint: str) -> OutputRefused:
     return OutputRefused(f"will not write {str(path)[:300]}: {why}", hint=hint)
 

@@ -124,3 +124,13 @@ def test_the_reader_refuses_what_is_not_a_bounded_text_file_at_once(kind: str, t
     assert words in refused.value.message
     (tmp_path / "g").write_bytes("héllo".encode())
     assert _files.read_text(tmp_path / "g", 6, "record") == "héllo"
+
+
+def test_a_small_kernel_file_is_read_or_none_never_an_error(tmp_path: Path) -> None:
+    """sysfs, procfs and cgroup files, as every probe reads them: text (odd bytes replaced) or None."""
+    from kitbench._files import read_small
+
+    (tmp_path / "model").write_bytes(b"Radeon \xff RX\n")
+    assert read_small(tmp_path / "model") == "Radeon \ufffd RX\n"
+    assert read_small(tmp_path / "absent") is None
+    assert read_small(tmp_path) is None          # a directory where a file was expected

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from kitbench._files import read_small
 from kitbench._numbers import is_whole
 
 _CGROUP = Path("sys/fs/cgroup")
@@ -34,17 +35,11 @@ class Cores:
     cgroup_cpus: float | None   # the CPU bandwidth quota in CPUs (quota / period); None when unlimited
 
 
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text()
-    except OSError:
-        return None
-
 
 def _own_cgroups(root: Path) -> dict[str, str]:
     """{controller or "" (v2): this process's cgroup path} from /proc/self/cgroup."""
     found: dict[str, str] = {}
-    for line in (_read(root / "proc/self/cgroup") or "").splitlines():
+    for line in (read_small(root / "proc/self/cgroup") or "").splitlines():
         parts = line.split(":", 2)
         if len(parts) == 3:
             for controller in parts[1].split(","):
@@ -62,7 +57,7 @@ def _ancestors(base: Path, path: str) -> list[Path]:
 def _quota_v2(root: Path, path: str) -> float | None:
     limits = []
     for folder in _ancestors(root / _CGROUP, path):
-        text = _read(folder / "cpu.max")
+        text = read_small(folder / "cpu.max")
         if text is None:
             continue
         quota, _, period = text.strip().partition(" ")
@@ -75,7 +70,7 @@ def _quota_v1(root: Path, path: str) -> float | None:
     limits = []
     for mount in ("cpu,cpuacct", "cpu", "cpuacct,cpu"):
         for folder in _ancestors(root / _CGROUP / mount, path):
-            quota, period = _read(folder / "cpu.cfs_quota_us"), _read(folder / "cpu.cfs_period_us")
+            quota, period = read_small(folder / "cpu.cfs_quota_us"), read_small(folder / "cpu.cfs_period_us")
             if quota is None or period is None:
                 continue
             q, p = int(quota.strip() or -1), int(period.strip() or 0)
@@ -118,7 +113,7 @@ def usable_cores() -> int:
 def memory_available(root: Path = Path("/")) -> int | None:
     """Bytes this process could still allocate: the kernel's MemAvailable, or less where its
     cgroup (v2 ``memory.max``, a container's or a Slurm job's limit) leaves less; None unknown."""
-    found = [int(line.split()[1]) * 1024 for line in (_read(root / "proc/meminfo") or "").splitlines()
+    found = [int(line.split()[1]) * 1024 for line in (read_small(root / "proc/meminfo") or "").splitlines()
              if line.startswith("MemAvailable:") and is_whole(line.split()[1])]
     own = _own_cgroups(root)
     # (v2 hierarchy, v1 memory controller): the limit and what is charged against it, where
@@ -127,7 +122,7 @@ def memory_available(root: Path = Path("/")) -> int | None:
                               (root / _CGROUP / "memory", own.get("memory"),
                                ("memory.limit_in_bytes", "memory.usage_in_bytes"))):
         for folder in _ancestors(base, path) if path is not None else []:
-            limit, used = (_read(folder / name) for name in names)
+            limit, used = (read_small(folder / name) for name in names)
             if limit and used and is_whole(limit.strip()) and is_whole(used.strip()) and int(limit) < 2**62:
                 found.append(max(0, int(limit) - int(used)))
     return min(found) if found else None
@@ -137,7 +132,7 @@ def _cpuinfo(root: Path) -> dict[str, str]:
     """The first processor's fields of /proc/cpuinfo (Arm kernels print the implementer and
     part per core; x86 the vendor, family, model and stepping)."""
     fields: dict[str, str] = {}
-    for line in (_read(root / "proc/cpuinfo") or "").splitlines():
+    for line in (read_small(root / "proc/cpuinfo") or "").splitlines():
         key, sep, value = line.partition(":")
         key = key.strip()
         if sep and key not in fields:

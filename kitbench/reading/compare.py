@@ -19,6 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, cast
 
+from kitbench.environments.locks import normalize
 from kitbench.errors import RecordError, RecordReadError, UsageError
 from kitbench.records import manifest
 from kitbench.records import record as records
@@ -257,16 +258,12 @@ def diff(a: Environment, b: Environment) -> list[str]:
     Packages are compared only where both records list them (a /1 record does not)."""
     found = [f"{key}: {a.get(key)} -> {b.get(key)}" for key in DIFF_FIELDS if a.get(key) != b.get(key)]
     if "packages" in a and "packages" in b:
-        found += _keyed("package", {_name(p["name"]): p["version"] for p in a["packages"]},
-                        {_name(p["name"]): p["version"] for p in b["packages"]})
+        found += _keyed("package", {normalize(p["name"]): p["version"] for p in a["packages"]},
+                        {normalize(p["name"]): p["version"] for p in b["packages"]})
     settings_a, settings_b = a.get("settings"), b.get("settings")
     if isinstance(settings_a, dict) and isinstance(settings_b, dict):
         found += _keyed("setting", settings_a, settings_b)
     return found
-
-
-def _name(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _keyed(kind: str, a: Mapping[str, object], b: Mapping[str, object]) -> list[str]:

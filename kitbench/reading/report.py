@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kitbench import __version__, _files
+from kitbench.environments.locks import normalize
 from kitbench.errors import RecordError, RecordReadError, UsageError
 from kitbench.reading import compare, svg
 from kitbench.records.types import RunRecord
@@ -424,7 +425,7 @@ def _flat(record: RunRecord, with_packages: bool) -> dict[str, str]:
             flat[key] = _plain(value)
 
     for package in record["environment"].get("packages", []) if with_packages else []:
-        flat[f"package {compare._name(package['name'])}"] = package["version"]
+        flat[f"package {normalize(package['name'])}"] = package["version"]
     for key, value in record["environment"].items():
         if key != "packages":
             add(key, value)

@@ -122,12 +122,12 @@ def test_override_refuses_malformed_values() -> None:
 
 def _driverless(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, proc_version: str) -> None:
     """This machine as one whose driver is visible only where a test puts it."""
-    real_read = probe._read
+    real_read = probe.read_small
 
     def read(path: Path) -> str | None:
         return proc_version if path == Path("/proc/version") else real_read(path)
 
-    monkeypatch.setattr(probe, "_read", read)
+    monkeypatch.setattr(probe, "read_small", read)
     monkeypatch.setattr(probe, "_PROC_DRIVER", tmp_path / "no-proc-driver")
     monkeypatch.setattr(probe, "_SYS_DRIVER", tmp_path / "no-sys-driver")
     monkeypatch.setenv("PATH", str(tmp_path / "empty-path"))

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from kitbench._files import read_small
 from kitbench._numbers import is_whole
 from kitbench.errors import UsageError
 from kitbench.machine.probe import amd, intel, python
@@ -207,12 +208,6 @@ def _run_any(argv: Sequence[str], timeout: float = 5.0) -> tuple[int, str, str] 
     return done.returncode, done.stdout, done.stderr
 
 
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(errors="replace")
-    except OSError:
-        return None
-
 
 def _os_name() -> str:
     return {"darwin": "macos", "win32": "windows"}.get(sys.platform, "linux")
@@ -221,12 +216,12 @@ def _os_name() -> str:
 def _in_container() -> bool:
     if Path("/.dockerenv").exists() or Path("/run/.containerenv").exists():
         return True
-    cgroup = _read(Path("/proc/1/cgroup")) or ""
+    cgroup = read_small(Path("/proc/1/cgroup")) or ""
     return any(word in cgroup for word in ("docker", "containerd", "kubepods", "libpod"))
 
 
 def _rocm_version() -> str | None:
-    text = _read(Path("/opt/rocm/.info/version"))
+    text = read_small(Path("/opt/rocm/.info/version"))
     return text.strip().split("-")[0] if text else None
 
 
@@ -253,12 +248,12 @@ def probe() -> Probe:
     elif os_name == "windows":
         os_version = platform.version()
         arch = normalize_arch(os.environ.get("PROCESSOR_ARCHITEW6432") or platform.machine(), os_name)
-    version_text = _read(Path("/proc/version")) or ""
+    version_text = read_small(Path("/proc/version")) or ""
     wsl = "microsoft" in version_text.lower()
 
     driver = None
     for path, parse in ((_PROC_DRIVER, parse_proc_driver), (_SYS_DRIVER, parse_sys_driver)):
-        driver = parse(_read(path) or "")
+        driver = parse(read_small(path) or "")
         if driver:
             sources["driver"] = str(path)
             break

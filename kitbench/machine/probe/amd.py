@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kitbench._files import read_small
 from kitbench._numbers import is_whole
 from kitbench.errors import UsageError
 
@@ -92,12 +93,6 @@ def parse_gfx_list(text: str, where: str) -> tuple[str, ...]:
     return names
 
 
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(errors="replace")
-    except OSError:
-        return None
-
 
 def read_kfd(root: Path = Path("/")) -> tuple[AmdGpu, ...]:
     """The GPUs of the KFD topology under ``root``, in node order (HIP's device order)."""
@@ -108,7 +103,7 @@ def read_kfd(root: Path = Path("/")) -> tuple[AmdGpu, ...]:
         return ()
     gpus: list[AmdGpu] = []
     for name in names:
-        gpu = gpu_of_properties(len(gpus), parse_properties(_read(nodes / name / "properties") or ""))
+        gpu = gpu_of_properties(len(gpus), parse_properties(read_small(nodes / name / "properties") or ""))
         if gpu is not None:
             gpus.append(gpu)
     return tuple(gpus)
@@ -123,9 +118,9 @@ def read_drm(root: Path = Path("/")) -> tuple[AmdGpu, ...]:
         return ()
     gpus: list[AmdGpu] = []
     for name in names:
-        vendor = (_read(cards / name / "device" / "vendor") or "").strip()
+        vendor = (read_small(cards / name / "device" / "vendor") or "").strip()
         if vendor.lower() == f"0x{AMD_VENDOR:04x}":
-            device = (_read(cards / name / "device" / "device") or "").strip() or None
+            device = (read_small(cards / name / "device" / "device") or "").strip() or None
             gpus.append(AmdGpu(len(gpus), None, device))
     return tuple(gpus)
 

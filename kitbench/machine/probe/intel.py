@@ -18,6 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from kitbench._files import read_small
 from kitbench.errors import UsageError
 
 INTEL_VENDOR = 0x8086
@@ -53,12 +54,6 @@ def is_intel_gpu(vendor: str | None, pci_class: str | None) -> bool:
     return _hex(vendor) == INTEL_VENDOR and klass is not None and klass >> 16 == _DISPLAY_CLASS
 
 
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(errors="replace")
-    except OSError:
-        return None
-
 
 def read_pci(root: Path = Path("/")) -> tuple[IntelGpu, ...]:
     """The Intel GPUs among the PCI devices under ``root``, in address order."""
@@ -70,8 +65,8 @@ def read_pci(root: Path = Path("/")) -> tuple[IntelGpu, ...]:
     found = []
     for address in addresses:
         base = devices / address
-        if is_intel_gpu(_read(base / "vendor"), _read(base / "class")):
-            device = _hex(_read(base / "device"))
+        if is_intel_gpu(read_small(base / "vendor"), read_small(base / "class")):
+            device = _hex(read_small(base / "device"))
             found.append(IntelGpu(address, f"0x{device:04x}" if device is not None else None))
     return tuple(found)
 
