@@ -20,7 +20,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from kitbench.errors import ManifestError, UsageError
+from kitbench import _files
+from kitbench.errors import KitbenchError, ManifestError, UsageError
 
 MAX_AGE_VARIABLE = "KITBENCH_FACTS_MAX_AGE"
 STALE_DAYS = 60
@@ -53,10 +54,8 @@ MAX_BYTES = 8 * 2**20       # the largest cache file kitbench writes is tens of 
 
 def read_json(path: Path) -> dict[str, Any] | None:
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_BYTES + 1)
-        data = json.loads(raw) if len(raw) <= MAX_BYTES else None
-    except (OSError, ValueError):
+        data = json.loads(_files.read(path, MAX_BYTES, "fact cache"))
+    except (KitbenchError, ValueError):
         return None         # absent, or not ours to trust: read afresh
     return data if isinstance(data, dict) else None
 

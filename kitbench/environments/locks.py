@@ -22,15 +22,14 @@ import json
 import re
 import subprocess
 import tempfile
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kitbench import _files
+from kitbench import _files, _http
 from kitbench.environments import targets
 from kitbench.environments.targets import Target
-from kitbench.errors import KitbenchError, UsageError
+from kitbench.errors import KitbenchError, NetworkError, UsageError
 from kitbench.records import manifest
 
 # kitbench's (os, arch) -> uv's --python-platform.
@@ -78,12 +77,13 @@ def macos_floor(torch_version: str, index: str = PYPI_SIMPLE) -> str:
     """The oldest macOS the pinned torch's arm64 wheels are tagged for (e.g. ``14.0`` for
     ``macosx_14_0_arm64``): the deployment target uv resolves the rest against, read
     from the index (PEP 691 JSON) rather than uv's default (which is older)."""
-    request = urllib.request.Request(f"{index}/torch/", headers={"Accept": "application/vnd.pypi.simple.v1+json"})
     try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            files = json.load(response)["files"]
-    except (OSError, ValueError, KeyError) as exc:
-        raise UsageError(f"cannot read torch's wheel list from {index}: {exc}") from None
+        page = _http.get(f"{index}/torch/", "application/vnd.pypi.simple.v1+json", timeout=30)
+        files = json.loads(page.body)["files"]
+    except NetworkError as exc:
+        raise UsageError(f"cannot read torch's wheel list from {_http.shown(index)}: {exc.message}") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"cannot read torch's wheel list from {_http.shown(index)}: {exc}") from None
     floors = [(int(m[1]), int(m[2])) for f in files
               if f["filename"].startswith(f"torch-{torch_version}-") and (m := _MACOS_TAG.search(f["filename"]))]
     if not floors:
@@ -274,14 +274,14 @@ def read(path: Path) -> Lock:
 
 
 def reachable(index: str, timeout_s: float = 5.0) -> bool:
-    """Whether ``index`` answers for torch (PEP 503/691): PyTorch's index is out of reach on some machines."""
-    request = urllib.request.Request(f"{index.rstrip('/')}/torch/",
-                                     headers={"Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"})
+    """Whether ``index`` answers for torch (PEP 503/691): PyTorch's index is out of reach on some machines.
+    Asked as every index is (kitbench._http: pip's CA bundle, an index URL's credentials)."""
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            return bool(response.status == 200)
-    except (OSError, ValueError):
+        _http.get(f"{index.rstrip('/')}/torch/", "application/vnd.pypi.simple.v1+json, text/html;q=0.1",
+                  timeout=timeout_s)
+    except NetworkError:
         return False
+    return True
 
 
 def where(target: Target, os_name: str, stand_in: Callable[[], str]) -> Where:

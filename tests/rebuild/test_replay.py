@@ -213,9 +213,8 @@ def test_the_replayed_run_gets_this_kitbench_and_nothing_else_of_the_callers(
     assert not seen["folder"].exists()          # gone with the run
 
 
-def test_the_build_installs_into_the_venvs_own_interpreter_on_windows(
-        cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    chosen = replay.plan(cpu_record, probe())
+def _fake_uv(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """replay's build with uv's calls recorded instead of run (the venv folder made, as uv would)."""
     calls: list[list[str]] = []
 
     def fake_call(command: list[str], what: str) -> None:
@@ -225,6 +224,13 @@ def test_the_build_installs_into_the_venvs_own_interpreter_on_windows(
 
     monkeypatch.setattr(replay, "_call", fake_call)
     monkeypatch.setattr(replay, "_uv", lambda: "uv")
+    return calls
+
+
+def test_the_build_installs_into_the_venvs_own_interpreter_on_windows(
+        cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    chosen = replay.plan(cpu_record, probe())
+    calls = _fake_uv(monkeypatch)
     monkeypatch.setattr(sys, "platform", "win32")
     python = replay.build(chosen, lambda line: None, tmp_path)
     assert python == tmp_path / chosen.key / "Scripts" / "python.exe"
@@ -250,15 +256,7 @@ def test_the_recorded_set_installs_from_any_layout_of_indexes_hash_checked(
     hashed = tmp_path / "hashed.json"
     hashed.write_text(json.dumps(data))
     chosen = replay.plan(hashed, probe())
-    calls: list[list[str]] = []
-
-    def fake_call(command: list[str], what: str) -> None:
-        calls.append(command)
-        if command[1] == "venv":
-            Path(command[-1]).mkdir()
-
-    monkeypatch.setattr(replay, "_call", fake_call)
-    monkeypatch.setattr(replay, "_uv", lambda: "uv")
+    calls = _fake_uv(monkeypatch)
     replay.build(chosen, lambda line: None, tmp_path / "cache")
     install = calls[1]
     assert install[install.index("--python") + 2:] == [*index, "--no-deps", "--require-hashes", "-r",
