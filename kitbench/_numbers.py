@@ -1,4 +1,5 @@
-"""The one way kitbench reads a whole number from text it did not write: a flag, a file, a tool's output.
+"""The one way kitbench reads a whole number from text it did not write (a flag, a file, a tool's
+output), and writes a one-time cost in words.
 
 ASCII digits only: ``str.isdigit()`` accepts ``'²'``, which ``int()`` refuses (a traceback), and
 ``int()`` accepts ``'٣'``, ``' 7 '`` and ``'1_0'``, none of which any tool kitbench reads would write.
@@ -16,3 +17,9 @@ def is_whole(text: str) -> bool:
 def whole(text: str) -> int | None:
     """``'12'`` -> 12; anything else (signs, spaces, other scripts' digits, empty) -> None."""
     return int(text) if is_whole(text) else None
+
+
+def once(seconds: float) -> str:
+    """A one-time cost as people read it: a CUDA graph's capture takes milliseconds, which one
+    decimal of a second would print as "0.0 s"; a compile takes tens of seconds."""
+    return f"{seconds * 1e3:.0f} ms" if seconds < 0.1 else f"{seconds:.1f} s"

@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, cast
 
+from kitbench._numbers import once
 from kitbench.errors import clean
 from kitbench.heartbeat import Heartbeat
 from kitbench.records.types import Check, RunRecord, Transfer
@@ -233,7 +234,7 @@ def _mnist_extras(mnist: dict[str, Any]) -> None:
         print(f"  crossover {c['model']}/{c['loop']}: {c['text']}")
     for g in mnist.get("graph_ratios", []):
         print(f"  graphed {g['model']} on {g['device']} (batch {g['batch_size']}): {g['graphed_speedup']:.2f}x the "
-              f"resident loop; {g['capture']}: {g['capture_s']:.1f} s once; first-epoch loss curve within "
+              f"resident loop; {g['capture']}: {once(g['capture_s'])} once; first-epoch loss curve within "
               f"{g['curve_gap']:.1e} of the resident loop's (tolerance {g['curve_rtol']:.0%})")
     for r in mnist.get("runs", []):
         p = r.get("profile")

@@ -15,3 +15,8 @@ from kitbench import _numbers
 def test_only_ascii_digits_make_a_number(text: str, value: int | None) -> None:
     assert _numbers.whole(text) == value
     assert _numbers.is_whole(text) == (value is not None)
+
+
+@pytest.mark.parametrize(("seconds", "text"), [(0.0004, "0 ms"), (0.012, "12 ms"), (0.1, "0.1 s"), (54.46, "54.5 s")])
+def test_a_one_time_cost_reads_in_its_own_unit(seconds: float, text: str) -> None:
+    assert _numbers.once(seconds) == text        # a CUDA graph's capture was printed "0.0 s" on an H200

@@ -8,7 +8,7 @@ import pytest
 
 from kitbench.suite import runner as suite
 from kitbench.suite.checks.base import Options
-from kitbench.suite.checks.mnist import Crossover, SweepRow, _crossover, scaled_lr
+from kitbench.suite.checks.mnist import Crossover, MnistResult, MnistRun, SweepRow, _crossover, _summary, scaled_lr
 
 pytest.importorskip("torch")
 
@@ -66,3 +66,12 @@ def test_the_crossover_is_where_the_accelerator_starts_to_win(speedups: list[flo
 def test_only_sgd_rates_scale() -> None:
     assert scaled_lr("fnn", 1024, None) == pytest.approx(0.16)
     assert scaled_lr("cnn", 1024, None) == 1.0           # Adadelta adapts its own steps
+
+
+def test_a_sweeps_summary_names_the_batch_of_each_speedup() -> None:
+    # An H200's sweep said "speedup vs CPU fnn/resident 0.7x, fnn/resident 1.2x, ...": four numbers, no batch.
+    run = MnistRun("cuda:0", "fnn", "resident", 1024, 1, 8000, 0.02, [0.02], 4e5, 0.0, 1.9, [1.9], [1.9], 0.25,
+                   1.9, [0.25], 0.1, 0.0, 0.1, 0.01, 0.5)
+    rows = [SweepRow("fnn", "resident", b, 0.01, 2.0, 2.0 / s, s, 0.9, 0.9) for b, s in ((16, 0.73), (1024, 2.18))]
+    summary = _summary(MnistResult("ok", "", "", {}, runs=[run], sweep=rows))
+    assert "speedup vs CPU per step fnn/resident batch 16 0.7x, fnn/resident batch 1024 2.2x" in summary

@@ -25,6 +25,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, Subset
 from torchvision import datasets, transforms
 
+from kitbench._numbers import once
 from kitbench.suite import devices, digests, models
 from kitbench.suite.checks import steps
 from kitbench.suite.checks.base import CheckResult, Context, training_problem
@@ -497,14 +498,18 @@ def _summary(result: MnistResult) -> str:
     best = min(result.runs, key=lambda r: r.epoch_s)
     summary = (f"fastest: {best.model}/{best.loop} on {best.device} (batch {best.batch_size}) {best.epoch_s:.2f} "
                f"s/epoch, test acc {best.test_acc:.4f}")
-    if result.speedups:
+    if result.sweep:
+        # A sweep repeats each model/loop once per batch size: without the batch the list cannot be read.
+        summary += "; speedup vs CPU per step " + ", ".join(
+            f"{r.model}/{r.loop} batch {r.batch_size} {r.speedup:.1f}x" for r in result.sweep if r.speedup)
+    elif result.speedups:
         summary += "; speedup vs CPU " + ", ".join(f"{s.model}/{s.loop} {s.speedup:.1f}x" for s in result.speedups)
     if result.loop_ratios:
         summary += "; resident vs tutorial " + ", ".join(
             f"{q.model} on {q.device} {q.resident_speedup:.1f}x" for q in result.loop_ratios)
     if result.graph_ratios:
         summary += "; graphed vs resident " + ", ".join(
-            f"{g.model} on {g.device} {g.graphed_speedup:.2f}x (capture {g.capture_s:.1f} s)"
+            f"{g.model} on {g.device} {g.graphed_speedup:.2f}x (capture {once(g.capture_s)})"
             for g in result.graph_ratios)
     if result.crossovers:
         summary += "; crossover " + ", ".join(f"{c.model}/{c.loop} {c.text}" for c in result.crossovers)
