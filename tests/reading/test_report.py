@@ -1,4 +1,4 @@
-"""kitbench report: pages built from the kept H100 and CPU records and from a real CPU run,
+"""kitbench report: pages built from the kept H100, H200 and CPU records and from a real CPU run,
 markdown, hostile text, bad inputs, 5,000 records, safe writing, and a real headless browser."""
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ from kitbench.reading import report
 from kitbench.records import record as records
 
 KEPT = Path(__file__).resolve().parents[2] / "docs" / "records"
+# The kept records' charts: transfers (H100, H200), 5 loss curves, 2 sweeps, DDP efficiency and
+# all-reduce (CPU VM, H200)
+KEPT_CHARTS = 2 + 5 + 2 + 4
 EVERY_SECTION = ["machines", "availability", "transfers", "mnist", "sweep", "ddp", "environments", "records"]
 
 
@@ -40,13 +43,14 @@ def _hostile(tmp_path: Path) -> Path:
 def test_kept_records_give_every_section_with_numbers_from_them() -> None:
     built = report.build([str(KEPT)])
     assert built.sections == EVERY_SECTION
-    assert built.records == 6 and built.unreadable == 0
+    assert built.records == len(list(KEPT.glob("*.json"))) == 9 and built.unreadable == 0
     page = built.text
     assert page.startswith(report.MARKER)
     h100 = json.loads((KEPT / "h100-cnn.json").read_text())["checks"]["mnist"]["speedups"]
     tutorial = next(s for s in h100 if s["loop"] == "tutorial")
     assert f"{tutorial['cpu_epoch_s'] / tutorial['device_epoch_s']:.2f}x" in page      # machines: speedup
-    assert "53.77" in page and "54.41" in page                   # transfers: H2D and D2H pinned peaks
+    assert "53.77" in page and "54.41" in page                   # transfers: the H100's H2D and D2H pinned peaks
+    assert "55.36" in page and "55.15" in page                   # and the H200's
     assert "32%" in page and "51%" in page                       # DDP efficiencies at two ranks
     allreduce = json.loads((KEPT / "cpu-bench-ddp.json").read_text())["checks"]["ddp"]["runs"][0]["allreduce"]
     best = max(allreduce, key=lambda b: b["busbw_gb_s"])         # all-reduce peak, in a table as well as drawn
@@ -55,7 +59,7 @@ def test_kept_records_give_every_section_with_numbers_from_them() -> None:
     assert f"<td>{graphed['capture_s']:.2f} s</td>" in page      # one-time compile cost, apart from the epoch
     for name in ("cpu-bench-sweep.json", "h100-fnn.json"):
         assert hashlib.sha256((KEPT / name).read_bytes()).hexdigest() in page
-    assert page.count("<svg") == 1 + 4 + 1 + 2       # transfers, 4 loss curves, sweep, DDP efficiency and all-reduce
+    assert page.count("<svg") == KEPT_CHARTS
     assert "torch: 2.14.1+cu130" not in page                     # the environments table is by field, not prose
     # Self-contained: nothing that a browser would fetch, and no script.
     assert not re.search(r"<script|<link|@import|url\(|src=|href=\"(?!#)", page, re.I)
@@ -190,7 +194,7 @@ def test_environments_show_each_package_and_setting_that_differs(tmp_path: Path)
 def test_the_page_needs_no_matplotlib(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)       # as without the [plots] extra: import fails
     page = report.build([str(KEPT)]).text
-    assert page.count("<svg") == 8 and "kitbench[plots]" not in page
+    assert page.count("<svg") == KEPT_CHARTS and "kitbench[plots]" not in page
 
 
 def test_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -335,7 +339,7 @@ def test_a_real_browser_renders_the_page_without_errors(tmp_path: Path) -> None:
     assert dom.returncode == 0
     for section in EVERY_SECTION:
         assert f'<section id="{section}">' in dom.stdout
-    assert dom.stdout.count("<svg") == 8
+    assert dom.stdout.count("<svg") == KEPT_CHARTS
     pdf = tmp_path / "report.pdf"          # printable: the print stylesheet gives a PDF of several pages
     printed = subprocess.run([*common, "--no-pdf-header-footer", f"--print-to-pdf={pdf}", page.as_uri()],
                              capture_output=True, text=True, timeout=120)
