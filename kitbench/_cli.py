@@ -12,7 +12,7 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,13 +21,12 @@ from kitbench._signals import sigterm_raises
 from kitbench.suite import runargs
 
 if TYPE_CHECKING:
-    from kitbench.fleet import runner as fleet
+    from kitbench.fleet.results import TaskResult
 
 from kitbench.errors import (
     OPTIONAL_HINTS,
     KitbenchError,
     MissingDependency,
-    SlurmError,
     Terminated,
     UsageError,
     clean,
@@ -42,21 +41,15 @@ def _once(values: Sequence[str] | None, default: Sequence[str]) -> tuple[str, ..
 
 def _cmd_fleet(args: argparse.Namespace) -> int:
     from kitbench import _ui
+    from kitbench.fleet import pythons
     from kitbench.fleet import runner as fleet
-    from kitbench.fleet import slurm
+    from kitbench.fleet.jobscript import SlurmOptions
+    from kitbench.fleet.results import majority_notes
 
+    log = _ui.stderr_line
     if args.fleet_command == "gather":
-        fleet.load_plan(args.job)       # an unknown job is said before Slurm is asked
-        try:
-            states = slurm.tasks(args.job)
-        except SlurmError as error:
-            # The records are on shared storage: a controller that is gone, or a machine
-            # without Slurm that mounts them, still gathers what the tasks wrote.
-            _ui.stderr_line(f"note: Slurm did not answer ({error.message}); each task's state is read from "
-                            "the files it left")
-            states = []
-        summary, rows = fleet.gather(args.job, states, verify=args.verify, reference=args.reference)
-        code = _ui.fleet_results(args.job, summary, rows, fleet.majority_notes(rows), args.json)
+        summary, rows = fleet.gather_job(args.job, log, verify=args.verify, reference=args.reference)
+        code = _ui.fleet_results(args.job, summary, rows, majority_notes(rows), args.json)
         _fleet_report(args.job, rows)
         return code
     # Every local input is checked before Slurm is asked anything: a refusal after sinfo (or a
@@ -67,108 +60,42 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
         from kitbench.advice import selector
 
         selector.release(args.release)      # the nodes' install-cmd would refuse it, each in its own row
-        plain, named = fleet.per_arch(args.python, "--python")
-        args.python = {**{arch: fleet.given_python(path, arch, "--python") for arch, path in named.items()},
-                       None: fleet.probe_python(plain)}
+        given = pythons.probe_given(args.python)
     if args.timeout is not None and not 0 < args.timeout < float("inf"):
         raise UsageError(f"--timeout must be a positive number of seconds, not {args.timeout}",
                          hint="for example --timeout 3600")
-    options = fleet.SlurmOptions(args.partition, args.account, args.time, args.gres, args.constraint, args.qos,
-                                 tuple(args.sbatch_args))
-    options.lines()         # refuse a bad value before asking Slurm anything
-    if args.per not in fleet.PER:
-        raise UsageError(f"unknown --per {args.per!r}", hint=f"choose one of: {', '.join(fleet.PER)}")
-    chosen = [n.name for n in fleet.choose(slurm.nodes(args.partition), args.per, args.constraint)]
-    if not chosen:
-        raise UsageError("no usable node" + (f" in partition {args.partition!r}" if args.partition else ""),
-                         hint="sinfo --Node shows each node's state; down and drained nodes are left out")
-    log = _ui.stderr_line
-    plan: fleet.Plan
+    options = SlurmOptions(args.partition, args.account, args.time, args.gres, args.constraint, args.qos,
+                           tuple(args.sbatch_args))
+    chosen = fleet.usable_nodes(args.per, options)
     if args.fleet_command == "probe":
-        arches = slurm.node_arches(chosen)
-        if len(fleet.by_arch(arches)) > 1:      # one is in the probe's table; two change how the job runs
-            log(fleet.describe_arches(arches))
-        plan = fleet.plan_probe(chosen, args.per, options, fleet.probe_pythons(args.python, arches),
-                                ["--release", args.release])
+        plan = fleet.plan_probe_job(chosen, args.per, options, given, args.release, log)
     else:
-        plan = _fleet_run_plan(args, chosen, options, log, dry_run=args.dry_run)
+        from kitbench.environments import targets
+
+        plan = fleet.plan_run_job(chosen, args.per, options, targets.get(args.target), args.run_args, log,
+                                  venvs=args.venv, runtime=args.containers, image=args.image, dry_run=args.dry_run)
     if args.dry_run:
         print(plan.script, end="")
         return 0
-    job = fleet.submit(plan)
-    log(f"submitted job {job}: {len(chosen)} task(s) on {', '.join(chosen)}; results in {plan.results / job}")
-    states = fleet.wait(job, 1 if plan.span else len(chosen), _ui.fleet_task_line(["all nodes"] if plan.span
-                                                                                   else chosen),
-                        timeout_s=args.timeout)
-    _, rows = fleet.gather(job, states, verify=getattr(args, "verify", False),
-                           reference=getattr(args, "reference", None))
-    code = _ui.fleet_results(job, plan.summary(), rows, fleet.majority_notes(rows), args.json)
+    job, rows = fleet.launch(plan, _ui.fleet_task_line(["all nodes"] if plan.span else list(plan.nodes)), log,
+                             timeout_s=args.timeout, verify=getattr(args, "verify", False),
+                             reference=getattr(args, "reference", None))
+    code = _ui.fleet_results(job, plan.summary(), rows, majority_notes(rows), args.json)
     _fleet_report(job, rows)
     return code
 
 
-def _fleet_report(job: str, rows: list[fleet.TaskResult]) -> None:
+def _fleet_report(job: str, rows: list[TaskResult]) -> None:
     """The job's report beside its records; a page that cannot be written never fails the job."""
-    from kitbench.fleet import runner as fleet
+    from kitbench.fleet.results import write_report
 
     try:
-        path = fleet.write_report(job, rows)
+        path = write_report(job, rows)
     except KitbenchError as error:
         print(f"note: no report written: {error.message}", file=sys.stderr)
         return
     if path is not None:
         print(f"report: {clean(path)}", file=sys.stderr)
-
-
-def _fleet_run_plan(args: argparse.Namespace, chosen: list[str], options: fleet.SlurmOptions,
-                    log: Callable[[str], None], dry_run: bool) -> fleet.Plan:
-    """The job a run would submit. A dry run builds nothing (no environment, no image, no
-    bundle): it shows the script with the names those would have."""
-    from kitbench.environments import targets
-    from kitbench.fleet import runner as fleet
-    from kitbench.fleet import slurm
-
-    target = targets.get(args.target)
-    if target.kind == "venv":
-        arches = slurm.node_arches(chosen)
-        if len(fleet.by_arch(arches)) > 1:      # one is in the probe's table; two change how the job runs
-            log(fleet.describe_arches(arches))
-        pythons = fleet.venv_pythons(target.name, args.venv, arches, options, log, build=not dry_run)
-        environment = {k: v for k, v in (("KITBENCH_DATA", os.environ.get("KITBENCH_DATA")),) if v}
-        return fleet.plan_run(chosen, args.per, options, target.name, target.sha256,
-                              [str(next(iter(pythons.values())))], args.run_args, environment,
-                              pythons={arch: str(python) for arch, python in pythons.items()})
-    if target.kind != "docker":
-        raise UsageError(f"target {target.name!r} is a {target.kind} target: it cannot run on a Slurm cluster",
-                         hint="fleet run takes venv and docker targets")
-    from kitbench.fleet import containers as fleet_containers
-    from kitbench.rebuild import containers
-    from kitbench.suite import data
-
-    runtime = fleet_containers.detect(args.containers)
-    amd = target.compute.startswith("rocm")
-    mnist = data.default_root().resolve()
-    shared_data = mnist if (mnist / "MNIST" / "raw").is_dir() else None
-    results = fleet.fleet_root()
-    if dry_run:
-        tag, image_id, base_id = containers.image_tag(target), "<image id>", "<base image id>"
-        log(f"dry run: the image {tag} is not built" + ("" if runtime == "pyxis" else ", nor its bundle exported"))
-    else:
-        built = containers.build(target, log=log)
-        tag, image_id, base_id = built.tag, built.image_id, containers.base_image_id(built)
-        if runtime != "pyxis" or args.image is None:
-            fleet.refuse_foreign(slurm.node_arches(chosen), built.arch, f"the image {built.tag}")
-    if runtime == "pyxis":
-        where = args.image or f"dockerd://{tag}"
-    elif dry_run:
-        where = str(fleet_containers.bundle_folder(target.name, image_id, results))
-    else:
-        where = str(fleet_containers.bundle(image_id, target.name, results, shared_data, log, amd))
-    environment = {"KITBENCH_TARGET": target.name, "KITBENCH_MANIFEST_SHA256": target.sha256,
-                   "KITBENCH_IMAGE": tag, "KITBENCH_IMAGE_ID": image_id, "KITBENCH_BASE_IMAGE_ID": base_id}
-    prefix = fleet_containers.command(runtime, where, environment, shared_data, results, amd)
-    return fleet.plan_run(chosen, args.per, options, target.name, target.sha256, prefix, args.run_args, {},
-                          record_dir=f"{containers.RESULTS_INSIDE}/$SLURM_ARRAY_JOB_ID")
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -201,7 +128,7 @@ def _check_fleet_run_local(args: argparse.Namespace) -> None:
     options that belong to the target's kind (a venv's --venv, a docker target's --containers)."""
     from kitbench.environments import targets
     from kitbench.fleet import containers as fleet_containers
-    from kitbench.fleet import runner as fleet
+    from kitbench.fleet import pythons
 
     _check_fleet_run_args(args.run_args)
     target = targets.get(args.target)
@@ -215,8 +142,8 @@ def _check_fleet_run_local(args: argparse.Namespace) -> None:
             raise UsageError(f"{' and '.join(given)} only act{'' if len(given) > 1 else 's'} on docker targets; "
                              f"{target.name} is a venv target",
                              hint="drop them, or name a docker target such as cuda126")
-        plain, _ = fleet.per_arch(args.venv, "--venv")
-        fleet.venv_folder(target.name, plain)
+        plain, _ = pythons.per_arch(args.venv, "--venv")
+        pythons.venv_folder(target.name, plain)
     elif target.kind != "docker":
         raise UsageError(f"target {target.name!r} is a {target.kind} target: it cannot run on a Slurm cluster",
                          hint="fleet run takes venv and docker targets")

@@ -21,8 +21,9 @@ import pytest
 
 from kitbench._cli import main
 from kitbench.errors import SlurmError, UsageError
-from kitbench.fleet import runner as fleet
-from kitbench.fleet import slurm
+from kitbench.fleet import jobscript, runner, slurm
+from kitbench.fleet import pythons as fleet_pythons
+from kitbench.fleet.jobscript import SlurmOptions
 
 NODES = ["n1", "n2", "n3"]
 
@@ -253,41 +254,41 @@ def _node_text(resources: Path) -> str:
 def test_node_arches_from_scontrol_and_a_foreign_node_is_refused(resources: Path) -> None:
     text = _node_text(resources)
     assert slurm.parse_node_arches(text) == {"n1": "x86_64", "n2": "x86_64", "n3": "x86_64"}
-    fleet.refuse_foreign(slurm.parse_node_arches(text), "amd64", "the image t")      # Docker's name for it
+    fleet_pythons.refuse_foreign(slurm.parse_node_arches(text), "amd64", "the image t")      # Docker's name for it
     # The same record as a Grace (aarch64) n3 and an unregistered n2 would report it.
     mixed = text.replace("NodeName=n3 Arch=x86_64", "NodeName=n3 Arch=aarch64").replace(
         "NodeName=n2 Arch=x86_64", "NodeName=n2 Arch=(null)")
     arches = slurm.parse_node_arches(mixed)
     assert arches == {"n1": "x86_64", "n2": None, "n3": "aarch64"}
     with pytest.raises(UsageError) as caught:
-        fleet.refuse_foreign(arches, "x86_64", "cpu's environment (/shared/.nox/cpu/bin/python)")
+        fleet_pythons.refuse_foreign(arches, "x86_64", "cpu's environment (/shared/.nox/cpu/bin/python)")
     assert caught.value.message == ("cpu's environment (/shared/.nox/cpu/bin/python) is built for x86_64, "
                                     "but these nodes are not: n3 aarch64")
     assert caught.value.hint and "venv target" in caught.value.hint
-    fleet.refuse_foreign(arches, None, "an image of unknown architecture")         # nothing to check against
-    assert fleet.by_arch(arches) == {"x86_64": ["n1", "n2"], "aarch64": ["n3"]}
-    assert fleet.describe_arches(arches) == "architectures: x86_64 (n1, n2); aarch64 (n3)"
+    fleet_pythons.refuse_foreign(arches, None, "an image of unknown architecture")         # nothing to check against
+    assert fleet_pythons.by_arch(arches) == {"x86_64": ["n1", "n2"], "aarch64": ["n3"]}
+    assert fleet_pythons.describe_arches(arches) == "architectures: x86_64 (n1, n2); aarch64 (n3)"
 
 
 def test_per_architecture_paths_are_parsed_once() -> None:
-    assert fleet.per_arch(["/shared/venv", "arm64=/shared/arm"], "--venv") == (
+    assert fleet_pythons.per_arch(["/shared/venv", "arm64=/shared/arm"], "--venv") == (
         Path("/shared/venv"), {"aarch64": Path("/shared/arm")})          # Docker's name, one spelling
-    assert fleet.per_arch(["/a=b/venv"], "--venv") == (Path("/a=b/venv"), {})      # a path with = in it
+    assert fleet_pythons.per_arch(["/a=b/venv"], "--venv") == (Path("/a=b/venv"), {})      # a path with = in it
     for twice in (["/a", "/b"], ["aarch64=/a", "arm64=/b"]):
         with pytest.raises(UsageError):
-            fleet.per_arch(twice, "--venv")
+            fleet_pythons.per_arch(twice, "--venv")
 
 
 def test_two_architectures_one_job_each_node_its_own_environment(tmp_path: Path) -> None:
     """A Grace Hopper partition beside x86 nodes: one job; each task picks the environment built for
     its own architecture by uname -m, and a node of a third says so and fails (tried with a fake uname)."""
     pythons = {"x86_64": "/shared/.nox/cpu/bin/python", "aarch64": "/shared/.nox/aarch64/cpu/bin/python"}
-    plan = fleet.plan_run(NODES, "node", fleet.SlurmOptions(), "cpu", "9ad5", [pythons["x86_64"]], ["--quick"], {},
+    plan = jobscript.plan_run(NODES, "node", SlurmOptions(), "cpu", "9ad5", [pythons["x86_64"]], ["--quick"], {},
                           pythons=pythons)
     assert ('case "$(uname -m)" in aarch64) py=/shared/.nox/aarch64/cpu/bin/python;; x86_64) '
             'py=/shared/.nox/cpu/bin/python;;') in plan.script
     assert '"$py" -m kitbench run --force --out "$out/$node.json" --quick' in plan.script
-    dispatch = fleet.arch_dispatch(pythons)
+    dispatch = jobscript.arch_dispatch(pythons)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for machine in ("aarch64", "x86_64", "ppc64le"):
@@ -301,7 +302,7 @@ def test_two_architectures_one_job_each_node_its_own_environment(tmp_path: Path)
         else:
             assert (done.returncode, done.stdout) == (0, pythons[machine] + "\n")
     # One architecture: the job script is as before, no dispatch.
-    one = fleet.plan_run(NODES, "node", fleet.SlurmOptions(), "cpu", "9ad5", [pythons["x86_64"]], ["--quick"], {},
+    one = jobscript.plan_run(NODES, "node", SlurmOptions(), "cpu", "9ad5", [pythons["x86_64"]], ["--quick"], {},
                          pythons={"x86_64": pythons["x86_64"]})
     assert "uname" not in one.script
 
@@ -315,9 +316,9 @@ def test_the_other_architecture_s_environment_is_built_on_one_of_its_nodes(
     asked: list[list[str]] = []
     monkeypatch.setattr(slurm, "run", lambda args, timeout=0: asked.append(list(args)) or "")
     local = Path(sys.executable)
-    arches: dict[str, str | None] = {"n1": fleet.arch_name(os.uname().machine), "n3": "aarch64"}
+    arches: dict[str, str | None] = {"n1": fleet_pythons.arch_name(os.uname().machine), "n3": "aarch64"}
     with pytest.raises(Exception, match="the environment built on n3 is not aarch64"):   # nothing was built here
-        fleet.venv_pythons("cpu", [str(local.parent.parent)], arches, fleet.SlurmOptions(partition="grace"),
+        fleet_pythons.venv_pythons("cpu", [str(local.parent.parent)], arches, SlurmOptions(partition="grace"),
                            lambda line: None)
     assert asked == [["srun", "--nodelist=n3", "--nodes=1", "--ntasks=1", "--partition=grace", "python3", "-m", "nox",
                       "--envdir", str(tmp_path / ".nox" / "aarch64"), "-s", "cpu", "--install-only", "-f",
@@ -330,18 +331,18 @@ def test_the_other_architecture_s_environment_is_built_on_one_of_its_nodes(
     built.write_bytes(bytes(header))
     built.chmod(0o755)
     asked.clear()
-    found = fleet.venv_pythons("cpu", [str(local.parent.parent)], arches, fleet.SlurmOptions(), lambda line: None)
-    assert found == {fleet.arch_name(os.uname().machine): local.parent.parent.absolute() / "bin" / "python",
+    found = fleet_pythons.venv_pythons("cpu", [str(local.parent.parent)], arches, SlurmOptions(), lambda line: None)
+    assert found == {fleet_pythons.arch_name(os.uname().machine): local.parent.parent.absolute() / "bin" / "python",
                      "aarch64": built.absolute()} and asked == []
 
 
 def test_executable_arch_reads_the_elf_header(tmp_path: Path) -> None:
     import platform
 
-    assert fleet.executable_arch(Path(sys.executable)) == fleet.arch_name(platform.machine())
+    assert fleet_pythons.executable_arch(Path(sys.executable)) == fleet_pythons.arch_name(platform.machine())
     (tmp_path / "script").write_text("#!/bin/sh\n")
-    assert fleet.executable_arch(tmp_path / "script") is None
-    assert fleet.executable_arch(tmp_path / "absent") is None
+    assert fleet_pythons.executable_arch(tmp_path / "script") is None
+    assert fleet_pythons.executable_arch(tmp_path / "absent") is None
 
 
 def _states(*states: str, limit: float | None = None) -> list[slurm.TaskState]:
@@ -360,7 +361,7 @@ def test_wait_backs_off_and_resets_on_a_change(monkeypatch: pytest.MonkeyPatch) 
         now[0] += seconds
 
     seen: list[str] = []
-    final = fleet.wait("5", 1, lambda t: seen.append(t.state), clock=lambda: now[0], sleep=sleep)
+    final = runner.wait("5", 1, lambda t: seen.append(t.state), clock=lambda: now[0], sleep=sleep)
     assert [t.state for t in final] == ["COMPLETED"] and seen == ["PENDING", "RUNNING", "COMPLETED"]
     assert slept == [1, 2, 4, 8, 16, 30, 30, 30, 1, 2, 4]
 
@@ -373,14 +374,14 @@ def test_wait_is_bounded_by_the_job_time_limit_or_timeout(monkeypatch: pytest.Mo
         now[0] += seconds
 
     with pytest.raises(SlurmError) as caught:
-        fleet.wait("5", 1, lambda t: None, clock=lambda: now[0], sleep=sleep)
-    assert now[0] == 60 + fleet.WAIT_GRACE_S
+        runner.wait("5", 1, lambda t: None, clock=lambda: now[0], sleep=sleep)
+    assert now[0] == 60 + runner.WAIT_GRACE_S
     assert caught.value.message == ("job 5 has not finished after 660 s (its time limit and a margin); "
                                     "it is left running")
     assert caught.value.hint == "kitbench fleet gather 5 once it ends; scancel 5 stops it"
     now[0] = 0.0
     with pytest.raises(SlurmError, match=r"after 45 s \(--timeout\)"):
-        fleet.wait("5", 1, lambda t: None, clock=lambda: now[0], sleep=sleep, timeout_s=45)
+        runner.wait("5", 1, lambda t: None, clock=lambda: now[0], sleep=sleep, timeout_s=45)
 
 
 def test_sacct_json_parses_into_tasks() -> None:
@@ -393,9 +394,9 @@ def test_sacct_json_parses_into_tasks() -> None:
 @pytest.mark.parametrize(("value", "words"), [("a\nb", "cannot be an sbatch option value"), ("", "cannot be")])
 def test_option_values_cannot_inject_lines(value: str, words: str) -> None:
     with pytest.raises(UsageError, match=words):
-        fleet.SlurmOptions(partition=value).lines()
+        SlurmOptions(partition=value).lines()
     with pytest.raises(UsageError, match="is not an sbatch option"):
-        fleet.SlurmOptions(extra=("rm -rf /",)).lines()
+        SlurmOptions(extra=("rm -rf /",)).lines()
 
 
 def test_choose_one_node_per_type() -> None:
@@ -403,10 +404,10 @@ def test_choose_one_node_per_type() -> None:
              slurm.Node("a2", ("p",), "gpu:a100:4", "a100,ib", "mixed"),
              slurm.Node("h1", ("p",), "gpu:h100:8", "h100,ib", "idle"),
              slurm.Node("h2", ("p",), "gpu:h100:8", "h100,ib", "down*")]
-    assert [n.name for n in fleet.choose(nodes, "node")] == ["a1", "a2", "h1"]
-    assert [n.name for n in fleet.choose(nodes, "gres")] == ["a1", "h1"]
-    assert [n.name for n in fleet.choose(nodes, "node", "h100")] == ["h1"]
-    assert [n.name for n in fleet.choose(nodes, "node", "nosuch")] == ["a1", "a2", "h1"]     # Slurm will refuse it
+    assert [n.name for n in jobscript.choose(nodes, "node")] == ["a1", "a2", "h1"]
+    assert [n.name for n in jobscript.choose(nodes, "gres")] == ["a1", "h1"]
+    assert [n.name for n in jobscript.choose(nodes, "node", "h100")] == ["h1"]
+    assert [n.name for n in jobscript.choose(nodes, "node", "nosuch")] == ["a1", "a2", "h1"]     # Slurm will refuse it
 
 
 def test_slurm_refusals_are_translated() -> None:
@@ -441,7 +442,7 @@ def test_the_container_commands_are_exact(tmp_path: Path) -> None:
     assert oci == ["srun", "--container=/shared/bundles/cuda126-1ff995446493", "env", "KITBENCH_TARGET=cuda126",
                    "KITBENCH_IMAGE=kitbench/cuda126:abc", "KITBENCH_RESULTS=/results", "HOME=/tmp",
                    "/opt/venv/bin/python"]
-    plan = fleet.plan_run(NODES, "node", fleet.SlurmOptions(gres="gpu:1"), "cuda126", "9ad5", oci, ["--quick"], {},
+    plan = jobscript.plan_run(NODES, "node", SlurmOptions(gres="gpu:1"), "cuda126", "9ad5", oci, ["--quick"], {},
                           record_dir="/results/$SLURM_ARRAY_JOB_ID")
     assert ('srun --container=/shared/bundles/cuda126-1ff995446493 env KITBENCH_TARGET=cuda126 '
             'KITBENCH_IMAGE=kitbench/cuda126:abc KITBENCH_RESULTS=/results HOME=/tmp /opt/venv/bin/python -m kitbench '
