@@ -34,11 +34,6 @@ from kitbench.errors import (
 )
 
 
-def _once(values: Sequence[str] | None, default: Sequence[str]) -> tuple[str, ...]:
-    """Repeated values run once, in the order first given."""
-    return tuple(dict.fromkeys(values or default))
-
-
 def _cmd_fleet(args: argparse.Namespace) -> int:
     from kitbench import _ui
     from kitbench.fleet import pythons
@@ -96,6 +91,11 @@ def _fleet_report(job: str, rows: list[TaskResult]) -> None:
         return
     if path is not None:
         print(f"report: {clean(path)}", file=sys.stderr)
+
+
+def _once(values: Sequence[str] | None, default: Sequence[str]) -> tuple[str, ...]:
+    """Repeated values run once, in the order first given."""
+    return tuple(dict.fromkeys(values or default))
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
