@@ -38,7 +38,7 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
     from kitbench import _ui
     from kitbench.fleet import pythons
     from kitbench.fleet import runner as fleet
-    from kitbench.fleet.jobscript import SlurmOptions
+    from kitbench.fleet.jobscript import PER, SlurmOptions
     from kitbench.fleet.results import majority_notes
 
     log = _ui.stderr_line
@@ -61,6 +61,9 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
                          hint="for example --timeout 3600")
     options = SlurmOptions(args.partition, args.account, args.time, args.gres, args.constraint, args.qos,
                            tuple(args.sbatch_args))
+    options.lines()         # its refusals come before --per's, as before Slurm is asked anything
+    if args.per not in PER:
+        raise UsageError(f"unknown --per {args.per!r}", hint=f"choose one of: {', '.join(PER)}")
     chosen = fleet.usable_nodes(args.per, options)
     if args.fleet_command == "probe":
         plan = fleet.plan_probe_job(chosen, args.per, options, given, args.release, log)

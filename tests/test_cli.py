@@ -571,6 +571,8 @@ _BAD_TIMES = ["abc", "1:2:3:4", "1-", "-5", "1.5", "2h", "1-2-3", "1-2:3:4:5", "
 
 @pytest.mark.parametrize(("argv", "words"), [
     (["fleet", "run", "cuda126", "--containers", "bogus"], "unknown --containers 'bogus'"),
+    (["fleet", "probe", "--python", "{tmp}", "--per", "rack"], "no such executable"),       # local inputs first
+    (["fleet", "run", "cpu", "--venv", sys.prefix, "--per", "rack"], "unknown --per 'rack'"),
     (["fleet", "run", "cpu", "--containers", "bogus"], "unknown --containers 'bogus'"),
     (["fleet", "run", "cpu", "--venv", "/nonexistent"], "--venv /nonexistent: no Python there"),
     (["fleet", "run", "cpu", "--venv", "{tmp}"], "no Python there"),                # a folder that is no venv

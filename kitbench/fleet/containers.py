@@ -30,7 +30,7 @@ IMAGE_PYTHON = "/opt/venv/bin/python"       # docker/Dockerfile's venv
 def detect(choice: str = "auto") -> str:
     """The container support this cluster's srun has: pyxis, else Slurm's own OCI."""
     if choice not in RUNTIMES:
-        raise UsageError(f"unknown --containers {choice!r}", hint=f"choose one of: {', '.join(RUNTIMES)}")
+        raise UsageError(f"unknown container support {choice!r}", hint=f"choose one of: {', '.join(RUNTIMES)}")
     if choice != "auto":
         return choice
     help_text = slurm.run(["srun", "--help"])

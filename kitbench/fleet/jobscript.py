@@ -94,7 +94,7 @@ class Plan:
 
 def check_per(per: str) -> None:
     if per not in PER:
-        raise UsageError(f"unknown --per {per!r}", hint=f"choose one of: {', '.join(PER)}")
+        raise UsageError(f"one task per {per!r}: not a way to choose nodes", hint=f"choose one of: {', '.join(PER)}")
 
 
 def choose(nodes: Sequence[slurm.Node], per: str, constraint: str | None = None) -> list[slurm.Node]:
