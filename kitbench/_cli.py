@@ -1,4 +1,5 @@
-"""The command line: argument parsing and output only. All work is in the library.
+"""The command line: dispatch and output only. The words it takes are ``_parser``'s; all work is in
+the library.
 
 Every ``KitbenchError`` becomes ``ERROR: <message>`` and ``hint: <hint>`` on
 stderr with the error's exit code, here and nowhere else.
@@ -11,282 +12,39 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
-from kitbench import __version__
+from kitbench import _parser
 from kitbench._signals import sigterm_raises
 from kitbench.suite import runargs
 
 if TYPE_CHECKING:
-    from kitbench.fleet import runner as fleet
+    from kitbench.fleet.results import TaskResult
 
 from kitbench.errors import (
     OPTIONAL_HINTS,
     KitbenchError,
     MissingDependency,
-    SlurmError,
     Terminated,
     UsageError,
     clean,
     optional_hint,
 )
 
-_EPILOG_RUN = """\
-examples:
-  kitbench run                                  all checks on the best device found
-  kitbench run --check mnist --model cnn --loop resident --epochs 2
-  kitbench run --device cpu --quick --json      a fast run, the record on stdout
-  kitbench run --data ~/datasets --offline      never download; fail if MNIST is absent
-
-The record is written to --out, default a new results/<target>/<UTC time>-<id>.json
-(KITBENCH_RESULTS moves the root; KITBENCH_TARGET names the target).
-MNIST is read from --data, default KITBENCH_DATA or ~/.cache/kitbench/data.
-"""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(_did_you_mean(self, message), hint=f"see: {self.prog} --help")
-
-
-def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
-    """argparse's message, or for a typo in a command or flag, the nearest right one."""
-    import difflib
-    import re
-
-    choice = re.match(r"argument \S+: invalid choice: '([^']*)' \(choose from (.*)\)$", message)
-    if choice:
-        word, known = choice.group(1), re.findall(r"'([^']*)'", choice.group(2))
-        kind = "command"
-    else:
-        flags = re.match(r"unrecognized arguments: (\S+)", message)
-        if not flags or not flags.group(1).startswith("--"):
-            return message
-        word, kind = flags.group(1).partition("=")[0], "option"
-        known = sorted({flag for p in _parsers(parser) for flag in p._option_string_actions if flag.startswith("--")})
-        owners = [p.prog for p in _parsers(parser) if word in p._option_string_actions]
-        if owners:      # another command's flag: "did you mean" would only name the word back
-            return f"unknown option {word!r} for this command; it is an option of {', '.join(owners[:3])}"
-    close = difflib.get_close_matches(word, known, n=1)
-    return f"unknown {kind} {word!r}" + (f"; did you mean {close[0]!r}?" if close else f" ({message})")
-
-
-def _parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
-    """The parser and every subcommand's, to name a flag that any of them takes."""
-    found = [parser]
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in dict.fromkeys(action.choices.values()):
-                found += _parsers(sub)
-    return found
-
-
-def _build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="kitbench", description="Reproducible PyTorch acceleration checks: what to install, "
-                     "whether acceleration works, how fast.")
-    parser.add_argument("--version", action="version", version=f"kitbench {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
-    run = sub.add_parser("run", help="run the suite (availability, tensor moves, MNIST) and write a record",
-                         description="Run the kitbench suite and write one JSON record.", epilog=_EPILOG_RUN,
-                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    runargs.add_arguments(run)
-
-    install = sub.add_parser(
-        "install-cmd", help="print the PyTorch install command for this machine (no torch needed)",
-        description="Print the command that installs PyTorch with the best acceleration this machine can use, "
-                    "the way pytorch.org's selector does, but detected, explained and pinned. Only the command "
-                    "goes to stdout (pipe it to a shell); notes go to stderr.",
-        epilog="examples:\n"
-               "  kitbench install-cmd --explain                      what fits here, and why\n"
-               "  kitbench install-cmd --release 2.4.0 --format selector --os windows --compute cu121\n"
-               "  kitbench install-cmd --driver 535.104.05 --gpu-cc 6.1   answer for another machine\n"
-                "  kitbench install-cmd --gpu-gfx gfx942 --explain       an AMD MI300X; --intel-gpu: an Intel GPU\n"
-                "  kitbench install-cmd --os linux --python-version 3.10 --glibc 2.35   Ubuntu 22.04\n"
-               "  eval \"$(kitbench install-cmd --package uv)\"\n"
-               "environment (as uv's --torch-backend=auto reads them): UV_AMD_GPU_ARCHITECTURE=gfx1100 (or a\n"
-               "comma-separated list) replaces the AMD GPUs found, UV_CUDA_DRIVER_VERSION the NVIDIA driver",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    install.add_argument("--release", default="stable",
-                         help="X.Y.Z, stable or nightly (a dated record, Start Locally form) (default: stable)")
-    install.add_argument("--package", default="pip", help="pip, conda or uv (default: pip)")
-    install.add_argument("--compute", default="auto",
-                         help="auto (detect), cpu, mps, cuXYZ, rocmX.Y or xpu (default: auto)")
-    install.add_argument("--format", default="pinned", dest="fmt",
-                         help="pinned (the previous-versions page: exact versions) or selector (Start Locally)")
-    install.add_argument("--json", action="store_true", help="print command, compute, reasons, ... as JSON")
-    install.add_argument("--explain", action="store_true",
-                         help="show each probed fact with its source and each rejected alternative")
-    install.add_argument("--refresh", action="store_true",
-                         help="read the wheel and build facts from the indexes first (kitbench facts refresh)")
-    machine = install.add_argument_group("answer for another machine")
-    machine.add_argument("--os", help="linux, macos or windows")
-    machine.add_argument("--arch", help="x86_64, aarch64 or arm64")
-    machine.add_argument("--python-arch", help="the Python interpreter's arch (x86_64 under Rosetta)")
-    machine.add_argument("--driver", help="NVIDIA driver version, e.g. 535.104.05")
-    machine.add_argument("--gpu-cc", action="append", default=[], metavar="MAJOR.MINOR",
-                         help="a GPU's compute capability: 8.6, 10.0, sm_86, sm_100, or 10 (a bare number "
-                              "under 20 is a major version) (repeatable)")
-    machine.add_argument("--gpu-gfx", action="append", default=[], metavar="GFX",
-                         help="an AMD GPU's architecture, e.g. gfx942 (repeatable)")
-    machine.add_argument("--intel-gpu", nargs="?", const=True, action="append", default=[], metavar="DEVICE_ID",
-                         help="answer as if there were an Intel GPU; with its PCI device id (lspci -nn's 8086:XXXX, "
-                              "e.g. 56a0), checked against the GPUs the XPU builds support (repeatable: an Arc "
-                              "card beside a UHD iGPU)")
-    machine.add_argument("--no-gpu", action="store_true", help="answer as if there were no GPU")
-    machine.add_argument("--python", metavar="PATH", dest="python_path",
-                         help="the interpreter torch goes into (default: the one running kitbench)")
-    machine.add_argument("--python-version", metavar="X.Y[t]",
-                         help="that Python's version, for another machine (3.13t: a free-threaded build)")
-    machine.add_argument("--glibc", metavar="X.Y", help="the machine's glibc version (Linux)")
-    machine.add_argument("--os-version", metavar="X.Y", help="the machine's macOS version")
-
-    container = sub.add_parser(
-        "container", help="build a docker target's image and run the suite in it",
-        description="Build docker/Dockerfile for a docker target of envs/targets/ (cached: a change to kitbench's "
-                    "code reuses the torch layers) and run `kitbench run` inside it with all GPUs.",
-        epilog="arguments after -- go to `kitbench run` inside the container. "
-               "environment: KITBENCH_BASE_IMAGE replaces the base image, KITBENCH_INDEX_URL the package index, "
-               "KITBENCH_CA_BUNDLE adds a CA bundle for pip during the build (TLS-re-signing proxies), "
-               "KITBENCH_GPUS=none runs without GPUs, KITBENCH_DOCKER_NETWORK sets the build and run network.")
-    container.add_argument("target", help="a docker target, e.g. cuda126")
-    container.add_argument("--build-only", action="store_true", help="build the image, do not run it")
-
-    compare = sub.add_parser(
-        "compare", help="compare run records: a table (or markdown, csv, json) and a plot",
-        description="One row per record: target, machine, torch build, device, the MNIST epoch on CPU and on "
-                    "the accelerator, the speedup, test accuracy and peak pinned bandwidth; beside it, what "
-                    "differs in each environment from the first record's.",
-        epilog="examples:\n  kitbench compare results/\n  kitbench compare 'results/*/*.json' --format markdown "
-               "--plot compare.png", formatter_class=argparse.RawDescriptionHelpFormatter)
-    compare.add_argument("inputs", nargs="+", metavar="RECORD_OR_DIR", help="record files, directories or globs")
-    compare.add_argument("--format", default="table", dest="fmt", help="table, markdown, csv or json")
-    compare.add_argument("--plot", type=Path, metavar="FILE.png", help="also draw epoch times and bandwidth curves")
-    compare.add_argument("--force", action="store_true", help="replace a file already at --plot")
-
-    verify = sub.add_parser(
-        "verify", help="did CANDIDATE reproduce REF? exit 0 if so, 1 if not, 2 if they cannot be compared",
-        description="Compare every MNIST run of two records, paired by model, loop, device and batch size: the "
-                    "parameter digests bit for bit where both ran deterministically on the same build and "
-                    "hardware, loss curves and accuracies exactly on the same CPU build and threads, within a "
-                    "stated tolerance elsewhere. Each pair's rule, and what was not compared, is printed.")
-    verify.add_argument("reference", type=Path, metavar="REF")
-    verify.add_argument("candidate", type=Path, metavar="CANDIDATE")
-    verify.add_argument("--json", action="store_true", help="print the verdict as JSON")
-
-    report = sub.add_parser(
-        "report", help="one self-contained page (HTML or markdown) for any set of run records",
-        description="Machines, availability, transfers, MNIST, the batch-size sweep, DDP, environments and "
-                    "every record's file, sha256 and command line; a section appears when a record holds its "
-                    "data. The HTML has inline SVG plots and needs no network, script or extra.",
-        epilog="examples:\n  kitbench report results/\n  kitbench report results/fleet/1234 --format markdown "
-               "-o report.md", formatter_class=argparse.RawDescriptionHelpFormatter)
-    report.add_argument("inputs", nargs="+", metavar="RECORD_OR_DIR", help="record files, directories or globs")
-    report.add_argument("-o", "--out", help="the page to write, or a directory to put it in (default report.html or "
-                                            "report.md)")
-    report.add_argument("--format", default="html", dest="fmt", help="html or markdown")
-    report.add_argument("--force", action="store_true", help="replace a file that is not a kitbench report")
-
-    _fleet_parser(sub)
-
-    replay = sub.add_parser(
-        "replay", help="rebuild RECORD's environment here, rerun its checks, verify: exit 0 reproduced, 1 not, "
-                       "2 cannot rebuild", description="Rebuild a record's environment (exact versions, its "
-                       "Python, hashes where known) in a fresh cached venv, run the same checks with the same "
-                       "options and seed, write a new record naming the old one, and verify the two.")
-    replay.add_argument("record", type=Path, metavar="RECORD")
-    replay.add_argument("--out", help="the new record, or a directory to put it in (default: "
-                                      "results/replay/<name>-replay-<time>.json)")
-
-    probe = sub.add_parser("probe", help="print this machine's facts (no torch needed)",
-                           description="Read OS, chip, Python arch, NVIDIA driver, GPUs, ROCm, WSL and "
-                                       "container facts without importing torch.")
-    probe.add_argument("--json", action="store_true", help="print JSON")
-
-    facts = sub.add_parser("facts", help="the wheel and build facts install-cmd answers from",
-                           description="install-cmd answers from facts baked into kitbench (envs/wheels.yaml, "
-                                       "envs/releases/) and from a cache of the indexes themselves "
-                                       "($XDG_CACHE_HOME/kitbench/facts/), which refresh fills.")
-    verbs = facts.add_subparsers(dest="facts_command", required=True, parser_class=_Parser)
-    verbs.add_parser("refresh", help="read PyPI (where pip reads) and PyTorch's index (KITBENCH_PYTORCH_INDEX) "
-                                     "for torch, torchvision and torchaudio into the cache")
-    return parser
-
-
-def _once(values: Sequence[str] | None, default: Sequence[str]) -> tuple[str, ...]:
-    """Repeated values run once, in the order first given."""
-    return tuple(dict.fromkeys(values or default))
-
-
-def _slurm_options(parser: argparse.ArgumentParser) -> None:
-    slurm = parser.add_argument_group("Slurm (written into the job script as #SBATCH lines)")
-    for name in ("partition", "account", "time", "gres", "constraint", "qos"):
-        slurm.add_argument(f"--{name}", metavar=name.upper())
-    slurm.add_argument("--sbatch-arg", dest="sbatch_args", action="append", default=[], metavar="ARG",
-                       help="any other sbatch option, e.g. --sbatch-arg=--mem=4G (repeatable)")
-    slurm.add_argument("--per", default="node", help="one task per node, or per distinct gres or feature set "
-                                                     "(default: node)")
-    slurm.add_argument("--timeout", type=float, metavar="SECONDS", help="stop waiting (the job runs on) after "
-                       "this long (default: the job's time limit and 10 minutes)")
-    slurm.add_argument("--dry-run", action="store_true", help="print the job script and submit nothing")
-    slurm.add_argument("--json", action="store_true", help="print the gathered results as JSON")
-
-
-def _fleet_parser(sub: Any) -> None:
-    fleet = sub.add_parser(
-        "fleet", help="install advice and the suite on every node of a Slurm cluster",
-        description="Submit one Slurm job array (one task per node, or per node type), wait for it and gather "
-                    "what every node wrote into one table. Results go to $KITBENCH_RESULTS/fleet/<jobid>/ "
-                    "(default results/fleet/), which must be on storage every node shares.")
-    verbs = fleet.add_subparsers(dest="fleet_command", required=True, parser_class=_Parser)
-    probe = verbs.add_parser("probe", help="kitbench probe and install-cmd on every node (no torch needed)")
-    probe.add_argument("--release", default="stable", help="the torch release to advise on (default: stable)")
-    probe.add_argument("--python", action="append", default=[], metavar="[ARCH=]PATH",
-                       help="the Python that runs kitbench on the nodes (default: this one; it must exist on every "
-                            "node); ARCH=PATH for the nodes of another architecture")
-    _slurm_options(probe)
-    run = verbs.add_parser("run", help="a target's suite on every node; arguments after -- go to kitbench run",
-                           epilog="example: kitbench fleet run cpu --partition gpu -- --quick --check availability")
-    run.add_argument("target", help="a target of envs/targets/, e.g. cpu or cuda126")
-    run.add_argument("--venv", action="append", default=[], metavar="[ARCH=]PATH",
-                     help="a venv target's environment on shared storage (default: the checkout's .nox/<target>, "
-                          "built once with nox if missing); ARCH=PATH for the nodes of another architecture "
-                          "(default: built once through Slurm on one of them, in .nox/<arch>/<target>)")
-    run.add_argument("--verify", action="store_true", help="check every record against the reference node's "
-                                                          "(kitbench verify's rules)")
-    run.add_argument("--reference", metavar="NODE", help="the reference node for --verify (default: the first ok)")
-    run.add_argument("--containers", default="auto", help="a docker target's container support: pyxis "
-                                                          "(srun --container-image), oci (srun --container, a bundle "
-                                                          "exported from the image) or auto (default)")
-    run.add_argument("--image", metavar="REF", help="with pyxis: the image enroot imports (default: "
-                                                     "dockerd://<the image kitbench builds>)")
-    _slurm_options(run)
-    gather = verbs.add_parser("gather", help="gather a finished or detached fleet job")
-    gather.add_argument("job", help="the Slurm job id")
-    gather.add_argument("--verify", action="store_true")
-    gather.add_argument("--reference", metavar="NODE")
-    gather.add_argument("--json", action="store_true")
-
 
 def _cmd_fleet(args: argparse.Namespace) -> int:
     from kitbench import _ui
+    from kitbench.fleet import pythons
     from kitbench.fleet import runner as fleet
-    from kitbench.fleet import slurm
+    from kitbench.fleet.jobscript import PER, SlurmOptions
+    from kitbench.fleet.results import majority_notes
 
+    log = _ui.stderr_line
     if args.fleet_command == "gather":
-        fleet.load_plan(args.job)       # an unknown job is said before Slurm is asked
-        try:
-            states = slurm.tasks(args.job)
-        except SlurmError as error:
-            # The records are on shared storage: a controller that is gone, or a machine
-            # without Slurm that mounts them, still gathers what the tasks wrote.
-            _ui.stderr_line(f"note: Slurm did not answer ({error.message}); each task's state is read from "
-                            "the files it left")
-            states = []
-        summary, rows = fleet.gather(args.job, states, verify=args.verify, reference=args.reference)
-        code = _ui.fleet_results(args.job, summary, rows, fleet.majority_notes(rows), args.json)
+        summary, rows = fleet.gather_job(args.job, log, verify=args.verify, reference=args.reference)
+        code = _ui.fleet_results(args.job, summary, rows, majority_notes(rows), args.json)
         _fleet_report(args.job, rows)
         return code
     # Every local input is checked before Slurm is asked anything: a refusal after sinfo (or a
@@ -297,52 +55,40 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
         from kitbench.advice import selector
 
         selector.release(args.release)      # the nodes' install-cmd would refuse it, each in its own row
-        plain, named = fleet.per_arch(args.python, "--python")
-        args.python = {**{arch: fleet.given_python(path, arch, "--python") for arch, path in named.items()},
-                       None: fleet.probe_python(plain)}
+        given = pythons.probe_given(args.python)
     if args.timeout is not None and not 0 < args.timeout < float("inf"):
         raise UsageError(f"--timeout must be a positive number of seconds, not {args.timeout}",
                          hint="for example --timeout 3600")
-    options = fleet.SlurmOptions(args.partition, args.account, args.time, args.gres, args.constraint, args.qos,
-                                 tuple(args.sbatch_args))
-    options.lines()         # refuse a bad value before asking Slurm anything
-    if args.per not in fleet.PER:
-        raise UsageError(f"unknown --per {args.per!r}", hint=f"choose one of: {', '.join(fleet.PER)}")
-    chosen = [n.name for n in fleet.choose(slurm.nodes(args.partition), args.per, args.constraint)]
-    if not chosen:
-        raise UsageError("no usable node" + (f" in partition {args.partition!r}" if args.partition else ""),
-                         hint="sinfo --Node shows each node's state; down and drained nodes are left out")
-    log = _ui.stderr_line
-    plan: fleet.Plan
+    options = SlurmOptions(args.partition, args.account, args.time, args.gres, args.constraint, args.qos,
+                           tuple(args.sbatch_args))
+    options.lines()         # its refusals come before --per's, as before Slurm is asked anything
+    if args.per not in PER:
+        raise UsageError(f"unknown --per {args.per!r}", hint=f"choose one of: {', '.join(PER)}")
+    chosen = fleet.usable_nodes(args.per, options)
     if args.fleet_command == "probe":
-        arches = slurm.node_arches(chosen)
-        if len(fleet.by_arch(arches)) > 1:      # one is in the probe's table; two change how the job runs
-            log(fleet.describe_arches(arches))
-        plan = fleet.plan_probe(chosen, args.per, options, fleet.probe_pythons(args.python, arches),
-                                ["--release", args.release])
+        plan = fleet.plan_probe_job(chosen, args.per, options, given, args.release, log)
     else:
-        plan = _fleet_run_plan(args, chosen, options, log, dry_run=args.dry_run)
+        from kitbench.environments import targets
+
+        plan = fleet.plan_run_job(chosen, args.per, options, targets.get(args.target), args.run_args, log,
+                                  venvs=args.venv, runtime=args.containers, image=args.image, dry_run=args.dry_run)
     if args.dry_run:
         print(plan.script, end="")
         return 0
-    job = fleet.submit(plan)
-    log(f"submitted job {job}: {len(chosen)} task(s) on {', '.join(chosen)}; results in {plan.results / job}")
-    states = fleet.wait(job, 1 if plan.span else len(chosen), _ui.fleet_task_line(["all nodes"] if plan.span
-                                                                                   else chosen),
-                        timeout_s=args.timeout)
-    _, rows = fleet.gather(job, states, verify=getattr(args, "verify", False),
-                           reference=getattr(args, "reference", None))
-    code = _ui.fleet_results(job, plan.summary(), rows, fleet.majority_notes(rows), args.json)
+    job, rows = fleet.launch(plan, _ui.fleet_task_line(["all nodes"] if plan.span else list(plan.nodes)), log,
+                             timeout_s=args.timeout, verify=getattr(args, "verify", False),
+                             reference=getattr(args, "reference", None))
+    code = _ui.fleet_results(job, plan.summary(), rows, majority_notes(rows), args.json)
     _fleet_report(job, rows)
     return code
 
 
-def _fleet_report(job: str, rows: list[fleet.TaskResult]) -> None:
+def _fleet_report(job: str, rows: list[TaskResult]) -> None:
     """The job's report beside its records; a page that cannot be written never fails the job."""
-    from kitbench.fleet import runner as fleet
+    from kitbench.fleet.results import write_report
 
     try:
-        path = fleet.write_report(job, rows)
+        path = write_report(job, rows)
     except KitbenchError as error:
         print(f"note: no report written: {error.message}", file=sys.stderr)
         return
@@ -350,55 +96,9 @@ def _fleet_report(job: str, rows: list[fleet.TaskResult]) -> None:
         print(f"report: {clean(path)}", file=sys.stderr)
 
 
-def _fleet_run_plan(args: argparse.Namespace, chosen: list[str], options: fleet.SlurmOptions,
-                    log: Callable[[str], None], dry_run: bool) -> fleet.Plan:
-    """The job a run would submit. A dry run builds nothing (no environment, no image, no
-    bundle): it shows the script with the names those would have."""
-    from kitbench.environments import targets
-    from kitbench.fleet import runner as fleet
-    from kitbench.fleet import slurm
-
-    target = targets.get(args.target)
-    if target.kind == "venv":
-        arches = slurm.node_arches(chosen)
-        if len(fleet.by_arch(arches)) > 1:      # one is in the probe's table; two change how the job runs
-            log(fleet.describe_arches(arches))
-        pythons = fleet.venv_pythons(target.name, args.venv, arches, options, log, build=not dry_run)
-        environment = {k: v for k, v in (("KITBENCH_DATA", os.environ.get("KITBENCH_DATA")),) if v}
-        return fleet.plan_run(chosen, args.per, options, target.name, target.sha256,
-                              [str(next(iter(pythons.values())))], args.run_args, environment,
-                              pythons={arch: str(python) for arch, python in pythons.items()})
-    if target.kind != "docker":
-        raise UsageError(f"target {target.name!r} is a {target.kind} target: it cannot run on a Slurm cluster",
-                         hint="fleet run takes venv and docker targets")
-    from kitbench.fleet import containers as fleet_containers
-    from kitbench.rebuild import containers
-    from kitbench.suite import data
-
-    runtime = fleet_containers.detect(args.containers)
-    amd = target.compute.startswith("rocm")
-    mnist = data.default_root().resolve()
-    shared_data = mnist if (mnist / "MNIST" / "raw").is_dir() else None
-    results = fleet.fleet_root()
-    if dry_run:
-        tag, image_id, base_id = containers.image_tag(target), "<image id>", "<base image id>"
-        log(f"dry run: the image {tag} is not built" + ("" if runtime == "pyxis" else ", nor its bundle exported"))
-    else:
-        built = containers.build(target, log=log)
-        tag, image_id, base_id = built.tag, built.image_id, containers.base_image_id(built)
-        if runtime != "pyxis" or args.image is None:
-            fleet.refuse_foreign(slurm.node_arches(chosen), built.arch, f"the image {built.tag}")
-    if runtime == "pyxis":
-        where = args.image or f"dockerd://{tag}"
-    elif dry_run:
-        where = str(fleet_containers.bundle_folder(target.name, image_id, results))
-    else:
-        where = str(fleet_containers.bundle(image_id, target.name, results, shared_data, log, amd))
-    environment = {"KITBENCH_TARGET": target.name, "KITBENCH_MANIFEST_SHA256": target.sha256,
-                   "KITBENCH_IMAGE": tag, "KITBENCH_IMAGE_ID": image_id, "KITBENCH_BASE_IMAGE_ID": base_id}
-    prefix = fleet_containers.command(runtime, where, environment, shared_data, results, amd)
-    return fleet.plan_run(chosen, args.per, options, target.name, target.sha256, prefix, args.run_args, {},
-                          record_dir=f"{containers.RESULTS_INSIDE}/$SLURM_ARRAY_JOB_ID")
+def _once(values: Sequence[str] | None, default: Sequence[str]) -> tuple[str, ...]:
+    """Repeated values run once, in the order first given."""
+    return tuple(dict.fromkeys(values or default))
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -431,7 +131,7 @@ def _check_fleet_run_local(args: argparse.Namespace) -> None:
     options that belong to the target's kind (a venv's --venv, a docker target's --containers)."""
     from kitbench.environments import targets
     from kitbench.fleet import containers as fleet_containers
-    from kitbench.fleet import runner as fleet
+    from kitbench.fleet import pythons
 
     _check_fleet_run_args(args.run_args)
     target = targets.get(args.target)
@@ -445,8 +145,8 @@ def _check_fleet_run_local(args: argparse.Namespace) -> None:
             raise UsageError(f"{' and '.join(given)} only act{'' if len(given) > 1 else 's'} on docker targets; "
                              f"{target.name} is a venv target",
                              hint="drop them, or name a docker target such as cuda126")
-        plain, _ = fleet.per_arch(args.venv, "--venv")
-        fleet.venv_folder(target.name, plain)
+        plain, _ = pythons.per_arch(args.venv, "--venv")
+        pythons.venv_folder(target.name, plain)
     elif target.kind != "docker":
         raise UsageError(f"target {target.name!r} is a {target.kind} target: it cannot run on a Slurm cluster",
                          hint="fleet run takes venv and docker targets")
@@ -461,7 +161,7 @@ def _check_fleet_run_local(args: argparse.Namespace) -> None:
 def _check_fleet_run_args(run_args: Sequence[str]) -> None:
     """Arguments after -- are checked by `kitbench run`'s own parser before Slurm is asked anything;
     the fleet owns where records go and how ranks meet, so those options are refused."""
-    parsed = _build_parser().parse_args(["run", *run_args])
+    parsed = _parser.build().parse_args(["run", *run_args])
     runargs.refuse_combinations(parsed)
     owned = [flag for flag, value in (("--out", parsed.out), ("--force", parsed.force), ("--nnodes", parsed.nnodes),
                                       ("--rdzv-endpoint", parsed.rdzv_endpoint)) if value]
@@ -744,7 +444,7 @@ def _main(argv: Sequence[str] | None) -> int:
             if len(word) > _MAX_ARGUMENT:
                 raise UsageError(f"an argument of {len(word):,} characters ({word[:40]!r}...) is longer than any "
                                  f"kitbench takes ({_MAX_ARGUMENT})")
-        args = _build_parser().parse_args(words)
+        args = _parser.build().parse_args(words)
         takes_run_args = args.command == "container" or (args.command == "fleet" and args.fleet_command == "run")
         if passed and not takes_run_args:
             raise UsageError(f"unexpected arguments after --: {' '.join(passed)[:200]}")

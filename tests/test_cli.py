@@ -571,6 +571,8 @@ _BAD_TIMES = ["abc", "1:2:3:4", "1-", "-5", "1.5", "2h", "1-2-3", "1-2:3:4:5", "
 
 @pytest.mark.parametrize(("argv", "words"), [
     (["fleet", "run", "cuda126", "--containers", "bogus"], "unknown --containers 'bogus'"),
+    (["fleet", "probe", "--python", "{tmp}", "--per", "rack"], "no such executable"),       # local inputs first
+    (["fleet", "run", "cpu", "--venv", sys.prefix, "--per", "rack"], "unknown --per 'rack'"),
     (["fleet", "run", "cpu", "--containers", "bogus"], "unknown --containers 'bogus'"),
     (["fleet", "run", "cpu", "--venv", "/nonexistent"], "--venv /nonexistent: no Python there"),
     (["fleet", "run", "cpu", "--venv", "{tmp}"], "no Python there"),                # a folder that is no venv
@@ -593,7 +595,7 @@ def test_fleet_inputs_of_every_kind_are_checked_before_slurm(argv: list[str], wo
     """Issue 23: local inputs are validated before Slurm (or Docker, or nox) is asked anything."""
     _slurm_never_asked(monkeypatch)
     monkeypatch.setattr("kitbench.rebuild.containers.build", lambda *a, **k: pytest.fail("an image was built"))
-    monkeypatch.setattr("kitbench.fleet.runner._build_with_nox", lambda *a, **k: pytest.fail("nox was run"))
+    monkeypatch.setattr("kitbench.fleet.pythons._build_with_nox", lambda *a, **k: pytest.fail("nox was run"))
     long = str(tmp_path / ("x" * 300))         # a name longer than any file system takes: ENAMETOOLONG
     assert main([a.replace("{tmp}", str(tmp_path)).replace("{long}", long) for a in argv]) == 2
     err = capsys.readouterr().err.splitlines()

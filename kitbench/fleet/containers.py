@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kitbench import _files
+from kitbench import _files, _proc
 from kitbench.errors import KitbenchError, UsageError
 from kitbench.fleet import slurm
 from kitbench.rebuild.containers import AMD_DEVICES, DATA_INSIDE, RESULTS_INSIDE
@@ -30,7 +30,7 @@ IMAGE_PYTHON = "/opt/venv/bin/python"       # docker/Dockerfile's venv
 def detect(choice: str = "auto") -> str:
     """The container support this cluster's srun has: pyxis, else Slurm's own OCI."""
     if choice not in RUNTIMES:
-        raise UsageError(f"unknown --containers {choice!r}", hint=f"choose one of: {', '.join(RUNTIMES)}")
+        raise UsageError(f"unknown container support {choice!r}", hint=f"choose one of: {', '.join(RUNTIMES)}")
     if choice != "auto":
         return choice
     help_text = slurm.run(["srun", "--help"])
@@ -112,12 +112,25 @@ def _char_majors(proc_devices: Path, name: str) -> list[int]:
     return [int(m[1]) for m in re.finditer(r"^\s*([0-9]{1,4}) (\S+)$", block, re.M) if m[2] == name]
 
 
+# runc spec only writes a default config.json: it ends at once, or it hangs on something broken.
+_RUNC_SPEC_TIMEOUT_S = 30.0
+_RUNC_HINT = "check that `runc spec` works here (the same runtime oci.conf names on the nodes)"
+
+
 def _runc_default() -> dict[str, Any]:
     runc = shutil.which("runc")
     if runc is None:
         raise KitbenchError("runc is not installed here, and an OCI bundle needs its default spec",
                             hint="apt-get install runc (the same runtime oci.conf names on the nodes)")
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([runc, "spec", "--bundle", tmp], check=True, capture_output=True)
+        try:
+            done = _proc.run([runc, "spec", "--bundle", tmp], _RUNC_SPEC_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            failed = f"did not answer in {_RUNC_SPEC_TIMEOUT_S:.0f} s" if isinstance(exc, subprocess.TimeoutExpired) \
+                else f"cannot start: {exc.strerror or exc}"
+            raise KitbenchError(f"runc spec {failed}", hint=_RUNC_HINT) from None
+        if done.returncode != 0:
+            said = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+            raise KitbenchError(f"runc spec failed: {said}", hint=_RUNC_HINT)
         loaded: dict[str, Any] = json.loads((Path(tmp) / "config.json").read_text())
     return loaded

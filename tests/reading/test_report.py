@@ -19,7 +19,7 @@ import pytest
 
 from kitbench._cli import main
 from kitbench.errors import RecordReadError, UsageError
-from kitbench.fleet import runner as fleet
+from kitbench.fleet import results as fleet
 from kitbench.reading import report
 from kitbench.records import record as records
 
