@@ -28,7 +28,6 @@ from kitbench import __version__, _files
 from kitbench._numbers import is_whole
 from kitbench.errors import Interrupted, KitbenchError, SlurmError, Terminated, UsageError
 from kitbench.fleet import slurm
-from kitbench.reading import compare
 from kitbench.records import record as records
 from kitbench.records.types import RunRecord
 
@@ -489,6 +488,8 @@ def _tail(path: Path) -> list[str]:
 
 def _verify(rows: list[TaskResult], reference: str | None) -> None:
     """Each node's record against the reference node's, with ``kitbench verify``'s rules."""
+    from kitbench.reading.verify import verify
+
     candidates = [r for r in rows if r.record is not None]
     ref = next((r for r in candidates if r.node == reference), None) if reference else \
         next((r for r in candidates if r.record and r.record["status"] == "ok"), None)
@@ -506,7 +507,7 @@ def _verify(rows: list[TaskResult], reference: str | None) -> None:
                 row.verdict = "n/a: no MNIST run to compare"
                 continue
             try:
-                verdict = compare.verify(ref.record, row.record)
+                verdict = verify(ref.record, row.record)
             except KitbenchError as error:
                 row.verdict = f"cannot compare: {error.message}"
                 continue
