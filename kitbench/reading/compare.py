@@ -8,15 +8,16 @@ from the baseline's, the first ok record.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import TypeVar
 
 from kitbench.reading.envdiff import diff
 from kitbench.reading.inputs import Loaded
 from kitbench.records import manifest
-from kitbench.records.types import RunRecord
+from kitbench.records.types import DdpRun, RunRecord
 
 
 @dataclass
@@ -43,10 +44,28 @@ class Row:
     baseline: bool = False               # the record the others' differences are measured from
 
 
-def _peak(record: RunRecord, direction: str) -> float | None:
-    rows = [t["gb_per_s"] for t in record["checks"].get("moves", {}).get("transfers", [])
-            if t["direction"] == direction and t["memory"] == "pinned"]
-    return max(rows) if rows else None
+_Key = TypeVar("_Key")
+
+
+def _peaks(points: Iterable[tuple[_Key, int, float]]) -> dict[_Key, tuple[int, float]]:
+    """Each key's peak: (the size that first reached it, its value), keys in their first order."""
+    found: dict[_Key, tuple[int, float]] = {}
+    for key, size, value in points:
+        if key not in found or value > found[key][1]:
+            found[key] = (size, value)
+    return found
+
+
+def transfer_peaks(record: RunRecord) -> dict[tuple[str, str], tuple[int, float]]:
+    """The moves check's peak bandwidth per (direction, memory): (bytes, GB/s); compare's row and the
+    report's table read it here."""
+    return _peaks(((t["direction"], t["memory"]), t["bytes"], t["gb_per_s"])
+                  for t in record["checks"].get("moves", {}).get("transfers", []))
+
+
+def allreduce_peaks(run: DdpRun) -> dict[int, tuple[int, float]]:
+    """A DDP run's peak all-reduce bus bandwidth per world size: (bytes, GB/s)."""
+    return _peaks((b["world_size"], b["bytes"], b["busbw_gb_s"]) for b in run["allreduce"])
 
 
 def _epochs(record: RunRecord) -> tuple[str | None, float | None, float | None, float | None]:
@@ -74,8 +93,7 @@ def _ddp(record: RunRecord) -> tuple[str | None, float | None]:
         row = last[0]
         eff = "-" if row["efficiency"] is None else f"{row['efficiency']:.0%}"
         label = f"{run['backend']} x{row['world_size']} {row['model']} {eff}"
-    peak = max((b["busbw_gb_s"] for b in run["allreduce"]), default=None)
-    return label, peak
+    return label, max((peak for _, peak in allreduce_peaks(run).values()), default=None)
 
 
 def rows(loaded: Sequence[Loaded]) -> list[Row]:
@@ -95,7 +113,8 @@ def rows(loaded: Sequence[Loaded]) -> list[Row]:
         link = next(iter(env.get("gpu_links") or []), None)
         if rec["device"] == "mps":
             link = _links()[2]
-        h2d, d2h = _peak(rec, "h2d"), _peak(rec, "d2h")
+        peaks = transfer_peaks(rec)
+        h2d, d2h = (peaks[(way, "pinned")][1] if (way, "pinned") in peaks else None for way in ("h2d", "d2h"))
         ddp, busbw = _ddp(rec)
         crossings = rec["checks"].get("mnist", {}).get("crossovers", [])
         crossover = "; ".join(f"{c['model']}/{c['loop']} {c['text']}" for c in crossings) or None

@@ -15,7 +15,7 @@ from typing import Any
 from kitbench.environments.locks import normalize
 from kitbench.errors import UsageError
 from kitbench.reading import svg
-from kitbench.reading.compare import Row
+from kitbench.reading.compare import Row, allreduce_peaks, transfer_peaks
 from kitbench.reading.verify import verify
 from kitbench.records.types import RunRecord
 
@@ -200,12 +200,7 @@ def _transfers(items: list[Item]) -> Section | None:
                       "directions, pageable and pinned memory; the shaded band is the interquartile range.")
     rows = []
     for item, record in held:
-        moves = record["checks"]["moves"]
-        by_kind: dict[tuple[str, str], list[tuple[int, float]]] = {}
-        for t in moves.get("transfers", []):
-            by_kind.setdefault((t["direction"], t["memory"]), []).append((t["bytes"], t["gb_per_s"]))
-        for (direction, memory), points in by_kind.items():
-            size, peak = max(points, key=lambda p: p[1])
+        for (direction, memory), (size, peak) in transfer_peaks(record).items():
             rows.append([item.label, direction, memory, f"{peak:.2f}", f"{size / 1024:,.0f} KiB"])
     section.tables.append(Table(["record", "direction", "memory", "peak GB/s", "at size"],
                                 _capped(rows, "transfers", section.notes)))
@@ -329,11 +324,7 @@ def _ddp(items: list[Item]) -> Section | None:
     peaks = []          # the all-reduce in a table too: Markdown has no charts, and charts stop at MAX_CHARTS
     for item, record in held:
         for run in record["checks"]["ddp"].get("runs", []):
-            by_world: dict[int, list[tuple[int, float]]] = {}
-            for b in run["allreduce"]:
-                by_world.setdefault(b["world_size"], []).append((b["bytes"], b["busbw_gb_s"]))
-            for world, points in by_world.items():
-                size, peak = max(points, key=lambda p: p[1])
+            for world, (size, peak) in allreduce_peaks(run).items():
                 peaks.append([item.label, run["backend"], str(world), f"{peak:.2f}", f"{size / 1024:,.0f} KiB"])
     if peaks:
         section.tables.append(Table(["record", "backend", "world size", "peak bus GB/s", "at size"],
