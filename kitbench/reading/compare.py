@@ -1,5 +1,5 @@
-"""compare's table: one row of values per record, read from the records (the CLI shows the rows as a
-table, Markdown, CSV or JSON), and the warning where a link runs below its band.
+"""compare's table: one row of values per record, read from the records, and the warning where a link
+runs below its band (``kitbench._ui.comparison`` shows the rows as a table, Markdown or CSV; the CLI as JSON).
 
 A record that cannot be read is a row marked unreadable; each row says how its environment differs
 from the baseline's, the first ok record.
@@ -8,10 +8,9 @@ from the baseline's, the first ok record.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
-from pathlib import Path
+from functools import cache
 from typing import TypeVar
 
 from kitbench.reading.envdiff import diff
@@ -98,6 +97,9 @@ def _ddp(record: RunRecord) -> tuple[str | None, float | None]:
 
 def rows(loaded: Sequence[Loaded]) -> list[Row]:
     readable = [item.record for item in loaded if item.record is not None]
+    # links.yaml read once per call, where a row first needs it (about 0.2 ms a read): kept by no module,
+    # so a test's own envs/ or an edited file is always read afresh.
+    links = cache(_links)
     # A failed run's environment may be half known (torch None): the first ok record is the baseline.
     base = next((r for r in readable if r["status"] == "ok"), readable[0] if readable else None)
     reference = base["environment"] if base is not None else None
@@ -112,7 +114,7 @@ def rows(loaded: Sequence[Loaded]) -> list[Row]:
         gpus = ", ".join(env.get("gpus") or []) or "no GPU"
         link = next(iter(env.get("gpu_links") or []), None)
         if rec["device"] == "mps":
-            link = _links()[2]
+            link = links()[2]
         peaks = transfer_peaks(rec)
         h2d, d2h = (peaks[(way, "pinned")][1] if (way, "pinned") in peaks else None for way in ("h2d", "d2h"))
         ddp, busbw = _ddp(rec)
@@ -125,7 +127,7 @@ def rows(loaded: Sequence[Loaded]) -> list[Row]:
             speedup=cpu_s / accel_s if cpu_s and accel_s else None, test_acc=acc,
             h2d_pinned_gb_s=h2d, d2h_pinned_gb_s=d2h, link=link, crossover=crossover, ddp=ddp, busbw_gb_s=busbw,
             differs=diff(reference, env) if reference is not None and env is not reference else [],
-            warnings=link_warnings(link, h2d, d2h), baseline=rec is base))
+            warnings=link_warnings(link, h2d, d2h, links=links), baseline=rec is base))
     return out
 
 
@@ -134,32 +136,19 @@ _Links = tuple[dict[int, float], tuple[float, float], str]
 
 def _links() -> _Links:
     """envs/links.yaml: GB/s per PCIe lane by generation, the band a pinned peak should reach, and what
-    Apple's unified memory is called. Kept under the file it was read from (its resolved path and stat),
-    so another envs/ or a file rewritten in place is read afresh, never served from an earlier read."""
-    path = manifest.envs_dir() / "links.yaml"
-    resolved = path.resolve()
-    try:
-        info = resolved.stat()
-        stamp: tuple[int, int] | None = (info.st_mtime_ns, info.st_size)
-    except OSError:
-        stamp = None        # manifest.load says why it cannot be read
-    return _read_links(path, resolved, stamp)
-
-
-@lru_cache(maxsize=8)
-def _read_links(path: Path, resolved: Path, stamp: tuple[int, int] | None) -> _Links:
-    """Read once per (file, version): rows() asks for every record with a link; a read costs about 0.3 ms."""
-    data = manifest.load(path, "links").data
+    Apple's unified memory is called."""
+    data = manifest.load(manifest.envs_dir() / "links.yaml", "links").data
     return ({row["gen"]: row["lane_gb_s"] for row in data["pcie"]}, (data["band"][0], data["band"][1]),
             data["apple_unified_memory"])
 
 
-def link_warnings(link: str | None, h2d: float | None, d2h: float | None) -> list[str]:
-    """A warning per direction whose pinned peak is below the band of its link."""
+def link_warnings(link: str | None, h2d: float | None, d2h: float | None, *,
+                  links: Callable[[], _Links] = _links) -> list[str]:
+    """A warning per direction whose pinned peak is below the band of its link; ``links`` reads links.yaml."""
     match = re.fullmatch(r"PCIe ([0-9]{1,2}) x([0-9]{1,2})", link or "")
     if match is None:
         return []
-    lanes, (low, high), _ = _links()
+    lanes, (low, high), _ = links()
     peak = lanes.get(int(match[1]), 0.0) * int(match[2])
     if not peak:
         return []
