@@ -252,7 +252,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     import dataclasses
 
     from kitbench import _ui
-    from kitbench.reading import compare
+    from kitbench.reading import compare, inputs
 
     if args.fmt not in ("table", "markdown", "csv", "json"):
         raise UsageError(f"unknown format {args.fmt!r}", hint="choose one of: table, markdown, csv, json")
@@ -261,7 +261,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
         plots.check_target(args.plot, args.force)
     skipped: list[Path] = []
-    loaded = compare.load(args.inputs, skipped)
+    loaded = inputs.load(args.inputs, skipped)
     if args.plot:
         plots.check_count(len(loaded))      # before any output: nothing half done
     if skipped:
@@ -281,13 +281,14 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 def _cmd_verify(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from kitbench.reading import compare
+    from kitbench.reading import inputs
+    from kitbench.reading.verify import verify
     from kitbench.records import record as records
 
     (reference, ref_sha), (candidate, cand_sha) = (records.read_hashed(p) for p in (args.reference, args.candidate))
-    compare.refuse_same_run([compare.Loaded(args.reference, reference, ref_sha),
-                             compare.Loaded(args.candidate, candidate, cand_sha)])
-    verdict = compare.verify(reference, candidate)
+    inputs.refuse_same_run([inputs.Loaded(args.reference, reference, ref_sha),
+                            inputs.Loaded(args.candidate, candidate, cand_sha)])
+    verdict = verify(reference, candidate)
     if args.json:
         print(json.dumps({**dataclasses.asdict(verdict), "reproduced": verdict.reproduced}, indent=2))
     else:

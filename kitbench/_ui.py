@@ -205,7 +205,7 @@ def comparison(rows: list[Any], fmt: str) -> None:
             writer.writerow([*line, clean(row.path), clean("; ".join(row.differs))])
         return
     if fmt == "markdown":
-        from kitbench.reading.report import md_cell
+        from kitbench.reading.report_markdown import md_cell
 
         print("| " + " | ".join(headers) + " |")
         print("|" + "---|" * len(headers))
@@ -339,8 +339,9 @@ def _state(row: Any) -> str:
 
 def _fleet_comparison(rows: list[Any]) -> None:
     from kitbench.reading import compare
+    from kitbench.reading.inputs import Loaded
 
-    loaded = [compare.Loaded(r.record_path, r.record) for r in rows if r.record is not None]
+    loaded = [Loaded(r.record_path, r.record) for r in rows if r.record is not None]
     if not loaded:
         return
     compared = compare.rows(loaded)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kitbench import _cli
+from kitbench import _cli, _parser
 from kitbench.environments import targets
 
 REPO = Path(__file__).resolve().parent.parent
@@ -69,9 +69,9 @@ def test_every_kitbench_command_shown_parses(page: str, line: str) -> None:
         pytest.skip(f"{page}: a synopsis with placeholders, not a command")
     # What follows "--" goes to the `kitbench run` that container and fleet run start.
     passed = args[args.index("--") + 1:] if "--" in args else None
-    _cli._build_parser().parse_args(args[:args.index("--")] if passed is not None else args)
+    _parser.build().parse_args(args[:args.index("--")] if passed is not None else args)
     if passed is not None:
-        _cli._build_parser().parse_args(["run", *passed])
+        _parser.build().parse_args(["run", *passed])
 
 
 @pytest.mark.parametrize(("page", "line"), [

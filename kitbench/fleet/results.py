@@ -16,7 +16,7 @@ from kitbench._numbers import is_whole
 from kitbench.errors import KitbenchError, UsageError
 from kitbench.fleet import slurm
 from kitbench.fleet.jobscript import fleet_root
-from kitbench.reading import compare
+from kitbench.reading.verify import verify
 from kitbench.records import record as records
 from kitbench.records.types import RunRecord
 
@@ -152,7 +152,7 @@ def _verify(rows: list[TaskResult], reference: str | None) -> None:
                 row.verdict = "n/a: no MNIST run to compare"
                 continue
             try:
-                verdict = compare.verify(ref.record, row.record)
+                verdict = verify(ref.record, row.record)
             except KitbenchError as error:
                 row.verdict = f"cannot compare: {error.message}"
                 continue

@@ -1,4 +1,6 @@
-"""Reading records: compare, verify, the report page, the plots and their SVG.
+"""Reading records: the records given (``inputs``), compare's rows (``compare``) and what differs between
+environments (``envdiff``), whether one run reproduced another (``verify``), the report page (``report``, its
+sections in ``report_sections``, rendered by ``report_html`` and ``report_markdown``), the plots and their SVG.
 
 May import: the root's base modules and records. Nothing in it runs a check or needs torch.
 """

@@ -9,7 +9,8 @@ from typing import Any
 
 from kitbench import _files
 from kitbench.errors import OPTIONAL_HINTS, MissingDependency, RecordError, UsageError, optional_hint
-from kitbench.reading.compare import Loaded, Row
+from kitbench.reading.compare import Row
+from kitbench.reading.inputs import Loaded
 
 
 def _pyplot() -> Any:

@@ -467,10 +467,11 @@ def run_container(chosen: Plan, out: Path, log: Log) -> RunRecord:
 
 
 def check(chosen: Plan, new: RunRecord, out: Path) -> Outcome:
-    """compare.verify's verdict, the only one: a rerun that failed before its MNIST runs, or a pair verify
+    """verify's verdict, the only one: a rerun that failed before its MNIST runs, or a pair verify
     cannot compare, is "cannot rebuild" (exit 2), never a verdict on numbers nobody compared."""
     from kitbench.errors import UsageError
-    from kitbench.reading import compare
+    from kitbench.reading.envdiff import diff
+    from kitbench.reading.verify import verify
 
     old = chosen.record
     if new["status"] == "failed" and not new["checks"].get("mnist", {}).get("runs"):
@@ -478,10 +479,10 @@ def check(chosen: Plan, new: RunRecord, out: Path) -> Outcome:
                           f"{str(new.get('error') or 'no reason recorded')[:300]} ({out})",
                           hint="the rebuilt environment is cached; nothing was compared")
     # This kitbench runs from its source (no metadata in the venv): said in the notes, not as a package gone.
-    differences = [line for line in compare.diff(old["environment"], new["environment"])
+    differences = [line for line in diff(old["environment"], new["environment"])
                    if not line.startswith("package kitbench:")]
     try:
-        verdict = compare.verify(old, new)
+        verdict = verify(old, new)
     except UsageError as refused:
         raise ReplayError(f"the replayed run cannot be compared with the record: {refused.message} ({out})",
                           hint=refused.hint) from None

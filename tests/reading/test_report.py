@@ -1,5 +1,6 @@
 """kitbench report: pages built from the kept H100, H200 and CPU records and from a real CPU run,
-markdown, hostile text, bad inputs, 5,000 records, safe writing, and a real headless browser."""
+hostile text, bad inputs, 5,000 records and safe writing (the renderers' own tests: test_report_html,
+test_report_markdown)."""
 
 from __future__ import annotations
 
@@ -63,17 +64,6 @@ def test_kept_records_give_every_section_with_numbers_from_them() -> None:
     assert "torch: 2.14.1+cu130" not in page                     # the environments table is by field, not prose
     # Self-contained: nothing that a browser would fetch, and no script.
     assert not re.search(r"<script|<link|@import|url\(|src=|href=\"(?!#)", page, re.I)
-
-
-def test_markdown_has_the_same_tables_and_no_plots() -> None:
-    html_page = report.build([str(KEPT)]).text
-    md = report.build([str(KEPT)], "markdown").text
-    assert md.startswith(report.MARKER) and "<svg" not in md
-    html_headers = re.findall(r'<tr><th scope="col">(.*?)</th>', html_page)
-    lines = md.splitlines()
-    md_headers = [lines[at - 1].split(" | ")[0][2:] for at, line in enumerate(lines) if line.startswith("|---")]
-    assert md_headers == html_headers and len(md_headers) >= 9
-    assert "chart(s) in the HTML report" in md
 
 
 def test_hostile_text_is_escaped(tmp_path: Path) -> None:
@@ -150,15 +140,6 @@ def test_a_failed_record_is_a_row_marked_failed_with_its_reason(tmp_path: Path) 
     assert '<td class="w">failed: CUDA error: out of memory (one line in the table)</td>' in machines
     assert '<td class="w">interrupted: mnist: stopped by SIGTERM</td>' in machines
     assert "<td>ok</td>" in machines
-
-
-def test_short_cells_never_break_mid_word() -> None:
-    """ "residen t", "tutor ial": a table squeezed to the page broke words. Short cells keep their line; long
-    ones (hashes, command lines) wrap, between words first."""
-    page = report.build([str(KEPT)]).text
-    assert "td{font-variant-numeric:tabular-nums;white-space:nowrap}" in page and "anywhere" not in page
-    assert "<td>fnn/resident</td>" in page and "<td>tutorial</td>" in page
-    assert re.search(r'<td class="w">[0-9a-f]{64}</td>', page)
 
 
 def test_quick_and_full_runs_are_marked_where_they_meet(tmp_path: Path) -> None:
@@ -319,34 +300,6 @@ def test_5000_records_build_in_seconds_and_stay_small(tmp_path: Path) -> None:
     print(f"5,000 records: {cpu_s:.1f} s CPU, {wall_s:.1f} s wall, {len(built.text):,} bytes")
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-@pytest.mark.skipif(CHROMIUM is None, reason="no chromium here (.ci/run installs Debian's package)")
-def test_a_real_browser_renders_the_page_without_errors(tmp_path: Path) -> None:
-    assert CHROMIUM is not None
-    page = tmp_path / "report.html"
-    report.write(page, report.build([str(KEPT)]).text)
-    common = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
-              f"--user-data-dir={tmp_path / 'profile'}"]
-    shot = tmp_path / "report.png"
-    done = subprocess.run([*common, f"--screenshot={shot}", "--window-size=1200,2400", page.as_uri()],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert not re.search(r"Uncaught|ERR_|Failed to load|CONSOLE", done.stderr), done.stderr[-2000:]
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
-    dom = subprocess.run([*common, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
-    assert dom.returncode == 0
-    for section in EVERY_SECTION:
-        assert f'<section id="{section}">' in dom.stdout
-    assert dom.stdout.count("<svg") == KEPT_CHARTS
-    pdf = tmp_path / "report.pdf"          # printable: the print stylesheet gives a PDF of several pages
-    printed = subprocess.run([*common, "--no-pdf-header-footer", f"--print-to-pdf={pdf}", page.as_uri()],
-                             capture_output=True, text=True, timeout=120)
-    assert printed.returncode == 0 and pdf.read_bytes()[:5] == b"%PDF-"
-    assert len(re.findall(rb"/Type\s*/Page\b", pdf.read_bytes())) > 2
-
-
 def test_copies_of_one_run_are_refused_not_counted_as_reproductions(tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     for name in ("a.json", "b.json", "c.json"):
@@ -369,16 +322,6 @@ def test_a_fifo_or_a_symlinked_loop_among_the_inputs_never_hangs_the_report(tmp_
     assert done.returncode == 0, done.stderr
     assert "2 records; 1 unreadable" in (tmp_path / "page.md").read_text()     # the FIFO's row says why
     assert "not a regular file" in (tmp_path / "page.md").read_text()
-
-
-def test_markdown_escapes_its_own_syntax_in_record_text(tmp_path: Path) -> None:
-    record = json.loads((KEPT / "h100-fnn.json").read_text())
-    record["environment"]["cpu"] = "@octocat see http://evil.example/x and www.evil.example $e^x$ ~~gone~~ | ![i](u)"
-    (tmp_path / "r.json").write_text(json.dumps(record))
-    page = report.build([str(tmp_path / "r.json")], "markdown").text
-    assert "octocat" in page and "evil" in page
-    for raw in ("@octocat", "http://", "www.evil", "$e^x$", "~~gone", "| ![i]", "[i](u)"):
-        assert raw not in page, raw
 
 
 def test_each_hash_is_of_the_bytes_the_page_shows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,7 +20,7 @@ from kitbench import _cli, _proc
 from kitbench.environments import locks
 from kitbench.errors import ReplayError
 from kitbench.machine.probe import probe
-from kitbench.reading import compare
+from kitbench.reading import envdiff, verify
 from kitbench.rebuild import replay
 from kitbench.records import record as records
 from kitbench.suite.data import default_root
@@ -193,7 +193,7 @@ def test_v1_records_are_still_compared_and_verified(old: Path, cpu_record: Path,
     assert _cli.main(["compare", str(old), str(cpu_record)]) == 0
     differs = [line for line in capsys.readouterr().out.splitlines() if "differs from the baseline" in line]
     assert differs and not any("package " in line for line in differs)     # /1 lists no packages
-    if compare._runs(records.read(old)):
+    if verify._runs(records.read(old)):
         assert _cli.main(["verify", str(old), str(another_run(old, tmp_path / "again.json"))]) == 0
 
 
@@ -364,7 +364,7 @@ def test_compare_lists_each_package_and_setting_difference_once(cpu_record: Path
     other["packages"] = [p if p["name"] != "numpy" else {**p, "version": "2.4.5"} for p in other["packages"]]
     other["packages"].append({"name": "extra", "version": "1.0"})
     env["settings"], other["settings"] = {"OMP_NUM_THREADS": None}, {"OMP_NUM_THREADS": "4"}
-    assert compare.diff(env, other) == ["package extra: absent -> 1.0", "package numpy: 2.4.6 -> 2.4.5",
+    assert envdiff.diff(env, other) == ["package extra: absent -> 1.0", "package numpy: 2.4.6 -> 2.4.5",
                                         "setting OMP_NUM_THREADS: None -> 4"]
 
 

@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kitbench.errors import KitbenchError, RecordError, RecordReadError, UsageError
-from kitbench.reading import compare
+from kitbench.reading import compare, inputs
+from kitbench.reading.verify import verify
 from kitbench.records import record as records
 from kitbench.records import types as _types
 
@@ -289,9 +290,9 @@ def test_readers_only_ever_refuse_cleanly(value: typing.Any) -> None:
         record = records.parse(text, "arbitrary.json")
     except RecordReadError:
         return
-    compare.rows([compare.Loaded(Path("a.json"), record)])
+    compare.rows([inputs.Loaded(Path("a.json"), record)])
     with contextlib.suppress(KitbenchError):
-        compare.verify(record, record)
+        verify(record, record)
 
 
 def test_the_environment_and_options_written_are_the_typed_ones() -> None:

@@ -1,0 +1,435 @@
+"""The report's document: its sections of tables, charts and notes, each built from the records that
+hold its data (``report_html`` and ``report_markdown`` render it).
+
+Every number comes from a record, through compare's rows and verify where they already say it; a
+section appears only when some record holds its data. Per-record detail is capped so that thousands
+of records still make a page a person can open, and the section says what it left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kitbench.environments.locks import normalize
+from kitbench.errors import UsageError
+from kitbench.reading import svg
+from kitbench.reading.compare import Row, allreduce_peaks, transfer_peaks
+from kitbench.reading.verify import verify
+from kitbench.records.types import RunRecord
+
+MAX_CHARTS = 12             # records drawn per chart section
+MAX_ROWS = 200              # rows per table
+MAX_VARIANTS = 8            # environment combinations, one column each
+
+
+@dataclass
+class Table:
+    header: list[str]
+    rows: list[list[str]]
+    caption: str | None = None
+
+
+@dataclass
+class Section:
+    key: str
+    title: str
+    intro: str = ""
+    tables: list[Table] = field(default_factory=list)
+    charts: list[str] = field(default_factory=list)      # SVG, HTML only
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Item:
+    """One record as the report sees it: where it came from and what it holds."""
+
+    name: str
+    sha256: str
+    record: RunRecord | None
+    error: str | None
+
+    @property
+    def quick(self) -> bool:
+        rec = self.record
+        return rec is not None and (bool(rec["options"].get("quick")) or "--quick" in rec["argv"])
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} (quick)" if self.quick else self.name
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}g}" if abs(value) < 1000 else f"{value:,.0f}"
+
+
+def _float(value: object) -> float | None:
+    """An untyped extra field of a record, as a number when it is one."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _secs(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} s"
+
+
+def _mem(record: RunRecord) -> str:
+    ram = dict(record["environment"]).get("ram_bytes")     # written by every run, though not typed
+    parts = [f"{ram / 2**30:.0f} GiB RAM"] if isinstance(ram, int) else []
+    parts += [f"{d['total_memory_mib'] / 1024:.0f} GiB {d.get('name', 'GPU')}" for d in _devices(record)
+              if isinstance(d.get("total_memory_mib"), int)]
+    return ", ".join(parts) or "-"
+
+
+def _devices(record: RunRecord) -> list[dict[str, Any]]:
+    """The availability check's devices (untyped extras of the check: read defensively)."""
+    found = dict(record["checks"].get("availability") or {}).get("devices")
+    return [d for d in found if isinstance(d, dict)] if isinstance(found, list) else []
+
+
+def _run_kind(items: Iterable[Item]) -> str:
+    kinds = {i.quick for i in items}
+    return "quick + full" if len(kinds) > 1 else "quick" if True in kinds else "full"
+
+
+def _capped(rows: list[list[str]], what: str, notes: list[str]) -> list[list[str]]:
+    if len(rows) > MAX_ROWS:
+        notes.append(f"{what}: the first {MAX_ROWS} of {len(rows):,} rows are shown.")
+    return rows[:MAX_ROWS]
+
+
+def _chart_items(items: list[Item], has: Callable[[RunRecord], bool], what: str, notes: list[str]) -> list[Item]:
+    found = [i for i in items if i.record is not None and has(i.record)]
+    if len(found) > MAX_CHARTS:
+        notes.append(f"{what}: charts for the first {MAX_CHARTS} of {len(found):,} records; the tables hold the rest.")
+    return found[:MAX_CHARTS]
+
+
+# Sections ---------------------------------------------------------------------------------------
+
+def _machines(items: list[Item], table: list[Row]) -> Section | None:
+    groups: dict[tuple[str | None, ...], list[tuple[Item, Row]]] = {}
+    for item, row in zip(items, table, strict=True):
+        if item.record is not None:
+            key = (row.machine, row.target, row.torch, row.device, row.mnist, str(item.quick), row.status)
+            groups.setdefault(key, []).append((item, row))
+    if not groups:
+        return None
+    section = Section("machines", "Machines", "One row per machine, target and configuration; the epoch columns "
+                      "are the first MNIST model and loop of the group's first record. Where several records share "
+                      "a configuration, each is verified against the first.")
+    rows = []
+    for members in groups.values():
+        item, row = members[0]
+        assert item.record is not None
+        rows.append([row.machine or "-", _status(item.record), _mem(item.record), row.target or "-", row.torch or "-",
+                     row.device or "-",
+                     row.mnist or "-", _secs(row.cpu_epoch_s), _secs(row.accel_epoch_s),
+                     "-" if row.speedup is None else f"{row.speedup:.2f}x", _run_kind(m for m, _ in members),
+                     str(len(members)), _verdicts(members), item.label])
+    header = ["machine", "status", "memory", "target", "torch", "device", "MNIST", "CPU epoch", "accelerator epoch",
+              "speedup", "run", "records", "verify", "first record"]
+    section.tables.append(Table(header, _capped(rows, "machines", section.notes)))
+    return section
+
+
+def _status(record: RunRecord) -> str:
+    """``ok``, or the status with its one-line reason: a failed run is a result too, never a row of dashes."""
+    if record["status"] == "ok":
+        return "ok"
+    reason = record.get("error") or next((f"{name}: {check.get('summary') or check['status']}"
+                                          for name, check in record["checks"].items()
+                                          if isinstance(check, dict) and check.get("status") != "ok"), None)
+    line = " ".join(str(reason or "no reason recorded").split())
+    return f"{record['status']}: {line[:200]}{'...' if len(line) > 200 else ''}"
+
+
+def _verdicts(members: list[tuple[Item, Row]]) -> str:
+    reference = members[0][0].record
+    if len(members) < 2 or reference is None or not reference["checks"].get("mnist", {}).get("runs"):
+        return "-"
+    counts: dict[str, int] = {}
+    first_failure = None
+    for item, _ in members[1:]:
+        assert item.record is not None
+        try:
+            verdict = verify(reference, item.record)
+        except UsageError as error:
+            counts["cannot compare"] = counts.get("cannot compare", 0) + 1
+            first_failure = first_failure or f"{item.name}: {error.message}"
+            continue
+        counts[verdict.verdict] = counts.get(verdict.verdict, 0) + 1
+        if not verdict.reproduced:
+            first_failure = first_failure or f"{item.name}: {verdict.first_divergence}"
+    text = ", ".join(f"{word} {n}/{len(members) - 1}" for word, n in counts.items())
+    return text + (f" (first: {first_failure})" if first_failure else "")
+
+
+def _availability(items: list[Item]) -> Section | None:
+    rows = []
+    for item in items:
+        check = item.record["checks"].get("availability") if item.record else None
+        if check is None or item.record is None:
+            continue
+        data = dict(check)
+        found = [str(data.get("selected_device") or "no accelerator selected")]
+        found += [f"{d.get('name')} (sm {d.get('capability')}, kernels in wheel: {d.get('kernels_in_wheel')})"
+                  for d in _devices(item.record)]
+        # MPS's reason is news only on a Mac; elsewhere it is always "exists only on macOS".
+        relevant = ("cuda_reason", "mps_reason") if item.record["environment"]["os"] == "macos" else ("cuda_reason",)
+        why = "; ".join(str(data[k]) for k in relevant if data.get(k)) or "-"
+        rows.append([item.label, check["status"], "; ".join(found), why, str(data.get("fix") or "-"),
+                     check["summary"]])
+    if not rows:
+        return None
+    section = Section("availability", "Availability", "What each record found, why an accelerator is unusable, "
+                      "and the install command that fixes it (when the build is at fault).")
+    section.tables.append(Table(["record", "status", "found", "why unusable", "fix", "summary"],
+                                _capped(rows, "availability", section.notes)))
+    return section
+
+
+def _transfers(items: list[Item]) -> Section | None:
+    def has(rec: RunRecord) -> bool:
+        return bool(rec["checks"].get("moves", {}).get("transfers"))
+
+    held = _holding(items, has)
+    if not held:
+        return None
+    section = Section("transfers", "Host and device transfers", "Median bandwidth against transfer size, both "
+                      "directions, pageable and pinned memory; the shaded band is the interquartile range.")
+    rows = []
+    for item, record in held:
+        for (direction, memory), (size, peak) in transfer_peaks(record).items():
+            rows.append([item.label, direction, memory, f"{peak:.2f}", f"{size / 1024:,.0f} KiB"])
+    section.tables.append(Table(["record", "direction", "memory", "peak GB/s", "at size"],
+                                _capped(rows, "transfers", section.notes)))
+    for item in _chart_items(items, has, "transfers", section.notes):
+        assert item.record is not None
+        series: dict[tuple[str, str], svg.Series] = {}
+        for t in item.record["checks"]["moves"].get("transfers", []):
+            s = series.setdefault((t["direction"], t["memory"]), svg.Series(
+                f"{t['direction']} {t['memory']}", [], [], dashed=t["memory"] == "pageable"))
+            s.points.append((t["bytes"] / 1024, t["gb_per_s"]))
+            s.band.append((t["bytes"] / 1024, t["gb_per_s_q1"], t["gb_per_s_q3"]))
+        section.charts.append(svg.line_chart(f"transfers: {item.label}", list(series.values()), "size (KiB)",
+                                             "GB/s", log_x=True, log_y=True))
+    return section
+
+
+def _holding(items: list[Item], has: Callable[[RunRecord], bool]) -> list[tuple[Item, RunRecord]]:
+    """The items whose record holds what a section shows; a section that none holds is left out."""
+    return [(item, item.record) for item in items if item.record is not None and has(item.record)]
+
+
+def _is_sweep(rec: RunRecord) -> bool:
+    return len({r["batch_size"] for r in rec["checks"].get("mnist", {}).get("runs", [])}) > 1
+
+
+def _mnist(items: list[Item]) -> Section | None:
+    def has(rec: RunRecord) -> bool:
+        return bool(rec["checks"].get("mnist", {}).get("runs")) and not _is_sweep(rec)
+
+    held = _holding(items, has)
+    if not held:
+        return None
+    section = Section("mnist", "MNIST training", "Epoch time (the median of the record's epochs) per loop and "
+                      "model; one-time costs (dataset load, warm-up, compile or capture) are kept apart from it.")
+    rows = []
+    for item, record in held:
+        for r in record["checks"]["mnist"].get("runs", []):
+            rows.append([item.label, r["model"], r["loop"], r["device"], str(r["batch_size"]), str(r["epochs"]),
+                         f"{r['train_samples']:,}", _secs(r["epoch_s"]), _num(r["samples_per_s"]),
+                         _num(r["final_loss"]), f"{r['test_acc']:.4f}", _secs(r["dataset_load_s"]),
+                         _secs(r["warmup_s"]), _secs(_float(dict(r).get("capture_s")))])    # graphed runs only
+    header = ["record", "model", "loop", "device", "batch", "epochs", "samples", "epoch", "samples/s",
+              "final loss", "test acc", "dataset load", "warm-up", "compile/capture"]
+    section.tables.append(Table(header, _capped(rows, "MNIST runs", section.notes)))
+    for item in _chart_items(items, has, "MNIST loss curves", section.notes):
+        assert item.record is not None
+        curves = []
+        for r in item.record["checks"]["mnist"].get("runs", []):
+            n = len(r["loss_curve"])
+            span = r["epochs"] / n if n else 1.0
+            curves.append(svg.Series(f"{r['model']}/{r['loop']} {r['device']}",
+                                     [((i + 1) * span, v) for i, v in enumerate(r["loss_curve"]) if v is not None],
+                                     dashed=r["device"] == "cpu"))
+        section.charts.append(svg.line_chart(f"training loss: {item.label}", curves, "epoch", "loss"))
+    return section
+
+
+def _sweep(items: list[Item]) -> Section | None:
+    def has(rec: RunRecord) -> bool:
+        return _is_sweep(rec)
+
+    held = _holding(items, has)
+    if not held:
+        return None
+    section = Section("sweep", "Batch-size sweep", "Time per optimizer step against batch size; a dotted line "
+                      "marks the batch from which the accelerator is faster than the CPU.")
+    rows = []
+    for item, record in held:
+        mnist = record["checks"]["mnist"]
+        for r in mnist.get("runs", []):
+            rows.append([item.label, r["model"], r["loop"], r["device"], str(r["batch_size"]),
+                         "-" if r.get("step_s") is None else f"{_num(r['step_s'] * 1e3)} ms", _secs(r["epoch_s"]),
+                         f"{r['test_acc']:.4f}"])
+    section.tables.append(Table(["record", "model", "loop", "device", "batch", "step", "epoch", "test acc"],
+                                _capped(rows, "sweep", section.notes)))
+    crossings = []
+    for item, record in held:
+        crossings += [[item.label, f"{c['model']}/{c['loop']}", c["text"]]
+                      for c in record["checks"]["mnist"].get("crossovers", [])]
+    if crossings:
+        section.tables.append(Table(["record", "model/loop", "crossover"],
+                                    _capped(crossings, "crossovers", section.notes), "where the accelerator wins"))
+    for item in _chart_items(items, has, "sweep", section.notes):
+        assert item.record is not None
+        mnist = item.record["checks"]["mnist"]
+        series: dict[tuple[str, str, str], svg.Series] = {}
+        for r in mnist.get("runs", []):
+            step = r.get("step_s")
+            if step is None:
+                continue
+            key = (r["model"], r["loop"], r["device"])
+            series.setdefault(key, svg.Series(" ".join(key), [], dashed=r["device"] == "cpu")).points.append(
+                (float(r["batch_size"]), step * 1e3))
+        markers = [svg.Marker(float(c["batch_size"]), f"{c['model']}/{c['loop']}")
+                   for c in mnist.get("crossovers", []) if c["batch_size"] is not None]
+        section.charts.append(svg.line_chart(f"step time: {item.label}", list(series.values()), "batch size",
+                                             "ms per step", log_x=True, log_y=True, markers=markers))
+    return section
+
+
+def _ddp(items: list[Item]) -> Section | None:
+    def has(rec: RunRecord) -> bool:
+        return bool(rec["checks"].get("ddp", {}).get("runs"))
+
+    held = _holding(items, has)
+    if not held:
+        return None
+    section = Section("ddp", "Distributed data parallel", "Scaling efficiency per world size (samples/s per "
+                      "rank against one rank), and all-reduce bus bandwidth against message size.")
+    rows = []
+    for item, record in held:
+        for run in record["checks"]["ddp"].get("runs", []):
+            for s in run["scaling"]:
+                rows.append([item.label, run["backend"], run["device"], str(run["nodes"]), s["model"],
+                             str(s["world_size"]), str(s["global_batch"]), _secs(s["epoch_s"]),
+                             _num(s["samples_per_s"]), "-" if s["efficiency"] is None else f"{s['efficiency']:.0%}",
+                             "yes" if s["identical"] else "NO"])
+    header = ["record", "backend", "device", "nodes", "model", "world size", "global batch", "epoch", "samples/s",
+              "efficiency", "replicas identical"]
+    section.tables.append(Table(header, _capped(rows, "DDP", section.notes)))
+    peaks = []          # the all-reduce in a table too: Markdown has no charts, and charts stop at MAX_CHARTS
+    for item, record in held:
+        for run in record["checks"]["ddp"].get("runs", []):
+            for world, (size, peak) in allreduce_peaks(run).items():
+                peaks.append([item.label, run["backend"], str(world), f"{peak:.2f}", f"{size / 1024:,.0f} KiB"])
+    if peaks:
+        section.tables.append(Table(["record", "backend", "world size", "peak bus GB/s", "at size"],
+                                    _capped(peaks, "all-reduce", section.notes), "all-reduce bus bandwidth"))
+    for item in _chart_items(items, has, "DDP", section.notes):
+        assert item.record is not None
+        for run in item.record["checks"]["ddp"].get("runs", []):
+            scaling: dict[str, svg.Series] = {}
+            for s in run["scaling"]:
+                if s["efficiency"] is not None:
+                    scaling.setdefault(s["model"], svg.Series(f"{run['backend']} {s['model']}", [])).points.append(
+                        (float(s["world_size"]), s["efficiency"] * 100))
+            if scaling:
+                section.charts.append(svg.line_chart(f"scaling efficiency: {item.label}", list(scaling.values()),
+                                                     "world size (ranks)", "efficiency %",
+                                                     x_ticks=[float(n) for n in run["world_sizes"]]))
+            series: dict[int, svg.Series] = {}
+            for b in run["allreduce"]:
+                series.setdefault(b["world_size"], svg.Series(f"{run['backend']} x{b['world_size']}", [])
+                                  ).points.append((b["bytes"] / 1024, b["busbw_gb_s"]))
+            if series:
+                section.charts.append(svg.line_chart(f"all-reduce: {item.label}", list(series.values()),
+                                                     "message size (KiB)", "bus GB/s", log_x=True, log_y=True))
+    return section
+
+
+def _environments(items: list[Item]) -> Section | None:
+    readable = [i for i in items if i.record is not None]
+    if len(readable) < 2:
+        return None
+    # As envdiff.diff: packages only where every record lists them (kitbench.run/1 records do not).
+    with_packages = all("packages" in i.record["environment"] for i in readable if i.record is not None)
+    values = [_flat(i.record, with_packages) for i in readable if i.record is not None]
+    keys = sorted({k for v in values for k in v})
+    differing = [k for k in keys if len({v.get(k, "-") for v in values}) > 1]
+    section = Section("environments", "Environments", "The environment and option fields that differ between "
+                      "the records: one column per distinct combination, named by its first record.")
+    if not with_packages and any("packages" in i.record["environment"] for i in readable if i.record is not None):
+        section.notes.append("Packages are not compared: only some of these records list them "
+                             "(kitbench.run/1 records do not).")
+    if not differing:
+        section.notes.append(f"All {len(readable):,} records share every environment and option field.")
+        return section
+    combos: dict[tuple[str, ...], list[Item]] = {}
+    for item, flat in zip(readable, values, strict=True):
+        combos.setdefault(tuple(flat.get(k, "-") for k in differing), []).append(item)
+    if len(combos) > MAX_VARIANTS:
+        section.notes.append(f"environments: the first {MAX_VARIANTS} of {len(combos):,} combinations are shown.")
+    shown = list(combos.items())[:MAX_VARIANTS]
+    # One column per combination, one row per field: the fields outnumber the combinations that fit a page.
+    header = ["field", *(members[0].label + (f" and {len(members) - 1:,} more" if len(members) > 1 else "")
+                         for _, members in shown)]
+    rows = [[key, *(combo[at] for combo, _ in shown)] for at, key in enumerate(differing)]
+    section.tables.append(Table(header, _capped(rows, "environment fields", section.notes)))
+    return section
+
+
+def _flat(record: RunRecord, with_packages: bool) -> dict[str, str]:
+    """A record's environment and options, one field per value: a package per name, a setting or an
+    identity field each, because a whole dict or package list in one cell hides what differs."""
+    flat: dict[str, str] = {}
+
+    def add(key: str, value: object) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                add(f"{key}.{k}", v)
+        elif isinstance(value, list) and any(isinstance(v, dict) for v in value):
+            for at, v in enumerate(value):
+                add(f"{key}[{at}]", v)
+        else:
+            flat[key] = _plain(value)
+
+    for package in record["environment"].get("packages", []) if with_packages else []:
+        flat[f"package {normalize(package['name'])}"] = package["version"]
+    for key, value in record["environment"].items():
+        if key != "packages":
+            add(key, value)
+    for key, value in record["options"].items():
+        add(f"option {key}", value)
+    return flat
+
+
+def _plain(value: object) -> str:
+    if isinstance(value, list):
+        return ", ".join(_plain(v) for v in value) or "-"
+    return "-" if value is None else str(value)
+
+
+def _records(items: list[Item]) -> Section:
+    section = Section("records", "Records", "Every input, so each number above can be traced to its file.")
+    rows = []
+    for item in items:
+        rec = item.record
+        if rec is None:
+            rows.append([item.name, item.sha256, f"unreadable: {item.error}", "-", "-", "-"])
+        else:
+            rows.append([item.name, item.sha256, rec["status"], "quick" if item.quick else "full",
+                         rec["started_at"], "kitbench " + " ".join(rec["argv"])])
+    section.tables.append(Table(["file", "sha256", "status", "run", "started", "command line"],
+                                _capped(rows, "records", section.notes)))
+    return section
+
+
+def sections_of(items: list[Item], table: list[Row]) -> list[Section]:
+    """The page's sections in their order, those that some record holds; ``table``: compare's rows of ``items``."""
+    found = [_machines(items, table), _availability(items), _transfers(items), _mnist(items), _sweep(items),
+             _ddp(items), _environments(items), _records(items)]
+    return [s for s in found if s is not None]
