@@ -165,8 +165,7 @@ def _stop(proc: subprocess.Popen[bytes], marker: str) -> None:
         # Windows has no process groups to signal: taskkill /T ends the launcher's whole tree.
         if proc.poll() is None:
             with contextlib.suppress(OSError, subprocess.SubprocessError):
-                subprocess.run(["taskkill", "/T", "/F", "/PID", str(proc.pid)], capture_output=True, timeout=30,
-                               check=False)
+                _proc.run(["taskkill", "/T", "/F", "/PID", str(proc.pid)], 30)
             with contextlib.suppress(OSError):
                 proc.kill()
         proc.wait()
