@@ -372,7 +372,7 @@ def _fleet_run_plan(args: argparse.Namespace, chosen: list[str], options: fleet.
         raise UsageError(f"target {target.name!r} is a {target.kind} target: it cannot run on a Slurm cluster",
                          hint="fleet run takes venv and docker targets")
     from kitbench.fleet import containers as fleet_containers
-    from kitbench.rebuild import containers
+    from kitbench.rebuild import containers, images
     from kitbench.suite import data
 
     runtime = fleet_containers.detect(args.containers)
@@ -381,11 +381,11 @@ def _fleet_run_plan(args: argparse.Namespace, chosen: list[str], options: fleet.
     shared_data = mnist if (mnist / "MNIST" / "raw").is_dir() else None
     results = fleet.fleet_root()
     if dry_run:
-        tag, image_id, base_id = containers.image_tag(target), "<image id>", "<base image id>"
+        tag, image_id, base_id = images.image_tag(target), "<image id>", "<base image id>"
         log(f"dry run: the image {tag} is not built" + ("" if runtime == "pyxis" else ", nor its bundle exported"))
     else:
-        built = containers.build(target, log=log)
-        tag, image_id, base_id = built.tag, built.image_id, containers.base_image_id(built)
+        built = images.build(target, log=log)
+        tag, image_id, base_id = built.tag, built.image_id, images.base_image_id(built)
         if runtime != "pyxis" or args.image is None:
             fleet.refuse_foreign(slurm.node_arches(chosen), built.arch, f"the image {built.tag}")
     if runtime == "pyxis":
@@ -472,7 +472,7 @@ def _check_fleet_run_args(run_args: Sequence[str]) -> None:
 
 def _cmd_container(args: argparse.Namespace) -> int:
     from kitbench.environments import targets
-    from kitbench.rebuild import containers
+    from kitbench.rebuild import containers, images
 
     target = targets.get(args.target)
     if target.kind != "docker":
@@ -480,7 +480,7 @@ def _cmd_container(args: argparse.Namespace) -> int:
                          hint=f"run it with: nox -s {target.name}")
     if not args.build_only:
         containers.host_data(args.run_args)     # no MNIST and --offline: said before a build of minutes
-    result = containers.build(target, log=lambda line: print(line, file=sys.stderr, flush=True))
+    result = images.build(target, log=lambda line: print(line, file=sys.stderr, flush=True))
     print(f"image {result.tag} ({result.image_id[:19]}, {result.size_bytes / 2**30:.2f} GiB) "
           f"from {result.base_image}", file=sys.stderr)
     if args.build_only:
