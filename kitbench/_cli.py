@@ -172,7 +172,7 @@ def _check_fleet_run_args(run_args: Sequence[str]) -> None:
 
 def _cmd_container(args: argparse.Namespace) -> int:
     from kitbench.environments import targets
-    from kitbench.rebuild import containers
+    from kitbench.rebuild import containers, images
 
     target = targets.get(args.target)
     if target.kind != "docker":
@@ -180,7 +180,7 @@ def _cmd_container(args: argparse.Namespace) -> int:
                          hint=f"run it with: nox -s {target.name}")
     if not args.build_only:
         containers.host_data(args.run_args)     # no MNIST and --offline: said before a build of minutes
-    result = containers.build(target, log=lambda line: print(line, file=sys.stderr, flush=True))
+    result = images.build(target, log=lambda line: print(line, file=sys.stderr, flush=True))
     print(f"image {result.tag} ({result.image_id[:19]}, {result.size_bytes / 2**30:.2f} GiB) "
           f"from {result.base_image}", file=sys.stderr)
     if args.build_only:

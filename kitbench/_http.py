@@ -33,10 +33,15 @@ class Response:
     last_modified: str | None
 
 
-@cache
 def _context() -> ssl.SSLContext:
+    """Made once per CA bundle: the one PIP_CERT or SSL_CERT_FILE names now, where it is a file."""
     bundle = os.environ.get("PIP_CERT") or os.environ.get("SSL_CERT_FILE")
-    return ssl.create_default_context(cafile=bundle if bundle and os.path.isfile(bundle) else None)
+    return _context_for(os.path.abspath(bundle) if bundle and os.path.isfile(bundle) else None)
+
+
+@cache
+def _context_for(bundle: str | None) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=bundle)
 
 
 MAX_BYTES = 64 * 2**20     # torch's whole PEP 691 page is a few MB; a page without end is not an index

@@ -89,17 +89,19 @@ class _Lines:
 
 def run(argv: Sequence[str], timeout: float, *, env: Mapping[str, str] | None = None, merge: bool = False,
         max_bytes: int = MAX_BYTES, stop: Callable[[subprocess.Popen[bytes]], None] = _kill_session,
-        on_line: Callable[[str], None] | None = None, tail: bool = False, cut: bool = False) -> Done:
+        on_line: Callable[[str], None] | None = None, tail: bool = False, cut: bool = False,
+        cwd: str | os.PathLike[str] | None = None) -> Done:
     """Run ``argv`` in a session of its own; OSError if it cannot start, TimeoutExpired after ``stop``.
 
     ``stop`` also runs when the caller is interrupted (KeyboardInterrupt, SIGTERM raised as one), so
     nothing started here outlives kitbench. ``on_line`` gets each line of stderr (of stdout with
     ``merge``) as it arrives; what it raises stops the program too. ``tail`` keeps each stream's last
     ``max_bytes``, not its first (where a program says why it failed at the end, as uv and pip do).
-    ``cut`` stops the program as soon as it says more than ``max_bytes`` (a short answer was expected)."""
+    ``cut`` stops the program as soon as it says more than ``max_bytes`` (a short answer was expected).
+    ``cwd``: the folder it runs in (a relative path in ``argv`` is found there too, as Popen finds it)."""
     proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT if merge else subprocess.PIPE,
-                            env=dict(env) if env is not None else None, start_new_session=True)
+                            env=dict(env) if env is not None else None, cwd=cwd, start_new_session=True)
     kept: dict[int, bytearray] = {}
     truncated = False
     deadline = time.monotonic() + timeout

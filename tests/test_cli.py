@@ -594,7 +594,7 @@ def test_fleet_inputs_of_every_kind_are_checked_before_slurm(argv: list[str], wo
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 23: local inputs are validated before Slurm (or Docker, or nox) is asked anything."""
     _slurm_never_asked(monkeypatch)
-    monkeypatch.setattr("kitbench.rebuild.containers.build", lambda *a, **k: pytest.fail("an image was built"))
+    monkeypatch.setattr("kitbench.rebuild.images.build", lambda *a, **k: pytest.fail("an image was built"))
     monkeypatch.setattr("kitbench.fleet.pythons._build_with_nox", lambda *a, **k: pytest.fail("nox was run"))
     long = str(tmp_path / ("x" * 300))         # a name longer than any file system takes: ENAMETOOLONG
     assert main([a.replace("{tmp}", str(tmp_path)).replace("{long}", long) for a in argv]) == 2

@@ -174,7 +174,7 @@ def test_container_builds_from_the_wheel(wheel: Path, outside: Path, tmp_path: P
     `nox -s cuda126` built them first, as .ci/run does)."""
     docker = pytest.importorskip("docker")
     from kitbench.environments import targets
-    from kitbench.rebuild import containers
+    from kitbench.rebuild import images
 
     try:
         client = docker.from_env()
@@ -182,7 +182,7 @@ def test_container_builds_from_the_wheel(wheel: Path, outside: Path, tmp_path: P
     except Exception as exc:
         pytest.skip(f"no Docker engine reachable here ({type(exc).__name__})")
     base = os.environ.get("KITBENCH_BASE_IMAGE") or "kitbench-ci/debian:bookworm"
-    tag = containers.image_tag(targets.get("cuda126"))
+    tag = images.image_tag(targets.get("cuda126"))
     try:
         client.images.get(tag)
         client.images.get(base)

@@ -20,7 +20,6 @@ import contextlib
 import hashlib
 import json
 import re
-import subprocess
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -103,9 +102,13 @@ class Where:
 
 
 def _uv(command: list[str], env: dict[str, str] | None, cwd: str) -> tuple[bool, str]:
-    """Whether uv succeeded, and its words (stderr) when not."""
+    """Whether uv succeeded, and its words (stderr) when not: the last of them, where uv says why."""
+    import subprocess
+
+    from kitbench import _proc
+
     try:
-        done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd, timeout=600, check=False)
+        done = _proc.run(command, 600, env=env, cwd=cwd, tail=True)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return False, f"uv failed to run: {exc}"
     return done.returncode == 0, done.stderr

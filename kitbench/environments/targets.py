@@ -128,11 +128,16 @@ def targets_dir() -> Path:
     return manifest.envs_dir() / "targets"
 
 
-@cache
 def suite_requirements(python: str | None = None) -> tuple[str, ...]:
     """kitbench's own pins, as an environment of Python ``python`` (X.Y) takes them: a pin the suite's
-    ``python:`` table replaces for an older Python (numpy 2.4 needs 3.11; the images' Ubuntu has 3.10)."""
-    data = manifest.load(manifest.envs_dir() / "suite.yaml", "suite").data
+    ``python:`` table replaces for an older Python (numpy 2.4 needs 3.11; the images' Ubuntu has 3.10).
+    Those of the envs/ in force now (KITBENCH_ENVS read at each call), read once per folder."""
+    return _suite_requirements(manifest.envs_dir().resolve(), python)
+
+
+@cache
+def _suite_requirements(envs: Path, python: str | None) -> tuple[str, ...]:
+    data = manifest.load(envs / "suite.yaml", "suite").data
     older = dict(pin.split("==", 1) for pin in data.get("python", {}).get(python, []))
     return tuple(f"{name}=={older.get(name, version)}" for name, version in
                  (pin.split("==", 1) for pin in data["requirements"]))
@@ -185,9 +190,14 @@ def _check_environment(path: Path, python: str, target_path: Path) -> None:
         raise ManifestError(path, f"pins python={pinned} but {target_path.name} pins python {python}")
 
 
-@cache
 def load_all() -> dict[str, Target]:
-    return {m.path.stem: _from_manifest(m) for m in manifest.iter_manifests(targets_dir(), "target")}
+    """The targets of the envs/ in force now (KITBENCH_ENVS read at each call): read once per folder."""
+    return _load_all(targets_dir().resolve())
+
+
+@cache
+def _load_all(folder: Path) -> dict[str, Target]:
+    return {m.path.stem: _from_manifest(m) for m in manifest.iter_manifests(folder, "target")}
 
 
 def get(name: str) -> Target:

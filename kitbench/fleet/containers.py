@@ -67,14 +67,14 @@ def bundle(image_id: str, target: str, results: Path, data: Path | None, log: Ca
            amd: bool = False) -> Path:
     """An OCI bundle of the image under ``results/bundles/``: the rootfs exported once per image,
     config.json written each time (the mounts follow the results and data folders)."""
-    from kitbench.rebuild import containers
+    from kitbench.rebuild import images
 
     folder = bundle_folder(target, image_id, results)
     rootfs, env_file = folder / "rootfs", folder / "image-env.json"
     if not rootfs.is_dir():
         env_file.parent.mkdir(parents=True, exist_ok=True)
         # The bundle folder is kitbench's own (results/fleet/bundles): its files are replaced freely.
-        _files.write(env_file, json.dumps(containers.export_rootfs(image_id, rootfs, log)), replace=True)
+        _files.write(env_file, json.dumps(images.export_rootfs(image_id, rootfs, log)), replace=True)
     env: list[str] = json.loads(env_file.read_text())
     _files.write(folder / "config.json", json.dumps(spec(env, results, data, amd), indent=2) + "\n", replace=True)
     return folder

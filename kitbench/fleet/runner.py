@@ -28,7 +28,8 @@ from kitbench.fleet import containers, slurm
 from kitbench.fleet.jobscript import Plan, SlurmOptions, check_per, choose, fleet_root, plan_probe, plan_run
 from kitbench.fleet.pythons import by_arch, describe_arches, probe_pythons, refuse_foreign, venv_pythons
 from kitbench.fleet.results import TaskResult, gather, load_plan
-from kitbench.rebuild import containers as images
+from kitbench.rebuild import containers as suite_in_image
+from kitbench.rebuild import images
 from kitbench.records import record as records
 from kitbench.suite import data
 
@@ -104,7 +105,7 @@ def _plan_docker(nodes: Sequence[str], per: str, options: SlurmOptions, target: 
                    "KITBENCH_IMAGE": tag, "KITBENCH_IMAGE_ID": image_id, "KITBENCH_BASE_IMAGE_ID": base_id}
     prefix = containers.command(runtime, where, environment, shared_data, results, amd)
     return plan_run(nodes, per, options, target.name, target.sha256, prefix, run_args, {},
-                    record_dir=f"{images.RESULTS_INSIDE}/$SLURM_ARRAY_JOB_ID")
+                    record_dir=f"{suite_in_image.RESULTS_INSIDE}/$SLURM_ARRAY_JOB_ID")
 
 
 def launch(plan: Plan, on_change: Callable[[slurm.TaskState], None], log: Log, *, timeout_s: float | None = None,

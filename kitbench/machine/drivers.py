@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
 from kitbench.machine.versions import parse_capability, parse_cuda, parse_driver
 from kitbench.records import manifest
@@ -53,9 +54,14 @@ class DriverTable:
         return DriverRequirement(cuda=f"{version[0]}.{version[1]}", floor=floor, toolkit=toolkit)
 
 
-@cache
 def load() -> DriverTable:
-    data = manifest.load(manifest.envs_dir() / "drivers.yaml", "drivers").data
+    """The driver table of the envs/ in force now (KITBENCH_ENVS read at each call): read once per folder."""
+    return _load(manifest.envs_dir().resolve())
+
+
+@cache
+def _load(envs: Path) -> DriverTable:
+    data = manifest.load(envs / "drivers.yaml", "drivers").data
     families = tuple(
         (parse_cuda(row["first"]), parse_cuda(row["last"]), {"linux": row["linux"], "windows": row["windows"]})
         for row in data["families"]

@@ -21,7 +21,6 @@ import secrets
 import stat
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
-from functools import cache
 from pathlib import Path
 from typing import Any, cast
 
@@ -362,7 +361,6 @@ def validate(data: dict[str, Any], path: Path | str = "record") -> None:
         raise RecordReadError(f"{path} is nested too deeply to be a kitbench record") from None
 
 
-@cache
 def _validator() -> Callable[[Any], Any]:
     from kitbench.records import schemas
 

@@ -39,9 +39,14 @@ def normalize_root(path: Path) -> Path:
 MAX_RAW_BYTES = 64 * 2**20      # the largest raw MNIST file, train-images-idx3-ubyte, is 47,040,016 bytes
 
 
-@cache
 def expected_checksums() -> dict[str, str]:
-    files: dict[str, str] = manifest.load(manifest.envs_dir() / "mnist.yaml", "mnist").data["files"]
+    """The MNIST digests of the envs/ in force now (KITBENCH_ENVS read at each call): read once per folder."""
+    return _expected_checksums(manifest.envs_dir().resolve())
+
+
+@cache
+def _expected_checksums(envs: Path) -> dict[str, str]:
+    files: dict[str, str] = manifest.load(envs / "mnist.yaml", "mnist").data["files"]
     return files
 
 

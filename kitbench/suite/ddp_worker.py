@@ -27,7 +27,8 @@ from torch.nn.parallel import DistributedDataParallel
 from kitbench import _files
 from kitbench.machine import cpus
 from kitbench.suite import determinism, devices, digests, models
-from kitbench.suite.checks.mnist import _evaluate, _resident_tensors, scaled_lr
+from kitbench.suite.checks.mnist import scaled_lr
+from kitbench.suite.checks.mnist_training import evaluate, resident_tensors
 from kitbench.suite.checks.steps import eager
 
 _KIB = 1024
@@ -64,8 +65,8 @@ def _checksums(model: torch.nn.Module, device: torch.device) -> list[str]:
 
 
 def _train(name: str, args: argparse.Namespace, device: torch.device, rank: int, world: int) -> dict[str, Any]:
-    x, y = _resident_tensors(args.data, True, device, args.limit)
-    test_x, test_y = _resident_tensors(args.data, False, device, None)
+    x, y = resident_tensors(args.data, True, device, args.limit)
+    test_x, test_y = resident_tensors(args.data, False, device, None)
     # One permutation for all ranks (same seed), each rank its strided shard: DistributedSampler's split.
     order = torch.randperm(len(x), generator=torch.Generator().manual_seed(args.seed))[rank::world].to(device)
     torch.manual_seed(args.seed)           # identical initial weights (DDP also broadcasts rank 0's)
@@ -89,7 +90,7 @@ def _train(name: str, args: argparse.Namespace, device: torch.device, rank: int,
     devices.synchronize(device)
     epoch_s = _time_max(time.perf_counter() - start, device)
     trained = (steps - 1) * args.batch_size * world
-    acc, _ = _evaluate(model, test_x, test_y)
+    acc, _ = evaluate(model, test_x, test_y)
     curve = torch.stack([warm, *losses]).float().cpu()
     digests = _checksums(model, device)
     return {"model": name, "world_size": world, "per_rank_batch": args.batch_size,

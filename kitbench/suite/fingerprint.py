@@ -11,7 +11,7 @@ import sysconfig
 from pathlib import Path
 from typing import cast
 
-from kitbench import __version__
+from kitbench import __version__, _proc
 from kitbench.environments.locks import Lock
 from kitbench.machine import cpus
 from kitbench.machine.probe import Probe
@@ -31,13 +31,13 @@ def git_revision() -> str | None:
     if not (repo / ".git").exists():
         return None
     try:
-        rev = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
-                             text=True, timeout=5, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=5, check=True).stdout.strip()
+        rev = _proc.run(["git", "-C", str(repo), "rev-parse", "HEAD"], 5)
+        dirty = _proc.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"], 5)
     except (OSError, subprocess.SubprocessError):
         return None
-    return rev + ("-dirty" if dirty else "")
+    if rev.returncode != 0 or dirty.returncode != 0:
+        return None
+    return rev.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
 def _ram_bytes() -> int | None:

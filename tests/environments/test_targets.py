@@ -216,3 +216,20 @@ def test_an_unresolvable_index_names_the_override(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("KITBENCH_INDEX_URL", "default")
     targets.check_index(targets.get("cpu"), "linux")
     assert asked == ["download.pytorch.org"]       # neither behind the proxy nor with the override
+
+
+def test_each_envs_folder_is_read_for_itself_without_clearing_a_cache(envs_copy: Path, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The targets and the suite's pins are read once per envs/ folder: pointing KITBENCH_ENVS at another
+    folder reads that one, and coming back finds the first as it was read."""
+    first = targets.load_all()
+    other = tmp_path / "other"
+    shutil.copytree(envs_copy, other)
+    (other / "targets" / "xpu.yaml").unlink()
+    suite = other / "suite.yaml"
+    suite.write_text(suite.read_text().replace("  - numpy==2.4.6", "  - numpy==2.4.5"))
+    monkeypatch.setenv("KITBENCH_ENVS", str(other))
+    assert set(targets.load_all()) == set(first) - {"xpu"}
+    assert "numpy==2.4.5" in targets.suite_requirements("3.11")
+    monkeypatch.setenv("KITBENCH_ENVS", str(envs_copy))
+    assert targets.load_all() is first and "numpy==2.4.6" in targets.suite_requirements("3.11")

@@ -194,15 +194,18 @@ def test_dry_run_prints_the_script_and_submits_nothing(slurm_cluster: Path, resu
 def test_dry_run_builds_nothing(slurm_cluster: Path, results: Path, tmp_path: Path,
                                 capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """Neither the venv a run would build with nox, nor the image, nor its OCI bundle."""
+    from kitbench.records import manifest
+
     checkout = tmp_path / "checkout"
     (checkout / "envs").mkdir(parents=True)
+    monkeypatch.setenv("KITBENCH_ENVS", str(manifest.envs_dir()))     # the kit's targets, read from wherever
     monkeypatch.setattr("kitbench.records.manifest.checkout_root", lambda: checkout)
     assert main(["fleet", "run", "cpu", "--dry-run"]) == 0
     captured = capsys.readouterr()
     assert f"{checkout}/.nox/cpu/bin/python -m kitbench run" in captured.out
     assert "dry run: cpu's environment would be built in" in captured.err
     assert not (checkout / ".nox").exists()
-    monkeypatch.setattr("kitbench.rebuild.containers.build", lambda *a, **k: pytest.fail("a dry run built an image"))
+    monkeypatch.setattr("kitbench.rebuild.images.build", lambda *a, **k: pytest.fail("a dry run built an image"))
     for runtime, where in (("oci", f"{results}/bundles/cuda126-<image id>"), ("pyxis", "dockerd://kitbench/cuda126:")):
         assert main(["fleet", "run", "cuda126", "--containers", runtime, "--dry-run"]) == 0
         captured = capsys.readouterr()
@@ -233,11 +236,11 @@ def test_a_docker_target_runs_for_real_through_slurms_oci_support(slurm_cluster:
     monkeypatch.setenv("KITBENCH_BASE_IMAGE", base)
     monkeypatch.setenv("KITBENCH_DOCKER_NETWORK", "host")
     from kitbench.environments import targets
-    from kitbench.rebuild import containers
+    from kitbench.rebuild import images
 
     # Both, as the sibling docker tests ask: the build (all cache) starts from the base image.
     for image, why in ((base, "the build starts from it (.ci/run makes it with debootstrap)"),
-                       (containers.image_tag(targets.get("cuda126")), "a bundle is exported from it")):
+                       (images.image_tag(targets.get("cuda126")), "a bundle is exported from it")):
         try:
             docker.from_env().images.get(image)
         except Exception as exc:

@@ -1,179 +1,20 @@
-"""The container layer: error translation on recorded daemon and CUDA messages,
-build arguments and context, and the failures a real engine can show here."""
+"""The suite run in a target's container (a fake engine: mounts, GPUs, host paths, owners), and the
+failures a real engine can show here, building and running."""
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import io
 import os
 import subprocess
-import tarfile
 from pathlib import Path
 
 import pytest
 
 from kitbench.environments import targets
 from kitbench.errors import ContainerError
-from kitbench.rebuild import containers
+from kitbench.rebuild import containers, engine, images
 
 BASE = os.environ.get("KITBENCH_TEST_BASE_IMAGE", "kitbench-ci/debian:bookworm")
-
-
-def _message(resources: Path, name: str) -> str:
-    return (resources / "docker" / name).read_text()
-
-
-def test_no_gpu_runtime(resources: Path) -> None:
-    error = containers.translate(_message(resources, "no-gpu-runtime.txt"))
-    assert error.message.startswith("Docker has no NVIDIA GPU runtime")
-    assert error.hint and "nvidia-ctk runtime configure" in error.hint and "KITBENCH_GPUS=none" in error.hint
-
-
-@pytest.mark.parametrize(("name", "words"), [
-    ("require-cuda.txt", "too old for this image's CUDA 12.6"),
-    ("error-803.txt", "CUDA error 803"),
-    ("error-804.txt", "CUDA error 804"),
-])
-def test_driver_too_old_names_the_target_that_fits(resources: Path, name: str, words: str) -> None:
-    error = containers.translate(_message(resources, name), target=targets.get("cuda126"))
-    assert words in error.message
-    assert error.hint and "nox -s cuda118 (driver >= 450.80.02)" in error.hint
-
-
-def test_pull_denied_and_daemon_down(resources: Path) -> None:
-    pulled = containers.translate(_message(resources, "pull-denied.txt"), base="nvidia/cuda-typo:1")
-    assert pulled.message == "base image nvidia/cuda-typo:1 is not on this machine and cannot be pulled"
-    down = containers.translate(_message(resources, "daemon-down.txt"))
-    assert down.message == "cannot reach the Docker daemon"
-
-
-def _replay(resources: Path, name: str) -> tuple[list[str], ContainerError]:
-    """A build stream recorded from a real engine (a vfs engine on a small tmpfs), fed
-    through the same loop a real build uses."""
-    import json
-
-    chunks = [json.loads(line) for line in (resources / "docker" / name).read_text().splitlines()]
-    lines: list[str] = []
-    with pytest.raises(ContainerError) as caught:
-        containers.follow_build(chunks, lines.append, target=targets.get("cuda126"), base="t/base:1")
-    return lines, caught.value
-
-
-def test_full_disk_in_a_build_step_is_named_from_the_step_output(resources: Path) -> None:
-    lines, error = _replay(resources, "build-no-space-in-step.jsonl")
-    # One line, reassembled from four chunks, without the builder's colour codes.
-    assert "head: error writing 'standard output': No space left on device" in lines
-    assert not any("\x1b" in line for line in lines)
-    assert error.message == "the Docker engine ran out of disk space"
-    assert error.hint and "docker system prune" in error.hint and "vfs" in error.hint
-
-
-def test_full_disk_refused_by_the_daemon(resources: Path) -> None:
-    lines, error = _replay(resources, "build-no-space-daemon.jsonl")
-    assert lines[-1].startswith("Step 2/3 : RUN python3 -m venv")
-    assert error.message == "the Docker engine ran out of disk space"
-
-
-def test_build_stream_without_error_gives_the_image_id() -> None:
-    chunks = [{"stream": "Step 1/1 : FROM t/base:1"}, {"stream": "\n ---> 10cc57a23fe8\n"},
-              {"aux": {"ID": "sha256:10cc57a23fe8"}}, {"stream": "Successfully built 10cc57a23fe8"}]
-    lines: list[str] = []
-    assert containers.follow_build(chunks, lines.append) == "sha256:10cc57a23fe8"
-    assert lines == ["Step 1/1 : FROM t/base:1", " ---> 10cc57a23fe8", "Successfully built 10cc57a23fe8"]
-
-
-def test_unknown_text_passes_through_as_one_line() -> None:
-    error = containers.translate("something odd\nsecond line")
-    assert error.message == "docker: something odd"
-    # No build log was printed: the hint points at nothing "above".
-    assert error.hint == "that is all docker said; docker info checks the engine"
-    built = containers.translate("something odd", tail=["Step 3/9 : RUN x", "x: not found"])
-    assert built.hint == "see the log above\n  Step 3/9 : RUN x\n  x: not found"
-
-
-def test_build_args_come_from_the_manifest(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("KITBENCH_BASE_IMAGE", raising=False)
-    monkeypatch.delenv("KITBENCH_INDEX_URL", raising=False)
-    monkeypatch.delenv("KITBENCH_PYTORCH_INDEX", raising=False)
-    target = targets.get("cuda118")
-    args = containers.build_args(target)
-    assert args["BASE_IMAGE"] == target.base_image
-    assert "by tag" in str(containers.base_image(target)[1])         # no digest declared: said
-    assert args["TORCH"] == target.torch and args["MANIFEST_SHA256"] == target.sha256
-    # The installer's arguments: PyTorch's index beside PyPI. The target's lock was resolved against a
-    # stand-in of PyTorch's index (PyPI's builds), so against the real one the pins are resolved, said so.
-    assert args["PIP_ARGS"] == ("--extra-index-url https://download.pytorch.org/whl/cu118 "
-                                "-r /build/extra/requirements.txt")
-    assert args["LOCK"] == "" and "stand-in" in args["LOCK_WHY"]
-    # Through a mirror (the override) the lock for its Python 3.10 is installed as it is, hash-checked
-    # (numpy 2.2.6 there: envs/suite.yaml's python table), and the image's records name it.
-    monkeypatch.setenv("KITBENCH_INDEX_URL", "default")
-    install = containers.image_install(target)
-    args = containers.build_args(target, install)
-    assert args["PIP_ARGS"] == "--no-deps --require-hashes -r /build/extra/requirements.txt"
-    assert args["LOCK"] == "/opt/kitbench/envs/locks/pylock.cuda118-linux-x86_64-py3.10.toml"
-    assert any(line.startswith("torch==2.7.1 --hash=sha256:") for line in install.requirements) and install.hashed
-    assert any(line.startswith("numpy==2.2.6 ") for line in install.requirements)
-    # A replaced base with another Python (CI's Debian has 3.11): no lock fits its wheels, so the pins.
-    monkeypatch.setenv("KITBENCH_BASE_IMAGE", "local/base:1")
-    monkeypatch.setenv("KITBENCH_INDEX_URL", "default")
-    install = containers.image_install(target, "3.11")
-    args = containers.build_args(target, install)
-    assert (args["BASE_IMAGE"], args["PIP_ARGS"]) == ("local/base:1", "-r /build/extra/requirements.txt")
-    assert args["LOCK"] == "" and "py3.11" in args["LOCK_WHY"]
-    assert "torch==2.7.1" in install.requirements and not install.hashed
-
-
-def test_the_base_image_is_pulled_by_digest_where_the_target_declares_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("KITBENCH_BASE_IMAGE", raising=False)
-    digest = "sha256:" + "ab" * 32
-    target = dataclasses.replace(targets.get("cuda126"), image_digest=digest)
-    assert containers.base_image(target) == (f"nvidia/cuda:12.6.3-base-ubuntu22.04@{digest}", None)
-    assert containers.build_args(target)["BASE_IMAGE"].endswith(f"@{digest}")
-
-
-def test_an_image_with_a_lock_installs_it_hash_checked(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KITBENCH_INDEX_URL", "default")
-    target = dataclasses.replace(targets.get("cuda126"), name="cpu", python="3.11")    # a target with locks
-    install = containers.image_install(target)
-    assert install.hashed and all(" --hash=sha256:" in line for line in install.requirements)
-    assert containers.build_args(target, install)["PIP_ARGS"] == (
-        "--no-deps --require-hashes -r /build/extra/requirements.txt")
-    members = _members(containers.context_tar(install))
-    assert members["extra/requirements.txt"].decode().splitlines() == install.requirements
-
-
-def _members(buffer: io.BytesIO) -> dict[str, bytes]:
-    with tarfile.open(fileobj=buffer) as tar:
-        return {m.name: (tar.extractfile(m).read() if m.isfile() else b"") for m in tar.getmembers()}  # type: ignore[union-attr]
-
-
-def test_context_holds_only_what_the_image_needs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.delenv("KITBENCH_CA_BUNDLE", raising=False)
-    members = _members(containers.context_tar())
-    assert {"docker/Dockerfile", "app/pyproject.toml", "app/envs/targets/cuda126.yaml",
-            "app/kitbench/__main__.py"} <= set(members)
-    assert not any(name.startswith(("app/tests", "app/.git", "app/results", "app/.nox", "app/docker"))
-                   for name in members)
-    assert members["extra/ca-bundle.crt"] == b""
-    bundle = tmp_path / "ca.pem"
-    bundle.write_bytes(b"-----BEGIN CERTIFICATE-----\n")
-    monkeypatch.setenv("KITBENCH_CA_BUNDLE", str(bundle))
-    assert _members(containers.context_tar())["extra/ca-bundle.crt"] == bundle.read_bytes()
-
-
-def test_unreadable_ca_bundle(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KITBENCH_CA_BUNDLE", "/nonexistent/ca.pem")
-    with pytest.raises(ContainerError, match=r"KITBENCH_CA_BUNDLE=/nonexistent/ca\.pem cannot be read"):
-        containers.context_tar()
-
-
-def test_stopped_daemon_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
-    with pytest.raises(ContainerError) as caught:
-        containers.build(targets.get("cuda126"), log=lambda line: None)
-    assert caught.value.message == "cannot reach the Docker daemon"
 
 
 def _engine() -> None:
@@ -195,7 +36,7 @@ def test_real_engine_unknown_base_image(monkeypatch: pytest.MonkeyPatch) -> None
     _engine()
     monkeypatch.setenv("KITBENCH_BASE_IMAGE", "kitbench-test/no-such-image:0")
     with pytest.raises(ContainerError) as caught:
-        containers.build(targets.get("cuda126"), log=lambda line: None)
+        images.build(targets.get("cuda126"), log=lambda line: None)
     assert caught.value.message == ("base image kitbench-test/no-such-image:0 is not on this machine "
                                     "and cannot be pulled")
 
@@ -209,7 +50,7 @@ def test_real_engine_failing_build_step_names_step_and_log(monkeypatch: pytest.M
     monkeypatch.setenv("KITBENCH_INDEX_URL", "http://127.0.0.1:9/simple")   # nothing listens: pip fails
     monkeypatch.setenv("KITBENCH_DOCKER_NETWORK", "host")
     with pytest.raises(ContainerError) as caught:
-        containers.build(targets.get("cuda126"), log=lambda line: None)
+        images.build(targets.get("cuda126"), log=lambda line: None)
     assert caught.value.message.startswith("build step failed (exit 1): Step ")
     assert "RUN set -e" in caught.value.message
     assert caught.value.hint and "last lines of the build log" in caught.value.hint
@@ -225,7 +66,7 @@ def test_real_engine_without_gpu_runtime_says_so_and_leaves_nothing(monkeypatch:
     if "nvidia" in client.info().get("Runtimes", {}):
         pytest.skip("this engine has the NVIDIA runtime, so a GPU request is not refused")
     target = targets.get("cuda126")
-    tag = containers.image_tag(target)
+    tag = images.image_tag(target)
     if not _has_image(tag):
         pytest.skip(f"image {tag} not built here (.ci/run builds it with nox -s cuda126)")
     monkeypatch.delenv("KITBENCH_GPUS", raising=False)
@@ -233,7 +74,7 @@ def test_real_engine_without_gpu_runtime_says_so_and_leaves_nothing(monkeypatch:
     monkeypatch.setenv("KITBENCH_DOCKER_NETWORK", "host")
     before = len(client.containers.list(all=True))
     image = client.images.get(tag)
-    result = containers.BuildResult(tag, image.id, "(test)", 0)
+    result = images.BuildResult(tag, image.id, "(test)", 0)
     with pytest.raises(ContainerError) as caught:
         containers.run(target, result, ["--check", "availability"], log=lambda line: None)
     assert caught.value.message.startswith("Docker has no NVIDIA GPU runtime")
@@ -245,7 +86,7 @@ def test_built_image_keeps_no_ca_bundle_and_runs_as_non_root() -> None:
     _engine()
     import docker
 
-    tag = containers.image_tag(targets.get("cuda126"))
+    tag = images.image_tag(targets.get("cuda126"))
     if not _has_image(tag):
         pytest.skip(f"image {tag} not built here (.ci/run builds it with nox -s cuda126)")
     image = docker.from_env().images.get(tag)
@@ -266,7 +107,7 @@ def test_real_engine_build_without_name_resolution_names_the_network_setting(mon
     monkeypatch.setenv("KITBENCH_INDEX_URL", "https://pypi.org/simple")
     monkeypatch.setenv("KITBENCH_DOCKER_NETWORK", "none")      # no DNS inside the build
     with pytest.raises(ContainerError) as caught:
-        containers.build(targets.get("cuda126"), log=lambda line: None)
+        images.build(targets.get("cuda126"), log=lambda line: None)
     assert caught.value.message.startswith("a build step could not reach the network (name resolution failed)")
     assert caught.value.hint and "KITBENCH_DOCKER_NETWORK=host" in caught.value.hint
 
@@ -286,10 +127,10 @@ def test_real_engine_base_that_already_has_uid_1000_builds() -> None:
     dockerfile = f"FROM {BASE}\nRUN useradd --create-home --uid 1000 ubuntu\n".encode()
     client.images.build(fileobj=io.BytesIO(dockerfile), tag=taken, network_mode="none", rm=True)
     try:
-        chunks = client.api.build(fileobj=containers.context_tar(), custom_context=True,
+        chunks = client.api.build(fileobj=images.context_tar(), custom_context=True,
                                   dockerfile="docker/Dockerfile", target="runtime", buildargs={"BASE_IMAGE": taken},
                                   network_mode="none", decode=True, rm=True, forcerm=True, tag="kitbench-test/rt:1")
-        image_id = containers.follow_build(chunks, lambda line: None, target=targets.get("cuda126"), base=taken)
+        image_id = images.follow_build(chunks, lambda line: None, target=targets.get("cuda126"), base=taken)
         users = client.containers.run(image_id, ["getent", "passwd", "1000"], entrypoint=[], remove=True,
                                       network_mode="none")
         assert users.decode().startswith("ubuntu:")
@@ -340,32 +181,32 @@ class _FakeEngine:
 def _fake_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, run_args: list[str],
               output: bytes = b"status: ok; record: /results/cuda126/2026-01-01T000000Z-ab12.json\n",
               target: str = "cuda126", gpus: str = "none") -> tuple[_FakeEngine, list[str]]:
-    engine = _FakeEngine(output)
-    monkeypatch.setattr(containers, "_client", lambda: engine)
+    fake = _FakeEngine(output)
+    monkeypatch.setattr(engine, "client", lambda: fake)
     monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("KITBENCH_GPUS", gpus)
     lines: list[str] = []
-    result = containers.BuildResult(f"kitbench/{target}:abc", "sha256:abc", "base", 0)
+    result = images.BuildResult(f"kitbench/{target}:abc", "sha256:abc", "base", 0)
     assert containers.run(targets.get(target), result, run_args, lines.append) == 0
-    assert engine.container.removed
-    return engine, lines
+    assert fake.container.removed
+    return fake, lines
 
 
-def _mounts(engine: _FakeEngine) -> dict[str, tuple[str, bool]]:
-    return {m["Target"]: (m["Source"], m["ReadOnly"]) for m in engine.created["mounts"]}  # type: ignore[attr-defined]
+def _mounts(fake: _FakeEngine) -> dict[str, tuple[str, bool]]:
+    return {m["Target"]: (m["Source"], m["ReadOnly"]) for m in fake.created["mounts"]}  # type: ignore[attr-defined]
 
 
 def test_first_run_without_mnist_mounts_a_writable_host_folder_and_prints_host_paths(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     fresh = tmp_path / "cache" / "kitbench" / "data"
     monkeypatch.setenv("KITBENCH_DATA", str(fresh))
-    engine, lines = _fake_run(monkeypatch, tmp_path, ["--quick"])
+    fake, lines = _fake_run(monkeypatch, tmp_path, ["--quick"])
     # The image's user cannot create /data: the host folder exists and is mounted writable for the download.
     assert fresh.is_dir()
-    assert _mounts(engine)["/data"] == (str(fresh.resolve()), False)
-    assert _mounts(engine)["/results/cuda126"] == (str((tmp_path / "results" / "cuda126").resolve()), False)
+    assert _mounts(fake)["/data"] == (str(fresh.resolve()), False)
+    assert _mounts(fake)["/results/cuda126"] == (str((tmp_path / "results" / "cuda126").resolve()), False)
     assert lines == [f"status: ok; record: {(tmp_path / 'results').resolve()}/cuda126/2026-01-01T000000Z-ab12.json"]
-    assert engine.created["command"] == ["run", "--quick"]
+    assert fake.created["command"] == ["run", "--quick"]
 
 
 def test_gpus_nvidia_by_device_request_amd_by_device_nodes_none_without(
@@ -373,19 +214,19 @@ def test_gpus_nvidia_by_device_request_amd_by_device_nodes_none_without(
     from docker.types import DeviceRequest
 
     monkeypatch.setenv("KITBENCH_DATA", str(tiny_mnist))
-    engine, _ = _fake_run(monkeypatch, tmp_path, ["--quick"], gpus="all")
-    assert engine.created["device_requests"] == [DeviceRequest(count=-1, capabilities=[["gpu"]])]
-    assert "devices" not in engine.created and "group_add" not in engine.created
-    assert engine.created["command"] == ["run", "--device", "cuda", "--quick"]
+    fake, _ = _fake_run(monkeypatch, tmp_path, ["--quick"], gpus="all")
+    assert fake.created["device_requests"] == [DeviceRequest(count=-1, capabilities=[["gpu"]])]
+    assert "devices" not in fake.created and "group_add" not in fake.created
+    assert fake.created["command"] == ["run", "--device", "cuda", "--quick"]
     # ROCm's docs: --device=/dev/kfd --device=/dev/dri --group-add video, never NVIDIA's request.
-    engine, _ = _fake_run(monkeypatch, tmp_path, ["--quick"], target="rocm64", gpus="all")
-    assert engine.created["devices"] == ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"]
-    assert "group_add" in engine.created and "device_requests" not in engine.created
-    assert engine.created["command"] == ["run", "--device", "cuda", "--quick"]    # HIP's GPUs are cuda devices
+    fake, _ = _fake_run(monkeypatch, tmp_path, ["--quick"], target="rocm64", gpus="all")
+    assert fake.created["devices"] == ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"]
+    assert "group_add" in fake.created and "device_requests" not in fake.created
+    assert fake.created["command"] == ["run", "--device", "cuda", "--quick"]    # HIP's GPUs are cuda devices
     for target in ("rocm64", "cuda126"):
-        engine, _ = _fake_run(monkeypatch, tmp_path, ["--quick"], target=target)
-        assert not {"devices", "group_add", "device_requests"} & set(engine.created)
-        assert engine.created["command"] == ["run", "--quick"]
+        fake, _ = _fake_run(monkeypatch, tmp_path, ["--quick"], target=target)
+        assert not {"devices", "group_add", "device_requests"} & set(fake.created)
+        assert fake.created["command"] == ["run", "--quick"]
 
 
 def test_amd_groups_are_the_ids_owning_the_hosts_device_nodes(monkeypatch: pytest.MonkeyPatch,
@@ -401,32 +242,25 @@ def test_amd_groups_are_the_ids_owning_the_hosts_device_nodes(monkeypatch: pytes
     assert containers.gpu_options(rocm, dict, dev=tmp_path)["group_add"] == [str(os.stat(os.devnull).st_gid)]
 
 
-def test_amd_device_missing_on_the_host() -> None:
-    error = containers.translate('Error response from daemon: error gathering device information while adding '
-                                 'custom device "/dev/kfd": no such file or directory')
-    assert error.message.startswith("this host has no /dev/kfd: the amdgpu kernel driver is not loaded")
-    assert error.hint and "KITBENCH_GPUS=none" in error.hint
-
-
 def test_data_after_the_separator_is_the_host_folder_mounted_read_only(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tiny_mnist: Path) -> None:
     monkeypatch.setenv("KITBENCH_DATA", str(tmp_path / "elsewhere"))
-    engine, _ = _fake_run(monkeypatch, tmp_path, ["--data", str(tiny_mnist / "MNIST" / "raw"), "--offline"])
-    assert _mounts(engine)["/data"] == (str(tiny_mnist.resolve()), True)
-    assert engine.created["command"] == ["run", "--offline"]      # inside, KITBENCH_DATA names the mount
+    fake, _ = _fake_run(monkeypatch, tmp_path, ["--data", str(tiny_mnist / "MNIST" / "raw"), "--offline"])
+    assert _mounts(fake)["/data"] == (str(tiny_mnist.resolve()), True)
+    assert fake.created["command"] == ["run", "--offline"]      # inside, KITBENCH_DATA names the mount
     assert not (tmp_path / "elsewhere").exists()
 
 
 def test_offline_without_mnist_stops_before_the_container(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from kitbench.errors import DataError
 
-    engine = _FakeEngine(b"")
-    monkeypatch.setattr(containers, "_client", lambda: engine)
+    fake = _FakeEngine(b"")
+    monkeypatch.setattr(engine, "client", lambda: fake)
     monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path / "results"))
-    result = containers.BuildResult("kitbench/cuda126:abc", "sha256:abc", "base", 0)
+    result = images.BuildResult("kitbench/cuda126:abc", "sha256:abc", "base", 0)
     with pytest.raises(DataError, match="--offline forbids a download"):
         containers.run(targets.get("cuda126"), result, [f"--data={tmp_path / 'none'}", "--offline"], print)
-    assert engine.created == {}
+    assert fake.created == {}
 
 
 def test_host_paths_replace_mount_points_only() -> None:
@@ -436,71 +270,13 @@ def test_host_paths_replace_mount_points_only() -> None:
     assert containers.host_paths("see /srv/results/x and /database", mounts) == "see /srv/results/x and /database"
 
 
-def test_the_checkouts_docker_folder_is_not_taken_for_the_sdk(monkeypatch: pytest.MonkeyPatch,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
-    """Without the SDK, `import docker` from the checkout root finds docker/ as a namespace package."""
-    import importlib
-    import sys
-
-    from kitbench._cli import main
-
-    repo = Path(__file__).resolve().parents[2]
-    for name in [n for n in sys.modules if n == "docker" or n.startswith("docker.")]:
-        monkeypatch.delitem(sys.modules, name)
-    stdlib = [p for p in sys.path if "site-packages" not in p and Path(p or ".").resolve() != repo]
-    monkeypatch.setattr(sys, "path", [str(repo), *stdlib])
-    importlib.invalidate_caches()
-    namespace = importlib.import_module("docker")
-    assert namespace.__file__ is None and list(namespace.__path__) == [str(repo / "docker")]
-    assert main(["container", "cuda126", "--build-only"]) == 1
-    err = capsys.readouterr().err.splitlines()
-    assert err[0] == "ERROR: building and running images needs docker, which is not installed in this Python"
-    assert err[1] == f"hint: pip install 'kitbench[docker]' (`import docker` found the folder {repo / 'docker'})"
-
-
-def test_a_silent_build_step_still_logs_a_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A wheel downloading inside a RUN step prints nothing; the build log must not go quiet."""
-    import time
-
-    import docker
-
-    from kitbench import heartbeat
-
-    class Images:
-        def get(self, name: str) -> object:
-            if name == "sha256:10cc":
-                return type("Image", (), {"id": "sha256:10cc", "attrs": {"Size": 1, "Architecture": "amd64"}})()
-            raise docker.errors.ImageNotFound("none yet")
-
-    class Api:
-        def build(self, **options: object) -> object:
-            yield {"stream": "Step 10/23 : RUN pip install torch\n"}
-            time.sleep(0.5)         # pip downloading 900 MB, silently
-            yield {"aux": {"ID": "sha256:10cc"}}
-
-    engine = type("Engine", (), {"images": Images(), "api": Api()})()
-    monkeypatch.setattr(containers, "_client", lambda: engine)
-    monkeypatch.setattr(heartbeat, "EVERY_S", 0.15)
-    monkeypatch.setenv("KITBENCH_BASE_IMAGE", "t/base:1")
-    lines: list[str] = []
-    result = containers.build(targets.get("cuda126"), lines.append)
-    assert (result.image_id, result.arch) == ("sha256:10cc", "amd64")
-    said = lines.pop(0)             # what the image installs, first
-    # The fake engine runs no container to ask the base's Python: the target's 3.10 and its lock, then.
-    assert said.startswith("cuda126: pylock.cuda126-linux-") and "hash-checked" in said
-    assert lines[0] == "Step 10/23 : RUN pip install torch"
-    assert len(lines) >= 2 and all(
-        line.startswith(f"... building {result.tag}: still at Step 10/23 : RUN pip install torch after ")
-        for line in lines[1:])
-
-
 def test_a_container_run_where_there_are_no_uids(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                  tiny_mnist: Path) -> None:
     """Docker Desktop on Windows: no os.getuid/getgid/chown, and no user to map."""
     for name in ("getuid", "getgid", "chown"):
         monkeypatch.delattr(os, name, raising=False)
-    engine, _ = _fake_run(monkeypatch, tmp_path, ["--data", str(tiny_mnist)])
-    assert engine.created["user"] is None
+    fake, _ = _fake_run(monkeypatch, tmp_path, ["--data", str(tiny_mnist)])
+    assert fake.created["user"] is None
 
 
 def test_a_container_run_as_root_changes_no_owner(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -512,9 +288,9 @@ def test_a_container_run_as_root_changes_no_owner(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(os, "chown", lambda *args, **kwargs: chowned.append(args))
     theirs = tmp_path / "theirs"
     theirs.mkdir()
-    engine, _ = _fake_run(monkeypatch, tmp_path, ["--data", str(theirs)])
-    assert engine.created["user"] == "0:0"
-    assert _mounts(engine)["/data"] == (str(theirs.resolve()), False)
+    fake, _ = _fake_run(monkeypatch, tmp_path, ["--data", str(theirs)])
+    assert fake.created["user"] == "0:0"
+    assert _mounts(fake)["/data"] == (str(theirs.resolve()), False)
     assert chowned == []
 
 
@@ -525,6 +301,6 @@ def test_offline_without_mnist_is_refused_before_the_build(monkeypatch: pytest.M
     def no_build(*args: object, **options: object) -> None:
         raise AssertionError("built")
 
-    monkeypatch.setattr(containers, "build", no_build)
+    monkeypatch.setattr(images, "build", no_build)
     assert main(["container", "cuda126", "--", "--offline", "--data", str(tmp_path / "nowhere")]) == 1
     assert capsys.readouterr().err.startswith(f"ERROR: no MNIST at {tmp_path / 'nowhere'} (4 of 4 raw files missing)")

@@ -21,7 +21,7 @@ from kitbench.environments import locks
 from kitbench.errors import ReplayError
 from kitbench.machine.probe import probe
 from kitbench.reading import envdiff, verify
-from kitbench.rebuild import replay
+from kitbench.rebuild import planning, replay
 from kitbench.records import record as records
 from kitbench.suite.data import default_root
 
@@ -68,10 +68,10 @@ def test_a_cpu_record_is_replayed_for_real(cpu_record: Path, tmp_path: Path, mon
     versions = {p["name"]: p["version"] for p in new["environment"].get("packages", [])}
     assert all(versions.get(p["name"]) == p["version"] for p in old["environment"].get("packages", [])
                if p["name"] != "kitbench")
-    assert [e.name for e in (tmp_path / "cache").iterdir()] == [replay.plan(cpu_record, probe()).key]
+    assert [e.name for e in (tmp_path / "cache").iterdir()] == [planning.plan(cpu_record, probe()).key]
     # The same plan again: the cached environment, nothing rebuilt.
     said: list[str] = []
-    python = replay.build(replay.plan(cpu_record, probe()), said.append, tmp_path / "cache")
+    python = replay.build(planning.plan(cpu_record, probe()), said.append, tmp_path / "cache")
     assert python.is_file() and said == [f"reusing {python.parent.parent}"]
 
 
@@ -170,14 +170,14 @@ def test_out_naming_a_directory_puts_the_record_inside_it_or_is_refused(tmp_path
 
 def test_a_mac_record_is_planned_for_this_platform_and_says_so(cpu_record: Path, tmp_path: Path) -> None:
     mac = _edited(cpu_record, tmp_path / "mac.json", os="macos", arch="arm64", torch="2.14.1")
-    plan = replay.plan(mac, probe())
+    plan = planning.plan(mac, probe())
     assert not plan.exact and plan.requirements[:2] == ["torch==2.14.1", "torchvision==0.29.1"]
     said = "platforms differ: the record ran on macos-arm64, this is linux-x86_64"
     assert any(n.startswith(said) for n in plan.notes)
 
 
 def test_a_v1_record_is_planned_from_its_torch_and_the_targets_pins() -> None:
-    plan = replay.plan(OLD_RECORDS[0], probe())
+    plan = planning.plan(OLD_RECORDS[0], probe())
     assert plan.record["schema"] == "kitbench.run/1"
     assert plan.requirements[:2] == ["torch==2.14.1", "torchvision==0.29.1"] and not plan.exact
     assert "numpy==2.4.6" in plan.requirements          # the suite's pin stands in for what /1 does not name
@@ -210,7 +210,7 @@ def test_the_replayed_run_gets_this_kitbench_and_nothing_else_of_the_callers(
 
     monkeypatch.setattr(_proc, "run", fake_run)
     with pytest.raises(ReplayError, match="wrote no record"):
-        replay.run(replay.plan(cpu_record, probe()), Path(sys.executable), tmp_path / "new.json", lambda line: None)
+        replay.run(planning.plan(cpu_record, probe()), Path(sys.executable), tmp_path / "new.json", lambda line: None)
     assert seen["entries"] == ["kitbench"] and seen["package"] == REPO / "kitbench"
     assert not seen["folder"].exists()          # gone with the run
 
@@ -231,7 +231,7 @@ def _fake_uv(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
 
 def test_the_build_installs_into_the_venvs_own_interpreter_on_windows(
         cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    chosen = replay.plan(cpu_record, probe())
+    chosen = planning.plan(cpu_record, probe())
     calls = _fake_uv(monkeypatch)
     monkeypatch.setattr(sys, "platform", "win32")
     python = replay.build(chosen, lambda line: None, tmp_path)
@@ -257,7 +257,7 @@ def test_the_recorded_set_installs_from_any_layout_of_indexes_hash_checked(
         package.setdefault("hashes", ["sha256:" + "0" * 64])
     hashed = tmp_path / "hashed.json"
     hashed.write_text(json.dumps(data))
-    chosen = replay.plan(hashed, probe())
+    chosen = planning.plan(hashed, probe())
     calls = _fake_uv(monkeypatch)
     replay.build(chosen, lambda line: None, tmp_path / "cache")
     install = calls[1]
@@ -281,7 +281,7 @@ def _with_argv(source: Path, dest: Path, argv: list[str]) -> Path:
 ])
 def test_out_force_and_json_are_dropped_however_abbreviated(argv: list[str], tmp_path: Path) -> None:
     """kitbench run's own parser finds them: an abbreviation argparse accepts must not reach the rerun."""
-    chosen = replay.plan(_with_argv(OLD_RECORDS[0], tmp_path / "r.json", argv), probe())
+    chosen = planning.plan(_with_argv(OLD_RECORDS[0], tmp_path / "r.json", argv), probe())
     assert chosen.run_args == ["--check", "mnist", "--quick"]
 
 
@@ -352,7 +352,7 @@ def test_the_replayed_run_streams_its_progress_escaped_and_stops_with_everything
     monkeypatch.setattr(replay, "_run_limit", lambda record: 2.0)
     said: list[str] = []
     with pytest.raises(ReplayError, match="did not finish within 2 s"):
-        replay.run(replay.plan(cpu_record, probe()), python, tmp_path / "new.json", said.append)
+        replay.run(planning.plan(cpu_record, probe()), python, tmp_path / "new.json", said.append)
     assert said[1] == "mnist: epoch 1 \\x1b]0;title\\x07"
     assert (tmp_path / "term").read_text() == "term\n"
     assert not _alive(int((tmp_path / "child").read_text()))
@@ -447,7 +447,7 @@ def test_a_container_record_is_replayed_in_its_own_image(container_record: tuple
     assert f"reproduced ({out})" in captured.out and "replay: reusing the recorded image kitbench/cuda126:" \
         in captured.err
     new, old = records.read(out), records.read(source)
-    assert new["replay_of"] == {"path": str(source), "sha256": replay.plan(source, probe()).sha256}
+    assert new["replay_of"] == {"path": str(source), "sha256": planning.plan(source, probe()).sha256}
     assert new["environment"]["image_id"] == old["environment"]["image_id"]
     # What was measured is the same; where MNIST came from (and whether a download was allowed) is this user's.
     assert {k: v for k, v in new["options"].items() if k != "offline"} == \
@@ -479,11 +479,11 @@ def test_a_container_record_that_cannot_be_rebuilt_is_refused_before_docker(
         cpu_record: Path, edits: dict[str, str], words: str, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     from kitbench.environments import targets
-    from kitbench.rebuild import containers
+    from kitbench.rebuild import images
 
     cuda = targets.get("cuda126")
     record = _edited(cpu_record, tmp_path / "c.json", **{
-        "target": "cuda126", "image": containers.image_tag(cuda), "image_id": "sha256:" + "1" * 64,
+        "target": "cuda126", "image": images.image_tag(cuda), "image_id": "sha256:" + "1" * 64,
         "torch": cuda.torch, "torchvision": cuda.torchvision, **edits})
     assert _cli.main(["replay", str(record)]) == 2
     assert words in capsys.readouterr().err.splitlines()[0]
@@ -555,15 +555,15 @@ def test_only_options_that_change_what_is_measured_are_taken(tmp_path: Path) -> 
     argv = ["run", "--check", "mnist", "--data", "/elsewhere", "--offline", "--json", "--check", "ddp",
             "--nnodes", "2", "--rdzv-endpoint", "10.0.0.1:29400", "--nproc", "2", "--seed", "7", "--quick",
             "--batch-size", "16,64", "--lr", "0.05", "--deterministic", "--out", "/x.json", "--force"]
-    chosen = replay.plan(_with_argv(OLD_RECORDS[0], tmp_path / "r.json", argv), probe())
+    chosen = planning.plan(_with_argv(OLD_RECORDS[0], tmp_path / "r.json", argv), probe())
     assert chosen.run_args == ["--check", "mnist", "--check", "ddp", "--quick", "--batch-size", "16,64",
                                "--seed", "7", "--lr", "0.05", "--deterministic", "--nproc", "2"]
     assert any("DDP is replayed standalone" in note and "--rdzv-endpoint" in note for note in chosen.notes)
     assert chosen.data is not None      # this user's MNIST, given with --offline, where the run trains
-    moves = replay.plan(_with_argv(OLD_RECORDS[0], tmp_path / "m.json", ["run", "--check", "moves"]), probe())
+    moves = planning.plan(_with_argv(OLD_RECORDS[0], tmp_path / "m.json", ["run", "--check", "moves"]), probe())
     assert moves.run_args == ["--check", "moves"] and moves.data is None     # run refuses --data without MNIST
     with pytest.raises(ReplayError, match="names the device"):
-        replay.plan(_with_argv(OLD_RECORDS[0], tmp_path / "d.json", ["run", "--device", "cuda\n--data=/x"]), probe())
+        planning.plan(_with_argv(OLD_RECORDS[0], tmp_path / "d.json", ["run", "--device", "cuda\n--data=/x"]), probe())
 
 
 def test_a_record_without_mnist_runs_is_refused_before_a_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -597,7 +597,7 @@ def test_missing_mnist_or_an_unusable_cache_is_cannot_rebuild_never_a_verdict(
 
 
 def test_a_refusal_of_verify_or_a_failed_rerun_is_exit_2_never_reproduced(cpu_record: Path, tmp_path: Path) -> None:
-    chosen = replay.plan(cpu_record, probe())
+    chosen = planning.plan(cpu_record, probe())
     twice = json.loads(cpu_record.read_text())
     twice["checks"]["mnist"]["runs"].append(twice["checks"]["mnist"]["runs"][0])
     with pytest.raises(ReplayError, match="cannot be compared with the record: the candidate holds two MNIST runs"

@@ -21,21 +21,21 @@ from kitbench.suite import runner as suite
 
 pytest.importorskip("torch")
 
-from kitbench.suite.checks import availability, base, ddp, mnist, moves
+from kitbench.suite.checks import availability, base, ddp, mnist_results, moves
 
 # (writer, reader, exact): exact pairs are the whole object in both; the others are check results
 # whose reader declares the part the schema does (the schema leaves the rest open).
 PAIRS: list[tuple[type[typing.Any], typing.Any, bool]] = [
-    (mnist.MnistRun, _types.MnistRun, True),
+    (mnist_results.MnistRun, _types.MnistRun, True),
     (moves.Transfer, _types.Transfer, True),
-    (mnist.Crossover, _types.Crossover, True),
+    (mnist_results.Crossover, _types.Crossover, True),
     (ddp.ScalingRow, _types.DdpScaling, False),
     (ddp.BusRow, _types.DdpBus, False),
     (ddp.BackendRun, _types.DdpRun, False),
     (base.CheckResult, _types.Check, False),
     (availability.AvailabilityResult, _types.Check, False),
     (moves.MovesResult, _types.MovesCheck, False),
-    (mnist.MnistResult, _types.MnistCheck, False),
+    (mnist_results.MnistResult, _types.MnistCheck, False),
     (ddp.DdpResult, _types.DdpCheck, False),
 ]
 _READER_OF = {writer: reader for writer, reader, _ in PAIRS if reader is not _types.Check}
@@ -122,5 +122,5 @@ def test_the_comparison_refuses_what_it_should() -> None:
     assert _mismatch(int, int | None, "x") is not None
     assert _mismatch(str, typing.Literal["a"], "x") is not None
     assert _mismatch(int, float, "x") is not None
-    assert _mismatch(mnist.MnistRun, _types.Transfer, "x") is not None
-    assert _mismatch(list[mnist.MnistRun], list[_types.MnistRun], "x") is None
+    assert _mismatch(mnist_results.MnistRun, _types.Transfer, "x") is not None
+    assert _mismatch(list[mnist_results.MnistRun], list[_types.MnistRun], "x") is None

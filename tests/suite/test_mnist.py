@@ -8,7 +8,8 @@ import pytest
 
 from kitbench.suite import runner as suite
 from kitbench.suite.checks.base import Options
-from kitbench.suite.checks.mnist import Crossover, MnistResult, MnistRun, SweepRow, _crossover, _summary, scaled_lr
+from kitbench.suite.checks.mnist import _crossover, _summary, scaled_lr
+from kitbench.suite.checks.mnist_results import Crossover, MnistResult, MnistRun, SweepRow
 
 pytest.importorskip("torch")
 

@@ -29,9 +29,14 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kitbench"
 
 
-@cache
 def validator(name: str) -> Callable[[Any], Any]:
-    """The validator of ``<name>.schema.json``; it raises fastjsonschema's JsonSchemaValueException."""
+    """The validator of ``<name>.schema.json``; it raises fastjsonschema's JsonSchemaValueException.
+    Made once per schema and cache folder (KITBENCH_CACHE read at each call)."""
+    return _validator(name, cache_dir())
+
+
+@cache
+def _validator(name: str, folder: Path) -> Callable[[Any], Any]:
     import importlib.util
     from importlib import resources
 
@@ -40,7 +45,7 @@ def validator(name: str) -> Callable[[Any], Any]:
     text = resources.files(__name__).joinpath(f"{name}.schema.json").read_text()
     key = hashlib.sha256(f"{fastjsonschema.VERSION}\0{text}".encode()).hexdigest()[:16]
     module = f"kitbench_validator_{name.replace('-', '_')}_{key}"
-    path = cache_dir() / "validators" / f"{module}.py"
+    path = folder / "validators" / f"{module}.py"
     try:
         if not path.is_file():
             write_atomically(path, fastjsonschema.compile_to_code(json.loads(text)).encode())

@@ -165,8 +165,7 @@ def _stop(proc: subprocess.Popen[bytes], marker: str) -> None:
         # Windows has no process groups to signal: taskkill /T ends the launcher's whole tree.
         if proc.poll() is None:
             with contextlib.suppress(OSError, subprocess.SubprocessError):
-                subprocess.run(["taskkill", "/T", "/F", "/PID", str(proc.pid)], capture_output=True, timeout=30,
-                               check=False)
+                _proc.run(["taskkill", "/T", "/F", "/PID", str(proc.pid)], 30)
             with contextlib.suppress(OSError):
                 proc.kill()
         proc.wait()
@@ -294,11 +293,12 @@ def _xccl_gpus() -> int:
 def _dataparallel(ctx: Context, count: int) -> list[dict[str, Any]]:
     """The seed's method beside today's: one process driving every GPU with nn.DataParallel."""
     from kitbench.suite import models
-    from kitbench.suite.checks.mnist import _resident_tensors, scaled_lr
+    from kitbench.suite.checks.mnist import scaled_lr
+    from kitbench.suite.checks.mnist_training import resident_tensors
 
     assert ctx.data_root is not None
     rows = []
-    x, y = _resident_tensors(ctx.data_root, True, torch.device("cuda", 0), ctx.options.train_limit)
+    x, y = resident_tensors(ctx.data_root, True, torch.device("cuda", 0), ctx.options.train_limit)
     for name in ctx.options.models:
         torch.manual_seed(ctx.options.seed)
         model = torch.nn.DataParallel(models.build(name).cuda(0), device_ids=list(range(count)))
