@@ -56,16 +56,15 @@ def mnist_root() -> Path:
 def envs_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A private copy of envs/ that KITBENCH_ENVS points the kit at."""
     from kitbench.environments import targets
-    from kitbench.machine import drivers
     from kitbench.suite import data
 
     copy = tmp_path / "envs"
     shutil.copytree(REPO / "envs", copy)
     monkeypatch.setenv("KITBENCH_ENVS", str(copy))
-    for cached in (data.expected_checksums, drivers.load, targets.load_all, targets.suite_requirements):
+    for cached in (data.expected_checksums, targets.load_all, targets.suite_requirements):
         cached.cache_clear()
     yield copy
-    for cached in (data.expected_checksums, drivers.load, targets.load_all, targets.suite_requirements):
+    for cached in (data.expected_checksums, targets.load_all, targets.suite_requirements):
         cached.cache_clear()
 
 

@@ -16,6 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from kitbench import _files
 from kitbench.advice import facts, vendors, wheels
 from kitbench.errors import ManifestError, SelectionError, UsageError
 from kitbench.machine import drivers
@@ -83,20 +84,28 @@ class Selection:
     facts: dict[str, Any] = field(default_factory=dict)
 
 
+def _pytorch() -> _files.Stamp:
+    return _files.stamp(manifest.envs_dir() / "pytorch.yaml")
+
+
 @cache
-def _pytorch() -> dict[str, Any]:
-    data: dict[str, Any] = manifest.load(manifest.envs_dir() / "pytorch.yaml", "pytorch").data
+def _pytorch_data(source: _files.Stamp) -> dict[str, Any]:
+    data: dict[str, Any] = manifest.load(Path(source[0]), "pytorch").data
     return data
 
 
 def index_pattern() -> str:
-    pattern: str = _pytorch()["index"]
+    pattern: str = _pytorch_data(_pytorch())["index"]
     return pattern
 
 
-@cache
 def nightly() -> Release:
-    data = _pytorch()["nightly"]
+    return _nightly(_pytorch())
+
+
+@cache
+def _nightly(source: _files.Stamp) -> Release:
+    data = _pytorch_data(source)["nightly"]
     why = (f"nightly builds change daily; this is their Start Locally matrix as of {data['as_of']} "
            f"(torch {data['version']} then), from {data['source']}")
     return Release(version="nightly", torchvision="", torchaudio=None, wheels=tuple(data["wheels"]), conda=(),
@@ -124,9 +133,14 @@ def _series_key(path: Path) -> tuple[int, ...]:
     return version_tuple(path.stem)
 
 
-@cache
 def _series(path: Path) -> tuple[Release, ...]:
     """One series' releases, oldest first. install-cmd reads only the series its answer needs."""
+    return _series_read(_files.stamp(path))
+
+
+@cache
+def _series_read(source: _files.Stamp) -> tuple[Release, ...]:
+    path = Path(source[0])
     data = manifest.load(path, "release").data
     if data["series"] != path.stem:
         raise ManifestError(path, f"series {data['series']!r} in a file named {path.name}",

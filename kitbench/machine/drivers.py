@@ -1,10 +1,13 @@
-"""NVIDIA driver <-> CUDA rules, read from ``envs/drivers.yaml``."""
+"""NVIDIA driver <-> CUDA rules, read from ``envs/drivers.yaml`` (once per version of that file: the cache is
+keyed by its stamp, so another KITBENCH_ENVS or a rewritten file is read afresh)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
+from kitbench import _files
 from kitbench.machine.versions import parse_capability, parse_cuda, parse_driver
 from kitbench.records import manifest
 
@@ -53,9 +56,13 @@ class DriverTable:
         return DriverRequirement(cuda=f"{version[0]}.{version[1]}", floor=floor, toolkit=toolkit)
 
 
-@cache
 def load() -> DriverTable:
-    data = manifest.load(manifest.envs_dir() / "drivers.yaml", "drivers").data
+    return _load(_files.stamp(manifest.envs_dir() / "drivers.yaml"))
+
+
+@cache
+def _load(source: _files.Stamp) -> DriverTable:
+    data = manifest.load(Path(source[0]), "drivers").data
     families = tuple(
         (parse_cuda(row["first"]), parse_cuda(row["last"]), {"linux": row["linux"], "windows": row["windows"]})
         for row in data["families"]
