@@ -19,13 +19,13 @@ from typing import Any
 from kitbench import _files
 from kitbench.advice import facts, vendors, wheels
 from kitbench.errors import ManifestError, SelectionError, UsageError
-from kitbench.machine import drivers
+from kitbench.machine import builds, drivers
+from kitbench.machine.builds import build
 from kitbench.machine.probe import EMULATES, Probe, doubt, no_driver_reason
 from kitbench.machine.probe.intel import IntelGpu
 from kitbench.machine.versions import (
     arch_of_capability,
     capability_supported,
-    cuda_of_compute,
     parse_capability,
     serving_arch,
     version_tuple,
@@ -223,10 +223,10 @@ def computes(rel: Release, os: str, arch: str, package: str) -> list[str]:
         return [c for c in rel.conda if not (os == "linux" and arch == "aarch64" and c != "cpu")]
     if os == "macos":
         return _mac(rel, arch)
-    found = [c for c in rel.wheels if not (os == "windows" and c.startswith("rocm"))]
+    found = [c for c in rel.wheels if not (os == "windows" and build(c).kind == "rocm")]
     if arch == "aarch64":
         # aarch64 CUDA builds are Linux's (SBSA, Grace); Windows on Arm has the CPU build only.
-        found = [c for c in found if c == "cpu" or (os == "linux" and rel.aarch64_cuda and c.startswith("cu"))]
+        found = [c for c in found if c == "cpu" or (os == "linux" and rel.aarch64_cuda and build(c).kind == "cuda")]
     return found
 
 
@@ -250,7 +250,7 @@ def _pypi_compute(rel: Release, os: str) -> str:
 
 def command(rel: Release, os: str, package: str, compute: str, fmt: str) -> str:
     """The published command for one cell of the selector (or previous-versions page)."""
-    cuda = cuda_of_compute(compute)
+    cuda = build(compute).cuda
     if package == "conda":
         return _conda(rel, os, compute, fmt, cuda)
     installer = {"pip": "pip3 install" if fmt == "selector" else "pip install", "uv": "uv pip install"}[package]
@@ -312,20 +312,20 @@ def _unavailable(rel: Release, os: str, arch: str, package: str, compute: str,
         other = f" (or --release {max(fits, key=lambda r: r.key).version})" if fits else ""
         return SelectionError(f"torch {rel.version} has no conda packages: PyTorch published them up to {last.version}",
                               hint=f"use --package pip or uv{other}")
-    if compute == "xpu" and package != "conda" and os != "macos":
+    if build(compute).kind == "xpu" and build(compute).known and package != "conda" and os != "macos":
         since = ", ".join(f"{o} from {v}" for o, v in vendors.load().xpu_since.items())
         return SelectionError(f"torch {rel.version} has no xpu build for {os} {arch}",
                               hint=f"XPU wheels exist for x86_64 only: {since}")
-    if os == "macos" and compute.startswith(("cu", "rocm", "xpu")):
+    if os == "macos" and build(compute).gpu:
         return SelectionError(f"there are no {compute} builds for macOS",
                               hint="macOS gets cpu (Intel, up to 2.2.2) or mps (Apple Silicon)")
     if os == "macos" and arch == "x86_64" and not available:
         last = max((r for r in releases().values() if r.macos_x86_64), key=lambda r: r.key)
         return SelectionError(f"torch {rel.version} has no macOS x86_64 wheels: the last is {last.version}",
                               hint="use an arm64 Python on Apple Silicon, or --release " + last.version)
-    if os == "windows" and compute.startswith("rocm"):
+    if os == "windows" and build(compute).kind == "rocm":
         return SelectionError("ROCm builds exist only for Linux", hint=f"Windows gets: {', '.join(available)}")
-    if not re.fullmatch(r"cpu|mps|xpu|cu[0-9]{3}|rocm[0-9]+\.[0-9]+(\.[0-9]+)?", compute):
+    if not build(compute).known:
         return SelectionError(f"unknown --compute {compute!r}", hint="auto, cpu, mps, xpu, cuXYZ (cu126) or rocmX.Y "
                               f"(rocm6.4); torch {rel.version} has: {', '.join(available) or 'nothing'}")
     # The newest other release with that build, which installs here: what someone asking for cu128 wants.
@@ -389,23 +389,23 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
             raise _unavailable(rel, machine.os, arch, package, compute, host)
         chosen.compute = compute
         chosen.reasons.append(f"{compute}: asked for with --compute")
-        if compute.startswith("cu") and machine.driver is not None:
+        if build(compute).kind == "cuda" and machine.driver is not None:
             why = _cuda_rejection(rel, machine, compute)
             if why:
                 chosen.notes.append(f"warning: {compute} will not run on this machine: {why}")
         installs = wheels.build_refusal(rel.version, compute, host)
         if installs:
             chosen.notes.append(f"warning: {compute} will not install on this machine: {installs}")
-        if compute == "xpu" and machine.intel_gpus and not _intel_served(machine)[0]:
+        if build(compute).kind == "xpu" and machine.intel_gpus and not _intel_served(machine)[0]:
             chosen.notes.append(f"warning: xpu will not run on this machine: "
                                 f"{', '.join(g.label for g in machine.intel_gpus)} is none of the GPUs it supports")
-        if compute.startswith("rocm") and _rocm_missing(machine, compute):
+        if build(compute).kind == "rocm" and _rocm_missing(machine, compute):
             chosen.notes.append(f"warning: {compute} will not run on this machine: no kernels for "
                                 + ", ".join(_rocm_missing(machine, compute)))
     if machine.os == "macos" and chosen.compute == "cpu" and arch == "arm64":
         chosen.notes.append("pytorch.org's Default (CPU) command: on Apple Silicon the same wheel also carries MPS")
-    if compute == "auto" and chosen.compute == "cpu" and machine.driver and any(c.startswith("cu") for c in computes(
-            rel, machine.os, arch, package)):
+    if compute == "auto" and chosen.compute == "cpu" and machine.driver and any(
+            build(c).kind == "cuda" for c in computes(rel, machine.os, arch, package)):
         found = _gpu_releases(machine, arch, package, host)
         gpu = next(found, None)
         if gpu:
@@ -420,7 +420,7 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
             if first is not None and first[0].key > rel.key:
                 chosen.notes.append(f"this GPU is newer than every build of torch {rel.version}: torch "
                                     f"{first[0].version} ({first[1]}) is the first release with its kernels")
-    if chosen.compute == "xpu":
+    if build(chosen.compute).kind == "xpu":
         chosen.verified = False         # no command kitbench checked against pytorch.org's text names xpu
         chosen.notes.append(_xpu_note(rel, machine.os))
     unsure = doubt(machine)
@@ -509,7 +509,7 @@ def _accelerated_release(newest: Release, machine: Probe, arch: str, package: st
         except SelectionError:
             continue        # nothing of this release for this package here (no conda packages, say)
         # Falling back is worth it only for a build known to run: ROCm builds without a recorded gfx list are not.
-        if trial.compute != "cpu" and not (trial.compute.startswith("rocm") and machine.gfx
+        if trial.compute != "cpu" and not (build(trial.compute).kind == "rocm" and machine.gfx
                                            and vendors.load().rocm_arches(trial.compute) is None):
             notes.append(f"torch {rel.version}, not the newest release ({newest.version}): no build of "
                          f"{newest.version} runs on this GPU ({why})"
@@ -532,7 +532,7 @@ def _kernel_less(machine: Probe, arch: str, package: str, host: wheels.Host) -> 
     found = []
     for cc in machine.capabilities:
         alone = dataclasses.replace(machine, driver="9999", gpus=tuple(g for g in machine.gpus if g.capability == cc))
-        if not any(compute.startswith("cu") and _cuda_rejection(rel, alone, compute) is None
+        if not any(build(compute).kind == "cuda" and _cuda_rejection(rel, alone, compute) is None
                    for rel in newest_first() if wheels.refusal(rel.version, host) is None
                    for compute in computes(rel, machine.os, arch, package)):
             found.append(arch_of_capability(parse_capability(cc)))
@@ -546,7 +546,7 @@ def _driver_need(rel: Release, machine: Probe, arch: str, package: str) -> str |
         return None
     floors = []
     for compute in computes(rel, machine.os, arch, package):
-        cuda = cuda_of_compute(compute)
+        cuda = build(compute).cuda
         if cuda is None:
             continue
         need = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os)
@@ -671,7 +671,7 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection)
         out.reasons.append(_cuda_reason(rel, machine, candidate))
         return candidate
     vendor = _vendor_auto(rel, machine, arch, package, available, out)
-    if vendor is not None and vendor.startswith(("rocm", "xpu")):
+    if vendor is not None and build(vendor).kind in ("rocm", "xpu"):
         return vendor
     if "cpu" not in available:
         raise _unavailable(rel, machine.os, arch, package, "cpu", wheels.host_of(machine, arch))
@@ -692,7 +692,7 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection)
 def _branch_floor(machine: Probe, compute: str) -> str | None:
     """Where a driver given as a bare branch ("580", read 580.0.0) misses a floor inside that branch
     (580.65.06) that every driver of the branch released meets, what the full version would change."""
-    cuda = cuda_of_compute(compute)
+    cuda = build(compute).cuda
     if machine.driver is None or "." in machine.driver or cuda is None:
         return None
     floor = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os).floor
@@ -705,8 +705,7 @@ def _branch_floor(machine: Probe, compute: str) -> str | None:
 
 def _cudas(available: list[str]) -> list[str]:
     """The CUDA builds among ``available``, newest CUDA first: the order auto mode tries them in."""
-    return sorted((c for c in available if c.startswith("cu")), key=lambda c: cuda_of_compute(c) or (0, 0),
-                  reverse=True)
+    return builds.newest_first(available, "cuda")
 
 
 def _another_machine(machine: Probe) -> bool:
@@ -715,7 +714,7 @@ def _another_machine(machine: Probe) -> bool:
 
 
 def _cuda_rejection(rel: Release, machine: Probe, compute: str) -> str | None:
-    cuda = cuda_of_compute(compute)
+    cuda = build(compute).cuda
     assert cuda is not None
     if machine.driver is None:
         return "no NVIDIA driver"
@@ -768,7 +767,7 @@ def _kernels(rel: Release, machine: Probe, compute: str) -> tuple[str, ...] | No
 
 
 def _cuda_reason(rel: Release, machine: Probe, compute: str) -> str:
-    cuda = cuda_of_compute(compute)
+    cuda = build(compute).cuda
     assert cuda is not None and machine.driver is not None
     need = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os)
     text = f"{compute}: the newest CUDA build of {rel.version} that driver {machine.driver} runs (floor {need.floor})"
@@ -814,8 +813,7 @@ def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, availabl
     if machine.amd_gpus or machine.rocm:
         seen = ", ".join(machine.gfx) or ("an AMD GPU (gfx unknown)" if machine.amd_gpus else "no AMD GPU")
         where = machine.sources.get("amd_gpus", "/opt/rocm/.info/version")
-        rocms = sorted((c for c in available if c.startswith("rocm")), key=lambda c: version_tuple(c[4:]),
-                       reverse=True)
+        rocms = builds.newest_first(available, "rocm")
         if machine.os != "linux" or package == "conda" or not rocms:
             why = "ROCm builds exist only for Linux" if machine.os != "linux" else (
                 "PyTorch's conda packages have no ROCm build" if package == "conda" else
@@ -902,7 +900,7 @@ def _other_rocm_release(rel: Release, machine: Probe, arch: str, seen: str, out:
     host = wheels.host_of(machine, arch)
     found = next(((r.version, c) for r in newest_first() if r.version != rel.version
                   and wheels.refusal(r.version, host) is None      # one that installs here, not just any
-                  for c in reversed(computes(r, machine.os, arch, "pip")) if c.startswith("rocm")
+                  for c in reversed(computes(r, machine.os, arch, "pip")) if build(c).kind == "rocm"
                   and facts.rocm_arches(c) is not None and not _rocm_missing(machine, c)), None)
     if found:
         out.notes.append(f"torch {found[0]} has {found[1]} with kernels for {seen}: --release {found[0]}")

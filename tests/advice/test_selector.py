@@ -437,11 +437,12 @@ def test_an_explicit_cuda_build_too_new_for_the_driver_is_warned_about(capsys: p
 @pytest.mark.parametrize("version", sorted(selector.releases(), key=lambda v: selector.releases()[v].key))
 def test_no_advice_names_a_build_whose_toolkit_cannot_hold_the_gpu(version: str, cc: str) -> None:
     from kitbench.machine import drivers
-    from kitbench.machine.versions import cuda_of_compute, parse_capability
+    from kitbench.machine.builds import build
+    from kitbench.machine.versions import parse_capability
 
     machine = dataclasses.replace(LINUX, driver="595.45.04", gpus=(Gpu(0, "a GPU", cc, None),))
     chosen = selector.select(machine, release_spec=version)
-    cuda = cuda_of_compute(chosen.compute)
+    cuda = build(chosen.compute).cuda
     if cuda is not None:
         bounds = drivers.load().arch_range(f"{cuda[0]}.{cuda[1]}")
         assert bounds is not None and bounds[0] <= parse_capability(cc), chosen.compute
