@@ -294,9 +294,9 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
     if args.fleet_command == "run":
         _check_fleet_run_local(args)
     else:
-        from kitbench.advice import selector
+        from kitbench.advice import releases
 
-        selector.release(args.release)      # the nodes' install-cmd would refuse it, each in its own row
+        releases.release(args.release)      # the nodes' install-cmd would refuse it, each in its own row
         plain, named = fleet.per_arch(args.python, "--python")
         args.python = {**{arch: fleet.given_python(path, arch, "--python") for arch, path in named.items()},
                        None: fleet.probe_python(plain)}

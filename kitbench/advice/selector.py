@@ -1,9 +1,7 @@
-"""Which PyTorch install command fits a machine, exact to pytorch.org's text.
+"""Which PyTorch install command fits a machine: the decision (which release and build, and which builds were
+passed over and why), over the releases ``releases`` covers; its words are written by ``wording``.
 
-Release data comes from ``envs/releases/*.yaml`` (each series names the page
-its commands were taken from); the rules that turn it into commands are the
-ones pytorch.org's two pages follow, and the departures the pages make from
-their own rules are kept verbatim as ``quirks``. Nothing here imports torch.
+Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -12,13 +10,31 @@ import dataclasses
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import cache
-from pathlib import Path
 from typing import Any
 
-from kitbench import _files
-from kitbench.advice import facts, vendors, wheels
-from kitbench.errors import ManifestError, SelectionError, UsageError
+from kitbench.advice import vendors, wheels
+from kitbench.advice.releases import (
+    Release,
+    command,
+    computes,
+    earlier_kernels,
+    kernels,
+    newest_first,
+    release,
+    xpu_builds,
+)
+from kitbench.advice.wording import (
+    INTEL_SUPPORTED,
+    assumed_tags,
+    branch_floor,
+    cuda_reason,
+    intel_label,
+    intel_source,
+    unavailable,
+    unknown_macos,
+    xpu_note,
+)
+from kitbench.errors import SelectionError, UsageError
 from kitbench.machine import builds, drivers
 from kitbench.machine.builds import build
 from kitbench.machine.probe import EMULATES, Probe, doubt, no_driver_reason
@@ -27,45 +43,13 @@ from kitbench.machine.versions import (
     arch_of_capability,
     capability_supported,
     parse_capability,
-    serving_arch,
     version_tuple,
 )
-from kitbench.records import manifest
 
 OSES = ("linux", "macos", "windows")
 ARCHES = ("x86_64", "aarch64", "arm64")
 PACKAGES = ("pip", "conda", "uv")
 FORMATS = ("selector", "pinned")
-_MAC = "mac"          # the quirk key of macOS commands
-
-
-@dataclass(frozen=True)
-class Release:
-    version: str
-    torchvision: str
-    torchaudio: str | None      # None: no torchaudio was released with it
-    wheels: tuple[str, ...]
-    conda: tuple[str, ...]
-    series: str
-    pypi_linux: str
-    pinned_pypi_without_index: bool
-    macos_x86_64: bool
-    aarch64_cuda: bool
-    selector_torchaudio: bool
-    kernels: dict[str, tuple[str, ...]]
-    quirks: dict[tuple[str, str], str]
-    source: str
-    unverified: dict[str, str]  # format -> why its commands could not be checked against pytorch.org's text
-    index: str = ""             # the index pattern; empty: envs/pytorch.yaml's
-    selector_aarch64_cell: bool = False     # Start Locally's plain-PyPI CUDA cell names an aarch64 command too
-
-    @property
-    def nightly(self) -> bool:
-        return self.version == "nightly"
-
-    @property
-    def key(self) -> tuple[int, ...]:
-        return tuple(int(p) for p in self.version.split("."))
 
 
 @dataclass
@@ -84,258 +68,9 @@ class Selection:
     facts: dict[str, Any] = field(default_factory=dict)
 
 
-def _pytorch() -> _files.Stamp:
-    return _files.stamp(manifest.envs_dir() / "pytorch.yaml")
-
-
-@cache
-def _pytorch_data(source: _files.Stamp) -> dict[str, Any]:
-    data: dict[str, Any] = manifest.load(Path(source[0]), "pytorch").data
-    return data
-
-
-def index_pattern() -> str:
-    pattern: str = _pytorch_data(_pytorch())["index"]
-    return pattern
-
-
-def nightly() -> Release:
-    return _nightly(_pytorch())
-
-
-@cache
-def _nightly(source: _files.Stamp) -> Release:
-    data = _pytorch_data(source)["nightly"]
-    why = (f"nightly builds change daily; this is their Start Locally matrix as of {data['as_of']} "
-           f"(torch {data['version']} then), from {data['source']}")
-    return Release(version="nightly", torchvision="", torchaudio=None, wheels=tuple(data["wheels"]), conda=(),
-                   series="nightly", pypi_linux="", pinned_pypi_without_index=False, macos_x86_64=False,
-                   aarch64_cuda=data.get("aarch64_cuda", False), selector_torchaudio=False, kernels={}, quirks={},
-                   source=data["source"], unverified={"selector": why}, index=data["index"])
-
-
-def _series_paths() -> list[Path]:
-    """The release manifests (one per series, named after it), newest series first."""
-    directory = manifest.envs_dir() / "releases"
-    if not directory.is_dir():
-        raise ManifestError(directory, "no such manifest directory",
-                            hint=f"set {manifest.ENVS_VARIABLE} to the kit's envs/ directory")
-    paths = sorted(directory.glob("*.yaml"), key=lambda p: _series_key(p), reverse=True)
-    if not paths:
-        raise ManifestError(directory, "no release manifest", hint="envs/releases/<X.Y>.yaml, one per series")
-    return paths
-
-
-def _series_key(path: Path) -> tuple[int, ...]:
-    if not re.fullmatch(r"[0-9]+\.[0-9]+", path.stem):
-        raise ManifestError(path, "a release manifest is named after its series",
-                            hint="name it envs/releases/<X.Y>.yaml, e.g. 2.14.yaml")
-    return version_tuple(path.stem)
-
-
-def _series(path: Path) -> tuple[Release, ...]:
-    """One series' releases, oldest first. install-cmd reads only the series its answer needs."""
-    return _series_read(_files.stamp(path))
-
-
-@cache
-def _series_read(source: _files.Stamp) -> tuple[Release, ...]:
-    path = Path(source[0])
-    data = manifest.load(path, "release").data
-    if data["series"] != path.stem:
-        raise ManifestError(path, f"series {data['series']!r} in a file named {path.name}",
-                            hint="name each release manifest after its series")
-    quirks: dict[tuple[str, str, str], str] = {
-        (q["release"], q["package"], q["compute"]): q["command"] for q in data.get("quirks", ())}
-    kernels = {k["compute"]: tuple(k["arches"]) for k in data.get("kernels", ())}
-    found = [Release(
-        version=entry["version"], torchvision=entry["torchvision"], torchaudio=entry.get("torchaudio"),
-        wheels=tuple(entry["wheels"]), conda=tuple(entry.get("conda", ())), series=data["series"],
-        pypi_linux=data["pypi"]["linux"],
-        pinned_pypi_without_index=data.get("pinned_pypi_without_index", False),
-        macos_x86_64=data["macos_x86_64"], aarch64_cuda=data.get("aarch64_cuda", False),
-        selector_torchaudio=data.get("selector_torchaudio", True), kernels=kernels,
-        quirks={(p, c): cmd for (r, p, c), cmd in quirks.items() if r == entry["version"]},
-        source=data["pinned_source"], unverified=data.get("unverified", {}),
-        selector_aarch64_cell=entry.get("selector_aarch64_cell", False)) for entry in data["releases"]]
-    return tuple(sorted(found, key=lambda r: r.key))
-
-
-def newest_first(derived: bool = True) -> Iterator[Release]:
-    """Every covered release, newest first, each series read only when reached; with ``derived``,
-    the releases the user's fact cache adds (kitbench facts refresh) among them."""
-    extra = _derived() if derived else []
-    for path in _series_paths():
-        for rel in reversed(_series(path)):
-            while extra and extra[0].key > rel.key:
-                yield extra.pop(0)
-            yield rel
-    yield from extra
-
-
-def _derived() -> list[Release]:
-    """The cache's releases that envs/releases/ lacks, newest first, as Releases answered from the facts alone:
-    their index's builds, every command naming PyTorch's index but on macOS (which CUDA build plain PyPI
-    serves is not derived), no conda, and marked unverified."""
-    found = []
-    for rel in facts.derived():
-        path = manifest.envs_dir() / "releases" / f"{'.'.join(rel.version.split('.')[:2])}.yaml"
-        if path.is_file() and any(r.version == rel.version for r in _series(path)):
-            continue
-        found.append(Release(
-            version=rel.version, torchvision=rel.torchvision, torchaudio=rel.torchaudio, wheels=rel.computes,
-            conda=(), series=".".join(rel.version.split(".")[:2]), pypi_linux="", pinned_pypi_without_index=False,
-            macos_x86_64=rel.macos_x86_64, aarch64_cuda=rel.aarch64_cuda, selector_torchaudio=False, kernels={},
-            quirks={}, source=rel.note, unverified={"pinned": rel.note, "selector": rel.note}))
-    return found
-
-
-def releases() -> dict[str, Release]:
-    """Every covered release, oldest first (reads every series)."""
-    return {r.version: r for r in reversed(list(newest_first()))}
-
-
-def release(spec: str) -> Release:
-    if spec == "stable":
-        return next(newest_first())
-    if spec == "nightly":
-        return nightly()
-    path = manifest.envs_dir() / "releases" / f"{'.'.join(spec.split('.')[:2])}.yaml"
-    if re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", spec) and path.is_file():
-        found = next((r for r in _series(path) if r.version == spec), None)
-        if found is not None:
-            return found
-    found = next((r for r in _derived() if r.version == spec), None)
-    if found is not None:
-        return found
-    known = releases()
-    covered = f"{next(iter(known))} .. {list(known)[-1]}"
-    raise SelectionError(f"unknown release {spec!r}", hint=f"covered releases: {covered}, 'stable' or 'nightly'")
-
-
-def computes(rel: Release, os: str, arch: str, package: str) -> list[str]:
-    """The compute platforms published for this release, OS, chip and package, in the page's order."""
-    if package == "conda":
-        if not rel.conda:
-            return []
-        if os == "macos":
-            return _mac(rel, arch)
-        return [c for c in rel.conda if not (os == "linux" and arch == "aarch64" and c != "cpu")]
-    if os == "macos":
-        return _mac(rel, arch)
-    found = [c for c in rel.wheels if not (os == "windows" and build(c).kind == "rocm")]
-    if arch == "aarch64":
-        # aarch64 CUDA builds are Linux's (SBSA, Grace); Windows on Arm has the CPU build only.
-        found = [c for c in found if c == "cpu" or (os == "linux" and rel.aarch64_cuda and build(c).kind == "cuda")]
-    return found
-
-
-def _mac_ok(rel: Release, arch: str) -> bool:
-    return arch == "arm64" or rel.macos_x86_64
-
-
-def _mac(rel: Release, arch: str) -> list[str]:
-    # One macOS wheel serves both: pytorch.org's "Default" (CPU) command installs the build that carries MPS.
-    return (["mps", "cpu"] if arch == "arm64" else ["cpu"]) if _mac_ok(rel, arch) else []
-
-
-def _index(rel: Release, compute: str) -> str:
-    return (rel.index or index_pattern()).format(compute=compute)
-
-
-def _pypi_compute(rel: Release, os: str) -> str:
-    """What a plain `pip install torch` gets on ``os``."""
-    return rel.pypi_linux if os == "linux" else "cpu"
-
-
-def command(rel: Release, os: str, package: str, compute: str, fmt: str) -> str:
-    """The published command for one cell of the selector (or previous-versions page)."""
-    cuda = build(compute).cuda
-    if package == "conda":
-        return _conda(rel, os, compute, fmt, cuda)
-    installer = {"pip": "pip3 install" if fmt == "selector" else "pip install", "uv": "uv pip install"}[package]
-    names = _names(rel, fmt)
-    if rel.nightly:
-        # Nightly wheels live only on their own index, as pre-releases.
-        installer += " --pre"
-        plain = False
-    elif fmt == "selector":
-        plain = os == "macos" or compute == _pypi_compute(rel, os)
-    else:
-        # The previous-versions page shares one block between Linux and Windows.
-        plain = os == "macos" or (rel.pinned_pypi_without_index and compute == rel.pypi_linux)
-    text = f"{installer} {names}" + ("" if plain else f" --index-url {_index(rel, compute)}")
-    if fmt == "selector" and plain and os == "linux" and package == "pip" and rel.selector_aarch64_cell:
-        # Verbatim, markup included: plain PyPI serves this CUDA build on x86_64 only.
-        return (f"For Linux x86 use:<br />{text}<br /><br />For Linux Aarch64:<br />{text} "
-                f"--index-url {_index(rel, compute)}")
-    if fmt == "pinned" and package == "pip":
-        return rel.quirks.get(("pip", _MAC if os == "macos" else compute), text)
-    return text
-
-
-def _names(rel: Release, fmt: str) -> str:
-    if fmt == "selector":
-        return "torch torchvision torchaudio" if rel.selector_torchaudio else "torch torchvision"
-    audio = f" torchaudio=={rel.torchaudio}" if rel.torchaudio else ""
-    return f"torch=={rel.version} torchvision=={rel.torchvision}{audio}"
-
-
-def _conda(rel: Release, os: str, compute: str, fmt: str, cuda: tuple[int, int] | None) -> str:
-    if fmt == "selector":
-        if os == "macos":
-            return "conda install pytorch::pytorch torchvision torchaudio -c pytorch"
-        names = "pytorch torchvision torchaudio"
-    else:
-        names = f"pytorch=={rel.version} torchvision=={rel.torchvision} torchaudio=={rel.torchaudio}"
-        if os == "macos":
-            return rel.quirks.get(("conda", _MAC), f"conda install {names} -c pytorch")
-    if cuda is not None:
-        text = f"conda install {names} pytorch-cuda={cuda[0]}.{cuda[1]} -c pytorch -c nvidia"
-    else:
-        text = f"conda install {names} cpuonly -c pytorch"
-    return rel.quirks.get(("conda", compute), text) if fmt == "pinned" else text
-
-
 def check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise UsageError(f"unknown {name} {value!r}", hint=f"choose one of: {', '.join(choices)}")
-
-
-def _unavailable(rel: Release, os: str, arch: str, package: str, compute: str,
-                 host: wheels.Host | None = None) -> SelectionError:
-    available = computes(rel, os, arch, package) + _xpu(rel, os, arch, package)
-    if package == "conda" and not rel.conda:
-        last = max((r for r in releases().values() if r.conda), key=lambda r: r.key)
-        # The release the hint names must install here too (Python 3.14 has no 2.5.1 wheel).
-        fits = [r for r in releases().values() if r.conda and (host is None or wheels.refusal(r.version, host) is None)]
-        other = f" (or --release {max(fits, key=lambda r: r.key).version})" if fits else ""
-        return SelectionError(f"torch {rel.version} has no conda packages: PyTorch published them up to {last.version}",
-                              hint=f"use --package pip or uv{other}")
-    if build(compute).kind == "xpu" and build(compute).known and package != "conda" and os != "macos":
-        since = ", ".join(f"{o} from {v}" for o, v in vendors.load().xpu_since.items())
-        return SelectionError(f"torch {rel.version} has no xpu build for {os} {arch}",
-                              hint=f"XPU wheels exist for x86_64 only: {since}")
-    if os == "macos" and build(compute).gpu:
-        return SelectionError(f"there are no {compute} builds for macOS",
-                              hint="macOS gets cpu (Intel, up to 2.2.2) or mps (Apple Silicon)")
-    if os == "macos" and arch == "x86_64" and not available:
-        last = max((r for r in releases().values() if r.macos_x86_64), key=lambda r: r.key)
-        return SelectionError(f"torch {rel.version} has no macOS x86_64 wheels: the last is {last.version}",
-                              hint="use an arm64 Python on Apple Silicon, or --release " + last.version)
-    if os == "windows" and build(compute).kind == "rocm":
-        return SelectionError("ROCm builds exist only for Linux", hint=f"Windows gets: {', '.join(available)}")
-    if not build(compute).known:
-        return SelectionError(f"unknown --compute {compute!r}", hint="auto, cpu, mps, xpu, cuXYZ (cu126) or rocmX.Y "
-                              f"(rocm6.4); torch {rel.version} has: {', '.join(available) or 'nothing'}")
-    # The newest other release with that build, which installs here: what someone asking for cu128 wants.
-    elsewhere = next((r for r in newest_first() if r.version != rel.version
-                  and compute in computes(r, os, arch, package) + _xpu(r, os, arch, package)
-                  and (host is None or wheels.refusal(r.version, host) is None)), None) if not rel.nightly else None
-    return SelectionError(f"torch {rel.version} has no {compute} build for {package} on {os} {arch}",
-                          hint=f"it has: {', '.join(available) or 'nothing'}"
-                          + (f"; torch {elsewhere.version} has {compute}: --release {elsewhere.version}" if elsewhere
-                             else ""))
 
 
 def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip", compute: str = "auto",
@@ -384,9 +119,9 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     if compute == "auto":
         chosen.compute = _auto(rel, machine, arch, package, chosen)
     else:
-        if compute not in computes(rel, machine.os, arch, package) and compute not in _xpu(rel, machine.os, arch,
+        if compute not in computes(rel, machine.os, arch, package) and compute not in xpu_builds(rel, machine.os, arch,
                                                                                          package):
-            raise _unavailable(rel, machine.os, arch, package, compute, host)
+            raise unavailable(rel, machine.os, arch, package, compute, host)
         chosen.compute = compute
         chosen.reasons.append(f"{compute}: asked for with --compute")
         if build(compute).kind == "cuda" and machine.driver is not None:
@@ -422,18 +157,18 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
                                     f"{first[0].version} ({first[1]}) is the first release with its kernels")
     if build(chosen.compute).kind == "xpu":
         chosen.verified = False         # no command kitbench checked against pytorch.org's text names xpu
-        chosen.notes.append(_xpu_note(rel, machine.os))
+        chosen.notes.append(xpu_note(rel, machine.os))
     unsure = doubt(machine)
     if unsure:
         chosen.notes.append(f"the GPU list is unconfirmed ({unsure}): this answer is for the GPUs listed; "
                             "--driver and --gpu-cc (once per GPU) answer for the machine as you know it")
-    unknown_macos = _unknown_macos(rel, host)
-    if unknown_macos:
-        chosen.notes.append(unknown_macos)
+    macos = unknown_macos(rel, host)
+    if macos:
+        chosen.notes.append(macos)
     wheel_compute = "cpu" if chosen.compute == "mps" else chosen.compute
     chosen.command = command(rel, machine.os, package, wheel_compute, chosen.format)
     chosen.facts["wheels"] = _wheel_facts(rel, chosen.command, host, wheel_compute)
-    assumed = _assumed_tags(rel, wheel_compute, chosen.command, host, moved=moved)
+    assumed = assumed_tags(rel, wheel_compute, chosen.command, host, moved=moved)
     if assumed:
         chosen.notes.append(assumed)
     return chosen
@@ -556,56 +291,6 @@ def _driver_need(rel: Release, machine: Probe, arch: str, package: str) -> str |
     return f"a driver >= {min(floors, key=version_tuple)}" if floors else None
 
 
-def _xpu_note(rel: Release, os: str) -> str:
-    """Why an xpu command is unverified: the builds a release manifest records (and its unverified
-    note speaks of) are pytorch.org's, which has no XPU command; the XPU build comes from envs/vendors.yaml."""
-    who, matrix = ("nightly's", "the nightly build matrix has") if rel.nightly else \
-        (f"torch {rel.version}'s", "PyTorch's build matrix has")
-    since = "" if rel.nightly else f" from {vendors.load().xpu_since[os]}"
-    inferred = "" if rel.nightly else f"; that torch {rel.version} has them is inferred, not confirmed"
-    return (f"xpu command unverified: it is none of the builds {who} commands are recorded for "
-            f"({', '.join(rel.wheels)}): it is the XPU index form, for the XPU wheels {matrix} for {os}{since} "
-            f"(envs/vendors.yaml){inferred}")
-
-
-def _unknown_macos(rel: Release, host: wheels.Host) -> str | None:
-    """Which macOS the answer needs, where the question left the Mac's version unknown (``--os macos``
-    from another machine): an unknown fact constrains nothing, so the answer may need a newer macOS."""
-    if host.os != "macos" or host.macos is not None:
-        return None
-    facts = wheels.load()
-    checked = list(facts.releases)[-1] if rel.nightly else rel.version
-    lowest = [min(floors) for wheels_ in facts.releases.get(checked, {}).values()
-              for floors in [[p.floor for p in wheels_.tags if p.os == "macos" and host.arch in p.arches and p.floor]]
-              if floors]
-    if not lowest:
-        return None
-    need = max(lowest)      # torch's and torchvision's wheels must both install
-    text = (f"the macOS version was not given: torch {checked}'s macOS {host.arch} wheels need macOS "
-            f"{'.'.join(map(str, need))} or newer")
-    older = (need[0] - 1, 0) if need[0] > 11 else (need[0], need[1] - 1) if need[1] else None
-    fits = wheels.newest(dataclasses.replace(host, macos=older)) if older else None
-    if older is None or fits is None:
-        return None         # no Mac of this arch that any release installs on is older than that
-    shown = str(older[0]) if older[0] > 10 else ".".join(map(str, older))
-    return text + f"; on macOS {shown} the newest release that installs is {fits}: --os-version {shown}"
-
-
-def _assumed_tags(rel: Release, compute: str, text: str, host: wheels.Host, moved: bool) -> str | None:
-    """Say so where the answer rests on a build of PyTorch's index carrying its PyPI wheels' tags and that
-    decided it: the wheel facts moved the release, or this Linux's glibc is older than the newest floor a
-    recorded index build has (where an index build's own tag may well differ from PyPI's)."""
-    if host.os != "linux" or "--index-url" not in text or rel.nightly or wheels.recorded(rel.version, compute):
-        return None
-    floors = [wheels.platform(tag).floor or () for tag, _ in wheels.index_tags().builds.values()]
-    older = host.libc_version is not None and bool(floors) and host.libc_version < max(floors)
-    if not (moved or older):
-        return None
-    return (f"torch {rel.version}+{compute}'s Linux wheels are not on PyPI and no listing of them from PyTorch's "
-            f"index is recorded (envs/index_tags.yaml): they are taken to carry torch {rel.version}'s PyPI tags, and "
-            "that decided this answer; if pip finds no matching distribution, this build's own tags differ")
-
-
 def _wheel_facts(rel: Release, text: str, host: wheels.Host, compute: str) -> dict[str, Any]:
     facts = wheels.load()
     # Wheels from download.pytorch.org (and conda packages) cannot be read from here: PyPI's stand in,
@@ -653,7 +338,7 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection)
             out.reasons.append("x86_64 Python under Rosetta on Apple Silicon: no MPS, and macOS x86_64 wheels "
                                "stopped at 2.2.2; install an arm64 Python")
         if not available:
-            raise _unavailable(rel, machine.os, arch, package, "cpu", wheels.host_of(machine, arch))
+            raise unavailable(rel, machine.os, arch, package, "cpu", wheels.host_of(machine, arch))
         out.reasons.append("mps: Apple Silicon with an arm64 Python; the macOS wheels carry MPS"
                            if available[0] == "mps" else "cpu: macOS on x86_64 has no GPU backend")
         return available[0]
@@ -664,17 +349,17 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection)
                                                                                wheels.host_of(machine, arch))
         if why:
             out.rejected.append(f"{candidate}: {why}")
-            branch = _branch_floor(machine, candidate)
+            branch = branch_floor(machine, candidate)
             if branch and branch not in out.notes:
                 out.notes.append(branch)
             continue
-        out.reasons.append(_cuda_reason(rel, machine, candidate))
+        out.reasons.append(cuda_reason(rel, machine, candidate))
         return candidate
     vendor = _vendor_auto(rel, machine, arch, package, available, out)
     if vendor is not None and build(vendor).kind in ("rocm", "xpu"):
         return vendor
     if "cpu" not in available:
-        raise _unavailable(rel, machine.os, arch, package, "cpu", wheels.host_of(machine, arch))
+        raise unavailable(rel, machine.os, arch, package, "cpu", wheels.host_of(machine, arch))
     if vendor is not None:
         out.reasons.append(vendor)
     elif cudas and machine.driver:
@@ -687,20 +372,6 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection)
     else:
         out.reasons.append("cpu: " + no_driver_reason(container=machine.container, wsl=machine.wsl))
     return "cpu"
-
-
-def _branch_floor(machine: Probe, compute: str) -> str | None:
-    """Where a driver given as a bare branch ("580", read 580.0.0) misses a floor inside that branch
-    (580.65.06) that every driver of the branch released meets, what the full version would change."""
-    cuda = build(compute).cuda
-    if machine.driver is None or "." in machine.driver or cuda is None:
-        return None
-    floor = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os).floor
-    if floor is None or floor.split(".")[0] != machine.driver or version_tuple(floor)[1:] == (0, 0):
-        return None
-    return (f"driver {machine.driver} is read as {machine.driver}.0.0, below CUDA {cuda[0]}'s floor {floor}, so "
-            f"the CUDA {cuda[0]} builds were passed over; a released {machine.driver} driver is {floor} or newer: "
-            "give its full version (nvidia-smi's driver_version)")
 
 
 def _cudas(available: list[str]) -> list[str]:
@@ -721,7 +392,7 @@ def _cuda_rejection(rel: Release, machine: Probe, compute: str) -> str | None:
     need = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os)
     if not need.allows(machine.driver):
         return f"driver {machine.driver} < {need.floor} (CUDA {cuda[0]} family floor)"
-    arches = _kernels(rel, machine, compute)
+    arches = kernels(rel, machine, compute)
     if arches is not None:
         missing = [c for c in machine.capabilities if not capability_supported(parse_capability(c), arches)]
         if missing:
@@ -743,7 +414,7 @@ def _cuda_rejection(rel: Release, machine: Probe, compute: str) -> str | None:
     # Asked only for the architectures the newest CUDA has dropped, the ones PyTorch's builds shed (so a
     # newer GPU's answer reads no older release).
     ageing = [c for c in machine.capabilities if parse_capability(c) < max(drivers.load().arches)[2]]
-    earlier = _earlier_kernels(rel.version, compute) if machine.arch == "x86_64" and ageing else None
+    earlier = earlier_kernels(rel.version, compute) if machine.arch == "x86_64" and ageing else None
     if earlier is not None:
         kept = [parse_capability(a) for a in earlier[1] if re.fullmatch(r"sm_[0-9]{2,3}", a)]
         dropped = [c for c in ageing if kept and parse_capability(c) < min(kept)]
@@ -751,55 +422,6 @@ def _cuda_rejection(rel: Release, machine: Probe, compute: str) -> str | None:
             return (f"no kernels for {', '.join(arch_of_capability(parse_capability(c)) for c in dropped)} in torch "
                     f"{earlier[0]}'s {compute} already (its list, recorded; torch {rel.version}'s is not)")
     return None
-
-
-def _earlier_kernels(version: str, compute: str) -> tuple[str, tuple[str, ...]] | None:
-    """The recorded kernel list of ``compute`` in the newest release older than ``version`` that has one."""
-    for older in newest_first(derived=False):
-        if (version == "nightly" or older.key < release(version).key) and compute in older.kernels:
-            return older.version, older.kernels[compute]
-    return None
-
-
-def _kernels(rel: Release, machine: Probe, compute: str) -> tuple[str, ...] | None:
-    # The lists were read from x86_64 wheels; aarch64 builds carry other architectures (sm_110, no sm_75).
-    return rel.kernels.get(compute) if machine.arch == "x86_64" else None
-
-
-def _cuda_reason(rel: Release, machine: Probe, compute: str) -> str:
-    cuda = build(compute).cuda
-    assert cuda is not None and machine.driver is not None
-    need = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os)
-    text = f"{compute}: the newest CUDA build of {rel.version} that driver {machine.driver} runs (floor {need.floor})"
-    if need.below_toolkit(machine.driver):
-        text += (f"; note: below CUDA {need.cuda}'s own driver {need.toolkit}, so it runs by minor-version "
-                 "compatibility (no JIT of newer PTX)")
-    kernels = _kernels(rel, machine, compute)
-    if kernels is None:
-        bounds = drivers.load().arch_range(f"{cuda[0]}.{cuda[1]}")
-        text += ("; kernel lists are recorded for x86_64 wheels only" if machine.arch != "x86_64" else
-                 "; this build's kernel list is not recorded")
-        text += (f", so GPU architectures were checked only against CUDA {cuda[0]}.{cuda[1]}'s "
-                 f"({arch_of_capability(bounds[0])} to {arch_of_capability(bounds[1])})"
-                 if bounds is not None and machine.capabilities else ", so GPU architectures were not checked")
-        earlier = _earlier_kernels(rel.version, compute) if machine.arch == "x86_64" and any(
-            parse_capability(c) < max(drivers.load().arches)[2] for c in machine.capabilities) else None
-        if earlier is not None:
-            text += f" and against torch {earlier[0]}'s {compute} list (recorded), which had not dropped them"
-    elif machine.capabilities:
-        text += "; kernels for " + ", ".join(_served(parse_capability(c), kernels) for c in machine.capabilities)
-    return text
-
-
-def _served(cc: tuple[int, int], kernels: tuple[str, ...]) -> str:
-    """``sm_90``, or ``sm_121 (sm_120's, which run on it)`` where a build carries no kernels of the GPU's own."""
-    own, serving = arch_of_capability(cc), serving_arch(cc, kernels)
-    return own if serving in (own, None) else f"{own} ({serving}'s, which run on it)"
-
-
-def _xpu(rel: Release, os: str, arch: str, package: str) -> list[str]:
-    """["xpu"] where this release has an XPU build here; Start Locally does not list it, so computes() doesn't."""
-    return ["xpu"] if package != "conda" and vendors.load().xpu(rel.version, os, arch) else []
 
 
 def _rocm_missing(machine: Probe, compute: str) -> list[str]:
@@ -855,13 +477,13 @@ def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, availabl
         served, unserved = _intel_served(machine)
         if not served:
             return (f"cpu: {', '.join(g.label for g in unserved)} [{where}] is none of the GPUs PyTorch's XPU "
-                    f"builds support ({_INTEL_SUPPORTED}; {_intel_source()}): UHD, Iris Xe and older Intel graphics "
+                    f"builds support ({INTEL_SUPPORTED}; {intel_source()}): UHD, Iris Xe and older Intel graphics "
                     "run the CPU build")
-        seen = ", ".join(_intel_label(g) for g in served)
+        seen = ", ".join(intel_label(g) for g in served)
         if unserved:
             out.notes.append(f"{', '.join(g.label for g in unserved)}: none of the GPUs the XPU builds support, left "
-                             f"out ({_intel_source()}); the xpu build is for {seen}")
-        if _xpu(rel, machine.os, arch, package):
+                             f"out ({intel_source()}); the xpu build is for {seen}")
+        if xpu_builds(rel, machine.os, arch, package):
             unknown = any(g.device_id is None for g in served)
             unchecked = ("; its device id is not known, so it was not checked against the GPUs the XPU builds "
                          "support (--intel-gpu DEVICE_ID checks it)") if unknown else ""
@@ -874,24 +496,11 @@ def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, availabl
     return None
 
 
-_INTEL_SUPPORTED = "Arc A and B series, Data Center GPU Max and Flex, Core Ultra's Arc graphics"
-
-
 def _intel_served(machine: Probe) -> tuple[list[IntelGpu], list[IntelGpu]]:
     """The Intel GPUs the XPU builds support (or whose device id is unknown: not checked), and the others.
     envs/intel_gpus.yaml is read only here, when a device id is to be checked."""
     served = [g for g in machine.intel_gpus if g.device_id is None or vendors.intel_gpus().family(g.device_id)]
     return served, [g for g in machine.intel_gpus if g not in served]
-
-
-def _intel_label(gpu: IntelGpu) -> str:
-    family = vendors.intel_gpus().family(gpu.device_id) if gpu.device_id else None
-    return f"{gpu.label} ({family.name})" if family else gpu.label
-
-
-def _intel_source() -> str:
-    facts = vendors.intel_gpus()
-    return f"envs/intel_gpus.yaml, {facts.source}, read {facts.read}"
 
 
 def _other_rocm_release(rel: Release, machine: Probe, arch: str, seen: str, out: Selection) -> None:
