@@ -30,6 +30,7 @@ from kitbench.advice.wording import (
     cuda_reason,
     intel_label,
     intel_source,
+    rosetta_note,
     unavailable,
     unknown_macos,
     xpu_note,
@@ -87,7 +88,7 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     host = wheels.host_of(machine, arch)
     notes: list[str] = []
     asked = rel
-    rosetta = _rosetta(machine, arch, package, fmt)
+    rosetta = rosetta_note(machine, arch, package, fmt)
     try:
         rel = _installable(rel, release_spec, host, notes)
     except SelectionError as error:
@@ -194,19 +195,6 @@ def _installable(rel: Release, spec: str, host: wheels.Host, notes: list[str]) -
     if newest is None and foreign is not None:
         hint += f"; an {foreign} Python runs on this machine under emulation: --python-arch {foreign}"
     raise SelectionError(why, hint=hint)
-
-
-def _rosetta(machine: Probe, arch: str, package: str, fmt: str) -> tuple[str, str] | None:
-    """What an x86_64 Python on an Apple Silicon Mac is told, and the arm64 Python's command; None elsewhere."""
-    if machine.os != "macos" or arch != "x86_64" or not (machine.rosetta or machine.arch == "arm64"):
-        return None
-    what = "this is an Apple Silicon Mac running an x86_64 Python (Rosetta 2), which gets no MPS"
-    native = wheels.newest(dataclasses.replace(wheels.host_of(machine, arch), arch="arm64"))
-    if native is None:
-        return what, "an arm64 Python gets the current release with MPS: kitbench install-cmd --python-arch arm64"
-    text = command(release(native), "macos", package, "cpu", "selector" if fmt == "selector" and package != "uv"
-                   else "pinned")
-    return what, f"an arm64 Python gets torch {native} with MPS: {text}"
 
 
 def _gpu_picks_release(machine: Probe) -> bool:

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from kitbench.advice import vendors, wheels
-from kitbench.advice.releases import Release, computes, earlier_kernels, kernels, newest_first, releases, xpu_builds
+from kitbench.advice import releases, vendors, wheels
 from kitbench.errors import SelectionError
 from kitbench.machine import drivers
 from kitbench.machine.builds import build
@@ -19,13 +18,14 @@ from kitbench.machine.probe.intel import IntelGpu
 from kitbench.machine.versions import arch_of_capability, parse_capability, serving_arch, version_tuple
 
 
-def unavailable(rel: Release, os: str, arch: str, package: str, compute: str,
+def unavailable(rel: releases.Release, os: str, arch: str, package: str, compute: str,
                  host: wheels.Host | None = None) -> SelectionError:
-    available = computes(rel, os, arch, package) + xpu_builds(rel, os, arch, package)
+    available = releases.computes(rel, os, arch, package) + releases.xpu_builds(rel, os, arch, package)
     if package == "conda" and not rel.conda:
-        last = max((r for r in releases().values() if r.conda), key=lambda r: r.key)
+        last = max((r for r in releases.releases().values() if r.conda), key=lambda r: r.key)
         # The release the hint names must install here too (Python 3.14 has no 2.5.1 wheel).
-        fits = [r for r in releases().values() if r.conda and (host is None or wheels.refusal(r.version, host) is None)]
+        fits = [r for r in releases.releases().values()
+                if r.conda and (host is None or wheels.refusal(r.version, host) is None)]
         other = f" (or --release {max(fits, key=lambda r: r.key).version})" if fits else ""
         return SelectionError(f"torch {rel.version} has no conda packages: PyTorch published them up to {last.version}",
                               hint=f"use --package pip or uv{other}")
@@ -37,7 +37,7 @@ def unavailable(rel: Release, os: str, arch: str, package: str, compute: str,
         return SelectionError(f"there are no {compute} builds for macOS",
                               hint="macOS gets cpu (Intel, up to 2.2.2) or mps (Apple Silicon)")
     if os == "macos" and arch == "x86_64" and not available:
-        last = max((r for r in releases().values() if r.macos_x86_64), key=lambda r: r.key)
+        last = max((r for r in releases.releases().values() if r.macos_x86_64), key=lambda r: r.key)
         return SelectionError(f"torch {rel.version} has no macOS x86_64 wheels: the last is {last.version}",
                               hint="use an arm64 Python on Apple Silicon, or --release " + last.version)
     if os == "windows" and build(compute).kind == "rocm":
@@ -46,8 +46,8 @@ def unavailable(rel: Release, os: str, arch: str, package: str, compute: str,
         return SelectionError(f"unknown --compute {compute!r}", hint="auto, cpu, mps, xpu, cuXYZ (cu126) or rocmX.Y "
                               f"(rocm6.4); torch {rel.version} has: {', '.join(available) or 'nothing'}")
     # The newest other release with that build, which installs here: what someone asking for cu128 wants.
-    elsewhere = next((r for r in newest_first() if r.version != rel.version
-                  and compute in computes(r, os, arch, package) + xpu_builds(r, os, arch, package)
+    elsewhere = next((r for r in releases.newest_first() if r.version != rel.version
+                  and compute in releases.computes(r, os, arch, package) + releases.xpu_builds(r, os, arch, package)
                   and (host is None or wheels.refusal(r.version, host) is None)), None) if not rel.nightly else None
     return SelectionError(f"torch {rel.version} has no {compute} build for {package} on {os} {arch}",
                           hint=f"it has: {', '.join(available) or 'nothing'}"
@@ -56,7 +56,7 @@ def unavailable(rel: Release, os: str, arch: str, package: str, compute: str,
 
 
 
-def xpu_note(rel: Release, os: str) -> str:
+def xpu_note(rel: releases.Release, os: str) -> str:
     """Why an xpu command is unverified: the builds a release manifest records (and its unverified
     note speaks of) are pytorch.org's, which has no XPU command; the XPU build comes from envs/vendors.yaml."""
     who, matrix = ("nightly's", "the nightly build matrix has") if rel.nightly else \
@@ -69,7 +69,7 @@ def xpu_note(rel: Release, os: str) -> str:
 
 
 
-def unknown_macos(rel: Release, host: wheels.Host) -> str | None:
+def unknown_macos(rel: releases.Release, host: wheels.Host) -> str | None:
     """Which macOS the answer needs, where the question left the Mac's version unknown (``--os macos``
     from another machine): an unknown fact constrains nothing, so the answer may need a newer macOS."""
     if host.os != "macos" or host.macos is not None:
@@ -93,7 +93,7 @@ def unknown_macos(rel: Release, host: wheels.Host) -> str | None:
 
 
 
-def assumed_tags(rel: Release, compute: str, text: str, host: wheels.Host, moved: bool) -> str | None:
+def assumed_tags(rel: releases.Release, compute: str, text: str, host: wheels.Host, moved: bool) -> str | None:
     """Say so where the answer rests on a build of PyTorch's index carrying its PyPI wheels' tags and that
     decided it: the wheel facts moved the release, or this Linux's glibc is older than the newest floor a
     recorded index build has (where an index build's own tag may well differ from PyPI's)."""
@@ -124,7 +124,7 @@ def branch_floor(machine: Probe, compute: str) -> str | None:
 
 
 
-def cuda_reason(rel: Release, machine: Probe, compute: str) -> str:
+def cuda_reason(rel: releases.Release, machine: Probe, compute: str) -> str:
     cuda = build(compute).cuda
     assert cuda is not None and machine.driver is not None
     need = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os)
@@ -132,7 +132,7 @@ def cuda_reason(rel: Release, machine: Probe, compute: str) -> str:
     if need.below_toolkit(machine.driver):
         text += (f"; note: below CUDA {need.cuda}'s own driver {need.toolkit}, so it runs by minor-version "
                  "compatibility (no JIT of newer PTX)")
-    carried = kernels(rel, machine, compute)
+    carried = releases.kernels(rel, machine, compute)
     if carried is None:
         bounds = drivers.load().arch_range(f"{cuda[0]}.{cuda[1]}")
         text += ("; kernel lists are recorded for x86_64 wheels only" if machine.arch != "x86_64" else
@@ -140,7 +140,7 @@ def cuda_reason(rel: Release, machine: Probe, compute: str) -> str:
         text += (f", so GPU architectures were checked only against CUDA {cuda[0]}.{cuda[1]}'s "
                  f"({arch_of_capability(bounds[0])} to {arch_of_capability(bounds[1])})"
                  if bounds is not None and machine.capabilities else ", so GPU architectures were not checked")
-        earlier = earlier_kernels(rel.version, compute) if machine.arch == "x86_64" and any(
+        earlier = releases.earlier_kernels(rel.version, compute) if machine.arch == "x86_64" and any(
             parse_capability(c) < max(drivers.load().arches)[2] for c in machine.capabilities) else None
         if earlier is not None:
             text += f" and against torch {earlier[0]}'s {compute} list (recorded), which had not dropped them"
@@ -170,3 +170,16 @@ def intel_label(gpu: IntelGpu) -> str:
 def intel_source() -> str:
     facts = vendors.intel_gpus()
     return f"envs/intel_gpus.yaml, {facts.source}, read {facts.read}"
+
+
+def rosetta_note(machine: Probe, arch: str, package: str, fmt: str) -> tuple[str, str] | None:
+    """What an x86_64 Python on an Apple Silicon Mac is told, and the arm64 Python's command; None elsewhere."""
+    if machine.os != "macos" or arch != "x86_64" or not (machine.rosetta or machine.arch == "arm64"):
+        return None
+    what = "this is an Apple Silicon Mac running an x86_64 Python (Rosetta 2), which gets no MPS"
+    native = wheels.newest(dataclasses.replace(wheels.host_of(machine, arch), arch="arm64"))
+    if native is None:
+        return what, "an arm64 Python gets the current release with MPS: kitbench install-cmd --python-arch arm64"
+    form = "selector" if fmt == "selector" and package != "uv" else "pinned"
+    text = releases.command(releases.release(native), "macos", package, "cpu", form)
+    return what, f"an arm64 Python gets torch {native} with MPS: {text}"
