@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kitbench.advice import vendors, wheels
+from kitbench.advice.rejections import Rejection
 from kitbench.advice.releases import (
     Release,
     command,
@@ -26,10 +27,12 @@ from kitbench.advice.releases import (
 from kitbench.advice.wording import (
     INTEL_SUPPORTED,
     assumed_tags,
+    because,
     branch_floor,
     cuda_reason,
     intel_label,
     intel_source,
+    rejected,
     rosetta_note,
     unavailable,
     unknown_macos,
@@ -118,7 +121,9 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
         chosen.verified = False
         chosen.notes.append(f"torch {rel.version}, {chosen.format} form unverified: {why}")
     if compute == "auto":
-        chosen.compute = _auto(rel, machine, arch, package, chosen)
+        passed: list[Rejection] = []
+        chosen.compute = _auto(rel, machine, arch, package, chosen, passed)
+        chosen.rejected = [rejected(r) for r in passed]
     else:
         if compute not in computes(rel, machine.os, arch, package) and compute not in xpu_builds(rel, machine.os, arch,
                                                                                          package):
@@ -126,9 +131,9 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
         chosen.compute = compute
         chosen.reasons.append(f"{compute}: asked for with --compute")
         if build(compute).kind == "cuda" and machine.driver is not None:
-            why = _cuda_rejection(rel, machine, compute)
-            if why:
-                chosen.notes.append(f"warning: {compute} will not run on this machine: {why}")
+            runs = _cuda_rejection(rel, machine, compute)
+            if runs:
+                chosen.notes.append(f"warning: {compute} will not run on this machine: {because(runs)}")
         installs = wheels.build_refusal(rel.version, compute, host)
         if installs:
             chosen.notes.append(f"warning: {compute} will not install on this machine: {installs}")
@@ -205,30 +210,31 @@ def _gpu_picks_release(machine: Probe) -> bool:
         machine.os == "linux" and bool(machine.amd_gpus or machine.rocm))
 
 
-def _accelerated(rel: Release, machine: Probe, arch: str, package: str) -> Selection:
-    """What auto mode makes of ``rel`` on ``machine``, worked out aside: its compute, reasons and rejections."""
+def _accelerated(rel: Release, machine: Probe, arch: str, package: str) -> tuple[Selection, list[Rejection]]:
+    """What auto mode makes of ``rel`` on ``machine``, worked out aside: its compute and reasons, and the
+    builds it passed over."""
     trial = Selection(command="", compute="cpu", release=rel.version, os=machine.os, arch=arch, package=package,
                       format="pinned")
-    trial.compute = _auto(rel, machine, arch, package, trial)
-    return trial
+    passed: list[Rejection] = []
+    trial.compute = _auto(rel, machine, arch, package, trial, passed)
+    return trial, passed
 
 
 def _accelerated_release(newest: Release, machine: Probe, arch: str, package: str, host: wheels.Host,
                          notes: list[str]) -> Release:
     """For ``stable``: the newest release that installs here and runs on the machine's GPU; where none
     does, ``newest`` (its CPU build), with a note saying why. Walks back only as far as it must."""
-    first = _accelerated(newest, machine, arch, package)
+    first, passed = _accelerated(newest, machine, arch, package)
     if first.compute != "cpu":
         return newest
     # A machine without an NVIDIA driver is not told that its CUDA builds need one.
-    rejected = [r for r in first.rejected if machine.driver or not r.endswith(": no NVIDIA driver")]
-    why = "; ".join(rejected) or first.reasons[-1].removeprefix("cpu: ")
+    why = "; ".join(rejected(r) for r in passed if r.cause != "no driver") or first.reasons[-1].removeprefix("cpu: ")
     need = _driver_need(newest, machine, arch, package)
     for rel in newest_first():
         if rel.key >= newest.key or wheels.refusal(rel.version, host) is not None:
             continue
         try:
-            trial = _accelerated(rel, machine, arch, package)
+            trial = _accelerated(rel, machine, arch, package)[0]
         except SelectionError:
             continue        # nothing of this release for this package here (no conda packages, say)
         # Falling back is worth it only for a build known to run: ROCm builds without a recorded gfx list are not.
@@ -319,7 +325,8 @@ def _facts(machine: Probe) -> dict[str, Any]:
             "libc_version": machine.libc_version}
 
 
-def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection) -> str:
+def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection, passed: list[Rejection]) -> str:
+    """The build auto mode picks, its reason in ``out``; the builds passed over on the way in ``passed``."""
     available = computes(rel, machine.os, arch, package)
     if machine.os == "macos":
         if machine.rosetta or (machine.arch == "arm64" and machine.python_arch == "x86_64"):
@@ -333,17 +340,17 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection)
     cudas = _cudas(available)
     for candidate in cudas:
         # A build whose index tags are recorded is checked against them (2.6.0's cu126 needs glibc 2.28).
-        why = _cuda_rejection(rel, machine, candidate) or wheels.build_refusal(rel.version, candidate,
-                                                                               wheels.host_of(machine, arch))
+        why = _cuda_rejection(rel, machine, candidate) or _install_rejection(rel, candidate,
+                                                                             wheels.host_of(machine, arch))
         if why:
-            out.rejected.append(f"{candidate}: {why}")
+            passed.append(why)
             branch = branch_floor(machine, candidate)
             if branch and branch not in out.notes:
                 out.notes.append(branch)
             continue
         out.reasons.append(cuda_reason(rel, machine, candidate))
         return candidate
-    vendor = _vendor_auto(rel, machine, arch, package, available, out)
+    vendor = _vendor_auto(rel, machine, arch, package, available, out, passed)
     if vendor is not None and build(vendor).kind in ("rocm", "xpu"):
         return vendor
     if "cpu" not in available:
@@ -372,20 +379,28 @@ def _another_machine(machine: Probe) -> bool:
     return any(where in ("--os", "--glibc", "--arch", "--os-version") for where in machine.sources.values())
 
 
-def _cuda_rejection(rel: Release, machine: Probe, compute: str) -> str | None:
+def _install_rejection(rel: Release, compute: str, host: wheels.Host) -> Rejection | None:
+    why = wheels.build_refusal(rel.version, compute, host)
+    return Rejection(compute, "install", detail=why) if why else None
+
+
+def _sm(capabilities: list[str]) -> tuple[str, ...]:
+    return tuple(arch_of_capability(parse_capability(c)) for c in capabilities)
+
+
+def _cuda_rejection(rel: Release, machine: Probe, compute: str) -> Rejection | None:
+    """Why ``compute``, a CUDA build of ``rel``, does not run on ``machine``; None where it does."""
     cuda = build(compute).cuda
     assert cuda is not None
     if machine.driver is None:
-        return "no NVIDIA driver"
+        return Rejection(compute, "no driver")
     need = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os)
     if not need.allows(machine.driver):
-        return f"driver {machine.driver} < {need.floor} (CUDA {cuda[0]} family floor)"
+        return Rejection(compute, "driver floor", driver=machine.driver, floor=str(need.floor), cuda=cuda)
     arches = kernels(rel, machine, compute)
     if arches is not None:
         missing = [c for c in machine.capabilities if not capability_supported(parse_capability(c), arches)]
-        if missing:
-            return "no kernels for " + ", ".join(arch_of_capability(parse_capability(c)) for c in missing)
-        return None
+        return Rejection(compute, "no kernels", arches=_sm(missing)) if missing else None
     # The build's own list is not recorded: no build can hold kernels its toolkit cannot compile, older
     # or newer (a cubin runs on later minors of its own major only: CUDA 12.6's sm_90 is no Blackwell's).
     bounds = drivers.load().arch_range(f"{cuda[0]}.{cuda[1]}")
@@ -394,9 +409,8 @@ def _cuda_rejection(rel: Release, machine: Probe, compute: str) -> str | None:
         beyond = [c for c in machine.capabilities
                   if parse_capability(c) < oldest or parse_capability(c)[0] > newest[0]]
         if beyond:
-            return (f"no kernels for {', '.join(arch_of_capability(parse_capability(c)) for c in beyond)}: "
-                    f"CUDA {cuda[0]}.{cuda[1]} compiles for {arch_of_capability(oldest)} to "
-                    f"{arch_of_capability(newest)} only")
+            return Rejection(compute, "toolkit range", arches=_sm(beyond), cuda=cuda,
+                             span=(arch_of_capability(oldest), arch_of_capability(newest)))
     # Nor, probably, kernels an older release's build of the same CUDA had already dropped: PyTorch
     # drops old architectures per CUDA version (cu128 lost sm_50 to sm_61 in 2.8) and has not added one back.
     # Asked only for the architectures the newest CUDA has dropped, the ones PyTorch's builds shed (so a
@@ -407,8 +421,7 @@ def _cuda_rejection(rel: Release, machine: Probe, compute: str) -> str | None:
         kept = [parse_capability(a) for a in earlier[1] if re.fullmatch(r"sm_[0-9]{2,3}", a)]
         dropped = [c for c in ageing if kept and parse_capability(c) < min(kept)]
         if dropped:
-            return (f"no kernels for {', '.join(arch_of_capability(parse_capability(c)) for c in dropped)} in torch "
-                    f"{earlier[0]}'s {compute} already (its list, recorded; torch {rel.version}'s is not)")
+            return Rejection(compute, "dropped before", arches=_sm(dropped), earlier=earlier[0], release=rel.version)
     return None
 
 
@@ -417,7 +430,7 @@ def _rocm_missing(machine: Probe, compute: str) -> list[str]:
 
 
 def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, available: list[str],
-                 out: Selection) -> str | None:
+                 out: Selection, passed: list[Rejection]) -> str | None:
     """An AMD or Intel GPU's build (its compute), or why it gets none (a "cpu: ..." reason), or None."""
     facts = vendors.load()
     if machine.amd_gpus or machine.rocm:
@@ -434,13 +447,13 @@ def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, availabl
         for candidate in rocms:
             missing = _rocm_missing(machine, candidate)
             if missing:
-                out.rejected.append(f"{candidate}: no kernels for {', '.join(missing)} "
-                                    f"({facts.rocm_sources[candidate]})")
+                passed.append(Rejection(candidate, "no kernels", arches=tuple(missing),
+                                        detail=facts.rocm_sources[candidate]))
                 continue
             # As for CUDA: a build whose index tags are recorded is checked against them.
-            installs = wheels.build_refusal(rel.version, candidate, wheels.host_of(machine, arch))
+            installs = _install_rejection(rel, candidate, wheels.host_of(machine, arch))
             if installs:
-                out.rejected.append(f"{candidate}: {installs}")
+                passed.append(installs)
                 continue
             left = facts.rocm_missing(machine.amd_gpus, candidate)[1]
             if left:

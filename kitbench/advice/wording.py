@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from kitbench.advice import releases, vendors, wheels
+from kitbench.advice.rejections import Rejection
 from kitbench.errors import SelectionError
 from kitbench.machine import drivers
 from kitbench.machine.builds import build
@@ -183,3 +184,26 @@ def rosetta_note(machine: Probe, arch: str, package: str, fmt: str) -> tuple[str
     form = "selector" if fmt == "selector" and package != "uv" else "pinned"
     text = releases.command(releases.release(native), "macos", package, "cpu", form)
     return what, f"an arm64 Python gets torch {native} with MPS: {text}"
+
+
+def because(why: Rejection) -> str:
+    """Why a build was passed over, in the words the answer's ``rejected`` lines and warnings use."""
+    arches = ", ".join(why.arches)
+    if why.cause == "no driver":
+        return "no NVIDIA driver"
+    if why.cause == "driver floor":
+        return f"driver {why.driver} < {why.floor} (CUDA {why.cuda[0]} family floor)"
+    if why.cause == "toolkit range":
+        return (f"no kernels for {arches}: CUDA {why.cuda[0]}.{why.cuda[1]} compiles for {why.span[0]} to "
+                f"{why.span[1]} only")
+    if why.cause == "dropped before":
+        return (f"no kernels for {arches} in torch {why.earlier}'s {why.build} already (its list, recorded; "
+                f"torch {why.release}'s is not)")
+    if why.cause == "install":
+        return why.detail
+    return f"no kernels for {arches}" + (f" ({why.detail})" if why.detail else "")
+
+
+def rejected(why: Rejection) -> str:
+    """One line of the answer's ``rejected``: the build, then why."""
+    return f"{why.build}: {because(why)}"

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kitbench.advice import releases, selector
+from kitbench.advice import releases, selector, wording
+from kitbench.advice.rejections import Rejection
 from kitbench.errors import SelectionError, UsageError
 from kitbench.machine import probe
 from kitbench.machine.probe import Gpu, Probe
@@ -298,7 +299,9 @@ def test_recorded_h100_machine(resources: Path) -> None:
     assert chosen.reasons == ["cu130: the newest CUDA build of 2.11.0 that driver 580.159.04 runs "
                               "(floor 580.65.06); kernels for sm_90"]
     # 2.0.1's only recorded list (the CUDA 11.7 wheel's) stops at sm_86.
-    assert selector._cuda_rejection(releases.release("2.0.1"), h100, "cu117") == "no kernels for sm_90"
+    passed = selector._cuda_rejection(releases.release("2.0.1"), h100, "cu117")
+    assert passed == Rejection("cu117", "no kernels", arches=("sm_90",))
+    assert wording.because(passed) == "no kernels for sm_90"
 
 
 NIGHTLY = [("linux", "cu132"), ("linux", "rocm7.2"), ("linux", "cpu"), ("windows", "cu126"), ("windows", "cpu"),
