@@ -91,10 +91,11 @@ Stamp = tuple[str, int, int, int, int]
 
 
 def stamp(path: Path) -> Stamp:
-    """What a cache of a file's contents is keyed by, so that it never outlives the file: the absolute path and
-    which file is there, when and how large it was written (one rewritten in place or replaced, or another
-    KITBENCH_ENVS, is another key). A file that cannot be stat'ed reads as zeros; its reader says why."""
-    name = os.path.abspath(path)
+    """What a cache of a file's contents is keyed by, so that it never outlives the file: the path, which file
+    is there (device and inode, whatever a relative path was relative to), when and how large it was written
+    (one rewritten in place or replaced, or another KITBENCH_ENVS, is another key). A file that cannot be
+    stat'ed reads as zeros; its reader says why."""
+    name = os.fspath(path)
     try:
         info = os.stat(name)
     except OSError:

@@ -8,29 +8,19 @@ parses too (a user's ``--compute`` may be anything): it is of kind ``unknown`` a
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import cache
 
-
-@dataclass(frozen=True)
-class Kind:
-    """One kind of build: how its tags read, and what it needs of the machine."""
-
-    name: str           # cpu, cuda, rocm, xpu, mps
-    prefix: str         # the tag's start that names the kind: "cu" is CUDA's, as PyTorch's index writes it
-    form: str           # the whole tag a build of this kind has (a regular expression)
-    needs: str          # what the machine must have for the build to run on its accelerator
-
-
-KINDS = (
-    Kind("cuda", "cu", r"cu[0-9]{3}", "an NVIDIA driver"),
-    Kind("rocm", "rocm", r"rocm[0-9]+\.[0-9]+(\.[0-9]+)?", "an AMD GPU"),
-    Kind("xpu", "xpu", "xpu", "an Intel GPU"),
-    Kind("mps", "mps", "mps", "an Apple Silicon Mac"),
-    Kind("cpu", "cpu", "cpu", "nothing"),
+# One row per kind of build: its name, the tag's start that names it ("cu" is CUDA's, as PyTorch's index
+# writes it), and what it needs of the machine.
+KINDS: tuple[tuple[str, str, str], ...] = (
+    ("cuda", "cu", "an NVIDIA driver"),
+    ("rocm", "rocm", "an AMD GPU"),
+    ("xpu", "xpu", "an Intel GPU"),
+    ("mps", "mps", "an Apple Silicon Mac"),
+    ("cpu", "cpu", "nothing"),
 )
-_UNKNOWN = Kind("unknown", "", "", "nothing known")
+_UNKNOWN = ("unknown", "", "nothing known")
 
 
 @dataclass(frozen=True)
@@ -61,16 +51,20 @@ class Build:
 
 @cache
 def build(tag: str) -> Build:
-    """The build a tag names; pure, so each tag is parsed once."""
-    kind = next((k for k in KINDS if tag.startswith(k.prefix)), _UNKNOWN)
-    digits = tag[len(kind.prefix):]
+    """The build a tag names; pure, so each tag is parsed once. No regular expression: install-cmd's start-up."""
+    name, prefix, needs = next((k for k in KINDS if tag.startswith(k[1])), _UNKNOWN)
+    rest = tag[len(prefix):]
+    parts = rest.split(".")
     version: tuple[int, ...] = ()
-    if kind.name == "cuda" and digits.isascii() and digits.isdigit() and len(digits) >= 2:
+    if name == "cuda" and rest.isascii() and rest.isdigit() and len(rest) >= 2:
         # PyTorch writes CUDA 12.6 as cu126 and 11.8 as cu118: the last digit is the minor version.
-        version = int(digits[:-1]), int(digits[-1])
-    elif kind.name == "rocm" and re.fullmatch(r"[0-9]+(\.[0-9]+)*", digits):
-        version = tuple(int(p) for p in digits.split("."))
-    return Build(tag, kind.name, version, kind.needs, bool(kind.form) and re.fullmatch(kind.form, tag) is not None)
+        version = int(rest[:-1]), int(rest[-1])
+    elif name == "rocm" and all(p.isascii() and p.isdigit() for p in parts):
+        version = tuple(int(p) for p in parts)
+    # The whole form: cu and three digits (cu126), rocm and two or three numbers (rocm6.4, rocm5.4.2), or the bare name.
+    known = (len(rest) == 3 and bool(version) if name == "cuda" else len(version) in (2, 3) if name == "rocm"
+             else name != "unknown" and not rest)
+    return Build(tag, name, version, needs, known)
 
 
 def newest_first(tags: list[str] | tuple[str, ...], kind: str) -> list[str]:
