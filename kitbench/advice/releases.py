@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from kitbench import _files
 from kitbench.advice import facts, vendors
@@ -27,8 +26,10 @@ from kitbench.records import manifest
 _MAC = "mac"          # the quirk key of macOS commands
 
 
-@dataclass(frozen=True)
-class Release:
+class Release(NamedTuple):
+    """One release as install-cmd answers it. A named tuple, not a dataclass: as immutable, and much cheaper
+    to define, which install-cmd's start-up pays on every run."""
+
     version: str
     torchvision: str
     torchaudio: str | None      # None: no torchaudio was released with it
@@ -44,7 +45,7 @@ class Release:
     quirks: dict[tuple[str, str], str]
     source: str
     unverified: dict[str, str]  # format -> why its commands could not be checked against pytorch.org's text
-    index: str = ""             # the index pattern; empty: envs/pytorch.yaml's
+    own_index: str = ""         # the index pattern; empty: envs/pytorch.yaml's
     selector_aarch64_cell: bool = False     # Start Locally's plain-PyPI CUDA cell names an aarch64 command too
 
     @property
@@ -54,7 +55,6 @@ class Release:
     @property
     def key(self) -> tuple[int, ...]:
         return tuple(int(p) for p in self.version.split("."))
-
 
 
 def _pytorch() -> _files.Stamp:
@@ -88,7 +88,7 @@ def _nightly(source: _files.Stamp) -> Release:
     return Release(version="nightly", torchvision="", torchaudio=None, wheels=tuple(data["wheels"]), conda=(),
                    series="nightly", pypi_linux="", pinned_pypi_without_index=False, macos_x86_64=False,
                    aarch64_cuda=data.get("aarch64_cuda", False), selector_torchaudio=False, kernels={}, quirks={},
-                   source=data["source"], unverified={"selector": why}, index=data["index"])
+                   source=data["source"], unverified={"selector": why}, own_index=data["index"])
 
 
 
@@ -229,7 +229,7 @@ def _mac(rel: Release, arch: str) -> list[str]:
 
 
 def _index(rel: Release, compute: str) -> str:
-    return (rel.index or index_pattern()).format(compute=compute)
+    return (rel.own_index or index_pattern()).format(compute=compute)
 
 
 
