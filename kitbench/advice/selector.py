@@ -32,10 +32,12 @@ from kitbench.advice.wording import (
     cuda_reason,
     intel_label,
     intel_source,
+    machine_facts,
     rejected,
     rosetta_note,
     unavailable,
     unknown_macos,
+    wheel_facts,
     xpu_note,
 )
 from kitbench.errors import SelectionError, UsageError
@@ -104,7 +106,7 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     if release_spec == "stable" and compute == "auto" and _gpu_picks_release(machine):
         rel = _accelerated_release(rel, machine, arch, package, host, notes)
     chosen = Selection(command="", compute="", release=rel.version, os=machine.os, arch=arch, package=package,
-                       format=fmt, facts=_facts(machine), notes=notes)
+                       format=fmt, facts=machine_facts(machine), notes=notes)
     if rel.nightly and fmt == "pinned":
         # A nightly has no pinned form: its version changes every day.
         chosen.format = "selector"
@@ -173,7 +175,7 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
         chosen.notes.append(macos)
     wheel_compute = "cpu" if chosen.compute == "mps" else chosen.compute
     chosen.command = command(rel, machine.os, package, wheel_compute, chosen.format)
-    chosen.facts["wheels"] = _wheel_facts(rel, chosen.command, host, wheel_compute)
+    chosen.facts["wheels"] = wheel_facts(rel, chosen.command, host, wheel_compute)
     assumed = assumed_tags(rel, wheel_compute, chosen.command, host, moved=moved)
     if assumed:
         chosen.notes.append(assumed)
@@ -285,19 +287,6 @@ def _driver_need(rel: Release, machine: Probe, arch: str, package: str) -> str |
     return f"a driver >= {min(floors, key=version_tuple)}" if floors else None
 
 
-def _wheel_facts(rel: Release, text: str, host: wheels.Host, compute: str) -> dict[str, Any]:
-    facts = wheels.load()
-    # Wheels from download.pytorch.org (and conda packages) cannot be read from here: PyPI's stand in,
-    # unless the build's tags on PyTorch's index were recorded (envs/index_tags.yaml).
-    recorded = "--index-url" in text and not rel.nightly and wheels.recorded(rel.version, compute)
-    assumed = rel.nightly or "--index-url" in text or text.startswith("conda")
-    return {"source": facts.source, "read": facts.read,
-            "assumed_from": "recorded index listing" if recorded else "pypi" if assumed else None,
-            "python": ".".join(map(str, host.python)) if host.python else None, "libc": host.libc,
-            "libc_version": ".".join(map(str, host.libc_version)) if host.libc_version else None,
-            "macos": ".".join(map(str, host.macos)) if host.macos else None}
-
-
 def _gpu_releases(machine: Probe, arch: str, package: str, host: wheels.Host) -> Iterator[tuple[Release, str]]:
     """Each release that installs here and has a CUDA build this GPU and driver run (with that build),
     newest first, each series read only when reached."""
@@ -311,18 +300,6 @@ def _gpu_releases(machine: Probe, arch: str, package: str, host: wheels.Host) ->
                         and wheels.build_refusal(rel.version, c, host) is None), None)
         if compute is not None:
             yield rel, compute
-
-
-def _facts(machine: Probe) -> dict[str, Any]:
-    return {"os": machine.os, "os_version": machine.os_version, "arch": machine.arch,
-            "python_arch": machine.python_arch, "rosetta": machine.rosetta, "wsl": machine.wsl,
-            "container": machine.container, "driver": machine.driver,
-            "gpu_capabilities": [g.capability for g in machine.gpus if g.capability],      # one per GPU
-            "rocm": machine.rocm, "amd_gpus": [g.gfx or f"AMD {g.device_id or 'GPU'} (gfx unknown)"
-                                               for g in machine.amd_gpus],
-            "intel_gpus": [g.label for g in machine.intel_gpus], "sources": machine.sources,
-            "python_version": machine.python_version, "libc": machine.libc,
-            "libc_version": machine.libc_version}
 
 
 def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection, passed: list[Rejection]) -> str:

@@ -8,6 +8,7 @@ deciding again. Nothing here imports torch.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from kitbench.advice import releases, vendors, wheels
 from kitbench.advice.rejections import Rejection
@@ -207,3 +208,30 @@ def because(why: Rejection) -> str:
 def rejected(why: Rejection) -> str:
     """One line of the answer's ``rejected``: the build, then why."""
     return f"{why.build}: {because(why)}"
+
+
+def wheel_facts(rel: releases.Release, text: str, host: wheels.Host, compute: str) -> dict[str, Any]:
+    """What the answer says of the wheel facts it rests on: where read, when, and for which host."""
+    facts = wheels.load()
+    # Wheels from download.pytorch.org (and conda packages) cannot be read from here: PyPI's stand in,
+    # unless the build's tags on PyTorch's index were recorded (envs/index_tags.yaml).
+    recorded = "--index-url" in text and not rel.nightly and wheels.recorded(rel.version, compute)
+    assumed = rel.nightly or "--index-url" in text or text.startswith("conda")
+    return {"source": facts.source, "read": facts.read,
+            "assumed_from": "recorded index listing" if recorded else "pypi" if assumed else None,
+            "python": ".".join(map(str, host.python)) if host.python else None, "libc": host.libc,
+            "libc_version": ".".join(map(str, host.libc_version)) if host.libc_version else None,
+            "macos": ".".join(map(str, host.macos)) if host.macos else None}
+
+
+def machine_facts(machine: Probe) -> dict[str, Any]:
+    """What the answer says of the machine it is for (its ``facts``), each where it was read."""
+    return {"os": machine.os, "os_version": machine.os_version, "arch": machine.arch,
+            "python_arch": machine.python_arch, "rosetta": machine.rosetta, "wsl": machine.wsl,
+            "container": machine.container, "driver": machine.driver,
+            "gpu_capabilities": [g.capability for g in machine.gpus if g.capability],      # one per GPU
+            "rocm": machine.rocm, "amd_gpus": [g.gfx or f"AMD {g.device_id or 'GPU'} (gfx unknown)"
+                                               for g in machine.amd_gpus],
+            "intel_gpus": [g.label for g in machine.intel_gpus], "sources": machine.sources,
+            "python_version": machine.python_version, "libc": machine.libc,
+            "libc_version": machine.libc_version}
