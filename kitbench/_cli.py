@@ -52,9 +52,9 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
     if args.fleet_command == "run":
         _check_fleet_run_local(args)
     else:
-        from kitbench.advice import selector
+        from kitbench.advice import releases
 
-        selector.release(args.release)      # the nodes' install-cmd would refuse it, each in its own row
+        releases.release(args.release)      # the nodes' install-cmd would refuse it, each in its own row
         given = pythons.probe_given(args.python)
     if args.timeout is not None and not 0 < args.timeout < float("inf"):
         raise UsageError(f"--timeout must be a positive number of seconds, not {args.timeout}",

@@ -87,6 +87,22 @@ def destination(given: str, default_name: str, error: ReadError = RecordError) -
     return path
 
 
+Stamp = tuple[str, int, int, int, int]
+
+
+def stamp(path: Path) -> Stamp:
+    """What a cache of a file's contents is keyed by, so that it never outlives the file: the path, which file
+    is there (device and inode, whatever a relative path was relative to), when and how large it was written
+    (one rewritten in place or replaced, or another KITBENCH_ENVS, is another key). A file that cannot be
+    stat'ed reads as zeros; its reader says why."""
+    name = os.fspath(path)
+    try:
+        info = os.stat(name)
+    except OSError:
+        return name, 0, 0, 0, 0
+    return name, info.st_dev, info.st_ino, info.st_mtime_ns, info.st_size
+
+
 def read_small(path: Path) -> str | None:
     """A small text file the kernel or a driver keeps (sysfs, procfs, cgroups): its text, undecodable bytes
     replaced, or None where it cannot be read. A probe reports what it finds; it never fails on one file."""

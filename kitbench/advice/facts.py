@@ -76,8 +76,8 @@ def _checked(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 @cache
-def _load(path: str) -> dict[str, Any]:
-    return read_json(Path(path)) or {}
+def _load(source: _files.Stamp) -> dict[str, Any]:
+    return read_json(Path(source[0])) or {}
 
 
 def reload() -> None:
@@ -90,7 +90,7 @@ def cached() -> dict[str, Any]:
     path = cache_dir() / "releases.json"
     if not path.is_file():
         return {}
-    data = _load(str(path))
+    data = _load(_files.stamp(path))
     if data.get("format") != FORMAT:
         raise _unreadable(path)
     return data

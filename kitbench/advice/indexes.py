@@ -37,7 +37,8 @@ from kitbench.advice import facts, vendors
 from kitbench.advice.facts import read_json
 from kitbench.errors import NetworkError, UsageError
 from kitbench.machine import drivers
-from kitbench.machine.versions import cuda_of_compute, version_tuple
+from kitbench.machine.builds import build
+from kitbench.machine.versions import version_tuple
 from kitbench.records import manifest
 
 PACKAGES = ("torch", "torchvision", "torchaudio")
@@ -306,22 +307,19 @@ def _pair(torch: str, candidates: dict[str, dict[str, Any]], requires: dict[str,
 
 def _compute_order(compute: str) -> tuple[int, tuple[int, ...]]:
     # pytorch.org's order: ROCm builds, then CUDA builds, each oldest first, then CPU.
-    if compute.startswith("rocm"):
-        return 0, version_tuple(compute[4:])
-    if compute.startswith("cu"):
-        return 1, cuda_of_compute(compute) or (0,)
-    return 2, ()
+    found = build(compute)
+    return {"rocm": 0, "cuda": 1}.get(found.kind, 2), found.version
 
 
 def _refusal(compute: str) -> str | None:
-    cuda = cuda_of_compute(compute)
+    cuda = build(compute).cuda
     if cuda is not None:
         text = f"{cuda[0]}.{cuda[1]}"
         table = drivers.load()
         if table.requirement(text).floor is None or table.oldest_arch(text) is None:
             return (f"{compute}: envs/drivers.yaml has no driver floor or oldest GPU architecture for CUDA {text}, "
                     "so which machines it runs on is not known")
-    elif compute.startswith("rocm") and vendors.load().rocm_arches(compute) is None:
+    elif build(compute).kind == "rocm" and vendors.load().rocm_arches(compute) is None:
         return f"{compute}: envs/vendors.yaml has no gfx list for {compute}, so which GPUs it runs on is not known"
     return None
 
@@ -361,8 +359,8 @@ def derive(files: dict[str, dict[str, Any]], baked: set[str]) -> list[dict[str, 
             if len(heard) > 1:      # its wheels are checked as torchvision's are, where any was read
                 wheels["torchaudio"] = heard
         builds = entry.get("builds", {})
-        offered = sorted({label or "cpu" for label in builds if label.startswith(("cu", "rocm", "cpu")) or not label},
-                         key=_compute_order)
+        offered = sorted({label or "cpu" for label in builds
+                          if build(label).kind in ("cuda", "rocm", "cpu") or not label}, key=_compute_order)
         platforms = [p for tags in builds.values() for p in tags] + list((pypi.get("builds") or {}).get("", {}))
         found.append({"version": version, "torchvision": vision, "torchaudio": audio[0] if audio else None,
                       "computes": [c for c in offered if _refusal(c) is None],
@@ -370,7 +368,7 @@ def derive(files: dict[str, dict[str, Any]], baked: set[str]) -> list[dict[str, 
                       "macos_x86_64": any(p.startswith("macosx") and p.endswith(("x86_64", "universal2"))
                                           for p in platforms),
                       "aarch64_cuda": any(p.endswith("aarch64") for label, tags in builds.items()
-                                          if label.startswith("cu") for p in tags), "wheels": wheels,
+                                          if build(label).kind == "cuda" for p in tags), "wheels": wheels,
                       "paired": paired["torchvision"][1], "index": index.get("url", ""),
                       "read": index.get("read", ""), **_wheels_from(files, pypi, index)})
     return found

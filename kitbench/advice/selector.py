@@ -1,9 +1,7 @@
-"""Which PyTorch install command fits a machine, exact to pytorch.org's text.
+"""Which PyTorch install command fits a machine: the decision (which release and build, and which builds were
+passed over and why), over the releases ``releases`` covers; its words are written by ``wording``.
 
-Release data comes from ``envs/releases/*.yaml`` (each series names the page
-its commands were taken from); the rules that turn it into commands are the
-ones pytorch.org's two pages follow, and the departures the pages make from
-their own rules are kept verbatim as ``quirks``. Nothing here imports torch.
+Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -12,59 +10,52 @@ import dataclasses
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import cache
-from pathlib import Path
 from typing import Any
 
-from kitbench.advice import facts, vendors, wheels
-from kitbench.errors import ManifestError, SelectionError, UsageError
-from kitbench.machine import drivers
+from kitbench.advice import vendors, wheels
+from kitbench.advice.rejections import Rejection
+from kitbench.advice.releases import (
+    Release,
+    command,
+    computes,
+    earlier_kernels,
+    kernels,
+    newest_first,
+    release,
+    xpu_builds,
+)
+from kitbench.advice.wording import (
+    INTEL_SUPPORTED,
+    assumed_tags,
+    because,
+    branch_floor,
+    cuda_reason,
+    intel_label,
+    intel_source,
+    machine_facts,
+    rejected,
+    rosetta_note,
+    unavailable,
+    unknown_macos,
+    wheel_facts,
+    xpu_note,
+)
+from kitbench.errors import SelectionError, UsageError
+from kitbench.machine import builds, drivers
+from kitbench.machine.builds import build
 from kitbench.machine.probe import EMULATES, Probe, doubt, no_driver_reason
 from kitbench.machine.probe.intel import IntelGpu
 from kitbench.machine.versions import (
     arch_of_capability,
     capability_supported,
-    cuda_of_compute,
     parse_capability,
-    serving_arch,
     version_tuple,
 )
-from kitbench.records import manifest
 
 OSES = ("linux", "macos", "windows")
 ARCHES = ("x86_64", "aarch64", "arm64")
 PACKAGES = ("pip", "conda", "uv")
 FORMATS = ("selector", "pinned")
-_MAC = "mac"          # the quirk key of macOS commands
-
-
-@dataclass(frozen=True)
-class Release:
-    version: str
-    torchvision: str
-    torchaudio: str | None      # None: no torchaudio was released with it
-    wheels: tuple[str, ...]
-    conda: tuple[str, ...]
-    series: str
-    pypi_linux: str
-    pinned_pypi_without_index: bool
-    macos_x86_64: bool
-    aarch64_cuda: bool
-    selector_torchaudio: bool
-    kernels: dict[str, tuple[str, ...]]
-    quirks: dict[tuple[str, str], str]
-    source: str
-    unverified: dict[str, str]  # format -> why its commands could not be checked against pytorch.org's text
-    index: str = ""             # the index pattern; empty: envs/pytorch.yaml's
-    selector_aarch64_cell: bool = False     # Start Locally's plain-PyPI CUDA cell names an aarch64 command too
-
-    @property
-    def nightly(self) -> bool:
-        return self.version == "nightly"
-
-    @property
-    def key(self) -> tuple[int, ...]:
-        return tuple(int(p) for p in self.version.split("."))
 
 
 @dataclass
@@ -83,245 +74,9 @@ class Selection:
     facts: dict[str, Any] = field(default_factory=dict)
 
 
-@cache
-def _pytorch() -> dict[str, Any]:
-    data: dict[str, Any] = manifest.load(manifest.envs_dir() / "pytorch.yaml", "pytorch").data
-    return data
-
-
-def index_pattern() -> str:
-    pattern: str = _pytorch()["index"]
-    return pattern
-
-
-@cache
-def nightly() -> Release:
-    data = _pytorch()["nightly"]
-    why = (f"nightly builds change daily; this is their Start Locally matrix as of {data['as_of']} "
-           f"(torch {data['version']} then), from {data['source']}")
-    return Release(version="nightly", torchvision="", torchaudio=None, wheels=tuple(data["wheels"]), conda=(),
-                   series="nightly", pypi_linux="", pinned_pypi_without_index=False, macos_x86_64=False,
-                   aarch64_cuda=data.get("aarch64_cuda", False), selector_torchaudio=False, kernels={}, quirks={},
-                   source=data["source"], unverified={"selector": why}, index=data["index"])
-
-
-def _series_paths() -> list[Path]:
-    """The release manifests (one per series, named after it), newest series first."""
-    directory = manifest.envs_dir() / "releases"
-    if not directory.is_dir():
-        raise ManifestError(directory, "no such manifest directory",
-                            hint=f"set {manifest.ENVS_VARIABLE} to the kit's envs/ directory")
-    paths = sorted(directory.glob("*.yaml"), key=lambda p: _series_key(p), reverse=True)
-    if not paths:
-        raise ManifestError(directory, "no release manifest", hint="envs/releases/<X.Y>.yaml, one per series")
-    return paths
-
-
-def _series_key(path: Path) -> tuple[int, ...]:
-    if not re.fullmatch(r"[0-9]+\.[0-9]+", path.stem):
-        raise ManifestError(path, "a release manifest is named after its series",
-                            hint="name it envs/releases/<X.Y>.yaml, e.g. 2.14.yaml")
-    return version_tuple(path.stem)
-
-
-@cache
-def _series(path: Path) -> tuple[Release, ...]:
-    """One series' releases, oldest first. install-cmd reads only the series its answer needs."""
-    data = manifest.load(path, "release").data
-    if data["series"] != path.stem:
-        raise ManifestError(path, f"series {data['series']!r} in a file named {path.name}",
-                            hint="name each release manifest after its series")
-    quirks: dict[tuple[str, str, str], str] = {
-        (q["release"], q["package"], q["compute"]): q["command"] for q in data.get("quirks", ())}
-    kernels = {k["compute"]: tuple(k["arches"]) for k in data.get("kernels", ())}
-    found = [Release(
-        version=entry["version"], torchvision=entry["torchvision"], torchaudio=entry.get("torchaudio"),
-        wheels=tuple(entry["wheels"]), conda=tuple(entry.get("conda", ())), series=data["series"],
-        pypi_linux=data["pypi"]["linux"],
-        pinned_pypi_without_index=data.get("pinned_pypi_without_index", False),
-        macos_x86_64=data["macos_x86_64"], aarch64_cuda=data.get("aarch64_cuda", False),
-        selector_torchaudio=data.get("selector_torchaudio", True), kernels=kernels,
-        quirks={(p, c): cmd for (r, p, c), cmd in quirks.items() if r == entry["version"]},
-        source=data["pinned_source"], unverified=data.get("unverified", {}),
-        selector_aarch64_cell=entry.get("selector_aarch64_cell", False)) for entry in data["releases"]]
-    return tuple(sorted(found, key=lambda r: r.key))
-
-
-def newest_first(derived: bool = True) -> Iterator[Release]:
-    """Every covered release, newest first, each series read only when reached; with ``derived``,
-    the releases the user's fact cache adds (kitbench facts refresh) among them."""
-    extra = _derived() if derived else []
-    for path in _series_paths():
-        for rel in reversed(_series(path)):
-            while extra and extra[0].key > rel.key:
-                yield extra.pop(0)
-            yield rel
-    yield from extra
-
-
-def _derived() -> list[Release]:
-    """The cache's releases that envs/releases/ lacks, newest first, as Releases answered from the facts alone:
-    their index's builds, every command naming PyTorch's index but on macOS (which CUDA build plain PyPI
-    serves is not derived), no conda, and marked unverified."""
-    found = []
-    for rel in facts.derived():
-        path = manifest.envs_dir() / "releases" / f"{'.'.join(rel.version.split('.')[:2])}.yaml"
-        if path.is_file() and any(r.version == rel.version for r in _series(path)):
-            continue
-        found.append(Release(
-            version=rel.version, torchvision=rel.torchvision, torchaudio=rel.torchaudio, wheels=rel.computes,
-            conda=(), series=".".join(rel.version.split(".")[:2]), pypi_linux="", pinned_pypi_without_index=False,
-            macos_x86_64=rel.macos_x86_64, aarch64_cuda=rel.aarch64_cuda, selector_torchaudio=False, kernels={},
-            quirks={}, source=rel.note, unverified={"pinned": rel.note, "selector": rel.note}))
-    return found
-
-
-def releases() -> dict[str, Release]:
-    """Every covered release, oldest first (reads every series)."""
-    return {r.version: r for r in reversed(list(newest_first()))}
-
-
-def release(spec: str) -> Release:
-    if spec == "stable":
-        return next(newest_first())
-    if spec == "nightly":
-        return nightly()
-    path = manifest.envs_dir() / "releases" / f"{'.'.join(spec.split('.')[:2])}.yaml"
-    if re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", spec) and path.is_file():
-        found = next((r for r in _series(path) if r.version == spec), None)
-        if found is not None:
-            return found
-    found = next((r for r in _derived() if r.version == spec), None)
-    if found is not None:
-        return found
-    known = releases()
-    covered = f"{next(iter(known))} .. {list(known)[-1]}"
-    raise SelectionError(f"unknown release {spec!r}", hint=f"covered releases: {covered}, 'stable' or 'nightly'")
-
-
-def computes(rel: Release, os: str, arch: str, package: str) -> list[str]:
-    """The compute platforms published for this release, OS, chip and package, in the page's order."""
-    if package == "conda":
-        if not rel.conda:
-            return []
-        if os == "macos":
-            return _mac(rel, arch)
-        return [c for c in rel.conda if not (os == "linux" and arch == "aarch64" and c != "cpu")]
-    if os == "macos":
-        return _mac(rel, arch)
-    found = [c for c in rel.wheels if not (os == "windows" and c.startswith("rocm"))]
-    if arch == "aarch64":
-        # aarch64 CUDA builds are Linux's (SBSA, Grace); Windows on Arm has the CPU build only.
-        found = [c for c in found if c == "cpu" or (os == "linux" and rel.aarch64_cuda and c.startswith("cu"))]
-    return found
-
-
-def _mac_ok(rel: Release, arch: str) -> bool:
-    return arch == "arm64" or rel.macos_x86_64
-
-
-def _mac(rel: Release, arch: str) -> list[str]:
-    # One macOS wheel serves both: pytorch.org's "Default" (CPU) command installs the build that carries MPS.
-    return (["mps", "cpu"] if arch == "arm64" else ["cpu"]) if _mac_ok(rel, arch) else []
-
-
-def _index(rel: Release, compute: str) -> str:
-    return (rel.index or index_pattern()).format(compute=compute)
-
-
-def _pypi_compute(rel: Release, os: str) -> str:
-    """What a plain `pip install torch` gets on ``os``."""
-    return rel.pypi_linux if os == "linux" else "cpu"
-
-
-def command(rel: Release, os: str, package: str, compute: str, fmt: str) -> str:
-    """The published command for one cell of the selector (or previous-versions page)."""
-    cuda = cuda_of_compute(compute)
-    if package == "conda":
-        return _conda(rel, os, compute, fmt, cuda)
-    installer = {"pip": "pip3 install" if fmt == "selector" else "pip install", "uv": "uv pip install"}[package]
-    names = _names(rel, fmt)
-    if rel.nightly:
-        # Nightly wheels live only on their own index, as pre-releases.
-        installer += " --pre"
-        plain = False
-    elif fmt == "selector":
-        plain = os == "macos" or compute == _pypi_compute(rel, os)
-    else:
-        # The previous-versions page shares one block between Linux and Windows.
-        plain = os == "macos" or (rel.pinned_pypi_without_index and compute == rel.pypi_linux)
-    text = f"{installer} {names}" + ("" if plain else f" --index-url {_index(rel, compute)}")
-    if fmt == "selector" and plain and os == "linux" and package == "pip" and rel.selector_aarch64_cell:
-        # Verbatim, markup included: plain PyPI serves this CUDA build on x86_64 only.
-        return (f"For Linux x86 use:<br />{text}<br /><br />For Linux Aarch64:<br />{text} "
-                f"--index-url {_index(rel, compute)}")
-    if fmt == "pinned" and package == "pip":
-        return rel.quirks.get(("pip", _MAC if os == "macos" else compute), text)
-    return text
-
-
-def _names(rel: Release, fmt: str) -> str:
-    if fmt == "selector":
-        return "torch torchvision torchaudio" if rel.selector_torchaudio else "torch torchvision"
-    audio = f" torchaudio=={rel.torchaudio}" if rel.torchaudio else ""
-    return f"torch=={rel.version} torchvision=={rel.torchvision}{audio}"
-
-
-def _conda(rel: Release, os: str, compute: str, fmt: str, cuda: tuple[int, int] | None) -> str:
-    if fmt == "selector":
-        if os == "macos":
-            return "conda install pytorch::pytorch torchvision torchaudio -c pytorch"
-        names = "pytorch torchvision torchaudio"
-    else:
-        names = f"pytorch=={rel.version} torchvision=={rel.torchvision} torchaudio=={rel.torchaudio}"
-        if os == "macos":
-            return rel.quirks.get(("conda", _MAC), f"conda install {names} -c pytorch")
-    if cuda is not None:
-        text = f"conda install {names} pytorch-cuda={cuda[0]}.{cuda[1]} -c pytorch -c nvidia"
-    else:
-        text = f"conda install {names} cpuonly -c pytorch"
-    return rel.quirks.get(("conda", compute), text) if fmt == "pinned" else text
-
-
 def check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise UsageError(f"unknown {name} {value!r}", hint=f"choose one of: {', '.join(choices)}")
-
-
-def _unavailable(rel: Release, os: str, arch: str, package: str, compute: str,
-                 host: wheels.Host | None = None) -> SelectionError:
-    available = computes(rel, os, arch, package) + _xpu(rel, os, arch, package)
-    if package == "conda" and not rel.conda:
-        last = max((r for r in releases().values() if r.conda), key=lambda r: r.key)
-        # The release the hint names must install here too (Python 3.14 has no 2.5.1 wheel).
-        fits = [r for r in releases().values() if r.conda and (host is None or wheels.refusal(r.version, host) is None)]
-        other = f" (or --release {max(fits, key=lambda r: r.key).version})" if fits else ""
-        return SelectionError(f"torch {rel.version} has no conda packages: PyTorch published them up to {last.version}",
-                              hint=f"use --package pip or uv{other}")
-    if compute == "xpu" and package != "conda" and os != "macos":
-        since = ", ".join(f"{o} from {v}" for o, v in vendors.load().xpu_since.items())
-        return SelectionError(f"torch {rel.version} has no xpu build for {os} {arch}",
-                              hint=f"XPU wheels exist for x86_64 only: {since}")
-    if os == "macos" and compute.startswith(("cu", "rocm", "xpu")):
-        return SelectionError(f"there are no {compute} builds for macOS",
-                              hint="macOS gets cpu (Intel, up to 2.2.2) or mps (Apple Silicon)")
-    if os == "macos" and arch == "x86_64" and not available:
-        last = max((r for r in releases().values() if r.macos_x86_64), key=lambda r: r.key)
-        return SelectionError(f"torch {rel.version} has no macOS x86_64 wheels: the last is {last.version}",
-                              hint="use an arm64 Python on Apple Silicon, or --release " + last.version)
-    if os == "windows" and compute.startswith("rocm"):
-        return SelectionError("ROCm builds exist only for Linux", hint=f"Windows gets: {', '.join(available)}")
-    if not re.fullmatch(r"cpu|mps|xpu|cu[0-9]{3}|rocm[0-9]+\.[0-9]+(\.[0-9]+)?", compute):
-        return SelectionError(f"unknown --compute {compute!r}", hint="auto, cpu, mps, xpu, cuXYZ (cu126) or rocmX.Y "
-                              f"(rocm6.4); torch {rel.version} has: {', '.join(available) or 'nothing'}")
-    # The newest other release with that build, which installs here: what someone asking for cu128 wants.
-    elsewhere = next((r for r in newest_first() if r.version != rel.version
-                  and compute in computes(r, os, arch, package) + _xpu(r, os, arch, package)
-                  and (host is None or wheels.refusal(r.version, host) is None)), None) if not rel.nightly else None
-    return SelectionError(f"torch {rel.version} has no {compute} build for {package} on {os} {arch}",
-                          hint=f"it has: {', '.join(available) or 'nothing'}"
-                          + (f"; torch {elsewhere.version} has {compute}: --release {elsewhere.version}" if elsewhere
-                             else ""))
 
 
 def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip", compute: str = "auto",
@@ -338,7 +93,7 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     host = wheels.host_of(machine, arch)
     notes: list[str] = []
     asked = rel
-    rosetta = _rosetta(machine, arch, package, fmt)
+    rosetta = rosetta_note(machine, arch, package, fmt)
     try:
         rel = _installable(rel, release_spec, host, notes)
     except SelectionError as error:
@@ -351,7 +106,7 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     if release_spec == "stable" and compute == "auto" and _gpu_picks_release(machine):
         rel = _accelerated_release(rel, machine, arch, package, host, notes)
     chosen = Selection(command="", compute="", release=rel.version, os=machine.os, arch=arch, package=package,
-                       format=fmt, facts=_facts(machine), notes=notes)
+                       format=fmt, facts=machine_facts(machine), notes=notes)
     if rel.nightly and fmt == "pinned":
         # A nightly has no pinned form: its version changes every day.
         chosen.format = "selector"
@@ -368,30 +123,32 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
         chosen.verified = False
         chosen.notes.append(f"torch {rel.version}, {chosen.format} form unverified: {why}")
     if compute == "auto":
-        chosen.compute = _auto(rel, machine, arch, package, chosen)
+        passed: list[Rejection] = []
+        chosen.compute = _auto(rel, machine, arch, package, chosen, passed)
+        chosen.rejected = [rejected(r) for r in passed]
     else:
-        if compute not in computes(rel, machine.os, arch, package) and compute not in _xpu(rel, machine.os, arch,
+        if compute not in computes(rel, machine.os, arch, package) and compute not in xpu_builds(rel, machine.os, arch,
                                                                                          package):
-            raise _unavailable(rel, machine.os, arch, package, compute, host)
+            raise unavailable(rel, machine.os, arch, package, compute, host)
         chosen.compute = compute
         chosen.reasons.append(f"{compute}: asked for with --compute")
-        if compute.startswith("cu") and machine.driver is not None:
-            why = _cuda_rejection(rel, machine, compute)
-            if why:
-                chosen.notes.append(f"warning: {compute} will not run on this machine: {why}")
+        if build(compute).kind == "cuda" and machine.driver is not None:
+            runs = _cuda_rejection(rel, machine, compute)
+            if runs:
+                chosen.notes.append(f"warning: {compute} will not run on this machine: {because(runs)}")
         installs = wheels.build_refusal(rel.version, compute, host)
         if installs:
             chosen.notes.append(f"warning: {compute} will not install on this machine: {installs}")
-        if compute == "xpu" and machine.intel_gpus and not _intel_served(machine)[0]:
+        if build(compute).kind == "xpu" and machine.intel_gpus and not _intel_served(machine)[0]:
             chosen.notes.append(f"warning: xpu will not run on this machine: "
                                 f"{', '.join(g.label for g in machine.intel_gpus)} is none of the GPUs it supports")
-        if compute.startswith("rocm") and _rocm_missing(machine, compute):
+        if build(compute).kind == "rocm" and _rocm_missing(machine, compute):
             chosen.notes.append(f"warning: {compute} will not run on this machine: no kernels for "
                                 + ", ".join(_rocm_missing(machine, compute)))
     if machine.os == "macos" and chosen.compute == "cpu" and arch == "arm64":
         chosen.notes.append("pytorch.org's Default (CPU) command: on Apple Silicon the same wheel also carries MPS")
-    if compute == "auto" and chosen.compute == "cpu" and machine.driver and any(c.startswith("cu") for c in computes(
-            rel, machine.os, arch, package)):
+    if compute == "auto" and chosen.compute == "cpu" and machine.driver and any(
+            build(c).kind == "cuda" for c in computes(rel, machine.os, arch, package)):
         found = _gpu_releases(machine, arch, package, host)
         gpu = next(found, None)
         if gpu:
@@ -406,20 +163,20 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
             if first is not None and first[0].key > rel.key:
                 chosen.notes.append(f"this GPU is newer than every build of torch {rel.version}: torch "
                                     f"{first[0].version} ({first[1]}) is the first release with its kernels")
-    if chosen.compute == "xpu":
+    if build(chosen.compute).kind == "xpu":
         chosen.verified = False         # no command kitbench checked against pytorch.org's text names xpu
-        chosen.notes.append(_xpu_note(rel, machine.os))
+        chosen.notes.append(xpu_note(rel, machine.os))
     unsure = doubt(machine)
     if unsure:
         chosen.notes.append(f"the GPU list is unconfirmed ({unsure}): this answer is for the GPUs listed; "
                             "--driver and --gpu-cc (once per GPU) answer for the machine as you know it")
-    unknown_macos = _unknown_macos(rel, host)
-    if unknown_macos:
-        chosen.notes.append(unknown_macos)
+    macos = unknown_macos(rel, host)
+    if macos:
+        chosen.notes.append(macos)
     wheel_compute = "cpu" if chosen.compute == "mps" else chosen.compute
     chosen.command = command(rel, machine.os, package, wheel_compute, chosen.format)
-    chosen.facts["wheels"] = _wheel_facts(rel, chosen.command, host, wheel_compute)
-    assumed = _assumed_tags(rel, wheel_compute, chosen.command, host, moved=moved)
+    chosen.facts["wheels"] = wheel_facts(rel, chosen.command, host, wheel_compute)
+    assumed = assumed_tags(rel, wheel_compute, chosen.command, host, moved=moved)
     if assumed:
         chosen.notes.append(assumed)
     return chosen
@@ -447,19 +204,6 @@ def _installable(rel: Release, spec: str, host: wheels.Host, notes: list[str]) -
     raise SelectionError(why, hint=hint)
 
 
-def _rosetta(machine: Probe, arch: str, package: str, fmt: str) -> tuple[str, str] | None:
-    """What an x86_64 Python on an Apple Silicon Mac is told, and the arm64 Python's command; None elsewhere."""
-    if machine.os != "macos" or arch != "x86_64" or not (machine.rosetta or machine.arch == "arm64"):
-        return None
-    what = "this is an Apple Silicon Mac running an x86_64 Python (Rosetta 2), which gets no MPS"
-    native = wheels.newest(dataclasses.replace(wheels.host_of(machine, arch), arch="arm64"))
-    if native is None:
-        return what, "an arm64 Python gets the current release with MPS: kitbench install-cmd --python-arch arm64"
-    text = command(release(native), "macos", package, "cpu", "selector" if fmt == "selector" and package != "uv"
-                   else "pinned")
-    return what, f"an arm64 Python gets torch {native} with MPS: {text}"
-
-
 def _gpu_picks_release(machine: Probe) -> bool:
     """Whether an older release may run on this machine's GPU where the newest does not: an NVIDIA GPU
     (driver floors and kernels differ by release) or an AMD one on Linux (gfx lists do). Not a Mac (MPS
@@ -468,34 +212,35 @@ def _gpu_picks_release(machine: Probe) -> bool:
         machine.os == "linux" and bool(machine.amd_gpus or machine.rocm))
 
 
-def _accelerated(rel: Release, machine: Probe, arch: str, package: str) -> Selection:
-    """What auto mode makes of ``rel`` on ``machine``, worked out aside: its compute, reasons and rejections."""
+def _accelerated(rel: Release, machine: Probe, arch: str, package: str) -> tuple[Selection, list[Rejection]]:
+    """What auto mode makes of ``rel`` on ``machine``, worked out aside: its compute and reasons, and the
+    builds it passed over."""
     trial = Selection(command="", compute="cpu", release=rel.version, os=machine.os, arch=arch, package=package,
                       format="pinned")
-    trial.compute = _auto(rel, machine, arch, package, trial)
-    return trial
+    passed: list[Rejection] = []
+    trial.compute = _auto(rel, machine, arch, package, trial, passed)
+    return trial, passed
 
 
 def _accelerated_release(newest: Release, machine: Probe, arch: str, package: str, host: wheels.Host,
                          notes: list[str]) -> Release:
     """For ``stable``: the newest release that installs here and runs on the machine's GPU; where none
     does, ``newest`` (its CPU build), with a note saying why. Walks back only as far as it must."""
-    first = _accelerated(newest, machine, arch, package)
+    first, passed = _accelerated(newest, machine, arch, package)
     if first.compute != "cpu":
         return newest
     # A machine without an NVIDIA driver is not told that its CUDA builds need one.
-    rejected = [r for r in first.rejected if machine.driver or not r.endswith(": no NVIDIA driver")]
-    why = "; ".join(rejected) or first.reasons[-1].removeprefix("cpu: ")
+    why = "; ".join(rejected(r) for r in passed if r.cause != "no driver") or first.reasons[-1].removeprefix("cpu: ")
     need = _driver_need(newest, machine, arch, package)
     for rel in newest_first():
         if rel.key >= newest.key or wheels.refusal(rel.version, host) is not None:
             continue
         try:
-            trial = _accelerated(rel, machine, arch, package)
+            trial = _accelerated(rel, machine, arch, package)[0]
         except SelectionError:
             continue        # nothing of this release for this package here (no conda packages, say)
         # Falling back is worth it only for a build known to run: ROCm builds without a recorded gfx list are not.
-        if trial.compute != "cpu" and not (trial.compute.startswith("rocm") and machine.gfx
+        if trial.compute != "cpu" and not (build(trial.compute).kind == "rocm" and machine.gfx
                                            and vendors.load().rocm_arches(trial.compute) is None):
             notes.append(f"torch {rel.version}, not the newest release ({newest.version}): no build of "
                          f"{newest.version} runs on this GPU ({why})"
@@ -518,7 +263,7 @@ def _kernel_less(machine: Probe, arch: str, package: str, host: wheels.Host) -> 
     found = []
     for cc in machine.capabilities:
         alone = dataclasses.replace(machine, driver="9999", gpus=tuple(g for g in machine.gpus if g.capability == cc))
-        if not any(compute.startswith("cu") and _cuda_rejection(rel, alone, compute) is None
+        if not any(build(compute).kind == "cuda" and _cuda_rejection(rel, alone, compute) is None
                    for rel in newest_first() if wheels.refusal(rel.version, host) is None
                    for compute in computes(rel, machine.os, arch, package)):
             found.append(arch_of_capability(parse_capability(cc)))
@@ -532,7 +277,7 @@ def _driver_need(rel: Release, machine: Probe, arch: str, package: str) -> str |
         return None
     floors = []
     for compute in computes(rel, machine.os, arch, package):
-        cuda = cuda_of_compute(compute)
+        cuda = build(compute).cuda
         if cuda is None:
             continue
         need = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os)
@@ -540,69 +285,6 @@ def _driver_need(rel: Release, machine: Probe, arch: str, package: str) -> str |
                                                       compute) is None:
             floors.append(need.floor)
     return f"a driver >= {min(floors, key=version_tuple)}" if floors else None
-
-
-def _xpu_note(rel: Release, os: str) -> str:
-    """Why an xpu command is unverified: the builds a release manifest records (and its unverified
-    note speaks of) are pytorch.org's, which has no XPU command; the XPU build comes from envs/vendors.yaml."""
-    who, matrix = ("nightly's", "the nightly build matrix has") if rel.nightly else \
-        (f"torch {rel.version}'s", "PyTorch's build matrix has")
-    since = "" if rel.nightly else f" from {vendors.load().xpu_since[os]}"
-    inferred = "" if rel.nightly else f"; that torch {rel.version} has them is inferred, not confirmed"
-    return (f"xpu command unverified: it is none of the builds {who} commands are recorded for "
-            f"({', '.join(rel.wheels)}): it is the XPU index form, for the XPU wheels {matrix} for {os}{since} "
-            f"(envs/vendors.yaml){inferred}")
-
-
-def _unknown_macos(rel: Release, host: wheels.Host) -> str | None:
-    """Which macOS the answer needs, where the question left the Mac's version unknown (``--os macos``
-    from another machine): an unknown fact constrains nothing, so the answer may need a newer macOS."""
-    if host.os != "macos" or host.macos is not None:
-        return None
-    facts = wheels.load()
-    checked = list(facts.releases)[-1] if rel.nightly else rel.version
-    lowest = [min(floors) for wheels_ in facts.releases.get(checked, {}).values()
-              for floors in [[p.floor for p in wheels_.tags if p.os == "macos" and host.arch in p.arches and p.floor]]
-              if floors]
-    if not lowest:
-        return None
-    need = max(lowest)      # torch's and torchvision's wheels must both install
-    text = (f"the macOS version was not given: torch {checked}'s macOS {host.arch} wheels need macOS "
-            f"{'.'.join(map(str, need))} or newer")
-    older = (need[0] - 1, 0) if need[0] > 11 else (need[0], need[1] - 1) if need[1] else None
-    fits = wheels.newest(dataclasses.replace(host, macos=older)) if older else None
-    if older is None or fits is None:
-        return None         # no Mac of this arch that any release installs on is older than that
-    shown = str(older[0]) if older[0] > 10 else ".".join(map(str, older))
-    return text + f"; on macOS {shown} the newest release that installs is {fits}: --os-version {shown}"
-
-
-def _assumed_tags(rel: Release, compute: str, text: str, host: wheels.Host, moved: bool) -> str | None:
-    """Say so where the answer rests on a build of PyTorch's index carrying its PyPI wheels' tags and that
-    decided it: the wheel facts moved the release, or this Linux's glibc is older than the newest floor a
-    recorded index build has (where an index build's own tag may well differ from PyPI's)."""
-    if host.os != "linux" or "--index-url" not in text or rel.nightly or wheels.recorded(rel.version, compute):
-        return None
-    floors = [wheels.platform(tag).floor or () for tag, _ in wheels.index_tags().builds.values()]
-    older = host.libc_version is not None and bool(floors) and host.libc_version < max(floors)
-    if not (moved or older):
-        return None
-    return (f"torch {rel.version}+{compute}'s Linux wheels are not on PyPI and no listing of them from PyTorch's "
-            f"index is recorded (envs/index_tags.yaml): they are taken to carry torch {rel.version}'s PyPI tags, and "
-            "that decided this answer; if pip finds no matching distribution, this build's own tags differ")
-
-
-def _wheel_facts(rel: Release, text: str, host: wheels.Host, compute: str) -> dict[str, Any]:
-    facts = wheels.load()
-    # Wheels from download.pytorch.org (and conda packages) cannot be read from here: PyPI's stand in,
-    # unless the build's tags on PyTorch's index were recorded (envs/index_tags.yaml).
-    recorded = "--index-url" in text and not rel.nightly and wheels.recorded(rel.version, compute)
-    assumed = rel.nightly or "--index-url" in text or text.startswith("conda")
-    return {"source": facts.source, "read": facts.read,
-            "assumed_from": "recorded index listing" if recorded else "pypi" if assumed else None,
-            "python": ".".join(map(str, host.python)) if host.python else None, "libc": host.libc,
-            "libc_version": ".".join(map(str, host.libc_version)) if host.libc_version else None,
-            "macos": ".".join(map(str, host.macos)) if host.macos else None}
 
 
 def _gpu_releases(machine: Probe, arch: str, package: str, host: wheels.Host) -> Iterator[tuple[Release, str]]:
@@ -620,47 +302,36 @@ def _gpu_releases(machine: Probe, arch: str, package: str, host: wheels.Host) ->
             yield rel, compute
 
 
-def _facts(machine: Probe) -> dict[str, Any]:
-    return {"os": machine.os, "os_version": machine.os_version, "arch": machine.arch,
-            "python_arch": machine.python_arch, "rosetta": machine.rosetta, "wsl": machine.wsl,
-            "container": machine.container, "driver": machine.driver,
-            "gpu_capabilities": [g.capability for g in machine.gpus if g.capability],      # one per GPU
-            "rocm": machine.rocm, "amd_gpus": [g.gfx or f"AMD {g.device_id or 'GPU'} (gfx unknown)"
-                                               for g in machine.amd_gpus],
-            "intel_gpus": [g.label for g in machine.intel_gpus], "sources": machine.sources,
-            "python_version": machine.python_version, "libc": machine.libc,
-            "libc_version": machine.libc_version}
-
-
-def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection) -> str:
+def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection, passed: list[Rejection]) -> str:
+    """The build auto mode picks, its reason in ``out``; the builds passed over on the way in ``passed``."""
     available = computes(rel, machine.os, arch, package)
     if machine.os == "macos":
         if machine.rosetta or (machine.arch == "arm64" and machine.python_arch == "x86_64"):
             out.reasons.append("x86_64 Python under Rosetta on Apple Silicon: no MPS, and macOS x86_64 wheels "
                                "stopped at 2.2.2; install an arm64 Python")
         if not available:
-            raise _unavailable(rel, machine.os, arch, package, "cpu", wheels.host_of(machine, arch))
+            raise unavailable(rel, machine.os, arch, package, "cpu", wheels.host_of(machine, arch))
         out.reasons.append("mps: Apple Silicon with an arm64 Python; the macOS wheels carry MPS"
                            if available[0] == "mps" else "cpu: macOS on x86_64 has no GPU backend")
         return available[0]
     cudas = _cudas(available)
     for candidate in cudas:
         # A build whose index tags are recorded is checked against them (2.6.0's cu126 needs glibc 2.28).
-        why = _cuda_rejection(rel, machine, candidate) or wheels.build_refusal(rel.version, candidate,
-                                                                               wheels.host_of(machine, arch))
+        why = _cuda_rejection(rel, machine, candidate) or _install_rejection(rel, candidate,
+                                                                             wheels.host_of(machine, arch))
         if why:
-            out.rejected.append(f"{candidate}: {why}")
-            branch = _branch_floor(machine, candidate)
+            passed.append(why)
+            branch = branch_floor(machine, candidate)
             if branch and branch not in out.notes:
                 out.notes.append(branch)
             continue
-        out.reasons.append(_cuda_reason(rel, machine, candidate))
+        out.reasons.append(cuda_reason(rel, machine, candidate))
         return candidate
-    vendor = _vendor_auto(rel, machine, arch, package, available, out)
-    if vendor is not None and vendor.startswith(("rocm", "xpu")):
+    vendor = _vendor_auto(rel, machine, arch, package, available, out, passed)
+    if vendor is not None and build(vendor).kind in ("rocm", "xpu"):
         return vendor
     if "cpu" not in available:
-        raise _unavailable(rel, machine.os, arch, package, "cpu", wheels.host_of(machine, arch))
+        raise unavailable(rel, machine.os, arch, package, "cpu", wheels.host_of(machine, arch))
     if vendor is not None:
         out.reasons.append(vendor)
     elif cudas and machine.driver:
@@ -675,24 +346,9 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection)
     return "cpu"
 
 
-def _branch_floor(machine: Probe, compute: str) -> str | None:
-    """Where a driver given as a bare branch ("580", read 580.0.0) misses a floor inside that branch
-    (580.65.06) that every driver of the branch released meets, what the full version would change."""
-    cuda = cuda_of_compute(compute)
-    if machine.driver is None or "." in machine.driver or cuda is None:
-        return None
-    floor = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os).floor
-    if floor is None or floor.split(".")[0] != machine.driver or version_tuple(floor)[1:] == (0, 0):
-        return None
-    return (f"driver {machine.driver} is read as {machine.driver}.0.0, below CUDA {cuda[0]}'s floor {floor}, so "
-            f"the CUDA {cuda[0]} builds were passed over; a released {machine.driver} driver is {floor} or newer: "
-            "give its full version (nvidia-smi's driver_version)")
-
-
 def _cudas(available: list[str]) -> list[str]:
     """The CUDA builds among ``available``, newest CUDA first: the order auto mode tries them in."""
-    return sorted((c for c in available if c.startswith("cu")), key=lambda c: cuda_of_compute(c) or (0, 0),
-                  reverse=True)
+    return builds.newest_first(available, "cuda")
 
 
 def _another_machine(machine: Probe) -> bool:
@@ -700,20 +356,28 @@ def _another_machine(machine: Probe) -> bool:
     return any(where in ("--os", "--glibc", "--arch", "--os-version") for where in machine.sources.values())
 
 
-def _cuda_rejection(rel: Release, machine: Probe, compute: str) -> str | None:
-    cuda = cuda_of_compute(compute)
+def _install_rejection(rel: Release, compute: str, host: wheels.Host) -> Rejection | None:
+    why = wheels.build_refusal(rel.version, compute, host)
+    return Rejection(compute, "install", detail=why) if why else None
+
+
+def _sm(capabilities: list[str]) -> tuple[str, ...]:
+    return tuple(arch_of_capability(parse_capability(c)) for c in capabilities)
+
+
+def _cuda_rejection(rel: Release, machine: Probe, compute: str) -> Rejection | None:
+    """Why ``compute``, a CUDA build of ``rel``, does not run on ``machine``; None where it does."""
+    cuda = build(compute).cuda
     assert cuda is not None
     if machine.driver is None:
-        return "no NVIDIA driver"
+        return Rejection(compute, "no driver")
     need = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os)
     if not need.allows(machine.driver):
-        return f"driver {machine.driver} < {need.floor} (CUDA {cuda[0]} family floor)"
-    arches = _kernels(rel, machine, compute)
+        return Rejection(compute, "driver floor", driver=machine.driver, floor=str(need.floor), cuda=cuda)
+    arches = kernels(rel, machine, compute)
     if arches is not None:
         missing = [c for c in machine.capabilities if not capability_supported(parse_capability(c), arches)]
-        if missing:
-            return "no kernels for " + ", ".join(arch_of_capability(parse_capability(c)) for c in missing)
-        return None
+        return Rejection(compute, "no kernels", arches=_sm(missing)) if missing else None
     # The build's own list is not recorded: no build can hold kernels its toolkit cannot compile, older
     # or newer (a cubin runs on later minors of its own major only: CUDA 12.6's sm_90 is no Blackwell's).
     bounds = drivers.load().arch_range(f"{cuda[0]}.{cuda[1]}")
@@ -722,71 +386,20 @@ def _cuda_rejection(rel: Release, machine: Probe, compute: str) -> str | None:
         beyond = [c for c in machine.capabilities
                   if parse_capability(c) < oldest or parse_capability(c)[0] > newest[0]]
         if beyond:
-            return (f"no kernels for {', '.join(arch_of_capability(parse_capability(c)) for c in beyond)}: "
-                    f"CUDA {cuda[0]}.{cuda[1]} compiles for {arch_of_capability(oldest)} to "
-                    f"{arch_of_capability(newest)} only")
+            return Rejection(compute, "toolkit range", arches=_sm(beyond), cuda=cuda,
+                             span=(arch_of_capability(oldest), arch_of_capability(newest)))
     # Nor, probably, kernels an older release's build of the same CUDA had already dropped: PyTorch
     # drops old architectures per CUDA version (cu128 lost sm_50 to sm_61 in 2.8) and has not added one back.
     # Asked only for the architectures the newest CUDA has dropped, the ones PyTorch's builds shed (so a
     # newer GPU's answer reads no older release).
     ageing = [c for c in machine.capabilities if parse_capability(c) < max(drivers.load().arches)[2]]
-    earlier = _earlier_kernels(rel.version, compute) if machine.arch == "x86_64" and ageing else None
+    earlier = earlier_kernels(rel.version, compute) if machine.arch == "x86_64" and ageing else None
     if earlier is not None:
         kept = [parse_capability(a) for a in earlier[1] if re.fullmatch(r"sm_[0-9]{2,3}", a)]
         dropped = [c for c in ageing if kept and parse_capability(c) < min(kept)]
         if dropped:
-            return (f"no kernels for {', '.join(arch_of_capability(parse_capability(c)) for c in dropped)} in torch "
-                    f"{earlier[0]}'s {compute} already (its list, recorded; torch {rel.version}'s is not)")
+            return Rejection(compute, "dropped before", arches=_sm(dropped), earlier=earlier[0], release=rel.version)
     return None
-
-
-def _earlier_kernels(version: str, compute: str) -> tuple[str, tuple[str, ...]] | None:
-    """The recorded kernel list of ``compute`` in the newest release older than ``version`` that has one."""
-    for older in newest_first(derived=False):
-        if (version == "nightly" or older.key < release(version).key) and compute in older.kernels:
-            return older.version, older.kernels[compute]
-    return None
-
-
-def _kernels(rel: Release, machine: Probe, compute: str) -> tuple[str, ...] | None:
-    # The lists were read from x86_64 wheels; aarch64 builds carry other architectures (sm_110, no sm_75).
-    return rel.kernels.get(compute) if machine.arch == "x86_64" else None
-
-
-def _cuda_reason(rel: Release, machine: Probe, compute: str) -> str:
-    cuda = cuda_of_compute(compute)
-    assert cuda is not None and machine.driver is not None
-    need = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os)
-    text = f"{compute}: the newest CUDA build of {rel.version} that driver {machine.driver} runs (floor {need.floor})"
-    if need.below_toolkit(machine.driver):
-        text += (f"; note: below CUDA {need.cuda}'s own driver {need.toolkit}, so it runs by minor-version "
-                 "compatibility (no JIT of newer PTX)")
-    kernels = _kernels(rel, machine, compute)
-    if kernels is None:
-        bounds = drivers.load().arch_range(f"{cuda[0]}.{cuda[1]}")
-        text += ("; kernel lists are recorded for x86_64 wheels only" if machine.arch != "x86_64" else
-                 "; this build's kernel list is not recorded")
-        text += (f", so GPU architectures were checked only against CUDA {cuda[0]}.{cuda[1]}'s "
-                 f"({arch_of_capability(bounds[0])} to {arch_of_capability(bounds[1])})"
-                 if bounds is not None and machine.capabilities else ", so GPU architectures were not checked")
-        earlier = _earlier_kernels(rel.version, compute) if machine.arch == "x86_64" and any(
-            parse_capability(c) < max(drivers.load().arches)[2] for c in machine.capabilities) else None
-        if earlier is not None:
-            text += f" and against torch {earlier[0]}'s {compute} list (recorded), which had not dropped them"
-    elif machine.capabilities:
-        text += "; kernels for " + ", ".join(_served(parse_capability(c), kernels) for c in machine.capabilities)
-    return text
-
-
-def _served(cc: tuple[int, int], kernels: tuple[str, ...]) -> str:
-    """``sm_90``, or ``sm_121 (sm_120's, which run on it)`` where a build carries no kernels of the GPU's own."""
-    own, serving = arch_of_capability(cc), serving_arch(cc, kernels)
-    return own if serving in (own, None) else f"{own} ({serving}'s, which run on it)"
-
-
-def _xpu(rel: Release, os: str, arch: str, package: str) -> list[str]:
-    """["xpu"] where this release has an XPU build here; Start Locally does not list it, so computes() doesn't."""
-    return ["xpu"] if package != "conda" and vendors.load().xpu(rel.version, os, arch) else []
 
 
 def _rocm_missing(machine: Probe, compute: str) -> list[str]:
@@ -794,14 +407,13 @@ def _rocm_missing(machine: Probe, compute: str) -> list[str]:
 
 
 def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, available: list[str],
-                 out: Selection) -> str | None:
+                 out: Selection, passed: list[Rejection]) -> str | None:
     """An AMD or Intel GPU's build (its compute), or why it gets none (a "cpu: ..." reason), or None."""
     facts = vendors.load()
     if machine.amd_gpus or machine.rocm:
         seen = ", ".join(machine.gfx) or ("an AMD GPU (gfx unknown)" if machine.amd_gpus else "no AMD GPU")
         where = machine.sources.get("amd_gpus", "/opt/rocm/.info/version")
-        rocms = sorted((c for c in available if c.startswith("rocm")), key=lambda c: version_tuple(c[4:]),
-                       reverse=True)
+        rocms = builds.newest_first(available, "rocm")
         if machine.os != "linux" or package == "conda" or not rocms:
             why = "ROCm builds exist only for Linux" if machine.os != "linux" else (
                 "PyTorch's conda packages have no ROCm build" if package == "conda" else
@@ -812,13 +424,13 @@ def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, availabl
         for candidate in rocms:
             missing = _rocm_missing(machine, candidate)
             if missing:
-                out.rejected.append(f"{candidate}: no kernels for {', '.join(missing)} "
-                                    f"({facts.rocm_sources[candidate]})")
+                passed.append(Rejection(candidate, "no kernels", arches=tuple(missing),
+                                        detail=facts.rocm_sources[candidate]))
                 continue
             # As for CUDA: a build whose index tags are recorded is checked against them.
-            installs = wheels.build_refusal(rel.version, candidate, wheels.host_of(machine, arch))
+            installs = _install_rejection(rel, candidate, wheels.host_of(machine, arch))
             if installs:
-                out.rejected.append(f"{candidate}: {installs}")
+                passed.append(installs)
                 continue
             left = facts.rocm_missing(machine.amd_gpus, candidate)[1]
             if left:
@@ -843,13 +455,13 @@ def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, availabl
         served, unserved = _intel_served(machine)
         if not served:
             return (f"cpu: {', '.join(g.label for g in unserved)} [{where}] is none of the GPUs PyTorch's XPU "
-                    f"builds support ({_INTEL_SUPPORTED}; {_intel_source()}): UHD, Iris Xe and older Intel graphics "
+                    f"builds support ({INTEL_SUPPORTED}; {intel_source()}): UHD, Iris Xe and older Intel graphics "
                     "run the CPU build")
-        seen = ", ".join(_intel_label(g) for g in served)
+        seen = ", ".join(intel_label(g) for g in served)
         if unserved:
             out.notes.append(f"{', '.join(g.label for g in unserved)}: none of the GPUs the XPU builds support, left "
-                             f"out ({_intel_source()}); the xpu build is for {seen}")
-        if _xpu(rel, machine.os, arch, package):
+                             f"out ({intel_source()}); the xpu build is for {seen}")
+        if xpu_builds(rel, machine.os, arch, package):
             unknown = any(g.device_id is None for g in served)
             unchecked = ("; its device id is not known, so it was not checked against the GPUs the XPU builds "
                          "support (--intel-gpu DEVICE_ID checks it)") if unknown else ""
@@ -862,24 +474,11 @@ def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, availabl
     return None
 
 
-_INTEL_SUPPORTED = "Arc A and B series, Data Center GPU Max and Flex, Core Ultra's Arc graphics"
-
-
 def _intel_served(machine: Probe) -> tuple[list[IntelGpu], list[IntelGpu]]:
     """The Intel GPUs the XPU builds support (or whose device id is unknown: not checked), and the others.
     envs/intel_gpus.yaml is read only here, when a device id is to be checked."""
     served = [g for g in machine.intel_gpus if g.device_id is None or vendors.intel_gpus().family(g.device_id)]
     return served, [g for g in machine.intel_gpus if g not in served]
-
-
-def _intel_label(gpu: IntelGpu) -> str:
-    family = vendors.intel_gpus().family(gpu.device_id) if gpu.device_id else None
-    return f"{gpu.label} ({family.name})" if family else gpu.label
-
-
-def _intel_source() -> str:
-    facts = vendors.intel_gpus()
-    return f"envs/intel_gpus.yaml, {facts.source}, read {facts.read}"
 
 
 def _other_rocm_release(rel: Release, machine: Probe, arch: str, seen: str, out: Selection) -> None:
@@ -888,7 +487,7 @@ def _other_rocm_release(rel: Release, machine: Probe, arch: str, seen: str, out:
     host = wheels.host_of(machine, arch)
     found = next(((r.version, c) for r in newest_first() if r.version != rel.version
                   and wheels.refusal(r.version, host) is None      # one that installs here, not just any
-                  for c in reversed(computes(r, machine.os, arch, "pip")) if c.startswith("rocm")
+                  for c in reversed(computes(r, machine.os, arch, "pip")) if build(c).kind == "rocm"
                   and facts.rocm_arches(c) is not None and not _rocm_missing(machine, c)), None)
     if found:
         out.notes.append(f"torch {found[0]} has {found[1]} with kernels for {seen}: --release {found[0]}")

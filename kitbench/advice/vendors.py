@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kitbench import _files
 from kitbench.errors import ManifestError
 from kitbench.machine.versions import version_tuple
 from kitbench.records import manifest
@@ -94,10 +96,14 @@ class IntelFacts:
         return self.families.get(device_id.lower())
 
 
-@cache
 def intel_gpus() -> IntelFacts:
     """Read only when an Intel GPU is in question: the advice for every other machine never loads it."""
-    path = manifest.envs_dir() / "intel_gpus.yaml"
+    return _intel_gpus(_files.stamp(manifest.envs_dir() / "intel_gpus.yaml"))
+
+
+@cache
+def _intel_gpus(source: _files.Stamp) -> IntelFacts:
+    path = Path(source[0])
     data = manifest.load(path, "intel_gpus").data
     families: dict[str, IntelFamily] = {}
     for entry in data["families"]:
@@ -110,9 +116,13 @@ def intel_gpus() -> IntelFacts:
     return IntelFacts(families, data["source"], data["read"])
 
 
-@cache
 def load() -> VendorFacts:
-    data = manifest.load(manifest.envs_dir() / "vendors.yaml", "vendors").data
+    return _load(_files.stamp(manifest.envs_dir() / "vendors.yaml"))
+
+
+@cache
+def _load(source: _files.Stamp) -> VendorFacts:
+    data = manifest.load(Path(source[0]), "vendors").data
     return VendorFacts(
         rocm={e["compute"]: tuple(e["arches"]) for e in data["rocm"]},
         rocm_sources={e["compute"]: e["source"] for e in data["rocm"]},

@@ -14,7 +14,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
+from kitbench import _files
 from kitbench.advice import facts
 from kitbench.machine.probe import Probe
 from kitbench.records import manifest
@@ -110,9 +112,13 @@ class IndexTags:
     builds: dict[tuple[str, str], tuple[str, str]]      # (torch, compute) -> (its Linux x86_64 tag, source)
 
 
-@cache
 def index_tags() -> IndexTags:
-    data = manifest.load(manifest.envs_dir() / "index_tags.yaml", "index_tags").data
+    return _index_tags(_files.stamp(manifest.envs_dir() / "index_tags.yaml"))
+
+
+@cache
+def _index_tags(source: _files.Stamp) -> IndexTags:
+    data = manifest.load(Path(source[0]), "index_tags").data
     return IndexTags({e["tag"]: (parse_version(e["glibc"]), e["source"]) for e in data["glibc"]},
                      {(e["torch"], e["compute"]): (e["linux_x86_64"], e["source"]) for e in data["builds"]})
 
@@ -155,9 +161,14 @@ def recorded(version: str, compute: str) -> bool:
     return (version, compute) in index_tags().builds
 
 
-@cache
 def load() -> Facts:
-    data = manifest.load(manifest.envs_dir() / "wheels.yaml", "wheels").data
+    """The baked facts, and the releases the user's fact cache adds: read again whenever either file changes."""
+    return _load(_files.stamp(manifest.envs_dir() / "wheels.yaml"), _files.stamp(facts.cache_dir() / "releases.json"))
+
+
+@cache
+def _load(source: _files.Stamp, cache_source: _files.Stamp) -> Facts:     # cache_source: a key only (facts reads it)
+    data = manifest.load(Path(source[0]), "wheels").data
     found: dict[str, dict[str, Wheels]] = {}
     for entry in data["releases"]:
         found[entry["torch"]] = _wheels(entry, entry["wheels"])

@@ -16,6 +16,7 @@ from kitbench.environments import targets
 from kitbench.environments.targets import Target
 from kitbench.errors import PreflightError
 from kitbench.machine import drivers
+from kitbench.machine.builds import build
 from kitbench.machine.probe import Probe, no_driver_reason
 from kitbench.machine.versions import version_tuple
 
@@ -70,7 +71,7 @@ def host_reasons(target: Target, machine: Probe, which: Callable[[str], str | No
 
 def _vendor_reasons(target: Target, machine: Probe) -> list[str]:
     """An AMD or Intel target on a host without such a GPU, or one its build has no kernels for."""
-    if target.compute.startswith("rocm"):
+    if build(target.compute).kind == "rocm":
         if not machine.amd_gpus:
             return ["no AMD GPU found (KFD topology, DRM devices; UV_AMD_GPU_ARCHITECTURE names one)"]
         # An integrated GPU beside a discrete one does not decide (as in install-cmd's choice).
@@ -79,7 +80,7 @@ def _vendor_reasons(target: Target, machine: Probe) -> list[str]:
             aside = "".join(f" ({g.gfx}, HIP device {g.index}, an integrated GPU it has no kernels for either, was "
                             "left out: it does not decide)" for g in left)
             return [f"its {target.compute} build has no kernels for {', '.join(missing)}{aside}"]
-    if target.compute == "xpu" and not machine.intel_gpus:
+    if build(target.compute).kind == "xpu" and not machine.intel_gpus:
         return ["no Intel GPU found (PCI vendor 0x8086, display class)"]
     return []
 
@@ -95,7 +96,7 @@ def alternative(machine: Probe, exclude: str) -> str | None:
 def notes(target: Target, machine: Probe) -> list[str]:
     """What a target that fits is told all the same: an integrated AMD GPU its ROCm build has no kernels
     for, left out of the decision, is still a HIP device that PyTorch would use unless hidden."""
-    if not target.compute.startswith("rocm") or not gpus_requested():
+    if build(target.compute).kind != "rocm" or not gpus_requested():
         return []
     facts = vendors.load()
     left = facts.rocm_missing(machine.amd_gpus, target.compute)[1]

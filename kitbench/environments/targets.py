@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kitbench.errors import KitbenchError, ManifestError, UsageError
-from kitbench.machine.versions import cuda_of_compute
+from kitbench.machine.builds import build
 from kitbench.records import manifest
 
 INDEX_VARIABLE = "KITBENCH_INDEX_URL"
@@ -111,7 +111,7 @@ def check_build(target: Target, version: str, cuda: str | None, os_name: str) ->
     elif compute in ("cpu", "mps"):
         matches = cuda is None
     else:
-        wanted = cuda_of_compute(compute)
+        wanted = build(compute).cuda
         matches = wanted is not None and cuda == f"{wanted[0]}.{wanted[1]}"
     cause = None
     if not matches:

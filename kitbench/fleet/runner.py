@@ -28,6 +28,7 @@ from kitbench.fleet import containers, slurm
 from kitbench.fleet.jobscript import Plan, SlurmOptions, check_per, choose, fleet_root, plan_probe, plan_run
 from kitbench.fleet.pythons import by_arch, describe_arches, probe_pythons, refuse_foreign, venv_pythons
 from kitbench.fleet.results import TaskResult, gather, load_plan
+from kitbench.machine.builds import build
 from kitbench.rebuild import containers as suite_in_image
 from kitbench.rebuild import images
 from kitbench.records import record as records
@@ -83,7 +84,7 @@ def plan_run_job(nodes: Sequence[str], per: str, options: SlurmOptions, target: 
 def _plan_docker(nodes: Sequence[str], per: str, options: SlurmOptions, target: Target, run_args: Sequence[str],
                  log: Log, runtime: str, image: str | None, dry_run: bool) -> Plan:
     runtime = containers.detect(runtime)
-    amd = target.compute.startswith("rocm")
+    amd = build(target.compute).kind == "rocm"
     mnist = data.default_root().resolve()
     shared_data = mnist if (mnist / "MNIST" / "raw").is_dir() else None
     results = fleet_root()

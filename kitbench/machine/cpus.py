@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from kitbench import _proc
 from kitbench._files import read_small
 from kitbench._numbers import is_whole
 
@@ -145,19 +146,21 @@ def _lscpu() -> dict[str, str]:
     if shutil.which("lscpu") is None:
         return {}
     try:
-        text = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=5, check=True,
-                              env={**os.environ, "LC_ALL": "C"}).stdout
+        done = _proc.run(["lscpu"], 5, env={**os.environ, "LC_ALL": "C"})
     except (OSError, subprocess.SubprocessError):
         return {}
+    if done.returncode != 0:
+        return {}
+    text = done.stdout
     return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in text.splitlines()) if v}
 
 
 def _sysctl(name: str) -> str | None:
     try:
-        return subprocess.run(["sysctl", "-n", name], capture_output=True, text=True, timeout=5,
-                              check=True).stdout.strip() or None
+        done = _proc.run(["sysctl", "-n", name], 5)
     except (OSError, subprocess.SubprocessError):
         return None
+    return (done.stdout.strip() or None) if done.returncode == 0 else None
 
 
 def identity(root: Path = Path("/"), lscpu: dict[str, str] | None = None) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""NVIDIA driver <-> CUDA rules, read from ``envs/drivers.yaml``."""
+"""NVIDIA driver <-> CUDA rules, read from ``envs/drivers.yaml`` (once per version of that file: the cache is
+keyed by its stamp, so another KITBENCH_ENVS or a rewritten file is read afresh)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from kitbench import _files
 from kitbench.machine.versions import parse_capability, parse_cuda, parse_driver
 from kitbench.records import manifest
 
@@ -55,13 +57,12 @@ class DriverTable:
 
 
 def load() -> DriverTable:
-    """The driver table of the envs/ in force now (KITBENCH_ENVS read at each call): read once per folder."""
-    return _load(manifest.envs_dir().resolve())
+    return _load(_files.stamp(manifest.envs_dir() / "drivers.yaml"))
 
 
 @cache
-def _load(envs: Path) -> DriverTable:
-    data = manifest.load(envs / "drivers.yaml", "drivers").data
+def _load(source: _files.Stamp) -> DriverTable:
+    data = manifest.load(Path(source[0]), "drivers").data
     families = tuple(
         (parse_cuda(row["first"]), parse_cuda(row["last"]), {"linux": row["linux"], "windows": row["windows"]})
         for row in data["families"]

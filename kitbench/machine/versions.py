@@ -57,14 +57,6 @@ def parse_cuda(text: str) -> tuple[int, int]:
     return int(match.group(1)), int(match.group(2))
 
 
-def cuda_of_compute(compute: str) -> tuple[int, int] | None:
-    """The CUDA version of a compute platform tag (``cu118`` -> (11, 8)), else None."""
-    if not compute.startswith("cu"):
-        return None
-    digits = compute[2:]
-    return int(digits[:-1]), int(digits[-1])
-
-
 def version_tuple(text: str) -> tuple[int, ...]:
     """``'12.3'`` -> ``(12, 3)``: OS versions, for ordering only; non-numeric parts are skipped."""
     return tuple(int(p) for p in text.split(".") if is_whole(p))

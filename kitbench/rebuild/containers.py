@@ -16,6 +16,7 @@ from typing import Any
 from kitbench.environments import preflight
 from kitbench.environments.targets import Target
 from kitbench.errors import ContainerError
+from kitbench.machine.builds import build
 from kitbench.rebuild import engine, images
 from kitbench.rebuild.engine import Log
 from kitbench.rebuild.images import BuildResult
@@ -102,7 +103,7 @@ def gpu_options(target: Target, device_request: Callable[..., Any], dev: Path = 
     """
     if not preflight.gpus_requested():
         return {}
-    if target.compute.startswith("rocm"):
+    if build(target.compute).kind == "rocm":
         nodes = [dev / "kfd", *sorted((dev / "dri").glob("*"))]
         groups = sorted({str(n.stat().st_gid) for n in nodes if n.is_char_device()}, key=int)
         return {"devices": [f"{d}:{d}:rwm" for d in AMD_DEVICES], "group_add": groups or ["video"]}

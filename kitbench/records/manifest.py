@@ -16,6 +16,7 @@ import marshal
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,13 @@ ENVS_VARIABLE = "KITBENCH_ENVS"
 
 def checkout_root() -> Path | None:
     """The repository kitbench runs from, when it runs from a checkout (or an image built from one)."""
+    return _checkout_root()
+
+
+@cache
+def _checkout_root() -> Path | None:
+    # Looked for once: where kitbench runs from does not change while it runs, and the manifests'
+    # loaders ask for envs/ on every call (their caches are keyed by the file they read).
     root = Path(__file__).resolve().parents[2]
     return root if (root / "pyproject.toml").is_file() and (root / "envs").is_dir() else None
 

@@ -130,11 +130,9 @@ def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Index]:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv(facts.MAX_AGE_VARIABLE, raising=False)
     monkeypatch.setattr(facts, "cache_dir", CACHE_DIR)
-    wheels.load.cache_clear()
     yield server
     server.shutdown()
     server.server_close()
-    wheels.load.cache_clear()
 
 
 def _answer(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, object]:
@@ -378,15 +376,12 @@ def test_a_cache_in_another_form_is_one_error_and_a_refresh_rewrites_it(
     folder = tmp_path / "kitbench" / "facts"
     folder.mkdir(parents=True)
     (folder / "releases.json").write_text(text)
-    wheels.load.cache_clear()
     assert main(["install-cmd", "--os", "linux", "--no-gpu"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("ERROR: ") and "releases.json: not the fact cache this kitbench writes" in err
     assert "Traceback" not in err
     assert main(["facts", "refresh"]) == 1              # offline: the sources fail, releases.json is rewritten
-    wheels.load.cache_clear()
     assert main(["install-cmd", "--os", "linux", "--no-gpu"]) == 0
-    wheels.load.cache_clear()
 
 
 def test_without_metadata_torchvision_is_paired_by_upload_date_and_the_answer_says_so(
@@ -407,7 +402,6 @@ def test_a_refresh_records_torchaudios_wheels_and_install_cmd_checks_them(
         index: Index, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["facts", "refresh"]) == 0
     capsys.readouterr()
-    wheels.load.cache_clear()
     audio = wheels.load().releases["2.16.0"]["torchaudio"]
     assert audio.version == "2.16.0" and {p.tag for p in audio.tags} >= {LINUX, MAC, WIN}
     # Like torchvision's: a Python its wheels lack refuses the release.
@@ -431,7 +425,6 @@ def test_a_tampered_cache_never_reaches_the_command_users_eval(
     data["releases"][0][field] = value
     path.write_text(json.dumps(data))
     facts.reload()
-    wheels.load.cache_clear()
     capsys.readouterr()
     assert main(["install-cmd", *LINUX_GPU]) == 1
     out, err = capsys.readouterr()

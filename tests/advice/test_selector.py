@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kitbench.advice import selector
+from kitbench.advice import releases, selector, wording
+from kitbench.advice.rejections import Rejection
 from kitbench.errors import SelectionError, UsageError
 from kitbench.machine import probe
 from kitbench.machine.probe import Gpu, Probe
@@ -55,7 +56,7 @@ def test_pinned_format_equals_the_previous_versions_page(row: list[str]) -> None
 
 
 def test_every_release_checked_against_pytorch_org_has_golden_data() -> None:
-    known = selector.releases().items()
+    known = releases.releases().items()
     pinned = {v for v, rel in known if "pinned" not in rel.unverified}
     assert pinned <= {row[0] for row in PINNED}
     assert pinned >= {"2.0.0", "2.4.0", "2.9.1", "2.10.0", "2.11.0"}
@@ -90,14 +91,14 @@ PYPI = _rows("pypi-builds.tsv")[1:]
 @pytest.mark.parametrize("row", PYPI, ids=[r[0] for r in PYPI])
 def test_pypi_build_and_its_kernels_match_the_wheel(row: list[str]) -> None:
     version, runtime, _, arch_flags = row
-    rel = selector.releases()[version]
+    rel = releases.releases()[version]
     major, minor = runtime.split(".")[:2]
     assert rel.pypi_linux == f"cu{major}{minor}"
     assert rel.kernels[rel.pypi_linux] == tuple(arch_flags.split())
 
 
 def test_every_release_is_in_the_pypi_table() -> None:
-    assert {row[0] for row in PYPI} == set(selector.releases())
+    assert {row[0] for row in PYPI} == set(releases.releases())
 
 
 SELECTOR = _rows("selector.tsv")
@@ -121,7 +122,7 @@ def test_selector_format_equals_the_generator_of_start_locally(row: list[str]) -
 
 
 def test_the_generator_table_covers_2_0_to_2_13() -> None:
-    assert {row[0] for row in GENERATED} == {v for v, rel in selector.releases().items() if rel.key < (2, 14)}
+    assert {row[0] for row in GENERATED} == {v for v, rel in releases.releases().items() if rel.key < (2, 14)}
 
 
 def test_uv_variant() -> None:
@@ -298,7 +299,9 @@ def test_recorded_h100_machine(resources: Path) -> None:
     assert chosen.reasons == ["cu130: the newest CUDA build of 2.11.0 that driver 580.159.04 runs "
                               "(floor 580.65.06); kernels for sm_90"]
     # 2.0.1's only recorded list (the CUDA 11.7 wheel's) stops at sm_86.
-    assert selector._cuda_rejection(selector.release("2.0.1"), h100, "cu117") == "no kernels for sm_90"
+    passed = selector._cuda_rejection(releases.release("2.0.1"), h100, "cu117")
+    assert passed == Rejection("cu117", "no kernels", arches=("sm_90",))
+    assert wording.because(passed) == "no kernels for sm_90"
 
 
 NIGHTLY = [("linux", "cu132"), ("linux", "rocm7.2"), ("linux", "cpu"), ("windows", "cu126"), ("windows", "cpu"),
@@ -434,14 +437,15 @@ def test_an_explicit_cuda_build_too_new_for_the_driver_is_warned_about(capsys: p
 
 
 @pytest.mark.parametrize("cc", ["3.7", "5.2", "6.1", "7.0", "7.2", "7.5", "9.0", "10.0", "12.0"])
-@pytest.mark.parametrize("version", sorted(selector.releases(), key=lambda v: selector.releases()[v].key))
+@pytest.mark.parametrize("version", sorted(releases.releases(), key=lambda v: releases.releases()[v].key))
 def test_no_advice_names_a_build_whose_toolkit_cannot_hold_the_gpu(version: str, cc: str) -> None:
     from kitbench.machine import drivers
-    from kitbench.machine.versions import cuda_of_compute, parse_capability
+    from kitbench.machine.builds import build
+    from kitbench.machine.versions import parse_capability
 
     machine = dataclasses.replace(LINUX, driver="595.45.04", gpus=(Gpu(0, "a GPU", cc, None),))
     chosen = selector.select(machine, release_spec=version)
-    cuda = cuda_of_compute(chosen.compute)
+    cuda = build(chosen.compute).cuda
     if cuda is not None:
         bounds = drivers.load().arch_range(f"{cuda[0]}.{cuda[1]}")
         assert bounds is not None and bounds[0] <= parse_capability(cc), chosen.compute
@@ -505,7 +509,7 @@ def test_an_unknown_macos_version_is_answered_with_the_one_the_answer_needs(
     from kitbench._cli import main
     from kitbench.advice import wheels
 
-    stable = selector.release("stable").version
+    stable = releases.release("stable").version
     older = wheels.newest(wheels.Host(os="macos", arch="arm64", macos=(13, 0)))
     assert main(["install-cmd", "--os", "macos"]) == 0
     captured = capsys.readouterr()
@@ -530,7 +534,7 @@ def test_an_xpu_answer_is_unverified_and_its_notes_agree_with_it(release: str,
     command); an xpu answer says so, and is never "verified", whatever the release's own status."""
     from kitbench._cli import main
 
-    rel = selector.release(release)
+    rel = releases.release(release)
     assert main(["install-cmd", "--os", "linux", "--intel-gpu", "--release", release, "--json"]) == 0
     chosen = json.loads(capsys.readouterr().out)
     assert chosen["compute"] == "xpu" and chosen["command"].endswith("/whl/xpu") and chosen["verified"] is False
@@ -552,12 +556,12 @@ def test_stable_on_a_gpu_box_is_the_newest_release_that_runs_on_the_gpu(capsys: 
     """Issue 28: `eval "$(kitbench install-cmd)"` on a GPU machine installs a build that uses the GPU."""
     from kitbench._cli import main
 
-    newest = selector.release("stable")
+    newest = releases.release("stable")
     h100 = probe.override(LINUX, driver="570.86.10", gpu_capabilities=["9.0"])
     chosen = selector.select(h100)
     cuda = chosen.compute.removeprefix("cu")
     assert chosen.compute.startswith("cu") and cuda.startswith("12"), chosen.compute
-    assert selector.releases()[chosen.release].key >= (2, 14, 1)
+    assert releases.releases()[chosen.release].key >= (2, 14, 1)
     if chosen.release != newest.version:
         assert chosen.notes[0].startswith(f"torch {chosen.release}, not the newest release ({newest.version}): "
                                           f"no build of {newest.version} runs on this GPU (")
@@ -574,7 +578,7 @@ def test_stable_on_a_gpu_box_is_the_newest_release_that_runs_on_the_gpu(capsys: 
 def test_no_release_runs_on_the_gpu_the_cpu_build_says_why(capsys: pytest.CaptureFixture[str]) -> None:
     from kitbench._cli import main
 
-    newest = selector.release("stable").version
+    newest = releases.release("stable").version
     assert main(["install-cmd", "--os", "linux", "--driver", "390.157", "--gpu-cc", "6.1"]) == 0
     captured = capsys.readouterr()
     assert captured.out.startswith(f"pip install torch=={newest} ") and captured.out.rstrip().endswith("/whl/cpu")
@@ -598,7 +602,7 @@ def test_every_release_has_the_builds_of_its_build_matrix(row: list[str]) -> Non
     kept off Start Locally aside; a series newer than the matrix's release record says so."""
     series, channel, commit, _, cudas, rocms = row[:6]
     hidden = set(row[6].split()) if len(row) > 6 else set()
-    found = [r for r in selector.releases().values() if r.series == series]
+    found = [r for r in releases.releases().values() if r.series == series]
     assert found
     expected = {f"cu{c.replace('.', '')}" for c in cudas.split() if c not in hidden} | {f"rocm{v}" for v in
                                                                                            rocms.split()}
@@ -635,7 +639,7 @@ def test_the_release_named_for_a_gpu_is_told_with_the_build_its_own_answer_picks
     # glibc 2.17: 2.6.0's cu126 wheels are manylinux_2_28 (envs/index_tags.yaml), its cu124 ones install.
     old = probe.override(LINUX, driver="570.86.10", gpu_capabilities=["9.0"], python_version="3.12", glibc="2.17")
     host = selector.wheels.host_of(old, "x86_64")
-    assert next(selector._gpu_releases(old, "x86_64", "pip", host)) == (selector.release("2.6.0"), "cu124")
+    assert next(selector._gpu_releases(old, "x86_64", "pip", host)) == (releases.release("2.6.0"), "cu124")
     assert selector.select(old, release_spec="2.6.0").compute == "cu124"
 
 
@@ -689,7 +693,7 @@ def test_a_start_locally_command_of_an_older_release_says_it_names_no_version() 
     blackwell = probe.override(LINUX, driver="570.86.10", gpu_capabilities=["12.0"], python_version="3.12",
                                glibc="2.35")
     fallback = selector.select(blackwell, fmt="selector")
-    assert fallback.release != selector.release("stable").version
+    assert fallback.release != releases.release("stable").version
     assert any(n.startswith("the Start Locally form names no version") for n in fallback.notes)
     today = selector.select(probe.override(blackwell, driver="580.65.06"), fmt="selector")
     assert not any(n.startswith("the Start Locally form") for n in today.notes)
@@ -699,7 +703,7 @@ def test_a_build_without_a_kernel_list_lacks_what_its_cuda_had_already_dropped()
     """2.11.0's cu128 list is not recorded; 2.8 to 2.10's cu128 have none for Maxwell or Pascal, and CUDA
     12.8 could build them: a GTX 1080 with --release 2.11.0 gets cu126, not a cu128 without its kernels."""
     pascal = probe.override(LINUX, driver="575.57.08", gpu_capabilities=["6.1"])
-    assert "cu128" not in selector.release("2.11.0").kernels
+    assert "cu128" not in releases.release("2.11.0").kernels
     chosen = selector.select(pascal, release_spec="2.11.0")
     assert chosen.compute == "cu126"
     assert ("cu128: no kernels for sm_61 in torch 2.10.0's cu128 already (its list, recorded; torch 2.11.0's is "
@@ -741,7 +745,7 @@ def test_an_x86_64_python_on_apple_silicon_is_told_so_and_given_the_arm64_comman
         capsys: pytest.CaptureFixture[str]) -> None:
     from kitbench._cli import main
 
-    newest = selector.release("stable").version
+    newest = releases.release("stable").version
     what = "this is an Apple Silicon Mac running an x86_64 Python (Rosetta 2), which gets no MPS"
     arm64 = f"an arm64 Python gets torch {newest} with MPS: pip install torch=={newest} "
     assert main(["install-cmd", "--os", "macos", "--arch", "arm64", "--python-arch", "x86_64"]) == 0

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kitbench.advice import selector, vendors, wheels
+from kitbench.advice import releases, selector, vendors, wheels
 from kitbench.machine import probe
 from kitbench.machine.probe import Probe
 
@@ -51,7 +51,7 @@ def test_the_answer_on_a_real_machine(name: str, args: str, answer: str, because
     machine = _machine(args)
     chosen = selector.select(machine)
     assert f"{chosen.release} {chosen.compute}" == answer, (chosen.reasons, chosen.notes)
-    rel = selector.release(chosen.release)
+    rel = releases.release(chosen.release)
     arch = machine.python_arch
     assert wheels.refusal(rel.version, wheels.host_of(machine, arch)) is None
     if chosen.compute.startswith("cu"):
@@ -63,8 +63,8 @@ def test_the_answer_on_a_real_machine(name: str, args: str, answer: str, because
         assert any(n.startswith("the CPU build: no release that installs here runs on this GPU")
                    for n in chosen.notes)
         host = wheels.host_of(machine, arch)
-        assert all(wheels.refusal(r.version, host) for r in selector.newest_first() if r.key > rel.key)
-    newest = selector.release("stable").version
+        assert all(wheels.refusal(r.version, host) for r in releases.newest_first() if r.key > rel.key)
+    newest = releases.release("stable").version
     if chosen.release != newest and wheels.refusal(newest, wheels.host_of(machine, arch)) is None:
         # Not the newest release, though the newest installs: a note says why.
         assert chosen.notes[0].startswith(f"torch {chosen.release}, not the newest release")

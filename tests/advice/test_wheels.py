@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from kitbench._cli import main
-from kitbench.advice import selector, wheels
+from kitbench.advice import releases, selector, wheels
 from kitbench.errors import ManifestError, SelectionError
 from kitbench.machine.probe import Gpu, Probe
 from kitbench.records import manifest
@@ -89,16 +89,16 @@ def _version_of(command: str) -> str:
 
 def test_the_facts_cover_every_release_kitbench_knows_and_say_where_and_when_they_were_read() -> None:
     facts = wheels.load()
-    assert list(facts.releases) == list(selector.releases())
+    assert list(facts.releases) == list(releases.releases())
     assert facts.source.startswith("https://pypi.org/simple/") and re.fullmatch(r"\d{4}-\d\d-\d\d", facts.read)
     for version, packages in facts.releases.items():
-        assert packages["torchvision"].version == selector.releases()[version].torchvision
+        assert packages["torchvision"].version == releases.releases()[version].torchvision
 
 
 @pytest.mark.parametrize("platform", list(PLATFORMS))
-@pytest.mark.parametrize("version", [*selector.releases(), "nightly"])
+@pytest.mark.parametrize("version", [*releases.releases(), "nightly"])
 def test_golden_grid_each_answer_installs_or_is_refused_with_its_reason(version: str, platform: str) -> None:
-    checked = list(selector.releases())[-1] if version == "nightly" else version
+    checked = list(releases.releases())[-1] if version == "nightly" else version
     for python in PYTHONS:
         machine = _machine(platform, python)
         if _installs(checked, platform, python):
@@ -108,7 +108,7 @@ def test_golden_grid_each_answer_installs_or_is_refused_with_its_reason(version:
             with pytest.raises(SelectionError) as caught:
                 selector.select(machine, release_spec=version)
             assert any(word in str(caught.value) for word in REASON[platform]), (python, str(caught.value))
-            newest = [v for v in selector.releases() if _installs(v, platform, python)]
+            newest = [v for v in releases.releases() if _installs(v, platform, python)]
             assert (f"--release {newest[-1]}" in (caught.value.hint or "")) if newest else True
             # The same refusal whatever the package and the form asked for.
             for package, fmt in (("uv", "pinned"), ("conda", "pinned"), ("pip", "selector")):
@@ -120,7 +120,7 @@ def test_golden_grid_each_answer_installs_or_is_refused_with_its_reason(version:
 @pytest.mark.parametrize("platform", list(PLATFORMS))
 def test_golden_grid_stable_is_the_newest_release_that_installs(platform: str) -> None:
     for python in PYTHONS:
-        fits = [v for v in selector.releases() if _installs(v, platform, python)]
+        fits = [v for v in releases.releases() if _installs(v, platform, python)]
         machine = _machine(platform, python)
         if not fits:
             with pytest.raises(SelectionError):
@@ -129,7 +129,7 @@ def test_golden_grid_stable_is_the_newest_release_that_installs(platform: str) -
         for package in ("pip", "uv"):
             chosen = selector.select(machine, package=package)
             assert _version_of(chosen.command) == chosen.release == fits[-1], (python, package)
-            stable = list(selector.releases())[-1]
+            stable = list(releases.releases())[-1]
             assert (f"{fits[-1]} is the newest release that installs here" in " ".join(chosen.notes)) == \
                 (fits[-1] != stable)
 
@@ -172,7 +172,7 @@ def test_macos_cpu_gives_pytorch_orgs_published_command_verbatim(row: tuple[str,
     version, package, fmt, published = row
     mac = _machine("macos14-arm64", "3.11")
     for machine in (mac, dataclasses.replace(mac, arch="x86_64", python_arch="x86_64")):
-        if machine.arch == "x86_64" and not selector.release(version).macos_x86_64:
+        if machine.arch == "x86_64" and not releases.release(version).macos_x86_64:
             continue
         chosen = selector.select(machine, release_spec=version, package=package, compute="cpu", fmt=fmt)
         assert chosen.command == published
@@ -182,14 +182,14 @@ def test_macos_cpu_gives_pytorch_orgs_published_command_verbatim(row: tuple[str,
 def test_builds_from_pytorchs_own_index_are_marked_as_assumed_from_pypi() -> None:
     cpu = selector.select(BASE, compute="cpu")
     assert "--index-url" in cpu.command and cpu.facts["wheels"]["assumed_from"] == "pypi"
-    plain = selector.select(BASE, compute=selector.release("stable").pypi_linux, fmt="selector")
+    plain = selector.select(BASE, compute=releases.release("stable").pypi_linux, fmt="selector")
     assert "--index-url" not in plain.command and plain.facts["wheels"]["assumed_from"] is None
 
 
 def test_an_old_gpu_on_stable_names_the_newest_release_whose_build_runs_on_it() -> None:
     pascal = dataclasses.replace(BASE, driver="470.82.01", gpus=(Gpu(0, "(given)", "6.1", None),))
     chosen = selector.select(pascal)
-    newest = selector.release("stable").version
+    newest = releases.release("stable").version
     assert (chosen.release, chosen.compute) == ("2.7.1", "cu118")
     assert chosen.notes[0].startswith(f"torch 2.7.1, not the newest release ({newest}): no build of {newest} runs "
                                       "on this GPU (")
@@ -203,7 +203,7 @@ def test_an_old_gpu_on_stable_names_the_newest_release_whose_build_runs_on_it() 
 
 def test_torchaudio_wheels_are_recorded_and_checked_like_torchvisions() -> None:
     facts = wheels.load()
-    for version, rel in selector.releases().items():
+    for version, rel in releases.releases().items():
         assert ("torchaudio" in facts.releases[version]) == (rel.torchaudio is not None), version
         if rel.torchaudio:
             assert facts.releases[version]["torchaudio"].version == rel.torchaudio
@@ -231,7 +231,7 @@ def test_free_threaded_pythons_are_told_apart() -> None:
     assert chosen.release == "2.12.0"
     assert any("has no wheel for a free-threaded Python 3.13t (it has free-threaded 3.14" in n
                for n in chosen.notes)
-    assert selector.select(dataclasses.replace(BASE, python_version="3.14t")).release == list(selector.releases())[-1]
+    assert selector.select(dataclasses.replace(BASE, python_version="3.14t")).release == list(releases.releases())[-1]
     with pytest.raises(SelectionError, match=r"no wheel for a free-threaded Python 3.13t \(it has free-threaded"):
         selector.select(ft, release_spec="2.13.0")
 
@@ -256,17 +256,17 @@ def test_windows_on_arm_has_one_architecture_name() -> None:
     arm = wheels.Wheels("2.99.0", ">=3.10", {wheels.platform("win_arm64"): ("cp312",)})
     assert wheels._refusal(arm, "torch", wheels.Host("windows", "aarch64", (3, 12))) is None
     # Windows on Arm has no CUDA build, whatever Linux aarch64 has.
-    rel = selector.release("2.9.1")
-    assert rel.aarch64_cuda and selector.computes(rel, "windows", "aarch64", "pip") == ["cpu"]
+    rel = releases.release("2.9.1")
+    assert rel.aarch64_cuda and releases.computes(rel, "windows", "aarch64", "pip") == ["cpu"]
     # No release on PyPI has win_arm64 wheels: an arm64 Windows is told of its x64 emulation.
     with pytest.raises(SelectionError) as caught:
         selector.select(probe.override(BASE, os="windows", arch="arm64", python_version="3.12"))
     assert "no Windows arm64 wheels" in str(caught.value) and "--python-arch x86_64" in (caught.value.hint or "")
     emulated = selector.select(probe.override(BASE, os="windows", arch="arm64", python_arch="x86_64",
                                               python_version="3.12"))
-    assert emulated.arch == "x86_64" and emulated.compute == "cpu" and emulated.release == list(selector.releases())[-1]
+    assert emulated.arch == "x86_64" and emulated.compute == "cpu" and emulated.release == list(releases.releases())[-1]
     free = selector.select(probe.override(BASE, os="windows", python_version="3.14t"))
-    assert free.release == list(selector.releases())[-1]       # cp314t wheels on win_amd64
+    assert free.release == list(releases.releases())[-1]       # cp314t wheels on win_amd64
 
 
 def test_pytorchs_manylinux1_wheels_need_glibc_2_17_whatever_the_tag_says() -> None:
@@ -311,7 +311,7 @@ def test_a_build_assumed_to_carry_pypis_tags_says_so_when_that_decides_it() -> N
     assert not any(said in n for n in selector.select(_gpu_box("2.35"), release_spec="2.5.1").notes)
     # Stable moved by the wheel facts (Python 3.10 has no 2.15.0 wheel): it decided the release.
     moved = selector.select(_gpu_box("2.35"))
-    assert moved.release != list(selector.releases())[-1] and any(said in n for n in moved.notes)
+    assert moved.release != list(releases.releases())[-1] and any(said in n for n in moved.notes)
 
 
 def test_requires_python_clauses() -> None:

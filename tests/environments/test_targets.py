@@ -22,17 +22,17 @@ def test_pins_come_from_the_manifests() -> None:
 
 @pytest.mark.parametrize("name", sorted(targets.load_all()))
 def test_target_pins_agree_with_the_release_manifests(name: str) -> None:
-    from kitbench.advice import selector
+    from kitbench.advice import releases
 
     target = targets.get(name)
-    release = selector.releases()[target.torch]
+    release = releases.releases()[target.torch]
     assert target.torchvision == release.torchvision
     if target.kind != "conda":
         # XPU builds are off pytorch.org's selector (so off release.wheels); envs/vendors.yaml has them.
         assert target.compute in release.wheels or (
             target.compute == "xpu" and vendors.load().xpu(target.torch, "linux", "x86_64"))
         # The manifest's own URL: index_for() would apply a KITBENCH_INDEX_URL override (CI sets one).
-        assert target.index["linux"] == selector.index_pattern().format(compute=target.compute)
+        assert target.index["linux"] == releases.index_pattern().format(compute=target.compute)
 
 
 def test_index_override(monkeypatch: pytest.MonkeyPatch) -> None:

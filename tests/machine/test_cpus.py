@@ -63,3 +63,24 @@ def test_x86_identity_keeps_family_model_and_stepping() -> None:
     assert (found["family"], found["model_number"], found["stepping"]) == ("25", "1", "1")
     assert "implementer" not in found
     assert found["cores_usable"] >= 1
+
+
+def _fake(bin_dir: Path, name: str, script: str) -> None:
+    bin_dir.mkdir(exist_ok=True)
+    path = bin_dir / name
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(0o755)
+
+
+def test_lscpu_and_sysctl_are_run_bounded_and_a_failure_reads_as_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # lscpu is asked in the C locale (its field names are English there); a program that fails says nothing.
+    _fake(tmp_path / "bin", "lscpu", 'echo "Vendor ID: ARM"; echo "Locale: $LC_ALL"; printf "Model name:\\377\\n"\n')
+    _fake(tmp_path / "bin", "sysctl", 'echo "  Apple M2  "\n')
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    assert cpus._lscpu() == {"Vendor ID": "ARM", "Locale": "C", "Model name": "\N{REPLACEMENT CHARACTER}"}
+    assert cpus._sysctl("machdep.cpu.brand_string") == "Apple M2"
+    _fake(tmp_path / "bin", "lscpu", "echo 'Vendor ID: ARM'; exit 1\n")
+    _fake(tmp_path / "bin", "sysctl", "echo 'Apple M2'; exit 1\n")
+    assert cpus._lscpu() == {}
+    assert cpus._sysctl("machdep.cpu.brand_string") is None

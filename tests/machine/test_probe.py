@@ -189,6 +189,15 @@ def test_musl_loader_banner(resources: Path) -> None:
     assert probe.python.parse_musl("not a loader") is None
 
 
+def test_musl_loader_is_run_for_its_banner(resources: Path, tmp_path: Path) -> None:
+    # The loader prints its banner on stderr and exits 1; one that cannot run reads as no version.
+    loader = tmp_path / "ld-musl-x86_64.so.1"
+    loader.write_text(f"#!/bin/sh\ncat {resources / 'musl/ld-musl-x86_64-1.2.3.txt'} >&2\nexit 1\n")
+    loader.chmod(0o755)
+    assert probe.python._musl_version(str(loader)) == "1.2.3"
+    assert probe.python._musl_version(str(tmp_path / "absent")) is None
+
+
 def test_libc_of_this_machine_is_read_from_the_c_library_itself() -> None:
     import platform
 

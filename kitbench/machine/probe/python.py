@@ -87,7 +87,7 @@ def libc() -> tuple[str | None, str | None, str]:
 def _musl_version(loader: str) -> str | None:
     # musl's loader prints its version on stderr when run by its own name, then exits 1.
     try:
-        done = subprocess.run([loader], capture_output=True, text=True, timeout=5, check=False)
+        done = _proc.run([loader], 5)
     except (OSError, subprocess.SubprocessError):
         return None
     return parse_musl(done.stderr)

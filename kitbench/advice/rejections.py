@@ -1,0 +1,34 @@
+"""Why auto mode passed over a build, as facts: the decision (``selector``) records them, ``wording`` words them.
+
+Kept apart from both so that neither imports the other's job: a rule asks ``cause`` (a machine without
+an NVIDIA driver is not told that its CUDA builds need one), never the words a user reads.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+Cause = Literal[
+    "no driver",        # a CUDA build on a machine without an NVIDIA driver
+    "driver floor",     # the driver is older than the CUDA family's floor
+    "no kernels",       # the build's recorded list (CUDA's sm_, ROCm's gfx) lacks the GPUs' architectures
+    "toolkit range",    # no list recorded, and the build's CUDA cannot compile for the GPUs' architectures
+    "dropped before",   # no list recorded, and an older release's build of that CUDA had already dropped them
+    "install",          # the build's recorded index tags do not install on this host
+]
+
+
+class Rejection(NamedTuple):
+    """One build passed over: which, why (``cause``), and the facts its words need (the rest empty). A named
+    tuple, not a dataclass: as immutable, and a fifth of the cost to define on install-cmd's start-up."""
+
+    build: str
+    cause: Cause
+    arches: tuple[str, ...] = ()        # the GPUs' architectures it has no kernels for: sm_90, gfx1031
+    driver: str = ""                    # the machine's NVIDIA driver, and the floor it missed
+    floor: str = ""
+    cuda: tuple[int, int] = (0, 0)      # the build's CUDA
+    span: tuple[str, str] = ("", "")    # the oldest and newest architectures that CUDA compiles for
+    earlier: str = ""                   # the older release whose recorded list had dropped them, and this one
+    release: str = ""
+    detail: str = ""                    # the install refusal's own words, or where a ROCm gfx list was read

@@ -1,0 +1,237 @@
+"""The words of install-cmd's answer: its reason lines, notes and refusals, written from what was decided.
+
+``selector`` decides (which release and build, which builds were passed over); what a user reads of
+that, and why, is worded here, so the decision can change without rewording and the words without
+deciding again. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from kitbench.advice import releases, vendors, wheels
+from kitbench.advice.rejections import Rejection
+from kitbench.errors import SelectionError
+from kitbench.machine import drivers
+from kitbench.machine.builds import build
+from kitbench.machine.probe import Probe
+from kitbench.machine.probe.intel import IntelGpu
+from kitbench.machine.versions import arch_of_capability, parse_capability, serving_arch, version_tuple
+
+
+def unavailable(rel: releases.Release, os: str, arch: str, package: str, compute: str,
+                 host: wheels.Host | None = None) -> SelectionError:
+    available = releases.computes(rel, os, arch, package) + releases.xpu_builds(rel, os, arch, package)
+    if package == "conda" and not rel.conda:
+        last = max((r for r in releases.releases().values() if r.conda), key=lambda r: r.key)
+        # The release the hint names must install here too (Python 3.14 has no 2.5.1 wheel).
+        fits = [r for r in releases.releases().values()
+                if r.conda and (host is None or wheels.refusal(r.version, host) is None)]
+        other = f" (or --release {max(fits, key=lambda r: r.key).version})" if fits else ""
+        return SelectionError(f"torch {rel.version} has no conda packages: PyTorch published them up to {last.version}",
+                              hint=f"use --package pip or uv{other}")
+    if build(compute).kind == "xpu" and build(compute).known and package != "conda" and os != "macos":
+        since = ", ".join(f"{o} from {v}" for o, v in vendors.load().xpu_since.items())
+        return SelectionError(f"torch {rel.version} has no xpu build for {os} {arch}",
+                              hint=f"XPU wheels exist for x86_64 only: {since}")
+    if os == "macos" and build(compute).gpu:
+        return SelectionError(f"there are no {compute} builds for macOS",
+                              hint="macOS gets cpu (Intel, up to 2.2.2) or mps (Apple Silicon)")
+    if os == "macos" and arch == "x86_64" and not available:
+        last = max((r for r in releases.releases().values() if r.macos_x86_64), key=lambda r: r.key)
+        return SelectionError(f"torch {rel.version} has no macOS x86_64 wheels: the last is {last.version}",
+                              hint="use an arm64 Python on Apple Silicon, or --release " + last.version)
+    if os == "windows" and build(compute).kind == "rocm":
+        return SelectionError("ROCm builds exist only for Linux", hint=f"Windows gets: {', '.join(available)}")
+    if not build(compute).known:
+        return SelectionError(f"unknown --compute {compute!r}", hint="auto, cpu, mps, xpu, cuXYZ (cu126) or rocmX.Y "
+                              f"(rocm6.4); torch {rel.version} has: {', '.join(available) or 'nothing'}")
+    # The newest other release with that build, which installs here: what someone asking for cu128 wants.
+    elsewhere = next((r for r in releases.newest_first() if r.version != rel.version
+                  and compute in releases.computes(r, os, arch, package) + releases.xpu_builds(r, os, arch, package)
+                  and (host is None or wheels.refusal(r.version, host) is None)), None) if not rel.nightly else None
+    return SelectionError(f"torch {rel.version} has no {compute} build for {package} on {os} {arch}",
+                          hint=f"it has: {', '.join(available) or 'nothing'}"
+                          + (f"; torch {elsewhere.version} has {compute}: --release {elsewhere.version}" if elsewhere
+                             else ""))
+
+
+
+def xpu_note(rel: releases.Release, os: str) -> str:
+    """Why an xpu command is unverified: the builds a release manifest records (and its unverified
+    note speaks of) are pytorch.org's, which has no XPU command; the XPU build comes from envs/vendors.yaml."""
+    who, matrix = ("nightly's", "the nightly build matrix has") if rel.nightly else \
+        (f"torch {rel.version}'s", "PyTorch's build matrix has")
+    since = "" if rel.nightly else f" from {vendors.load().xpu_since[os]}"
+    inferred = "" if rel.nightly else f"; that torch {rel.version} has them is inferred, not confirmed"
+    return (f"xpu command unverified: it is none of the builds {who} commands are recorded for "
+            f"({', '.join(rel.wheels)}): it is the XPU index form, for the XPU wheels {matrix} for {os}{since} "
+            f"(envs/vendors.yaml){inferred}")
+
+
+
+def unknown_macos(rel: releases.Release, host: wheels.Host) -> str | None:
+    """Which macOS the answer needs, where the question left the Mac's version unknown (``--os macos``
+    from another machine): an unknown fact constrains nothing, so the answer may need a newer macOS."""
+    if host.os != "macos" or host.macos is not None:
+        return None
+    facts = wheels.load()
+    checked = list(facts.releases)[-1] if rel.nightly else rel.version
+    lowest = [min(floors) for wheels_ in facts.releases.get(checked, {}).values()
+              for floors in [[p.floor for p in wheels_.tags if p.os == "macos" and host.arch in p.arches and p.floor]]
+              if floors]
+    if not lowest:
+        return None
+    need = max(lowest)      # torch's and torchvision's wheels must both install
+    text = (f"the macOS version was not given: torch {checked}'s macOS {host.arch} wheels need macOS "
+            f"{'.'.join(map(str, need))} or newer")
+    older = (need[0] - 1, 0) if need[0] > 11 else (need[0], need[1] - 1) if need[1] else None
+    fits = wheels.newest(dataclasses.replace(host, macos=older)) if older else None
+    if older is None or fits is None:
+        return None         # no Mac of this arch that any release installs on is older than that
+    shown = str(older[0]) if older[0] > 10 else ".".join(map(str, older))
+    return text + f"; on macOS {shown} the newest release that installs is {fits}: --os-version {shown}"
+
+
+
+def assumed_tags(rel: releases.Release, compute: str, text: str, host: wheels.Host, moved: bool) -> str | None:
+    """Say so where the answer rests on a build of PyTorch's index carrying its PyPI wheels' tags and that
+    decided it: the wheel facts moved the release, or this Linux's glibc is older than the newest floor a
+    recorded index build has (where an index build's own tag may well differ from PyPI's)."""
+    if host.os != "linux" or "--index-url" not in text or rel.nightly or wheels.recorded(rel.version, compute):
+        return None
+    floors = [wheels.platform(tag).floor or () for tag, _ in wheels.index_tags().builds.values()]
+    older = host.libc_version is not None and bool(floors) and host.libc_version < max(floors)
+    if not (moved or older):
+        return None
+    return (f"torch {rel.version}+{compute}'s Linux wheels are not on PyPI and no listing of them from PyTorch's "
+            f"index is recorded (envs/index_tags.yaml): they are taken to carry torch {rel.version}'s PyPI tags, and "
+            "that decided this answer; if pip finds no matching distribution, this build's own tags differ")
+
+
+
+def branch_floor(machine: Probe, compute: str) -> str | None:
+    """Where a driver given as a bare branch ("580", read 580.0.0) misses a floor inside that branch
+    (580.65.06) that every driver of the branch released meets, what the full version would change."""
+    cuda = build(compute).cuda
+    if machine.driver is None or "." in machine.driver or cuda is None:
+        return None
+    floor = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os).floor
+    if floor is None or floor.split(".")[0] != machine.driver or version_tuple(floor)[1:] == (0, 0):
+        return None
+    return (f"driver {machine.driver} is read as {machine.driver}.0.0, below CUDA {cuda[0]}'s floor {floor}, so "
+            f"the CUDA {cuda[0]} builds were passed over; a released {machine.driver} driver is {floor} or newer: "
+            "give its full version (nvidia-smi's driver_version)")
+
+
+
+def cuda_reason(rel: releases.Release, machine: Probe, compute: str) -> str:
+    cuda = build(compute).cuda
+    assert cuda is not None and machine.driver is not None
+    need = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os)
+    text = f"{compute}: the newest CUDA build of {rel.version} that driver {machine.driver} runs (floor {need.floor})"
+    if need.below_toolkit(machine.driver):
+        text += (f"; note: below CUDA {need.cuda}'s own driver {need.toolkit}, so it runs by minor-version "
+                 "compatibility (no JIT of newer PTX)")
+    carried = releases.kernels(rel, machine, compute)
+    if carried is None:
+        bounds = drivers.load().arch_range(f"{cuda[0]}.{cuda[1]}")
+        text += ("; kernel lists are recorded for x86_64 wheels only" if machine.arch != "x86_64" else
+                 "; this build's kernel list is not recorded")
+        text += (f", so GPU architectures were checked only against CUDA {cuda[0]}.{cuda[1]}'s "
+                 f"({arch_of_capability(bounds[0])} to {arch_of_capability(bounds[1])})"
+                 if bounds is not None and machine.capabilities else ", so GPU architectures were not checked")
+        earlier = releases.earlier_kernels(rel.version, compute) if machine.arch == "x86_64" and any(
+            parse_capability(c) < max(drivers.load().arches)[2] for c in machine.capabilities) else None
+        if earlier is not None:
+            text += f" and against torch {earlier[0]}'s {compute} list (recorded), which had not dropped them"
+    elif machine.capabilities:
+        text += "; kernels for " + ", ".join(_served(parse_capability(c), carried) for c in machine.capabilities)
+    return text
+
+
+
+def _served(cc: tuple[int, int], kernels: tuple[str, ...]) -> str:
+    """``sm_90``, or ``sm_121 (sm_120's, which run on it)`` where a build carries no kernels of the GPU's own."""
+    own, serving = arch_of_capability(cc), serving_arch(cc, kernels)
+    return own if serving in (own, None) else f"{own} ({serving}'s, which run on it)"
+
+
+
+INTEL_SUPPORTED = "Arc A and B series, Data Center GPU Max and Flex, Core Ultra's Arc graphics"
+
+
+
+def intel_label(gpu: IntelGpu) -> str:
+    family = vendors.intel_gpus().family(gpu.device_id) if gpu.device_id else None
+    return f"{gpu.label} ({family.name})" if family else gpu.label
+
+
+
+def intel_source() -> str:
+    facts = vendors.intel_gpus()
+    return f"envs/intel_gpus.yaml, {facts.source}, read {facts.read}"
+
+
+def rosetta_note(machine: Probe, arch: str, package: str, fmt: str) -> tuple[str, str] | None:
+    """What an x86_64 Python on an Apple Silicon Mac is told, and the arm64 Python's command; None elsewhere."""
+    if machine.os != "macos" or arch != "x86_64" or not (machine.rosetta or machine.arch == "arm64"):
+        return None
+    what = "this is an Apple Silicon Mac running an x86_64 Python (Rosetta 2), which gets no MPS"
+    native = wheels.newest(dataclasses.replace(wheels.host_of(machine, arch), arch="arm64"))
+    if native is None:
+        return what, "an arm64 Python gets the current release with MPS: kitbench install-cmd --python-arch arm64"
+    form = "selector" if fmt == "selector" and package != "uv" else "pinned"
+    text = releases.command(releases.release(native), "macos", package, "cpu", form)
+    return what, f"an arm64 Python gets torch {native} with MPS: {text}"
+
+
+def because(why: Rejection) -> str:
+    """Why a build was passed over, in the words the answer's ``rejected`` lines and warnings use."""
+    arches = ", ".join(why.arches)
+    if why.cause == "no driver":
+        return "no NVIDIA driver"
+    if why.cause == "driver floor":
+        return f"driver {why.driver} < {why.floor} (CUDA {why.cuda[0]} family floor)"
+    if why.cause == "toolkit range":
+        return (f"no kernels for {arches}: CUDA {why.cuda[0]}.{why.cuda[1]} compiles for {why.span[0]} to "
+                f"{why.span[1]} only")
+    if why.cause == "dropped before":
+        return (f"no kernels for {arches} in torch {why.earlier}'s {why.build} already (its list, recorded; "
+                f"torch {why.release}'s is not)")
+    if why.cause == "install":
+        return why.detail
+    return f"no kernels for {arches}" + (f" ({why.detail})" if why.detail else "")
+
+
+def rejected(why: Rejection) -> str:
+    """One line of the answer's ``rejected``: the build, then why."""
+    return f"{why.build}: {because(why)}"
+
+
+def wheel_facts(rel: releases.Release, text: str, host: wheels.Host, compute: str) -> dict[str, Any]:
+    """What the answer says of the wheel facts it rests on: where read, when, and for which host."""
+    facts = wheels.load()
+    # Wheels from download.pytorch.org (and conda packages) cannot be read from here: PyPI's stand in,
+    # unless the build's tags on PyTorch's index were recorded (envs/index_tags.yaml).
+    recorded = "--index-url" in text and not rel.nightly and wheels.recorded(rel.version, compute)
+    assumed = rel.nightly or "--index-url" in text or text.startswith("conda")
+    return {"source": facts.source, "read": facts.read,
+            "assumed_from": "recorded index listing" if recorded else "pypi" if assumed else None,
+            "python": ".".join(map(str, host.python)) if host.python else None, "libc": host.libc,
+            "libc_version": ".".join(map(str, host.libc_version)) if host.libc_version else None,
+            "macos": ".".join(map(str, host.macos)) if host.macos else None}
+
+
+def machine_facts(machine: Probe) -> dict[str, Any]:
+    """What the answer says of the machine it is for (its ``facts``), each where it was read."""
+    return {"os": machine.os, "os_version": machine.os_version, "arch": machine.arch,
+            "python_arch": machine.python_arch, "rosetta": machine.rosetta, "wsl": machine.wsl,
+            "container": machine.container, "driver": machine.driver,
+            "gpu_capabilities": [g.capability for g in machine.gpus if g.capability],      # one per GPU
+            "rocm": machine.rocm, "amd_gpus": [g.gfx or f"AMD {g.device_id or 'GPU'} (gfx unknown)"
+                                               for g in machine.amd_gpus],
+            "intel_gpus": [g.label for g in machine.intel_gpus], "sources": machine.sources,
+            "python_version": machine.python_version, "libc": machine.libc,
+            "libc_version": machine.libc_version}
