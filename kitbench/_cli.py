@@ -191,36 +191,20 @@ def _cmd_container(args: argparse.Namespace) -> int:
 def _cmd_install(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from kitbench.advice import facts, selector, wheels
-    from kitbench.errors import NetworkError
-    from kitbench.machine import probe
+    from kitbench.advice import selector
+    from kitbench.advice.answer import answer
 
     for name, value, choices in (("--os", args.os, selector.OSES), ("--arch", args.arch, selector.ARCHES),
                                  ("--python-arch", args.python_arch, selector.ARCHES)):
         if value is not None:
             selector.check_choice(name, value, choices)
-    if args.refresh or facts.due():
-        try:
-            _refresh()
-        except NetworkError as error:
-            # Advice from the facts at hand beats none: the refresh's failure is a note, not the answer.
-            print(f"note: the facts were not refreshed: {error.message}; answering from those at hand",
-                  file=sys.stderr)
-    machine = probe.override(probe.probe(), os=args.os, arch=args.arch, python_arch=args.python_arch,
-                             driver=args.driver, gpu_capabilities=args.gpu_cc, no_gpu=args.no_gpu,
-                             gpu_gfx=args.gpu_gfx, intel_gpu=args.intel_gpu,
-                             python_path=args.python_path, python_version=args.python_version, glibc=args.glibc,
-                             os_version=args.os_version)
-    chosen = selector.select(machine, release_spec=args.release, package=args.package, compute=args.compute,
-                             fmt=args.fmt)
-    origin = next((d.origin for d in facts.derived() if d.version == chosen.release), None)
-    if origin is not None:
-        # Not envs/wheels.yaml: this release's tags and builds were read into the cache by a refresh.
-        chosen.facts["derived_from"] = {"index": origin["index"], "read": origin["read"]}
-        chosen.facts["wheels"].update(source=f"{origin['wheels_from']} (the fact cache)", read=origin["wheels_read"])
-    stale = facts.stale_note(wheels.load().read)
-    if stale:
-        chosen.notes.append(stale)
+    given = dict(os=args.os, arch=args.arch, python_arch=args.python_arch, driver=args.driver,
+                 gpu_capabilities=args.gpu_cc, no_gpu=args.no_gpu, gpu_gfx=args.gpu_gfx, intel_gpu=args.intel_gpu,
+                 python_path=args.python_path, python_version=args.python_version, glibc=args.glibc,
+                 os_version=args.os_version)
+    chosen = answer(given, refresh=_refresh, force_refresh=args.refresh,
+                    not_refreshed=lambda note: print(f"note: {note}", file=sys.stderr),
+                    release_spec=args.release, package=args.package, compute=args.compute, fmt=args.fmt)
     if args.json:
         print(json.dumps(dataclasses.asdict(chosen), indent=2))
         return 0

@@ -1,0 +1,41 @@
+"""install-cmd's question answered from start to end: the facts refreshed when they are due, the
+choice for the machine as given, and where the answer's facts came from (a refresh's cache rather
+than the kept tables, and whether they are old).
+
+The command line only parses, calls ``answer`` and prints; how a refresh reports its progress is its
+own (``refresh``), and a refresh that fails is a note (``not_refreshed``), never the answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kitbench.advice import facts, wheels
+from kitbench.advice.selector import Selection, select
+from kitbench.errors import NetworkError
+from kitbench.machine import probe
+
+
+def answer(given: dict[str, Any], *, refresh: Callable[[], None], force_refresh: bool,
+           not_refreshed: Callable[[str], None], release_spec: str = "stable", package: str = "pip",
+           compute: str = "auto", fmt: str = "pinned") -> Selection:
+    """The install command for this machine with ``given`` facts put in place of probed ones (the
+    keywords of ``probe.override``)."""
+    if force_refresh or facts.due():
+        try:
+            refresh()
+        except NetworkError as error:
+            # Advice from the facts at hand beats none.
+            not_refreshed(f"the facts were not refreshed: {error.message}; answering from those at hand")
+    machine = probe.override(probe.probe(), **given)
+    chosen = select(machine, release_spec=release_spec, package=package, compute=compute, fmt=fmt)
+    origin = next((d.origin for d in facts.derived() if d.version == chosen.release), None)
+    if origin is not None:
+        # Not envs/wheels.yaml: this release's tags and builds were read into the cache by a refresh.
+        chosen.facts["derived_from"] = {"index": origin["index"], "read": origin["read"]}
+        chosen.facts["wheels"].update(source=f"{origin['wheels_from']} (the fact cache)", read=origin["wheels_read"])
+    stale = facts.stale_note(wheels.load().read)
+    if stale:
+        chosen.notes.append(stale)
+    return chosen
