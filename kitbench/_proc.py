@@ -6,6 +6,9 @@ kept up to ``max_bytes`` per stream (the rest is read and dropped, so the progra
 full pipe), decoded with invalid bytes replaced, and the program is stopped at ``timeout`` (its
 whole session, or by the caller's ``stop``) before ``TimeoutExpired`` is raised. A caller that shows
 progress gets the last stream's lines as they come (``on_line``), each decoded and cut at ``MAX_LINE``.
+
+One program is fed rather than asked, and is run beside this: ``tar -x`` unpacking an image's export
+(``rebuild/images.py``), whose input is a stream of gigabytes and whose output is files.
 """
 
 from __future__ import annotations
