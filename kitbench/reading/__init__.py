@@ -2,5 +2,6 @@
 environments (``envdiff``), whether one run reproduced another (``verify``), the report page (``report``, its
 sections in ``report_sections``, rendered by ``report_html`` and ``report_markdown``), the plots and their SVG.
 
-May import: the root's base modules and records. Nothing in it runs a check or needs torch.
+May import: the root's base modules, records, machine, advice and environments (a lock's package
+names). Nothing in it runs a check or needs torch.
 """

@@ -1,4 +1,8 @@
-"""The suite: an ordered list of checks, each a plain function of a context."""
+"""The suite's checks, in order (availability, moves, mnist, ddp), each a plain function of a
+context (``base``: what every check gets and gives); ``steps`` is the training step the MNIST and
+DDP checks share: eager, captured whole (a CUDA graph, torch.compile) and profiled.
+
+May import: the rest of the suite and the packages below it; torch, only when a check runs."""
 
 from __future__ import annotations
 
