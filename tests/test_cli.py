@@ -557,6 +557,43 @@ def test_stdout_errors_end_cleanly(argv: list[str]) -> None:
     assert reader.wait() in (0, 141) and "Traceback" not in err and "ERROR" not in err, err
 
 
+def test_a_closed_stdout_is_one_error_before_any_work(monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench import _cli
+
+    monkeypatch.setattr(_cli, "_main", lambda argv: pytest.fail("a command ran with nowhere to print"))
+    monkeypatch.setattr(sys, "stdout", None)        # as Python starts with fd 1 closed (`>&-`)
+    assert main(["probe", "--json"]) == 74
+    assert capsys.readouterr().err == "ERROR: cannot write the output: Bad file descriptor\n"
+
+
+def test_a_closed_stderr_keeps_notes_out_of_stdout(monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(sys, "stderr", None)        # as Python starts with fd 2 closed (`2>&-`)
+    try:
+        assert main(["install-cmd", "--no-gpu"]) == 0
+    finally:
+        if sys.stderr is not None:
+            sys.stderr.close()      # main's devnull: this process's own stderr comes back with monkeypatch
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and out.startswith("pip install torch=="), out     # the command alone
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="closes fds with a POSIX shell's >&- and 2>&-")
+@pytest.mark.parametrize(("closing", "argv"), [(">&-", ["probe", "--json"]), (">&-", ["install-cmd", "--no-gpu"]),
+                                               ("2>&-", ["install-cmd", "--no-gpu"])])
+def test_closed_standard_streams_never_a_traceback(closing: str, argv: list[str]) -> None:
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(["sh", "-c", f'"$@" {closing}', "sh", sys.executable, "-m", "kitbench", *argv],
+                          capture_output=True, text=True, cwd=root, check=False,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    if closing == ">&-":
+        assert (done.returncode, done.stderr) == (74, "ERROR: cannot write the output: Bad file descriptor\n")
+    else:
+        assert done.returncode == 0 and done.stdout.startswith("pip install torch=="), done.stdout
+        assert done.stdout.count("\n") == 1, done.stdout      # no note: or # lines in what `eval` runs
+
+
 def _slurm_never_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     from kitbench.fleet import slurm
 
