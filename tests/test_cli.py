@@ -41,7 +41,7 @@ def assert_clean_error(done: subprocess.CompletedProcess[str], *words: str) -> N
     (["run", "--model", "resnet"], ["unknown model 'resnet'"]),
     (["run", "--threads", "zero"], ["expected a whole number"]),
     (["run", "--data", "/nonexistent/kitbench", "--offline"], ["does not exist and --offline forbids"]),
-    (["frobnicate"], ["invalid choice"]),
+    (["frobnicate"], ["unknown command 'frobnicate'"]),
 ])
 def test_bad_input(args: list[str], words: list[str]) -> None:
     assert_clean_error(kitbench(*args), *words)
@@ -246,12 +246,39 @@ def test_an_os_error_is_one_line_naming_the_path(tmp_path: Path, monkeypatch: py
     (["fleet", "rn", "cpu"], "unknown command 'rn'; did you mean 'run'?"),
     (["run", "--quik"], "unknown option '--quik'; did you mean '--quick'?"),
     (["compare", "x", "--formt=csv"], "unknown option '--formt'; did you mean '--format'?"),
-    (["zzzz"], "unknown command 'zzzz' (argument command: invalid choice: 'zzzz' (choose from"),
     (["probe", "--explain"], "unknown option '--explain' for this command; it is an option of kitbench install-cmd"),
 ])
 def test_a_typo_gets_a_suggestion(args: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert _main(*args) == 2
     assert capsys.readouterr().err.startswith(f"ERROR: {said}")
+
+
+_EVERY_COMMAND = "run, install-cmd, container, compare, verify, report, fleet, replay, probe, facts"
+
+
+@pytest.mark.parametrize(("args", "said", "hint"), [
+    # Suggested only from the given command's own flags, and only when close (any two flags share "--").
+    (["install-cmd", "--forse"], "unknown option '--forse'", "see: kitbench install-cmd --help"),
+    (["install-cmd", "--bogus"], "unknown option '--bogus'", "see: kitbench install-cmd --help"),
+    (["run", "--bogus"], "unknown option '--bogus'", "see: kitbench run --help"),
+    (["container", "cpu", "--bogus"], "unknown option '--bogus'", "see: kitbench container --help"),
+    (["run", "--quik"], "unknown option '--quik'; did you mean '--quick'?", "see: kitbench run --help"),
+    (["install-cmd", "--jsn"], "unknown option '--jsn'; did you mean '--json'?", "see: kitbench install-cmd --help"),
+    (["install-cmd", "--check", "mnist"], "unknown option '--check' for this command; it is an option of kitbench run",
+     "see: kitbench install-cmd --help"),
+    # An unknown flag is named, not the command (or argument) that argparse then found missing.
+    (["--bogus"], "unknown option '--bogus'", "see: kitbench --help"),
+    (["fleet", "--bogus"], "unknown option '--bogus'", "see: kitbench fleet --help"),
+    (["fleet", "gather", "--bogus"], "unknown option '--bogus'", "see: kitbench fleet gather --help"),
+    (["nosuch"], "unknown command 'nosuch'", f"choose one of: {_EVERY_COMMAND}"),
+    (["fleet", "nosuch"], "unknown command 'nosuch'", "choose one of: probe, run, gather"),
+    (["facts", "nosuch"], "unknown command 'nosuch'", "choose one of: refresh"),
+    (["isntall-cmd"], "unknown command 'isntall-cmd'; did you mean 'install-cmd'?", "see: kitbench --help"),
+])
+def test_an_unknown_word_is_named_with_the_given_commands_help(args: list[str], said: str, hint: str,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert _main(*args) == 2
+    assert capsys.readouterr().err == f"ERROR: {said}\nhint: {hint}\n"
 
 
 _POSIX_ONLY = {os: ("killpg", "getuid", "geteuid", "getgid", "chown", "setsid", "getpgid", "uname"),
