@@ -281,6 +281,34 @@ def test_an_unknown_word_is_named_with_the_given_commands_help(args: list[str], 
     assert capsys.readouterr().err == f"ERROR: {said}\nhint: {hint}\n"
 
 
+@pytest.mark.parametrize("command", ["compare", "verify", "replay", "report"])
+@pytest.mark.parametrize(("given", "said", "hint"), [
+    ("other.json", "is not a kitbench run record (no 'schema' field)", "it is JSON of another kind"),
+    ("not.json", "is not JSON (line 1: Expecting value)", "it is not a kitbench record, which is a JSON file"),
+    ("cut.json", "is not a complete JSON record", "it may be truncated"),
+    ("fifo", "is not a regular file", "give a record kitbench run wrote"),
+    ("/dev/zero", "is not a regular file", "give a record kitbench run wrote"),
+    ("missing.json", "no such record", "give "),
+])
+def test_a_record_that_cannot_be_read_gets_a_hint(command: str, given: str, said: str, hint: str, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    if (given == "fifo" and not hasattr(os, "mkfifo")) or (given == "/dev/zero" and not Path(given).exists()):
+        pytest.skip(f"no {given} on this system")
+    monkeypatch.chdir(tmp_path)
+    Path("other.json").write_text('{"job": "1234"}')            # JSON, as a fleet plan is, but no record
+    Path("not.json").write_text("not json")
+    Path("cut.json").write_text('{"schema": "kitbench.run/2", "sta')
+    if given == "fifo":
+        os.mkfifo("fifo")
+    argv = {"compare": [given], "verify": [given, given], "replay": [given, "--out", "out.json"],
+            "report": ["-o", "r.html", given]}[command]
+    assert main([command, *argv]) != 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and err[0].startswith("ERROR: ") and said in err[0], err
+    assert err[1].startswith(f"hint: {hint}"), err
+
+
 _POSIX_ONLY = {os: ("killpg", "getuid", "geteuid", "getgid", "chown", "setsid", "getpgid", "uname"),
                signal: ("SIGKILL", "SIGHUP", "SIGQUIT", "SIGUSR1")}
 
