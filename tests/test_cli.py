@@ -557,7 +557,7 @@ def test_options_that_cannot_combine_are_refused(argv: list[str], words: str, tm
     (["--ou=/shared/x.json"], "fleet run sets --out itself"),
     (["--force"], "fleet run sets --force itself"),
     (["--nnodes", "2", "--rdzv-endpoint", "h:1", "--check", "ddp"], "--nnodes, --rdzv-endpoint"),
-    (["--no-such-option"], "unrecognized arguments"),
+    (["--no-such-option"], "unknown option '--no-such-option'"),
     (["--epochs", "x"], "expected a whole number"),
     (["--sweep", "--batch-size", "8"], "cannot combine"),
 ])
