@@ -80,9 +80,8 @@ def _did_you_mean(parser: _Parser, message: str) -> tuple[str, str | None]:
         return f"unknown command {word!r}", f"choose one of: {', '.join(known)}"
     flags = re.match(r"unrecognized arguments: (\S+)", message)
     unknown = flags.group(1).partition("=")[0] if flags and flags.group(1).startswith("--") else None
-    if message.startswith("the following arguments are required: "):
-        unknown = _unknown_flag(parser)      # `kitbench --bogus`: the flag, not the command it left out
-        message = ""
+    if message.startswith("the following arguments are required: ") and (flag := _unknown_flag(parser)):
+        unknown, message = flag, ""     # `kitbench --bogus`: the flag, not the command argparse found missing
     if unknown is None:
         return message, None
     owners = [p.prog for p in _parsers(build()) if unknown in p._option_string_actions]

@@ -274,6 +274,10 @@ _EVERY_COMMAND = "run, install-cmd, container, compare, verify, report, fleet, r
     (["fleet", "nosuch"], "unknown command 'nosuch'", "choose one of: probe, run, gather"),
     (["facts", "nosuch"], "unknown command 'nosuch'", "choose one of: refresh"),
     (["isntall-cmd"], "unknown command 'isntall-cmd'; did you mean 'install-cmd'?", "see: kitbench --help"),
+    # With no unknown flag, what is missing is said as before.
+    ([], "the following arguments are required: command", "see: kitbench --help"),
+    (["fleet", "gather"], "the following arguments are required: job", "see: kitbench fleet gather --help"),
+    (["report", "--force"], "the following arguments are required: RECORD_OR_DIR", "see: kitbench report --help"),
 ])
 def test_an_unknown_word_is_named_with_the_given_commands_help(args: list[str], said: str, hint: str,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
