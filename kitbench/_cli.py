@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import os
 import sys
@@ -390,6 +391,11 @@ EXIT_IO = 74            # sysexits' EX_IOERR: neither of verify's meanings (0 sa
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if sys.stderr is None:      # started with fd 2 closed: print(file=None) would write notes into stdout
+        sys.stderr = open(os.devnull, "w")      # noqa: SIM115 -- for the process's life; it takes fd 2 if free
+    if sys.stdout is None:      # started with fd 1 closed: the answer has nowhere to go, so nothing is done
+        print(f"ERROR: cannot write the output: {os.strerror(errno.EBADF)}", file=sys.stderr)
+        return EXIT_IO
     with sigterm_raises():
         try:
             code = _main(argv)

@@ -7,6 +7,7 @@ The parser only reads arguments; what they mean is ``_cli``'s to dispatch.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -28,30 +29,69 @@ MNIST is read from --data, default KITBENCH_DATA or ~/.cache/kitbench/data.
 
 
 class _Parser(argparse.ArgumentParser):
+    _words: tuple[str, ...] = ()        # what this parser was given: an unknown flag among them explains a missing word
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        self._words = tuple(str(word) for word in (sys.argv[1:] if args is None else args))
+        return super().parse_known_args(args, namespace)
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:       # told by the command that was given, from its flags, as argparse tells the top one
+            _given(self, parsed).error(f"unrecognized arguments: {' '.join(extra)}")
+        return parsed
+
     def error(self, message: str) -> NoReturn:
-        raise UsageError(_did_you_mean(self, message), hint=f"see: {self.prog} --help")
+        said, hint = _did_you_mean(self, message)
+        raise UsageError(said, hint=hint or f"see: {self.prog} --help")
 
 
-def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
-    """argparse's message, or for a typo in a command or flag, the nearest right one."""
+def _given(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)command's parser that ``parsed`` went down to."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and getattr(parsed, action.dest, None) in action.choices:
+            return _given(action.choices[getattr(parsed, action.dest)], parsed)
+    return parser
+
+
+def _unknown_flag(parser: _Parser) -> str | None:
+    """The first word given to ``parser`` that looks like a flag and is none of its own (nor their abbreviation)."""
+    flags = parser._option_string_actions
+    for word in parser._words:
+        name = word.partition("=")[0]
+        if word.startswith("-") and word != "-" and not parser._negative_number_matcher.match(word) \
+                and not any(flag.startswith(name) for flag in flags):
+            return name
+    return None
+
+
+def _did_you_mean(parser: _Parser, message: str) -> tuple[str, str | None]:
+    """argparse's message, or for a typo in a command or flag, the nearest right one (a flag only from this
+    command's, and only when close: any two flags share their dashes), and a hint where help says no more."""
     import difflib
     import re
 
     choice = re.match(r"argument \S+: invalid choice: '([^']*)' \(choose from (.*)\)$", message)
     if choice:
         word, known = choice.group(1), re.findall(r"'([^']*)'", choice.group(2))
-        kind = "command"
-    else:
-        flags = re.match(r"unrecognized arguments: (\S+)", message)
-        if not flags or not flags.group(1).startswith("--"):
-            return message
-        word, kind = flags.group(1).partition("=")[0], "option"
-        known = sorted({flag for p in _parsers(parser) for flag in p._option_string_actions if flag.startswith("--")})
-        owners = [p.prog for p in _parsers(parser) if word in p._option_string_actions]
-        if owners:      # another command's flag: "did you mean" would only name the word back
-            return f"unknown option {word!r} for this command; it is an option of {', '.join(owners[:3])}"
-    close = difflib.get_close_matches(word, known, n=1)
-    return f"unknown {kind} {word!r}" + (f"; did you mean {close[0]!r}?" if close else f" ({message})")
+        close = difflib.get_close_matches(word, known, n=1)
+        if close:
+            return f"unknown command {word!r}; did you mean {close[0]!r}?", None
+        return f"unknown command {word!r}", f"choose one of: {', '.join(known)}"
+    flags = re.match(r"unrecognized arguments: (\S+)", message)
+    unknown = flags.group(1).partition("=")[0] if flags and flags.group(1).startswith("--") else None
+    if message.startswith("the following arguments are required: ") and (flag := _unknown_flag(parser)):
+        unknown, message = flag, ""     # `kitbench --bogus`: the flag, not the command argparse found missing
+    if unknown is None:
+        return message, None
+    owners = [p.prog for p in _parsers(build()) if unknown in p._option_string_actions]
+    if owners:      # another command's flag: "did you mean" would only name the word back
+        return f"unknown option {unknown!r} for this command; it is an option of {', '.join(owners[:3])}", None
+    known = sorted(flag for flag in parser._option_string_actions if flag.startswith("--"))
+    close = difflib.get_close_matches(unknown, known, n=1, cutoff=0.8)
+    others = flags is not None and " " in message.removeprefix("unrecognized arguments: ")
+    return f"unknown option {unknown!r}" + (f"; did you mean {close[0]!r}?" if close else
+                                            f" ({message})" if others else ""), None
 
 
 def _parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:

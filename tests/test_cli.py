@@ -41,7 +41,7 @@ def assert_clean_error(done: subprocess.CompletedProcess[str], *words: str) -> N
     (["run", "--model", "resnet"], ["unknown model 'resnet'"]),
     (["run", "--threads", "zero"], ["expected a whole number"]),
     (["run", "--data", "/nonexistent/kitbench", "--offline"], ["does not exist and --offline forbids"]),
-    (["frobnicate"], ["invalid choice"]),
+    (["frobnicate"], ["unknown command 'frobnicate'"]),
 ])
 def test_bad_input(args: list[str], words: list[str]) -> None:
     assert_clean_error(kitbench(*args), *words)
@@ -246,12 +246,71 @@ def test_an_os_error_is_one_line_naming_the_path(tmp_path: Path, monkeypatch: py
     (["fleet", "rn", "cpu"], "unknown command 'rn'; did you mean 'run'?"),
     (["run", "--quik"], "unknown option '--quik'; did you mean '--quick'?"),
     (["compare", "x", "--formt=csv"], "unknown option '--formt'; did you mean '--format'?"),
-    (["zzzz"], "unknown command 'zzzz' (argument command: invalid choice: 'zzzz' (choose from"),
     (["probe", "--explain"], "unknown option '--explain' for this command; it is an option of kitbench install-cmd"),
 ])
 def test_a_typo_gets_a_suggestion(args: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert _main(*args) == 2
     assert capsys.readouterr().err.startswith(f"ERROR: {said}")
+
+
+_EVERY_COMMAND = "run, install-cmd, container, compare, verify, report, fleet, replay, probe, facts"
+
+
+@pytest.mark.parametrize(("args", "said", "hint"), [
+    # Suggested only from the given command's own flags, and only when close (any two flags share "--").
+    (["install-cmd", "--forse"], "unknown option '--forse'", "see: kitbench install-cmd --help"),
+    (["install-cmd", "--bogus"], "unknown option '--bogus'", "see: kitbench install-cmd --help"),
+    (["run", "--bogus"], "unknown option '--bogus'", "see: kitbench run --help"),
+    (["container", "cpu", "--bogus"], "unknown option '--bogus'", "see: kitbench container --help"),
+    (["run", "--quik"], "unknown option '--quik'; did you mean '--quick'?", "see: kitbench run --help"),
+    (["install-cmd", "--jsn"], "unknown option '--jsn'; did you mean '--json'?", "see: kitbench install-cmd --help"),
+    (["install-cmd", "--check", "mnist"], "unknown option '--check' for this command; it is an option of kitbench run",
+     "see: kitbench install-cmd --help"),
+    # An unknown flag is named, not the command (or argument) that argparse then found missing.
+    (["--bogus"], "unknown option '--bogus'", "see: kitbench --help"),
+    (["fleet", "--bogus"], "unknown option '--bogus'", "see: kitbench fleet --help"),
+    (["fleet", "gather", "--bogus"], "unknown option '--bogus'", "see: kitbench fleet gather --help"),
+    (["nosuch"], "unknown command 'nosuch'", f"choose one of: {_EVERY_COMMAND}"),
+    (["fleet", "nosuch"], "unknown command 'nosuch'", "choose one of: probe, run, gather"),
+    (["facts", "nosuch"], "unknown command 'nosuch'", "choose one of: refresh"),
+    (["isntall-cmd"], "unknown command 'isntall-cmd'; did you mean 'install-cmd'?", "see: kitbench --help"),
+    # With no unknown flag, what is missing is said as before.
+    ([], "the following arguments are required: command", "see: kitbench --help"),
+    (["fleet", "gather"], "the following arguments are required: job", "see: kitbench fleet gather --help"),
+    (["report", "--force"], "the following arguments are required: RECORD_OR_DIR", "see: kitbench report --help"),
+])
+def test_an_unknown_word_is_named_with_the_given_commands_help(args: list[str], said: str, hint: str,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert _main(*args) == 2
+    assert capsys.readouterr().err == f"ERROR: {said}\nhint: {hint}\n"
+
+
+@pytest.mark.parametrize("command", ["compare", "verify", "replay", "report"])
+@pytest.mark.parametrize(("given", "said", "hint"), [
+    ("other.json", "is not a kitbench run record (no 'schema' field)", "it is JSON of another kind"),
+    ("not.json", "is not JSON (line 1: Expecting value)", "it is not a kitbench record, which is a JSON file"),
+    ("cut.json", "is not a complete JSON record", "it may be truncated"),
+    ("fifo", "is not a regular file", "give a record kitbench run wrote"),
+    ("/dev/zero", "is not a regular file", "give a record kitbench run wrote"),
+    ("missing.json", "no such record", "give "),
+])
+def test_a_record_that_cannot_be_read_gets_a_hint(command: str, given: str, said: str, hint: str, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    if (given == "fifo" and not hasattr(os, "mkfifo")) or (given == "/dev/zero" and not Path(given).exists()):
+        pytest.skip(f"no {given} on this system")
+    monkeypatch.chdir(tmp_path)
+    Path("other.json").write_text('{"job": "1234"}')            # JSON, as a fleet plan is, but no record
+    Path("not.json").write_text("not json")
+    Path("cut.json").write_text('{"schema": "kitbench.run/2", "sta')
+    if given == "fifo":
+        os.mkfifo("fifo")
+    argv = {"compare": [given], "verify": [given, given], "replay": [given, "--out", "out.json"],
+            "report": ["-o", "r.html", given]}[command]
+    assert main([command, *argv]) != 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and err[0].startswith("ERROR: ") and said in err[0], err
+    assert err[1].startswith(f"hint: {hint}"), err
 
 
 _POSIX_ONLY = {os: ("killpg", "getuid", "geteuid", "getgid", "chown", "setsid", "getpgid", "uname"),
@@ -502,7 +561,7 @@ def test_options_that_cannot_combine_are_refused(argv: list[str], words: str, tm
     (["--ou=/shared/x.json"], "fleet run sets --out itself"),
     (["--force"], "fleet run sets --force itself"),
     (["--nnodes", "2", "--rdzv-endpoint", "h:1", "--check", "ddp"], "--nnodes, --rdzv-endpoint"),
-    (["--no-such-option"], "unrecognized arguments"),
+    (["--no-such-option"], "unknown option '--no-such-option'"),
     (["--epochs", "x"], "expected a whole number"),
     (["--sweep", "--batch-size", "8"], "cannot combine"),
 ])
@@ -555,6 +614,43 @@ def test_stdout_errors_end_cleanly(argv: list[str]) -> None:
     reader.stdout.close()       # the reader goes away, as `| head -c1` does
     err = reader.stderr.read().decode()
     assert reader.wait() in (0, 141) and "Traceback" not in err and "ERROR" not in err, err
+
+
+def test_a_closed_stdout_is_one_error_before_any_work(monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench import _cli
+
+    monkeypatch.setattr(_cli, "_main", lambda argv: pytest.fail("a command ran with nowhere to print"))
+    monkeypatch.setattr(sys, "stdout", None)        # as Python starts with fd 1 closed (`>&-`)
+    assert main(["probe", "--json"]) == 74
+    assert capsys.readouterr().err == "ERROR: cannot write the output: Bad file descriptor\n"
+
+
+def test_a_closed_stderr_keeps_notes_out_of_stdout(monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(sys, "stderr", None)        # as Python starts with fd 2 closed (`2>&-`)
+    try:
+        assert main(["install-cmd", "--no-gpu"]) == 0
+    finally:
+        if sys.stderr is not None:
+            sys.stderr.close()      # main's devnull: this process's own stderr comes back with monkeypatch
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and out.startswith("pip install torch=="), out     # the command alone
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="closes fds with a POSIX shell's >&- and 2>&-")
+@pytest.mark.parametrize(("closing", "argv"), [(">&-", ["probe", "--json"]), (">&-", ["install-cmd", "--no-gpu"]),
+                                               ("2>&-", ["install-cmd", "--no-gpu"])])
+def test_closed_standard_streams_never_a_traceback(closing: str, argv: list[str]) -> None:
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(["sh", "-c", f'"$@" {closing}', "sh", sys.executable, "-m", "kitbench", *argv],
+                          capture_output=True, text=True, cwd=root, check=False,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    if closing == ">&-":
+        assert (done.returncode, done.stderr) == (74, "ERROR: cannot write the output: Bad file descriptor\n")
+    else:
+        assert done.returncode == 0 and done.stdout.startswith("pip install torch=="), done.stdout
+        assert done.stdout.count("\n") == 1, done.stdout      # no note: or # lines in what `eval` runs
 
 
 def _slurm_never_asked(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -25,8 +25,10 @@ class Loaded:
     record: RunRecord | None
     sha256: str = ""                # of the very bytes the record was parsed from
     error: str | None = None
+    hint: str | None = None         # the error's: raised again when no record could be read
 
 
+GIVE_RECORDS = "give run records or directories holding them (kitbench run writes them under results/)"
 _RECORD_HEAD = re.compile(rb'"schema"\s*:\s*"kitbench\.run/')
 _HEAD_BYTES = 4096      # the writer puts "schema" first; a record's opening bytes name it
 
@@ -59,7 +61,7 @@ def expand(inputs: Sequence[str], skipped: list[Path] | None = None) -> list[Pat
             runs = [p for p in inside if p.is_file() and is_record(p)]
             if not runs:
                 others = f" ({len(inside)} other *.json files)" if inside else ""
-                raise RecordError(f"no run records in directory {path}{others}")
+                raise RecordError(f"no run records in directory {path}{others}", hint=GIVE_RECORDS)
             found += runs
             if skipped is not None:
                 kept = set(runs)    # 5,000 records: a list here made this quadratic
@@ -69,7 +71,7 @@ def expand(inputs: Sequence[str], skipped: list[Path] | None = None) -> list[Pat
         else:
             matches = _glob(item)
             if not matches:
-                raise RecordError(f"no such record, directory or match: {item}")
+                raise RecordError(f"no such record, directory or match: {item}", hint=GIVE_RECORDS)
             found += matches
     return found
 
@@ -95,10 +97,10 @@ def load(inputs: Sequence[str], skipped: list[Path] | None = None) -> list[Loade
         try:
             loaded.append(Loaded(path, *records.read_hashed(path)))
         except RecordError as error:
-            loaded.append(Loaded(path, None, error=error.message))
+            loaded.append(Loaded(path, None, error=error.message, hint=error.hint))
     if not any(item.record for item in loaded):
         first = loaded[0]
-        raise RecordError(first.error or f"{first.path} is unreadable")
+        raise RecordError(first.error or f"{first.path} is unreadable", hint=first.hint)
     refuse_same_run(loaded)
     return loaded
 

@@ -85,6 +85,12 @@ def _name(row: Row) -> str:
     return row.target or Path(row.path).stem
 
 
+def _legend(axes: Any, size: int) -> None:
+    """A legend where something is labelled: matplotlib warns of an empty one (records without MNIST)."""
+    if axes.get_legend_handles_labels()[0]:
+        axes.legend(fontsize=size)
+
+
 def comparison(loaded: Sequence[Loaded], table: Sequence[Row], out: Path, force: bool = False) -> None:
     check_count(len(loaded))
     plt = _pyplot()
@@ -114,7 +120,7 @@ def comparison(loaded: Sequence[Loaded], table: Sequence[Row], out: Path, force:
         ax.set_ylabel("time per training step (ms, lower is better)")
         ax.set_title("step time against batch size")
         ax.grid(True, which="major", alpha=0.3)
-        ax.legend(fontsize=7)
+        _legend(ax, 7)
     if buses:
         for row, run in buses:
             for world in sorted({b["world_size"] for b in run["allreduce"]}):
@@ -126,7 +132,7 @@ def comparison(loaded: Sequence[Loaded], table: Sequence[Row], out: Path, force:
         axes[2].set_ylabel("all-reduce busbw (GB/s; algbw x 2(n-1)/n)")
         axes[2].set_title("DDP all-reduce")
         axes[2].grid(True, which="major", alpha=0.3)
-        axes[2].legend(fontsize=7)
+        _legend(axes[2], 7)
     # One bar per MNIST run (model, loop, device) and environment.
     configs = sorted({(r["model"], r["loop"], r["device"]) for item, _ in good if item.record
                       for r in item.record["checks"].get("mnist", {}).get("runs", [])})
@@ -147,7 +153,7 @@ def comparison(loaded: Sequence[Loaded], table: Sequence[Row], out: Path, force:
     epochs.set_xticks(range(len(good)), labels, fontsize=8)
     epochs.set_ylabel("steady-state epoch time (s, lower is better)")
     epochs.set_title("MNIST epoch by environment")
-    epochs.legend(fontsize=8)
+    _legend(epochs, 8)
     for item, row in good:
         assert item.record is not None
         series: dict[tuple[str, str], list[tuple[int, float]]] = {}
@@ -161,8 +167,7 @@ def comparison(loaded: Sequence[Loaded], table: Sequence[Row], out: Path, force:
     bandwidth.set_ylabel("bandwidth (GB/s, median)")
     bandwidth.set_title("tensor moves")
     bandwidth.grid(True, which="major", alpha=0.3)
-    if bandwidth.get_legend_handles_labels()[0]:
-        bandwidth.legend(fontsize=7)
+    _legend(bandwidth, 7)
     image = io.BytesIO()
     try:
         fig.savefig(image, dpi=110, format=out.suffix.lower().lstrip("."))

@@ -48,8 +48,7 @@ def build(names: Sequence[str], fmt: str = "html") -> Report:
     except RecordReadError:
         raise
     except RecordError as error:    # no records at all: bad input, as for compare
-        raise RecordReadError(error.message, hint=error.hint or "give run records or directories holding them "
-                              "(kitbench run writes them under results/)") from None
+        raise RecordReadError(error.message, hint=error.hint or inputs.GIVE_RECORDS) from None
     short = _short_names([x.path for x in loaded])
     # Each hash is of the bytes the record was parsed from: a file replaced meanwhile cannot lend its hash.
     items = [Item(name, x.sha256 or "-", x.record, x.error) for name, x in zip(short, loaded, strict=True)]

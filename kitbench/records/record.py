@@ -314,6 +314,10 @@ def _text(data: bytes | str, path: Path | str) -> str:
                               hint="it is not a kitbench record; kitbench writes records as UTF-8") from None
 
 
+GIVE_A_RECORD = "give a record kitbench run wrote (it prints each one's path; by default under results/)"
+_NOT_KITBENCHS = "it was not written by kitbench or was edited since"
+
+
 def parse(text: bytes | str, path: Path | str) -> RunRecord:
     """Parse and validate a record's text; every failure is one RecordReadError naming the field."""
     text = _text(text, path)
@@ -324,15 +328,20 @@ def parse(text: bytes | str, path: Path | str) -> RunRecord:
         if not text.strip():
             raise RecordReadError(f"{path} holds only whitespace, no JSON",
                                   hint="it is not a kitbench record; kitbench writes records whole") from None
+        if exc.pos == len(text) - len(text.lstrip()):       # refused at its first character: never JSON
+            raise RecordReadError(f"{path} is not JSON (line {exc.lineno}: {exc.msg})",
+                                  hint=f"it is not a kitbench record, which is a JSON file; {GIVE_A_RECORD}") from None
         raise RecordReadError(f"{path} is not a complete JSON record (line {exc.lineno}: {exc.msg})",
                               hint="it may be truncated; kitbench writes records atomically, so another tool "
                                    "or a copy cut it short") from None
     except ValueError as exc:
-        raise RecordReadError(f"{path} is not strict JSON: {exc}") from None
+        raise RecordReadError(f"{path} is not strict JSON: {exc}", hint=_NOT_KITBENCHS) from None
     except RecursionError:
-        raise RecordReadError(f"{path} is nested too deeply to be a kitbench record") from None
+        raise RecordReadError(f"{path} is nested too deeply to be a kitbench record", hint=_NOT_KITBENCHS) from None
     if not isinstance(data, dict) or "schema" not in data:
-        raise RecordReadError(f"{path} is not a kitbench run record (no 'schema' field)")
+        raise RecordReadError(f"{path} is not a kitbench run record (no 'schema' field)",
+                              hint=f"it is JSON of another kind (a fleet plan, probe or install-cmd JSON?); "
+                                   f"{GIVE_A_RECORD}")
     if data["schema"] not in READABLE:
         raise RecordReadError(f"{path} has schema {str(data['schema'])[:80]!r}; this kitbench reads "
                               f"{' and '.join(map(repr, READABLE))}",
@@ -341,7 +350,7 @@ def parse(text: bytes | str, path: Path | str) -> RunRecord:
     unsound = _unsound(data)
     if unsound is not None:
         raise RecordReadError(f"{path}: field {unsound[:300]}",
-                              hint="it was not written by kitbench or was edited since")
+                              hint=_NOT_KITBENCHS)
     return cast(RunRecord, data)
 
 
@@ -367,10 +376,15 @@ def _validator() -> Callable[[Any], Any]:
     return schemas.validator("run")
 
 
+def _unreadable(message: str) -> RecordReadError:
+    """A record file refused before its bytes are read (none there, a FIFO, a device, a directory, too big)."""
+    return RecordReadError(message, hint=GIVE_A_RECORD)
+
+
 def read_hashed(path: Path) -> tuple[RunRecord, str]:
     """One record and the sha256 of the very bytes it was parsed from (read once: a file replaced
     meanwhile cannot lend its hash to other data)."""
-    data = _files.read(path, MAX_BYTES, "record", RecordReadError)
+    data = _files.read(path, MAX_BYTES, "record", _unreadable)
     return parse(data, path), hashlib.sha256(data).hexdigest()
 
 

@@ -98,6 +98,31 @@ def test_plot_labels_name_every_record_and_never_run_into_each_other(tmp_path: P
     assert "h100-fnn" in [t.get_text() for t in epochs.get_xticklabels()]
 
 
+def test_a_plot_of_records_without_mnist_draws_no_empty_legend(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """matplotlib warns (on stderr, for a user) of a legend with nothing labelled in it."""
+    pytest.importorskip("matplotlib")
+    import warnings
+
+    from kitbench.reading import plots
+
+    plt = plots._pyplot()
+    drawn = []
+    monkeypatch.setattr(plt, "close", drawn.append)
+    paths = []
+    for name in ("h100-fnn", "cpu-bench-fnn"):
+        data = json.loads((Path(__file__).resolve().parents[2] / "docs" / "records" / f"{name}.json").read_text())
+        del data["checks"]["mnist"]
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps(data))
+    loaded = inputs.load([str(p) for p in paths])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plots.comparison(loaded, compare.rows(loaded), tmp_path / "c.png")
+    (fig,) = drawn
+    assert fig.axes[0].get_legend() is None and (tmp_path / "c.png").stat().st_size > 0
+
+
 def test_a_plot_of_more_records_than_it_can_hold_is_refused_before_any_output(
         runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
         another_run: typing.Callable[[Path, Path], Path]) -> None:

@@ -412,7 +412,8 @@ def test_the_validator_cache_is_keyed_by_the_schemas_content(tmp_path: Path,
     (b'{"schema": "\xff"}', "is not UTF-8 text (byte 12 is 0xff)", "not a kitbench record"),
     (b" \n\t ", "holds only whitespace, no JSON", "not a kitbench record"),
     (b'{"schema": "kitbench.run/2", "sta', "is not a complete JSON record", "cut it short"),
-], ids=["empty", "nul-4096", "nul-4097", "nul-inside", "utf-16", "latin-1", "whitespace", "cut"])
+    (b" not json", "is not JSON (line 1: Expecting value)", "not a kitbench record, which is a JSON file"),
+], ids=["empty", "nul-4096", "nul-4097", "nul-inside", "utf-16", "latin-1", "whitespace", "cut", "not-json"])
 def test_unreadable_files_are_named_for_what_they_are(content: bytes, words: str, hint: str, tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     from kitbench._cli import main
