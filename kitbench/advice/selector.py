@@ -26,19 +26,31 @@ from kitbench.advice.releases import (
 )
 from kitbench.advice.wording import (
     INTEL_SUPPORTED,
+    asked_reason,
     assumed_tags,
-    because,
     branch_floor,
     cuda_reason,
+    first_gpu_release,
     intel_label,
     intel_source,
     machine_facts,
+    mps_default,
+    newer_gpu_release,
+    nightly_unpinned,
     rejected,
+    rosetta_line,
     rosetta_note,
+    rosetta_refusal,
     unavailable,
+    unconfirmed_gpus,
     unknown_macos,
+    unpinned_release,
+    unverified,
     wheel_facts,
+    will_not_install,
+    will_not_run,
     xpu_note,
+    xpu_will_not_run,
 )
 from kitbench.errors import SelectionError, UsageError
 from kitbench.machine import builds, drivers
@@ -99,10 +111,10 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     except SelectionError as error:
         if rosetta is None:
             raise
-        raise SelectionError(f"{error.message}; {rosetta[0]}", hint=rosetta[1]) from None
+        raise rosetta_refusal(error, rosetta) from None
     moved = rel is not asked        # by the wheel facts (Python, C library, OS), not by the GPU below
     if rosetta is not None:
-        notes.append(f"{rosetta[0]}; {rosetta[1]}")
+        notes.append(rosetta_line(rosetta))
     if release_spec == "stable" and compute == "auto" and _gpu_picks_release(machine):
         rel = _accelerated_release(rel, machine, arch, package, host, notes)
     chosen = Selection(command="", compute="", release=rel.version, os=machine.os, arch=arch, package=package,
@@ -110,18 +122,14 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     if rel.nightly and fmt == "pinned":
         # A nightly has no pinned form: its version changes every day.
         chosen.format = "selector"
-        chosen.notes.append("nightly has no pinned command; this is the Start Locally form")
+        chosen.notes.append(nightly_unpinned())
     if chosen.format == "selector" and not rel.nightly and rel.key != release("stable").key:
         # Start Locally's command names no version: run today it installs today's release, not this one.
-        chosen.notes.append(f"the Start Locally form names no version: it is the command pytorch.org showed for torch "
-                            f"{rel.version}, and run today pip takes the newest torch it finds that installs here, "
-                            f"which may be newer; --format pinned installs {rel.version} itself")
-    why = rel.unverified.get(chosen.format)
-    if why and machine.os == "macos" and not rel.nightly:
-        why = why.split(";")[0]       # a release's note goes on about its Linux and Windows builds
+        chosen.notes.append(unpinned_release(rel))
+    why = unverified(rel, chosen.format, machine.os)
     if why:
         chosen.verified = False
-        chosen.notes.append(f"torch {rel.version}, {chosen.format} form unverified: {why}")
+        chosen.notes.append(why)
     if compute == "auto":
         passed: list[Rejection] = []
         chosen.compute = _auto(rel, machine, arch, package, chosen, passed)
@@ -131,29 +139,27 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
                                                                                          package):
             raise unavailable(rel, machine.os, arch, package, compute, host)
         chosen.compute = compute
-        chosen.reasons.append(f"{compute}: asked for with --compute")
+        chosen.reasons.append(asked_reason(compute))
         if build(compute).kind == "cuda" and machine.driver is not None:
             runs = _cuda_rejection(rel, machine, compute)
             if runs:
-                chosen.notes.append(f"warning: {compute} will not run on this machine: {because(runs)}")
+                chosen.notes.append(will_not_run(compute, runs))
         installs = wheels.build_refusal(rel.version, compute, host)
         if installs:
-            chosen.notes.append(f"warning: {compute} will not install on this machine: {installs}")
+            chosen.notes.append(will_not_install(compute, installs))
         if build(compute).kind == "xpu" and machine.intel_gpus and not _intel_served(machine)[0]:
-            chosen.notes.append(f"warning: xpu will not run on this machine: "
-                                f"{', '.join(g.label for g in machine.intel_gpus)} is none of the GPUs it supports")
-        if build(compute).kind == "rocm" and _rocm_missing(machine, compute):
-            chosen.notes.append(f"warning: {compute} will not run on this machine: no kernels for "
-                                + ", ".join(_rocm_missing(machine, compute)))
+            chosen.notes.append(xpu_will_not_run(machine.intel_gpus))
+        missing = _rocm_missing(machine, compute) if build(compute).kind == "rocm" else []
+        if missing:
+            chosen.notes.append(will_not_run(compute, Rejection(compute, "no kernels", arches=tuple(missing))))
     if machine.os == "macos" and chosen.compute == "cpu" and arch == "arm64":
-        chosen.notes.append("pytorch.org's Default (CPU) command: on Apple Silicon the same wheel also carries MPS")
+        chosen.notes.append(mps_default())
     if compute == "auto" and chosen.compute == "cpu" and machine.driver and any(
             build(c).kind == "cuda" for c in computes(rel, machine.os, arch, package)):
         found = _gpu_releases(machine, arch, package, host)
         gpu = next(found, None)
         if gpu:
-            chosen.notes.append(f"no build of torch {rel.version} runs on this GPU; the newest that does is "
-                                f"torch {gpu[0].version} with {gpu[1]} (--release {gpu[0].version})")
+            chosen.notes.append(newer_gpu_release(rel, *gpu))
             # The oldest such release, where all of them are newer than this one (read no further back).
             first: tuple[Release, str] | None = gpu
             for older in found:
@@ -161,15 +167,13 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
                 if first is None:
                     break
             if first is not None and first[0].key > rel.key:
-                chosen.notes.append(f"this GPU is newer than every build of torch {rel.version}: torch "
-                                    f"{first[0].version} ({first[1]}) is the first release with its kernels")
+                chosen.notes.append(first_gpu_release(rel, *first))
     if build(chosen.compute).kind == "xpu":
         chosen.verified = False         # no command kitbench checked against pytorch.org's text names xpu
         chosen.notes.append(xpu_note(rel, machine.os))
     unsure = doubt(machine)
     if unsure:
-        chosen.notes.append(f"the GPU list is unconfirmed ({unsure}): this answer is for the GPUs listed; "
-                            "--driver and --gpu-cc (once per GPU) answer for the machine as you know it")
+        chosen.notes.append(unconfirmed_gpus(unsure))
     macos = unknown_macos(rel, host)
     if macos:
         chosen.notes.append(macos)

@@ -8,6 +8,7 @@ deciding again. Nothing here imports torch.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 from kitbench.advice import releases, vendors, wheels
@@ -235,3 +236,74 @@ def machine_facts(machine: Probe) -> dict[str, Any]:
             "intel_gpus": [g.label for g in machine.intel_gpus], "sources": machine.sources,
             "python_version": machine.python_version, "libc": machine.libc,
             "libc_version": machine.libc_version}
+
+
+def rosetta_line(note: tuple[str, str]) -> str:
+    """The note an x86_64 Python on Apple Silicon gets: what it is, then the arm64 Python's command."""
+    return f"{note[0]}; {note[1]}"
+
+
+def rosetta_refusal(error: SelectionError, note: tuple[str, str]) -> SelectionError:
+    """A refusal for an x86_64 Python on Apple Silicon: why, what it is, and the arm64 Python's command."""
+    return SelectionError(f"{error.message}; {note[0]}", hint=note[1])
+
+
+def nightly_unpinned() -> str:
+    return "nightly has no pinned command; this is the Start Locally form"
+
+
+def unpinned_release(rel: releases.Release) -> str:
+    """Start Locally's command names no version: run today it installs today's release, not ``rel``."""
+    return (f"the Start Locally form names no version: it is the command pytorch.org showed for torch "
+            f"{rel.version}, and run today pip takes the newest torch it finds that installs here, "
+            f"which may be newer; --format pinned installs {rel.version} itself")
+
+
+def unverified(rel: releases.Release, fmt: str, os: str) -> str | None:
+    """Why ``rel``'s command in ``fmt`` is unverified (its manifest's note); None where it is verified."""
+    why = rel.unverified.get(fmt)
+    if why and os == "macos" and not rel.nightly:
+        why = why.split(";")[0]       # a release's note goes on about its Linux and Windows builds
+    return f"torch {rel.version}, {fmt} form unverified: {why}" if why else None
+
+
+def asked_reason(compute: str) -> str:
+    return f"{compute}: asked for with --compute"
+
+
+def will_not_run(compute: str, why: Rejection) -> str:
+    """The warning for a build asked for with --compute that does not run here."""
+    return f"warning: {compute} will not run on this machine: {because(why)}"
+
+
+def will_not_install(compute: str, why: str) -> str:
+    """The warning for a build asked for with --compute whose wheels do not install here (``why``: wheels' words)."""
+    return f"warning: {compute} will not install on this machine: {why}"
+
+
+def xpu_will_not_run(gpus: Sequence[IntelGpu]) -> str:
+    """The warning for xpu asked for on a machine whose Intel GPUs the XPU builds do not support."""
+    return (f"warning: xpu will not run on this machine: "
+            f"{', '.join(g.label for g in gpus)} is none of the GPUs it supports")
+
+
+def mps_default() -> str:
+    return "pytorch.org's Default (CPU) command: on Apple Silicon the same wheel also carries MPS"
+
+
+def newer_gpu_release(rel: releases.Release, newest: releases.Release, compute: str) -> str:
+    """Where ``rel`` runs only on the CPU here: the newest release with a build (``compute``) that runs on the GPU."""
+    return (f"no build of torch {rel.version} runs on this GPU; the newest that does is "
+            f"torch {newest.version} with {compute} (--release {newest.version})")
+
+
+def first_gpu_release(rel: releases.Release, first: releases.Release, compute: str) -> str:
+    """Where every release that runs on the GPU is newer than ``rel``: the oldest of them, ``first``."""
+    return (f"this GPU is newer than every build of torch {rel.version}: torch "
+            f"{first.version} ({compute}) is the first release with its kernels")
+
+
+def unconfirmed_gpus(unsure: str) -> str:
+    """Where the probe could not confirm the GPU list (``unsure``: why, in the probe's words)."""
+    return (f"the GPU list is unconfirmed ({unsure}): this answer is for the GPUs listed; "
+            "--driver and --gpu-cc (once per GPU) answer for the machine as you know it")
