@@ -29,6 +29,7 @@ from kitbench.advice.wording import (
     asked_reason,
     assumed_tags,
     branch_floor,
+    cpu_fallback,
     cuda_reason,
     first_gpu_release,
     intel_label,
@@ -36,11 +37,16 @@ from kitbench.advice.wording import (
     machine_facts,
     mps_default,
     newer_gpu_release,
+    nightly_refusal,
     nightly_unpinned,
+    no_gpu_build,
+    not_installable,
+    older_release,
     rejected,
     rosetta_line,
     rosetta_note,
     rosetta_refusal,
+    stable_moved,
     unavailable,
     unconfirmed_gpus,
     unknown_macos,
@@ -196,16 +202,12 @@ def _installable(rel: Release, spec: str, host: wheels.Host, notes: list[str]) -
         return rel
     newest = wheels.newest(host)
     if rel.nightly:
-        why = f"nightly's wheels are taken to carry the tags of torch {checked}'s: {why}"
+        why = nightly_refusal(checked, why)
     if spec == "stable" and newest is not None:
-        notes.append(f"{why}; {newest} is the newest release that installs here")
+        notes.append(stable_moved(why, newest))
         return release(newest)
-    hint = (f"the newest release that installs here is {newest}: --release {newest}" if newest else
-            f"no release from {next(iter(facts.releases))} to {list(facts.releases)[-1]} installs here")
-    foreign = EMULATES.get((host.os, host.arch))
-    if newest is None and foreign is not None:
-        hint += f"; an {foreign} Python runs on this machine under emulation: --python-arch {foreign}"
-    raise SelectionError(why, hint=hint)
+    raise not_installable(why, newest, next(iter(facts.releases)), list(facts.releases)[-1],
+                          EMULATES.get((host.os, host.arch)))
 
 
 def _gpu_picks_release(machine: Probe) -> bool:
@@ -233,8 +235,7 @@ def _accelerated_release(newest: Release, machine: Probe, arch: str, package: st
     first, passed = _accelerated(newest, machine, arch, package)
     if first.compute != "cpu":
         return newest
-    # A machine without an NVIDIA driver is not told that its CUDA builds need one.
-    why = "; ".join(rejected(r) for r in passed if r.cause != "no driver") or first.reasons[-1].removeprefix("cpu: ")
+    why = no_gpu_build(passed, first.reasons[-1])
     need = _driver_need(newest, machine, arch, package)
     for rel in newest_first():
         if rel.key >= newest.key or wheels.refusal(rel.version, host) is not None:
@@ -246,18 +247,11 @@ def _accelerated_release(newest: Release, machine: Probe, arch: str, package: st
         # Falling back is worth it only for a build known to run: ROCm builds without a recorded gfx list are not.
         if trial.compute != "cpu" and not (build(trial.compute).kind == "rocm" and machine.gfx
                                            and vendors.load().rocm_arches(trial.compute) is None):
-            notes.append(f"torch {rel.version}, not the newest release ({newest.version}): no build of "
-                         f"{newest.version} runs on this GPU ({why})"
-                         + (f"; torch {newest.version}'s CUDA builds need {need}" if need else ""))
+            notes.append(older_release(rel, newest, why, need))
             return rel
     kernel_less = _kernel_less(machine, arch, package, host)
     unserved = [g for g in machine.gfx if not any(g in a for a in vendors.load().rocm.values())]
-    notes.append(f"the CPU build: no release that installs here runs on this GPU (torch {newest.version}: {why})"
-                 + (f"; torch {newest.version}'s CUDA builds need {need}" if need else "")
-                 + (f"; no release that installs here has kernels for {', '.join(kernel_less)}" if kernel_less
-                    else "")
-                 + (f"; no covered release has {', '.join(unserved)} kernels (ROCm builds before 6.0 have no "
-                    "recorded gfx list)" if unserved else ""))
+    notes.append(cpu_fallback(newest, why, need, kernel_less, unserved))
     return newest
 
 
@@ -275,8 +269,8 @@ def _kernel_less(machine: Probe, arch: str, package: str, host: wheels.Host) -> 
 
 
 def _driver_need(rel: Release, machine: Probe, arch: str, package: str) -> str | None:
-    """The driver the oldest-driver CUDA build of ``rel`` with kernels for the GPU asks for, where the
-    driver is all that keeps it off this machine."""
+    """The driver version the oldest-driver CUDA build of ``rel`` with kernels for the GPU asks for, where
+    the driver is all that keeps it off this machine."""
     if machine.driver is None:
         return None
     floors = []
@@ -288,7 +282,7 @@ def _driver_need(rel: Release, machine: Probe, arch: str, package: str) -> str |
         if need.floor is not None and _cuda_rejection(rel, dataclasses.replace(machine, driver=need.floor),
                                                       compute) is None:
             floors.append(need.floor)
-    return f"a driver >= {min(floors, key=version_tuple)}" if floors else None
+    return min(floors, key=version_tuple) if floors else None
 
 
 def _gpu_releases(machine: Probe, arch: str, package: str, host: wheels.Host) -> Iterator[tuple[Release, str]]:

@@ -307,3 +307,52 @@ def unconfirmed_gpus(unsure: str) -> str:
     """Where the probe could not confirm the GPU list (``unsure``: why, in the probe's words)."""
     return (f"the GPU list is unconfirmed ({unsure}): this answer is for the GPUs listed; "
             "--driver and --gpu-cc (once per GPU) answer for the machine as you know it")
+
+
+def nightly_refusal(checked: str, why: str) -> str:
+    """Why nightly's wheels do not install here: those of ``checked``, the newest PyPI release, stand in for them."""
+    return f"nightly's wheels are taken to carry the tags of torch {checked}'s: {why}"
+
+
+def stable_moved(why: str, newest: str) -> str:
+    """Where the newest release does not install here (``why``: the wheels' words): ``newest`` does."""
+    return f"{why}; {newest} is the newest release that installs here"
+
+
+def not_installable(why: str, newest: str | None, oldest: str, latest: str, foreign: str | None) -> SelectionError:
+    """The refusal of a release that does not install here: the newest that does (``newest``), else the span of
+    releases covered (``oldest`` to ``latest``) and the Python (``foreign`` arch) that runs here under emulation."""
+    hint = (f"the newest release that installs here is {newest}: --release {newest}" if newest else
+            f"no release from {oldest} to {latest} installs here")
+    if newest is None and foreign is not None:
+        hint += f"; an {foreign} Python runs on this machine under emulation: --python-arch {foreign}"
+    return SelectionError(why, hint=hint)
+
+
+def no_gpu_build(passed: list[Rejection], reason: str) -> str:
+    """Why a release runs only on the CPU here: the builds passed over, else its CPU reason line (``reason``).
+    A machine without an NVIDIA driver is not told that its CUDA builds need one."""
+    return "; ".join(rejected(r) for r in passed if r.cause != "no driver") or reason.removeprefix("cpu: ")
+
+
+def _driver_floor(newest: releases.Release, floor: str | None) -> str:
+    return f"; torch {newest.version}'s CUDA builds need a driver >= {floor}" if floor else ""
+
+
+def older_release(rel: releases.Release, newest: releases.Release, why: str, floor: str | None) -> str:
+    """Why the answer is ``rel``, not ``newest``: no build of ``newest`` runs on the GPU (``why``, from
+    ``no_gpu_build``), and the driver its CUDA builds need where that is all that keeps them off (``floor``)."""
+    return (f"torch {rel.version}, not the newest release ({newest.version}): no build of "
+            f"{newest.version} runs on this GPU ({why})" + _driver_floor(newest, floor))
+
+
+def cpu_fallback(newest: releases.Release, why: str, floor: str | None, kernel_less: list[str],
+                 unserved: list[str]) -> str:
+    """Why the answer is ``newest``'s CPU build: as ``older_release``, and the NVIDIA architectures
+    (``kernel_less``) and AMD gfx (``unserved``) that no release that installs here has kernels for."""
+    return (f"the CPU build: no release that installs here runs on this GPU (torch {newest.version}: {why})"
+            + _driver_floor(newest, floor)
+            + (f"; no release that installs here has kernels for {', '.join(kernel_less)}" if kernel_less
+               else "")
+            + (f"; no covered release has {', '.join(unserved)} kernels (ROCm builds before 6.0 have no "
+               "recorded gfx list)" if unserved else ""))
