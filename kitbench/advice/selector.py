@@ -30,10 +30,12 @@ from kitbench.advice.wording import (
     assumed_tags,
     branch_floor,
     cpu_fallback,
+    cpu_reason,
     cuda_reason,
     first_gpu_release,
     intel_label,
     intel_source,
+    mac_reason,
     machine_facts,
     mps_default,
     newer_gpu_release,
@@ -45,6 +47,7 @@ from kitbench.advice.wording import (
     rejected,
     rosetta_line,
     rosetta_note,
+    rosetta_reason,
     rosetta_refusal,
     stable_moved,
     unavailable,
@@ -61,7 +64,7 @@ from kitbench.advice.wording import (
 from kitbench.errors import SelectionError, UsageError
 from kitbench.machine import builds, drivers
 from kitbench.machine.builds import build
-from kitbench.machine.probe import EMULATES, Probe, doubt, no_driver_reason
+from kitbench.machine.probe import EMULATES, Probe, doubt
 from kitbench.machine.probe.intel import IntelGpu
 from kitbench.machine.versions import (
     arch_of_capability,
@@ -305,12 +308,10 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection,
     available = computes(rel, machine.os, arch, package)
     if machine.os == "macos":
         if machine.rosetta or (machine.arch == "arm64" and machine.python_arch == "x86_64"):
-            out.reasons.append("x86_64 Python under Rosetta on Apple Silicon: no MPS, and macOS x86_64 wheels "
-                               "stopped at 2.2.2; install an arm64 Python")
+            out.reasons.append(rosetta_reason())
         if not available:
             raise unavailable(rel, machine.os, arch, package, "cpu", wheels.host_of(machine, arch))
-        out.reasons.append("mps: Apple Silicon with an arm64 Python; the macOS wheels carry MPS"
-                           if available[0] == "mps" else "cpu: macOS on x86_64 has no GPU backend")
+        out.reasons.append(mac_reason(available[0]))
         return available[0]
     cudas = _cudas(available)
     for candidate in cudas:
@@ -333,14 +334,14 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection,
     if vendor is not None:
         out.reasons.append(vendor)
     elif cudas and machine.driver:
-        out.reasons.append("cpu: no CUDA build of this release fits this machine")
+        out.reasons.append(cpu_reason("no cuda fits", machine))
     elif machine.sources.get("driver") == "--no-gpu":
-        out.reasons.append("cpu: no GPU, as --no-gpu says")
+        out.reasons.append(cpu_reason("no gpu", machine))
     elif _another_machine(machine):
         # The probe's findings (a container without GPUs, WSL) are this host's, not the machine asked about.
-        out.reasons.append("cpu: no GPU was given (--driver and --gpu-cc, --gpu-gfx or --intel-gpu describe one)")
+        out.reasons.append(cpu_reason("not given", machine))
     else:
-        out.reasons.append("cpu: " + no_driver_reason(container=machine.container, wsl=machine.wsl))
+        out.reasons.append(cpu_reason("no driver", machine))
     return "cpu"
 
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from kitbench.advice import releases, vendors, wheels
 from kitbench.advice.rejections import Rejection
 from kitbench.errors import SelectionError
 from kitbench.machine import drivers
 from kitbench.machine.builds import build
-from kitbench.machine.probe import Probe
+from kitbench.machine.probe import Probe, no_driver_reason
 from kitbench.machine.probe.intel import IntelGpu
 from kitbench.machine.versions import arch_of_capability, parse_capability, serving_arch, version_tuple
 
@@ -356,3 +356,26 @@ def cpu_fallback(newest: releases.Release, why: str, floor: str | None, kernel_l
                else "")
             + (f"; no covered release has {', '.join(unserved)} kernels (ROCm builds before 6.0 have no "
                "recorded gfx list)" if unserved else ""))
+
+
+def rosetta_reason() -> str:
+    return ("x86_64 Python under Rosetta on Apple Silicon: no MPS, and macOS x86_64 wheels "
+            "stopped at 2.2.2; install an arm64 Python")
+
+
+def mac_reason(compute: str) -> str:
+    """Why a Mac gets ``compute``: mps with an arm64 Python, else cpu."""
+    return ("mps: Apple Silicon with an arm64 Python; the macOS wheels carry MPS" if compute == "mps" else
+            "cpu: macOS on x86_64 has no GPU backend")
+
+
+def cpu_reason(why: Literal["no cuda fits", "no gpu", "not given", "no driver"], machine: Probe) -> str:
+    """Why auto mode picked cpu on a machine without an AMD or Intel GPU: none of the CUDA builds fits, --no-gpu
+    said so, the question is of another machine and gave no GPU, or this one has no NVIDIA driver."""
+    if why == "no cuda fits":
+        return "cpu: no CUDA build of this release fits this machine"
+    if why == "no gpu":
+        return "cpu: no GPU, as --no-gpu says"
+    if why == "not given":
+        return "cpu: no GPU was given (--driver and --gpu-cc, --gpu-gfx or --intel-gpu describe one)"
+    return "cpu: " + no_driver_reason(container=machine.container, wsl=machine.wsl)
