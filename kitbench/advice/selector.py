@@ -25,7 +25,6 @@ from kitbench.advice.releases import (
     xpu_builds,
 )
 from kitbench.advice.wording import (
-    INTEL_SUPPORTED,
     asked_reason,
     assumed_tags,
     branch_floor,
@@ -33,8 +32,8 @@ from kitbench.advice.wording import (
     cpu_reason,
     cuda_reason,
     first_gpu_release,
-    intel_label,
-    intel_source,
+    intel_left_out,
+    intel_unsupported,
     mac_reason,
     machine_facts,
     mps_default,
@@ -42,9 +41,15 @@ from kitbench.advice.wording import (
     nightly_refusal,
     nightly_unpinned,
     no_gpu_build,
+    no_rocm_build,
+    no_rocm_kernels,
+    no_xpu_build,
     not_installable,
     older_release,
+    other_rocm_release,
     rejected,
+    rocm_hints,
+    rocm_reason,
     rosetta_line,
     rosetta_note,
     rosetta_reason,
@@ -59,6 +64,7 @@ from kitbench.advice.wording import (
     will_not_install,
     will_not_run,
     xpu_note,
+    xpu_reason,
     xpu_will_not_run,
 )
 from kitbench.errors import SelectionError, UsageError
@@ -410,16 +416,12 @@ def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, availabl
     """An AMD or Intel GPU's build (its compute), or why it gets none (a "cpu: ..." reason), or None."""
     facts = vendors.load()
     if machine.amd_gpus or machine.rocm:
-        seen = ", ".join(machine.gfx) or ("an AMD GPU (gfx unknown)" if machine.amd_gpus else "no AMD GPU")
         where = machine.sources.get("amd_gpus", "/opt/rocm/.info/version")
         rocms = builds.newest_first(available, "rocm")
         if machine.os != "linux" or package == "conda" or not rocms:
-            why = "ROCm builds exist only for Linux" if machine.os != "linux" else (
-                "PyTorch's conda packages have no ROCm build" if package == "conda" else
-                f"torch {rel.version} has no ROCm build for {machine.os} {arch}")
             if machine.os == "linux":
-                _other_rocm_release(rel, machine, arch, seen, out)
-            return f"cpu: {seen} [{where}], but {why}"
+                _other_rocm_release(rel, machine, arch, out)
+            return no_rocm_build(rel, machine, arch, package, where)
         for candidate in rocms:
             missing = _rocm_missing(machine, candidate)
             if missing:
@@ -434,42 +436,22 @@ def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, availabl
             left = facts.rocm_missing(machine.amd_gpus, candidate)[1]
             if left:
                 out.notes.append(facts.hidden_note(machine.amd_gpus, left, candidate))
-            text = f"{candidate}: the newest ROCm build of {rel.version} "
-            if not machine.gfx:
-                text += (f"(ROCm {machine.rocm} found at /opt/rocm" if machine.rocm else f"({seen} [{where}]")
-                text += "; GPU architectures were not checked: the kernel did not name them)"
-            elif facts.rocm_arches(candidate) is None:
-                text += f"(for {seen} [{where}]; this build's gfx list is not recorded, so it was not checked)"
-            else:
-                deciding = ", ".join(dict.fromkeys(g.gfx for g in machine.amd_gpus if g.gfx and g not in left))
-                text += f"with kernels for {deciding} [{where}] ({facts.rocm_sources[candidate]})"
-            out.reasons.append(text)
+            out.reasons.append(rocm_reason(rel, machine, candidate, where, left))
             return candidate
-        _other_rocm_release(rel, machine, arch, seen, out)
-        hints = [h for g in machine.gfx for h in [facts.override_hint(g, facts.rocm_arches(rocms[0]) or ())] if h]
-        out.notes.extend(f"hint: {h}" for h in hints)
-        return f"cpu: no ROCm build of torch {rel.version} carries kernels for {seen} [{where}]"
+        _other_rocm_release(rel, machine, arch, out)
+        out.notes.extend(rocm_hints(machine, rocms[0]))
+        return no_rocm_kernels(rel, machine, where)
     if machine.intel_gpus:
         where = machine.sources.get("intel_gpus", "probe")
         served, unserved = _intel_served(machine)
         if not served:
-            return (f"cpu: {', '.join(g.label for g in unserved)} [{where}] is none of the GPUs PyTorch's XPU "
-                    f"builds support ({INTEL_SUPPORTED}; {intel_source()}): UHD, Iris Xe and older Intel graphics "
-                    "run the CPU build")
-        seen = ", ".join(intel_label(g) for g in served)
+            return intel_unsupported(unserved, where)
         if unserved:
-            out.notes.append(f"{', '.join(g.label for g in unserved)}: none of the GPUs the XPU builds support, left "
-                             f"out ({intel_source()}); the xpu build is for {seen}")
+            out.notes.append(intel_left_out(unserved, served))
         if xpu_builds(rel, machine.os, arch, package):
-            unknown = any(g.device_id is None for g in served)
-            unchecked = ("; its device id is not known, so it was not checked against the GPUs the XPU builds "
-                         "support (--intel-gpu DEVICE_ID checks it)") if unknown else ""
-            out.reasons.append(f"xpu: {seen} [{where}]; torch {rel.version} has an XPU build for "
-                               f"{machine.os} {arch} ({facts.xpu_source}){unchecked}")
+            out.reasons.append(xpu_reason(rel, machine, arch, served, where))
             return "xpu"
-        since = ", ".join(f"{o} from {v}" for o, v in facts.xpu_since.items())
-        return (f"cpu: {seen} [{where}], but torch {rel.version} has no XPU build for {machine.os} {arch}"
-                + (" with conda" if package == "conda" else "") + f" (XPU wheels: x86_64, {since})")
+        return no_xpu_build(rel, machine, arch, package, served, where)
     return None
 
 
@@ -480,7 +462,7 @@ def _intel_served(machine: Probe) -> tuple[list[IntelGpu], list[IntelGpu]]:
     return served, [g for g in machine.intel_gpus if g not in served]
 
 
-def _other_rocm_release(rel: Release, machine: Probe, arch: str, seen: str, out: Selection) -> None:
+def _other_rocm_release(rel: Release, machine: Probe, arch: str, out: Selection) -> None:
     """Name the newest other release with a ROCm build that has kernels for every GPU found."""
     facts = vendors.load()
     host = wheels.host_of(machine, arch)
@@ -489,4 +471,4 @@ def _other_rocm_release(rel: Release, machine: Probe, arch: str, seen: str, out:
                   for c in reversed(computes(r, machine.os, arch, "pip")) if build(c).kind == "rocm"
                   and facts.rocm_arches(c) is not None and not _rocm_missing(machine, c)), None)
     if found:
-        out.notes.append(f"torch {found[0]} has {found[1]} with kernels for {seen}: --release {found[0]}")
+        out.notes.append(other_rocm_release(*found, machine))

@@ -17,6 +17,7 @@ from kitbench.errors import SelectionError
 from kitbench.machine import drivers
 from kitbench.machine.builds import build
 from kitbench.machine.probe import Probe, no_driver_reason
+from kitbench.machine.probe.amd import AmdGpu
 from kitbench.machine.probe.intel import IntelGpu
 from kitbench.machine.versions import arch_of_capability, parse_capability, serving_arch, version_tuple
 
@@ -379,3 +380,76 @@ def cpu_reason(why: Literal["no cuda fits", "no gpu", "not given", "no driver"],
     if why == "not given":
         return "cpu: no GPU was given (--driver and --gpu-cc, --gpu-gfx or --intel-gpu describe one)"
     return "cpu: " + no_driver_reason(container=machine.container, wsl=machine.wsl)
+
+
+def amd_seen(machine: Probe) -> str:
+    """The AMD GPUs found, as the ROCm lines name them: their gfx, else what little is known."""
+    return ", ".join(machine.gfx) or ("an AMD GPU (gfx unknown)" if machine.amd_gpus else "no AMD GPU")
+
+
+def no_rocm_build(rel: releases.Release, machine: Probe, arch: str, package: str, where: str) -> str:
+    """Why an AMD GPU (found at ``where``) gets cpu where ``rel`` has no ROCm build for this OS or package."""
+    why = "ROCm builds exist only for Linux" if machine.os != "linux" else (
+        "PyTorch's conda packages have no ROCm build" if package == "conda" else
+        f"torch {rel.version} has no ROCm build for {machine.os} {arch}")
+    return f"cpu: {amd_seen(machine)} [{where}], but {why}"
+
+
+def rocm_reason(rel: releases.Release, machine: Probe, compute: str, where: str, left: Sequence[AmdGpu]) -> str:
+    """Why auto mode picked ``compute``, a ROCm build, for the AMD GPUs found at ``where`` (less those it
+    leaves out, ``left``): what its gfx list was checked against, or why it was not."""
+    facts = vendors.load()
+    text = f"{compute}: the newest ROCm build of {rel.version} "
+    if not machine.gfx:
+        text += (f"(ROCm {machine.rocm} found at /opt/rocm" if machine.rocm else f"({amd_seen(machine)} [{where}]")
+        return text + "; GPU architectures were not checked: the kernel did not name them)"
+    if facts.rocm_arches(compute) is None:
+        return text + (f"(for {amd_seen(machine)} [{where}]; this build's gfx list is not recorded, so it was not "
+                       "checked)")
+    deciding = ", ".join(dict.fromkeys(g.gfx for g in machine.amd_gpus if g.gfx and g not in left))
+    return text + f"with kernels for {deciding} [{where}] ({facts.rocm_sources[compute]})"
+
+
+def no_rocm_kernels(rel: releases.Release, machine: Probe, where: str) -> str:
+    return f"cpu: no ROCm build of torch {rel.version} carries kernels for {amd_seen(machine)} [{where}]"
+
+
+def rocm_hints(machine: Probe, compute: str) -> list[str]:
+    """The override each AMD GPU without kernels in ``compute`` may run it with (``vendors``' words)."""
+    facts = vendors.load()
+    return [f"hint: {h}" for g in machine.gfx for h in [facts.override_hint(g, facts.rocm_arches(compute) or ())] if h]
+
+
+def other_rocm_release(version: str, compute: str, machine: Probe) -> str:
+    """Where ``compute`` of another release, ``version``, has kernels for every AMD GPU found."""
+    return f"torch {version} has {compute} with kernels for {amd_seen(machine)}: --release {version}"
+
+
+def intel_unsupported(unserved: Sequence[IntelGpu], where: str) -> str:
+    """Why Intel GPUs (found at ``where``) that the XPU builds do not support get cpu."""
+    return (f"cpu: {', '.join(g.label for g in unserved)} [{where}] is none of the GPUs PyTorch's XPU "
+            f"builds support ({INTEL_SUPPORTED}; {intel_source()}): UHD, Iris Xe and older Intel graphics "
+            "run the CPU build")
+
+
+def intel_left_out(unserved: Sequence[IntelGpu], served: Sequence[IntelGpu]) -> str:
+    """The Intel GPUs the XPU builds do not support, beside ``served`` ones that they do."""
+    return (f"{', '.join(g.label for g in unserved)}: none of the GPUs the XPU builds support, left "
+            f"out ({intel_source()}); the xpu build is for {', '.join(intel_label(g) for g in served)}")
+
+
+def xpu_reason(rel: releases.Release, machine: Probe, arch: str, served: Sequence[IntelGpu], where: str) -> str:
+    """Why auto mode picked xpu for the Intel GPUs (``served``, found at ``where``)."""
+    unchecked = ("; its device id is not known, so it was not checked against the GPUs the XPU builds "
+                 "support (--intel-gpu DEVICE_ID checks it)") if any(g.device_id is None for g in served) else ""
+    return (f"xpu: {', '.join(intel_label(g) for g in served)} [{where}]; torch {rel.version} has an XPU build for "
+            f"{machine.os} {arch} ({vendors.load().xpu_source}){unchecked}")
+
+
+def no_xpu_build(rel: releases.Release, machine: Probe, arch: str, package: str, served: Sequence[IntelGpu],
+                 where: str) -> str:
+    """Why supported Intel GPUs (``served``, found at ``where``) get cpu: ``rel`` has no XPU build here."""
+    since = ", ".join(f"{o} from {v}" for o, v in vendors.load().xpu_since.items())
+    return (f"cpu: {', '.join(intel_label(g) for g in served)} [{where}], but torch {rel.version} has no XPU build "
+            f"for {machine.os} {arch}" + (" with conda" if package == "conda" else "")
+            + f" (XPU wheels: x86_64, {since})")
