@@ -1,5 +1,6 @@
 """Which PyTorch install command fits a machine: the decision (which release and build, and which builds were
-passed over and why), over the releases ``releases`` covers; its words are written by ``wording``.
+passed over and why), over the releases ``releases`` covers; every sentence of its answer (reasons, notes,
+refusals) is written by ``wording``, from the facts decided here.
 
 Nothing here imports torch.
 """
@@ -43,6 +44,7 @@ from kitbench.advice.wording import (
     no_gpu_build,
     no_rocm_build,
     no_rocm_kernels,
+    no_uv_selector,
     no_xpu_build,
     not_installable,
     older_release,
@@ -57,6 +59,7 @@ from kitbench.advice.wording import (
     stable_moved,
     unavailable,
     unconfirmed_gpus,
+    unknown_choice,
     unknown_macos,
     unpinned_release,
     unverified,
@@ -67,7 +70,7 @@ from kitbench.advice.wording import (
     xpu_reason,
     xpu_will_not_run,
 )
-from kitbench.errors import SelectionError, UsageError
+from kitbench.errors import SelectionError
 from kitbench.machine import builds, drivers
 from kitbench.machine.builds import build
 from kitbench.machine.probe import EMULATES, Probe, doubt
@@ -103,7 +106,7 @@ class Selection:
 
 def check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
-        raise UsageError(f"unknown {name} {value!r}", hint=f"choose one of: {', '.join(choices)}")
+        raise unknown_choice(name, value, choices)
 
 
 def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip", compute: str = "auto",
@@ -114,8 +117,7 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
         check_choice(name, value, choices)
     rel = release(release_spec)
     if fmt == "selector" and package == "uv":
-        raise UsageError("--format selector reproduces pytorch.org, which has no uv command",
-                         hint="use --format pinned with --package uv")
+        raise no_uv_selector()
     arch = machine.python_arch      # the interpreter's arch picks the wheel (Rosetta 2, Windows' x64 emulation)
     host = wheels.host_of(machine, arch)
     notes: list[str] = []

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from kitbench.advice import releases, vendors, wheels
 from kitbench.advice.rejections import Rejection
-from kitbench.errors import SelectionError
+from kitbench.errors import SelectionError, UsageError
 from kitbench.machine import drivers
 from kitbench.machine.builds import build
 from kitbench.machine.probe import Probe, no_driver_reason
@@ -453,3 +453,12 @@ def no_xpu_build(rel: releases.Release, machine: Probe, arch: str, package: str,
     return (f"cpu: {', '.join(intel_label(g) for g in served)} [{where}], but torch {rel.version} has no XPU build "
             f"for {machine.os} {arch}" + (" with conda" if package == "conda" else "")
             + f" (XPU wheels: x86_64, {since})")
+
+
+def unknown_choice(name: str, value: str, choices: tuple[str, ...]) -> UsageError:
+    return UsageError(f"unknown {name} {value!r}", hint=f"choose one of: {', '.join(choices)}")
+
+
+def no_uv_selector() -> UsageError:
+    return UsageError("--format selector reproduces pytorch.org, which has no uv command",
+                      hint="use --format pinned with --package uv")
