@@ -1,5 +1,6 @@
 """Which PyTorch install command fits a machine: the decision (which release and build, and which builds were
-passed over and why), over the releases ``releases`` covers; its words are written by ``wording``.
+passed over and why), over the releases ``releases`` covers; every sentence of its answer (reasons, notes,
+refusals) is written by ``wording``, from the facts decided here.
 
 Nothing here imports torch.
 """
@@ -25,25 +26,54 @@ from kitbench.advice.releases import (
     xpu_builds,
 )
 from kitbench.advice.wording import (
-    INTEL_SUPPORTED,
+    asked_reason,
     assumed_tags,
-    because,
     branch_floor,
+    cpu_fallback,
+    cpu_reason,
     cuda_reason,
-    intel_label,
-    intel_source,
+    first_gpu_release,
+    intel_left_out,
+    intel_unsupported,
+    mac_reason,
     machine_facts,
+    mps_default,
+    newer_gpu_release,
+    nightly_refusal,
+    nightly_unpinned,
+    no_gpu_build,
+    no_rocm_build,
+    no_rocm_kernels,
+    no_uv_selector,
+    no_xpu_build,
+    not_installable,
+    older_release,
+    other_rocm_release,
     rejected,
+    rocm_hints,
+    rocm_reason,
+    rosetta_line,
     rosetta_note,
+    rosetta_reason,
+    rosetta_refusal,
+    stable_moved,
     unavailable,
+    unconfirmed_gpus,
+    unknown_choice,
     unknown_macos,
+    unpinned_release,
+    unverified,
     wheel_facts,
+    will_not_install,
+    will_not_run,
     xpu_note,
+    xpu_reason,
+    xpu_will_not_run,
 )
-from kitbench.errors import SelectionError, UsageError
+from kitbench.errors import SelectionError
 from kitbench.machine import builds, drivers
 from kitbench.machine.builds import build
-from kitbench.machine.probe import EMULATES, Probe, doubt, no_driver_reason
+from kitbench.machine.probe import EMULATES, Probe, doubt
 from kitbench.machine.probe.intel import IntelGpu
 from kitbench.machine.versions import (
     arch_of_capability,
@@ -76,7 +106,7 @@ class Selection:
 
 def check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
-        raise UsageError(f"unknown {name} {value!r}", hint=f"choose one of: {', '.join(choices)}")
+        raise unknown_choice(name, value, choices)
 
 
 def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip", compute: str = "auto",
@@ -87,8 +117,7 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
         check_choice(name, value, choices)
     rel = release(release_spec)
     if fmt == "selector" and package == "uv":
-        raise UsageError("--format selector reproduces pytorch.org, which has no uv command",
-                         hint="use --format pinned with --package uv")
+        raise no_uv_selector()
     arch = machine.python_arch      # the interpreter's arch picks the wheel (Rosetta 2, Windows' x64 emulation)
     host = wheels.host_of(machine, arch)
     notes: list[str] = []
@@ -99,10 +128,10 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     except SelectionError as error:
         if rosetta is None:
             raise
-        raise SelectionError(f"{error.message}; {rosetta[0]}", hint=rosetta[1]) from None
+        raise rosetta_refusal(error, rosetta) from None
     moved = rel is not asked        # by the wheel facts (Python, C library, OS), not by the GPU below
     if rosetta is not None:
-        notes.append(f"{rosetta[0]}; {rosetta[1]}")
+        notes.append(rosetta_line(rosetta))
     if release_spec == "stable" and compute == "auto" and _gpu_picks_release(machine):
         rel = _accelerated_release(rel, machine, arch, package, host, notes)
     chosen = Selection(command="", compute="", release=rel.version, os=machine.os, arch=arch, package=package,
@@ -110,18 +139,14 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     if rel.nightly and fmt == "pinned":
         # A nightly has no pinned form: its version changes every day.
         chosen.format = "selector"
-        chosen.notes.append("nightly has no pinned command; this is the Start Locally form")
+        chosen.notes.append(nightly_unpinned())
     if chosen.format == "selector" and not rel.nightly and rel.key != release("stable").key:
         # Start Locally's command names no version: run today it installs today's release, not this one.
-        chosen.notes.append(f"the Start Locally form names no version: it is the command pytorch.org showed for torch "
-                            f"{rel.version}, and run today pip takes the newest torch it finds that installs here, "
-                            f"which may be newer; --format pinned installs {rel.version} itself")
-    why = rel.unverified.get(chosen.format)
-    if why and machine.os == "macos" and not rel.nightly:
-        why = why.split(";")[0]       # a release's note goes on about its Linux and Windows builds
+        chosen.notes.append(unpinned_release(rel))
+    why = unverified(rel, chosen.format, machine.os)
     if why:
         chosen.verified = False
-        chosen.notes.append(f"torch {rel.version}, {chosen.format} form unverified: {why}")
+        chosen.notes.append(why)
     if compute == "auto":
         passed: list[Rejection] = []
         chosen.compute = _auto(rel, machine, arch, package, chosen, passed)
@@ -131,29 +156,27 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
                                                                                          package):
             raise unavailable(rel, machine.os, arch, package, compute, host)
         chosen.compute = compute
-        chosen.reasons.append(f"{compute}: asked for with --compute")
+        chosen.reasons.append(asked_reason(compute))
         if build(compute).kind == "cuda" and machine.driver is not None:
             runs = _cuda_rejection(rel, machine, compute)
             if runs:
-                chosen.notes.append(f"warning: {compute} will not run on this machine: {because(runs)}")
+                chosen.notes.append(will_not_run(compute, runs))
         installs = wheels.build_refusal(rel.version, compute, host)
         if installs:
-            chosen.notes.append(f"warning: {compute} will not install on this machine: {installs}")
+            chosen.notes.append(will_not_install(compute, installs))
         if build(compute).kind == "xpu" and machine.intel_gpus and not _intel_served(machine)[0]:
-            chosen.notes.append(f"warning: xpu will not run on this machine: "
-                                f"{', '.join(g.label for g in machine.intel_gpus)} is none of the GPUs it supports")
-        if build(compute).kind == "rocm" and _rocm_missing(machine, compute):
-            chosen.notes.append(f"warning: {compute} will not run on this machine: no kernels for "
-                                + ", ".join(_rocm_missing(machine, compute)))
+            chosen.notes.append(xpu_will_not_run(machine.intel_gpus))
+        missing = _rocm_missing(machine, compute) if build(compute).kind == "rocm" else []
+        if missing:
+            chosen.notes.append(will_not_run(compute, Rejection(compute, "no kernels", arches=tuple(missing))))
     if machine.os == "macos" and chosen.compute == "cpu" and arch == "arm64":
-        chosen.notes.append("pytorch.org's Default (CPU) command: on Apple Silicon the same wheel also carries MPS")
+        chosen.notes.append(mps_default())
     if compute == "auto" and chosen.compute == "cpu" and machine.driver and any(
             build(c).kind == "cuda" for c in computes(rel, machine.os, arch, package)):
         found = _gpu_releases(machine, arch, package, host)
         gpu = next(found, None)
         if gpu:
-            chosen.notes.append(f"no build of torch {rel.version} runs on this GPU; the newest that does is "
-                                f"torch {gpu[0].version} with {gpu[1]} (--release {gpu[0].version})")
+            chosen.notes.append(newer_gpu_release(rel, *gpu))
             # The oldest such release, where all of them are newer than this one (read no further back).
             first: tuple[Release, str] | None = gpu
             for older in found:
@@ -161,15 +184,13 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
                 if first is None:
                     break
             if first is not None and first[0].key > rel.key:
-                chosen.notes.append(f"this GPU is newer than every build of torch {rel.version}: torch "
-                                    f"{first[0].version} ({first[1]}) is the first release with its kernels")
+                chosen.notes.append(first_gpu_release(rel, *first))
     if build(chosen.compute).kind == "xpu":
         chosen.verified = False         # no command kitbench checked against pytorch.org's text names xpu
         chosen.notes.append(xpu_note(rel, machine.os))
     unsure = doubt(machine)
     if unsure:
-        chosen.notes.append(f"the GPU list is unconfirmed ({unsure}): this answer is for the GPUs listed; "
-                            "--driver and --gpu-cc (once per GPU) answer for the machine as you know it")
+        chosen.notes.append(unconfirmed_gpus(unsure))
     macos = unknown_macos(rel, host)
     if macos:
         chosen.notes.append(macos)
@@ -192,16 +213,12 @@ def _installable(rel: Release, spec: str, host: wheels.Host, notes: list[str]) -
         return rel
     newest = wheels.newest(host)
     if rel.nightly:
-        why = f"nightly's wheels are taken to carry the tags of torch {checked}'s: {why}"
+        why = nightly_refusal(checked, why)
     if spec == "stable" and newest is not None:
-        notes.append(f"{why}; {newest} is the newest release that installs here")
+        notes.append(stable_moved(why, newest))
         return release(newest)
-    hint = (f"the newest release that installs here is {newest}: --release {newest}" if newest else
-            f"no release from {next(iter(facts.releases))} to {list(facts.releases)[-1]} installs here")
-    foreign = EMULATES.get((host.os, host.arch))
-    if newest is None and foreign is not None:
-        hint += f"; an {foreign} Python runs on this machine under emulation: --python-arch {foreign}"
-    raise SelectionError(why, hint=hint)
+    raise not_installable(why, newest, next(iter(facts.releases)), list(facts.releases)[-1],
+                          EMULATES.get((host.os, host.arch)))
 
 
 def _gpu_picks_release(machine: Probe) -> bool:
@@ -229,8 +246,7 @@ def _accelerated_release(newest: Release, machine: Probe, arch: str, package: st
     first, passed = _accelerated(newest, machine, arch, package)
     if first.compute != "cpu":
         return newest
-    # A machine without an NVIDIA driver is not told that its CUDA builds need one.
-    why = "; ".join(rejected(r) for r in passed if r.cause != "no driver") or first.reasons[-1].removeprefix("cpu: ")
+    why = no_gpu_build(passed, first.reasons[-1])
     need = _driver_need(newest, machine, arch, package)
     for rel in newest_first():
         if rel.key >= newest.key or wheels.refusal(rel.version, host) is not None:
@@ -242,18 +258,11 @@ def _accelerated_release(newest: Release, machine: Probe, arch: str, package: st
         # Falling back is worth it only for a build known to run: ROCm builds without a recorded gfx list are not.
         if trial.compute != "cpu" and not (build(trial.compute).kind == "rocm" and machine.gfx
                                            and vendors.load().rocm_arches(trial.compute) is None):
-            notes.append(f"torch {rel.version}, not the newest release ({newest.version}): no build of "
-                         f"{newest.version} runs on this GPU ({why})"
-                         + (f"; torch {newest.version}'s CUDA builds need {need}" if need else ""))
+            notes.append(older_release(rel, newest, why, need))
             return rel
     kernel_less = _kernel_less(machine, arch, package, host)
     unserved = [g for g in machine.gfx if not any(g in a for a in vendors.load().rocm.values())]
-    notes.append(f"the CPU build: no release that installs here runs on this GPU (torch {newest.version}: {why})"
-                 + (f"; torch {newest.version}'s CUDA builds need {need}" if need else "")
-                 + (f"; no release that installs here has kernels for {', '.join(kernel_less)}" if kernel_less
-                    else "")
-                 + (f"; no covered release has {', '.join(unserved)} kernels (ROCm builds before 6.0 have no "
-                    "recorded gfx list)" if unserved else ""))
+    notes.append(cpu_fallback(newest, why, need, kernel_less, unserved))
     return newest
 
 
@@ -271,8 +280,8 @@ def _kernel_less(machine: Probe, arch: str, package: str, host: wheels.Host) -> 
 
 
 def _driver_need(rel: Release, machine: Probe, arch: str, package: str) -> str | None:
-    """The driver the oldest-driver CUDA build of ``rel`` with kernels for the GPU asks for, where the
-    driver is all that keeps it off this machine."""
+    """The driver version the oldest-driver CUDA build of ``rel`` with kernels for the GPU asks for, where
+    the driver is all that keeps it off this machine."""
     if machine.driver is None:
         return None
     floors = []
@@ -284,7 +293,7 @@ def _driver_need(rel: Release, machine: Probe, arch: str, package: str) -> str |
         if need.floor is not None and _cuda_rejection(rel, dataclasses.replace(machine, driver=need.floor),
                                                       compute) is None:
             floors.append(need.floor)
-    return f"a driver >= {min(floors, key=version_tuple)}" if floors else None
+    return min(floors, key=version_tuple) if floors else None
 
 
 def _gpu_releases(machine: Probe, arch: str, package: str, host: wheels.Host) -> Iterator[tuple[Release, str]]:
@@ -307,12 +316,10 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection,
     available = computes(rel, machine.os, arch, package)
     if machine.os == "macos":
         if machine.rosetta or (machine.arch == "arm64" and machine.python_arch == "x86_64"):
-            out.reasons.append("x86_64 Python under Rosetta on Apple Silicon: no MPS, and macOS x86_64 wheels "
-                               "stopped at 2.2.2; install an arm64 Python")
+            out.reasons.append(rosetta_reason())
         if not available:
             raise unavailable(rel, machine.os, arch, package, "cpu", wheels.host_of(machine, arch))
-        out.reasons.append("mps: Apple Silicon with an arm64 Python; the macOS wheels carry MPS"
-                           if available[0] == "mps" else "cpu: macOS on x86_64 has no GPU backend")
+        out.reasons.append(mac_reason(available[0]))
         return available[0]
     cudas = _cudas(available)
     for candidate in cudas:
@@ -335,14 +342,14 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection,
     if vendor is not None:
         out.reasons.append(vendor)
     elif cudas and machine.driver:
-        out.reasons.append("cpu: no CUDA build of this release fits this machine")
+        out.reasons.append(cpu_reason("no cuda fits", machine))
     elif machine.sources.get("driver") == "--no-gpu":
-        out.reasons.append("cpu: no GPU, as --no-gpu says")
+        out.reasons.append(cpu_reason("no gpu", machine))
     elif _another_machine(machine):
         # The probe's findings (a container without GPUs, WSL) are this host's, not the machine asked about.
-        out.reasons.append("cpu: no GPU was given (--driver and --gpu-cc, --gpu-gfx or --intel-gpu describe one)")
+        out.reasons.append(cpu_reason("not given", machine))
     else:
-        out.reasons.append("cpu: " + no_driver_reason(container=machine.container, wsl=machine.wsl))
+        out.reasons.append(cpu_reason("no driver", machine))
     return "cpu"
 
 
@@ -411,16 +418,12 @@ def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, availabl
     """An AMD or Intel GPU's build (its compute), or why it gets none (a "cpu: ..." reason), or None."""
     facts = vendors.load()
     if machine.amd_gpus or machine.rocm:
-        seen = ", ".join(machine.gfx) or ("an AMD GPU (gfx unknown)" if machine.amd_gpus else "no AMD GPU")
         where = machine.sources.get("amd_gpus", "/opt/rocm/.info/version")
         rocms = builds.newest_first(available, "rocm")
         if machine.os != "linux" or package == "conda" or not rocms:
-            why = "ROCm builds exist only for Linux" if machine.os != "linux" else (
-                "PyTorch's conda packages have no ROCm build" if package == "conda" else
-                f"torch {rel.version} has no ROCm build for {machine.os} {arch}")
             if machine.os == "linux":
-                _other_rocm_release(rel, machine, arch, seen, out)
-            return f"cpu: {seen} [{where}], but {why}"
+                _other_rocm_release(rel, machine, arch, out)
+            return no_rocm_build(rel, machine, arch, package, where)
         for candidate in rocms:
             missing = _rocm_missing(machine, candidate)
             if missing:
@@ -435,42 +438,22 @@ def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, availabl
             left = facts.rocm_missing(machine.amd_gpus, candidate)[1]
             if left:
                 out.notes.append(facts.hidden_note(machine.amd_gpus, left, candidate))
-            text = f"{candidate}: the newest ROCm build of {rel.version} "
-            if not machine.gfx:
-                text += (f"(ROCm {machine.rocm} found at /opt/rocm" if machine.rocm else f"({seen} [{where}]")
-                text += "; GPU architectures were not checked: the kernel did not name them)"
-            elif facts.rocm_arches(candidate) is None:
-                text += f"(for {seen} [{where}]; this build's gfx list is not recorded, so it was not checked)"
-            else:
-                deciding = ", ".join(dict.fromkeys(g.gfx for g in machine.amd_gpus if g.gfx and g not in left))
-                text += f"with kernels for {deciding} [{where}] ({facts.rocm_sources[candidate]})"
-            out.reasons.append(text)
+            out.reasons.append(rocm_reason(rel, machine, candidate, where, left))
             return candidate
-        _other_rocm_release(rel, machine, arch, seen, out)
-        hints = [h for g in machine.gfx for h in [facts.override_hint(g, facts.rocm_arches(rocms[0]) or ())] if h]
-        out.notes.extend(f"hint: {h}" for h in hints)
-        return f"cpu: no ROCm build of torch {rel.version} carries kernels for {seen} [{where}]"
+        _other_rocm_release(rel, machine, arch, out)
+        out.notes.extend(rocm_hints(machine, rocms[0]))
+        return no_rocm_kernels(rel, machine, where)
     if machine.intel_gpus:
         where = machine.sources.get("intel_gpus", "probe")
         served, unserved = _intel_served(machine)
         if not served:
-            return (f"cpu: {', '.join(g.label for g in unserved)} [{where}] is none of the GPUs PyTorch's XPU "
-                    f"builds support ({INTEL_SUPPORTED}; {intel_source()}): UHD, Iris Xe and older Intel graphics "
-                    "run the CPU build")
-        seen = ", ".join(intel_label(g) for g in served)
+            return intel_unsupported(unserved, where)
         if unserved:
-            out.notes.append(f"{', '.join(g.label for g in unserved)}: none of the GPUs the XPU builds support, left "
-                             f"out ({intel_source()}); the xpu build is for {seen}")
+            out.notes.append(intel_left_out(unserved, served))
         if xpu_builds(rel, machine.os, arch, package):
-            unknown = any(g.device_id is None for g in served)
-            unchecked = ("; its device id is not known, so it was not checked against the GPUs the XPU builds "
-                         "support (--intel-gpu DEVICE_ID checks it)") if unknown else ""
-            out.reasons.append(f"xpu: {seen} [{where}]; torch {rel.version} has an XPU build for "
-                               f"{machine.os} {arch} ({facts.xpu_source}){unchecked}")
+            out.reasons.append(xpu_reason(rel, machine, arch, served, where))
             return "xpu"
-        since = ", ".join(f"{o} from {v}" for o, v in facts.xpu_since.items())
-        return (f"cpu: {seen} [{where}], but torch {rel.version} has no XPU build for {machine.os} {arch}"
-                + (" with conda" if package == "conda" else "") + f" (XPU wheels: x86_64, {since})")
+        return no_xpu_build(rel, machine, arch, package, served, where)
     return None
 
 
@@ -481,7 +464,7 @@ def _intel_served(machine: Probe) -> tuple[list[IntelGpu], list[IntelGpu]]:
     return served, [g for g in machine.intel_gpus if g not in served]
 
 
-def _other_rocm_release(rel: Release, machine: Probe, arch: str, seen: str, out: Selection) -> None:
+def _other_rocm_release(rel: Release, machine: Probe, arch: str, out: Selection) -> None:
     """Name the newest other release with a ROCm build that has kernels for every GPU found."""
     facts = vendors.load()
     host = wheels.host_of(machine, arch)
@@ -490,4 +473,4 @@ def _other_rocm_release(rel: Release, machine: Probe, arch: str, seen: str, out:
                   for c in reversed(computes(r, machine.os, arch, "pip")) if build(c).kind == "rocm"
                   and facts.rocm_arches(c) is not None and not _rocm_missing(machine, c)), None)
     if found:
-        out.notes.append(f"torch {found[0]} has {found[1]} with kernels for {seen}: --release {found[0]}")
+        out.notes.append(other_rocm_release(*found, machine))

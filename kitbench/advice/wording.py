@@ -8,14 +8,16 @@ deciding again. Nothing here imports torch.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from kitbench.advice import releases, vendors, wheels
 from kitbench.advice.rejections import Rejection
-from kitbench.errors import SelectionError
+from kitbench.errors import SelectionError, UsageError
 from kitbench.machine import drivers
 from kitbench.machine.builds import build
-from kitbench.machine.probe import Probe
+from kitbench.machine.probe import Probe, no_driver_reason
+from kitbench.machine.probe.amd import AmdGpu
 from kitbench.machine.probe.intel import IntelGpu
 from kitbench.machine.versions import arch_of_capability, parse_capability, serving_arch, version_tuple
 
@@ -235,3 +237,228 @@ def machine_facts(machine: Probe) -> dict[str, Any]:
             "intel_gpus": [g.label for g in machine.intel_gpus], "sources": machine.sources,
             "python_version": machine.python_version, "libc": machine.libc,
             "libc_version": machine.libc_version}
+
+
+def rosetta_line(note: tuple[str, str]) -> str:
+    """The note an x86_64 Python on Apple Silicon gets: what it is, then the arm64 Python's command."""
+    return f"{note[0]}; {note[1]}"
+
+
+def rosetta_refusal(error: SelectionError, note: tuple[str, str]) -> SelectionError:
+    """A refusal for an x86_64 Python on Apple Silicon: why, what it is, and the arm64 Python's command."""
+    return SelectionError(f"{error.message}; {note[0]}", hint=note[1])
+
+
+def nightly_unpinned() -> str:
+    return "nightly has no pinned command; this is the Start Locally form"
+
+
+def unpinned_release(rel: releases.Release) -> str:
+    """Start Locally's command names no version: run today it installs today's release, not ``rel``."""
+    return (f"the Start Locally form names no version: it is the command pytorch.org showed for torch "
+            f"{rel.version}, and run today pip takes the newest torch it finds that installs here, "
+            f"which may be newer; --format pinned installs {rel.version} itself")
+
+
+def unverified(rel: releases.Release, fmt: str, os: str) -> str | None:
+    """Why ``rel``'s command in ``fmt`` is unverified (its manifest's note); None where it is verified."""
+    why = rel.unverified.get(fmt)
+    if why and os == "macos" and not rel.nightly:
+        why = why.split(";")[0]       # a release's note goes on about its Linux and Windows builds
+    return f"torch {rel.version}, {fmt} form unverified: {why}" if why else None
+
+
+def asked_reason(compute: str) -> str:
+    return f"{compute}: asked for with --compute"
+
+
+def will_not_run(compute: str, why: Rejection) -> str:
+    """The warning for a build asked for with --compute that does not run here."""
+    return f"warning: {compute} will not run on this machine: {because(why)}"
+
+
+def will_not_install(compute: str, why: str) -> str:
+    """The warning for a build asked for with --compute whose wheels do not install here (``why``: wheels' words)."""
+    return f"warning: {compute} will not install on this machine: {why}"
+
+
+def xpu_will_not_run(gpus: Sequence[IntelGpu]) -> str:
+    """The warning for xpu asked for on a machine whose Intel GPUs the XPU builds do not support."""
+    return (f"warning: xpu will not run on this machine: "
+            f"{', '.join(g.label for g in gpus)} is none of the GPUs it supports")
+
+
+def mps_default() -> str:
+    return "pytorch.org's Default (CPU) command: on Apple Silicon the same wheel also carries MPS"
+
+
+def newer_gpu_release(rel: releases.Release, newest: releases.Release, compute: str) -> str:
+    """Where ``rel`` runs only on the CPU here: the newest release with a build (``compute``) that runs on the GPU."""
+    return (f"no build of torch {rel.version} runs on this GPU; the newest that does is "
+            f"torch {newest.version} with {compute} (--release {newest.version})")
+
+
+def first_gpu_release(rel: releases.Release, first: releases.Release, compute: str) -> str:
+    """Where every release that runs on the GPU is newer than ``rel``: the oldest of them, ``first``."""
+    return (f"this GPU is newer than every build of torch {rel.version}: torch "
+            f"{first.version} ({compute}) is the first release with its kernels")
+
+
+def unconfirmed_gpus(unsure: str) -> str:
+    """Where the probe could not confirm the GPU list (``unsure``: why, in the probe's words)."""
+    return (f"the GPU list is unconfirmed ({unsure}): this answer is for the GPUs listed; "
+            "--driver and --gpu-cc (once per GPU) answer for the machine as you know it")
+
+
+def nightly_refusal(checked: str, why: str) -> str:
+    """Why nightly's wheels do not install here: those of ``checked``, the newest PyPI release, stand in for them."""
+    return f"nightly's wheels are taken to carry the tags of torch {checked}'s: {why}"
+
+
+def stable_moved(why: str, newest: str) -> str:
+    """Where the newest release does not install here (``why``: the wheels' words): ``newest`` does."""
+    return f"{why}; {newest} is the newest release that installs here"
+
+
+def not_installable(why: str, newest: str | None, oldest: str, latest: str, foreign: str | None) -> SelectionError:
+    """The refusal of a release that does not install here: the newest that does (``newest``), else the span of
+    releases covered (``oldest`` to ``latest``) and the Python (``foreign`` arch) that runs here under emulation."""
+    hint = (f"the newest release that installs here is {newest}: --release {newest}" if newest else
+            f"no release from {oldest} to {latest} installs here")
+    if newest is None and foreign is not None:
+        hint += f"; an {foreign} Python runs on this machine under emulation: --python-arch {foreign}"
+    return SelectionError(why, hint=hint)
+
+
+def no_gpu_build(passed: list[Rejection], reason: str) -> str:
+    """Why a release runs only on the CPU here: the builds passed over, else its CPU reason line (``reason``).
+    A machine without an NVIDIA driver is not told that its CUDA builds need one."""
+    return "; ".join(rejected(r) for r in passed if r.cause != "no driver") or reason.removeprefix("cpu: ")
+
+
+def _driver_floor(newest: releases.Release, floor: str | None) -> str:
+    return f"; torch {newest.version}'s CUDA builds need a driver >= {floor}" if floor else ""
+
+
+def older_release(rel: releases.Release, newest: releases.Release, why: str, floor: str | None) -> str:
+    """Why the answer is ``rel``, not ``newest``: no build of ``newest`` runs on the GPU (``why``, from
+    ``no_gpu_build``), and the driver its CUDA builds need where that is all that keeps them off (``floor``)."""
+    return (f"torch {rel.version}, not the newest release ({newest.version}): no build of "
+            f"{newest.version} runs on this GPU ({why})" + _driver_floor(newest, floor))
+
+
+def cpu_fallback(newest: releases.Release, why: str, floor: str | None, kernel_less: list[str],
+                 unserved: list[str]) -> str:
+    """Why the answer is ``newest``'s CPU build: as ``older_release``, and the NVIDIA architectures
+    (``kernel_less``) and AMD gfx (``unserved``) that no release that installs here has kernels for."""
+    return (f"the CPU build: no release that installs here runs on this GPU (torch {newest.version}: {why})"
+            + _driver_floor(newest, floor)
+            + (f"; no release that installs here has kernels for {', '.join(kernel_less)}" if kernel_less
+               else "")
+            + (f"; no covered release has {', '.join(unserved)} kernels (ROCm builds before 6.0 have no "
+               "recorded gfx list)" if unserved else ""))
+
+
+def rosetta_reason() -> str:
+    return ("x86_64 Python under Rosetta on Apple Silicon: no MPS, and macOS x86_64 wheels "
+            "stopped at 2.2.2; install an arm64 Python")
+
+
+def mac_reason(compute: str) -> str:
+    """Why a Mac gets ``compute``: mps with an arm64 Python, else cpu."""
+    return ("mps: Apple Silicon with an arm64 Python; the macOS wheels carry MPS" if compute == "mps" else
+            "cpu: macOS on x86_64 has no GPU backend")
+
+
+def cpu_reason(why: Literal["no cuda fits", "no gpu", "not given", "no driver"], machine: Probe) -> str:
+    """Why auto mode picked cpu on a machine without an AMD or Intel GPU: none of the CUDA builds fits, --no-gpu
+    said so, the question is of another machine and gave no GPU, or this one has no NVIDIA driver."""
+    if why == "no cuda fits":
+        return "cpu: no CUDA build of this release fits this machine"
+    if why == "no gpu":
+        return "cpu: no GPU, as --no-gpu says"
+    if why == "not given":
+        return "cpu: no GPU was given (--driver and --gpu-cc, --gpu-gfx or --intel-gpu describe one)"
+    return "cpu: " + no_driver_reason(container=machine.container, wsl=machine.wsl)
+
+
+def amd_seen(machine: Probe) -> str:
+    """The AMD GPUs found, as the ROCm lines name them: their gfx, else what little is known."""
+    return ", ".join(machine.gfx) or ("an AMD GPU (gfx unknown)" if machine.amd_gpus else "no AMD GPU")
+
+
+def no_rocm_build(rel: releases.Release, machine: Probe, arch: str, package: str, where: str) -> str:
+    """Why an AMD GPU (found at ``where``) gets cpu where ``rel`` has no ROCm build for this OS or package."""
+    why = "ROCm builds exist only for Linux" if machine.os != "linux" else (
+        "PyTorch's conda packages have no ROCm build" if package == "conda" else
+        f"torch {rel.version} has no ROCm build for {machine.os} {arch}")
+    return f"cpu: {amd_seen(machine)} [{where}], but {why}"
+
+
+def rocm_reason(rel: releases.Release, machine: Probe, compute: str, where: str, left: Sequence[AmdGpu]) -> str:
+    """Why auto mode picked ``compute``, a ROCm build, for the AMD GPUs found at ``where`` (less those it
+    leaves out, ``left``): what its gfx list was checked against, or why it was not."""
+    facts = vendors.load()
+    text = f"{compute}: the newest ROCm build of {rel.version} "
+    if not machine.gfx:
+        text += (f"(ROCm {machine.rocm} found at /opt/rocm" if machine.rocm else f"({amd_seen(machine)} [{where}]")
+        return text + "; GPU architectures were not checked: the kernel did not name them)"
+    if facts.rocm_arches(compute) is None:
+        return text + (f"(for {amd_seen(machine)} [{where}]; this build's gfx list is not recorded, so it was not "
+                       "checked)")
+    deciding = ", ".join(dict.fromkeys(g.gfx for g in machine.amd_gpus if g.gfx and g not in left))
+    return text + f"with kernels for {deciding} [{where}] ({facts.rocm_sources[compute]})"
+
+
+def no_rocm_kernels(rel: releases.Release, machine: Probe, where: str) -> str:
+    return f"cpu: no ROCm build of torch {rel.version} carries kernels for {amd_seen(machine)} [{where}]"
+
+
+def rocm_hints(machine: Probe, compute: str) -> list[str]:
+    """The override each AMD GPU without kernels in ``compute`` may run it with (``vendors``' words)."""
+    facts = vendors.load()
+    return [f"hint: {h}" for g in machine.gfx for h in [facts.override_hint(g, facts.rocm_arches(compute) or ())] if h]
+
+
+def other_rocm_release(version: str, compute: str, machine: Probe) -> str:
+    """Where ``compute`` of another release, ``version``, has kernels for every AMD GPU found."""
+    return f"torch {version} has {compute} with kernels for {amd_seen(machine)}: --release {version}"
+
+
+def intel_unsupported(unserved: Sequence[IntelGpu], where: str) -> str:
+    """Why Intel GPUs (found at ``where``) that the XPU builds do not support get cpu."""
+    return (f"cpu: {', '.join(g.label for g in unserved)} [{where}] is none of the GPUs PyTorch's XPU "
+            f"builds support ({INTEL_SUPPORTED}; {intel_source()}): UHD, Iris Xe and older Intel graphics "
+            "run the CPU build")
+
+
+def intel_left_out(unserved: Sequence[IntelGpu], served: Sequence[IntelGpu]) -> str:
+    """The Intel GPUs the XPU builds do not support, beside ``served`` ones that they do."""
+    return (f"{', '.join(g.label for g in unserved)}: none of the GPUs the XPU builds support, left "
+            f"out ({intel_source()}); the xpu build is for {', '.join(intel_label(g) for g in served)}")
+
+
+def xpu_reason(rel: releases.Release, machine: Probe, arch: str, served: Sequence[IntelGpu], where: str) -> str:
+    """Why auto mode picked xpu for the Intel GPUs (``served``, found at ``where``)."""
+    unchecked = ("; its device id is not known, so it was not checked against the GPUs the XPU builds "
+                 "support (--intel-gpu DEVICE_ID checks it)") if any(g.device_id is None for g in served) else ""
+    return (f"xpu: {', '.join(intel_label(g) for g in served)} [{where}]; torch {rel.version} has an XPU build for "
+            f"{machine.os} {arch} ({vendors.load().xpu_source}){unchecked}")
+
+
+def no_xpu_build(rel: releases.Release, machine: Probe, arch: str, package: str, served: Sequence[IntelGpu],
+                 where: str) -> str:
+    """Why supported Intel GPUs (``served``, found at ``where``) get cpu: ``rel`` has no XPU build here."""
+    since = ", ".join(f"{o} from {v}" for o, v in vendors.load().xpu_since.items())
+    return (f"cpu: {', '.join(intel_label(g) for g in served)} [{where}], but torch {rel.version} has no XPU build "
+            f"for {machine.os} {arch}" + (" with conda" if package == "conda" else "")
+            + f" (XPU wheels: x86_64, {since})")
+
+
+def unknown_choice(name: str, value: str, choices: tuple[str, ...]) -> UsageError:
+    return UsageError(f"unknown {name} {value!r}", hint=f"choose one of: {', '.join(choices)}")
+
+
+def no_uv_selector() -> UsageError:
+    return UsageError("--format selector reproduces pytorch.org, which has no uv command",
+                      hint="use --format pinned with --package uv")
