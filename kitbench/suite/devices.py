@@ -200,25 +200,23 @@ def resolve(spec: str, machine: Probe) -> torch.device:
             return torch.device("mps")
         return torch.device("cpu")
     if kind == "mps":
-        reason = mps_unavailable_reason(mps_facts(machine))
-        if reason:
-            raise DeviceUnavailableError(spec, reason, hint="use --device cpu, or see `kitbench install-cmd`")
+        _usable(spec, mps_unavailable_reason(mps_facts(machine)))
         return torch.device("mps")
     if kind == "xpu":
         xpu = xpu_facts(machine)
-        reason = xpu_unavailable_reason(xpu)
-        if reason:
-            raise DeviceUnavailableError(spec, reason, hint="use --device cpu, or see `kitbench install-cmd`")
-        if (index or 0) >= xpu.device_count:
-            raise DeviceUnavailableError(spec, f"only {xpu.device_count} XPU device(s) are visible")
+        _usable(spec, xpu_unavailable_reason(xpu), index, xpu.device_count, "XPU")
         return torch.device("xpu", index or 0)
     facts = cuda_facts(machine)
-    reason = cuda_unavailable_reason(facts)
+    _usable(spec, cuda_unavailable_reason(facts), index, facts.device_count, "CUDA")
+    return torch.device("cuda", index or 0)
+
+
+def _usable(spec: str, reason: str | None, index: int | None = None, count: int = 1, name: str = "") -> None:
+    """Refuse ``spec`` in one line: its backend is unusable (``reason``), or ``index`` is past the devices seen."""
     if reason:
         raise DeviceUnavailableError(spec, reason, hint="use --device cpu, or see `kitbench install-cmd`")
-    if (index or 0) >= facts.device_count:
-        raise DeviceUnavailableError(spec, f"only {facts.device_count} CUDA device(s) are visible")
-    return torch.device("cuda", index or 0)
+    if (index or 0) >= count:
+        raise DeviceUnavailableError(spec, f"only {count} {name} device(s) are visible")
 
 
 def cudnn_version() -> int | None:
