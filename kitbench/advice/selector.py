@@ -22,6 +22,7 @@ from kitbench.advice.releases import (
     earlier_kernels,
     kernels,
     newest_first,
+    published,
     release,
     xpu_builds,
 )
@@ -33,6 +34,7 @@ from kitbench.advice.wording import (
     cpu_reason,
     cuda_reason,
     first_gpu_release,
+    inferred_build,
     intel_left_out,
     intel_unsupported,
     mac_reason,
@@ -157,6 +159,9 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
             raise unavailable(rel, machine.os, arch, package, compute, host)
         chosen.compute = compute
         chosen.reasons.append(asked_reason(compute))
+        kind, source, confirm = rel.provenance(compute)
+        if kind == "inferred":
+            chosen.notes.append(inferred_build(rel, compute, source, confirm))
         if build(compute).kind == "cuda" and machine.driver is not None:
             runs = _cuda_rejection(rel, machine, compute)
             if runs:
@@ -197,6 +202,8 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     wheel_compute = "cpu" if chosen.compute == "mps" else chosen.compute
     chosen.command = command(rel, machine.os, package, wheel_compute, chosen.format)
     chosen.facts["wheels"] = wheel_facts(rel, chosen.command, host, wheel_compute)
+    kind, source, confirm = rel.provenance(wheel_compute)
+    chosen.facts["build"] = {"kind": kind, "source": source, **({"confirm": confirm} if confirm else {})}
     assumed = assumed_tags(rel, wheel_compute, chosen.command, host, moved=moved)
     if assumed:
         chosen.notes.append(assumed)
@@ -274,7 +281,7 @@ def _kernel_less(machine: Probe, arch: str, package: str, host: wheels.Host) -> 
         alone = dataclasses.replace(machine, driver="9999", gpus=tuple(g for g in machine.gpus if g.capability == cc))
         if not any(build(compute).kind == "cuda" and _cuda_rejection(rel, alone, compute) is None
                    for rel in newest_first() if wheels.refusal(rel.version, host) is None
-                   for compute in computes(rel, machine.os, arch, package)):
+                   for compute in published(rel, computes(rel, machine.os, arch, package))):
             found.append(arch_of_capability(parse_capability(cc)))
     return found
 
@@ -285,7 +292,7 @@ def _driver_need(rel: Release, machine: Probe, arch: str, package: str) -> str |
     if machine.driver is None:
         return None
     floors = []
-    for compute in computes(rel, machine.os, arch, package):
+    for compute in published(rel, computes(rel, machine.os, arch, package)):
         cuda = build(compute).cuda
         if cuda is None:
             continue
@@ -304,7 +311,7 @@ def _gpu_releases(machine: Probe, arch: str, package: str, host: wheels.Host) ->
             continue
         # The build that release's own answer would name: its newest CUDA that runs here and whose index
         # tags (where recorded) install here.
-        compute = next((c for c in _cudas(computes(rel, machine.os, arch, package))
+        compute = next((c for c in _cudas(published(rel, computes(rel, machine.os, arch, package)))
                         if _cuda_rejection(rel, machine, c) is None
                         and wheels.build_refusal(rel.version, c, host) is None), None)
         if compute is not None:
@@ -312,8 +319,9 @@ def _gpu_releases(machine: Probe, arch: str, package: str, host: wheels.Host) ->
 
 
 def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection, passed: list[Rejection]) -> str:
-    """The build auto mode picks, its reason in ``out``; the builds passed over on the way in ``passed``."""
-    available = computes(rel, machine.os, arch, package)
+    """The build auto mode picks, its reason in ``out``; the builds passed over on the way in ``passed``.
+    Only published builds: a build known by inference is answered only when asked for."""
+    available = published(rel, computes(rel, machine.os, arch, package))
     if machine.os == "macos":
         if machine.rosetta or (machine.arch == "arm64" and machine.python_arch == "x86_64"):
             out.reasons.append(rosetta_reason())
@@ -470,7 +478,7 @@ def _other_rocm_release(rel: Release, machine: Probe, arch: str, out: Selection)
     host = wheels.host_of(machine, arch)
     found = next(((r.version, c) for r in newest_first() if r.version != rel.version
                   and wheels.refusal(r.version, host) is None      # one that installs here, not just any
-                  for c in reversed(computes(r, machine.os, arch, "pip")) if build(c).kind == "rocm"
+                  for c in reversed(published(r, computes(r, machine.os, arch, "pip"))) if build(c).kind == "rocm"
                   and facts.rocm_arches(c) is not None and not _rocm_missing(machine, c)), None)
     if found:
         out.notes.append(other_rocm_release(*found, machine))

@@ -268,6 +268,11 @@ def unverified(rel: releases.Release, fmt: str, os: str) -> str | None:
     return f"torch {rel.version}, {fmt} form unverified: {why}" if why else None
 
 
+def inferred_build(rel: releases.Release, compute: str, source: str, confirm: str) -> str:
+    """The one line on a build asked for that is known only by inference (never a default answer's)."""
+    return f"unconfirmed: torch {rel.version} {compute} is inferred from {source}; confirmed by {confirm}"
+
+
 def asked_reason(compute: str) -> str:
     return f"{compute}: asked for with --compute"
 
