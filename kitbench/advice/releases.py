@@ -50,13 +50,15 @@ class Release(NamedTuple):
     # test matrix, a neighbour): the default answer never rests on one. A build absent here is published.
     inferred: tuple[tuple[str, str, str], ...] = ()
     selector_aarch64_cell: bool = False     # Start Locally's plain-PyPI CUDA cell names an aarch64 command too
-    sources: dict[str, str] = {}    # noqa: RUF012  -- build -> where it was read, where not the series' pinned_source
+    sources: tuple[tuple[str, str], ...] = ()   # (build, where it was read), where not the series' pinned_source
 
     def provenance(self, compute: str) -> tuple[str, str, str]:
         """Whether ``compute`` of this release is published or inferred, where that was read, and (inferred)
         what would confirm it."""
         found = next((row for row in self.inferred if row[0] == compute), None)
-        return ("inferred", found[1], found[2]) if found else ("published", self.sources.get(compute, self.source), "")
+        if found:
+            return "inferred", found[1], found[2]
+        return "published", next((s for c, s in self.sources if c == compute), self.source), ""
 
     @property
     def nightly(self) -> bool:
@@ -82,6 +84,14 @@ def _pytorch_data(source: _files.Stamp) -> dict[str, Any]:
 def index_pattern() -> str:
     pattern: str = _pytorch_data(_pytorch())["index"]
     return pattern
+
+
+
+def mps_macos(rel: Release) -> tuple[str, str] | None:
+    """The macOS MPS needs in ``rel`` and where that was read; None where none is recorded."""
+    key = rel.key if not rel.nightly else (99,)
+    found = next((row for row in _pytorch_data(_pytorch()).get("mps", ()) if version_tuple(row["since"]) <= key), None)
+    return (found["macos"], found["source"]) if found else None
 
 
 
@@ -154,7 +164,7 @@ def _series_read(source: _files.Stamp) -> tuple[Release, ...]:
         selector_aarch64_cell=entry.get("selector_aarch64_cell", False),
         inferred=tuple((c, p["source"], p["confirm"]) for p in provenance(entry["version"], "inferred")
                        for c in p["builds"]),
-        sources={c: p["source"] for p in provenance(entry["version"], "published") for c in p["builds"]})
+        sources=tuple((c, p["source"]) for p in provenance(entry["version"], "published") for c in p["builds"]))
         for entry in data["releases"]]
     return tuple(sorted(found, key=lambda r: r.key))
 

@@ -21,6 +21,7 @@ from kitbench.advice.releases import (
     computes,
     earlier_kernels,
     kernels,
+    mps_macos,
     newest_first,
     published,
     release,
@@ -35,11 +36,13 @@ from kitbench.advice.wording import (
     cuda_reason,
     first_gpu_release,
     inferred_build,
+    inferred_gpu_floor,
     intel_left_out,
     intel_unsupported,
     mac_reason,
     machine_facts,
     mps_default,
+    mps_too_old,
     newer_gpu_release,
     nightly_refusal,
     nightly_unpinned,
@@ -174,7 +177,7 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
         missing = _rocm_missing(machine, compute) if build(compute).kind == "rocm" else []
         if missing:
             chosen.notes.append(will_not_run(compute, Rejection(compute, "no kernels", arches=tuple(missing))))
-    if machine.os == "macos" and chosen.compute == "cpu" and arch == "arm64":
+    if machine.os == "macos" and chosen.compute == "cpu" and arch == "arm64" and compute != "auto":
         chosen.notes.append(mps_default())
     if compute == "auto" and chosen.compute == "cpu" and machine.driver and any(
             build(c).kind == "cuda" for c in computes(rel, machine.os, arch, package)):
@@ -193,6 +196,12 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     if build(chosen.compute).kind == "xpu":
         chosen.verified = False         # no command kitbench checked against pytorch.org's text names xpu
         chosen.notes.append(xpu_note(rel, machine.os))
+    if machine.driver is not None:
+        for cc in machine.capabilities:
+            generation = drivers.load().generation(cc)
+            if generation is not None and not generation.published and not generation.allows(machine.driver,
+                                                                                             machine.os):
+                chosen.notes.append(inferred_gpu_floor(generation, cc, machine.driver, machine.os))
     unsure = doubt(machine)
     if unsure:
         chosen.notes.append(unconfirmed_gpus(unsure))
@@ -327,6 +336,10 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection,
             out.reasons.append(rosetta_reason())
         if not available:
             raise unavailable(rel, machine.os, arch, package, "cpu", wheels.host_of(machine, arch))
+        need = mps_macos(rel) if available[0] == "mps" else None
+        if need and machine.os_version and version_tuple(machine.os_version) < version_tuple(need[0]):
+            out.reasons.append(mps_too_old(rel, need[0], machine.os_version))
+            return "cpu"
         out.reasons.append(mac_reason(available[0]))
         return available[0]
     cudas = _cudas(available)
@@ -386,6 +399,11 @@ def _cuda_rejection(rel: Release, machine: Probe, compute: str) -> Rejection | N
     assert cuda is not None
     if machine.driver is None:
         return Rejection(compute, "no driver")
+    for cc in machine.capabilities:
+        generation = drivers.load().generation(cc)
+        if generation is not None and generation.published and not generation.allows(machine.driver, machine.os):
+            return Rejection(compute, "gpu floor", arches=_sm([cc]), driver=machine.driver,
+                             floor=str(generation.floor(machine.os)), detail=generation.name)
     need = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os)
     if not need.allows(machine.driver):
         return Rejection(compute, "driver floor", driver=machine.driver, floor=str(need.floor), cuda=cuda)

@@ -196,6 +196,9 @@ def because(why: Rejection) -> str:
         return "no NVIDIA driver"
     if why.cause == "driver floor":
         return f"driver {why.driver} < {why.floor} (CUDA {why.cuda[0]} family floor)"
+    if why.cause == "gpu floor":
+        return (f"driver {why.driver} cannot drive {arches} ({why.detail}): update the driver to at least "
+                f"{why.floor}")
     if why.cause == "toolkit range":
         return (f"no kernels for {arches}: CUDA {why.cuda[0]}.{why.cuda[1]} compiles for {why.span[0]} to "
                 f"{why.span[1]} only")
@@ -273,6 +276,13 @@ def inferred_build(rel: releases.Release, compute: str, source: str, confirm: st
     return f"unconfirmed: torch {rel.version} {compute} is inferred from {source}; confirmed by {confirm}"
 
 
+def inferred_gpu_floor(generation: drivers.Generation, capability: str, driver: str, os: str) -> str:
+    """The note on a GPU whose generation's driver floor is only inferred, where the driver is below it."""
+    return (f"unconfirmed: {generation.name} GPUs (compute capability {capability}) may need driver >= "
+            f"{generation.floor(os)}, not {driver} (inferred from {generation.source}; confirmed by "
+            f"{generation.confirm})")
+
+
 def asked_reason(compute: str) -> str:
     return f"{compute}: asked for with --compute"
 
@@ -342,7 +352,7 @@ def no_gpu_build(passed: list[Rejection], reason: str) -> str:
 
 
 def _driver_floor(newest: releases.Release, floor: str | None) -> str:
-    return f"; torch {newest.version}'s CUDA builds need a driver >= {floor}" if floor else ""
+    return f"; update the driver to at least {floor} for torch {newest.version}'s CUDA builds" if floor else ""
 
 
 def older_release(rel: releases.Release, newest: releases.Release, why: str, floor: str | None) -> str:
@@ -373,6 +383,11 @@ def mac_reason(compute: str) -> str:
     """Why a Mac gets ``compute``: mps with an arm64 Python, else cpu."""
     return ("mps: Apple Silicon with an arm64 Python; the macOS wheels carry MPS" if compute == "mps" else
             "cpu: macOS on x86_64 has no GPU backend")
+
+
+def mps_too_old(rel: releases.Release, macos: str, has: str) -> str:
+    """Why an Apple Silicon Mac gets cpu: its macOS is older than the one MPS needs in ``rel``."""
+    return f"cpu: MPS in torch {rel.version} needs macOS {macos} or newer; this Mac has macOS {has}"
 
 
 def cpu_reason(why: Literal["no cuda fits", "no gpu", "not given", "no driver"], machine: Probe) -> str:
