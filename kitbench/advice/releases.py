@@ -134,8 +134,26 @@ def _series_key(path: Path) -> tuple[int, ...]:
 
 
 def _series(path: Path) -> tuple[Release, ...]:
-    """One series' releases, oldest first. install-cmd reads only the series its answer needs."""
-    return _series_read(_files.stamp(path))
+    """One series' releases, oldest first, each as PyTorch's index lists it where the user's fact cache
+    has read that (kitbench facts refresh). install-cmd reads only the series its answer needs."""
+    return _series_listed(_files.stamp(path), _files.stamp(facts.cache_dir() / "releases.json"))
+
+
+
+@cache
+def _series_listed(source: _files.Stamp, cache_source: _files.Stamp) -> tuple[Release, ...]:  # cache_source: a key
+    where, listed = facts.listed()
+    return tuple(_as_listed(rel, listed[rel.version], where) if rel.version in listed else rel
+                 for rel in _series_read(source))
+
+
+
+def _as_listed(rel: Release, builds: tuple[str, ...], where: str) -> Release:
+    """``rel`` with the builds the index lists and no other: a build it lists is published (the listing is
+    its source), one it does not list is not answered."""
+    return rel._replace(wheels=tuple(c for c in rel.wheels if c in builds),
+                        inferred=tuple(row for row in rel.inferred if row[0] not in builds),
+                        sources=tuple((c, f"the listing of {where}") for c in rel.wheels if c in builds))
 
 
 

@@ -456,3 +456,38 @@ def test_an_index_token_is_used_and_never_written_to_the_cache(index: Index, mon
     assert "s3cret" not in out + err
     written = [p for p in CACHE_DIR().rglob("*") if p.is_file()]
     assert written and not any(b"s3cret" in p.read_bytes() for p in written)
+
+
+def _listing(rows: list[tuple[str, str]]) -> bytes:
+    """whl/torch/ listing exactly ``rows`` (version, build), Linux x86_64 wheels for Python 3.12."""
+    links = [f'<a href="/whl/{b}/{name.replace("+", "%2B")}">{name}</a><br/>'
+             for v, b in rows for name in [_wheel("torch", f"{v}+{b}", "cp312", LINUX)]]
+    return ("<html><body>\n" + "\n".join(links) + "\n</body></html>\n").encode()
+
+
+def test_a_refresh_takes_each_build_s_listing_on_the_index_as_the_truth(
+        index: Index, capsys: pytest.CaptureFixture[str]) -> None:
+    """An index listing what PyTorch published (2.15.0 in cpu, cu130 and cu132; 2.14.1 also in cu126 and ROCm
+    7.2): a build the index does not list is no longer answered, even named; one it lists is published."""
+    h100 = ("--os", "linux", "--python-version", "3.12", "--glibc", "2.35", "--driver", "570.86.10", "--gpu-cc", "9.0")
+    named = ("--release", "2.15.0", "--compute", "rocm7.14")
+    before = _answer(capsys, *h100, *named)      # known only from a nightly matrix: answered when named, marked so
+    assert before["facts"]["build"]["kind"] == "inferred"  # type: ignore[index]
+    index.pages["/whl/torch/"] = ("text/html", _listing(
+        [("2.15.0", b) for b in ("cpu", "cu130", "cu132")]
+        + [("2.14.1", b) for b in ("cpu", "cu126", "cu130", "cu132", "rocm7.2", "rocm7.14")]))
+    assert main(["facts", "refresh"]) == 0
+    capsys.readouterr()
+
+    assert main(["install-cmd", *h100, *named]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "ERROR: torch 2.15.0 has no rocm7.14 build for pip on linux x86_64" and len(err) == 2
+    assert main(["install-cmd", *h100, "--release", "2.15.0", "--compute", "cu126"]) == 2
+    assert capsys.readouterr().err.startswith("ERROR: torch 2.15.0 has no cu126 build")
+    default = _answer(capsys, *h100)
+    assert (default["release"], default["compute"]) == ("2.14.1", "cu126")
+    # 2.14.1's ROCm 7.2, from a release-candidate matrix until now, is listed: published, the listing its source.
+    rocm = _answer(capsys, *h100[:6], "--gpu-gfx", "gfx906")
+    assert (rocm["release"], rocm["compute"]) == ("2.14.1", "rocm7.2")
+    assert rocm["facts"]["build"]["kind"] == "published"  # type: ignore[index]
+    assert f"127.0.0.1:{index.server_address[1]}/whl/torch/" in rocm["facts"]["build"]["source"]  # type: ignore[index]
