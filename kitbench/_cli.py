@@ -225,10 +225,16 @@ def _cmd_install(args: argparse.Namespace) -> int:
         print(f"# wheels: {wheel_facts['source']}, read {wheel_facts['read']}{assumed}", file=sys.stderr)
         for line in chosen.rejected:
             print(f"# rejected {line}", file=sys.stderr)
-    for line in chosen.reasons:
-        print(f"# {line}", file=sys.stderr)
-    for line in chosen.notes:
-        print(f"note: {line}", file=sys.stderr)
+    if args.explain:
+        for line in chosen.reasons:
+            print(f"# {line}", file=sys.stderr)
+        for line in chosen.notes:
+            print(f"note: {line}", file=sys.stderr)
+    else:
+        from kitbench.advice.wording import summary
+
+        for line in summary(chosen.reasons, chosen.notes):
+            print(f"# {line}", file=sys.stderr)
     print(chosen.command)
     return 0
 

@@ -210,6 +210,36 @@ def because(why: Rejection) -> str:
     return f"no kernels for {arches}" + (f" ({why.detail})" if why.detail else "")
 
 
+_UPDATE = "update the driver to at least "
+_SHORT = 110        # characters: a line a terminal shows whole
+
+
+def _clause(text: str) -> str:
+    """A line's first clause, short enough to read at a glance; the whole line is --explain's."""
+    first = text.split("; ")[0]
+    if len(first) <= _SHORT:
+        return first
+    cut = first.rfind(" (", 0, _SHORT)      # before a parenthesis of details, where there is one
+    return first[:cut] if cut > _SHORT // 3 else first[:_SHORT - 3].rstrip(" ,(:") + "..."
+
+
+def summary(reasons: list[str], notes: list[str]) -> list[str]:
+    """At most two short lines of why, for the default answer: the build's reason, then the note that matters
+    most, where a driver update is the remedy that remedy. A warning, an unconfirmed build and the arm64
+    command of a Mac running an x86_64 Python come whole: each changes what the user should run."""
+    lines = [_clause(reasons[-1])] if reasons else []
+    urgent = [n for n in notes if n.startswith(("warning: ", "unconfirmed: ")) or "(Rosetta 2)" in n]
+    note = (urgent or notes or [""])[0]
+    if urgent:
+        lines.append(note)
+    elif _UPDATE in note:
+        remedy = note[note.rindex(_UPDATE):].split(";")[0].rstrip(")")
+        lines.append(f"{note.split(':')[0]}: {remedy}")
+    elif note:
+        lines.append(_clause(note))
+    return lines
+
+
 def rejected(why: Rejection) -> str:
     """One line of the answer's ``rejected``: the build, then why."""
     return f"{why.build}: {because(why)}"

@@ -240,7 +240,7 @@ def test_cli_json_has_the_promised_fields() -> None:
 def test_cli_notes_an_unchecked_release_on_stderr_only() -> None:
     done = _cli("install-cmd", "--release", "2.15.0", "--no-gpu", "--os", "linux", "--arch", "x86_64")
     assert done.stdout == "pip install torch==2.15.0 torchvision==0.29.2 --index-url https://download.pytorch.org/whl/cpu\n"
-    assert "note: torch 2.15.0, pinned form unverified: " in done.stderr
+    assert "# torch 2.15.0, pinned form unverified: " in done.stderr
 
 
 @pytest.mark.parametrize(("args", "words"), [
@@ -430,7 +430,7 @@ def test_an_explicit_cuda_build_too_new_for_the_driver_is_warned_about(capsys: p
 
     assert main(["install-cmd", "--release", "2.9.1", "--compute", "cu128", "--driver", "470.82.01"]) == 0
     err = capsys.readouterr().err
-    assert "note: warning: cu128 will not run on this machine: driver 470.82.01 < 525.60.13 (CUDA 12 family floor)" \
+    assert "# warning: cu128 will not run on this machine: driver 470.82.01 < 525.60.13 (CUDA 12 family floor)" \
         in err
     assert main(["install-cmd", "--release", "2.9.1", "--compute", "cu128", "--driver", "570.86.10"]) == 0
     assert "warning" not in capsys.readouterr().err
@@ -511,7 +511,7 @@ def test_an_unknown_macos_version_is_answered_with_the_one_the_answer_needs(
 
     stable = releases.release("stable").version
     older = wheels.newest(wheels.Host(os="macos", arch="arm64", macos=(13, 0)))
-    assert main(["install-cmd", "--os", "macos"]) == 0
+    assert main(["install-cmd", "--os", "macos", "--explain"]) == 0
     captured = capsys.readouterr()
     assert captured.out.startswith(f"pip install torch=={stable} ")
     assert (f"note: the macOS version was not given: torch {stable}'s macOS arm64 wheels need macOS 14.0 or newer; "
@@ -579,15 +579,15 @@ def test_no_release_runs_on_the_gpu_the_cpu_build_says_why(capsys: pytest.Captur
     from kitbench._cli import main
 
     newest = releases.release("stable").version
-    assert main(["install-cmd", "--os", "linux", "--driver", "390.157", "--gpu-cc", "6.1"]) == 0
+    assert main(["install-cmd", "--os", "linux", "--driver", "390.157", "--gpu-cc", "6.1", "--explain"]) == 0
     captured = capsys.readouterr()
     assert captured.out.startswith(f"pip install torch=={newest} ") and captured.out.rstrip().endswith("/whl/cpu")
     assert f"note: the CPU build: no release that installs here runs on this GPU (torch {newest}: " in captured.err
     # A GTX 680 (sm_30): no CUDA toolkit of a covered release compiles for it, whatever the driver.
-    assert main(["install-cmd", "--os", "linux", "--driver", "470.256.02", "--gpu-cc", "3.0"]) == 0
+    assert main(["install-cmd", "--os", "linux", "--driver", "470.256.02", "--gpu-cc", "3.0", "--explain"]) == 0
     assert "; no release that installs here has kernels for sm_30" in capsys.readouterr().err
     # gfx803 (Fiji, Polaris): no ROCm build whose gfx list is recorded has its kernels.
-    assert main(["install-cmd", "--os", "linux", "--gpu-gfx", "gfx803"]) == 0
+    assert main(["install-cmd", "--os", "linux", "--gpu-gfx", "gfx803", "--explain"]) == 0
     captured = capsys.readouterr()
     assert captured.out.rstrip().endswith("/whl/cpu")
     assert "no covered release has gfx803 kernels" in captured.err
@@ -765,7 +765,7 @@ def test_an_x86_64_python_on_apple_silicon_is_told_so_and_given_the_arm64_comman
     assert main(["install-cmd", "--os", "macos", "--arch", "arm64", "--python-arch", "x86_64"]) == 0
     captured = capsys.readouterr()
     assert captured.out.startswith("pip install torch==2.2.2 ")
-    assert f"note: {what}; {arm64}" in captured.err        # not only under --explain
+    assert f"# {what}; {arm64}" in captured.err        # not only under --explain
     assert main(["install-cmd", "--os", "macos", "--arch", "arm64", "--python-arch", "x86_64",
                  "--release", newest]) == 2
     error, hint = capsys.readouterr().err.splitlines()

@@ -618,7 +618,7 @@ def test_an_arc_card_beside_a_uhd_igpu_is_described_with_two_intel_gpu_flags(
     from kitbench._cli import main
 
     assert main(["install-cmd", "--os", "linux", "--python-version", "3.12", "--glibc", "2.35",
-                 "--intel-gpu", "4680", "--intel-gpu", "56a0"]) == 0
+                 "--intel-gpu", "4680", "--intel-gpu", "56a0", "--explain"]) == 0
     out, err = capsys.readouterr()
     assert out.rstrip().endswith("/whl/xpu")
     assert "Intel GPU 0x4680: none of the GPUs the XPU builds support, left out" in err
