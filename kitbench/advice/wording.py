@@ -308,9 +308,8 @@ def inferred_build(rel: releases.Release, compute: str, source: str, confirm: st
 
 def inferred_gpu_floor(generation: drivers.Generation, capability: str, driver: str, os: str) -> str:
     """The note on a GPU whose generation's driver floor is only inferred, where the driver is below it."""
-    return (f"unconfirmed: {generation.name} GPUs (compute capability {capability}) may need driver >= "
-            f"{generation.floor(os)}, not {driver} (inferred from {generation.source}; confirmed by "
-            f"{generation.confirm})")
+    return (f"{generation.name} GPUs (compute capability {capability}) may need driver >= {generation.floor(os)}, "
+            f"not {driver} (inferred, from {generation.source}; confirmed by {generation.confirm})")
 
 
 def asked_reason(compute: str) -> str:
