@@ -491,3 +491,26 @@ def test_a_refresh_takes_each_build_s_listing_on_the_index_as_the_truth(
     assert (rocm["release"], rocm["compute"]) == ("2.14.1", "rocm7.2")
     assert rocm["facts"]["build"]["kind"] == "published"  # type: ignore[index]
     assert f"127.0.0.1:{index.server_address[1]}/whl/torch/" in rocm["facts"]["build"]["source"]  # type: ignore[index]
+
+
+def test_the_weekly_workflow_s_script_takes_out_of_the_manifests_what_the_index_does_not_list(
+        index: Index, envs_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """envs/scripts/index_builds.py, which .github/workflows/facts.yml runs after the refresh: 2.15.0's ROCm
+    builds (from a nightly matrix) are not on the index and leave 2.15.yaml; a release not listed is left alone."""
+    import runpy
+
+    script = Path(__file__).resolve().parents[2] / "envs" / "scripts" / "index_builds.py"
+    run = runpy.run_path(str(script))["main"]
+    assert run() == 1 and "run `kitbench facts refresh` first" in capsys.readouterr().err
+    index.pages["/whl/torch/"] = ("text/html", _listing(
+        [("2.15.0", b) for b in ("cpu", "cu130", "cu132")] + [("2.14.1", b) for b in ("cpu", "cu126", "xpu")]))
+    assert main(["facts", "refresh"]) == 0
+    capsys.readouterr()
+    before = (envs_copy / "releases" / "2.13.yaml").read_text()
+    assert run() == 0
+    out = capsys.readouterr().out
+    assert "torch 2.15.0: rocm7.2, rocm7.14 not on the index, taken out of 2.15.yaml" in out
+    assert "    wheels: [cu130, cu132, cpu]\n" in (envs_copy / "releases" / "2.15.yaml").read_text()
+    assert "    wheels: [cu126, cpu]\n" in (envs_copy / "releases" / "2.14.yaml").read_text()
+    assert (envs_copy / "releases" / "2.13.yaml").read_text() == before       # not listed: left alone
+    manifest.load(envs_copy / "releases" / "2.15.yaml", "release")            # still valid
