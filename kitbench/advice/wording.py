@@ -14,7 +14,7 @@ from typing import Any, Literal
 from kitbench.advice import releases, vendors, wheels
 from kitbench.advice.rejections import Rejection
 from kitbench.errors import SelectionError, UsageError
-from kitbench.machine import drivers
+from kitbench.machine import builds, drivers
 from kitbench.machine.builds import build
 from kitbench.machine.probe import Probe, no_driver_reason
 from kitbench.machine.probe.amd import AmdGpu
@@ -120,7 +120,7 @@ def branch_floor(machine: Probe, compute: str) -> str | None:
     if machine.driver is None or "." in machine.driver or cuda is None:
         return None
     floor = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os).floor
-    if floor is None or floor.split(".")[0] != machine.driver or version_tuple(floor)[1:] == (0, 0):
+    if floor is None or floor.split(".")[0] != machine.driver or not any(version_tuple(floor)[1:]):
         return None
     return (f"driver {machine.driver} is read as {machine.driver}.0.0, below CUDA {cuda[0]}'s floor {floor}, so "
             f"the CUDA {cuda[0]} builds were passed over; a released {machine.driver} driver is {floor} or newer: "
@@ -238,6 +238,15 @@ def summary(reasons: list[str], notes: list[str]) -> list[str]:
     elif note:
         lines.append(_clause(note))
     return lines
+
+
+def grouped(lines: list[str]) -> list[str]:
+    """The answer's ``rejected`` lines with one reason given once: "cu132, cu130: no NVIDIA driver"."""
+    builds: dict[str, list[str]] = {}
+    for line in lines:
+        build, _, why = line.partition(": ")
+        builds.setdefault(why, []).append(build)
+    return [f"{', '.join(names)}: {why}" for why, names in builds.items()]
 
 
 def rejected(why: Rejection) -> str:
@@ -438,9 +447,12 @@ def amd_seen(machine: Probe) -> str:
 
 def no_rocm_build(rel: releases.Release, machine: Probe, arch: str, package: str, where: str) -> str:
     """Why an AMD GPU (found at ``where``) gets cpu where ``rel`` has no ROCm build for this OS or package."""
+    inferred = [c for c in builds.newest_first(releases.computes(rel, machine.os, arch, package), "rocm")
+                if rel.provenance(c)[0] == "inferred"]
     why = "ROCm builds exist only for Linux" if machine.os != "linux" else (
         "PyTorch's conda packages have no ROCm build" if package == "conda" else
-        f"torch {rel.version} has no ROCm build for {machine.os} {arch}")
+        f"torch {rel.version}'s ROCm builds are inferred, not published ({', '.join(inferred)}: --compute "
+        f"{inferred[0]} names one)" if inferred else f"torch {rel.version} has no ROCm build for {machine.os} {arch}")
     return f"cpu: {amd_seen(machine)} [{where}], but {why}"
 
 

@@ -514,3 +514,13 @@ def test_the_weekly_workflow_s_script_takes_out_of_the_manifests_what_the_index_
     assert "    wheels: [cu126, cpu]\n" in (envs_copy / "releases" / "2.14.yaml").read_text()
     assert (envs_copy / "releases" / "2.13.yaml").read_text() == before       # not listed: left alone
     manifest.load(envs_copy / "releases" / "2.15.yaml", "release")            # still valid
+
+
+def test_after_a_refresh_explain_says_the_fact_cache_was_used(index: Index, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["install-cmd", "--explain", *LINUX_GPU]) == 0
+    assert "# fact cache:" not in capsys.readouterr().err
+    assert main(["facts", "refresh"]) == 0
+    capsys.readouterr()
+    assert main(["install-cmd", "--explain", *LINUX_GPU]) == 0
+    assert f"# fact cache: {facts.cache_dir() / 'releases.json'} (kitbench facts refresh), read 20" in \
+        capsys.readouterr().err

@@ -684,7 +684,7 @@ def test_a_driver_given_as_a_bare_branch_is_told_what_its_full_version_would_cha
                     "(nvidia-smi's driver_version)"]
     full = selector.select(probe.override(h100, driver="580.65.06"))
     assert full.compute == "cu132" and not any(n.startswith("driver 580") for n in full.notes)
-    # A branch whose floor is its .0.0 (Windows' 580.0.0 for CUDA 13) needs no such note.
+    # A floor that is the branch itself (Windows' 580 for CUDA 13) needs no such note.
     windows = probe.override(LINUX, os="windows", driver="580", gpu_capabilities=["9.0"], python_version="3.12")
     assert not any("is read as" in n for n in selector.select(windows).notes)
 
