@@ -210,7 +210,13 @@ def _cmd_install(args: argparse.Namespace) -> int:
         print(json.dumps(dataclasses.asdict(chosen), indent=2))
         return 0
     if args.explain:
+        from kitbench.advice import facts
+        from kitbench.advice.wording import grouped
+
         sources = chosen.facts["sources"]
+        # Asked about another machine (its OS, chip or C library given), this host's kernel, WSL and container
+        # say nothing of it.
+        another = any(where in ("--os", "--glibc", "--arch", "--os-version") for where in sources.values())
         for key in ("os", "os_version", "arch", "python_arch", "python_version", "libc", "libc_version", "driver",
                     "gpu_capabilities", "rocm", "amd_gpus", "intel_gpus", "wsl", "container"):
             if key.startswith("libc") and chosen.os != "linux":
@@ -218,17 +224,32 @@ def _cmd_install(args: argparse.Namespace) -> int:
             value = chosen.facts[key]
             shown = ", ".join(value) if isinstance(value, list) else value
             where = sources.get({"gpu_capabilities": "gpus", "libc_version": "libc"}.get(key, key), "probe")
+            if another and key in ("os_version", "wsl", "container") and not where.startswith("--") \
+                    and "not this host" not in where:
+                continue
             print(f"# {key}: {shown if shown not in (None, '') else 'none'}  [{where}]", file=sys.stderr)
         wheel_facts = chosen.facts["wheels"]
         assumed = " (this build is not on PyPI: assumed_from pypi, the same release's PyPI wheels)" \
             if wheel_facts["assumed_from"] else ""
         print(f"# wheels: {wheel_facts['source']}, read {wheel_facts['read']}{assumed}", file=sys.stderr)
-        for line in chosen.rejected:
+        refreshed = facts.checked()
+        if refreshed is not None:
+            print(f"# fact cache: {facts.cache_dir() / 'releases.json'} (kitbench facts refresh), read "
+                  f"{refreshed.date().isoformat()}", file=sys.stderr)
+        build = chosen.facts["build"]
+        print(f"# build: {build['kind']}, from {build['source']}", file=sys.stderr)
+        for line in grouped(chosen.rejected):
             print(f"# rejected {line}", file=sys.stderr)
-    for line in chosen.reasons:
-        print(f"# {line}", file=sys.stderr)
-    for line in chosen.notes:
-        print(f"note: {line}", file=sys.stderr)
+    if args.explain:
+        for line in chosen.reasons:
+            print(f"# {line}", file=sys.stderr)
+        for line in chosen.notes:
+            print(f"note: {line}", file=sys.stderr)
+    else:
+        from kitbench.advice.wording import summary
+
+        for line in summary(chosen.reasons, chosen.notes):
+            print(f"# {line}", file=sys.stderr)
     print(chosen.command)
     return 0
 

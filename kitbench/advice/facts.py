@@ -123,6 +123,21 @@ def _derived(entries: list[dict[str, Any]]) -> list[Derived]:
     return found
 
 
+def listed() -> tuple[str, dict[str, tuple[str, ...]]]:
+    """Where and when PyTorch's index was read, and the builds it lists for each release envs/releases/ covers
+    ({} without a cache, or one written before these were recorded)."""
+    try:
+        found = cached().get("listed") or {}
+        where = f"{found['index']} as read on {found['read'][:10]}" if found else ""
+        builds = {version: tuple(computes) for version, computes in found.get("releases", {}).items()}
+        if not all(_VERSION.fullmatch(v) and all(isinstance(c, str) and _COMPUTE.fullmatch(c) for c in cs)
+                   for v, cs in builds.items()):
+            raise TypeError("a listed build is not in an index's form")
+    except (KeyError, TypeError, AttributeError):
+        raise _unreadable(cache_dir() / "releases.json") from None
+    return where, builds
+
+
 def checked() -> datetime.datetime | None:
     """When the cache was last confirmed against its sources; None without one."""
     text = cached().get("checked")

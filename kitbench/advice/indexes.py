@@ -374,6 +374,17 @@ def derive(files: dict[str, dict[str, Any]], baked: set[str]) -> list[dict[str, 
     return found
 
 
+def listed(files: dict[str, dict[str, Any]], baked: set[str]) -> dict[str, Any]:
+    """The builds PyTorch's index lists for each release ``baked`` covers: the truth for those builds (a build
+    the index does not list is not answered, whatever envs/releases/ says), and where and when it was read."""
+    index = files.get("pytorch-torch.json") or {}
+    found = {version: sorted({label or "cpu" for label in entry.get("builds", {})
+                              if build(label).kind in ("cuda", "rocm", "cpu") or not label}, key=_compute_order)
+             for version, entry in index.get("releases", {}).items() if version in baked}
+    return {"index": index.get("url", ""), "read": index.get("read", ""),
+            "releases": {version: builds for version, builds in found.items() if builds}}
+
+
 def _wheels_from(files: dict[str, dict[str, Any]], pypi: dict[str, Any], index: dict[str, Any]) -> dict[str, str]:
     source = files.get("pypi-torch.json", {}) if pypi.get("builds") else index
     return {"wheels_from": source.get("url", ""), "wheels_read": source.get("read", "")}
@@ -395,7 +406,8 @@ def write_releases(folder: Path) -> None:
     files = {path.name: data for path in sorted(folder.glob("*-*.json")) for data in [read_json(path)] if data}
     checked = min((d.get("checked", "") for d in files.values()), default="")
     data = {"format": facts.FORMAT, "checked": checked, "tried": _now(),
-            "sources": sorted(d.get("url", "") for d in files.values()), "releases": derive(files, _baked())}
+            "sources": sorted(d.get("url", "") for d in files.values()), "releases": derive(files, _baked()),
+            "listed": listed(files, _baked())}
     _files.write(folder / "releases.json", json.dumps(data, sort_keys=True), replace=True, what="release facts")
     facts.reload()
 

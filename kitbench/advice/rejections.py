@@ -11,6 +11,7 @@ from typing import Literal, NamedTuple
 Cause = Literal[
     "no driver",        # a CUDA build on a machine without an NVIDIA driver
     "driver floor",     # the driver is older than the CUDA family's floor
+    "gpu floor",        # the driver is older than the first that drives the GPU's generation at all
     "no kernels",       # the build's recorded list (CUDA's sm_, ROCm's gfx) lacks the GPUs' architectures
     "toolkit range",    # no list recorded, and the build's CUDA cannot compile for the GPUs' architectures
     "dropped before",   # no list recorded, and an older release's build of that CUDA had already dropped them

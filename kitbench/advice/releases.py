@@ -46,7 +46,19 @@ class Release(NamedTuple):
     source: str
     unverified: dict[str, str]  # format -> why its commands could not be checked against pytorch.org's text
     own_index: str = ""         # the index pattern; empty: envs/pytorch.yaml's
+    # build -> (where it was read, what would confirm it) for each build known only by inference (a nightly or
+    # test matrix, a neighbour): the default answer never rests on one. A build absent here is published.
+    inferred: tuple[tuple[str, str, str], ...] = ()
     selector_aarch64_cell: bool = False     # Start Locally's plain-PyPI CUDA cell names an aarch64 command too
+    sources: tuple[tuple[str, str], ...] = ()   # (build, where it was read), where not the series' pinned_source
+
+    def provenance(self, compute: str) -> tuple[str, str, str]:
+        """Whether ``compute`` of this release is published or inferred, where that was read, and (inferred)
+        what would confirm it."""
+        found = next((row for row in self.inferred if row[0] == compute), None)
+        if found:
+            return "inferred", found[1], found[2]
+        return "published", next((s for c, s in self.sources if c == compute), self.source), ""
 
     @property
     def nightly(self) -> bool:
@@ -72,6 +84,14 @@ def _pytorch_data(source: _files.Stamp) -> dict[str, Any]:
 def index_pattern() -> str:
     pattern: str = _pytorch_data(_pytorch())["index"]
     return pattern
+
+
+
+def mps_macos(rel: Release) -> tuple[str, str] | None:
+    """The macOS MPS needs in ``rel`` and where that was read; None where none is recorded."""
+    key = rel.key if not rel.nightly else (99,)
+    found = next((row for row in _pytorch_data(_pytorch()).get("mps", ()) if version_tuple(row["since"]) <= key), None)
+    return (found["macos"], found["source"]) if found else None
 
 
 
@@ -114,8 +134,26 @@ def _series_key(path: Path) -> tuple[int, ...]:
 
 
 def _series(path: Path) -> tuple[Release, ...]:
-    """One series' releases, oldest first. install-cmd reads only the series its answer needs."""
-    return _series_read(_files.stamp(path))
+    """One series' releases, oldest first, each as PyTorch's index lists it where the user's fact cache
+    has read that (kitbench facts refresh). install-cmd reads only the series its answer needs."""
+    return _series_listed(_files.stamp(path), _files.stamp(facts.cache_dir() / "releases.json"))
+
+
+
+@cache
+def _series_listed(source: _files.Stamp, cache_source: _files.Stamp) -> tuple[Release, ...]:  # cache_source: a key
+    where, listed = facts.listed()
+    return tuple(_as_listed(rel, listed[rel.version], where) if rel.version in listed else rel
+                 for rel in _series_read(source))
+
+
+
+def _as_listed(rel: Release, builds: tuple[str, ...], where: str) -> Release:
+    """``rel`` with the builds the index lists and no other: a build it lists is published (the listing is
+    its source), one it does not list is not answered."""
+    return rel._replace(wheels=tuple(c for c in rel.wheels if c in builds),
+                        inferred=tuple(row for row in rel.inferred if row[0] not in builds),
+                        sources=tuple((c, f"the listing of {where}") for c in rel.wheels if c in builds))
 
 
 
@@ -129,6 +167,9 @@ def _series_read(source: _files.Stamp) -> tuple[Release, ...]:
     quirks: dict[tuple[str, str, str], str] = {
         (q["release"], q["package"], q["compute"]): q["command"] for q in data.get("quirks", ())}
     kernels = {k["compute"]: tuple(k["arches"]) for k in data.get("kernels", ())}
+
+    def provenance(version: str, kind: str) -> list[dict[str, Any]]:
+        return [p for p in data.get("provenance", ()) if p["kind"] == kind and version in p.get("releases", [version])]
     found = [Release(
         version=entry["version"], torchvision=entry["torchvision"], torchaudio=entry.get("torchaudio"),
         wheels=tuple(entry["wheels"]), conda=tuple(entry.get("conda", ())), series=data["series"],
@@ -138,7 +179,11 @@ def _series_read(source: _files.Stamp) -> tuple[Release, ...]:
         selector_torchaudio=data.get("selector_torchaudio", True), kernels=kernels,
         quirks={(p, c): cmd for (r, p, c), cmd in quirks.items() if r == entry["version"]},
         source=data["pinned_source"], unverified=data.get("unverified", {}),
-        selector_aarch64_cell=entry.get("selector_aarch64_cell", False)) for entry in data["releases"]]
+        selector_aarch64_cell=entry.get("selector_aarch64_cell", False),
+        inferred=tuple((c, p["source"], p["confirm"]) for p in provenance(entry["version"], "inferred")
+                       for c in p["builds"]),
+        sources=tuple((c, p["source"]) for p in provenance(entry["version"], "published") for c in p["builds"]))
+        for entry in data["releases"]]
     return tuple(sorted(found, key=lambda r: r.key))
 
 
@@ -214,6 +259,12 @@ def computes(rel: Release, os: str, arch: str, package: str) -> list[str]:
         # aarch64 CUDA builds are Linux's (SBSA, Grace); Windows on Arm has the CPU build only.
         found = [c for c in found if c == "cpu" or (os == "linux" and rel.aarch64_cuda and build(c).kind == "cuda")]
     return found
+
+
+
+def published(rel: Release, found: list[str]) -> list[str]:
+    """The builds among ``found`` that ``rel`` has published: what a default answer may name."""
+    return [c for c in found if not any(row[0] == c for row in rel.inferred)]
 
 
 

@@ -21,7 +21,9 @@ from kitbench.advice.releases import (
     computes,
     earlier_kernels,
     kernels,
+    mps_macos,
     newest_first,
+    published,
     release,
     xpu_builds,
 )
@@ -33,11 +35,14 @@ from kitbench.advice.wording import (
     cpu_reason,
     cuda_reason,
     first_gpu_release,
+    inferred_build,
+    inferred_gpu_floor,
     intel_left_out,
     intel_unsupported,
     mac_reason,
     machine_facts,
     mps_default,
+    mps_too_old,
     newer_gpu_release,
     nightly_refusal,
     nightly_unpinned,
@@ -157,6 +162,9 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
             raise unavailable(rel, machine.os, arch, package, compute, host)
         chosen.compute = compute
         chosen.reasons.append(asked_reason(compute))
+        kind, source, confirm = rel.provenance(compute)
+        if kind == "inferred":
+            chosen.notes.append(inferred_build(rel, compute, source, confirm))
         if build(compute).kind == "cuda" and machine.driver is not None:
             runs = _cuda_rejection(rel, machine, compute)
             if runs:
@@ -169,7 +177,7 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
         missing = _rocm_missing(machine, compute) if build(compute).kind == "rocm" else []
         if missing:
             chosen.notes.append(will_not_run(compute, Rejection(compute, "no kernels", arches=tuple(missing))))
-    if machine.os == "macos" and chosen.compute == "cpu" and arch == "arm64":
+    if machine.os == "macos" and chosen.compute == "cpu" and arch == "arm64" and compute != "auto":
         chosen.notes.append(mps_default())
     if compute == "auto" and chosen.compute == "cpu" and machine.driver and any(
             build(c).kind == "cuda" for c in computes(rel, machine.os, arch, package)):
@@ -188,6 +196,12 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     if build(chosen.compute).kind == "xpu":
         chosen.verified = False         # no command kitbench checked against pytorch.org's text names xpu
         chosen.notes.append(xpu_note(rel, machine.os))
+    if machine.driver is not None:
+        for cc in machine.capabilities:
+            generation = drivers.load().generation(cc)
+            if generation is not None and not generation.published and not generation.allows(machine.driver,
+                                                                                             machine.os):
+                chosen.notes.append(inferred_gpu_floor(generation, cc, machine.driver, machine.os))
     unsure = doubt(machine)
     if unsure:
         chosen.notes.append(unconfirmed_gpus(unsure))
@@ -197,6 +211,8 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     wheel_compute = "cpu" if chosen.compute == "mps" else chosen.compute
     chosen.command = command(rel, machine.os, package, wheel_compute, chosen.format)
     chosen.facts["wheels"] = wheel_facts(rel, chosen.command, host, wheel_compute)
+    kind, source, confirm = rel.provenance(wheel_compute)
+    chosen.facts["build"] = {"kind": kind, "source": source, **({"confirm": confirm} if confirm else {})}
     assumed = assumed_tags(rel, wheel_compute, chosen.command, host, moved=moved)
     if assumed:
         chosen.notes.append(assumed)
@@ -274,7 +290,7 @@ def _kernel_less(machine: Probe, arch: str, package: str, host: wheels.Host) -> 
         alone = dataclasses.replace(machine, driver="9999", gpus=tuple(g for g in machine.gpus if g.capability == cc))
         if not any(build(compute).kind == "cuda" and _cuda_rejection(rel, alone, compute) is None
                    for rel in newest_first() if wheels.refusal(rel.version, host) is None
-                   for compute in computes(rel, machine.os, arch, package)):
+                   for compute in published(rel, computes(rel, machine.os, arch, package))):
             found.append(arch_of_capability(parse_capability(cc)))
     return found
 
@@ -285,7 +301,7 @@ def _driver_need(rel: Release, machine: Probe, arch: str, package: str) -> str |
     if machine.driver is None:
         return None
     floors = []
-    for compute in computes(rel, machine.os, arch, package):
+    for compute in published(rel, computes(rel, machine.os, arch, package)):
         cuda = build(compute).cuda
         if cuda is None:
             continue
@@ -304,7 +320,7 @@ def _gpu_releases(machine: Probe, arch: str, package: str, host: wheels.Host) ->
             continue
         # The build that release's own answer would name: its newest CUDA that runs here and whose index
         # tags (where recorded) install here.
-        compute = next((c for c in _cudas(computes(rel, machine.os, arch, package))
+        compute = next((c for c in _cudas(published(rel, computes(rel, machine.os, arch, package)))
                         if _cuda_rejection(rel, machine, c) is None
                         and wheels.build_refusal(rel.version, c, host) is None), None)
         if compute is not None:
@@ -312,13 +328,18 @@ def _gpu_releases(machine: Probe, arch: str, package: str, host: wheels.Host) ->
 
 
 def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection, passed: list[Rejection]) -> str:
-    """The build auto mode picks, its reason in ``out``; the builds passed over on the way in ``passed``."""
-    available = computes(rel, machine.os, arch, package)
+    """The build auto mode picks, its reason in ``out``; the builds passed over on the way in ``passed``.
+    Only published builds: a build known by inference is answered only when asked for."""
+    available = published(rel, computes(rel, machine.os, arch, package))
     if machine.os == "macos":
         if machine.rosetta or (machine.arch == "arm64" and machine.python_arch == "x86_64"):
             out.reasons.append(rosetta_reason())
         if not available:
             raise unavailable(rel, machine.os, arch, package, "cpu", wheels.host_of(machine, arch))
+        need = mps_macos(rel) if available[0] == "mps" else None
+        if need and machine.os_version and version_tuple(machine.os_version) < version_tuple(need[0]):
+            out.reasons.append(mps_too_old(rel, need[0], machine.os_version))
+            return "cpu"
         out.reasons.append(mac_reason(available[0]))
         return available[0]
     cudas = _cudas(available)
@@ -378,6 +399,11 @@ def _cuda_rejection(rel: Release, machine: Probe, compute: str) -> Rejection | N
     assert cuda is not None
     if machine.driver is None:
         return Rejection(compute, "no driver")
+    for cc in machine.capabilities:
+        generation = drivers.load().generation(cc)
+        if generation is not None and generation.published and not generation.allows(machine.driver, machine.os):
+            return Rejection(compute, "gpu floor", arches=_sm([cc]), driver=machine.driver,
+                             floor=str(generation.floor(machine.os)), detail=generation.name)
     need = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os)
     if not need.allows(machine.driver):
         return Rejection(compute, "driver floor", driver=machine.driver, floor=str(need.floor), cuda=cuda)
@@ -470,7 +496,7 @@ def _other_rocm_release(rel: Release, machine: Probe, arch: str, out: Selection)
     host = wheels.host_of(machine, arch)
     found = next(((r.version, c) for r in newest_first() if r.version != rel.version
                   and wheels.refusal(r.version, host) is None      # one that installs here, not just any
-                  for c in reversed(computes(r, machine.os, arch, "pip")) if build(c).kind == "rocm"
+                  for c in reversed(published(r, computes(r, machine.os, arch, "pip"))) if build(c).kind == "rocm"
                   and facts.rocm_arches(c) is not None and not _rocm_missing(machine, c)), None)
     if found:
         out.notes.append(other_rocm_release(*found, machine))

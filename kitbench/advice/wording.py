@@ -14,7 +14,7 @@ from typing import Any, Literal
 from kitbench.advice import releases, vendors, wheels
 from kitbench.advice.rejections import Rejection
 from kitbench.errors import SelectionError, UsageError
-from kitbench.machine import drivers
+from kitbench.machine import builds, drivers
 from kitbench.machine.builds import build
 from kitbench.machine.probe import Probe, no_driver_reason
 from kitbench.machine.probe.amd import AmdGpu
@@ -120,7 +120,7 @@ def branch_floor(machine: Probe, compute: str) -> str | None:
     if machine.driver is None or "." in machine.driver or cuda is None:
         return None
     floor = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os).floor
-    if floor is None or floor.split(".")[0] != machine.driver or version_tuple(floor)[1:] == (0, 0):
+    if floor is None or floor.split(".")[0] != machine.driver or not any(version_tuple(floor)[1:]):
         return None
     return (f"driver {machine.driver} is read as {machine.driver}.0.0, below CUDA {cuda[0]}'s floor {floor}, so "
             f"the CUDA {cuda[0]} builds were passed over; a released {machine.driver} driver is {floor} or newer: "
@@ -196,6 +196,9 @@ def because(why: Rejection) -> str:
         return "no NVIDIA driver"
     if why.cause == "driver floor":
         return f"driver {why.driver} < {why.floor} (CUDA {why.cuda[0]} family floor)"
+    if why.cause == "gpu floor":
+        return (f"driver {why.driver} cannot drive {arches} ({why.detail}): update the driver to at least "
+                f"{why.floor}")
     if why.cause == "toolkit range":
         return (f"no kernels for {arches}: CUDA {why.cuda[0]}.{why.cuda[1]} compiles for {why.span[0]} to "
                 f"{why.span[1]} only")
@@ -205,6 +208,45 @@ def because(why: Rejection) -> str:
     if why.cause == "install":
         return why.detail
     return f"no kernels for {arches}" + (f" ({why.detail})" if why.detail else "")
+
+
+_UPDATE = "update the driver to at least "
+_SHORT = 110        # characters: a line a terminal shows whole
+
+
+def _clause(text: str) -> str:
+    """A line's first clause, short enough to read at a glance; the whole line is --explain's."""
+    first = text.split("; ")[0]
+    if len(first) <= _SHORT:
+        return first
+    cut = first.rfind(" (", 0, _SHORT)      # before a parenthesis of details, where there is one
+    return first[:cut] if cut > _SHORT // 3 else first[:_SHORT - 3].rstrip(" ,(:") + "..."
+
+
+def summary(reasons: list[str], notes: list[str]) -> list[str]:
+    """At most two short lines of why, for the default answer: the build's reason, then the note that matters
+    most, where a driver update is the remedy that remedy. A warning, an unconfirmed build and the arm64
+    command of a Mac running an x86_64 Python come whole: each changes what the user should run."""
+    lines = [_clause(reasons[-1])] if reasons else []
+    urgent = [n for n in notes if n.startswith(("warning: ", "unconfirmed: ")) or "(Rosetta 2)" in n]
+    note = (urgent or notes or [""])[0]
+    if urgent:
+        lines.append(note)
+    elif _UPDATE in note:
+        remedy = note[note.rindex(_UPDATE):].split(";")[0].rstrip(")")
+        lines.append(f"{note.split(':')[0]}: {remedy}")
+    elif note:
+        lines.append(_clause(note))
+    return lines
+
+
+def grouped(lines: list[str]) -> list[str]:
+    """The answer's ``rejected`` lines with one reason given once: "cu132, cu130: no NVIDIA driver"."""
+    builds: dict[str, list[str]] = {}
+    for line in lines:
+        build, _, why = line.partition(": ")
+        builds.setdefault(why, []).append(build)
+    return [f"{', '.join(names)}: {why}" for why, names in builds.items()]
 
 
 def rejected(why: Rejection) -> str:
@@ -266,6 +308,17 @@ def unverified(rel: releases.Release, fmt: str, os: str) -> str | None:
     if why and os == "macos" and not rel.nightly:
         why = why.split(";")[0]       # a release's note goes on about its Linux and Windows builds
     return f"torch {rel.version}, {fmt} form unverified: {why}" if why else None
+
+
+def inferred_build(rel: releases.Release, compute: str, source: str, confirm: str) -> str:
+    """The one line on a build asked for that is known only by inference (never a default answer's)."""
+    return f"unconfirmed: torch {rel.version} {compute} is inferred from {source}; confirmed by {confirm}"
+
+
+def inferred_gpu_floor(generation: drivers.Generation, capability: str, driver: str, os: str) -> str:
+    """The note on a GPU whose generation's driver floor is only inferred, where the driver is below it."""
+    return (f"{generation.name} GPUs (compute capability {capability}) may need driver >= {generation.floor(os)}, "
+            f"not {driver} (inferred, from {generation.source}; confirmed by {generation.confirm})")
 
 
 def asked_reason(compute: str) -> str:
@@ -337,7 +390,7 @@ def no_gpu_build(passed: list[Rejection], reason: str) -> str:
 
 
 def _driver_floor(newest: releases.Release, floor: str | None) -> str:
-    return f"; torch {newest.version}'s CUDA builds need a driver >= {floor}" if floor else ""
+    return f"; update the driver to at least {floor} for torch {newest.version}'s CUDA builds" if floor else ""
 
 
 def older_release(rel: releases.Release, newest: releases.Release, why: str, floor: str | None) -> str:
@@ -370,6 +423,11 @@ def mac_reason(compute: str) -> str:
             "cpu: macOS on x86_64 has no GPU backend")
 
 
+def mps_too_old(rel: releases.Release, macos: str, has: str) -> str:
+    """Why an Apple Silicon Mac gets cpu: its macOS is older than the one MPS needs in ``rel``."""
+    return f"cpu: MPS in torch {rel.version} needs macOS {macos} or newer; this Mac has macOS {has}"
+
+
 def cpu_reason(why: Literal["no cuda fits", "no gpu", "not given", "no driver"], machine: Probe) -> str:
     """Why auto mode picked cpu on a machine without an AMD or Intel GPU: none of the CUDA builds fits, --no-gpu
     said so, the question is of another machine and gave no GPU, or this one has no NVIDIA driver."""
@@ -389,9 +447,12 @@ def amd_seen(machine: Probe) -> str:
 
 def no_rocm_build(rel: releases.Release, machine: Probe, arch: str, package: str, where: str) -> str:
     """Why an AMD GPU (found at ``where``) gets cpu where ``rel`` has no ROCm build for this OS or package."""
+    inferred = [c for c in builds.newest_first(releases.computes(rel, machine.os, arch, package), "rocm")
+                if rel.provenance(c)[0] == "inferred"]
     why = "ROCm builds exist only for Linux" if machine.os != "linux" else (
         "PyTorch's conda packages have no ROCm build" if package == "conda" else
-        f"torch {rel.version} has no ROCm build for {machine.os} {arch}")
+        f"torch {rel.version}'s ROCm builds are inferred, not published ({', '.join(inferred)}: --compute "
+        f"{inferred[0]} names one)" if inferred else f"torch {rel.version} has no ROCm build for {machine.os} {arch}")
     return f"cpu: {amd_seen(machine)} [{where}], but {why}"
 
 

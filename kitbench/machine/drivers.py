@@ -29,6 +29,25 @@ class DriverRequirement:
 
 
 @dataclass(frozen=True)
+class Generation:
+    """The oldest driver that drives one GPU generation at all, per OS (None: not sourced), and how that is known."""
+
+    name: str
+    capabilities: tuple[tuple[int, int], ...]
+    floors: dict[str, str | None]
+    published: bool         # False: inferred, said but never deciding
+    source: str
+    confirm: str = ""
+
+    def floor(self, os: str) -> str | None:
+        return self.floors["windows" if os == "windows" else "linux"]
+
+    def allows(self, driver: str, os: str) -> bool:
+        floor = self.floor(os)
+        return floor is None or parse_driver(driver) >= parse_driver(floor)
+
+
+@dataclass(frozen=True)
 class DriverTable:
     families: tuple[tuple[tuple[int, int], tuple[int, int], dict[str, str]], ...]
     toolkits: dict[tuple[int, int], dict[str, str | None]]
@@ -36,6 +55,12 @@ class DriverTable:
     # (first CUDA, last CUDA, the oldest and the newest compute capability it compiles for)
     arches: tuple[tuple[tuple[int, int], tuple[int, int], tuple[int, int], tuple[int, int]], ...] = ()
     capabilities: tuple[tuple[int, int], ...] = ()     # every one a GPU has shipped with
+    generations: tuple[Generation, ...] = ()
+
+    def generation(self, capability: str) -> Generation | None:
+        """The generation a compute capability belongs to, where its driver floor is recorded."""
+        found = parse_capability(capability)
+        return next((g for g in self.generations if found in g.capabilities), None)
 
     def oldest_arch(self, cuda: str) -> tuple[int, int] | None:
         """The oldest compute capability a wheel built with this CUDA can carry kernels for."""
@@ -71,5 +96,8 @@ def _load(source: _files.Stamp) -> DriverTable:
                 for row in data["toolkits"]}
     arches = tuple((parse_cuda(row["first"]), parse_cuda(row["last"]), parse_cuda(row["oldest"]),
                     parse_cuda(row["newest"])) for row in data["architectures"])
+    generations = tuple(Generation(row["name"], tuple(parse_capability(c) for c in row["capabilities"]),
+                                   {"linux": row["linux"], "windows": row["windows"]}, row["kind"] == "published",
+                                   row["source"], row.get("confirm", "")) for row in data.get("generations", ()))
     return DriverTable(families=families, toolkits=toolkits, source=data["source"], arches=arches,
-                       capabilities=tuple(parse_capability(c) for c in data["capabilities"]))
+                       capabilities=tuple(parse_capability(c) for c in data["capabilities"]), generations=generations)

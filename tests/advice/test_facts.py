@@ -456,3 +456,71 @@ def test_an_index_token_is_used_and_never_written_to_the_cache(index: Index, mon
     assert "s3cret" not in out + err
     written = [p for p in CACHE_DIR().rglob("*") if p.is_file()]
     assert written and not any(b"s3cret" in p.read_bytes() for p in written)
+
+
+def _listing(rows: list[tuple[str, str]]) -> bytes:
+    """whl/torch/ listing exactly ``rows`` (version, build), Linux x86_64 wheels for Python 3.12."""
+    links = [f'<a href="/whl/{b}/{name.replace("+", "%2B")}">{name}</a><br/>'
+             for v, b in rows for name in [_wheel("torch", f"{v}+{b}", "cp312", LINUX)]]
+    return ("<html><body>\n" + "\n".join(links) + "\n</body></html>\n").encode()
+
+
+def test_a_refresh_takes_each_build_s_listing_on_the_index_as_the_truth(
+        index: Index, capsys: pytest.CaptureFixture[str]) -> None:
+    """An index listing what PyTorch published (2.15.0 in cpu, cu130 and cu132; 2.14.1 also in cu126 and ROCm
+    7.2): a build the index does not list is no longer answered, even named; one it lists is published."""
+    h100 = ("--os", "linux", "--python-version", "3.12", "--glibc", "2.35", "--driver", "570.86.10", "--gpu-cc", "9.0")
+    named = ("--release", "2.15.0", "--compute", "rocm7.14")
+    before = _answer(capsys, *h100, *named)      # known only from a nightly matrix: answered when named, marked so
+    assert before["facts"]["build"]["kind"] == "inferred"  # type: ignore[index]
+    index.pages["/whl/torch/"] = ("text/html", _listing(
+        [("2.15.0", b) for b in ("cpu", "cu130", "cu132")]
+        + [("2.14.1", b) for b in ("cpu", "cu126", "cu130", "cu132", "rocm7.2", "rocm7.14")]))
+    assert main(["facts", "refresh"]) == 0
+    capsys.readouterr()
+
+    assert main(["install-cmd", *h100, *named]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "ERROR: torch 2.15.0 has no rocm7.14 build for pip on linux x86_64" and len(err) == 2
+    assert main(["install-cmd", *h100, "--release", "2.15.0", "--compute", "cu126"]) == 2
+    assert capsys.readouterr().err.startswith("ERROR: torch 2.15.0 has no cu126 build")
+    default = _answer(capsys, *h100)
+    assert (default["release"], default["compute"]) == ("2.14.1", "cu126")
+    # 2.14.1's ROCm 7.2, from a release-candidate matrix until now, is listed: published, the listing its source.
+    rocm = _answer(capsys, *h100[:6], "--gpu-gfx", "gfx906")
+    assert (rocm["release"], rocm["compute"]) == ("2.14.1", "rocm7.2")
+    assert rocm["facts"]["build"]["kind"] == "published"  # type: ignore[index]
+    assert f"127.0.0.1:{index.server_address[1]}/whl/torch/" in rocm["facts"]["build"]["source"]  # type: ignore[index]
+
+
+def test_the_weekly_workflow_s_script_takes_out_of_the_manifests_what_the_index_does_not_list(
+        index: Index, envs_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """envs/scripts/index_builds.py, which .github/workflows/facts.yml runs after the refresh: 2.15.0's ROCm
+    builds (from a nightly matrix) are not on the index and leave 2.15.yaml; a release not listed is left alone."""
+    import runpy
+
+    script = Path(__file__).resolve().parents[2] / "envs" / "scripts" / "index_builds.py"
+    run = runpy.run_path(str(script))["main"]
+    assert run() == 1 and "run `kitbench facts refresh` first" in capsys.readouterr().err
+    index.pages["/whl/torch/"] = ("text/html", _listing(
+        [("2.15.0", b) for b in ("cpu", "cu130", "cu132")] + [("2.14.1", b) for b in ("cpu", "cu126", "xpu")]))
+    assert main(["facts", "refresh"]) == 0
+    capsys.readouterr()
+    before = (envs_copy / "releases" / "2.13.yaml").read_text()
+    assert run() == 0
+    out = capsys.readouterr().out
+    assert "torch 2.15.0: rocm7.2, rocm7.14 not on the index, taken out of 2.15.yaml" in out
+    assert "    wheels: [cu130, cu132, cpu]\n" in (envs_copy / "releases" / "2.15.yaml").read_text()
+    assert "    wheels: [cu126, cpu]\n" in (envs_copy / "releases" / "2.14.yaml").read_text()
+    assert (envs_copy / "releases" / "2.13.yaml").read_text() == before       # not listed: left alone
+    manifest.load(envs_copy / "releases" / "2.15.yaml", "release")            # still valid
+
+
+def test_after_a_refresh_explain_says_the_fact_cache_was_used(index: Index, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["install-cmd", "--explain", *LINUX_GPU]) == 0
+    assert "# fact cache:" not in capsys.readouterr().err
+    assert main(["facts", "refresh"]) == 0
+    capsys.readouterr()
+    assert main(["install-cmd", "--explain", *LINUX_GPU]) == 0
+    assert f"# fact cache: {facts.cache_dir() / 'releases.json'} (kitbench facts refresh), read 20" in \
+        capsys.readouterr().err

@@ -240,7 +240,7 @@ def test_cli_json_has_the_promised_fields() -> None:
 def test_cli_notes_an_unchecked_release_on_stderr_only() -> None:
     done = _cli("install-cmd", "--release", "2.15.0", "--no-gpu", "--os", "linux", "--arch", "x86_64")
     assert done.stdout == "pip install torch==2.15.0 torchvision==0.29.2 --index-url https://download.pytorch.org/whl/cpu\n"
-    assert "note: torch 2.15.0, pinned form unverified: " in done.stderr
+    assert "# torch 2.15.0, pinned form unverified: " in done.stderr
 
 
 @pytest.mark.parametrize(("args", "words"), [
@@ -390,7 +390,7 @@ def test_conflicting_machine_flags_are_refused(args: list[str], words: str,
 @pytest.mark.parametrize(("compute", "error", "hint"), [
     ("cu128", "torch 2.15.0 has no cu128 build for pip on linux x86_64", "; torch 2.11.0 has cu128: --release 2.11.0"),
     ("rocm6.4", "torch 2.15.0 has no rocm6.4 build", "; torch 2.9.1 has rocm6.4: --release 2.9.1"),
-    ("CU126", "unknown --compute 'CU126'", "torch 2.15.0 has: rocm7.2, rocm7.14, cu126, cu130, cu132, cpu, xpu"),
+    ("CU126", "unknown --compute 'CU126'", "torch 2.15.0 has: rocm7.2, rocm7.14, cu130, cu132, cpu, xpu"),
     ("", "unknown --compute ''", "auto, cpu, mps, xpu, cuXYZ (cu126) or rocmX.Y (rocm6.4);"),
 ])
 def test_a_compute_the_release_lacks_names_the_release_that_has_it(compute: str, error: str, hint: str,
@@ -430,7 +430,7 @@ def test_an_explicit_cuda_build_too_new_for_the_driver_is_warned_about(capsys: p
 
     assert main(["install-cmd", "--release", "2.9.1", "--compute", "cu128", "--driver", "470.82.01"]) == 0
     err = capsys.readouterr().err
-    assert "note: warning: cu128 will not run on this machine: driver 470.82.01 < 525.60.13 (CUDA 12 family floor)" \
+    assert "# warning: cu128 will not run on this machine: driver 470.82.01 < 525.60.13 (CUDA 12 family floor)" \
         in err
     assert main(["install-cmd", "--release", "2.9.1", "--compute", "cu128", "--driver", "570.86.10"]) == 0
     assert "warning" not in capsys.readouterr().err
@@ -511,7 +511,7 @@ def test_an_unknown_macos_version_is_answered_with_the_one_the_answer_needs(
 
     stable = releases.release("stable").version
     older = wheels.newest(wheels.Host(os="macos", arch="arm64", macos=(13, 0)))
-    assert main(["install-cmd", "--os", "macos"]) == 0
+    assert main(["install-cmd", "--os", "macos", "--explain"]) == 0
     captured = capsys.readouterr()
     assert captured.out.startswith(f"pip install torch=={stable} ")
     assert (f"note: the macOS version was not given: torch {stable}'s macOS arm64 wheels need macOS 14.0 or newer; "
@@ -565,7 +565,7 @@ def test_stable_on_a_gpu_box_is_the_newest_release_that_runs_on_the_gpu(capsys: 
     if chosen.release != newest.version:
         assert chosen.notes[0].startswith(f"torch {chosen.release}, not the newest release ({newest.version}): "
                                           f"no build of {newest.version} runs on this GPU (")
-        assert f"torch {newest.version}'s CUDA builds need a driver >= 580.65.06" in chosen.notes[0]
+        assert f"update the driver to at least 580.65.06 for torch {newest.version}'s CUDA builds" in chosen.notes[0]
     # The same machine asked about the newest release by name, or for the CPU, gets just that.
     assert selector.select(h100, release_spec=newest.version).release == newest.version
     assert selector.select(h100, compute="cpu").compute == "cpu"
@@ -579,15 +579,15 @@ def test_no_release_runs_on_the_gpu_the_cpu_build_says_why(capsys: pytest.Captur
     from kitbench._cli import main
 
     newest = releases.release("stable").version
-    assert main(["install-cmd", "--os", "linux", "--driver", "390.157", "--gpu-cc", "6.1"]) == 0
+    assert main(["install-cmd", "--os", "linux", "--driver", "390.157", "--gpu-cc", "6.1", "--explain"]) == 0
     captured = capsys.readouterr()
     assert captured.out.startswith(f"pip install torch=={newest} ") and captured.out.rstrip().endswith("/whl/cpu")
     assert f"note: the CPU build: no release that installs here runs on this GPU (torch {newest}: " in captured.err
     # A GTX 680 (sm_30): no CUDA toolkit of a covered release compiles for it, whatever the driver.
-    assert main(["install-cmd", "--os", "linux", "--driver", "470.256.02", "--gpu-cc", "3.0"]) == 0
+    assert main(["install-cmd", "--os", "linux", "--driver", "470.256.02", "--gpu-cc", "3.0", "--explain"]) == 0
     assert "; no release that installs here has kernels for sm_30" in capsys.readouterr().err
     # gfx803 (Fiji, Polaris): no ROCm build whose gfx list is recorded has its kernels.
-    assert main(["install-cmd", "--os", "linux", "--gpu-gfx", "gfx803"]) == 0
+    assert main(["install-cmd", "--os", "linux", "--gpu-gfx", "gfx803", "--explain"]) == 0
     captured = capsys.readouterr()
     assert captured.out.rstrip().endswith("/whl/cpu")
     assert "no covered release has gfx803 kernels" in captured.err
@@ -599,7 +599,9 @@ MATRIX = _rows("build-matrix.tsv")
 @pytest.mark.parametrize("row", MATRIX, ids=[r[0] for r in MATRIX])
 def test_every_release_has_the_builds_of_its_build_matrix(row: list[str]) -> None:
     """envs/releases agrees with pytorch/test-infra's matrix (envs/scripts/build_matrix.py), CUDA builds
-    kept off Start Locally aside; a series newer than the matrix's release record says so."""
+    kept off Start Locally aside; a series newer than the matrix's release record says so. A nightly matrix
+    is no record of what a release shipped (2.15's lost CUDA 12.6 after it): a build taken from it is
+    marked inferred, naming it, and it holds no build the release's own sources do not."""
     series, channel, commit, _, cudas, rocms = row[:6]
     hidden = set(row[6].split()) if len(row) > 6 else set()
     found = [r for r in releases.releases().values() if r.series == series]
@@ -607,6 +609,10 @@ def test_every_release_has_the_builds_of_its_build_matrix(row: list[str]) -> Non
     expected = {f"cu{c.replace('.', '')}" for c in cudas.split() if c not in hidden} | {f"rocm{v}" for v in
                                                                                            rocms.split()}
     for rel in found:
+        if channel == "nightly":
+            assert {c for c in rel.wheels if c != "cpu"} <= expected, rel.version
+            assert all(rel.provenance(c)[0] == "published" or commit in rel.provenance(c)[1] for c in rel.wheels)
+            continue
         assert {c for c in rel.wheels if c != "cpu"} == expected, rel.version
         if channel != "release":
             assert commit in rel.unverified["pinned"] or commit in rel.source or channel == "test", rel.version
@@ -649,13 +655,13 @@ def test_a_rocm_build_whose_recorded_index_tags_refuse_the_host_is_passed_over(
     the accelerator-first fallback that reuses it."""
     card = probe.override(LINUX, gpu_gfx=["gfx1100"], python_version="3.12", glibc="2.35")
     assert selector.select(card).compute == "rocm7.14"
-    refusing = {("2.15.0", "rocm7.14"), ("2.15.0", "rocm7.2")}
+    refusing = {("2.14.1", "rocm7.14"), ("2.14.1", "rocm7.2")}
     monkeypatch.setattr(selector.wheels, "build_refusal", lambda version, compute, host: "needs glibc 2.99 (test)"
                         if (version, compute) in refusing else None)
-    chosen = selector.select(card, release_spec="2.15.0")
+    chosen = selector.select(card, release_spec="2.14.1")
     assert chosen.compute == "cpu" and "rocm7.14: needs glibc 2.99 (test)" in chosen.rejected
     stable = selector.select(card)
-    assert stable.release != "2.15.0" and stable.compute.startswith("rocm")
+    assert stable.release not in ("2.15.0", "2.14.1") and stable.compute.startswith("rocm")
 
 
 def test_a_gpu_run_by_another_minors_kernels_is_not_said_to_have_its_own() -> None:
@@ -678,7 +684,7 @@ def test_a_driver_given_as_a_bare_branch_is_told_what_its_full_version_would_cha
                     "(nvidia-smi's driver_version)"]
     full = selector.select(probe.override(h100, driver="580.65.06"))
     assert full.compute == "cu132" and not any(n.startswith("driver 580") for n in full.notes)
-    # A branch whose floor is its .0.0 (Windows' 580.0.0 for CUDA 13) needs no such note.
+    # A floor that is the branch itself (Windows' 580 for CUDA 13) needs no such note.
     windows = probe.override(LINUX, os="windows", driver="580", gpu_capabilities=["9.0"], python_version="3.12")
     assert not any("is read as" in n for n in selector.select(windows).notes)
 
@@ -700,17 +706,25 @@ def test_a_start_locally_command_of_an_older_release_says_it_names_no_version() 
 
 
 def test_a_build_without_a_kernel_list_lacks_what_its_cuda_had_already_dropped() -> None:
-    """2.11.0's cu128 list is not recorded; 2.8 to 2.10's cu128 have none for Maxwell or Pascal, and CUDA
-    12.8 could build them: a GTX 1080 with --release 2.11.0 gets cu126, not a cu128 without its kernels."""
+    """A release whose cu128 list is not recorded (here, 2.11.0's taken away); 2.8 to 2.10's cu128 have none for
+    Maxwell or Pascal, and CUDA 12.8 could build them: a GTX 1080 with --release 2.11.0 gets cu126, not a
+    cu128 without its kernels."""
     pascal = probe.override(LINUX, driver="575.57.08", gpu_capabilities=["6.1"])
-    assert "cu128" not in releases.release("2.11.0").kernels
-    chosen = selector.select(pascal, release_spec="2.11.0")
-    assert chosen.compute == "cu126"
-    assert ("cu128: no kernels for sm_61 in torch 2.10.0's cu128 already (its list, recorded; torch 2.11.0's is "
-            "not)") in chosen.rejected
-    # What was not dropped still runs there: Volta and Blackwell keep 2.11.0's cu128.
-    for cc in ("7.0", "12.0"):
-        assert selector.select(probe.override(pascal, gpu_capabilities=[cc]), release_spec="2.11.0").compute == "cu128"
+    rel = releases.release("2.11.0")
+    unrecorded = rel._replace(kernels={c: a for c, a in rel.kernels.items() if c != "cu128"})
+    assert selector._cuda_rejection(unrecorded, pascal, "cu128") == Rejection(
+        "cu128", "dropped before", arches=("sm_61",), earlier="2.10.0", release="2.11.0")
+    # What was not dropped before runs there: Blackwell keeps cu128.
+    assert selector._cuda_rejection(unrecorded, probe.override(pascal, gpu_capabilities=["12.0"]), "cu128") is None
+
+
+def test_2_11_dropped_volta_from_its_cuda_12_8_build() -> None:
+    """pytorch/pytorch#172352 (and RELEASE.md's 2.11 matrix, #175253): CUDA 12.8.1 builds Turing 7.5 to Blackwell
+    12.0 in 2.11; a V100 with --release 2.11.0 gets the CUDA 12.6 build, which keeps Volta."""
+    volta = probe.override(LINUX, driver="575.64.05", gpu_capabilities=["7.0"])
+    chosen = selector.select(volta, release_spec="2.11.0")
+    assert (chosen.release, chosen.compute) == ("2.11.0", "cu126")
+    assert "cu128: no kernels for sm_70" in chosen.rejected
 
 
 def test_eight_gpus_of_one_kind_are_named_once() -> None:
@@ -751,7 +765,7 @@ def test_an_x86_64_python_on_apple_silicon_is_told_so_and_given_the_arm64_comman
     assert main(["install-cmd", "--os", "macos", "--arch", "arm64", "--python-arch", "x86_64"]) == 0
     captured = capsys.readouterr()
     assert captured.out.startswith("pip install torch==2.2.2 ")
-    assert f"note: {what}; {arm64}" in captured.err        # not only under --explain
+    assert f"# {what}; {arm64}" in captured.err        # not only under --explain
     assert main(["install-cmd", "--os", "macos", "--arch", "arm64", "--python-arch", "x86_64",
                  "--release", newest]) == 2
     error, hint = capsys.readouterr().err.splitlines()

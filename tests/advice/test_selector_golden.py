@@ -1,6 +1,8 @@
 """install-cmd's answer on a grid of real machines (tests/resources/golden/machines.yaml): the release and
 build that install and run there, or the CPU build and the reason; each answer is also checked against
-the rules it must obey (its wheels install, its driver floor and kernels fit the GPU)."""
+the rules it must obey (its wheels install, its driver floor and kernels fit the GPU). Each expected answer
+names the source that makes it right; and across a whole grid of machines no default answer rests on a
+fact known only by inference."""
 
 from __future__ import annotations
 
@@ -35,21 +37,28 @@ def _machine(args: str) -> Probe:
     return probe.override(BARE, **given)
 
 
-def _cases() -> list[tuple[str, str, str, str | None]]:
+def _cases() -> list[tuple[str, str, str, str | None, str]]:
     grid = GOLDEN["nvidia"]
-    cases = [(f"{gpu}, driver {driver}", f"{grid['base']} --driver {driver} --gpu-cc {cc}", answer, None)
+    cases = [(f"{gpu}, driver {driver}", f"{grid['base']} --driver {driver} --gpu-cc {cc}", answer, None, "stable")
              for driver, answers in grid["answers"].items()
              for (gpu, cc), answer in zip(grid["gpus"].items(), answers, strict=True)]
-    return cases + [(m["name"], m["args"], m["answer"], m.get("because")) for m in GOLDEN["machines"]]
+    return cases + [(m["name"], m["args"], m["answer"], m.get("because"), m.get("release", "stable"))
+                    for m in GOLDEN["machines"]]
 
 
 CASES = _cases()
 
 
-@pytest.mark.parametrize(("name", "args", "answer", "because"), CASES, ids=[c[0] for c in CASES])
-def test_the_answer_on_a_real_machine(name: str, args: str, answer: str, because: str | None) -> None:
+def test_every_expected_answer_names_its_source() -> None:
+    grid = GOLDEN["nvidia"]
+    assert {a for answers in grid["answers"].values() for a in answers} == set(grid["sources"])
+    assert all(m.get("source") for m in GOLDEN["machines"])
+
+
+@pytest.mark.parametrize(("name", "args", "answer", "because", "spec"), CASES, ids=[c[0] for c in CASES])
+def test_the_answer_on_a_real_machine(name: str, args: str, answer: str, because: str | None, spec: str) -> None:
     machine = _machine(args)
-    chosen = selector.select(machine)
+    chosen = selector.select(machine, release_spec=spec)
     assert f"{chosen.release} {chosen.compute}" == answer, (chosen.reasons, chosen.notes)
     rel = releases.release(chosen.release)
     arch = machine.python_arch
@@ -65,7 +74,7 @@ def test_the_answer_on_a_real_machine(name: str, args: str, answer: str, because
         host = wheels.host_of(machine, arch)
         assert all(wheels.refusal(r.version, host) for r in releases.newest_first() if r.key > rel.key)
     newest = releases.release("stable").version
-    if chosen.release != newest and wheels.refusal(newest, wheels.host_of(machine, arch)) is None:
+    if spec == "stable" and chosen.release != newest and wheels.refusal(newest, wheels.host_of(machine, arch)) is None:
         # Not the newest release, though the newest installs: a note says why.
         assert chosen.notes[0].startswith(f"torch {chosen.release}, not the newest release")
     if because:
@@ -76,3 +85,57 @@ def test_the_grid_covers_every_driver_branch_and_architecture() -> None:
     grid = GOLDEN["nvidia"]
     assert {d.split(".")[0] for d in grid["answers"]} == {"470", "525", "535", "550", "570", "575", "580"}
     assert set(grid["gpus"].values()) == {"6.1", "7.0", "7.5", "8.6", "8.9", "9.0", "10.0", "12.0"}
+
+
+def _inferred_in_the_manifests() -> set[tuple[str, str]]:
+    """(release, build) pairs the release manifests mark inferred, read from the YAML itself."""
+    found = set()
+    for path in (Path(__file__).resolve().parents[2] / "envs" / "releases").glob("*.yaml"):
+        data = yaml.safe_load(path.read_text())
+        versions = [r["version"] for r in data["releases"]]
+        for row in data.get("provenance", ()):
+            if row["kind"] == "inferred":
+                found |= {(v, b) for v in row.get("releases", versions) for b in row["builds"]}
+    return found
+
+
+def _grid() -> list[str]:
+    """OS x arch x driver x GPU (NVIDIA compute capability or AMD gfx) x Python, as install-cmd's flags."""
+    drivers = ["470.256.02", "535.247.01", "570.172.08", "580.95.05"]
+    nvidia = ["6.1", "7.0", "7.5", "8.6", "8.9", "9.0", "10.0", "12.0"]
+    found = []
+    for python in ("3.10", "3.13"):
+        base = f"--python-version {python}"
+        found += [f"--os linux --arch {arch} --glibc 2.35 {base} --driver {d} --gpu-cc {cc}"
+                  for arch in ("x86_64", "aarch64") for d in drivers for cc in nvidia]
+        found += [f"--os windows {base} --driver {d.split('.')[0]}.0 --gpu-cc {cc}" for d in drivers for cc in nvidia]
+        found += [f"--os linux --glibc 2.35 {base} --gpu-gfx {gfx}"
+                  for gfx in ("gfx906", "gfx90a", "gfx942", "gfx1100", "gfx1151", "gfx1201")]
+        found += [f"--os {os} {base}" for os in ("linux --glibc 2.35", "windows")]
+        found += [f"--os macos --arch arm64 --os-version {v} {base}" for v in ("11.7", "14.5", "15.1")]
+    return found
+
+
+def test_no_default_answer_rests_on_an_inferred_build() -> None:
+    """Across the grid, the default answer's build is a published one: the selection's own record of the build
+    it rests on says so, and the manifests do not list that (release, build) as inferred."""
+    inferred = _inferred_in_the_manifests()
+    assert ("2.15.0", "rocm7.14") in inferred        # the grid would prove nothing without one
+    seen = set()
+    for args in _grid():
+        chosen = selector.select(_machine(args))
+        build = "cpu" if chosen.compute == "mps" else chosen.compute
+        assert chosen.facts["build"]["kind"] == "published", (args, chosen.facts["build"])
+        assert (chosen.release, build) not in inferred, args
+        seen.add(chosen.compute)
+    assert {"cu126", "cu132", "rocm7.14", "cpu", "mps"} <= seen       # the grid reaches every kind of answer
+
+
+def test_an_inferred_build_is_answered_when_named_with_one_line_on_what_would_confirm_it() -> None:
+    machine = _machine("--os linux --python-version 3.12 --glibc 2.35 --gpu-gfx gfx1100")
+    chosen = selector.select(machine, release_spec="2.15.0", compute="rocm7.14")
+    assert chosen.command.endswith("/whl/rocm7.14") and chosen.facts["build"]["kind"] == "inferred"
+    lines = [n for n in chosen.notes if n.startswith("unconfirmed: ")]
+    assert len(lines) == 1 and "/whl/rocm7.14" in lines[0] and "kitbench facts refresh" in lines[0]
+    # Not named: the same release answers with a published build.
+    assert selector.select(machine, release_spec="2.15.0").facts["build"]["kind"] == "published"

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 from pathlib import Path
 
 import pytest
@@ -199,3 +200,18 @@ def test_a_manifest_that_is_a_fifo_is_refused_at_once(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "m.yaml")
     with pytest.raises(ManifestError, match="not a regular file"):
         manifest.load(tmp_path / "m.yaml", "suite")
+
+
+def test_an_inferred_build_must_say_what_would_confirm_it_and_a_published_one_must_not(tmp_path: Path) -> None:
+    """release.schema.json's provenance: kind published | inferred, a source, and for inferred a `confirm`."""
+    release = (Path(__file__).resolve().parents[2] / "envs" / "releases" / "2.15.yaml").read_text()
+    path = tmp_path / "2.15.yaml"
+    path.write_text(release)
+    assert manifest.load(path, "release").data["provenance"]
+    unconfirmed = re.sub(r',\n +confirm: "[^"]*"', "", release)
+    confirmed = release.replace('kind: published, source: "PyPI', 'kind: published, confirm: "x", source: "PyPI')
+    for broken in (unconfirmed, confirmed):
+        assert broken != release
+        path.write_text(broken)
+        with pytest.raises(ManifestError, match="provenance"):
+            manifest.load(path, "release")

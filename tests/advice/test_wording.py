@@ -1,0 +1,59 @@
+"""kitbench.advice.wording: the short answer install-cmd prints by default (the rest is --explain's)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kitbench._cli import main
+from kitbench.advice.wording import summary
+
+H100_570 = ["install-cmd", "--os", "linux", "--python-version", "3.12", "--glibc", "2.35", "--driver", "570.86.10",
+            "--gpu-cc", "9.0"]
+
+
+def test_the_default_answer_is_the_command_and_at_most_two_short_lines_of_why(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(H100_570) == 0
+    out, err = capsys.readouterr()
+    assert out == "pip install torch==2.14.1 torchvision==0.29.1 --index-url https://download.pytorch.org/whl/cu126\n"
+    assert err.splitlines() == [
+        "# cu126: the newest CUDA build of 2.14.1 that driver 570.86.10 runs (floor 525.60.13)",
+        "# torch 2.14.1, not the newest release (2.15.0): update the driver to at least 580.65.06 for torch 2.15.0's "
+        "CUDA builds"]
+    assert main([*H100_570, "--explain"]) == 0
+    explained = capsys.readouterr().err
+    assert "# rejected cu132, cu130: driver 570.86.10 < 580.65.06 (CUDA 13 family floor)" in explained
+    assert "note: torch 2.14.1, pinned form unverified: " in explained
+
+
+def test_a_line_of_details_is_cut_before_its_parenthesis_and_a_warning_kept_whole() -> None:
+    long = ("torch 2.14.1, not the newest release (2.15.0): no build of 2.15.0 runs on this GPU (cu132: no kernels "
+            "for sm_61; cu130: no kernels for sm_61)")
+    assert summary(["cu126: the build; more"], [long, "another note"]) == [
+        "cu126: the build", "torch 2.14.1, not the newest release (2.15.0): no build of 2.15.0 runs on this GPU"]
+    warning = "warning: cu128 will not run on this machine: driver 470.82.01 < 525.60.13 (CUDA 12 family floor); x"
+    assert summary(["cu128: asked for with --compute"], [long, warning]) == ["cu128: asked for with --compute", warning]
+    assert summary([], []) == []
+
+
+def test_explain_for_another_machine_shows_none_of_this_host_s_kernel_wsl_or_container(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*H100_570, "--explain"]) == 0
+    err = capsys.readouterr().err
+    assert "# os: linux  [--os]" in err
+    assert not any(line.startswith(("# os_version:", "# container:", "# wsl:")) for line in err.splitlines())
+
+
+def test_an_amd_gpu_is_told_once_that_the_cuda_builds_need_an_nvidia_driver(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["install-cmd", "--os", "linux", "--python-version", "3.12", "--glibc", "2.35", "--gpu-gfx",
+                 "gfx1100", "--explain"]) == 0
+    rejected = [line for line in capsys.readouterr().err.splitlines() if line.startswith("# rejected")]
+    assert rejected == ["# rejected cu132, cu130, cu126: no NVIDIA driver"]
+
+
+def test_windows_cuda_13_floor_is_the_branch_nvidia_names(capsys: pytest.CaptureFixture[str]) -> None:
+    """NVIDIA's Table 2 gives Windows' CUDA 13.x minimum as the 580 branch: printed as 580, not 580.0.0."""
+    assert main(["install-cmd", "--os", "windows", "--python-version", "3.12", "--driver", "566.36", "--gpu-cc", "8.9",
+                 "--explain"]) == 0
+    err = capsys.readouterr().err
+    assert "# rejected cu132, cu130: driver 566.36 < 580 (CUDA 13 family floor)" in err and "580.0.0" not in err
