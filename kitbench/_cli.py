@@ -327,12 +327,15 @@ def _refresh() -> None:
     def report(done: indexes.Outcome) -> None:
         state = "unchanged (304)" if done.status == 304 else f"{done.releases} releases"
         where = _http.shown(done.source.url)        # an index URL may carry a token, as pip takes it
-        print(f"# {done.source.kind} {done.source.package}: {state}, {done.seconds:.2f} s  [{where}]", file=sys.stderr)
+        print(clean(f"# {done.source.kind} {done.source.package}: {state}, {done.seconds:.2f} s  [{where}]"),
+              file=sys.stderr)
+        for note in done.notes:     # an index's own words: cleaned, as all of its text is
+            print(f"note: {clean(note)}", file=sys.stderr)
 
     indexes.refresh(done=report)
     for rel in facts.derived():
-        print(f"# torch {rel.version} with torchvision {rel.torchvision}: {', '.join(rel.computes) or 'no builds'}"
-              " (derived from the index)", file=sys.stderr)
+        print(clean(f"# torch {rel.version} with torchvision {rel.torchvision}: "
+                    f"{', '.join(rel.computes) or 'no builds'} (derived from the index)"), file=sys.stderr)
     print(f"facts: {facts.cache_dir()}", file=sys.stderr)
 
 
