@@ -91,7 +91,7 @@ def _fleet_report(job: str, rows: list[TaskResult]) -> None:
     try:
         path = write_report(job, rows)
     except KitbenchError as error:
-        print(f"note: no report written: {error.message}", file=sys.stderr)
+        print(f"note: no report written: {clean(error.message)}", file=sys.stderr)
         return
     if path is not None:
         print(f"report: {clean(path)}", file=sys.stderr)
@@ -204,7 +204,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
                  python_path=args.python_path, python_version=args.python_version, glibc=args.glibc,
                  os_version=args.os_version)
     chosen = answer(given, refresh=_refresh, force_refresh=args.refresh,
-                    not_refreshed=lambda note: print(f"note: {note}", file=sys.stderr),
+                    not_refreshed=lambda note: print(f"note: {clean(note)}", file=sys.stderr),
                     release_spec=args.release, package=args.package, compute=args.compute, fmt=args.fmt)
     if args.json:
         print(json.dumps(dataclasses.asdict(chosen), indent=2))
@@ -218,17 +218,18 @@ def _cmd_install(args: argparse.Namespace) -> int:
             value = chosen.facts[key]
             shown = ", ".join(value) if isinstance(value, list) else value
             where = sources.get({"gpu_capabilities": "gpus", "libc_version": "libc"}.get(key, key), "probe")
-            print(f"# {key}: {shown if shown not in (None, '') else 'none'}  [{where}]", file=sys.stderr)
+            print(clean(f"# {key}: {shown if shown not in (None, '') else 'none'}  [{where}]"), file=sys.stderr)
         wheel_facts = chosen.facts["wheels"]
         assumed = " (this build is not on PyPI: assumed_from pypi, the same release's PyPI wheels)" \
             if wheel_facts["assumed_from"] else ""
-        print(f"# wheels: {wheel_facts['source']}, read {wheel_facts['read']}{assumed}", file=sys.stderr)
+        print(clean(f"# wheels: {wheel_facts['source']}, read {wheel_facts['read']}{assumed}"), file=sys.stderr)
         for line in chosen.rejected:
-            print(f"# rejected {line}", file=sys.stderr)
+            print(f"# rejected {clean(line)}", file=sys.stderr)
+    # Reasons and notes quote the machine's and the indexes' words (a GPU's name, a build label): data.
     for line in chosen.reasons:
-        print(f"# {line}", file=sys.stderr)
+        print(f"# {clean(line)}", file=sys.stderr)
     for line in chosen.notes:
-        print(f"note: {line}", file=sys.stderr)
+        print(f"note: {clean(line)}", file=sys.stderr)
     print(chosen.command)
     return 0
 
@@ -295,7 +296,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     from kitbench.machine.probe import probe
     from kitbench.rebuild import replay
 
-    outcome = replay.replay(args.record, args.out, probe(), lambda line: print(f"replay: {line}", file=sys.stderr))
+    outcome = replay.replay(args.record, args.out, probe(),
+                            lambda line: print(f"replay: {clean(line)}", file=sys.stderr))
     for note in outcome.notes:
         print(f"note: {clean(note)}")
     for line in outcome.differences:
@@ -364,7 +366,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
             value = ", ".join(f"{g['address']}: {g['device_id'] or '?'}" for g in value) or "none"
         where = sources.get("libc" if key == "libc_version" else key)
         note = f"  [{where}]" if where else ""
-        print(f"{key:15} {value}{note}")
+        print(clean(f"{key:15} {value}{note}"))
     return 0
 
 

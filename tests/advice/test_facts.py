@@ -616,3 +616,18 @@ def test_a_due_refresh_that_cannot_write_its_cache_is_a_note(
     out, err = capsys.readouterr()
     assert out.startswith("pip install torch==2.16.0 ")
     assert f"note: the facts were not refreshed: will not write {written}: it is a directory" in err
+
+
+def test_an_indexs_text_reaches_install_cmds_notes_cleaned(index: Index, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["facts", "refresh"]) == 0
+    path = CACHE_DIR() / "releases.json"
+    data = json.loads(path.read_text())
+    data["releases"][0]["refused"] = ["cu140\x1b]0;pwned\x07\x1b[2J: \u202eforged\x9b"]
+    data["releases"][0]["paired"] = "upload date\r\nnote: forged"
+    path.write_text(json.dumps(data))
+    facts.reload()
+    capsys.readouterr()
+    assert main(["install-cmd", "--release", "2.16.0", "--explain", *LINUX_GPU]) == 0
+    err = capsys.readouterr().err
+    assert not any(c in err for c in "\x1b\x07\r\x9b\u202e") and "\\x1b]0;pwned" in err
+    assert "\nnote: forged" not in err
