@@ -238,12 +238,13 @@ def get(url: str, accept: str, etag: str | None = None, last_modified: str | Non
         headers["If-Modified-Since"] = last_modified
     started = time.monotonic()
     end = min(started + (DEADLINE if timeout is None else timeout), until if until is not None else float("inf"))
+    try:
+        checked(url, "a URL kitbench was to read")     # every caller's, never quoted: it may carry a token
+    except UsageError as refused:
+        raise NetworkError(refused.message, hint=refused.hint) from None
     asked = bare(url)
     try:
         parts = urllib.parse.urlsplit(url)
-        if parts.scheme.lower() not in SCHEMES:
-            raise NetworkError(f"{host(url)}: kitbench reads http(s) URLs only, not {shown(url)}",
-                               hint="check the index URL (PIP_INDEX_URL, KITBENCH_PYTORCH_INDEX)")
         request = urllib.request.Request(asked, headers=headers)
         if parts.username is not None:
             token = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"

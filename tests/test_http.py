@@ -181,8 +181,16 @@ def test_redirects_are_bounded() -> None:
 @pytest.mark.parametrize("url", ["file:///dev/stdin#", "file:///etc/passwd", "ftp://127.0.0.1/simple/",
                                  "data:text/plain,hello"])
 def test_only_http_s_is_ever_read(url: str) -> None:
-    with pytest.raises(NetworkError, match=r"reads http\(s\) URLs only"):
+    with pytest.raises(NetworkError, match=r"over http\(s\) only") as refused:
         _http.get(url, "*/*")
+    assert "stdin" not in refused.value.message and "passwd" not in refused.value.message
+
+
+def test_a_url_that_does_not_parse_is_refused_by_the_reader_too_and_never_quoted() -> None:
+    """A caller that did not check its URL first (a lock's index) still gets one error without the token."""
+    with pytest.raises(NetworkError, match="do not parse") as refused:
+        _http.get("https://me:S3/CR3T@mirror.example/simple/torch/", "*/*")
+    assert "S3" not in refused.value.message
 
 
 @pytest.mark.parametrize(("url", "why"), [
