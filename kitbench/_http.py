@@ -265,7 +265,9 @@ def get(url: str, accept: str, etag: str | None = None, last_modified: str | Non
         now = time.monotonic()
         if isinstance(why, TimeoutError) or now >= end:
             limit = (end if now >= end else min(started + TIMEOUT, end)) - started
-            raise NetworkError(f"cannot reach {host(url)}: it took over {limit:.3g} s to answer {shown(url)}",
+            why = f"it took over {limit:.3g} s to answer" if limit > 0.01 else \
+                "the time given to all of the reads had run out before"
+            raise NetworkError(f"cannot reach {host(url)}: {why} {shown(url)}",
                                hint="check the network or the index URL; install-cmd answers from the facts it has")\
                 from None
         text = str(why).replace(url, shown(url)).replace(asked, shown(url))
