@@ -152,7 +152,7 @@ def test_several_reads_share_one_end(monkeypatch: pytest.MonkeyPatch) -> None:
         until = time.monotonic() + 0.6
         started = time.monotonic()
         for _ in range(3):          # three slow bodies of 5 s each: together, still the one end
-            with pytest.raises(NetworkError, match="took over|had run out"):
+            with pytest.raises(NetworkError, match=r"took over|had run out"):
                 _http.get(f"http://{where}/files/a.whl.metadata", "*/*", until=until)
         assert time.monotonic() - started < 1.5
         with pytest.raises(NetworkError, match=r"the time given to all of the reads had run out before http://"):
