@@ -91,7 +91,7 @@ def _fleet_report(job: str, rows: list[TaskResult]) -> None:
     try:
         path = write_report(job, rows)
     except KitbenchError as error:
-        print(f"note: no report written: {error.message}", file=sys.stderr)
+        print(f"note: no report written: {clean(error.message)}", file=sys.stderr)
         return
     if path is not None:
         print(f"report: {clean(path)}", file=sys.stderr)
@@ -204,7 +204,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
                  python_path=args.python_path, python_version=args.python_version, glibc=args.glibc,
                  os_version=args.os_version)
     chosen = answer(given, refresh=_refresh, force_refresh=args.refresh,
-                    not_refreshed=lambda note: print(f"note: {note}", file=sys.stderr),
+                    not_refreshed=lambda note: print(f"note: {clean(note)}", file=sys.stderr),
                     release_spec=args.release, package=args.package, compute=args.compute, fmt=args.fmt)
     if args.json:
         print(json.dumps(dataclasses.asdict(chosen), indent=2))
@@ -227,29 +227,30 @@ def _cmd_install(args: argparse.Namespace) -> int:
             if another and key in ("os_version", "wsl", "container") and not where.startswith("--") \
                     and "not this host" not in where:
                 continue
-            print(f"# {key}: {shown if shown not in (None, '') else 'none'}  [{where}]", file=sys.stderr)
+            print(clean(f"# {key}: {shown if shown not in (None, '') else 'none'}  [{where}]"), file=sys.stderr)
         wheel_facts = chosen.facts["wheels"]
         assumed = " (this build is not on PyPI: assumed_from pypi, the same release's PyPI wheels)" \
             if wheel_facts["assumed_from"] else ""
-        print(f"# wheels: {wheel_facts['source']}, read {wheel_facts['read']}{assumed}", file=sys.stderr)
+        print(clean(f"# wheels: {wheel_facts['source']}, read {wheel_facts['read']}{assumed}"), file=sys.stderr)
         refreshed = facts.checked()
         if refreshed is not None:
             print(f"# fact cache: {facts.cache_dir() / 'releases.json'} (kitbench facts refresh), read "
                   f"{refreshed.date().isoformat()}", file=sys.stderr)
         build = chosen.facts["build"]
-        print(f"# build: {build['kind']}, from {build['source']}", file=sys.stderr)
+        print(clean(f"# build: {build['kind']}, from {build['source']}"), file=sys.stderr)
         for line in grouped(chosen.rejected):
-            print(f"# rejected {line}", file=sys.stderr)
+            print(f"# rejected {clean(line)}", file=sys.stderr)
+    # Reasons and notes quote the machine's and the indexes' words (a GPU's name, a build label): data.
     if args.explain:
         for line in chosen.reasons:
-            print(f"# {line}", file=sys.stderr)
+            print(f"# {clean(line)}", file=sys.stderr)
         for line in chosen.notes:
-            print(f"note: {line}", file=sys.stderr)
+            print(f"note: {clean(line)}", file=sys.stderr)
     else:
         from kitbench.advice.wording import summary
 
         for line in summary(chosen.reasons, chosen.notes):
-            print(f"# {line}", file=sys.stderr)
+            print(f"# {clean(line)}", file=sys.stderr)
     print(chosen.command)
     return 0
 
@@ -316,7 +317,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     from kitbench.machine.probe import probe
     from kitbench.rebuild import replay
 
-    outcome = replay.replay(args.record, args.out, probe(), lambda line: print(f"replay: {line}", file=sys.stderr))
+    outcome = replay.replay(args.record, args.out, probe(),
+                            lambda line: print(f"replay: {clean(line)}", file=sys.stderr))
     for note in outcome.notes:
         print(f"note: {clean(note)}")
     for line in outcome.differences:
@@ -348,12 +350,15 @@ def _refresh() -> None:
     def report(done: indexes.Outcome) -> None:
         state = "unchanged (304)" if done.status == 304 else f"{done.releases} releases"
         where = _http.shown(done.source.url)        # an index URL may carry a token, as pip takes it
-        print(f"# {done.source.kind} {done.source.package}: {state}, {done.seconds:.2f} s  [{where}]", file=sys.stderr)
+        print(clean(f"# {done.source.kind} {done.source.package}: {state}, {done.seconds:.2f} s  [{where}]"),
+              file=sys.stderr)
+        for note in done.notes:     # an index's own words: cleaned, as all of its text is
+            print(f"note: {clean(note)}", file=sys.stderr)
 
     indexes.refresh(done=report)
     for rel in facts.derived():
-        print(f"# torch {rel.version} with torchvision {rel.torchvision}: {', '.join(rel.computes) or 'no builds'}"
-              " (derived from the index)", file=sys.stderr)
+        print(clean(f"# torch {rel.version} with torchvision {rel.torchvision}: "
+                    f"{', '.join(rel.computes) or 'no builds'} (derived from the index)"), file=sys.stderr)
     print(f"facts: {facts.cache_dir()}", file=sys.stderr)
 
 
@@ -382,7 +387,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
             value = ", ".join(f"{g['address']}: {g['device_id'] or '?'}" for g in value) or "none"
         where = sources.get("libc" if key == "libc_version" else key)
         note = f"  [{where}]" if where else ""
-        print(f"{key:15} {value}{note}")
+        print(clean(f"{key:15} {value}{note}"))
     return 0
 
 

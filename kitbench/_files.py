@@ -1,6 +1,6 @@
 """The one way kitbench reads and writes a file: records, locks, manifests, plots, fleet plans, scripts.
 
-Reading (``read``, ``read_text``): a regular file only, opened non-blocking and checked with fstat
+Reading (``read``, ``read_text``, ``read_part``): a regular file only, opened non-blocking and checked with fstat
 before a byte is read, so a FIFO or a device (``/dev/zero``) is refused at once instead of hanging
 or filling memory; at most ``limit`` bytes (a file that grows past it while read is refused too);
 text decoded as strict UTF-8. Every failure is one error of the caller's class, naming the file.
@@ -32,6 +32,17 @@ ReadError = Callable[..., KitbenchError]
 
 def read(path: Path, limit: int, what: str = "file", error: ReadError = KitbenchError) -> bytes:
     """The bytes of the regular file ``path``, at most ``limit`` of them, under the rules above."""
+    return _read(path, limit, what, error, None)
+
+
+def read_part(path: Path, size: int, what: str = "file", error: ReadError = KitbenchError,
+              end: bool = False) -> bytes:
+    """The first ``size`` bytes of the regular file ``path`` (its last, with ``end``: a log's tail, an
+    executable's header), under the rules above but for its length, which may be any."""
+    return _read(path, size, what, error, "end" if end else "start")
+
+
+def _read(path: Path, limit: int, what: str, error: ReadError, part: str | None) -> bytes:
     shown = str(path)[:300]
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
@@ -44,8 +55,10 @@ def read(path: Path, limit: int, what: str = "file", error: ReadError = Kitbench
         if not stat.S_ISREG(info.st_mode):
             raise error(f"{shown} is not a regular file; kitbench reads {what}s only from files (not a FIFO, "
                         "device or directory)")
-        if info.st_size > limit:
+        if part is None and info.st_size > limit:
             raise error(f"{shown} is {info.st_size:,} bytes; a {what} is at most {limit:,}")
+        if part == "end":
+            os.lseek(fd, max(0, info.st_size - limit), os.SEEK_SET)
         chunks, size = [], 0
         while size <= limit:
             chunk = os.read(fd, min(1 << 20, limit + 1 - size))
@@ -58,6 +71,8 @@ def read(path: Path, limit: int, what: str = "file", error: ReadError = Kitbench
     finally:
         os.close(fd)
     if size > limit:
+        if part is not None:
+            return b"".join(chunks)[:limit] if part == "start" else b"".join(chunks)[-limit:]
         raise error(f"{shown} grew past {limit:,} bytes while being read; a {what} is at most {limit:,}")
     return b"".join(chunks)
 

@@ -192,6 +192,16 @@ _COLUMNS = (("target", "target", None), ("status", "status", None), ("machine", 
             ("busbw GB/s", "busbw_gb_s", ".2f"))
 
 
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(text: str) -> str:
+    """Record text as a CSV cell no spreadsheet runs: one that starts as a formula would (``=HYPERLINK(...)``,
+    ``@SUM``, ``+``, ``-``, a tab or CR) gets a leading ``'``, as OWASP's CSV injection advice says. A lone
+    ``-``, the table's own "none", is no formula."""
+    return "'" + text if text.startswith(_FORMULA) and text != "-" else text
+
+
 def comparison(rows: list[Any], fmt: str) -> None:
     cells = [[_fmt(getattr(r, attr), spec) if spec else clean(getattr(r, attr) or "-") for _, attr, spec in _COLUMNS]
              for r in rows]
@@ -202,7 +212,8 @@ def comparison(rows: list[Any], fmt: str) -> None:
         writer = csv.writer(sys.stdout)
         writer.writerow([*headers, "record", "differs"])
         for row, line in zip(rows, cells, strict=True):
-            writer.writerow([*line, clean(row.path), clean("; ".join(row.differs))])
+            texts = [cell if spec else csv_cell(cell) for cell, (_, _, spec) in zip(line, _COLUMNS, strict=True)]
+            writer.writerow([*texts, csv_cell(clean(row.path)), csv_cell(clean("; ".join(row.differs)))])
         return
     if fmt == "markdown":
         from kitbench.reading.report_markdown import md_cell

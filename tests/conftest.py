@@ -171,12 +171,16 @@ def spawn() -> Iterator[Callable[..., subprocess.Popen[str]]]:
 
 
 def _another_run(source: Path, dest: Path) -> Path:
+    import datetime
     import json
 
     from kitbench.records import record as records
 
     data = json.loads(source.read_text())
     data["run_id"] = records.new_run_id()
+    # Another run started at another moment too: a record of the first schema has no run id to tell it apart.
+    started = datetime.datetime.fromisoformat(data["started_at"]) + datetime.timedelta(seconds=1)
+    data["started_at"] = started.isoformat()
     dest.write_text(json.dumps(data, indent=2))
     return dest
 

@@ -126,6 +126,20 @@ def test_the_reader_refuses_what_is_not_a_bounded_text_file_at_once(kind: str, t
     assert _files.read_text(tmp_path / "g", 6, "record") == "héllo"
 
 
+def test_a_part_of_a_file_of_any_length_is_read_from_its_start_or_its_end(tmp_path: Path) -> None:
+    from kitbench.errors import KitbenchError
+
+    log = tmp_path / "log"
+    log.write_bytes(b"".join(b"line %d\n" % i for i in range(100_000)))
+    assert _files.read_part(log, 14) == b"line 0\nline 1\n"
+    assert _files.read_part(log, 12, end=True) == b"\nline 99999\n"
+    assert _files.read_part(tmp_path / "log", 10**9) == log.read_bytes()
+    os.mkfifo(tmp_path / "fifo")
+    for path in (tmp_path / "fifo", Path("/dev/zero")):
+        with pytest.raises(KitbenchError, match="not a regular file"):
+            _files.read_part(path, 20, "log", end=True)
+
+
 def test_a_small_kernel_file_is_read_or_none_never_an_error(tmp_path: Path) -> None:
     """sysfs, procfs and cgroup files, as every probe reads them: text (odd bytes replaced) or None."""
     from kitbench._files import read_small

@@ -130,3 +130,30 @@ def test_text_from_records_never_reaches_the_terminal_raw(tmp_path: Path, fmt: s
         assert len(rows) == 4 and len(set(cells)) == 1, cells
     if fmt == "csv":
         assert len(out.splitlines()) >= 3 and all("forged" not in line.split(",")[0] for line in out.splitlines())
+
+
+@pytest.mark.parametrize("formula", ['=HYPERLINK("http://127.0.0.1:9/x","open")', "@SUM(A1:A9)", "+1+cmd|' /C calc'!A0",
+                                     "-2+3", "\t=1", "\r=1"])
+def test_a_csv_cell_never_starts_as_a_formula(tmp_path: Path, formula: str,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """OWASP's CSV injection advice: a cell from a record that a spreadsheet would read as a formula gets a
+    leading ' (https://owasp.org/www-community/attacks/CSV_Injection)."""
+    import csv
+    import json
+
+    from kitbench._cli import main
+
+    source = Path(__file__).resolve().parents[1] / "docs" / "records" / "cpu-bench-fnn.json"
+    data = json.loads(source.read_text())
+    data["environment"]["cpu"] = formula
+    data["target"] = "t"
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(data))
+    assert main(["compare", str(source), str(path), "--format", "csv"]) == 0
+    rows = list(csv.reader(io.StringIO(capsys.readouterr().out)))
+    assert len(rows) == 3
+    for row in rows[1:]:
+        assert not any(cell.startswith(("=", "+", "-", "@", "\t", "\r")) and cell != "-" for cell in row), row
+    # A tab or CR is escaped first (\\t: text), as on the terminal; a formula's first character is kept, quoted.
+    shown = formula.replace("\t", "\\t").replace("\r", "\\r")
+    assert any(cell.startswith(("'" if formula[0] in "=+-@" else "") + shown) for cell in rows[2]), rows[2]

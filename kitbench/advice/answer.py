@@ -13,7 +13,7 @@ from typing import Any
 
 from kitbench.advice import facts, wheels
 from kitbench.advice.selector import Selection, select
-from kitbench.errors import NetworkError
+from kitbench.errors import KitbenchError
 from kitbench.machine import probe
 
 
@@ -25,8 +25,8 @@ def answer(given: dict[str, Any], *, refresh: Callable[[], None], force_refresh:
     if force_refresh or facts.due():
         try:
             refresh()
-        except NetworkError as error:
-            # Advice from the facts at hand beats none.
+        except KitbenchError as error:
+            # Advice from the facts at hand beats none: an index out of reach, a cache that cannot be written.
             not_refreshed(f"the facts were not refreshed: {error.message}; answering from those at hand")
     machine = probe.override(probe.probe(), **given)
     chosen = select(machine, release_spec=release_spec, package=package, compute=compute, fmt=fmt)
@@ -35,6 +35,8 @@ def answer(given: dict[str, Any], *, refresh: Callable[[], None], force_refresh:
         # Not envs/wheels.yaml: this release's tags and builds were read into the cache by a refresh.
         chosen.facts["derived_from"] = {"index": origin["index"], "read": origin["read"]}
         chosen.facts["wheels"].update(source=f"{origin['wheels_from']} (the fact cache)", read=origin["wheels_read"])
+    # A cache partly unreadable changes which facts answered: said whole, even in the short answer.
+    chosen.notes.extend(f"warning: {note}" for note in facts.notes())
     stale = facts.stale_note(wheels.load().read)
     if stale:
         chosen.notes.append(stale)

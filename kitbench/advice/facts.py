@@ -18,10 +18,10 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from kitbench import _files
-from kitbench.errors import KitbenchError, ManifestError, UsageError
+from kitbench.errors import KitbenchError, UsageError
 
 MAX_AGE_VARIABLE = "KITBENCH_FACTS_MAX_AGE"
 STALE_DAYS = 60
@@ -61,23 +61,90 @@ def read_json(path: Path) -> dict[str, Any] | None:
 
 
 # What an index can name, and nothing a shell would read as more than a word: every field of the cache
-# that reaches the command users `eval` must have one of these forms, or the cache is refused.
+# that reaches the command users `eval` must have one of these forms, or its release is left out.
 _VERSION = re.compile(r"[0-9]{1,4}(\.[0-9]{1,4}){1,3}")
 _COMPUTE = re.compile(r"cpu|xpu|cu[0-9]{2,4}|rocm[0-9]{1,2}(\.[0-9]{1,2}){0,2}")
+# The forms a refresh accepts from an index before it writes them (kitbench.advice.indexes), so that what it
+# writes this module can always read: a PEP 440 version as indexes write them, a build label (the local part of
+# a version: ``+cu128``), a Requires-Python (PEP 440 specifiers, each a comparison and a version).
+INDEX_VERSION = re.compile(r"[0-9]{1,8}(\.[0-9]{1,8}){0,5}((a|b|rc)[0-9]{1,8})?(\.post[0-9]{1,8})?(\.dev[0-9]{1,8})?")
+BUILD_LABEL = _COMPUTE
+REQUIRES_PYTHON = re.compile(r"\s*(~=|===|==|!=|<=|>=|<|>)\s*[0-9]{1,4}(\.[0-9]{1,4}){0,3}(\.\*)?"
+                             r"(\s*,\s*(~=|===|==|!=|<=|>=|<|>)\s*[0-9]{1,4}(\.[0-9]{1,4}){0,3}(\.\*)?){0,15}\s*")
+
+
+def moment(text: object) -> datetime.datetime | None:
+    """An index's or the cache's ISO 8601 time with its zone (``Z`` or an offset), in UTC; None for anything else
+    (a time without a zone cannot be compared with one that has it)."""
+    if not isinstance(text, str) or len(text) > 40:
+        return None
+    try:
+        when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when.astimezone(datetime.timezone.utc) if when.tzinfo is not None else None
 
 
 def _checked(entry: dict[str, Any]) -> dict[str, Any]:
     versions = [entry["version"], entry["torchvision"], *([entry["torchaudio"]] if entry["torchaudio"] else [])]
     computes = entry["computes"]
+    requires = [tags.get("requires_python") for tags in entry["wheels"].values()]
     if not (all(isinstance(v, str) and _VERSION.fullmatch(v) for v in versions) and isinstance(computes, list)
-            and all(isinstance(c, str) and _COMPUTE.fullmatch(c) for c in computes)):
+            and all(isinstance(c, str) and _COMPUTE.fullmatch(c) for c in computes)
+            and all(isinstance(r, str) and (not r or REQUIRES_PYTHON.fullmatch(r)) for r in requires)
+            and all(isinstance(t, str) for tags in entry["wheels"].values() for t in tags.values())
+            and isinstance(entry["refused"], list) and all(isinstance(w, str) for w in entry["refused"])
+            and all(isinstance(entry[k], str) for k in ("index", "read", "wheels_from", "wheels_read", "paired"))):
         raise TypeError("a field the command would carry is not in an index's form")
     return entry
 
 
+def readable(entry: dict[str, Any]) -> bool:
+    """Whether install-cmd can take ``entry`` (a release of releases.json): a refresh writes no other."""
+    try:
+        _derived(_checked(entry))
+    except (KeyError, TypeError, AttributeError):
+        return False
+    return True
+
+
+class _Cache(NamedTuple):
+    data: dict[str, Any]            # releases.json, or {} where it is not this kitbench's
+    derived: tuple[Derived, ...]
+    notes: tuple[str, ...]          # what was left out of it, and why
+    listed: tuple[str, dict[str, tuple[str, ...]]] = ("", {})
+
+
 @cache
-def _load(source: _files.Stamp) -> dict[str, Any]:
-    return read_json(Path(source[0])) or {}
+def _load(source: _files.Stamp) -> _Cache:
+    data = read_json(Path(source[0])) or {}
+    if data.get("format") != FORMAT or not isinstance(data.get("releases"), list):
+        return _Cache({}, (), (f"{source[0]} is not the fact cache this kitbench writes, so it was left unread; "
+                               "`kitbench facts refresh` rewrites it",))
+    found, left_out = [], []
+    for entry in data["releases"]:
+        try:
+            found.append(_derived(_checked(entry)))
+        except (KeyError, TypeError, AttributeError):
+            left_out.append(str(entry.get("version", "?") if isinstance(entry, dict) else "?")[:40])
+    notes = (f"{source[0]}: left out {len(left_out)} release(s) whose facts are not in the form a refresh writes "
+             f"({', '.join(left_out[:3])}); `kitbench facts refresh` rewrites it",) if left_out else ()
+    try:
+        listing = _listed(data.get("listed") or {})
+    except (KeyError, TypeError, AttributeError):
+        listing = ("", {})
+        notes += (f"{source[0]}: left out the builds PyTorch's index lists, which are not in the form a refresh "
+                  "writes; `kitbench facts refresh` rewrites it",)
+    return _Cache(data, tuple(found), notes, listing)
+
+
+def _listed(found: dict[str, Any]) -> tuple[str, dict[str, tuple[str, ...]]]:
+    where = f"{found['index']} as read on {found['read'][:10]}" if found else ""
+    builds = {version: tuple(computes) for version, computes in found.get("releases", {}).items()}
+    if not all(_VERSION.fullmatch(v) and all(isinstance(c, str) and _COMPUTE.fullmatch(c) for c in cs)
+               for v, cs in builds.items()) or not isinstance(where, str):
+        raise TypeError("a listed build is not in an index's form")
+    return where, builds
 
 
 def reload() -> None:
@@ -85,63 +152,49 @@ def reload() -> None:
     _load.cache_clear()
 
 
-def cached() -> dict[str, Any]:
-    """releases.json, or {} where there is none: a stat, no read, for a user who never refreshed."""
+def _read() -> _Cache:
     path = cache_dir() / "releases.json"
     if not path.is_file():
-        return {}
-    data = _load(_files.stamp(path))
-    if data.get("format") != FORMAT:
-        raise _unreadable(path)
-    return data
+        return _Cache({}, (), ())
+    return _load(_files.stamp(path))
 
 
-def _unreadable(path: Path) -> ManifestError:
-    return ManifestError(path, "not the fact cache this kitbench writes",
-                         hint="`kitbench facts refresh` rewrites it (offline too, from the files beside it)")
+def cached() -> dict[str, Any]:
+    """releases.json, or {} where there is none or it is not this kitbench's: a stat, no read, for a user who
+    never refreshed."""
+    return _read().data
 
 
 def derived() -> list[Derived]:
-    """The releases known only from the cache, newest first."""
-    try:
-        return _derived(cached().get("releases", []))
-    except (KeyError, TypeError, AttributeError):
-        raise _unreadable(cache_dir() / "releases.json") from None
+    """The releases known only from the cache, newest first; those not in the form a refresh writes left out."""
+    return list(_read().derived)
 
 
-def _derived(entries: list[dict[str, Any]]) -> list[Derived]:
-    found = []
-    for entry in map(_checked, entries):
-        note = (f"torch {entry['version']} is not in envs/releases/: its builds are derived from {entry['index']} "
-                f"as read on {entry['read'][:10]}, not copied from pytorch.org; torchvision {entry['torchvision']} "
-                f"is paired by {entry['paired']}")
-        if entry["refused"]:
-            note += "; left out: " + "; ".join(entry["refused"])
-        found.append(Derived(entry["version"], entry["torchvision"], entry["torchaudio"], tuple(entry["computes"]),
-                             tuple(entry["refused"]), entry["macos_x86_64"], entry["aarch64_cuda"], entry["wheels"],
-                             note, {k: entry[k] for k in ("index", "read", "wheels_from", "wheels_read")}))
-    return found
+def notes() -> list[str]:
+    """What install-cmd says of the cache: what of it was left out, and why."""
+    return list(_read().notes)
+
+
+def _derived(entry: dict[str, Any]) -> Derived:
+    note = (f"torch {entry['version']} is not in envs/releases/: its builds are derived from {entry['index']} "
+            f"as read on {entry['read'][:10]}, not copied from pytorch.org; torchvision {entry['torchvision']} "
+            f"is paired by {entry['paired']}")
+    if entry["refused"]:
+        note += "; left out: " + "; ".join(entry["refused"])
+    return Derived(entry["version"], entry["torchvision"], entry["torchaudio"], tuple(entry["computes"]),
+                   tuple(entry["refused"]), bool(entry["macos_x86_64"]), bool(entry["aarch64_cuda"]), entry["wheels"],
+                   note, {k: entry[k] for k in ("index", "read", "wheels_from", "wheels_read")})
 
 
 def listed() -> tuple[str, dict[str, tuple[str, ...]]]:
     """Where and when PyTorch's index was read, and the builds it lists for each release envs/releases/ covers
-    ({} without a cache, or one written before these were recorded)."""
-    try:
-        found = cached().get("listed") or {}
-        where = f"{found['index']} as read on {found['read'][:10]}" if found else ""
-        builds = {version: tuple(computes) for version, computes in found.get("releases", {}).items()}
-        if not all(_VERSION.fullmatch(v) and all(isinstance(c, str) and _COMPUTE.fullmatch(c) for c in cs)
-                   for v, cs in builds.items()):
-            raise TypeError("a listed build is not in an index's form")
-    except (KeyError, TypeError, AttributeError):
-        raise _unreadable(cache_dir() / "releases.json") from None
-    return where, builds
+    (nothing without a cache, one written before these were recorded, or one whose listing does not read)."""
+    return _read().listed
 
 
 def checked() -> datetime.datetime | None:
     """When the cache was last confirmed against its sources; None without one."""
-    text = cached().get("checked")
-    return datetime.datetime.fromisoformat(text) if text else None
+    return moment(cached().get("checked"))
 
 
 def _seconds(text: str) -> float:
@@ -159,8 +212,7 @@ def due(now: datetime.datetime | None = None) -> bool:
     if not limit:
         return False
     seconds = _seconds(limit)
-    tried = cached().get("tried")
-    when = max(filter(None, (checked(), datetime.datetime.fromisoformat(tried) if tried else None)), default=None)
+    when = max(filter(None, (checked(), moment(cached().get("tried")))), default=None)
     now = now or datetime.datetime.now(datetime.timezone.utc)
     return when is None or (now - when).total_seconds() > seconds
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime
 import html.parser
+import itertools
 import json
 import os
 import re
@@ -49,6 +50,7 @@ _ACCEPT = f"{_JSON}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
 _FINAL = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
 _REQUIRES_TORCH = re.compile(r"^Requires-Dist:\s*torch\s*\(?\s*==\s*([0-9.]+)", re.MULTILINE)
 _PAIRED_WITHIN = datetime.timedelta(days=3)   # torchvision/torchaudio are uploaded with their torch
+_TAG = re.compile(r"[A-Za-z0-9_]{1,80}(-abi3)?")     # a wheel's Python and platform tags (PEP 425)
 _METADATA_PER_REFRESH = 3       # .metadata files read per package and refresh: the newest unpaired versions
 
 
@@ -104,7 +106,8 @@ def pypi_index() -> str:
     from kitbench._pipconf import pip_configuration
 
     url = (pip_configuration().get("index-url") or [PYPI])[0]
-    return url.rstrip("/") + "/"
+    given_as = "PIP_INDEX_URL" if os.environ.get("PIP_INDEX_URL") else "pip's configured index-url"
+    return _http.checked(url, given_as).rstrip("/") + "/"
 
 
 def pytorch_index() -> str:
@@ -113,7 +116,7 @@ def pytorch_index() -> str:
     if not url:
         pattern: str = manifest.load(manifest.envs_dir() / "pytorch.yaml", "pytorch").data["index"]
         url = pattern.split("{compute}")[0]
-    return url.rstrip("/") + "/"
+    return _http.checked(url, PYTORCH_VARIABLE).rstrip("/") + "/"
 
 
 def sources(packages: tuple[str, ...] = PACKAGES) -> list[Source]:
@@ -134,11 +137,40 @@ class File:
     uploaded: str       # ISO 8601, or "" where the index does not say (PEP 503 HTML)
 
 
+MAX_DEPTH = 16         # a PEP 691 page nests four deep; deeper is not an index, and json.loads would recurse
+MAX_FILES = 200_000     # torch's page on PyTorch's index lists some 20,000 files
+_OTHER_BYTES = bytes(b for b in range(256) if b not in b"[]{}")
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
+def _file(base: str, filename: object, href: object, requires_python: object, yanked: bool, metadata: bool,
+          uploaded: object) -> File:
+    """One entry of a page as a typed fact, or ValueError saying what of it does not parse."""
+    if not isinstance(filename, str) or not isinstance(href, str) or not 0 < len(filename) <= 300:
+        raise ValueError("an entry without a file name and URL")
+    url = urllib.parse.urljoin(base, href.split("#")[0])
+    if any(c.isspace() or ord(c) < 32 or 127 <= ord(c) < 160 for c in url) or len(url) > 2000:
+        raise ValueError(f"a file URL with a space or a control character ({filename[:80]})")
+    if urllib.parse.urlsplit(url).scheme.lower() not in _http.SCHEMES:
+        raise ValueError(f"a file URL that is not http(s) ({filename[:80]})")     # file:///dev/stdin is not a wheel
+    if requires_python is None:
+        requires_python = ""
+    if not isinstance(requires_python, str) or (requires_python and not facts.REQUIRES_PYTHON.fullmatch(
+            requires_python)):
+        raise ValueError(f"a Requires-Python that does not parse ({str(requires_python)[:40]!r})")
+    when = facts.moment(uploaded) if uploaded else None
+    if uploaded and when is None:
+        raise ValueError(f"an upload-time that is not a date with its time zone ({str(uploaded)[:40]!r})")
+    return File(filename, url, requires_python, yanked, metadata,
+                when.isoformat().replace("+00:00", "Z") if when else "")
+
+
 class _Anchors(html.parser.HTMLParser):
     def __init__(self, base: str) -> None:
         super().__init__()
         self.base = base
         self.files: list[File] = []
+        self.dropped: list[str] = []
         self._open: dict[str, str | None] | None = None
         self._text: list[str] = []
 
@@ -147,7 +179,7 @@ class _Anchors(html.parser.HTMLParser):
             self._open, self._text = dict(attrs), []
 
     def handle_data(self, data: str) -> None:
-        if self._open is not None:
+        if self._open is not None and len(self._text) < 100:
             self._text.append(data)
 
     def handle_endtag(self, tag: str) -> None:
@@ -156,36 +188,74 @@ class _Anchors(html.parser.HTMLParser):
         attrs, self._open = self._open, None
         href = attrs.get("href") or ""
         name = "".join(self._text).strip() or urllib.parse.unquote(href.split("#")[0].rsplit("/", 1)[-1])
-        self.files.append(File(name, urllib.parse.urljoin(self.base, href.split("#")[0]),
-                               attrs.get("data-requires-python") or "", "data-yanked" in attrs,
-                               any(k in attrs for k in ("data-core-metadata", "data-dist-info-metadata")), ""))
+        try:
+            self.files.append(_file(self.base, name, href, attrs.get("data-requires-python"), "data-yanked" in attrs,
+                                    any(k in attrs for k in ("data-core-metadata", "data-dist-info-metadata")), ""))
+        except ValueError as bad:
+            self.dropped.append(str(bad))
 
 
-def page_files(answer: _http.Response) -> list[File]:
-    """The files of a project page, PEP 691 JSON or PEP 503 HTML, as the server chose to answer."""
+def _depth(body: bytes) -> int:
+    """How deep a JSON text nests, counted without recursion (brackets inside strings are text)."""
+    brackets = _STRING.sub(b"", body).translate(None, _OTHER_BYTES)
+    return max(itertools.accumulate(1 if b in b"[{" else -1 for b in brackets), default=0)
+
+
+def page_files(answer: _http.Response, dropped: list[str] | None = None) -> list[File]:
+    """The files of a project page, PEP 691 JSON or PEP 503 HTML, as the server chose to answer. The page is a
+    stranger's: one that is not a page at all (not JSON, nested past MAX_DEPTH, more than MAX_FILES files) is a
+    NetworkError; an entry of it that does not parse is left out, and said in ``dropped``."""
+    dropped = [] if dropped is None else dropped
     if answer.content_type.split(";")[0].strip() == _JSON:
         try:
-            files = json.loads(answer.body)["files"]
-            return [File(str(f["filename"]), urllib.parse.urljoin(answer.url, str(f["url"])),
-                         str(f.get("requires-python") or ""), bool(f.get("yanked")),
-                         bool(f.get("core-metadata") or f.get("dist-info-metadata")), str(f.get("upload-time") or ""))
-                    for f in files]
+            if _depth(answer.body) > MAX_DEPTH:
+                raise ValueError(f"JSON nested deeper than {MAX_DEPTH}")
+            entries = json.loads(answer.body)["files"]
+            if not isinstance(entries, list) or len(entries) > MAX_FILES:
+                raise ValueError(f"its files are not a list of at most {MAX_FILES:,}")
         except (ValueError, KeyError, TypeError) as bad:
             raise NetworkError(f"{_http.host(answer.url)} served a malformed PEP 691 page for "
-                               f"{_http.shown(answer.url)}: {bad}") from None
+                               f"{_http.shown(answer.url)}: {str(bad)[:200]}") from None
+        files = []
+        for entry in entries:
+            try:
+                if not isinstance(entry, dict):
+                    raise ValueError("an entry that is not an object")
+                files.append(_file(answer.url, entry.get("filename"), entry.get("url"), entry.get("requires-python"),
+                                   bool(entry.get("yanked")),
+                                   bool(entry.get("core-metadata") or entry.get("dist-info-metadata")),
+                                   entry.get("upload-time")))
+            except ValueError as bad:
+                dropped.append(str(bad))
+        return files
     parser = _Anchors(answer.url)
-    parser.feed(answer.body.decode("utf-8", "replace"))
+    try:
+        # A marked section (<![CDATA[, <![if) is no part of PEP 503, and html.parser fails on one it does not know.
+        parser.feed(answer.body.decode("utf-8", "replace").replace("<![", "&lt;!["))
+        parser.close()
+    except (AssertionError, ValueError) as bad:
+        dropped.append(f"HTML that does not parse past {len(parser.files):,} files ({str(bad)[:80]})")
+    if len(parser.files) > MAX_FILES:
+        raise NetworkError(f"{_http.host(answer.url)} listed more than {MAX_FILES:,} files in "
+                           f"{_http.shown(answer.url)}; no index page is that long")
+    dropped.extend(parser.dropped)
     return parser.files
 
 
-def summarize(files: list[File], package: str) -> dict[str, dict[str, Any]]:
+def summarize(files: list[File], package: str, dropped: list[str] | None = None) -> dict[str, dict[str, Any]]:
     """version -> its Requires-Python values, first upload, builds (local label -> platform -> Python tags)
-    and one wheel's metadata URL; yanked files and other projects' files are left out."""
+    and one wheel's metadata URL; yanked files and other projects' files are left out, and so are wheels
+    whose version, build label or tags are not in a form kitbench.advice.facts reads (said in ``dropped``)."""
     found: dict[str, dict[str, Any]] = {}
     builds: dict[tuple[str, str], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for entry in files:
         wheel = parse_wheel(entry.filename)
         if wheel is None or entry.yanked or wheel.name != package:
+            continue
+        if not (facts.INDEX_VERSION.fullmatch(wheel.version) and (not wheel.local or facts.BUILD_LABEL.fullmatch(
+                wheel.local)) and all(map(_TAG.fullmatch, wheel.pythons + wheel.platforms))):
+            if dropped is not None:
+                dropped.append(f"a wheel whose version, build or tags kitbench does not know ({entry.filename[:80]})")
             continue
         release = found.setdefault(wheel.version, {"requires_python": [], "uploaded": "", "metadata": None})
         if entry.requires_python and entry.requires_python not in release["requires_python"]:
@@ -210,13 +280,18 @@ class Outcome:
     status: int         # 200 or 304
     seconds: float
     releases: int
+    notes: tuple[str, ...] = ()     # what of the page was left out, and why
+
+
+REFRESH_DEADLINE = 60.0     # seconds for a whole refresh, every page and .metadata file together
 
 
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
 
 
-def _pairs(releases: dict[str, dict[str, Any]], known: dict[str, str], get: Callable[[str], bytes]) -> dict[str, str]:
+def _pairs(releases: dict[str, dict[str, Any]], known: dict[str, str], get: Callable[[str], bytes],
+           notes: list[str]) -> dict[str, str]:
     """version -> the torch it requires, from .metadata where served: the newest few unknown versions per refresh."""
     pairs = dict(known)
     unknown = sorted((v for v, r in releases.items() if v not in pairs and r["metadata"] and _FINAL.match(v)),
@@ -224,41 +299,72 @@ def _pairs(releases: dict[str, dict[str, Any]], known: dict[str, str], get: Call
     for version in unknown:
         try:
             text = get(releases[version]["metadata"]).decode("utf-8", "replace")
-        except NetworkError:
-            continue        # one wheel's metadata missing is no reason to lose the page: pairing falls back to dates
+        except NetworkError as error:
+            # One wheel's metadata missing is no reason to lose the page: pairing falls back to dates.
+            notes.append(f"the metadata of {version} was not read ({error.message})")
+            continue
         match = _REQUIRES_TORCH.search(text)
-        if match:
+        if match and facts.INDEX_VERSION.fullmatch(match.group(1)):
             pairs[version] = match.group(1)
     return pairs
 
 
-def refresh_source(source: Source, folder: Path) -> Outcome:
-    """Read one source (conditionally on what the cache holds) and write its file atomically."""
+def refresh_source(source: Source, folder: Path, until: float | None = None) -> Outcome:
+    """Read one source (conditionally on what the cache holds), by ``until`` (a ``time.monotonic()``) where
+    given, and write its file atomically: only facts in the forms kitbench.advice.facts reads."""
     path = folder / source.file
-    previous = read_json(path)
+    previous = _source_facts(read_json(path))
     same = previous is not None and previous.get("url") == _http.bare(source.url)     # never a token on disk
     started = time.monotonic()
     answer = _http.get(source.url, _ACCEPT, etag=previous.get("etag") if same and previous else None,
-                       last_modified=previous.get("last_modified") if same and previous else None)
+                       last_modified=previous.get("last_modified") if same and previous else None, until=until)
+    notes: list[str] = []
     if answer.status == 304 and previous is not None:
         data = dict(previous, checked=_now())
     else:
-        releases = summarize(page_files(answer), source.package)
+        dropped: list[str] = []
+        releases = summarize(page_files(answer, dropped), source.package, dropped)
+        if dropped:
+            notes.append(f"{_http.shown(source.url)}: {len(dropped):,} entries left out, which do not parse "
+                         f"(the first: {dropped[0]})")
         known = previous.get("requires", {}) if same and previous else {}
-        requires = _pairs(releases, known, lambda url: _http.get(url, "*/*").body) \
+        requires = _pairs(releases, known, lambda url: _http.get(url, "*/*", until=until).body, notes) \
             if source.package != "torch" else {}
         for release in releases.values():     # read with the index's credentials; written without them
             release["metadata"] = release["metadata"] and _http.bare(release["metadata"])
         data = {"url": _http.bare(source.url), "read": _now(), "checked": _now(), "etag": answer.etag,
                 "last_modified": answer.last_modified, "releases": releases, "requires": requires}
     _files.write(path, json.dumps(data, sort_keys=True), replace=True, what="index facts")
-    return Outcome(source, answer.status, time.monotonic() - started, len(data["releases"]))
+    return Outcome(source, answer.status, time.monotonic() - started, len(data["releases"]), tuple(notes))
+
+
+def _source_facts(data: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A source's file as read back, holding only the releases in the forms a refresh writes: one written by
+    an older kitbench, or edited, loses what does not fit, never the answer."""
+    if data is None or not isinstance(data.get("releases"), dict):
+        return None
+
+    def fits(version: str, release: Any) -> bool:
+        return (facts.INDEX_VERSION.fullmatch(version) is not None and isinstance(release, dict)
+                and all(isinstance(r, str) and facts.REQUIRES_PYTHON.fullmatch(r)
+                        for r in release.get("requires_python", []))
+                and (not release.get("uploaded") or facts.moment(release["uploaded"]) is not None)
+                and all((not label or facts.BUILD_LABEL.fullmatch(label)) and isinstance(tags, dict)
+                        and all(isinstance(t, str) and _TAG.fullmatch(p) for p, t in tags.items())
+                        for label, tags in (release.get("builds") or {}).items()))
+
+    requires = data.get("requires")
+    return dict(data, releases={v: r for v, r in data["releases"].items() if fits(v, r)},
+                requires={v: t for v, t in requires.items() if isinstance(t, str) and facts.INDEX_VERSION.fullmatch(t)}
+                if isinstance(requires, dict) else {})
 
 
 def refresh(packages: tuple[str, ...] = PACKAGES, done: Callable[[Outcome], None] = lambda _: None) -> list[Outcome]:
-    """Read every source (``done`` is told of each), write each file, then derive ``releases.json``. A host
-    that cannot be reached is tried once, not once per package: what the others gave is kept, then its
-    NetworkError is raised."""
+    """Read every source (``done`` is told of each), write each file, then derive ``releases.json``, all
+    within REFRESH_DEADLINE. A host that cannot be reached is tried once, not once per package: what the
+    others gave is kept, then its NetworkError is raised."""
+    until = time.monotonic() + REFRESH_DEADLINE
+    every = sources(packages)       # every URL parsed before anything is read
     folder = facts.cache_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -267,12 +373,12 @@ def refresh(packages: tuple[str, ...] = PACKAGES, done: Callable[[Outcome], None
                          hint="set XDG_CACHE_HOME to a writable folder") from None
     outcomes: list[Outcome] = []
     failed: dict[str, NetworkError] = {}
-    for source in sources(packages):
+    for source in every:
         host = _http.host(source.url)
         if host in failed:
             continue
         try:
-            outcomes.append(refresh_source(source, folder))
+            outcomes.append(refresh_source(source, folder, until))
             done(outcomes[-1])
         except NetworkError as error:
             failed[host] = error
@@ -403,10 +509,12 @@ def _wheel_facts(pypi: dict[str, Any], index: dict[str, Any]) -> dict[str, str]:
 
 
 def write_releases(folder: Path) -> None:
-    files = {path.name: data for path in sorted(folder.glob("*-*.json")) for data in [read_json(path)] if data}
+    files = {path.name: data for path in sorted(folder.glob("*-*.json"))
+             for data in [_source_facts(read_json(path))] if data}
     checked = min((d.get("checked", "") for d in files.values()), default="")
     data = {"format": facts.FORMAT, "checked": checked, "tried": _now(),
-            "sources": sorted(d.get("url", "") for d in files.values()), "releases": derive(files, _baked()),
+            "sources": sorted(str(d.get("url", "")) for d in files.values()),
+            "releases": [entry for entry in derive(files, _baked()) if facts.readable(entry)],
             "listed": listed(files, _baked())}
     _files.write(folder / "releases.json", json.dumps(data, sort_keys=True), replace=True, what="release facts")
     facts.reload()

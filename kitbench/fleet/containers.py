@@ -75,7 +75,7 @@ def bundle(image_id: str, target: str, results: Path, data: Path | None, log: Ca
         env_file.parent.mkdir(parents=True, exist_ok=True)
         # The bundle folder is kitbench's own (results/fleet/bundles): its files are replaced freely.
         _files.write(env_file, json.dumps(images.export_rootfs(image_id, rootfs, log)), replace=True)
-    env: list[str] = json.loads(env_file.read_text())
+    env: list[str] = json.loads(_files.read_text(env_file, 2**20, "image environment"))
     _files.write(folder / "config.json", json.dumps(spec(env, results, data, amd), indent=2) + "\n", replace=True)
     return folder
 

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from kitbench import _proc
+from kitbench import _files, _proc
 from kitbench.errors import KitbenchError, SlurmError, UsageError
 from kitbench.fleet import slurm
 from kitbench.fleet.jobscript import SlurmOptions
@@ -35,9 +35,8 @@ def arch_name(arch: str) -> str:
 def executable_arch(path: Path) -> str | None:
     """The architecture an ELF executable (a venv's python) was built for; None if not ELF."""
     try:
-        with path.open("rb") as handle:
-            header = handle.read(20)
-    except OSError:
+        header = _files.read_part(path, 20, "executable")
+    except KitbenchError:
         return None
     if len(header) < 20 or header[:4] != b"\x7fELF":
         return None

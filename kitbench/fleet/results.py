@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kitbench import _files
 from kitbench._numbers import is_whole
 from kitbench.errors import KitbenchError, UsageError
 from kitbench.fleet import slurm
@@ -21,6 +22,8 @@ from kitbench.records import record as records
 from kitbench.records.types import RunRecord
 
 _TAIL = 8
+_TAIL_BYTES = 64 * 1024     # a log's last lines: enough for _TAIL of them, however long the log
+_MAX_BYTES = 4 * 2**20      # a plan, a probe or an install JSON is a few kB; more is not a node's
 _OK_VERDICTS = ("reproduced", "reference", "n/a: no MNIST run to compare")
 
 
@@ -52,13 +55,16 @@ def load_plan(job: str) -> dict[str, Any]:
     if not is_whole(job):
         raise UsageError(f"{job[:40]!r} is not a Slurm job id", hint="e.g. kitbench fleet gather 1234")
     path = fleet_root() / job / "fleet.json"
-    try:
-        plan: dict[str, Any] = json.loads(path.read_text())
-    except FileNotFoundError:
+    if not path.exists() and not path.is_symlink():
         raise UsageError(f"no fleet job {job} under {fleet_root()}",
-                         hint="run gather with the KITBENCH_RESULTS the job was submitted with") from None
-    except (OSError, ValueError) as exc:
-        raise KitbenchError(f"{path} is unreadable: {exc}") from None
+                         hint="run gather with the KITBENCH_RESULTS the job was submitted with")
+    try:
+        plan = json.loads(_files.read_text(path, _MAX_BYTES, "fleet plan"))
+    except ValueError as exc:
+        raise KitbenchError(f"{path} is unreadable: {str(exc)[:200]}") from None
+    if not (isinstance(plan, dict) and isinstance(plan.get("nodes"), list) and plan.get("action") in ("run", "probe")
+            and all(isinstance(n, str) and n and "/" not in n and n not in (".", "..") for n in plan["nodes"])):
+        raise KitbenchError(f"{path} is not a fleet plan kitbench writes (a job, its action and its nodes)")
     return plan
 
 
@@ -75,7 +81,10 @@ def gather(job: str, states: Sequence[slurm.TaskState] | None = None, verify: bo
         exit_file = folder / f"{node}.exit"
         code = task.exit_code if task is not None and not plan.get("span") else None
         if code is None and exit_file.is_file():
-            text = exit_file.read_text().strip()
+            try:
+                text = _files.read_part(exit_file, 32, "exit code").decode("ascii", "replace").strip()
+            except KitbenchError:
+                text = ""
             code = int(text) if is_whole(text) else None
         state = task.state if task is not None else ("COMPLETED" if code == 0 else "FAILED" if code is not None
                                                      else "UNKNOWN")
@@ -112,12 +121,12 @@ def write_report(job: str, rows: Sequence[TaskResult]) -> Path | None:
 
 
 def _json_file(path: Path) -> tuple[dict[str, Any] | None, str | None]:
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
+    if not path.exists() and not path.is_symlink():
         return None, f"{path.name} was not written"
-    except OSError as exc:
-        return None, f"{path.name}: {exc.strerror}"
+    try:
+        text = _files.read_text(path, _MAX_BYTES, "node's JSON file")
+    except KitbenchError as error:
+        return None, error.message
     try:
         data = json.loads(text)
     except ValueError:
@@ -127,8 +136,8 @@ def _json_file(path: Path) -> tuple[dict[str, Any] | None, str | None]:
 
 def _tail(path: Path) -> list[str]:
     try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError:
+        lines = _files.read_part(path, _TAIL_BYTES, "log", end=True).decode("utf-8", "replace").splitlines()
+    except KitbenchError:
         return []
     return [line[:300] for line in lines if line.strip()][-_TAIL:]
 

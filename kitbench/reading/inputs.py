@@ -107,9 +107,13 @@ def load(inputs: Sequence[str], skipped: list[Path] | None = None) -> list[Loade
 
 def refuse_same_run(loaded: Sequence[Loaded]) -> None:
     """Refuse two records that are one run: the same file (by path, a symlink or a hard link), the same
-    bytes (a copy) or the same run id (a copy rewritten). A run is never its own reproduction, nor
-    counted twice on a page (exit 2, as for records that cannot be compared)."""
+    bytes (a copy), the same run id (a copy rewritten), or, where either lacks a run id, the same content
+    however written (re-indented, keys reordered, its run id removed: ``records.content_digest``). Two
+    records with their own run ids are two runs. A run is never its own reproduction, nor counted twice on a
+    page (exit 2, as for records that cannot be compared)."""
     seen: dict[object, Path] = {}
+    contents: dict[str, tuple[Path | None, Path | None]] = {}     # its first record, its first without a run id
+    without_id = any(item.record is not None and not item.record.get("run_id") for item in loaded)
     for item in loaded:
         if item.record is None:
             continue
@@ -118,13 +122,25 @@ def refuse_same_run(loaded: Sequence[Loaded]) -> None:
             keys: list[tuple[object, ...]] = [("file", info.st_dev, info.st_ino)]
         except OSError:
             keys = []
-        keys += [("bytes", item.sha256)] + ([("id", item.record["run_id"])] if item.record.get("run_id") else [])
+        run_id = item.record.get("run_id")
+        keys += [("bytes", item.sha256)] + ([("id", run_id)] if run_id else [])
         for key in keys:
             if key in seen:
-                first = seen[key]
-                how = {"file": "are the same file", "bytes": "hold the same bytes (a copy)",
-                       "id": "carry the same run id (one run, copied)"}[str(key[0])]
-                raise RecordReadError(f"{str(first)[:200]} and {str(item.path)[:200]} {how}: one run, not two",
-                                      hint="a run is never its own reproduction: compare it with another run "
-                                           "(kitbench replay makes one)")
+                _refuse(seen[key], item.path, {"file": "are the same file", "bytes": "hold the same bytes (a copy)",
+                                               "id": "carry the same run id (one run, copied)"}[str(key[0])])
             seen[key] = item.path
+        if not without_id:
+            continue
+        # Content decides where a run id cannot: a record without one is the same run as any with its content.
+        content = records.content_digest(item.record)
+        first, first_without_id = contents.get(content, (None, None))
+        twin = first if not run_id else first_without_id
+        if twin is not None:
+            _refuse(twin, item.path, "hold the same run (the same content however written, and at most one run id)")
+        contents[content] = (first or item.path, first_without_id or (None if run_id else item.path))
+
+
+def _refuse(first: Path, then: Path, how: str) -> None:
+    raise RecordReadError(f"{str(first)[:200]} and {str(then)[:200]} {how}: one run, not two",
+                          hint="a run is never its own reproduction: compare it with another run "
+                               "(kitbench replay makes one)")

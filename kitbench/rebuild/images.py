@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kitbench import __version__
+from kitbench import __version__, _files
 from kitbench.environments import installer, locks
 from kitbench.environments.targets import Target
-from kitbench.errors import ContainerError
+from kitbench.errors import ContainerError, KitbenchError
 from kitbench.heartbeat import Heartbeat
 from kitbench.rebuild import engine
 from kitbench.rebuild.engine import Log
@@ -124,9 +124,9 @@ def context_tar(install: installer.Install | None = None) -> io.BytesIO:
     if os.environ.get(engine.CA_VARIABLE):
         path = Path(os.environ[engine.CA_VARIABLE])
         try:
-            ca = path.read_bytes()
-        except OSError as exc:
-            raise ContainerError(f"{engine.CA_VARIABLE}={path} cannot be read: {exc.strerror}",
+            ca = _files.read(path, 16 * 2**20, "CA bundle")
+        except KitbenchError as exc:
+            raise ContainerError(f"{engine.CA_VARIABLE}={path} cannot be read: {exc.message}",
                                  hint="point it at a PEM bundle, e.g. /etc/ssl/certs/ca-certificates.crt") from None
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:

@@ -388,6 +388,13 @@ def read_hashed(path: Path) -> tuple[RunRecord, str]:
     return parse(data, path), hashlib.sha256(data).hexdigest()
 
 
+def content_digest(record: RunRecord) -> str:
+    """What a run is, whatever bytes carry it: the sha256 of its canonical JSON (keys sorted, compact), its
+    ``run_id`` left out, so a re-indented copy, or one with its ``run_id`` removed, is the same run."""
+    body = {k: v for k, v in record.items() if k != "run_id"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
 def read(path: Path) -> RunRecord:
     """Load and validate one record; every failure is a one-line RecordReadError."""
     return read_hashed(path)[0]

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,5 +78,28 @@ def test_a_run_is_never_its_own_reproduction(how: str, tmp_path: Path, capsys: p
         assert main(command) == 2
         out, err = capsys.readouterr()
         assert out == "" and err.startswith("ERROR: ") and "one run, not two" in err and "reproduced" not in err
+
+
+@pytest.mark.parametrize(("name", "change"), [
+    ("cpu-bench-fnn.json", lambda data: data),                                    # kitbench.run/1: no run id
+    ("h200-suite.json", lambda data: {k: v for k, v in data.items() if k != "run_id"}),     # /2, its id removed
+])
+def test_a_run_is_the_same_run_however_its_json_is_written(name: str, change: Any, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Sameness by content, not bytes: a re-indented copy with its keys reordered (and a /2 record's run id
+    removed) is the run itself; exit 2, one line, never "reproduced"."""
+    from kitbench._cli import main
+
+    source = Path(__file__).resolve().parents[2] / "docs" / "records" / name
+    data = json.loads(source.read_text())
+    copy = tmp_path / "copy.json"
+    copy.write_text(json.dumps(change(data), indent=7, sort_keys=True))
+    assert copy.read_bytes() != source.read_bytes()
+    for command in (["verify", str(source), str(copy)], ["verify", str(copy), str(source)],
+                    ["compare", str(source), str(copy)]):
+        assert main(command) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and len(err.splitlines()) == 2 and "reproduced" not in err
+        assert "hold the same run (the same content however written, and at most one run id): one run, not two" in err
 
 
