@@ -197,13 +197,13 @@ def compile_lock(uv: str, target: Target, os_name: str, arch: str, where: Where,
         body = (f"# kitbench lock for target {target.name} on {platform}, written by `nox -s lock`.\n"
                 + text.rstrip("\n") + "\n\n[tool.kitbench]\n"
                 + "".join(f"{key} = {_toml(value)}\n" for key, value in tool.items()))
-        draft = Path(tmp, "draft.toml")
+        path = lock_path(target, platform)
+        draft = Path(tmp, path.name)
         draft.write_text(body)
         try:
             check_build(read(draft), target)
         except UsageError as refused:
             return Outcome(target.name, platform, None, refused.message)
-    path = lock_path(target, platform)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(body)
     return Outcome(target.name, platform, path, None)
