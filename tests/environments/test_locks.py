@@ -127,6 +127,11 @@ def test_the_record_names_the_lock_and_its_hashes(monkeypatch: pytest.MonkeyPatc
     monkeypatch.delenv(locks.LOCK_VARIABLE)
     monkeypatch.setenv(locks.LOCK_WHY_VARIABLE, "no lock for cpu on linux-x86_64-py3.11 (nox -s lock)")
     assert fingerprint.lock() == (None, None, "no lock for cpu on linux-x86_64-py3.11 (nox -s lock)")
+    # The override the session installed under: named, never with its credentials.
+    monkeypatch.delenv("KITBENCH_INDEX_OVERRIDE", raising=False)
+    assert fingerprint.index_override() is None
+    monkeypatch.setenv("KITBENCH_INDEX_OVERRIDE", "https://user:s3cret@mirror.example/simple")
+    assert fingerprint.index_override() == "https://mirror.example/simple"
 
 
 def test_a_lock_is_resolved_against_the_targets_index_or_its_mirror(monkeypatch: pytest.MonkeyPatch) -> None:
