@@ -1,7 +1,7 @@
 """One installer for every environment kitbench builds: the nox sessions (venv and conda), the
 image build, replay and the fleet (which builds through the nox sessions).
 
-Where packages come from (:class:`Sources`): the torch family (``FAMILY``: torch,
+Where packages come from (:class:`Sources`): the torch family (``locks.FAMILY``: torch,
 torchvision, torchaudio, triton, pytorch-triton*, and the runtime packages only
 PyTorch's index carries for a build) from the target's PyTorch index (``whl/cpu``,
 ``whl/cu126``, ...), every other name from PyPI or the user's configured index,
@@ -34,7 +34,7 @@ caller runs in its own way (nox's ``session.install``, a subprocess, a Dockerfil
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from kitbench.environments import locks, targets
@@ -43,7 +43,6 @@ from kitbench.environments.targets import Target
 
 PYTORCH_INDEX_VARIABLE = targets.PYTORCH_INDEX_VARIABLE
 OVERRIDE_VARIABLE = "KITBENCH_INDEX_OVERRIDE"   # set by the sessions: the override in force, for the record
-FAMILY = locks.FAMILY
 
 
 @dataclass(frozen=True)
@@ -117,10 +116,6 @@ def requirements(lock: Path) -> list[str]:
             for (name, version), hashes in sorted(found.hashes.items())]
 
 
-def _name(requirement: str) -> str:
-    return locks.normalize(requirement.split("==", 1)[0].split(";", 1)[0].strip())
-
-
 @dataclass(frozen=True)
 class Install:
     """One install of a target's suite: requirement lines (a lock's, hash-pinned; else the pins, resolved
@@ -133,12 +128,6 @@ class Install:
     record: dict[str, str]
     what: str
     lock: Path | None = None
-    companions: tuple[str, ...] = field(default=())
-
-    def family(self) -> list[str]:
-        """The names taken from PyTorch's index: the family's among the requirements, and the build's companions."""
-        named = {_name(line) for line in self.requirements}
-        return sorted((named & FAMILY) | set(self.companions))
 
     def files(self, tool: str) -> dict[str, str]:
         """The files the install reads (name -> text), to be written into one folder."""
@@ -189,7 +178,7 @@ class Install:
 
     def _pyproject(self) -> str:
         """The requirements as a project uv installs: the family from the PyTorch index only."""
-        return locks.scoped_project([*self.requirements, *self.companions], self.family(), self.sources.torch)
+        return locks.scoped_project(self.requirements, locks.family(self.requirements), self.sources.torch)
 
 
 def record_of(chosen: Sources, record: dict[str, str]) -> dict[str, str]:
@@ -201,8 +190,9 @@ def suite(target: Target, platform: str, os_name: str) -> Install:
     chosen = sources(target, os_name)
     lock, why = choose(target, platform)
     if lock is None:
-        return Install(target.pins(), False, chosen, record_of(chosen, {LOCK_WHY_VARIABLE: why or ""}),
-                       f"no usable lock ({why}): resolving the pins from {chosen.describe()}",
-                       companions=locks.companions(chosen.torch))
+        # A build's runtime that only PyTorch's index carries is named, so that it is sourced from there too.
+        return Install([*target.pins(), *locks.companions(chosen.torch)], False, chosen,
+                       record_of(chosen, {LOCK_WHY_VARIABLE: why or ""}),
+                       f"no usable lock ({why}): resolving the pins from {chosen.describe()}")
     return Install(requirements(lock), True, chosen, record_of(chosen, {LOCK_VARIABLE: str(lock)}),
                    f"{lock.name}, hash-checked, from {chosen.describe()}", lock=lock)

@@ -139,9 +139,9 @@ def _last(words: str) -> str:
     return next((line.strip() for line in reversed(words.splitlines()) if line.strip()), "")
 
 
-def _family(requirements: list[str], index: str | None) -> list[str]:
-    named = {normalize(line.split("==", 1)[0]) for line in requirements}
-    return sorted((named & FAMILY) | set(companions(index)))
+def family(requirements: list[str]) -> list[str]:
+    """The names among ``requirements`` (``name==version ...`` lines) that come from PyTorch's index alone."""
+    return sorted({normalize(line.split("==", 1)[0].strip()) for line in requirements} & FAMILY)
 
 
 def companions(index: str | None) -> tuple[str, ...]:
@@ -169,7 +169,7 @@ def compile_lock(uv: str, target: Target, os_name: str, arch: str, where: Where,
               *(["--default-index", where.default] if where.default else [])]
     pins = [*target.pins(), *companions(where.torch)]
     with tempfile.TemporaryDirectory() as tmp:
-        Path(tmp, "pyproject.toml").write_text(scoped_project(pins, _family(pins, where.torch), where.torch))
+        Path(tmp, "pyproject.toml").write_text(scoped_project(pins, family(pins), where.torch))
         # Where each package came from: uv says it in requirements form only; the pylock is then made
         # from exactly those pins (--no-deps, the same scoping), so the two cannot differ.
         ok, why = _uv([*common, "--emit-index-annotation", "-o", "resolved.txt", "pyproject.toml"], env, tmp)
@@ -181,7 +181,7 @@ def compile_lock(uv: str, target: Target, os_name: str, arch: str, where: Where,
         exact = [m[0] for line in resolved.splitlines() if (m := _PIN.match(line))]
         Path(tmp, "exact", "pyproject.toml").parent.mkdir()
         Path(tmp, "exact", "pyproject.toml").write_text(
-            scoped_project(exact, _family(exact, where.torch), where.torch))
+            scoped_project(exact, family(exact), where.torch))
         ok, why = _uv([*common, "--no-deps", "--format", "pylock.toml", "-o", "pylock.toml",
                        "exact/pyproject.toml"], env, tmp)
         if not ok:

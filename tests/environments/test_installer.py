@@ -87,10 +87,11 @@ def test_pip_gets_the_pytorch_index_beside_its_own_and_no_url_is_an_argument(tmp
 
 
 @pytest.mark.usefixtures("plain")
-def test_a_build_whose_runtime_only_pytorch_serves_names_it_from_there(tmp_path: Path) -> None:
+def test_a_build_whose_runtime_only_pytorch_serves_names_it_from_there(envs_copy: Path) -> None:
+    for lock in (envs_copy / "locks").glob("*.toml"):
+        lock.unlink()
     rocm = targets.get("rocm")
-    plan = installer.Install(rocm.pins(), False, installer.sources(rocm, "linux"), {}, "",
-                             companions=locks.companions(rocm.index["linux"]))
+    plan = installer.suite(rocm, "linux-x86_64-py3.11", "linux")
     text = plan.files("uv")["pyproject.toml"]
     assert '"pytorch-triton-rocm",' in text and 'pytorch-triton-rocm = { index = "pytorch" }' in text
     assert 'numpy = {' not in text and 'url = "https://download.pytorch.org/whl/rocm7.2"' in text
