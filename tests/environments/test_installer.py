@@ -152,3 +152,21 @@ def test_a_lock_of_another_build_is_refused_in_one_line(write_lock: Callable[...
         assert why in refused.value.message and "\n" not in refused.value.message
         assert refused.value.message.startswith(f"{path.name} is not a lock of {target}'s")
     assert installer.choose(targets.get("cpu"), "linux-riscv64-py3.11")[0] is None
+
+
+@needs_uv
+@pytest.mark.usefixtures("plain")
+def test_uv_reads_a_kitbench_lock_as_pep_751(tmp_path: Path) -> None:
+    """The lock file as kitbench writes it (its name, its [tool.kitbench] table, each package's index) is one
+    uv installs as it is: every package it pins, nothing resolved."""
+    assert UV is not None
+    plan = installer.Install(installer.requirements(STAND_IN_LOCK), True, installer.Sources(CPU, None), {}, "",
+                             lock=STAND_IN_LOCK)
+    args = plan.write(tmp_path, "uv")
+    assert args == ["-r", str(STAND_IN_LOCK)]
+    subprocess.run([UV, "venv", "--quiet", "--python", "3.11", str(tmp_path / "venv")], check=True, timeout=120)
+    done = subprocess.run([UV, "pip", "install", "--dry-run", "--python", str(tmp_path / "venv" / "bin" / "python"),
+                           *args], capture_output=True, text=True, timeout=120, env={**os.environ, **plan.env("uv")})
+    assert done.returncode == 0, done.stderr
+    planned = {line.strip().removeprefix("+ ") for line in done.stderr.splitlines() if line.strip().startswith("+ ")}
+    assert planned == {f"{name}=={version}" for name, version in locks.read(STAND_IN_LOCK).hashes}
