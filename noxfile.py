@@ -22,9 +22,7 @@ names a version. Arguments after `--` go to `kitbench run`, e.g.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import importlib
 import os
 import shutil
 import sys
@@ -77,13 +75,22 @@ def _install_suite(session: nox.Session, target: Target) -> dict[str, str]:
     resolved), then kitbench itself. Returns what the record says about it (the lock, or why none)."""
     os_name = _machine().os
     targets.check_index(target, os_name)
-    plan = installer.suite(target, _platform(target.python), os_name)
-    session.log(plan.what)
-    session.install(*plan.args("uv" if session.venv_backend == "uv" else "pip",
-                               plan.write(Path(session.create_tmp()) / f"{target.name}.txt")))
+    plan = _plan(session, target, os_name)
+    tool = "uv" if session.venv_backend == "uv" else "pip"
+    session.install(*plan.write(Path(session.create_tmp()) / target.name, tool), env=plan.env(tool))
     session.install("--no-deps", "-e", str(ROOT))
     _check_build(session, target)
     return plan.record
+
+
+def _plan(session: nox.Session, target: Target, os_name: str) -> installer.Install:
+    """The target's install as the installer plans it, said once (and the override's warning, once)."""
+    plan = installer.suite(target, _platform(target.python), os_name)
+    session.log(plan.what)
+    warning = installer.override_warning(target, plan.sources)
+    if warning:
+        session.warn(warning)
+    return plan
 
 
 def _check_build(session: nox.Session, target: Target, python: str = "python") -> None:
@@ -151,10 +158,9 @@ def _conda_session(target: Target) -> Callable[[nox.Session], None]:
                     "--file", str(target.environment), external=True)
         python = str(prefix / "bin" / "python")
         targets.check_index(target, "macos")
-        plan = installer.suite(target, _platform(target.python), "macos")
-        session.log(plan.what)
-        session.run(python, "-m", "pip", "install",
-                    *plan.args("pip", plan.write(Path(session.create_tmp()) / f"{target.name}.txt")), external=True)
+        plan = _plan(session, target, "macos")
+        session.run(python, "-m", "pip", "install", *plan.write(Path(session.create_tmp()) / target.name, "pip"),
+                    env=plan.env("pip"), external=True)
         session.run(python, "-m", "pip", "install", "--no-deps", "-e", str(ROOT), external=True)
         _check_build(session, target, python)
         chosen = plan.record
@@ -214,22 +220,19 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=_CPU_PYTHON, venv_backend=_VENV_BACKEND)
 @_kit_errors
 def lock(session: nox.Session) -> None:
-    """PEP 751 locks (envs/locks/pylock.*.toml) for every target and every host its manifest lists; where
-    PyTorch's index is out of reach, against a local stand-in of it (tests/pytorch_index.py), said so."""
+    """PEP 751 locks (envs/locks/pylock.*.toml) of every target and host, where its index answers.
+
+    A pair whose index is out of reach, or whose resolution is not the target's build, is skipped
+    and said why; its last lock stays as it was."""
     session.install(*_dev_requirements("lock"))
-    pytorch_index = importlib.import_module("tests.pytorch_index")     # a checkout's, as the session is
 
-    with contextlib.ExitStack() as stack:
-        stand_in = functools.cache(lambda: stack.enter_context(pytorch_index.serving(pytorch_index.live())))
+    def log(outcome: locks.Outcome) -> None:
+        if outcome.path is not None:
+            session.log(f"{outcome.target} {outcome.platform}: wrote {outcome.path.relative_to(ROOT)}")
+        else:
+            session.warn(f"{outcome.target} {outcome.platform}: skipped, {outcome.skipped}")
 
-        def log(outcome: locks.Outcome) -> None:
-            if outcome.path is not None:
-                session.log(f"{outcome.target} {outcome.platform}: wrote {outcome.path.relative_to(ROOT)}"
-                            + (f", {outcome.note}" if outcome.note else ""))
-            else:
-                session.warn(f"{outcome.target} {outcome.platform}: skipped, {outcome.skipped}")
-
-        locks.lock_all(str(Path(session.bin) / "uv"), lambda t, o: locks.where(t, o, stand_in), log)
+    locks.lock_all(str(Path(session.bin) / "uv"), locks.where, log)
 
 
 @nox.session(python=_CPU_PYTHON, venv_backend=_VENV_BACKEND)

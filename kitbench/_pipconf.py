@@ -1,7 +1,8 @@
 """pip's own configuration, read as pip reads it: which index a user's pip installs from.
 
-Both the facts refresh (where "PyPI" is for this user) and the installer (``KITBENCH_INDEX_URL=default``
-hands pip's indexes to uv too) need it; a module of its own, at the bottom, so neither imports the other.
+The facts refresh needs it (where "PyPI" is for this user); a module of its own, at the bottom, so that the
+refresh imports nothing of the installers'. The installer no longer reads it: under ``KITBENCH_INDEX_URL=default``
+pip reads its own configuration and uv its own.
 """
 
 from __future__ import annotations

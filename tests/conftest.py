@@ -61,6 +61,26 @@ def envs_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return copy
 
 
+@pytest.fixture
+def write_lock(envs_copy: Path) -> Callable[..., Path]:
+    """Writes a lock of a target on linux-x86_64-py3.11 into the envs/ copy: the lock a stand-in of PyTorch's
+    cpu index gave (tests/resources/locks/), its torch's version replaced by ``torch`` and its CUDA packages
+    dropped unless ``cuda``: a lock of the target's build where ``torch`` carries its tag."""
+    recorded = RESOURCES / "locks" / "pylock.cpu-linux-x86_64-py311.toml"
+
+    def write(target: str, torch: str, cuda: bool = False, python: str = "3.11") -> Path:
+        text = recorded.read_text().replace('target = "cpu"', f'target = "{target}"')
+        text = text.replace('name = "torch"\nversion = "2.14.1"', f'name = "torch"\nversion = "{torch}"')
+        text = text.replace('platform = "linux-x86_64-py3.11"', f'platform = "linux-x86_64-py{python}"')
+        blocks = text.split("\n[[packages]]\n")
+        kept = [b for b in blocks[1:] if cuda or not b.startswith(('name = "nvidia-', 'name = "cuda-'))]
+        path = envs_copy / "locks" / f"pylock.{target}-linux-x86_64-py{python.replace('.', '')}.toml"
+        path.write_text("\n[[packages]]\n".join([blocks[0], *kept]))
+        return path
+
+    return write
+
+
 def write_idx(raw: Path, prefix: str, count: int, seed: int = 0) -> None:
     """Write a tiny IDX image/label pair the way the MNIST files are laid out."""
     import random

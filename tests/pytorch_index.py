@@ -1,21 +1,29 @@
 """A package index on 127.0.0.1 shaped like PyTorch's, and a PyPI stand-in beside it.
 
 PyTorch's index (``https://download.pytorch.org/whl/<compute>``) serves the torch
-family and the dependencies it mirrors from PyPI, and nothing else: ``rich`` or
-``pyyaml`` are not there, so an installer that takes everything from it fails, and
-one that scopes it to the torch family (uv's first-index strategy, pip's
-``--extra-index-url``) succeeds. This server has the same shape: PEP 691 JSON and
-PEP 503 HTML simple pages for the names ``serves`` admits, 404 for the rest.
+family and some of the dependencies of its wheels, copied from PyPI at the versions
+PyTorch chose to copy, often old ones, and nothing else: ``rich`` or ``pyyaml`` are
+not there at all, ``numpy`` is there at one old version. An installer that takes
+everything from it fails, one that takes the first index having a name (uv's
+first-index strategy) fails on the pins PyTorch's copies lack, and only one that
+scopes it to the torch family gets the pinned set. This server has the same shape:
+PEP 691 JSON and PEP 503 HTML simple pages for the names ``serves`` admits, 404 for
+the rest; ``partial()`` serves the mirrored names (``MIRRORED``) at their one old
+version, as the real pages do, and one of those pages lists a file of another
+project, as the real index's pages sometimes do (``ODD``).
 
-Pages come from a folder of recorded PEP 691 pages (``tests/resources/indexes/``,
-trimmed to the pinned versions, so a test resolves the same set tomorrow) or,
-live, from an upstream JSON simple index (``nox -s lock`` where PyTorch's index is
-out of reach). File URLs stay the upstream's (files.pythonhosted.org): the
-stand-in serves PyPI's wheels of the torch family under PyTorch's layout.
+Pages come from folders of recorded PEP 691 pages (``tests/resources/indexes/``,
+trimmed to the pinned versions, and ``tests/resources/indexes/mirrored/``, the old
+ones: a test resolves the same set tomorrow) or, live, from an upstream JSON simple
+index (``nox -s lock`` where PyTorch's index is out of reach). File URLs stay the
+upstream's (files.pythonhosted.org): the stand-in serves PyPI's wheels of the torch
+family under PyTorch's layout (on Linux and Windows those are CUDA builds: see
+``kitbench.environments.locks`` for why a lock resolved here is never committed).
 
-``python tests/pytorch_index.py record`` rewrites the recorded pages from PyPI for
-every (name, version) the committed locks name; ``python tests/pytorch_index.py serve``
-serves them (CI's stand-in for download.pytorch.org, ``KITBENCH_PYTORCH_INDEX``).
+``python tests/pytorch_index.py record`` rewrites the recorded pages from PyPI (the
+pinned versions of every name recorded, and ``MIRRORED``'s old ones);
+``python tests/pytorch_index.py serve`` serves the partial index (CI's stand-in for
+download.pytorch.org, ``KITBENCH_PYTORCH_INDEX``).
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 RECORDED = Path(__file__).resolve().parent / "resources" / "indexes"
+MIRRORED_PAGES = RECORDED / "mirrored"
 PYPI_JSON = "https://pypi.org/simple"
 _JSON = "application/vnd.pypi.simple.v1+json"
 # What PyTorch's index lists beside its own builds (https://download.pytorch.org/whl/cpu/ and its siblings):
@@ -44,6 +53,14 @@ FAMILY = frozenset({
     "cuda-toolkit", "mkl", "tbb", "tcmlib", "umf", "intel-openmp", "dpcpp-cpp-rt", "onemkl-sycl-blas",
 })
 FAMILY_PREFIXES = ("nvidia-", "intel-", "onemkl-", "impi-")
+# The names it mirrors, each at one version older than kitbench's locks pin (PyTorch copies a version when
+# its wheels need one and seldom moves it): what a first-index resolution would wrongly take from there.
+MIRRORED = {"numpy": "2.1.2", "typing-extensions": "4.12.2", "jinja2": "3.1.4", "filelock": "3.13.1",
+            "fsspec": "2024.6.1", "sympy": "1.13.3", "networkx": "3.3", "pillow": "11.0.0", "markupsafe": "2.1.5",
+            "mpmath": "1.2.1", "setuptools": "70.2.0"}
+# A page that lists a file of another project (name -> the project whose file it lists): installers must
+# skip a file whose name is not the page's project.
+ODD = {"jinja2": "markupsafe"}
 
 
 def normalize(name: str) -> str:
@@ -84,6 +101,18 @@ def live(upstream: str = PYPI_JSON) -> Pages:
             except OSError:
                 cache[name] = None
         return cache[name]
+
+    return page
+
+
+def partial(family: Pages | None = None, mirrored: Pages | None = None) -> Pages:
+    """PyTorch's index as partial as the real one: ``family``'s pages (default: the recorded ones) for the
+    torch family, ``mirrored``'s (default: the recorded old versions) for the names in ``MIRRORED``."""
+    family = family or recorded()
+    mirrored = mirrored or recorded(MIRRORED_PAGES)
+
+    def page(name: str) -> dict[str, Any] | None:
+        return mirrored(name) if name in MIRRORED else family(name)
 
     return page
 
@@ -167,11 +196,26 @@ def record(wanted: dict[str, set[str]], folder: Path = RECORDED, upstream: str =
     return written
 
 
+def record_mirrored(folder: Path = MIRRORED_PAGES, upstream: str = PYPI_JSON) -> list[Path]:
+    """Write ``folder/<name>.json`` for each of ``MIRRORED`` at its one version, and ``ODD``'s stray file."""
+    written = record({name: {version} for name, version in MIRRORED.items()}, folder, upstream)
+    for name, other in ODD.items():
+        path = folder / f"{name}.json"
+        page = json.loads(path.read_text())
+        stray = json.loads((folder / f"{other}.json").read_text())["files"]
+        page["files"].append(next(f for f in stray if f["filename"].endswith("-py3-none-any.whl")) if any(
+            f["filename"].endswith("-py3-none-any.whl") for f in stray) else stray[0])
+        path.write_text(json.dumps(page, indent=0, sort_keys=True) + "\n")
+    return written
+
+
 def _locked() -> dict[str, set[str]]:
-    """Every (name, version) the committed locks name."""
+    """Every (name, version) the recorded pages and the committed locks name."""
     import tomllib
 
     wanted: dict[str, set[str]] = {}
+    for path in sorted(RECORDED.glob("*.json")):
+        wanted[path.stem] = set(json.loads(path.read_text())["versions"])
     for path in sorted((Path(__file__).resolve().parent.parent / "envs" / "locks").glob("pylock.*.toml")):
         for package in tomllib.loads(path.read_text()).get("packages", []):
             wanted.setdefault(normalize(package["name"]), set()).add(package["version"].partition("+")[0])
@@ -185,14 +229,14 @@ def _serve() -> None:
 
     stop = {signal.SIGTERM, signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, stop)     # before the server's thread starts: it inherits the mask
-    with serving(recorded()) as url:
+    with serving(partial()) as url:
         print(url.removesuffix("/simple") + "/whl", flush=True)
         signal.sigwait(stop)
 
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["record"]:
-        for written in record(_locked()):
+        for written in [*record(_locked()), *record_mirrored()]:
             print(written)
     elif sys.argv[1:] == ["serve"]:
         _serve()

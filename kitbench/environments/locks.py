@@ -1,17 +1,17 @@
-"""Locks: PEP 751 ``pylock.toml`` files for every (target, platform) pair, resolved from one machine.
+"""Locks: PEP 751 ``pylock.toml`` files for (target, platform) pairs, resolved from one machine.
 
 A lock is the exact, hash-checked set of distributions a target's environment
 holds on one platform (``<os>-<arch>-py<X.Y>``), resolved by ``uv pip compile
 --format pylock.toml`` for that platform whatever the host, against the indexes a
-user's install reads: the target's PyTorch index for the torch family, PyPI for
-the rest (uv's first-index strategy; ``unsafe-best-match`` only where the PyTorch
-index lacks a pinned version of a package it mirrors, and the lock says so).
+user's install reads: the torch family from the target's PyTorch index (an explicit
+index, ``scoped_project``), everything else from PyPI, whatever PyTorch's index mirrors.
 
 Each package names the index it came from (``index``, PEP 751); ``[tool.kitbench]``
-says how the lock was made. Where PyTorch's index is out of reach, the torch
-family is resolved against a stand-in (``tests/pytorch_index.py``: PyPI's torch
-wheels under PyTorch's layout) and the lock says ``stand-in = true``: its builds
-are PyPI's, installable through PyPI or a mirror of it, not from the real index.
+says how the lock was made. A lock is committed only where it was resolved against
+the files its users get (``nox -s lock`` where the target's index answers): one whose
+torch is not the target's build (PyPI's CUDA torch, resolved against a stand-in of
+PyTorch's index, in a cpu lock) is never written and is refused on load
+(``check_build``); every field of a lock is checked before anything is derived from it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from pathlib import Path
 from kitbench import _files, _http
 from kitbench.environments import targets
 from kitbench.environments.targets import Target
-from kitbench.errors import KitbenchError, NetworkError, UsageError
+from kitbench.errors import KitbenchError, NetworkError, UsageError, clean
+from kitbench.machine.builds import build
 from kitbench.records import manifest
 
 # kitbench's (os, arch) -> uv's --python-platform.
@@ -39,11 +40,20 @@ UV_PLATFORMS = {("linux", "x86_64"): "x86_64-unknown-linux-gnu",
 PYPI_SIMPLE = targets.PYPI_SIMPLE
 LOCK_VARIABLE = "KITBENCH_LOCK"          # set by the nox sessions: the lock the environment was built from
 LOCK_WHY_VARIABLE = "KITBENCH_LOCK_WHY"  # ... or why there was none
+# The names that come from PyTorch's index and nowhere else (those uv's --torch-backend scopes to it).
+FAMILY = frozenset({"torch", "torchvision", "torchaudio", "triton", "pytorch-triton", "pytorch-triton-rocm",
+                    "pytorch-triton-xpu"})
+# What a build's torch wheels require that only PyTorch's index carries: named directly, so that the
+# installer takes them from there too (uv applies sources to the names it is given, not to their dependencies).
+_COMPANIONS = {"rocm": ("pytorch-triton-rocm",), "xpu": ("pytorch-triton-xpu",)}
 
 
 def lock_path(target: Target, platform: str) -> Path:
-    """PEP 751's name for a lock: ``envs/locks/pylock.<target>-<os>-<arch>-py<X.Y>.toml``."""
-    return manifest.envs_dir() / "locks" / f"pylock.{target.name}-{platform}.toml"
+    """PEP 751's name for a lock, ``envs/locks/pylock.<target>-<os>-<arch>-py<XY>.toml``: the name between
+    ``pylock.`` and ``.toml`` holds no dot (PEP 751; uv refuses ``-r pylock.a.b.toml``)."""
+    return manifest.envs_dir() / "locks" / f"pylock.{target.name}-{platform.replace('.', '')}.toml"
+
+
 _MACOS_TAG = re.compile(r"macosx_([0-9]+)_([0-9]+)_(?:arm64|universal2)\.whl$")
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)")
 _FROM = re.compile(r"^\s+# from (\S+)")
@@ -60,7 +70,6 @@ class Outcome:
     platform: str
     path: Path | None
     skipped: str | None
-    note: str | None = None        # e.g. resolved against a stand-in of the target's index
 
 
 def platform_name(os_name: str, arch: str, python: str) -> str:
@@ -93,12 +102,24 @@ def macos_floor(torch_version: str, index: str = PYPI_SIMPLE) -> str:
 
 @dataclass(frozen=True)
 class Where:
-    """The indexes one lock is resolved against: ``torch`` (the URL uv reads; a stand-in's when
-    ``stand_in_for`` names the real index it stands for), then ``default`` (None: uv's own default)."""
+    """The indexes one lock is resolved against: ``torch`` (the target's PyTorch index, for the torch
+    family only; None where the target's packages all come from the default), then ``default`` (None: uv's
+    own default, PyPI unless configured)."""
 
     torch: str | None
     default: str | None = None
-    stand_in_for: str | None = None
+
+
+def scoped_project(requirements: list[str], family: list[str], torch_index: str | None) -> str:
+    """``requirements`` as a project uv reads (``uv pip install|compile -r pyproject.toml``), the names in
+    ``family`` taken from ``torch_index`` alone, an explicit index (uv's documented way to scope an index to
+    some packages: https://docs.astral.sh/uv/guides/integration/pytorch/), everything else from the default."""
+    text = ('[project]\nname = "kitbench-environment"\nversion = "0"\ndependencies = [\n'
+            + "".join(f"    {json.dumps(line)},\n" for line in requirements) + "]\n")
+    if torch_index:
+        text += ("\n[tool.uv.sources]\n" + "".join(f'{name} = {{ index = "pytorch" }}\n' for name in family)
+                 + f'\n[[tool.uv.index]]\nname = "pytorch"\nurl = {json.dumps(torch_index)}\nexplicit = true\n')
+    return text
 
 
 def _uv(command: list[str], env: dict[str, str] | None, cwd: str) -> tuple[bool, str]:
@@ -118,10 +139,23 @@ def _last(words: str) -> str:
     return next((line.strip() for line in reversed(words.splitlines()) if line.strip()), "")
 
 
+def family(requirements: list[str]) -> list[str]:
+    """The names among ``requirements`` (``name==version ...`` lines) that come from PyTorch's index alone."""
+    return sorted({normalize(line.split("==", 1)[0].strip()) for line in requirements} & FAMILY)
+
+
+def companions(index: str | None) -> tuple[str, ...]:
+    """The runtime packages PyTorch's ``index`` (``.../whl/rocm7.2``) alone carries for its build."""
+    if not index:
+        return ()
+    return _COMPANIONS.get(build(index.rstrip("/").rsplit("/", 1)[-1]).kind, ())
+
+
 def compile_lock(uv: str, target: Target, os_name: str, arch: str, where: Where,
                  macos_floor_version: str | None = None) -> Outcome:
-    """Resolve one pair with uv and write its lock; a failed resolution skips it, said why, and
-    leaves the last lock as it was."""
+    """Resolve one pair with uv and write its lock; a failed resolution, or one whose files are not the
+    target's build (PyPI's CUDA torch where the target names cpu), skips it, said why, and leaves the last
+    lock as it was."""
     import os
 
     platform = platform_name(os_name, arch, target.python)
@@ -132,43 +166,47 @@ def compile_lock(uv: str, target: Target, os_name: str, arch: str, where: Where,
         how.append(f"MACOSX_DEPLOYMENT_TARGET={macos_floor_version}")
     common = [uv, "pip", "compile", "--quiet", "--generate-hashes", "--no-header", "--python-platform",
               UV_PLATFORMS[os_name, arch], "--python-version", target.python,
-              *(["--default-index", where.default] if where.default else []),
-              *(["--index", where.torch] if where.torch else [])]
+              *(["--default-index", where.default] if where.default else [])]
+    pins = [*target.pins(), *companions(where.torch)]
     with tempfile.TemporaryDirectory() as tmp:
-        Path(tmp, "requirements.in").write_text("\n".join(target.pins()) + "\n")
+        Path(tmp, "pyproject.toml").write_text(scoped_project(pins, family(pins), where.torch))
         # Where each package came from: uv says it in requirements form only; the pylock is then made
-        # from exactly those pins (--no-deps), so the two cannot differ.
-        strategy = "first-index"
-        ok, why = _uv([*common, "--emit-index-annotation", "-o", "resolved.txt", "requirements.in"], env, tmp)
-        if not ok and where.torch and "unsafe-best-match" in why:     # uv's hint: a later index has the version
-            strategy = "unsafe-best-match"
-            ok, why = _uv([*common, "--index-strategy", strategy, "--emit-index-annotation", "-o", "resolved.txt",
-                           "requirements.in"], env, tmp)
+        # from exactly those pins (--no-deps, the same scoping), so the two cannot differ.
+        ok, why = _uv([*common, "--emit-index-annotation", "-o", "resolved.txt", "pyproject.toml"], env, tmp)
         if not ok:
-            shown = (f"a stand-in of {where.stand_in_for}" if where.stand_in_for
-                     else where.torch or where.default or "the default index")
-            return Outcome(target.name, platform, None, f"could not resolve against {shown}: {_last(why)[:300]}")
+            return Outcome(target.name, platform, None,
+                           f"could not resolve against {where.torch or where.default or 'the default index'}: "
+                           f"{_last(why)[:300]}")
         resolved = Path(tmp, "resolved.txt").read_text()
-        ok, why = _uv([*common, "--index-strategy", "unsafe-best-match", "--no-deps", "--format", "pylock.toml",
-                       "-o", "pylock.toml", "resolved.txt"], env, tmp)
+        exact = [m[0] for line in resolved.splitlines() if (m := _PIN.match(line))]
+        Path(tmp, "exact", "pyproject.toml").parent.mkdir()
+        Path(tmp, "exact", "pyproject.toml").write_text(
+            scoped_project(exact, family(exact), where.torch))
+        ok, why = _uv([*common, "--no-deps", "--format", "pylock.toml", "-o", "pylock.toml",
+                       "exact/pyproject.toml"], env, tmp)
         if not ok:
             return Outcome(target.name, platform, None, f"uv could not write the pylock.toml: {_last(why)[:300]}")
-        text = _with_indexes(Path(tmp, "pylock.toml").read_text(), _indexes(resolved, where))
-    tool = {"target": target.name, "platform": platform, "python-platform": UV_PLATFORMS[os_name, arch],
-            "indexes": [i for i in (where.stand_in_for or where.torch, where.default or PYPI_SIMPLE) if i],
-            "index-strategy": strategy, "stand-in": where.stand_in_for is not None,
-            "resolved-with": f"uv pip compile {' '.join(how)}"}
-    path = lock_path(target, platform)
+        # A mirror of PyTorch's index (KITBENCH_PYTORCH_INDEX) is named as the index it mirrors.
+        named = target.index.get(os_name)
+        real = named if where.torch and named and named != targets.PYPI else where.torch
+        indexes = {name: real if url == where.torch and real else url for name, url in _indexes(resolved).items()}
+        text = _with_indexes(Path(tmp, "pylock.toml").read_text(), indexes)
+        tool = {"target": target.name, "platform": platform, "python-platform": UV_PLATFORMS[os_name, arch],
+                "indexes": [i for i in (real, where.default or PYPI_SIMPLE) if i],
+                "resolved-with": f"uv pip compile {' '.join(how)}"}
+        body = (f"# kitbench lock for target {target.name} on {platform}, written by `nox -s lock`.\n"
+                + text.rstrip("\n") + "\n\n[tool.kitbench]\n"
+                + "".join(f"{key} = {_toml(value)}\n" for key, value in tool.items()))
+        path = lock_path(target, platform)
+        draft = Path(tmp, path.name)
+        draft.write_text(body)
+        try:
+            check_build(read(draft), target)
+        except UsageError as refused:
+            return Outcome(target.name, platform, None, refused.message)
     path.parent.mkdir(parents=True, exist_ok=True)
-    note = (f"# The torch family was resolved against a local stand-in of {where.stand_in_for} (PyPI's wheels\n"
-            "# under PyTorch's layout: that index was out of reach here). Installable through PyPI or a mirror\n"
-            "# of it (KITBENCH_INDEX_URL), not from the real index: nox -s lock where it is reachable.\n"
-            if where.stand_in_for else "")
-    path.write_text(f"# kitbench lock for target {target.name} on {platform}, written by `nox -s lock`.\n{note}"
-                    + text.rstrip("\n") + "\n\n[tool.kitbench]\n"
-                    + "".join(f"{key} = {_toml(value)}\n" for key, value in tool.items()))
-    return Outcome(target.name, platform, path, None, f"the torch family against a local stand-in of "
-                   f"{where.stand_in_for} (marked stand-in in the lock)" if where.stand_in_for else None)
+    path.write_text(body)
+    return Outcome(target.name, platform, path, None)
 
 
 def _toml(value: object) -> str:
@@ -179,17 +217,15 @@ def _toml(value: object) -> str:
     return json.dumps(value)
 
 
-def _indexes(resolved: str, where: Where) -> dict[str, str]:
-    """Each package's index, from uv's ``# from <url>`` annotations; a stand-in's URL named as
-    the index it stands for."""
+def _indexes(resolved: str) -> dict[str, str]:
+    """Each package's index, from uv's ``# from <url>`` annotations."""
     found: dict[str, str] = {}
     current = None
     for line in resolved.splitlines():
         if pin := _PIN.match(line):
             current = normalize(pin[1])
         elif (origin := _FROM.match(line)) and current is not None:
-            url = origin[1]
-            found[current] = where.stand_in_for if where.stand_in_for and url == where.torch else url
+            found[current] = origin[1]
     return found
 
 
@@ -236,7 +272,6 @@ class Lock:
     sha256: str
     hashes: dict[tuple[str, str], list[str]]     # (normalized name, version) -> sha256 hashes
     indexes: dict[str, str] = field(default_factory=dict)   # normalized name -> the index it came from
-    stand_in: bool = False
     wheels: dict[str, list[str]] = field(default_factory=dict)  # normalized name -> its wheels' file names
 
 
@@ -244,9 +279,37 @@ def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+# A lock is input kitbench did not write (a checkout's, KITBENCH_LOCK's): every field it derives
+# requirement lines, paths or records from is checked against its standard's form first.
+_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")                     # PEP 508
+_VERSION = re.compile(r"(?:[0-9]+!)?[0-9]+(?:\.[0-9]+)*(?:(?:a|b|rc)[0-9]+)?(?:\.post[0-9]+)?(?:\.dev[0-9]+)?"
+                      r"(?:\+[a-z0-9]+(?:\.[a-z0-9]+)*)?")                          # PEP 440, normalized
+_URL = re.compile(r"https?://[^\s\"'\\<>]+")
+_HEX = re.compile(r"[0-9a-f]{64}")
+_ANY_SHA256 = re.compile(r'sha256 = "([^"\n]*)"')
+_ANY_URL = re.compile(r'(?:\burl|^index) = "([^"\n]*)"', re.MULTILINE)
+
+
+def _checked(path: Path, fields: dict[str, str], block: str) -> None:
+    """One package's fields in their standard's form, or one line naming the first that is not."""
+    bad = None
+    if not _NAME.fullmatch(fields["name"]):
+        bad = f"name {fields['name']!r} (PEP 508)"
+    elif not _VERSION.fullmatch(fields["version"]):
+        bad = f"version {fields['version']!r} of {fields['name']} (PEP 440)"
+    elif digest := next((d for d in _ANY_SHA256.findall(block) if not _HEX.fullmatch(d)), None):
+        bad = f"hash {digest[:80]!r} of {fields['name']} (sha256: 64 hex digits)"
+    elif url := next((u for u in _ANY_URL.findall(block) if not _URL.fullmatch(u)), None):
+        bad = f"URL {url[:120]!r} of {fields['name']} (http or https, no spaces)"
+    if bad:
+        raise UsageError(f"{path}: not a lock kitbench installs: {clean(bad)}",
+                         hint="nox -s lock writes them; a lock from elsewhere is refused field by field")
+
+
 def read(path: Path) -> Lock:
-    """A lock's packages, their hashes and indexes, and how it was made. Read line by line (no TOML
-    parser on Python 3.10, where the images' kitbench runs): the lines uv and ``compile_lock`` write."""
+    """A lock's packages, their hashes and indexes, and how it was made, every field checked. Read line by
+    line (no TOML parser on Python 3.10, where the images' kitbench runs): the lines uv and ``compile_lock``
+    write."""
     raw = _files.read(path, targets.MAX_LOCK_BYTES, "lock", UsageError)
     text = _files.decode(raw, path, "lock", UsageError)
     head, _, tool_text = text.partition("\n[tool.kitbench]\n")
@@ -263,44 +326,56 @@ def read(path: Path) -> Lock:
         fields = dict(_FIELD.findall(block))
         if "name" not in fields or "version" not in fields:
             raise UsageError(f"{path}: a package without a name or version")
+        _checked(path, fields, block)
         name = normalize(fields["name"])
         hashes[name, fields["version"]] = [f"sha256:{digest}" for digest in _SHA256.findall(block)]
         wheels[name] = [url.rsplit("/", 1)[-1] for url in _WHEEL_URL.findall(block)]
         if "index" in fields:
             indexes[name] = fields["index"]
     found = tool.get("indexes")
-    if not isinstance(found, list) or not found or not isinstance(tool.get("platform"), str) or not hashes:
+    platform = tool.get("platform")
+    if not isinstance(found, list) or not found or not isinstance(platform, str) or not hashes:
         raise UsageError(f"{path} is not a kitbench lock (PEP 751 packages and a [tool.kitbench] table)",
                          hint="nox -s lock writes them")
-    return Lock(path, str(tool.get("target")), str(tool["platform"]), str(found[0]),
-                hashlib.sha256(raw).hexdigest(), hashes, indexes, tool.get("stand-in") is True, wheels)
+    target = tool.get("target")
+    if not all(isinstance(url, str) and _URL.fullmatch(url) for url in found) \
+            or not re.fullmatch(r"[a-z]+-[a-z0-9_]+-py[0-9]+\.[0-9]+", platform) \
+            or not (isinstance(target, str) and re.fullmatch(r"[a-z0-9][a-z0-9_-]*", target)):
+        raise UsageError(f"{path}: not a lock kitbench installs: its [tool.kitbench] target, platform or indexes "
+                         "are not of their form", hint="nox -s lock writes them")
+    return Lock(path, target, platform, str(found[0]), hashlib.sha256(raw).hexdigest(), hashes, indexes, wheels)
 
 
-def reachable(index: str, timeout_s: float = 5.0) -> bool:
-    """Whether ``index`` answers for torch (PEP 503/691): PyTorch's index is out of reach on some machines.
-    Asked as every index is (kitbench._http: pip's CA bundle, an index URL's credentials)."""
-    try:
-        _http.get(f"{index.rstrip('/')}/torch/", "application/vnd.pypi.simple.v1+json, text/html;q=0.1",
-                  timeout=timeout_s)
-    except NetworkError:
-        return False
-    return True
+def check_build(lock: Lock, target: Target) -> None:
+    """Refuse, in one line, a lock that is not of ``target``'s build: one of another target, or whose torch
+    is another build than the target's index serves (PyPI's CUDA torch in a cpu, rocm or xpu lock)."""
+    os_name = lock.platform.split("-", 1)[0]
+    torch = next((version for name, version in lock.hashes if name == "torch"), None)
+    declared = target.index.get(os_name)
+    tag = torch.partition("+")[2] if torch else None
+    why = None
+    if lock.target != target.name:
+        why = f"it is {lock.target}'s lock"
+    elif torch is None:
+        why = "it pins no torch"
+    elif declared == targets.PYPI and tag:
+        why = f"it pins torch {torch}, where {target.name} takes PyPI's build on {os_name}"
+    elif declared != targets.PYPI and tag != target.compute:
+        why = (f"it pins torch {torch}, not the +{target.compute} build of {declared}"
+               + (" (PyPI's build)" if not tag else ""))
+    elif build(target.compute).kind != "cuda" and (cuda := sorted(
+            name for name, _ in lock.hashes if name.startswith(("nvidia-", "cuda-")))):
+        why = f"it pins CUDA packages ({', '.join(cuda[:3])}{', ...' if len(cuda) > 3 else ''})"
+    if why:
+        raise UsageError(f"{lock.path.name} is not a lock of {target.name}'s {target.compute} build: {why}",
+                         hint=f"delete it and the target resolves its pins; nox -s lock rewrites it where "
+                              f"{declared} answers")
 
 
-def where(target: Target, os_name: str, stand_in: Callable[[], str]) -> Where:
-    """The indexes a lock is resolved against: the target's (``KITBENCH_PYTORCH_INDEX`` honoured), else,
-    where that is out of reach, ``stand_in()`` (a local stand-in of PyTorch's index, started only then:
-    its ``/simple`` URL) in its place; the rest from ``KITBENCH_INDEX_URL`` when it names an index, else
-    uv's own default."""
+def where(target: Target, os_name: str) -> Where:
+    """The indexes a lock is resolved against: the target's (``KITBENCH_PYTORCH_INDEX`` honoured) for the
+    torch family, and for the rest ``KITBENCH_INDEX_URL`` when it names an index, else uv's own default."""
     import os
 
     override = os.environ.get(targets.INDEX_VARIABLE)
-    default = override if override and override != "default" else None
-    declared = target.declared_index(os_name)
-    if declared is None or reachable(declared):
-        return Where(declared, default)
-    real = target.index[os_name]
-    if not real.startswith(targets.PYTORCH_INDEX + "/"):
-        return Where(declared, default)         # not PyTorch's: nothing stands in for it, uv says why
-    base = stand_in().rstrip("/").removesuffix("/simple") + "/whl"        # PyTorch's layout, on the stand-in
-    return Where(base + real[len(targets.PYTORCH_INDEX):], default, stand_in_for=real)
+    return Where(target.declared_index(os_name), override if override and override != "default" else None)

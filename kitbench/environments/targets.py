@@ -115,11 +115,14 @@ def check_build(target: Target, version: str, cuda: str | None, os_name: str) ->
         matches = wanted is not None and cuda == f"{wanted[0]}.{wanted[1]}"
     cause = None
     if not matches:
+        from kitbench._http import shown
+
         override = os.environ.get(INDEX_VARIABLE)
         mirror = os.environ.get(PYTORCH_INDEX_VARIABLE)
         declared = target.index.get(os_name)
-        cause = (f"{INDEX_VARIABLE}={override} replaced the target's index ({declared})" if override
-                 else f"{PYTORCH_INDEX_VARIABLE}={mirror} stood in for PyTorch's index ({declared})" if mirror
+        # Shown without the user:token@ an index URL may carry: this line is logged.
+        cause = (f"{INDEX_VARIABLE}={shown(override)} replaced the target's index ({declared})" if override
+                 else f"{PYTORCH_INDEX_VARIABLE}={shown(mirror)} stood in for PyTorch's index ({declared})" if mirror
                  else f"the target's index ({declared}) served another build")
     return BuildCheck(matches, installed_build(version, cuda), cause)
 
@@ -216,6 +219,8 @@ def check_index(target: Target, os_name: str, timeout_s: float = 3.0) -> None:
     import urllib.parse
     import urllib.request
 
+    from kitbench._http import shown
+
     url = target.index_for(os_name)
     host = urllib.parse.urlsplit(url).hostname if url else None
     if host is None or urllib.request.getproxies().get(urllib.parse.urlsplit(url or "").scheme):
@@ -235,7 +240,8 @@ def check_index(target: Target, os_name: str, timeout_s: float = 3.0) -> None:
     thread.join(timeout_s)
     why = failed[0] if failed else f"no answer within {timeout_s:g} s"
     if why:
-        raise KitbenchError(f"cannot reach {target.name}'s package index {url}: its host {host} does not resolve "
-                            f"({why})", hint=f"where PyTorch's index is out of reach, install through your pip or uv "
+        raise KitbenchError(f"cannot reach {target.name}'s package index {shown(url or '')}: its host {host} "
+                            f"does not resolve ({why})",
+                            hint=f"where PyTorch's index is out of reach, install through your pip or uv "
                             f"configuration (a mirror, a proxy): {INDEX_VARIABLE}=default nox -s {target.name}; "
                             f"or set {PYTORCH_INDEX_VARIABLE} to a mirror of PyTorch's index")

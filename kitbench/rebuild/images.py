@@ -84,12 +84,15 @@ def base_python(client: Any, image: str) -> str | None:
 
 
 def _lock_env(install: installer.Install) -> dict[str, str]:
-    """KITBENCH_LOCK (the lock's path inside the image, where app/ puts envs/) or KITBENCH_LOCK_WHY, baked
-    into the image: its runs' records name what their environment was installed from."""
+    """KITBENCH_LOCK (the lock's path inside the image, where app/ puts envs/) or KITBENCH_LOCK_WHY, and the
+    index override in force (credentials removed), baked into the image: its runs' records name what their
+    environment was installed from."""
     lock = install.record.get(locks.LOCK_VARIABLE)
     if lock:
-        return {"LOCK": f"{APP_INSIDE}/envs/locks/{Path(lock).name}", "LOCK_WHY": ""}
-    return {"LOCK": "", "LOCK_WHY": install.record.get(locks.LOCK_WHY_VARIABLE, "")}
+        found = {"LOCK": f"{APP_INSIDE}/envs/locks/{Path(lock).name}", "LOCK_WHY": ""}
+    else:
+        found = {"LOCK": "", "LOCK_WHY": install.record.get(locks.LOCK_WHY_VARIABLE, "")}
+    return {**found, "INDEX_OVERRIDE": install.record.get(installer.OVERRIDE_VARIABLE, "")}
 
 
 def build_args(target: Target, install: installer.Install | None = None) -> dict[str, str]:
@@ -98,7 +101,8 @@ def build_args(target: Target, install: installer.Install | None = None) -> dict
     return {
         "BASE_IMAGE": base_image(target)[0],
         "TORCH": target.torch,
-        "PIP_ARGS": " ".join(install.args("pip", "/build/extra/requirements.txt")),
+        # No index URL here (a build argument stays in the builder's history): they are in extra/pip.conf.
+        "PIP_ARGS": " ".join(install.args("pip", "/build/extra")),
         "TARGET": target.name,
         "MANIFEST_SHA256": target.sha256,
         "KITBENCH_VERSION": __version__,
@@ -110,7 +114,8 @@ def context_tar(install: installer.Install | None = None) -> io.BytesIO:
     """The build context: the Dockerfile, ``app/`` (the checkout, or the installed
     package, as ``Dockerfile.dockerignore`` filters it, so the image gets it in one
     COPY), ``extra/ca-bundle.crt`` (empty unless ``KITBENCH_CA_BUNDLE`` names a file)
-    and ``extra/requirements.txt``, what the venv gets (``install``; empty without)."""
+    ``extra/requirements.txt``, what the venv gets (``install``; empty without), and ``extra/pip.conf``, the
+    indexes it comes from (``install``'s; a URL may carry a token: the builder stage alone reads it)."""
     engine.sdk()
     from docker.utils.build import exclude_paths
 
@@ -135,7 +140,9 @@ def context_tar(install: installer.Install | None = None) -> io.BytesIO:
             if name != _DOCKERFILE:
                 tar.add(str(source / name), arcname=f"app/{name}", recursive=False)
         wanted = "".join(f"{line}\n" for line in install.requirements).encode() if install else b""
-        for name, body in (("extra/ca-bundle.crt", ca), ("extra/requirements.txt", wanted)):
+        indexes = install.pip_conf().encode() if install else b""
+        for name, body in (("extra/ca-bundle.crt", ca), ("extra/requirements.txt", wanted),
+                           ("extra/pip.conf", indexes)):
             info = tarfile.TarInfo(name)
             info.size = len(body)
             info.mode = 0o644
@@ -181,6 +188,9 @@ def build(target: Target, log: Log) -> BuildResult:
     tag = image_tag(target)
     note = base_image(target)[1]
     log(f"{target.name}: {install.what}" + (f"; {note}" if note else ""))
+    warning = installer.override_warning(target, install.sources)
+    if warning:
+        log(f"warning: {warning}")
     with engine.errors(target, args["BASE_IMAGE"]):
         try:
             previous = client.images.get(tag).id

@@ -67,13 +67,14 @@ def _uv() -> str | None:
     return shutil.which("uv")
 
 
-def _call(command: list[str], what: str) -> None:
+def _call(command: list[str], what: str, env: dict[str, str] | None = None) -> None:
     """uv, pip or venv through kitbench._proc: output bounded and decoded, an hour at most, its session
     killed when kitbench is interrupted (the build's folder is then removed by ``build``)."""
     from kitbench import _proc
 
     try:
-        done = _proc.run(command, INSTALL_TIMEOUT_S, tail=True)      # the reason comes last
+        done = _proc.run(command, INSTALL_TIMEOUT_S, tail=True,      # the reason comes last
+                         env={**os.environ, **env} if env else None)
     except OSError as exc:
         raise ReplayError(f"{what}: cannot start {Path(command[0]).name}: {exc.strerror or exc}") from None
     except subprocess.TimeoutExpired:
@@ -107,29 +108,26 @@ def build(chosen: Plan, log: Log, root: Path | None = None) -> Path:
     building = Path(tempfile.mkdtemp(prefix=f".{chosen.key}.", dir=root))
     try:
         staged = building / "venv"
-        requirements = building / "requirements.txt"
-        requirements.write_text("\n".join(chosen.requirements) + "\n")
-        deps = ["--no-deps"] if chosen.exact else []
-        hashed = bool(chosen.requirements) and all(" --hash=" in line for line in chosen.requirements)
-        if hashed:
-            deps.append("--require-hashes")     # every pin carries the lock's hashes: none may go unchecked
-        uv = _uv()
+        tool = "uv" if (uv := _uv()) is not None else "pip"
         # The target's PyTorch index for the torch family, PyPI (or the user's index) for the rest, as the
-        # nox sessions install; a hashed set installs from whichever index has each file.
-        index = installer.index_args("uv" if uv is not None else "pip", installer.around(chosen.index), hashed)
+        # nox sessions install: every pin exact (no dependency of its own) where the record lists them all.
+        hashed = bool(chosen.requirements) and all(" --hash=" in line for line in chosen.requirements)
+        install = installer.Install(chosen.requirements, hashed, installer.around(chosen.index), {}, "")
+        args = install.write(building / "install", tool)
+        deps = ["--no-deps"] if chosen.exact and not hashed else []
         log(f"building {len(chosen.requirements)} pins for Python {chosen.python} into {final}")
         if uv is not None:
             _call([uv, "venv", "--quiet", "--relocatable", "--python", chosen.python, str(staged)],
                   f"no Python {chosen.python} here")
-            _call([uv, "pip", "install", "--quiet", "--python", str(staged / inner), *index, *deps,
-                   "-r", str(requirements)], "cannot install the recorded versions")
+            _call([uv, "pip", "install", "--quiet", "--python", str(staged / inner), *deps, *args],
+                  "cannot install the recorded versions", install.env(tool))
         else:
             interpreter = shutil.which(f"python{chosen.python}")
             if interpreter is None:
                 raise ReplayError(f"no Python {chosen.python} here (and no uv to provide one)")
             _call([interpreter, "-m", "venv", str(staged)], f"cannot make a Python {chosen.python} venv")
-            _call([str(staged / inner), "-m", "pip", "install", "--quiet", *index, *deps,
-                   "-r", str(requirements)], "cannot install the recorded versions")
+            _call([str(staged / inner), "-m", "pip", "install", "--quiet", *deps, *args],
+                  "cannot install the recorded versions", install.env(tool))
         # Run as `python -m`, a venv survives the move (its console scripts' shebangs would not).
         try:
             os.replace(staged, final)
@@ -186,7 +184,9 @@ def run(chosen: Plan, python: Path, out: Path, log: Log) -> RunRecord:
     with tempfile.TemporaryDirectory(prefix="kitbench-path.") as kit:
         _link_package(Path(kit))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [kit, os.environ.get("PYTHONPATH")])),
-               "KITBENCH_LOCK_WHY": f"replay of {chosen.source} (plan {chosen.key})"}
+               "KITBENCH_LOCK_WHY": f"replay of {chosen.source} (plan {chosen.key})",
+               # the override the venv was built under, as a session's record says it
+               **installer.record_of(installer.around(chosen.index), {})}
         if chosen.target:
             env["KITBENCH_TARGET"] = chosen.target
         out.parent.mkdir(parents=True, exist_ok=True)

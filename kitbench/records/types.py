@@ -157,6 +157,7 @@ class Environment(TypedDict):
     packages: NotRequired[list[Package]]
     lock: NotRequired[LockInfo | None]
     lock_why: NotRequired[str | None]
+    index_override: NotRequired[str | None]
     git_revision: NotRequired[str | None]
     python_arch: NotRequired[str]
     python_build: NotRequired[PythonBuild]

@@ -130,6 +130,16 @@ def lock() -> tuple[Lock | None, LockInfo | None, str | None]:
     return found, {"path": named, "platform": found.platform, "index": found.index, "sha256": found.sha256}, None
 
 
+def index_override() -> str | None:
+    """The ``KITBENCH_INDEX_URL`` the session installed under (``KITBENCH_INDEX_OVERRIDE``, credentials
+    removed by the installer and again here: a record is shared), or None."""
+    from kitbench._http import shown
+    from kitbench.environments.installer import OVERRIDE_VARIABLE
+
+    value = os.environ.get(OVERRIDE_VARIABLE)
+    return shown(value) if value else None
+
+
 def packages(found: Lock | None) -> list[Package]:
     """Every distribution this interpreter can import, as ``import`` finds them (the first on sys.path
     wins), with its installer, its source (direct URL or path; else the index the lock names for it) and the
@@ -187,7 +197,8 @@ def collect(machine: Probe) -> Environment:
         "settings": cast(Settings, determinism.settings()),   # torch's names, key by key
     })
     found_lock, named, why = lock()
-    found.update({"lock": named, "lock_why": why, "packages": packages(found_lock)})
+    found.update({"lock": named, "lock_why": why, "packages": packages(found_lock),
+                  "index_override": index_override()})
     return found
 
 

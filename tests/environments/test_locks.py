@@ -1,5 +1,5 @@
-"""Locks resolved for real by uv against recorded index pages (a PyTorch-shaped index and a PyPI
-stand-in, tests/pytorch_index.py), the committed locks' completeness, and what a record says of them."""
+"""Locks resolved for real by uv against recorded index pages (a stand-in as partial as PyTorch's index and
+a PyPI stand-in, tests/pytorch_index.py), every lock's fields and build checked, and what a record says of them."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from pytorch_index import everything, in_family, recorded, serving
+from pytorch_index import everything, in_family, partial, recorded, serving
 
 from kitbench.environments import locks, targets
 from kitbench.suite import fingerprint
@@ -27,46 +27,52 @@ _PLATFORM_TAG = {("linux", "x86_64"): r"(manylinux|linux)\w*_x86_64",
                  ("macos", "arm64"): r"macosx_\d+_\d+_(arm64|universal2)", ("windows", "x86_64"): r"win_amd64"}
 
 
-def test_the_stand_in_serves_the_torch_family_and_nothing_else() -> None:
-    with serving(recorded()) as url:
+def test_the_stand_in_is_as_partial_as_pytorchs_index() -> None:
+    def get(url: str) -> bytes:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            body: bytes = response.read()
+            return body
+
+    with serving(partial()) as url:
         request = urllib.request.Request(f"{url}/torch/", headers={"Accept": "application/vnd.pypi.simple.v1+json"})
         with urllib.request.urlopen(request, timeout=10) as response:
             page = json.load(response)
         assert page["name"] == "torch" and any(f["filename"].startswith("torch-2.14.1-") for f in page["files"])
-        with urllib.request.urlopen(url.replace("/simple", "/whl/cpu") + "/numpy/", timeout=10) as response:
-            assert b"numpy-2.4.6-" in response.read()            # PEP 503 HTML, under PyTorch's layout
+        numpy = get(url.replace("/simple", "/whl/cpu") + "/numpy/").decode()     # PEP 503 HTML, PyTorch's layout
+        assert "numpy-2.1.2-" in numpy and "numpy-2.4.6-" not in numpy           # one old version only
+        assert "MarkupSafe-2.1.5-" in get(f"{url}/jinja2/").decode()            # a file of another project
         for name in ("rich", "pyyaml", "fastjsonschema"):       # kitbench's own: not PyTorch's to serve
             with pytest.raises(urllib.error.HTTPError, match="404"):
                 urllib.request.urlopen(f"{url}/{name}/", timeout=10)
 
 
 @needs_uv
-def test_torch_from_pytorchs_index_rich_from_pypi(envs_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_resolution_that_is_not_the_targets_build_is_never_written(envs_copy: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KITBENCH_INDEX_URL", raising=False)
     assert UV is not None
-    committed = locks.read(REPO / "envs" / "locks" / "pylock.cpu-linux-x86_64-py3.11.toml")
-    with serving(recorded(), in_family) as torch_index, serving(recorded(), everything) as pypi:
-        where = locks.Where(torch_index.replace("/simple", "/whl/cpu"), pypi, stand_in_for=CPU)
-        outcome = locks.compile_lock(UV, targets.get("cpu"), "linux", "x86_64", where)
-    assert outcome.skipped is None and outcome.path == envs_copy / "locks" / "pylock.cpu-linux-x86_64-py3.11.toml"
-    assert outcome.note == f"the torch family against a local stand-in of {CPU} (marked stand-in in the lock)"
+    with serving(partial(), in_family) as torch_index, serving(recorded(), everything) as pypi:
+        # The stand-in serves PyPI's torch (a CUDA build) where the cpu target names +cpu: skipped, said why.
+        outcome = locks.compile_lock(UV, targets.get("cpu"), "linux", "x86_64",
+                                     locks.Where(torch_index.replace("/simple", "/whl/cpu"), pypi))
+        assert outcome.path is None and outcome.skipped is not None
+        assert "not the +cpu build of https://download.pytorch.org/whl/cpu (PyPI's build)" in outcome.skipped
+        assert not (envs_copy / "locks" / "pylock.cpu-linux-x86_64-py311.toml").exists()
+        # macOS takes PyPI's build: its lock is written, every package from PyPI's stand-in, hash-pinned.
+        outcome = locks.compile_lock(UV, targets.get("cpu"), "macos", "arm64", locks.Where(None, pypi), "14.0")
+    assert outcome.skipped is None and outcome.path == envs_copy / "locks" / "pylock.cpu-macos-arm64-py311.toml"
     lock = locks.read(outcome.path)
-    assert lock.stand_in and lock.index == CPU and lock.platform == "linux-x86_64-py3.11"
-    assert lock.indexes["torch"] == lock.indexes["numpy"] == lock.indexes["nvidia-cublas"] == CPU
-    assert lock.indexes["rich"] == lock.indexes["pyyaml"] == pypi        # absent from PyTorch's index
-    assert lock.hashes[("torch", "2.14.1")] and all(lock.hashes.values())
-    # The committed lock is this resolution: the recorded pages hold the pinned versions only.
-    assert set(lock.hashes) == set(committed.hashes)
-    assert "127.0.0.1" not in outcome.path.read_text().replace(pypi, "")    # the stand-in named as what it stands for
+    assert lock.platform == "macos-arm64-py3.11" and lock.hashes[("torch", "2.14.1")]
+    assert set(lock.indexes.values()) == {pypi} and all(lock.hashes.values())
 
 
 @needs_uv
 def test_an_unreachable_index_skips_the_pair_and_says_why(envs_copy: Path) -> None:
     assert UV is not None
-    committed = envs_copy / "locks" / "pylock.cpu-windows-x86_64-py3.11.toml"
+    committed = envs_copy / "locks" / "pylock.cpu-macos-arm64-py311.toml"
     before = committed.read_text()
-    outcome = locks.compile_lock(UV, targets.get("cpu"), "windows", "x86_64",
-                                 locks.Where("http://127.0.0.1:9/simple", "http://127.0.0.1:9/simple"))
+    outcome = locks.compile_lock(UV, targets.get("cpu"), "macos", "arm64",
+                                 locks.Where(None, "http://127.0.0.1:9/simple"))
     assert outcome.path is None and outcome.skipped is not None
     assert "could not resolve against http://127.0.0.1:9/simple" in outcome.skipped
     assert committed.read_text() == before          # a failed resolution leaves the last lock as it was
@@ -82,28 +88,19 @@ def test_lock_all_locks_the_docker_targets_too(monkeypatch: pytest.MonkeyPatch) 
     assert asked == [("cuda126", "linux", "x86_64"), ("cuda126", "linux", "aarch64")]
 
 
-def _requires_python(name: str, version: str) -> str:
-    """What the recorded page says the pinned version needs (e.g. ``>=3.11``)."""
-    page = recorded()(name)
-    assert page is not None, name
-    return next(f["requires-python"] for f in page["files"] if f"-{version}-" in f["filename"] or
-                f["filename"].endswith(f"-{version}.tar.gz"))
-
-
 @pytest.mark.parametrize("target", sorted(targets.load_all()))
-def test_every_committed_lock_is_complete_for_its_platform(target: str) -> None:
-    """CI's check: every (target, platform) pair has its lock, holding every pin with hashes, its index,
-    and a wheel that installs there; the pairs without one are those whose Python the pins exclude."""
+def test_every_committed_lock_is_complete_and_of_its_targets_build(target: str) -> None:
+    """Whatever locks are committed: each holds every pin with hashes, its index, a wheel that installs on
+    its platform, and is of its target's build (``check_build``)."""
     found = targets.get(target)
     pins = dict(pin.split("==", 1) for pin in found.pins())
     for os_name, arch in locks.pairs(found):
         platform = locks.platform_name(os_name, arch, found.python)
         path = locks.lock_path(found, platform)
         if not path.is_file():
-            floor = _requires_python("numpy", pins["numpy"])
-            assert floor == ">=3.11" and found.python == "3.10", f"{path.name} is missing"
             continue
         lock = locks.read(path)
+        locks.check_build(lock, found)
         assert lock.platform == platform and lock.target == target
         versions = {name: version.partition("+")[0] for name, version in lock.hashes}
         for name, version in pins.items():
@@ -117,11 +114,11 @@ def test_every_committed_lock_is_complete_for_its_platform(target: str) -> None:
 
 
 def test_the_record_names_the_lock_and_its_hashes(monkeypatch: pytest.MonkeyPatch) -> None:
-    path = REPO / "envs" / "locks" / "pylock.cpu-linux-x86_64-py3.11.toml"
+    path = REPO / "tests" / "resources" / "locks" / "pylock.cpu-linux-x86_64-py311.toml"
     monkeypatch.setenv(locks.LOCK_VARIABLE, str(path))
     found, named, why = fingerprint.lock()
     assert why is None and named is not None and found is not None
-    assert named["path"] == "envs/locks/pylock.cpu-linux-x86_64-py3.11.toml"
+    assert named["path"] == "tests/resources/locks/pylock.cpu-linux-x86_64-py311.toml"
     assert named["platform"] == "linux-x86_64-py3.11" and len(named["sha256"]) == 64
     packages = {p["name"].lower(): p for p in fingerprint.packages(found)}
     assert packages["numpy"]["version"] == "2.4.6" and packages["numpy"]["hashes"]
@@ -130,21 +127,42 @@ def test_the_record_names_the_lock_and_its_hashes(monkeypatch: pytest.MonkeyPatc
     monkeypatch.delenv(locks.LOCK_VARIABLE)
     monkeypatch.setenv(locks.LOCK_WHY_VARIABLE, "no lock for cpu on linux-x86_64-py3.11 (nox -s lock)")
     assert fingerprint.lock() == (None, None, "no lock for cpu on linux-x86_64-py3.11 (nox -s lock)")
+    # The override the session installed under: named, never with its credentials.
+    monkeypatch.delenv("KITBENCH_INDEX_OVERRIDE", raising=False)
+    assert fingerprint.index_override() is None
+    monkeypatch.setenv("KITBENCH_INDEX_OVERRIDE", "https://user:s3cret@mirror.example/simple")
+    assert fingerprint.index_override() == "https://mirror.example/simple"
 
 
-def test_an_unreachable_pytorch_index_is_resolved_against_the_stand_in(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_lock_is_resolved_against_the_targets_index_or_its_mirror(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("KITBENCH_INDEX_URL", "KITBENCH_PYTORCH_INDEX"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(locks, "reachable", lambda index, timeout_s=5.0: False)
-    where = locks.where(targets.get("rocm"), "linux", lambda: "http://127.0.0.1:1/simple")
-    assert where == locks.Where("http://127.0.0.1:1/whl/rocm7.2", None, stand_in_for=
-                                "https://download.pytorch.org/whl/rocm7.2")
-    # PyPI's targets (macOS) need no stand-in, and none is started for them.
-    assert locks.where(targets.get("mps"), "macos", lambda: pytest.fail("no stand-in for PyPI")) == locks.Where(None)
-    monkeypatch.setattr(locks, "reachable", lambda index, timeout_s=5.0: True)
+    assert locks.where(targets.get("rocm"), "linux") == locks.Where("https://download.pytorch.org/whl/rocm7.2")
+    assert locks.where(targets.get("mps"), "macos") == locks.Where(None)        # PyPI's builds
+    monkeypatch.setenv("KITBENCH_PYTORCH_INDEX", "http://127.0.0.1:1/whl")
     monkeypatch.setenv("KITBENCH_INDEX_URL", "https://mirror.example/simple")
-    assert locks.where(targets.get("cpu"), "linux", lambda: pytest.fail("reachable")) == locks.Where(
-        "https://download.pytorch.org/whl/cpu", "https://mirror.example/simple")
+    assert locks.where(targets.get("cpu"), "linux") == locks.Where("http://127.0.0.1:1/whl/cpu",
+                                                                   "https://mirror.example/simple")
+
+
+@pytest.mark.parametrize(("line", "bad"), [
+    ('name = "torch"', 'name = "torch\\nrequests"'),
+    ('name = "torch"', 'name = "torch --index-url x"'),
+    ('version = "2.14.1"', 'version = "2.14.1 ; os_name"'),
+    ('sha256 = "', 'sha256 = "zz'),
+    ('url = "https://files.pythonhosted.org/', 'url = "file:///etc/'),
+    ('index = "https://download.pytorch.org/whl/cpu"', 'index = "https://x y"'),
+])
+def test_every_field_of_a_lock_is_checked_before_use(line: str, bad: str, tmp_path: Path) -> None:
+    from kitbench.errors import UsageError
+
+    text = (REPO / "tests" / "resources" / "locks" / "pylock.cpu-linux-x86_64-py311.toml").read_text()
+    assert line in text
+    path = tmp_path / "pylock.x.toml"
+    path.write_text(text.replace(line, bad, 1))
+    with pytest.raises(UsageError) as refused:
+        locks.read(path)
+    assert "not a lock kitbench installs" in refused.value.message and "\n" not in refused.value.message
 
 
 @pytest.mark.parametrize("kind", ["fifo", "device", "random bytes"])

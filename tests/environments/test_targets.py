@@ -153,6 +153,13 @@ def test_the_installed_build_is_checked_against_the_target(target: str, version:
         assert check.cause is not None and check.cause.startswith("KITBENCH_INDEX_URL=default replaced")
 
 
+def test_the_build_check_never_shows_an_index_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KITBENCH_INDEX_URL", "https://user:s3cret@mirror.example/simple")
+    check = targets.check_build(targets.get("cpu"), "2.14.1", "13.0", "linux")
+    assert check.cause == ("KITBENCH_INDEX_URL=https://mirror.example/simple replaced the target's index "
+                           "(https://download.pytorch.org/whl/cpu)")
+
+
 def test_a_target_file_name_must_be_a_plain_name(envs_copy: Path) -> None:
     from kitbench.errors import ManifestError
 

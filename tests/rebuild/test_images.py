@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -59,28 +60,23 @@ def test_build_args_come_from_the_manifest(monkeypatch: pytest.MonkeyPatch) -> N
     assert args["BASE_IMAGE"] == target.base_image
     assert "by tag" in str(images.base_image(target)[1])         # no digest declared: said
     assert args["TORCH"] == target.torch and args["MANIFEST_SHA256"] == target.sha256
-    # The installer's arguments: PyTorch's index beside PyPI. The target's lock was resolved against a
-    # stand-in of PyTorch's index (PyPI's builds), so against the real one the pins are resolved, said so.
-    assert args["PIP_ARGS"] == ("--extra-index-url https://download.pytorch.org/whl/cu118 "
-                                "-r /build/extra/requirements.txt")
-    assert args["LOCK"] == "" and "stand-in" in args["LOCK_WHY"]
-    # Through a mirror (the override) the lock for its Python 3.10 is installed as it is, hash-checked
-    # (numpy 2.2.6 there: envs/suite.yaml's python table), and the image's records name it.
-    monkeypatch.setenv("KITBENCH_INDEX_URL", "default")
+    # Without a lock, the pins (numpy 2.2.6 for its Python 3.10: envs/suite.yaml's python table); no index
+    # in the arguments (a build argument stays in history): PyTorch's beside PyPI in extra/pip.conf.
     install = images.image_install(target)
-    args = images.build_args(target, install)
-    assert args["PIP_ARGS"] == "--no-deps --require-hashes -r /build/extra/requirements.txt"
-    assert args["LOCK"] == "/opt/kitbench/envs/locks/pylock.cuda118-linux-x86_64-py3.10.toml"
-    assert any(line.startswith("torch==2.7.1 --hash=sha256:") for line in install.requirements) and install.hashed
-    assert any(line.startswith("numpy==2.2.6 ") for line in install.requirements)
-    # A replaced base with another Python (CI's Debian has 3.11): no lock fits its wheels, so the pins.
+    assert args["PIP_ARGS"] == "-r /build/extra/requirements.txt" and args["INDEX_OVERRIDE"] == ""
+    assert install.pip_conf() == "[global]\nextra-index-url = https://download.pytorch.org/whl/cu118\n"
+    assert args["LOCK"] == "" and "no lock for cuda118" in args["LOCK_WHY"]
+    assert "torch==2.7.1" in install.requirements and "numpy==2.2.6" in install.requirements
+    # A replaced base and an override: the image's records mark the override, without its credentials.
     monkeypatch.setenv("KITBENCH_BASE_IMAGE", "local/base:1")
-    monkeypatch.setenv("KITBENCH_INDEX_URL", "default")
+    monkeypatch.setenv("KITBENCH_INDEX_URL", "https://user:s3cret@mirror.example/simple")
     install = images.image_install(target, "3.11")
     args = images.build_args(target, install)
     assert (args["BASE_IMAGE"], args["PIP_ARGS"]) == ("local/base:1", "-r /build/extra/requirements.txt")
     assert args["LOCK"] == "" and "py3.11" in args["LOCK_WHY"]
-    assert "torch==2.7.1" in install.requirements and not install.hashed
+    assert args["INDEX_OVERRIDE"] == "https://mirror.example/simple" and "s3cret" not in str(args)
+    members = _members(images.context_tar(install))
+    assert members["extra/pip.conf"] == b"[global]\nindex-url = https://user:s3cret@mirror.example/simple\n"
 
 
 def test_the_base_image_is_pulled_by_digest_where_the_target_declares_one(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -91,9 +87,12 @@ def test_the_base_image_is_pulled_by_digest_where_the_target_declares_one(monkey
     assert images.build_args(target)["BASE_IMAGE"].endswith(f"@{digest}")
 
 
-def test_an_image_with_a_lock_installs_it_hash_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_image_with_a_lock_installs_it_hash_checked(monkeypatch: pytest.MonkeyPatch,
+                                                        write_lock: Callable[..., Path]) -> None:
     monkeypatch.setenv("KITBENCH_INDEX_URL", "default")
-    target = dataclasses.replace(targets.get("cuda126"), name="cpu", python="3.11")    # a target with locks
+    monkeypatch.setattr("platform.machine", lambda: "x86_64")
+    write_lock("cuda126", "2.9.1+cu126", cuda=True, python="3.10")
+    target = targets.get("cuda126")
     install = images.image_install(target)
     assert install.hashed and all(" --hash=sha256:" in line for line in install.requirements)
     assert images.build_args(target, install)["PIP_ARGS"] == (
@@ -162,8 +161,8 @@ def test_a_silent_build_step_still_logs_a_line(monkeypatch: pytest.MonkeyPatch) 
     result = images.build(targets.get("cuda126"), lines.append)
     assert (result.image_id, result.arch) == ("sha256:10cc", "amd64")
     said = lines.pop(0)             # what the image installs, first
-    # The fake engine runs no container to ask the base's Python: the target's 3.10 and its lock, then.
-    assert said.startswith("cuda126: pylock.cuda126-linux-") and "hash-checked" in said
+    # The fake engine runs no container to ask the base's Python: the target's 3.10, and its pins (no lock).
+    assert said.startswith("cuda126: no usable lock (no lock for cuda126 on linux-") and "resolving the pins" in said
     assert lines[0] == "Step 10/23 : RUN pip install torch"
     assert len(lines) >= 2 and all(
         line.startswith(f"... building {result.tag}: still at Step 10/23 : RUN pip install torch after ")

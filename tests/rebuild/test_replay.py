@@ -34,10 +34,10 @@ needs_uv = pytest.mark.skipif(shutil.which("uv") is None, reason="replay builds 
 
 @pytest.fixture(scope="module")
 def cpu_record(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real cpu-target record (tiny MNIST run) from this interpreter, installed from its lock."""
+    """A real cpu-target record (tiny MNIST run) from this interpreter, naming a lock of its packages."""
     out = tmp_path_factory.mktemp("record") / "cpu.json"
     env = {**os.environ, "KITBENCH_TARGET": "cpu", "KITBENCH_INDEX_URL": "default",
-           locks.LOCK_VARIABLE: str(REPO / "envs" / "locks" / "pylock.cpu-linux-x86_64-py3.11.toml")}
+           locks.LOCK_VARIABLE: str(REPO / "tests" / "resources" / "locks" / "pylock.cpu-linux-x86_64-py311.toml")}
     subprocess.run([sys.executable, "-m", "kitbench", "run", "--check", "mnist", "--limit", "300", "--offline",
                     "--out", str(out)], env=env, check=True, capture_output=True, cwd=REPO)
     return out
@@ -215,12 +215,15 @@ def test_the_replayed_run_gets_this_kitbench_and_nothing_else_of_the_callers(
     assert not seen["folder"].exists()          # gone with the run
 
 
-def _fake_uv(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
-    """replay's build with uv's calls recorded instead of run (the venv folder made, as uv would)."""
+def _fake_uv(monkeypatch: pytest.MonkeyPatch, envs: list[dict[str, str] | None] | None = None) -> list[list[str]]:
+    """replay's build with uv's calls recorded instead of run (the venv folder made, as uv would); the
+    environment each is given, in ``envs``."""
     calls: list[list[str]] = []
 
-    def fake_call(command: list[str], what: str) -> None:
+    def fake_call(command: list[str], what: str, env: dict[str, str] | None = None) -> None:
         calls.append(command)
+        if envs is not None:
+            envs.append(env)
         if command[1] == "venv":
             Path(command[-1]).mkdir()
 
@@ -240,11 +243,11 @@ def test_the_build_installs_into_the_venvs_own_interpreter_on_windows(
 
 
 @pytest.mark.parametrize(("override", "index"), [
-    (None, ["--index", "https://download.pytorch.org/whl/cpu", "--index-strategy", "unsafe-best-match"]),
-    ("https://mirror.example/simple", ["--default-index", "https://mirror.example/simple"])])
+    (None, {"UV_INDEX": "https://download.pytorch.org/whl/cpu", "UV_INDEX_STRATEGY": "unsafe-best-match"}),
+    ("https://mirror.example/simple", {"UV_DEFAULT_INDEX": "https://mirror.example/simple"})])
 def test_the_recorded_set_installs_from_any_layout_of_indexes_hash_checked(
         cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, override: str | None,
-        index: list[str]) -> None:
+        index: dict[str, str]) -> None:
     """The record names packages and hashes, not hosts: PyTorch's index beside PyPI, or a mirror of
     both, serve the same files, and uv takes each from whichever has it."""
     monkeypatch.delenv("KITBENCH_PYTORCH_INDEX", raising=False)
@@ -258,11 +261,12 @@ def test_the_recorded_set_installs_from_any_layout_of_indexes_hash_checked(
     hashed = tmp_path / "hashed.json"
     hashed.write_text(json.dumps(data))
     chosen = planning.plan(hashed, probe())
-    calls = _fake_uv(monkeypatch)
+    envs: list[dict[str, str] | None] = []
+    calls = _fake_uv(monkeypatch, envs)
     replay.build(chosen, lambda line: None, tmp_path / "cache")
     install = calls[1]
-    assert install[install.index("--python") + 2:] == [*index, "--no-deps", "--require-hashes", "-r",
-                                                       install[-1]]
+    assert install[install.index("--python") + 2:] == ["--no-deps", "--require-hashes", "-r", install[-1]]
+    assert envs[1] == index         # the indexes as uv's variables: a URL's token never on a command line
 
 
 def _with_argv(source: Path, dest: Path, argv: list[str]) -> Path:
