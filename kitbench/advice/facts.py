@@ -127,8 +127,9 @@ def _load(source: _files.Stamp) -> _Cache:
             found.append(_derived(_checked(entry)))
         except (KeyError, TypeError, AttributeError):
             left_out.append(str(entry.get("version", "?") if isinstance(entry, dict) else "?")[:40])
-    notes: tuple[str, ...] = (f"{source[0]}: left out {len(left_out)} release(s) whose facts are not in the form a refresh writes "
-             f"({', '.join(left_out[:3])}); `kitbench facts refresh` rewrites it",) if left_out else ()
+    notes: tuple[str, ...] = (
+        f"{source[0]}: left out {len(left_out)} release(s) whose facts are not in the form a refresh writes "
+        f"({', '.join(left_out[:3])}); `kitbench facts refresh` rewrites it",) if left_out else ()
     try:
         listing = _listed(data.get("listed") or {})
     except (KeyError, TypeError, AttributeError):
