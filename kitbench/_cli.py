@@ -189,16 +189,22 @@ def _cmd_container(args: argparse.Namespace) -> int:
     return containers.run(target, result, args.run_args, log=lambda line: print(line, flush=True))
 
 
-def _cmd_install(args: argparse.Namespace) -> int:
-    import dataclasses
-
+def _check_machine_choices(args: argparse.Namespace) -> None:
+    """install-cmd's words for another machine, each one of those it knows."""
     from kitbench.advice import selector
-    from kitbench.advice.answer import answer
 
     for name, value, choices in (("--os", args.os, selector.OSES), ("--arch", args.arch, selector.ARCHES),
                                  ("--python-arch", args.python_arch, selector.ARCHES)):
         if value is not None:
             selector.check_choice(name, value, choices)
+
+
+def _cmd_install(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from kitbench.advice.answer import answer
+
+    _check_machine_choices(args)
     given = dict(os=args.os, arch=args.arch, python_arch=args.python_arch, driver=args.driver,
                  gpu_capabilities=args.gpu_cc, no_gpu=args.no_gpu, gpu_gfx=args.gpu_gfx, intel_gpu=args.intel_gpu,
                  python_path=args.python_path, python_version=args.python_version, glibc=args.glibc,
@@ -378,6 +384,7 @@ def _project_machine(spec: str) -> tuple[str, Any]:
     if not given.lstrip().startswith("-"):
         return name, saved.load(Path(given))
     args = _parser.build().parse_args(["install-cmd", *shlex.split(given)])
+    _check_machine_choices(args)
     return name, override(probe(), os=args.os, arch=args.arch, python_arch=args.python_arch, driver=args.driver,
                           gpu_capabilities=args.gpu_cc, no_gpu=args.no_gpu, gpu_gfx=args.gpu_gfx,
                           intel_gpu=args.intel_gpu, python_path=args.python_path,

@@ -25,7 +25,9 @@ else:  # pragma: no cover -- Python 3.10
     import tomli as tomllib
 
 _BARE = re.compile(r"[A-Za-z0-9_-]+")
-_HEADER = re.compile(r"\s*(\[\[?)\s*([^\[\]#]+?)\s*\]\]?\s*(#.*)?")
+_KEY = r"""(?:[A-Za-z0-9_-]+|"[^"\n]*"|'[^'\n]*')"""
+_HEADER = re.compile(rf"\s*(\[\[?)\s*({_KEY}(?:\s*\.\s*{_KEY})*)\s*\]\]?\s*(#.*)?")
+_LONG_STRING = re.compile(r'"""|\'\'\'')
 
 
 def loads(text: str, where: str) -> dict[str, Any]:
@@ -92,12 +94,20 @@ def blocks(text: str) -> list[Block]:
     header: str | None = None
     array = False
     lines: list[str] = []
+    quote: str | None = None       # the multi-line string a line is in, where it is in one
     for line in text.splitlines(keepends=True):
-        match = _HEADER.fullmatch(line.rstrip("\r\n"))
+        match = None if quote else _HEADER.fullmatch(line.rstrip("\r\n"))
+        for mark in _LONG_STRING.findall(line):
+            quote = None if quote == mark else quote or mark
         if match:
-            if lines or header is not None:
-                found.append(Block(header, array, "".join(lines)))
-            header, array, lines = dotted(match[2]), match[1] == "[[", [line]
+            # Comments just above a header are the next table's, as a person reads them (but for the file's
+            # own, above its first table).
+            cut = len(lines)
+            while header is not None and cut and (not lines[cut - 1].strip() or lines[cut - 1].lstrip()[0] == "#"):
+                cut -= 1
+            if lines[:cut] or header is not None:
+                found.append(Block(header, array, "".join(lines[:cut])))
+            header, array, lines = dotted(match[2]), match[1] == "[[", [*lines[cut:], line]
             continue
         lines.append(line)
     if lines or header is not None:
@@ -147,8 +157,12 @@ def update(old: str, ours: Sequence[Block], owned: Callable[[Block], bool], wher
 
 
 def _same(after: dict[str, Any], block: Block) -> bool:
-    """Whether ``after`` holds what ``block`` wrote in ``before`` (an array's entry: among its entries)."""
-    mine = own(block)
+    """Whether ``after`` holds what ``block`` held (an array's entry: among its entries); not where the block
+    alone is no TOML (cut in the middle of a value)."""
+    try:
+        mine = own(block)
+    except KitbenchError:
+        return False
     node: Any = after
     for part in (block.header or "").split("."):
         node = node.get(part, {}) if isinstance(node, dict) else {}

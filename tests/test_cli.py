@@ -715,3 +715,34 @@ def test_slurm_time_formats_pass_the_local_check(value: str, monkeypatch: pytest
                  ["fleet", "probe", "--python", sys.prefix, "--release", "2.11.0", "--time", value]):
         assert main(argv) == 1
         assert capsys.readouterr().err.startswith("ERROR: asked Slurm")
+
+
+@pytest.mark.parametrize(("machine", "words"), [
+    ("laptop", "--machine 'laptop' is not NAME=FILE or NAME='FLAGS'"),
+    ("Laptop=--no-gpu", "machine name 'Laptop' is not a lowercase word"),
+    ("box=--os beos", "unknown --os 'beos'"),
+    ("box=--bogus", "unknown option '--bogus'"),
+    ("box={tmp}/absent.json", "no such probe file"),
+    ("box={tmp}", "is not a regular file"),
+    ("box={tmp}/out", "is not a regular file"),
+])
+def test_project_refuses_a_machine_it_cannot_read_in_one_line(machine: str, words: str, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "out").mkdir()
+    code = main(["project", str(tmp_path / "out"), "--machine", machine.replace("{tmp}", str(tmp_path))])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 2 and err[0].startswith("ERROR: ") and words in err[0], err
+    assert len(err) == 2 and err[1].startswith("hint: "), err
+    assert not list((tmp_path / "out").iterdir())
+
+
+def test_project_prints_each_machine_s_line_and_writes_the_files(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    probe = Path(__file__).resolve().parent / "resources" / "project" / "ci-linux-x86_64.probe.json"
+    assert main(["project", str(tmp_path), "--machine", f"ci={probe}", "--machine",
+                 "h100=--os linux --driver 570.86.10 --gpu-cc 9.0", "--pixi"]) == 0
+    out, err = capsys.readouterr()
+    assert [line.split("#")[0].split() for line in out.splitlines()] == [
+        ["ci", "uv", "sync", "--extra", "cpu"], ["h100", "uv", "sync", "--extra", "cu126"]]
+    assert "pixi: pixi install -e h100" in out
+    assert err.splitlines() == [f"wrote {tmp_path / 'pyproject.toml'}", f"wrote {tmp_path / 'pixi.toml'}"]

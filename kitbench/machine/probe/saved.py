@@ -68,7 +68,11 @@ def from_json(data: object, where: str) -> Probe:
 
 def load(path: Path) -> Probe:
     """The probe in the file ``kitbench probe --json > FILE`` wrote."""
-    text = read_text(path, 1 << 20, "probe file", UsageError)
+    try:
+        text = read_text(path, 1 << 20, "probe file", UsageError)
+    except UsageError as unread:
+        unread.hint = unread.hint or "give the file `kitbench probe --json > FILE` wrote on that machine"
+        raise
     try:
         data = json.loads(text)
     except ValueError as bad:
