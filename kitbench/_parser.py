@@ -239,7 +239,8 @@ def build() -> argparse.ArgumentParser:
     project.add_argument("directory", nargs="?", default=Path("."), type=Path, metavar="DIR",
                          help="the project's folder (default: here)")
     project.add_argument("--machine", action="append", default=[], metavar="NAME=FILE|NAME='FLAGS'",
-                         help="a machine: the file `kitbench probe --json` wrote on it, or install-cmd's flags "
+                         help="a machine: the file `kitbench probe --json` wrote on it (or a run record of it), or "
+                              "install-cmd's flags "
                               "for it (--os, --driver, --gpu-cc, --no-gpu, --python-version, ...) (repeatable)")
     project.add_argument("--fleet", type=Path, metavar="DIR",
                          help="a fleet probe job's folder: each node's <node>.probe.json is a machine")

@@ -49,3 +49,13 @@ def test_a_file_that_is_not_json_is_refused(tmp_path: Path) -> None:
         saved.load(tmp_path / "probe.json")
     with pytest.raises(UsageError, match="not a JSON object"):
         saved.from_json([], "x.json")
+
+
+def test_a_run_record_gives_the_machine_it_ran_on() -> None:
+    # docs/records/h100-cnn.json: a run on an H100 container, driver 580.159.04, Python 3.12.3, glibc 2.39.
+    machine = saved.load(Path(__file__).resolve().parents[2] / "docs" / "records" / "h100-cnn.json")
+    assert (machine.os, machine.arch, machine.python_arch, machine.python_version) == (
+        "linux", "x86_64", "x86_64", "3.12.3")
+    assert machine.driver == "580.159.04" and [g.name for g in machine.gpus] == ["NVIDIA H100 80GB HBM3"]
+    assert machine.capabilities == () and (machine.libc, machine.libc_version) == ("glibc", "2.39")
+    assert machine.container and machine.sources["driver"].endswith("h100-cnn.json: the record's environment")

@@ -1,11 +1,14 @@
 """A probe read back from what ``kitbench probe --json`` wrote on another machine (by hand, or a fleet's
 ``<node>.probe.json``), checked field by field: the file comes from elsewhere, so a field of the wrong
-kind is a refusal naming it, never a traceback further on.
+kind is a refusal naming it, never a traceback further on. A run record holds a machine too (its
+``environment``), with less in it: its GPUs by name only.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -78,4 +81,23 @@ def load(path: Path) -> Probe:
     except ValueError as bad:
         raise UsageError(f"{path}: not JSON ({bad})",
                          hint="give the file `kitbench probe --json > FILE` wrote on that machine") from None
+    if isinstance(data, dict) and str(data.get("schema", "")).startswith("kitbench.run/"):
+        from kitbench.records import record
+
+        return from_record(record.parse(text, path), str(path))
     return from_json(data, str(path))
+
+
+def from_record(run: Mapping[str, Any], where: str) -> Probe:
+    """The machine a run record was written on, as far as it says: no GPU's compute capability (the record
+    names GPUs only), no AMD or Intel GPU, its C library read from Python's platform string."""
+    env = run["environment"]
+    libc = re.search(r"-with-(glibc|musl)([0-9.]+)$", env.get("platform") or "")
+    sources = {key: f"{where}: the record's environment" for key in (
+        "os", "os_version", "arch", "python_arch", "python_version", "driver", "gpus", "container", "libc")}
+    return Probe(os=env["os"], os_version=env.get("os_version") or "", arch=env["arch"],
+                 python_arch=env.get("python_arch") or env["arch"], python_version=env.get("python") or "",
+                 rosetta=env["os"] == "macos" and env["arch"] == "arm64" and env.get("python_arch") == "x86_64",
+                 wsl=False, container=bool(env.get("container")), driver=env.get("driver"),
+                 gpus=tuple(Gpu(i, str(name), None, None) for i, name in enumerate(env.get("gpus") or [])),
+                 rocm=None, sources=sources, libc=libc[1] if libc else None, libc_version=libc[2] if libc else None)
