@@ -375,7 +375,7 @@ def _project_machine(spec: str) -> tuple[str, Any]:
     """``NAME=FILE`` (what `kitbench probe --json` wrote there) or ``NAME=FLAGS`` (install-cmd's) as a machine."""
     import shlex
 
-    from kitbench.machine.probe import override, probe, saved
+    from kitbench.machine.probe import saved
 
     name, sep, given = spec.partition("=")
     if not sep or not name or not given:
@@ -385,10 +385,10 @@ def _project_machine(spec: str) -> tuple[str, Any]:
         return name, saved.load(Path(given))
     args = _parser.build().parse_args(["install-cmd", *shlex.split(given)])
     _check_machine_choices(args)
-    return name, override(probe(), os=args.os, arch=args.arch, python_arch=args.python_arch, driver=args.driver,
-                          gpu_capabilities=args.gpu_cc, no_gpu=args.no_gpu, gpu_gfx=args.gpu_gfx,
-                          intel_gpu=args.intel_gpu, python_path=args.python_path,
-                          python_version=args.python_version, glibc=args.glibc, os_version=args.os_version)
+    return name, saved.described(os=args.os, arch=args.arch, python_arch=args.python_arch, driver=args.driver,
+                                 gpu_capabilities=args.gpu_cc, no_gpu=args.no_gpu, gpu_gfx=args.gpu_gfx,
+                                 intel_gpu=args.intel_gpu, python_path=args.python_path,
+                                 python_version=args.python_version, glibc=args.glibc, os_version=args.os_version)
 
 
 def _cmd_project(args: argparse.Namespace) -> int:

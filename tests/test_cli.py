@@ -719,7 +719,8 @@ def test_slurm_time_formats_pass_the_local_check(value: str, monkeypatch: pytest
 
 @pytest.mark.parametrize(("machine", "words"), [
     ("laptop", "--machine 'laptop' is not NAME=FILE or NAME='FLAGS'"),
-    ("Laptop=--no-gpu", "machine name 'Laptop' is not a lowercase word"),
+    ("Laptop=--os linux --no-gpu", "machine name 'Laptop' is not a lowercase word"),
+    ("box=--no-gpu", "a machine described by its flags needs its --os"),
     ("box=--os beos", "unknown --os 'beos'"),
     ("box=--bogus", "unknown option '--bogus'"),
     ("box={tmp}/absent.json", "no such probe file"),

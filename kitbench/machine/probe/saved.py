@@ -14,7 +14,7 @@ from typing import Any
 
 from kitbench._files import read_text
 from kitbench.errors import UsageError
-from kitbench.machine.probe import Gpu, Probe
+from kitbench.machine.probe import Gpu, Probe, override
 from kitbench.machine.probe.amd import AmdGpu
 from kitbench.machine.probe.intel import IntelGpu
 
@@ -101,3 +101,15 @@ def from_record(run: Mapping[str, Any], where: str) -> Probe:
                  wsl=False, container=bool(env.get("container")), driver=env.get("driver"),
                  gpus=tuple(Gpu(i, str(name), None, None) for i, name in enumerate(env.get("gpus") or [])),
                  rocm=None, sources=sources, libc=libc[1] if libc else None, libc_version=libc[2] if libc else None)
+
+
+def described(**given: Any) -> Probe:
+    """A machine described by hand with install-cmd's flags (``probe.override``'s keywords), nothing of this
+    host's in it: what is not given is unknown, and constrains nothing."""
+    if not given.get("os"):
+        raise UsageError("a machine described by its flags needs its --os",
+                         hint="e.g. --machine h100='--os linux --driver 570.86.10 --gpu-cc 9.0'; or give the file "
+                              "`kitbench probe --json` wrote on it")
+    blank = Probe(os="", os_version="", arch="", python_arch="", python_version="", rosetta=False, wsl=False,
+                  container=False, driver=None, gpus=(), rocm=None)
+    return override(blank, **given)
