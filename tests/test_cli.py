@@ -747,3 +747,17 @@ def test_project_prints_each_machine_s_line_and_writes_the_files(tmp_path: Path,
         ["ci", "uv", "sync", "--extra", "cpu"], ["h100", "uv", "sync", "--extra", "cu126"]]
     assert "pixi: pixi install -e h100" in out
     assert err.splitlines() == [f"wrote {tmp_path / 'pyproject.toml'}", f"wrote {tmp_path / 'pixi.toml'}"]
+
+
+def test_project_takes_every_node_of_a_fleet_probe_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A fleet probe job writes `kitbench probe --json` of each node as <node>.probe.json (fleet/jobscript.py).
+    probe = Path(__file__).resolve().parent / "resources" / "project" / "ci-linux-x86_64.probe.json"
+    job = tmp_path / "job"
+    job.mkdir()
+    for node in ("cpu-01", "cpu-02"):
+        (job / f"{node}.probe.json").write_text(probe.read_text())
+    (job / "cpu-01.install.json").write_text("{}")
+    assert main(["project", str(tmp_path), "--fleet", str(job)]) == 0
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == ["cpu-01", "cpu-02"]
+    assert main(["project", str(tmp_path), "--fleet", str(tmp_path / "absent")]) == 2
+    assert capsys.readouterr().err.startswith("ERROR: no <node>.probe.json in ")
