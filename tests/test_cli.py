@@ -746,7 +746,7 @@ def test_project_prints_each_machine_s_line_and_writes_the_files(tmp_path: Path,
     assert [line.split("#")[0].split() for line in out.splitlines()] == [
         ["ci", "uv", "sync", "--extra", "cpu"], ["h100", "uv", "sync", "--extra", "cu126"]]
     assert "pixi: pixi install -e h100" in out
-    assert err.splitlines() == [f"wrote {tmp_path / 'pyproject.toml'}", f"wrote {tmp_path / 'pixi.toml'}"]
+    assert err.splitlines()[:2] == [f"wrote {tmp_path / 'pyproject.toml'}", f"wrote {tmp_path / 'pixi.toml'}"]
 
 
 def test_project_takes_every_node_of_a_fleet_probe_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
