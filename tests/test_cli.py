@@ -761,3 +761,11 @@ def test_project_takes_every_node_of_a_fleet_probe_job(tmp_path: Path, capsys: p
     assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == ["cpu-01", "cpu-02"]
     assert main(["project", str(tmp_path), "--fleet", str(tmp_path / "absent")]) == 2
     assert capsys.readouterr().err.startswith("ERROR: no <node>.probe.json in ")
+
+
+def test_project_with_no_machine_says_how_to_name_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["project", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["ERROR: no machine given", "hint: name each machine: --machine laptop=laptop.json (`kitbench "
+                   "probe --json` on it) or --machine ci='--os linux --no-gpu'"]
+    assert not list(tmp_path.iterdir())

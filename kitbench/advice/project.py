@@ -124,8 +124,9 @@ def plan(machines: Sequence[tuple[str, Probe]], release_spec: str = "stable") ->
     """The team's project: every machine's answer at the newest release that serves them all, or, where none
     does, each machine's own answer and a note naming the machine that holds the team back."""
     if not machines:
-        raise UsageError("no machine given", hint="name each machine: --machine laptop=laptop.json "
-                                                  "(`kitbench probe --json` on it) or --machine ci='--no-gpu'")
+        raise UsageError("no machine given",
+                         hint="name each machine: --machine laptop=laptop.json (`kitbench probe --json` on it) or "
+                              "--machine ci='--os linux --no-gpu'")
     names = [check_name(name) for name, _ in machines]
     twice = next((n for n in names if names.count(n) > 1), None)
     if twice:

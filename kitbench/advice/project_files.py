@@ -211,10 +211,9 @@ def pixi(team: Team, old: str = "", name: str = "project", index: str | None = N
         if python:
             ours.append(_toml.Block(f"{feature}.dependencies", False,
                                     _toml.table(f"{feature}.dependencies", {"python": f"{python}.*"})))
-        pins: dict[str, object] = {}
-        for package, version in member.wheels.pins:
-            where = (index.format(compute=member.wheels.build) if index else member.wheels.index)
-            pins[package] = {"version": f"=={version}", "index": where} if where else f"=={version}"
+        where = member.wheels.index and (index.format(compute=member.wheels.build) if index else member.wheels.index)
+        pins: dict[str, object] = {package: {"version": f"=={version}", "index": where} if where else f"=={version}"
+                                   for package, version in member.wheels.pins}
         ours.append(_toml.Block(f"{feature}.pypi-dependencies", False,
                                 _toml.table(f"{feature}.pypi-dependencies", pins)))
         environments[member.name] = [member.name]

@@ -175,6 +175,10 @@ def test_three_machines_resolve_and_each_machine_s_export_pins_its_own_build(
     assert pixi["feature"]["laptop"]["platforms"] == ["osx-arm64"] and "system-requirements" not in \
         pixi["feature"]["ci"]
     assert pixi["environments"] == {"laptop": ["laptop"], "h100": ["h100"], "ci": ["ci"]}
+    # The Mac's from PyPI there too; the others from their build's index (here, the stand-in's).
+    assert pixi["feature"]["laptop"]["pypi-dependencies"]["torch"] == f"=={release}"
+    assert pixi["feature"]["ci"]["pypi-dependencies"]["torch"] == {"version": f"=={release}",
+                                                                   "index": torch_index.format(compute="cpu")}
 
 
 @needs_uv
