@@ -28,6 +28,7 @@ from pytorch_index import PYPI_JSON, everything, in_family, live, record, record
 from kitbench._cli import main
 from kitbench.advice import project
 from kitbench.advice.selector import select
+from kitbench.errors import UsageError
 from kitbench.machine.probe import Probe, saved
 
 RESOURCES = Path(__file__).resolve().parents[1] / "resources" / "project"
@@ -208,6 +209,25 @@ def test_no_single_release_the_intel_mac_holds_the_team_back_and_each_gets_its_o
     pyproject = tomllib.loads((tmp_path / "pyproject.toml").read_text())
     assert "optional-dependencies" not in pyproject["project"] and "conflicts" not in pyproject["tool"]["uv"]
     assert [line.split()[1:3] for line in out.out.splitlines()] == [["uv", "sync"], ["uv", "sync"]]
+
+
+def test_the_team_gets_the_newest_release_that_serves_every_machine_and_a_note_says_who_held_it() -> None:
+    # Ubuntu 22.04's Python 3.10: a release stops shipping cp310 wheels some time after 3.10 (README's example).
+    ci = saved.described(os="linux", no_gpu=True, python_version="3.10", glibc="2.35")
+    laptop = saved.described(os="macos", arch="arm64", os_version="14.5", python_version="3.12")
+    own = select(ci).release
+    assert own != select(laptop).release, "the facts no longer hold a release without cp310 wheels"
+    team = project.plan([("laptop", laptop), ("ci", ci)])
+    assert team.release == own and all(m.chosen.release == own for m in team.members)
+    assert [m.chosen.compute for m in team.members] == ["mps", "cpu"] and team.extras == []
+    assert team.notes == [f"torch {own} is the newest release that serves every machine (ci's newest is {own}); "
+                          f"alone, laptop {select(laptop).release} mps would get a newer one"]
+
+
+def test_a_machine_named_twice_is_refused() -> None:
+    ci = saved.load(CI_PROBE)
+    with pytest.raises(UsageError, match="machine 'ci' is given twice"):
+        project.plan([("ci", ci), ("ci", ci)])
 
 
 def _valid_pixi(path: Path) -> None:
