@@ -113,6 +113,14 @@ def _serves(member: tuple[str, Probe, Selection], version: str) -> Selection | N
     return chosen if chosen.release == version and build(chosen.compute).kind == build(own.compute).kind else None
 
 
+def _answer(name: str, machine: Probe, release_spec: str) -> Selection:
+    try:
+        return select(machine, release_spec=release_spec)
+    except SelectionError as refused:
+        # Which of the team's machines it is: the selector's words are for a machine alone.
+        raise SelectionError(f"{name}: {refused.message}", hint=refused.hint) from None
+
+
 def _compute_at(machine: Probe, version: str) -> str:
     try:
         return select(machine, release_spec=version).compute
@@ -131,7 +139,7 @@ def plan(machines: Sequence[tuple[str, Probe]], release_spec: str = "stable") ->
     twice = next((n for n in names if names.count(n) > 1), None)
     if twice:
         raise UsageError(f"machine {twice!r} is given twice", hint="give each machine once, each by its own name")
-    own = [(name, machine, select(machine, release_spec=release_spec)) for name, machine in machines]
+    own = [(name, machine, _answer(name, machine, release_spec)) for name, machine in machines]
     team: list[Selection] | None = [chosen for _, _, chosen in own]
     notes: list[str] = []
     if len({chosen.release for _, _, chosen in own}) > 1:
@@ -167,7 +175,8 @@ def _common(own: list[tuple[str, Probe, Selection]]) -> tuple[list[Selection] | 
     lacking = ", ".join(f"{name} gets {_compute_at(machine, held.release)} there, not its own "
                         f"{chosen.compute} ({chosen.release})" for (name, machine, chosen), answer
                         in zip(own, at_oldest, strict=True) if answer is None)
-    why = held.notes[0] if held.notes else f"install-cmd answers {held.release} for it"
+    # The selector's note on why its answer is not the newest release, else the reason for its build.
+    why = next((n for n in held.notes if "newest" in n), held.reasons[0] if held.reasons else held.command)
     return None, (f"no single release serves every machine: {holder} holds the team back at {held.release} ({why}), "
                   f"and {lacking}; each machine gets its own release, pinned for its platform")
 
