@@ -253,7 +253,7 @@ def test_a_typo_gets_a_suggestion(args: list[str], said: str, capsys: pytest.Cap
     assert capsys.readouterr().err.startswith(f"ERROR: {said}")
 
 
-_EVERY_COMMAND = "run, install-cmd, container, compare, verify, report, fleet, replay, probe, facts"
+_EVERY_COMMAND = "run, install-cmd, container, compare, verify, report, fleet, replay, project, probe, facts"
 
 
 @pytest.mark.parametrize(("args", "said", "hint"), [
