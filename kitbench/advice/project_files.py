@@ -33,7 +33,7 @@ def _norm(name: str) -> str:
 
 def _family(requirement: object) -> bool:
     found = _REQUIREMENT.match(str(requirement))
-    return bool(found) and _norm(found[1] if found else "") in FAMILY
+    return found is not None and _norm(found[1]) in FAMILY
 
 
 def index_name(url: str) -> str:
@@ -45,6 +45,9 @@ def remembered(texts: Iterable[tuple[str, str]]) -> dict[str, Probe]:
     found: dict[str, Probe] = {}
     for where, text in texts:
         machines = _toml.loads(text, where).get("tool", {}).get("kitbench", {}).get("machines", {})
+        if not isinstance(machines, dict):
+            raise UsageError(f"{where}: [tool.kitbench.machines] is not a table of machines",
+                             hint="kitbench writes that table: remove it, then name the machines again")
         for name, facts in machines.items():
             found.setdefault(name, saved.from_json(facts, f"{where} [tool.kitbench.machines.{name}]"))
     return found
@@ -74,9 +77,8 @@ def _floor(team: Team) -> str:
     return min(known, key=lambda v: tuple(int(p) for p in v.split("."))) if known else "3.10"
 
 
-def _pins(member: Member, marker: bool) -> list[str]:
-    return [f"{name}=={version}" + (f"; {member.wheels.marker}" if marker else "")
-            for name, version in member.wheels.pins]
+def _pins(member: Member) -> list[str]:
+    return [f"{name}=={version}; {member.wheels.marker}" for name, version in member.wheels.pins]
 
 
 def _unique(items: Iterable[Any]) -> list[Any]:
@@ -135,14 +137,14 @@ def pyproject(team: Team, old: str = "", name: str = "project", index: str | Non
     project.setdefault("version", "0.1.0")
     project.setdefault("requires-python", f">={_floor(team)}")
     project["dependencies"] = [d for d in project.get("dependencies", []) if not _family(d)] + _unique(
-        pin for m in team.members if not m.extra for pin in _pins(m, True))
+        pin for m in team.members if not m.extra for pin in _pins(m))
     for extra in mine.get("extras", []):
         extras.pop(extra, None)
     for extra in team.extras:
         if extra in extras:
             raise UsageError(f"{PYPROJECT}: the extra {extra!r} is yours, and kitbench needs it for a build",
                              hint=f"rename your extra {extra!r}: kitbench names an extra after the build it installs")
-        extras[extra] = _unique(pin for m in team.members if m.extra == extra for pin in _pins(m, True))
+        extras[extra] = _unique(pin for m in team.members if m.extra == extra for pin in _pins(m))
     platforms = _unique(m.wheels.marker for m in team.members)
     uv["environments"] = platforms
     uv["required-environments"] = platforms
@@ -194,8 +196,8 @@ def pixi(team: Team, old: str = "", name: str = "project", index: str | None = N
     dependencies = _old(blocks, "dependencies")
     dependencies.setdefault("python", f">={_floor(team)}")
     environments = _old(blocks, "environments")
-    gone = set(mine.get("machines", {}))
-    for machine in gone:
+    earlier = set(mine.get("machines", {}))       # kitbench's environments, to be written anew
+    for machine in earlier:
         environments.pop(machine, None)
     ours = [_toml.Block(top, False, _toml.table(top, workspace)),
             _toml.Block("dependencies", False, _toml.table("dependencies", dependencies))]
@@ -219,7 +221,7 @@ def pixi(team: Team, old: str = "", name: str = "project", index: str | None = N
         environments[member.name] = [member.name]
     ours.append(_toml.Block("environments", False, _toml.table("environments", environments)))
     ours += _remember(team)
-    machines = gone | {m.name for m in team.members}
+    machines = earlier | {m.name for m in team.members}
 
     def owned(block: _toml.Block) -> bool:
         header = block.header or ""
