@@ -392,6 +392,8 @@ def _project_machine(spec: str) -> tuple[str, Any]:
 
 
 def _cmd_project(args: argparse.Namespace) -> int:
+    import re
+
     from kitbench.advice import project_files
     from kitbench.machine.probe import saved
 
@@ -401,7 +403,9 @@ def _cmd_project(args: argparse.Namespace) -> int:
         if not found:
             raise UsageError(f"no <node>.probe.json in {args.fleet}",
                              hint="give the folder of a `kitbench fleet probe` job (results/fleet/<job>)")
-        machines += [(path.name.removesuffix(".probe.json").lower(), saved.load(path)) for path in found]
+        # A node's name as a project's machine name: lowercase words joined by '-' (gpu_01 is gpu-01).
+        machines += [(re.sub(r"[^a-z0-9]+", "-", path.name.removesuffix(".probe.json").lower()).strip("-"),
+                      saved.load(path)) for path in found]
     team, written = project_files.write(args.directory, machines, drop=args.drop, release_spec=args.release,
                                         with_pixi=args.pixi, index=args.index)
     for path in written:

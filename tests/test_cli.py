@@ -754,11 +754,11 @@ def test_project_takes_every_node_of_a_fleet_probe_job(tmp_path: Path, capsys: p
     probe = Path(__file__).resolve().parent / "resources" / "project" / "ci-linux-x86_64.probe.json"
     job = tmp_path / "job"
     job.mkdir()
-    for node in ("cpu-01", "cpu-02"):
+    for node in ("cpu-01", "CPU_02"):
         (job / f"{node}.probe.json").write_text(probe.read_text())
     (job / "cpu-01.install.json").write_text("{}")
     assert main(["project", str(tmp_path), "--fleet", str(job)]) == 0
-    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == ["cpu-01", "cpu-02"]
+    assert sorted(line.split()[0] for line in capsys.readouterr().out.splitlines()) == ["cpu-01", "cpu-02"]
     assert main(["project", str(tmp_path), "--fleet", str(tmp_path / "absent")]) == 2
     assert capsys.readouterr().err.startswith("ERROR: no <node>.probe.json in ")
 
