@@ -10,6 +10,7 @@
 #     "pyyaml>=6",
 #     "fastjsonschema>=2.19",
 #     "typing_extensions>=4.6; python_version < '3.11'",
+#     "tomli>=1.1; python_version < '3.11'",
 #     "docker>=7",
 # ]
 # ///

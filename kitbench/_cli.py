@@ -189,16 +189,22 @@ def _cmd_container(args: argparse.Namespace) -> int:
     return containers.run(target, result, args.run_args, log=lambda line: print(line, flush=True))
 
 
-def _cmd_install(args: argparse.Namespace) -> int:
-    import dataclasses
-
+def _check_machine_choices(args: argparse.Namespace) -> None:
+    """install-cmd's words for another machine, each one of those it knows."""
     from kitbench.advice import selector
-    from kitbench.advice.answer import answer
 
     for name, value, choices in (("--os", args.os, selector.OSES), ("--arch", args.arch, selector.ARCHES),
                                  ("--python-arch", args.python_arch, selector.ARCHES)):
         if value is not None:
             selector.check_choice(name, value, choices)
+
+
+def _cmd_install(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from kitbench.advice.answer import answer
+
+    _check_machine_choices(args)
     given = dict(os=args.os, arch=args.arch, python_arch=args.python_arch, driver=args.driver,
                  gpu_capabilities=args.gpu_cc, no_gpu=args.no_gpu, gpu_gfx=args.gpu_gfx, intel_gpu=args.intel_gpu,
                  python_path=args.python_path, python_version=args.python_version, glibc=args.glibc,
@@ -391,6 +397,55 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     return 0
 
 
+def _project_machine(spec: str) -> tuple[str, Any]:
+    """``NAME=FILE`` (what `kitbench probe --json` wrote there) or ``NAME=FLAGS`` (install-cmd's) as a machine."""
+    import shlex
+
+    from kitbench.machine.probe import saved
+
+    name, sep, given = spec.partition("=")
+    if not sep or not name or not given:
+        raise UsageError(f"--machine {spec!r} is not NAME=FILE or NAME='FLAGS'",
+                         hint="e.g. --machine laptop=laptop.json or --machine ci='--os linux --no-gpu'")
+    if not given.lstrip().startswith("-"):
+        return name, saved.load(Path(given))
+    args = _parser.build().parse_args(["install-cmd", *shlex.split(given)])
+    _check_machine_choices(args)
+    return name, saved.described(os=args.os, arch=args.arch, python_arch=args.python_arch, driver=args.driver,
+                                 gpu_capabilities=args.gpu_cc, no_gpu=args.no_gpu, gpu_gfx=args.gpu_gfx,
+                                 intel_gpu=args.intel_gpu, python_path=args.python_path,
+                                 python_version=args.python_version, glibc=args.glibc, os_version=args.os_version)
+
+
+def _cmd_project(args: argparse.Namespace) -> int:
+    import re
+
+    from kitbench.advice import project_files
+    from kitbench.machine.probe import saved
+
+    machines = [_project_machine(spec) for spec in args.machine]
+    if args.fleet is not None:
+        found = sorted(args.fleet.glob("*.probe.json"))
+        if not found:
+            raise UsageError(f"no <node>.probe.json in {args.fleet}",
+                             hint="give the folder of a `kitbench fleet probe` job (results/fleet/<job>)")
+        # A node's name as a project's machine name: lowercase words joined by '-' (gpu_01 is gpu-01).
+        machines += [(re.sub(r"[^a-z0-9]+", "-", path.name.removesuffix(".probe.json").lower()).strip("-"),
+                      saved.load(path)) for path in found]
+    team, written = project_files.write(args.directory, machines, drop=args.drop, release_spec=args.release,
+                                        with_pixi=args.pixi, index=args.index)
+    for path in written:
+        print(f"wrote {path}", file=sys.stderr)
+    for note in team.notes:
+        print(f"note: {note}", file=sys.stderr)
+    width = max(len(m.name) for m in team.members)
+    pixi = (args.directory / project_files.PIXI).exists()
+    for member in team.members:
+        print(f"{member.name:{width}}  {member.uv:24}  # torch {dict(member.wheels.pins)['torch']} "
+              f"{member.chosen.compute}" + (f"; pixi: {member.pixi}" if pixi else ""))
+    return 0
+
+
 def _install_hint(hint: str) -> str:
     """The hint with this machine's install-cmd answer in it."""
     from kitbench.advice import selector
@@ -406,7 +461,8 @@ def _install_hint(hint: str) -> str:
 
 _COMMANDS: dict[str, Any] = {"run": _cmd_run, "probe": _cmd_probe, "container": _cmd_container, "fleet": _cmd_fleet,
                              "install-cmd": _cmd_install, "compare": _cmd_compare, "verify": _cmd_verify,
-                             "replay": _cmd_replay, "report": _cmd_report, "facts": _cmd_facts}
+                             "replay": _cmd_replay, "report": _cmd_report, "facts": _cmd_facts,
+                             "project": _cmd_project}
 
 
 _MAX_ARGUMENT = 4096        # PATH_MAX: no name, path or value kitbench takes is longer

@@ -221,6 +221,37 @@ def build() -> argparse.ArgumentParser:
     replay.add_argument("--out", help="the new record, or a directory to put it in (default: "
                                       "results/replay/<name>-replay-<time>.json)")
 
+    project = sub.add_parser(
+        "project", help="one uv (and pixi) project that installs each machine's own PyTorch build (no torch needed)",
+        description="Write or update a project's pyproject.toml (uv: an explicit index per PyTorch build, the torch "
+                    "family routed by platform, or by an extra where two machines share a platform but not a "
+                    "build) and, with --pixi, its pixi.toml (a feature and an environment per machine), so that "
+                    "each machine gets what install-cmd answers for it. The files remember their machines: "
+                    "run it again to add or replace one. Tables kitbench does not own are kept as they are.",
+        epilog="examples:\n"
+               "  kitbench probe --json > laptop.json                 on each machine, then, in the project:\n"
+               "  kitbench project --machine laptop=laptop.json --machine h100=h100.json --machine ci='--os linux "
+               "--no-gpu'\n"
+               "  kitbench project --machine rtx5090='--os linux --driver 575.51.02 --gpu-cc 12.0' --pixi\n"
+               "  kitbench project --fleet results/fleet/1234         every node of a fleet probe job\n"
+               "Each machine's line to run (uv sync --extra cu126, pixi install -e h100) goes to stdout.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    project.add_argument("directory", nargs="?", default=Path("."), type=Path, metavar="DIR",
+                         help="the project's folder (default: here)")
+    project.add_argument("--machine", action="append", default=[], metavar="NAME=FILE|NAME='FLAGS'",
+                         help="a machine: the file `kitbench probe --json` wrote on it (or a run record of it), or "
+                              "install-cmd's flags "
+                              "for it (--os, --driver, --gpu-cc, --no-gpu, --python-version, ...) (repeatable)")
+    project.add_argument("--fleet", type=Path, metavar="DIR",
+                         help="a fleet probe job's folder: each node's <node>.probe.json is a machine")
+    project.add_argument("--drop", action="append", default=[], metavar="NAME",
+                         help="remove a machine the project remembers (repeatable)")
+    project.add_argument("--release", default="stable", help="X.Y.Z or stable (default: stable)")
+    project.add_argument("--pixi", action="store_true", help="write pixi.toml too (updated anyway once written)")
+    project.add_argument("--index", metavar="URL",
+                         help="a mirror of PyTorch's index, {compute} standing for the build, e.g. "
+                              "https://mirror.example/whl/{compute} (default: PyTorch's own)")
+
     probe = sub.add_parser("probe", help="print this machine's facts (no torch needed)",
                            description="Read OS, chip, Python arch, NVIDIA driver, GPUs, ROCm, WSL and "
                                        "container facts without importing torch.")

@@ -253,7 +253,7 @@ def test_a_typo_gets_a_suggestion(args: list[str], said: str, capsys: pytest.Cap
     assert capsys.readouterr().err.startswith(f"ERROR: {said}")
 
 
-_EVERY_COMMAND = "run, install-cmd, container, compare, verify, report, fleet, replay, probe, facts"
+_EVERY_COMMAND = "run, install-cmd, container, compare, verify, report, fleet, replay, project, probe, facts"
 
 
 @pytest.mark.parametrize(("args", "said", "hint"), [
@@ -715,3 +715,57 @@ def test_slurm_time_formats_pass_the_local_check(value: str, monkeypatch: pytest
                  ["fleet", "probe", "--python", sys.prefix, "--release", "2.11.0", "--time", value]):
         assert main(argv) == 1
         assert capsys.readouterr().err.startswith("ERROR: asked Slurm")
+
+
+@pytest.mark.parametrize(("machine", "words"), [
+    ("laptop", "--machine 'laptop' is not NAME=FILE or NAME='FLAGS'"),
+    ("Laptop=--os linux --no-gpu", "machine name 'Laptop' is not a lowercase word"),
+    ("box=--no-gpu", "a machine described by its flags needs its --os"),
+    ("box=--os beos", "unknown --os 'beos'"),
+    ("box=--bogus", "unknown option '--bogus'"),
+    ("box={tmp}/absent.json", "no such probe file"),
+    ("box={tmp}", "is not a regular file"),
+    ("box={tmp}/out", "is not a regular file"),
+])
+def test_project_refuses_a_machine_it_cannot_read_in_one_line(machine: str, words: str, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "out").mkdir()
+    code = main(["project", str(tmp_path / "out"), "--machine", machine.replace("{tmp}", str(tmp_path))])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 2 and err[0].startswith("ERROR: ") and words in err[0], err
+    assert len(err) == 2 and err[1].startswith("hint: "), err
+    assert not list((tmp_path / "out").iterdir())
+
+
+def test_project_prints_each_machine_s_line_and_writes_the_files(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    probe = Path(__file__).resolve().parent / "resources" / "project" / "ci-linux-x86_64.probe.json"
+    assert main(["project", str(tmp_path), "--machine", f"ci={probe}", "--machine",
+                 "h100=--os linux --driver 570.86.10 --gpu-cc 9.0", "--pixi"]) == 0
+    out, err = capsys.readouterr()
+    assert [line.split("#")[0].split() for line in out.splitlines()] == [
+        ["ci", "uv", "sync", "--extra", "cpu"], ["h100", "uv", "sync", "--extra", "cu126"]]
+    assert "pixi: pixi install -e h100" in out
+    assert err.splitlines()[:2] == [f"wrote {tmp_path / 'pyproject.toml'}", f"wrote {tmp_path / 'pixi.toml'}"]
+
+
+def test_project_takes_every_node_of_a_fleet_probe_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A fleet probe job writes `kitbench probe --json` of each node as <node>.probe.json (fleet/jobscript.py).
+    probe = Path(__file__).resolve().parent / "resources" / "project" / "ci-linux-x86_64.probe.json"
+    job = tmp_path / "job"
+    job.mkdir()
+    for node in ("cpu-01", "CPU_02"):
+        (job / f"{node}.probe.json").write_text(probe.read_text())
+    (job / "cpu-01.install.json").write_text("{}")
+    assert main(["project", str(tmp_path), "--fleet", str(job)]) == 0
+    assert sorted(line.split()[0] for line in capsys.readouterr().out.splitlines()) == ["cpu-01", "cpu-02"]
+    assert main(["project", str(tmp_path), "--fleet", str(tmp_path / "absent")]) == 2
+    assert capsys.readouterr().err.startswith("ERROR: no <node>.probe.json in ")
+
+
+def test_project_with_no_machine_says_how_to_name_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["project", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["ERROR: no machine given", "hint: name each machine: --machine laptop=laptop.json (`kitbench "
+                   "probe --json` on it) or --machine ci='--os linux --no-gpu'"]
+    assert not list(tmp_path.iterdir())
