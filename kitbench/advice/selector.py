@@ -239,10 +239,13 @@ def _installable(rel: Release, spec: str, host: wheels.Host, notes: list[str]) -
 
 def _gpu_picks_release(machine: Probe) -> bool:
     """Whether an older release may run on this machine's GPU where the newest does not: an NVIDIA GPU
-    (driver floors and kernels differ by release) or an AMD one on Linux (gfx lists do). Not a Mac (MPS
-    comes with every arm64 wheel), not an Intel GPU (XPU builds only ever grew), not ROCm elsewhere."""
+    (driver floors and kernels differ by release), an AMD one on Linux (gfx lists do), or Apple Silicon of a
+    known macOS (MPS's macOS floor rose with 2.15). Not an Intel GPU (XPU builds only ever grew), not ROCm
+    elsewhere."""
     return (machine.os != "macos" and bool(machine.driver or machine.capabilities)) or (
-        machine.os == "linux" and bool(machine.amd_gpus or machine.rocm))
+        machine.os == "linux" and bool(machine.amd_gpus or machine.rocm)) or (
+        machine.os == "macos" and machine.arch == "arm64" and not machine.rosetta
+        and machine.python_arch != "x86_64" and bool(machine.os_version))
 
 
 def _accelerated(rel: Release, machine: Probe, arch: str, package: str) -> tuple[Selection, list[Rejection]]:

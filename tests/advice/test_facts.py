@@ -203,10 +203,12 @@ def test_a_new_release_is_answered_from_a_refresh_alone_for_linux_windows_and_ma
     mac = _answer(capsys, "--release", "stable", "--os", "macos", "--arch", "arm64", "--python-version", "3.13",
                   "--os-version", "15.1")
     assert mac["command"] == "pip install torch==2.16.0 torchvision==0.30.0 torchaudio==2.16.0"
-    # The raised macOS floor, read from the tags: macOS 14 keeps 2.15.0, and 2.16.0 is refused with the reason.
+    # The raised macOS floor, read from the tags: on macOS 14 2.16.0 is refused with the reason, and 2.15.0, which
+    # installs there, passed over for 2.14.1, whose MPS runs there (2.15's MPS needs macOS 15.0:
+    # docs.pytorch.org/docs/2.15/notes/mps.html).
     mac14 = _answer(capsys, "--release", "stable", "--os", "macos", "--arch", "arm64", "--python-version", "3.13",
                     "--os-version", "14.5")
-    assert mac14["release"] == "2.15.0"
+    assert (mac14["release"], mac14["compute"]) == ("2.14.1", "mps")
     assert "need macOS 15.0 or newer (macosx_15_0_arm64)" in " ".join(mac14["notes"])  # type: ignore[arg-type]
     # Python floors from the tags and Requires-Python: 3.15 is served, 3.11 was dropped.
     assert _answer(capsys, *LINUX_GPU[:4], "--python-version", "3.15", "--no-gpu")["release"] == "2.16.0"

@@ -214,7 +214,7 @@ def test_no_single_release_the_intel_mac_holds_the_team_back_and_each_gets_its_o
 def test_the_team_gets_the_newest_release_that_serves_every_machine_and_a_note_says_who_held_it() -> None:
     # Ubuntu 22.04's Python 3.10: a release stops shipping cp310 wheels some time after 3.10 (README's example).
     ci = saved.described(os="linux", no_gpu=True, python_version="3.10", glibc="2.35")
-    laptop = saved.described(os="macos", arch="arm64", os_version="14.5", python_version="3.12")
+    laptop = saved.described(os="macos", arch="arm64", os_version="15.1", python_version="3.12")
     own = select(ci).release
     assert own != select(laptop).release, "the facts no longer hold a release without cp310 wheels"
     team = project.plan([("laptop", laptop), ("ci", ci)])
