@@ -138,8 +138,8 @@ def test_golden_grid_stable_is_the_newest_release_that_installs(platform: str) -
         # Apple Silicon: the newest release whose MPS runs on this macOS, where one installs (MPS needs macOS 12.3
         # from 1.12 and 15.0 from 2.15: docs.pytorch.org/docs/stable/notes/mps.html, .../docs/2.15/notes/mps.html).
         if machine.arch == "arm64" and machine.os == "macos":
-            mps = [v for v in fits if (15, 0) <= _key(machine.os_version or "0")
-                   or (_key(v) < (2, 15) and (12, 3) <= _key(machine.os_version or "0"))]
+            mps = [v for v in fits if _key(machine.os_version or "0") >= (15, 0)
+                   or (_key(v) < (2, 15) and _key(machine.os_version or "0") >= (12, 3))]
             fits = mps or fits
         for package in ("pip", "uv"):
             chosen = selector.select(machine, package=package)
