@@ -16,6 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from kitbench._http import checked
 from kitbench.errors import KitbenchError, ManifestError, UsageError
 from kitbench.machine.builds import build
 from kitbench.records import manifest
@@ -67,7 +68,7 @@ class Target:
                              hint=f"it is made for: {', '.join(sorted(self.index))}")
         mirror = os.environ.get(PYTORCH_INDEX_VARIABLE)
         if mirror and url.startswith(PYTORCH_INDEX + "/"):
-            return mirror.rstrip("/") + url[len(PYTORCH_INDEX):]
+            return checked(mirror, PYTORCH_INDEX_VARIABLE).rstrip("/") + url[len(PYTORCH_INDEX):]
         return None if url == PYPI else url
 
     def index_for(self, os_name: str) -> str | None:
@@ -75,7 +76,7 @@ class Target:
         ``KITBENCH_INDEX_URL`` overrides the manifest for every target."""
         override = os.environ.get(INDEX_VARIABLE)
         if override:
-            return None if override == "default" else override
+            return None if override == "default" else checked(override, INDEX_VARIABLE)
         return self.declared_index(os_name)
 
 

@@ -240,3 +240,17 @@ def test_each_envs_folder_is_read_for_itself_without_clearing_a_cache(envs_copy:
     assert "numpy==2.4.5" in targets.suite_requirements("3.11")
     monkeypatch.setenv("KITBENCH_ENVS", str(envs_copy))
     assert targets.load_all() is first and "numpy==2.4.6" in targets.suite_requirements("3.11")
+
+
+@pytest.mark.parametrize("variable", ["KITBENCH_INDEX_URL", "KITBENCH_PYTORCH_INDEX"])
+@pytest.mark.parametrize("url", ["http://[::1", "https://me:S3/CR3T@mirror.example/simple",
+                                 "https://mirror.example/a b", "ftp://mirror.example/simple"])
+def test_an_unusable_index_url_is_one_error_that_never_quotes_it(
+        url: str, variable: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The URLs a user may type (a bracket left open, a token with an unencoded '/', a space, another scheme)
+    are refused before any installer sees them, naming the variable, never the token."""
+    monkeypatch.setenv(variable, url)
+    with pytest.raises(UsageError) as caught:
+        targets.get("cpu").index_for("linux")
+    assert str(caught.value.message).startswith(f"{variable} is not a usable index URL: ")
+    assert "CR3T" not in caught.value.message + (caught.value.hint or "")
