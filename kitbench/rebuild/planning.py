@@ -130,10 +130,13 @@ def plan(path: Path, machine: Probe) -> Plan:
     packages = env.get("packages")
     if packages is not None and same_platform:
         pins = [p for p in packages if normalize(p["name"]) != "kitbench"]
-        local = [p["name"] for p in pins if str(p.get("source") or "").startswith("file:")]
+        # Where a file came from is a hint, not its identity: the same name, version and hash from any
+        # index is the same package (older records kept a local path of their machine here).
+        local = [p["name"] for p in pins if _LOCAL.match(str(p.get("source") or ""))]
         if local:
-            raise ReplayError(f"the record's {', '.join(local[:3])} came from a local path on its machine; "
-                              "no index serves it")
+            notes.append(f"{', '.join(local[:3])}{' and more' if len(local) > 3 else ''} came from a local file "
+                         "on the record's machine: installed by name and version (and hash, where recorded) "
+                         "from the index")
         hashed = all(p.get("hashes") for p in pins)
         requirements = [f"{p['name']}=={p['version']}" + "".join(f" --hash={h}" for h in p.get("hashes", []))
                         for p in pins]
@@ -184,6 +187,7 @@ _PYTHON = re.compile(r"[0-9]{1,2}\.[0-9]{1,3}(\.[0-9A-Za-z+]{1,16})?")
 _PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")       # a target, an OS, an architecture
 _IMAGE = re.compile(r"[a-z0-9][a-z0-9._/-]{0,199}(:[A-Za-z0-9._-]{1,128})?")
 _IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
+_LOCAL = re.compile(r"file:|/|[A-Za-z]:\\|[^:]*\.whl$")     # a path or a file name, not an index's URL
 
 
 def _check_fields(path: Path, record: RunRecord) -> None:

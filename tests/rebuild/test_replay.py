@@ -100,12 +100,23 @@ def test_a_python_this_machine_cannot_provide_is_refused(cpu_record: Path, tmp_p
     assert list((tmp_path / "cache").iterdir()) == []
 
 
-def test_a_package_from_a_local_path_is_refused(cpu_record: Path, tmp_path: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
-    local = _edited(cpu_record, tmp_path / "local.json",
-                    packages=[{"name": "mine", "version": "0.1", "source": "file:///home/them/mine"}])
-    assert _cli.main(["replay", str(local)]) == 2
-    assert capsys.readouterr().err.startswith("ERROR: the record's mine came from a local path on its machine")
+@pytest.mark.parametrize("source", ["file:///work/main/.whl/fastjsonschema-2.22.3-py3-none-any.whl",
+                                    "fastjsonschema-2.22.3-py3-none-any.whl", "/opt/w/fastjsonschema-2.22.3.whl"])
+def test_a_package_from_a_local_file_is_planned_by_name_version_and_hash(source: str, tmp_path: Path) -> None:
+    """Where the file came from is no part of its identity (the README's H200 records named a file:// wheel
+    of the machine that made them): the same name, version and hash from any index."""
+    digest = "sha256:" + "ab" * 32
+    local = _edited(OLD_RECORDS[0], tmp_path / "local.json", os="linux", arch="x86_64", packages=[
+        {"name": "fastjsonschema", "version": "2.22.3", "source": source, "hashes": [digest]}])
+    chosen = planning.plan(local, probe())
+    assert chosen.requirements == [f"fastjsonschema==2.22.3 --hash={digest}"]
+    assert any(note.startswith("fastjsonschema came from a local file") for note in chosen.notes)
+
+
+def test_the_readmes_records_name_no_path_of_their_machine() -> None:
+    for path in (REPO / "docs" / "records").glob("*.json"):
+        for package in json.loads(path.read_text())["environment"].get("packages") or []:
+            assert "/" not in str(package.get("source") or "").removeprefix("https://"), (path.name, package)
 
 
 def test_a_record_from_a_platform_its_target_does_not_serve_is_refused(tmp_path: Path,
