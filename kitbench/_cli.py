@@ -300,6 +300,11 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         print(f"note: {clean(note)}")
     for line in outcome.differences:
         print(f"environment differs: {clean(line)}")
+    for c in outcome.compared:
+        print(clean(f"compared: {'equal' if c.equal else 'DIFFERS'} ({c.rule}): {c.quantity}"
+                    f"{f' ({c.detail})' if c.detail else ''}"))
+    if outcome.not_compared:
+        print(clean(f"not compared: {'; '.join(outcome.not_compared)}"))
     print(clean(f"{outcome.verdict if outcome.reproduced else outcome.verdict.upper()}"
                 f"{f': {outcome.first_divergence}' if outcome.first_divergence else ''} ({outcome.record})"))
     return 0 if outcome.reproduced else 1

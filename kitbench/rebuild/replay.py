@@ -21,13 +21,14 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kitbench import _files
 from kitbench.environments import installer, targets
 from kitbench.errors import RecordError, ReplayError, clean
 from kitbench.machine.probe import Probe
+from kitbench.reading.verify import Comparison
 from kitbench.rebuild.planning import Plan, plan
 from kitbench.records import record as records
 from kitbench.records.types import RunRecord
@@ -150,6 +151,8 @@ class Outcome:
     first_divergence: str | None
     differences: list[str]        # the environment diff: packages, hardware, settings
     notes: list[str]
+    compared: list[Comparison] = field(default_factory=list)     # each quantity compared, its rule, equal or not
+    not_compared: list[str] = field(default_factory=list)
 
 
 def default_out(source: Path) -> Path:
@@ -246,26 +249,54 @@ def run_container(chosen: Plan, out: Path, log: Log) -> RunRecord:
 
 
 def check(chosen: Plan, new: RunRecord, out: Path) -> Outcome:
-    """verify's verdict, the only one: a rerun that failed before its MNIST runs, or a pair verify
-    cannot compare, is "cannot rebuild" (exit 2), never a verdict on numbers nobody compared."""
+    """verify's verdict on the MNIST runs, and the availability and moves checks compared beside it (a record
+    without MNIST runs is verified by those alone). A rerun that failed before the checks it repeats, or a
+    pair verify cannot compare, is "cannot rebuild" (exit 2), never a verdict on numbers nobody compared."""
     from kitbench.errors import UsageError
+    from kitbench.reading import verify_checks
     from kitbench.reading.envdiff import diff
     from kitbench.reading.verify import verify
 
     old = chosen.record
-    if new["status"] == "failed" and not new["checks"].get("mnist", {}).get("runs"):
-        raise ReplayError(f"cannot rebuild the run: the replayed run failed before its MNIST runs: "
+    trained = bool(old["checks"].get("mnist", {}).get("runs"))
+    reran = bool(new["checks"].get("mnist", {}).get("runs")) if trained else bool(new["checks"])
+    if new["status"] == "failed" and not reran:
+        raise ReplayError(f"cannot rebuild the run: the replayed run failed before "
+                          f"{'its MNIST runs' if trained else 'its checks'}: "
                           f"{str(new.get('error') or 'no reason recorded')[:300]} ({out})",
                           hint="the rebuilt environment is cached; nothing was compared")
     # This kitbench runs from its source (no metadata in the venv): said in the notes, not as a package gone.
-    differences = [line for line in diff(old["environment"], new["environment"])
-                   if not line.startswith("package kitbench:")]
-    try:
-        verdict = verify(old, new)
-    except UsageError as refused:
-        raise ReplayError(f"the replayed run cannot be compared with the record: {refused.message} ({out})",
-                          hint=refused.hint) from None
-    return Outcome(out, verdict.verdict, verdict.reproduced, verdict.first_divergence, differences, chosen.notes)
+    # A replay is built from the record, not from a target's manifest: the manifest's hash is not the run's.
+    new_env = new["environment"]
+    differences = [line for line in diff(old["environment"], new_env) if not line.startswith("package kitbench:")
+                   and not (line.startswith("manifest_sha256:") and new_env.get("manifest_sha256") is None)]
+    compared, not_compared = verify_checks.compare(old, new, same_hardware=chosen.missing is None)
+    verdict, first = "reproduced", None
+    if trained:
+        try:
+            mnist = verify(old, new)
+        except UsageError as refused:
+            if chosen.missing is None:
+                raise ReplayError(f"the replayed run cannot be compared with the record: {refused.message} ({out})",
+                                  hint=refused.hint) from None
+            not_compared.append(f"MNIST's runs: {refused.message} (the record's ran on {chosen.missing})")
+        else:
+            verdict, first = mnist.verdict, mnist.first_divergence
+            compared = [*mnist.comparisons, *compared]
+            not_compared = [line for line in mnist.not_compared if "availability and moves" not in line] + not_compared
+    else:
+        not_compared.append("MNIST and DDP (the record ran neither)")
+    if not compared:
+        raise ReplayError(f"the replayed run shares nothing comparable with the record ({out})",
+                          hint="the rebuilt environment is cached; nothing was compared")
+    if verdict == "reproduced":
+        differing = next((c for c in compared if not c.equal), None)
+        if differing is not None:
+            verdict, first = "not reproduced", f"{differing.quantity}: {differing.detail}"
+    reproduced = verdict == "reproduced"
+    if reproduced and chosen.missing is not None:
+        verdict = f"reproduced what a machine without {chosen.missing} can show"
+    return Outcome(out, verdict, reproduced, first, differences, chosen.notes, compared, not_compared)
 
 
 def out_path(given: str | None, source: Path) -> Path:
@@ -277,6 +308,8 @@ def out_path(given: str | None, source: Path) -> Path:
 def replay(source: Path, given: str | None, machine: Probe, log: Log) -> Outcome:
     """``given`` is --out as typed: a trailing separator is kept to mean a directory."""
     chosen = plan(source, machine)
+    if chosen.here is not None:
+        log(chosen.here)
     out = out_path(given, source)
     try:        # a symlink, device or file at --out: refused now, not after the build; exit 2, not "differs"
         _files.check_target(out)

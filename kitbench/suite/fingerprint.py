@@ -143,8 +143,8 @@ def _shown_source(url: object) -> str | None:
 
 def packages(found: Lock | None) -> list[Package]:
     """Every distribution this interpreter can import, as ``import`` finds them (the first on sys.path
-    wins), with its installer, its source (direct URL, a local file's name only; else the index the lock names for it) and the
-    lock's hashes."""
+    wins), with its installer, its source (direct URL, a local file's name only; else the index the lock
+    names for it) and the lock's hashes."""
     from importlib import metadata
 
     from kitbench.environments.locks import normalize

@@ -3,6 +3,7 @@ refusals with exit 2, an interrupted build that leaves nothing behind, and /1 re
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -577,13 +578,100 @@ def test_only_options_that_change_what_is_measured_are_taken(tmp_path: Path) -> 
         planning.plan(_with_argv(OLD_RECORDS[0], tmp_path / "d.json", ["run", "--device", "cuda\n--data=/x"]), probe())
 
 
-def test_a_record_without_mnist_runs_is_refused_before_a_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
-    """Its checks' statuses are no verdict: nothing a replay could compare."""
+def test_a_record_with_nothing_to_compare_is_refused_before_a_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A DDP check alone: its replicas' digests are checked within a run, nothing a replay could compare."""
     monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
     ddp = REPO / "docs" / "records" / "cpu-bench-ddp.json"
     assert _cli.main(["replay", str(_edited(ddp, tmp_path / "r.json", os="linux", arch="x86_64"))]) == 2
-    assert "holds no MNIST runs" in capsys.readouterr().err and not (tmp_path / "cache").exists()
+    err = capsys.readouterr().err
+    assert "holds neither MNIST runs nor the availability or moves checks" in err
+    assert not (tmp_path / "cache").exists()
+
+
+@pytest.fixture(scope="module")
+def quick_record(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The first record a new user makes: no MNIST (``run --check availability --check moves --quick``)."""
+    out = tmp_path_factory.mktemp("quick") / "quick.json"
+    env = {**os.environ, "KITBENCH_TARGET": "cpu", "KITBENCH_INDEX_URL": "default",
+           locks.LOCK_VARIABLE: str(REPO / "envs" / "locks" / "pylock.cpu-linux-x86_64-py3.11.toml")}
+    subprocess.run([sys.executable, "-m", "kitbench", "run", "--check", "availability", "--check", "moves",
+                    "--quick", "--out", str(out)], env=env, check=True, capture_output=True, cwd=REPO)
+    return out
+
+
+@pytest.fixture(scope="module")
+def quick_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("quick-cache")       # one build for the quick record and its GPU twin
+
+
+@needs_uv
+def test_a_record_without_mnist_is_replayed_and_says_what_was_compared(
+        quick_record: Path, quick_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("KITBENCH_INDEX_URL", "default")
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(quick_cache))
+    out = tmp_path / "replayed.json"
+    assert _cli.main(["replay", str(quick_record), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    compared = [line for line in printed if line.startswith("compared: ")]
+    for quantity in ("availability: torch version and build", "availability: usable devices",
+                     "availability: the matmul kernel against float64 on cpu", "moves: status",
+                     "moves: a tensor on the wrong device is refused"):
+        assert any(line.startswith("compared: equal (") and quantity in line for line in compared), quantity
+    assert any(line.startswith("not compared: ") and "MNIST and DDP (the record ran neither)" in line
+               for line in printed)
+    assert printed[-1] == f"reproduced ({out})"
+    assert records.read(out)["checks"].keys() == {"availability", "moves"}
+
+
+def _on_a_gpu(source: Path, dest: Path) -> Path:
+    """``source`` as the same run on an H200 would have written it (the README's h200-suite.json's values)."""
+    data = json.loads(source.read_text())
+    data["device"] = "cuda:0"
+    data["argv"] = ["run", "--device", "cuda", *data["argv"][1:]]
+    data["environment"]["gpus"] = ["NVIDIA H200"]
+    availability = data["checks"]["availability"]
+    availability.update(selected_device="cuda:0", devices=[
+        {"index": 0, "name": "NVIDIA H200", "capability": "9.0", "kernels_in_wheel": True,
+         "total_memory_mib": 143155, "free_memory_mib": 142535, "multiprocessors": 132}])
+    availability["kernel"]["device"] = "cuda:0"
+    data["checks"]["moves"]["mismatch_error"] = "Expected all tensors to be on the same device"
+    records.validate(data)
+    dest.write_text(json.dumps(data))
+    return dest
+
+
+def test_a_gpu_record_on_a_machine_without_it_is_planned_for_the_cpu_and_says_so() -> None:
+    """The README's own H200 record, planned on a machine with no NVIDIA GPU: before anything is built."""
+    without = dataclasses.replace(probe(), gpus=())
+    chosen = planning.plan(REPO / "docs" / "records" / "h200-suite.json", without)
+    assert chosen.missing == "NVIDIA H200"
+    assert chosen.run_args[chosen.run_args.index("--device") + 1] == "cpu" and "cuda" not in chosen.run_args
+    assert chosen.here is not None and chosen.here.startswith("this machine has no NVIDIA H200 (the record's cuda:0)")
+    assert "across devices (within rtol 0.05, never bitwise)" in chosen.here
+
+
+@needs_uv
+def test_a_gpu_record_on_a_machine_without_it_compares_what_the_cpu_can_show(
+        quick_record: Path, quick_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    if probe().gpus:
+        pytest.skip("this machine has an NVIDIA GPU: the record's H200 could be here")
+    monkeypatch.setenv("KITBENCH_INDEX_URL", "default")
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(quick_cache))
+    out = tmp_path / "replayed.json"
+    assert _cli.main(["replay", str(_on_a_gpu(quick_record, tmp_path / "gpu.json")), "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    said = [line for line in captured.err.splitlines() if not line.startswith("replay: ...")]
+    assert said[0].startswith("replay: this machine has no NVIDIA H200 (the record's cuda:0): rebuilding")
+    assert "--device cpu" in next(line for line in said if line.startswith("replay: running:"))
+    printed = captured.out.splitlines()
+    assert "compared: equal (each within its tolerance 0.0001): availability: the matmul kernel against float64 " \
+           "on cuda:0 vs cpu" in "\n".join(printed)
+    compared = [line for line in printed if line.startswith("compared")]
+    assert not any("usable devices" in line or "wrong device" in line for line in compared)
+    assert printed[-1] == f"reproduced what a machine without NVIDIA H200 can show ({out})"
 
 
 def test_missing_mnist_or_an_unusable_cache_is_cannot_rebuild_never_a_verdict(
