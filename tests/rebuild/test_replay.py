@@ -708,6 +708,18 @@ def test_a_refusal_of_verify_or_a_failed_rerun_is_exit_2_never_reproduced(cpu_re
         replay.check(chosen, failed, tmp_path / "new.json")
 
 
+def test_the_manifest_hash_a_replay_never_reads_is_no_difference(tmp_path: Path) -> None:
+    """A replay is built from the record, not from its target's manifest: the rerun's record has no manifest
+    hash, and that is not a difference of the run (it was listed on every replay)."""
+    source = REPO / "docs" / "records" / "cpu-bench-fnn.json"
+    old = json.loads(source.read_text())
+    assert old["environment"]["manifest_sha256"] is not None
+    chosen = planning.plan(source, probe())
+    new = {**old, "environment": {**old["environment"], "manifest_sha256": None}}
+    outcome = replay.check(chosen, new, tmp_path / "new.json")
+    assert outcome.reproduced and not any("manifest_sha256" in line for line in outcome.differences)
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="a shell script stands in for pip")
 def test_a_hash_mismatch_names_its_package(tmp_path: Path) -> None:
     pip = _fake(tmp_path, "cat >&2 <<'EOF'\nERROR: THESE PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS "
