@@ -41,6 +41,7 @@ _GRACE_S = 15.0                 # the replayed kitbench stops its own children (
 _PINNED = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]+")
 _UV_MARKS = "\u00d7\u2570\u2500\u25b6 "          # the box-drawing uv puts before its reasons
 _PACKAGE = Path(__file__).resolve().parent.parent          # this kitbench package
+_OFFLINE = ("lookup address", "dns error", "name resolution", "network is unreachable", "client error (connect)")
 
 
 def cache_root() -> Path:
@@ -68,13 +69,13 @@ def _uv() -> str | None:
     return shutil.which("uv")
 
 
-def _call(command: list[str], what: str) -> None:
+def _call(command: list[str], what: str, env: dict[str, str] | None = None) -> None:
     """uv, pip or venv through kitbench._proc: output bounded and decoded, an hour at most, its session
     killed when kitbench is interrupted (the build's folder is then removed by ``build``)."""
     from kitbench import _proc
 
     try:
-        done = _proc.run(command, INSTALL_TIMEOUT_S, tail=True)      # the reason comes last
+        done = _proc.run(command, INSTALL_TIMEOUT_S, env=env, tail=True)      # the reason comes last
     except OSError as exc:
         raise ReplayError(f"{what}: cannot start {Path(command[0]).name}: {exc.strerror or exc}") from None
     except subprocess.TimeoutExpired:
@@ -86,7 +87,10 @@ def _call(command: list[str], what: str) -> None:
         # uv's reason ("Because there is no version of numpy==0.0.999 ...") over its headline, and
         # over the "hint:" uv prints last (for a Python it cannot provide: "retry on a newer uv").
         telling = ("ecause", "mismatch", "not found", "No matching", "No interpreter")
-        why = next((line for line in lines if any(word in line for word in telling)), lines[-1] if lines else "")
+        # Offline, the deepest cause says so ("failed to lookup address information"), not the headline.
+        offline = next((line for line in reversed(lines) if any(word in line.lower() for word in _OFFLINE)), None)
+        why = offline or next((line for line in lines if any(word in line for word in telling)),
+                              lines[-1] if lines else "")
         if "==" not in why and any("hash" in line.lower() for line in lines):
             # pip's hash refusal ends "Got 4721f391...": the package is on an earlier line of its own.
             named = next((m[0] for line in lines if (m := _PINNED.search(line))), None)
@@ -120,15 +124,23 @@ def build(chosen: Plan, log: Log, root: Path | None = None) -> Path:
         index = installer.index_args("uv" if uv is not None else "pip", installer.around(chosen.index), hashed)
         log(f"building {len(chosen.requirements)} pins for Python {chosen.python} into {final}")
         if uv is not None:
-            _call([uv, "venv", "--quiet", "--relocatable", "--python", chosen.python, str(staged)],
-                  f"no Python {chosen.python} here")
+            try:        # uv fetches a Python it lacks; offline, one try says so (its retries took 10 s)
+                _call([uv, "venv", "--quiet", "--relocatable", "--python", chosen.python, str(staged)],
+                      f"no Python {chosen.python} here", env={**os.environ, "UV_HTTP_RETRIES": "0"})
+            except ReplayError as failed:
+                raise _no_python(chosen, failed.message) from None
             _call([uv, "pip", "install", "--quiet", "--python", str(staged / inner), *index, *deps,
                    "-r", str(requirements)], "cannot install the recorded versions")
         else:
             interpreter = shutil.which(f"python{chosen.python}")
             if interpreter is None:
-                raise ReplayError(f"no Python {chosen.python} here (and no uv to provide one)")
-            _call([interpreter, "-m", "venv", str(staged)], f"cannot make a Python {chosen.python} venv")
+                raise _no_python(chosen, f"no Python {chosen.python} here (no python{chosen.python} on PATH, "
+                                         "and no uv to provide one)")
+            try:        # a pyenv shim is on PATH whether or not its Python is selected
+                _call([interpreter, "-m", "venv", str(staged)], f"no working Python {chosen.python} here: "
+                      f"python{chosen.python} on PATH says")
+            except ReplayError as failed:
+                raise _no_python(chosen, failed.message) from None
             _call([str(staged / inner), "-m", "pip", "install", "--quiet", *index, *deps,
                    "-r", str(requirements)], "cannot install the recorded versions")
         # Run as `python -m`, a venv survives the move (its console scripts' shebangs would not).
@@ -141,6 +153,20 @@ def build(chosen: Plan, log: Log, root: Path | None = None) -> Path:
         return python
     finally:
         shutil.rmtree(building, ignore_errors=True)
+
+
+def _no_python(chosen: Plan, said: str) -> ReplayError:
+    """The Python a record needs, missing here: which one, how to get one, and whether a download
+    failed only because this machine is offline; before anything is installed."""
+    version, full = chosen.python, chosen.record["environment"]["python"]
+    offline = any(word in said.lower() for word in _OFFLINE)
+    why = said.removeprefix(f"no Python {version} here: ").removeprefix("cause: ")
+    message = (f"no Python {version} here, and uv cannot download one: this machine is offline ({why[-160:]})"
+               if offline else said)
+    return ReplayError(message, hint=f"the record ran on Python {full}: install a Python {version}, with uv "
+                                     f"(`uv python install {version}`, where the internet is reachable) or "
+                                     f"the system's packages (e.g. `apt install python{version}-venv`), "
+                                     "then replay again; nothing was built")
 
 
 @dataclass

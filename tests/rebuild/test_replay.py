@@ -231,7 +231,7 @@ def _fake_uv(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """replay's build with uv's calls recorded instead of run (the venv folder made, as uv would)."""
     calls: list[list[str]] = []
 
-    def fake_call(command: list[str], what: str) -> None:
+    def fake_call(command: list[str], what: str, env: dict[str, str] | None = None) -> None:
         calls.append(command)
         if command[1] == "venv":
             Path(command[-1]).mkdir()
@@ -718,6 +718,43 @@ def test_the_manifest_hash_a_replay_never_reads_is_no_difference(tmp_path: Path)
     new = {**old, "environment": {**old["environment"], "manifest_sha256": None}}
     outcome = replay.check(chosen, new, tmp_path / "new.json")
     assert outcome.reproduced and not any("manifest_sha256" in line for line in outcome.differences)
+
+
+_UV_OFFLINE = """error: No interpreter found for Python 3.12 in managed installations or search path
+  Caused by: Failed to download https://github.com/astral-sh/python-build-standalone/releases/download/x.tar.gz
+  cause: error sending request for url (https://github.com/astral-sh/python-build-standalone/x.tar.gz)
+  cause: client error (Connect)
+  cause: dns error
+  cause: failed to lookup address information: Name or service not known
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a shell script stands in for uv and for a pyenv shim")
+@pytest.mark.parametrize(("uv", "first"), [
+    (True, "ERROR: no Python 3.12 here, and uv cannot download one: this machine is offline (failed to lookup "
+           "address information: Name or service not known)"),
+    (False, "ERROR: no working Python 3.12 here: python3.12 on PATH says: pyenv: python3.12: command not found")])
+def test_a_python_that_is_not_here_is_named_with_how_to_get_one(
+        uv: bool, first: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The light install replaying a Python 3.12 record: uv offline (its output as seen on a machine without
+    DNS), or no uv and a pyenv shim that has no 3.12 selected (pyenv's own words)."""
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+    record = _edited(OLD_RECORDS[0], tmp_path / "r.json", os="linux", arch="x86_64", python="3.12.3")
+    if uv:
+        fake = _fake(tmp_path, f"test \"$UV_HTTP_RETRIES\" = 0 || exit 3\ncat >&2 <<'EOF'\n{_UV_OFFLINE}EOF\nexit 2\n")
+        monkeypatch.setattr(replay, "_uv", lambda: str(fake))
+    else:
+        shim = _fake(tmp_path, "echo 'pyenv: python3.12: command not found' >&2\nexit 127\n")
+        monkeypatch.setattr(replay, "_uv", lambda: None)
+        monkeypatch.setattr(replay.shutil, "which", lambda name: str(shim) if name == "python3.12" else None)
+    monkeypatch.setattr(replay, "_check_data", lambda root: None)
+    assert _cli.main(["replay", str(record)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[-2] == first
+    assert err[-1].startswith("hint: the record ran on Python 3.12.3: install a Python 3.12, with uv "
+                              "(`uv python install 3.12`") and err[-1].endswith("nothing was built")
+    assert list((tmp_path / "cache").iterdir()) == []
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="a shell script stands in for pip")
