@@ -13,6 +13,7 @@ import errno
 import json
 import os
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -300,7 +301,12 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         print(f"note: {clean(note)}")
     for line in outcome.differences:
         print(f"environment differs: {clean(line)}")
-    for c in outcome.compared:
+    if outcome.mnist:       # verify's many quantities in one line, each one that differs on its own
+        rules = Counter(c.rule for c in outcome.mnist)
+        equal = sum(c.equal for c in outcome.mnist)
+        print(clean(f"compared: MNIST: {len(outcome.mnist)} quantities ("
+                    + ", ".join(f"{n} {rule}" for rule, n in rules.items()) + f"), {equal} equal"))
+    for c in [*(c for c in outcome.mnist if not c.equal), *outcome.compared]:
         print(clean(f"compared: {'equal' if c.equal else 'DIFFERS'} ({c.rule}): {c.quantity}"
                     f"{f' ({c.detail})' if c.detail else ''}"))
     if outcome.not_compared:

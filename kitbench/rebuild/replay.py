@@ -177,8 +177,9 @@ class Outcome:
     first_divergence: str | None
     differences: list[str]        # the environment diff: packages, hardware, settings
     notes: list[str]
-    compared: list[Comparison] = field(default_factory=list)     # each quantity compared, its rule, equal or not
+    compared: list[Comparison] = field(default_factory=list)     # the availability and moves checks' quantities
     not_compared: list[str] = field(default_factory=list)
+    mnist: list[Comparison] = field(default_factory=list)        # verify's, on the MNIST runs
 
 
 def default_out(source: Path) -> Path:
@@ -297,7 +298,7 @@ def check(chosen: Plan, new: RunRecord, out: Path) -> Outcome:
     differences = [line for line in diff(old["environment"], new_env) if not line.startswith("package kitbench:")
                    and not (line.startswith("manifest_sha256:") and new_env.get("manifest_sha256") is None)]
     compared, not_compared = verify_checks.compare(old, new, same_hardware=chosen.missing is None)
-    verdict, first = "reproduced", None
+    verdict, first, mnist_compared = "reproduced", None, []
     if trained:
         try:
             mnist = verify(old, new)
@@ -307,12 +308,11 @@ def check(chosen: Plan, new: RunRecord, out: Path) -> Outcome:
                                   hint=refused.hint) from None
             not_compared.append(f"MNIST's runs: {refused.message} (the record's ran on {chosen.missing})")
         else:
-            verdict, first = mnist.verdict, mnist.first_divergence
-            compared = [*mnist.comparisons, *compared]
+            verdict, first, mnist_compared = mnist.verdict, mnist.first_divergence, mnist.comparisons
             not_compared = [line for line in mnist.not_compared if "availability and moves" not in line] + not_compared
     else:
         not_compared.append("MNIST and DDP (the record ran neither)")
-    if not compared:
+    if not compared and not mnist_compared:
         raise ReplayError(f"the replayed run shares nothing comparable with the record ({out})",
                           hint="the rebuilt environment is cached; nothing was compared")
     if verdict == "reproduced":
@@ -322,7 +322,7 @@ def check(chosen: Plan, new: RunRecord, out: Path) -> Outcome:
     reproduced = verdict == "reproduced"
     if reproduced and chosen.missing is not None:
         verdict = f"reproduced what a machine without {chosen.missing} can show"
-    return Outcome(out, verdict, reproduced, first, differences, chosen.notes, compared, not_compared)
+    return Outcome(out, verdict, reproduced, first, differences, chosen.notes, compared, not_compared, mnist_compared)
 
 
 def out_path(given: str | None, source: Path) -> Path:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -61,6 +62,8 @@ def test_a_cpu_record_is_replayed_for_real(cpu_record: Path, tmp_path: Path, mon
     assert _cli.main(["replay", str(cpu_record), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert f"reproduced ({out})" in printed
+    # What was compared, said: verify's quantities in one line, all equal.
+    assert re.search(r"^compared: MNIST: (\d+) quantities \(.*bitwise.*\), \1 equal$", printed, re.MULTILINE), printed
     new, old = records.read(out), records.read(cpu_record)
     assert new["replay_of"] is not None and new["replay_of"]["path"] == str(cpu_record)
     # The same options but for the data: this user's (KITBENCH_DATA, with --offline), never the record's.
