@@ -129,10 +129,11 @@ def _on_this_machine(record: RunRecord, machine: Probe, run_args: list[str]
     for i, word in enumerate(args[:-1]):
         if word == "--device":
             args[i + 1] = "cpu"
-    checks = ({args[i + 1] for i, word in enumerate(args[:-1]) if word == "--check"}
-              or {"availability", "moves", "mnist"})        # run's default checks
     compared = ["the checks' status, the torch build and the kernel check against float64"]
-    if checks & {"mnist", "ddp"}:
+    runs = record["checks"].get("mnist", {}).get("runs", [])
+    if any(r["device"] == "cpu" for r in runs):
+        compared.append("the record's MNIST runs on the CPU, by verify's rules (its GPU runs cannot be)")
+    elif runs:
         compared.append(f"MNIST's losses and accuracy across devices (within rtol {CROSS_DEVICE_RTOL}, "
                         "never bitwise)")
     here = (f"this machine has no {named} (the record's {record.get('device')}): rebuilding the environment "

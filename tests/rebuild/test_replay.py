@@ -652,7 +652,23 @@ def test_a_gpu_record_on_a_machine_without_it_is_planned_for_the_cpu_and_says_so
     assert chosen.missing == "NVIDIA H200"
     assert chosen.run_args[chosen.run_args.index("--device") + 1] == "cpu" and "cuda" not in chosen.run_args
     assert chosen.here is not None and chosen.here.startswith("this machine has no NVIDIA H200 (the record's cuda:0)")
-    assert "across devices (within rtol 0.05, never bitwise)" in chosen.here
+    assert "compared: the checks' status, the torch build and the kernel check against float64" in chosen.here
+
+
+def test_without_the_gpu_a_records_cpu_runs_are_verified_and_its_gpu_runs_said_not_compared(tmp_path: Path) -> None:
+    """h200-suite.json ran each model and loop on the H200 and on its CPU: a CPU-only rerun (here its own CPU
+    runs, as a rerun on that CPU would give them) reproduces the CPU runs; the 6 GPU runs are not compared."""
+    source = REPO / "docs" / "records" / "h200-suite.json"
+    chosen = planning.plan(source, dataclasses.replace(probe(), gpus=()))
+    assert chosen.here is not None and "the record's MNIST runs on the CPU, by verify's rules" in chosen.here
+    old = json.loads(source.read_text())
+    runs = old["checks"]["mnist"]["runs"]
+    new = {**old, "device": "cpu", "checks": {**old["checks"], "mnist": {
+        **old["checks"]["mnist"], "runs": [r for r in runs if r["device"] == "cpu"]}}}
+    outcome = replay.check(chosen, new, tmp_path / "new.json")
+    assert outcome.reproduced and outcome.verdict == "reproduced what a machine without NVIDIA H200 can show"
+    assert len(outcome.mnist) > 0 and all(c.equal and " on cpu" in c.quantity for c in outcome.mnist)
+    assert "the record's 6 MNIST runs on NVIDIA H200 (not here)" in outcome.not_compared
 
 
 @needs_uv
