@@ -1,7 +1,7 @@
-"""Whether a rerun's availability and moves checks agree with the record's: what a record without MNIST
-runs (``run --check availability --check moves --quick``) can be verified by, and what a replay shows
-beside verify's MNIST verdict. Timings (transfer bandwidths, matmul speed, kernel seconds) are never
-compared: they are the machine's, not the environment's."""
+"""Whether a rerun's availability, moves and DDP checks agree with the record's: what a record without
+MNIST runs (``run --check availability --check moves --quick``, a DDP check) can be verified by, and what
+a replay shows beside verify's MNIST verdict. Timings (transfer and all-reduce bandwidths, matmul speed,
+kernel seconds, DDP's scaling) are never compared: they are the machine's, not the environment's."""
 
 from __future__ import annotations
 
@@ -15,15 +15,15 @@ _EXACT = "exact"
 
 def compare(reference: RunRecord, candidate: RunRecord, same_hardware: bool = True) -> tuple[list[Comparison],
                                                                                                list[str]]:
-    """(comparisons, not compared) of the checks both records ran but MNIST and DDP (verify's): each check's
-    status; availability's torch build, usable devices (where ``same_hardware``) and kernel against the
-    float64 reference; moves' correctness (a tensor on the wrong device refused alike, the round trip's
-    device)."""
+    """(comparisons, not compared) of the checks both records ran but MNIST (verify's): each check's status;
+    availability's torch build, usable devices (where ``same_hardware``) and kernel against the float64
+    reference; moves' correctness (a tensor on the wrong device refused alike, the round trip's device);
+    DDP's correctness (every rank's replica identical, per backend, model and world size)."""
     ref_checks: dict[str, Any] = dict(reference["checks"])
     cand_checks: dict[str, Any] = dict(candidate["checks"])
     found: list[Comparison] = []
     left: list[str] = []
-    for name in ("availability", "moves"):
+    for name in ("availability", "moves", "ddp"):
         if name not in ref_checks:
             continue
         if name not in cand_checks:
@@ -33,8 +33,10 @@ def compare(reference: RunRecord, candidate: RunRecord, same_hardware: bool = Tr
         found.append(_same(f"{name}: status", ref.get("status"), cand.get("status")))
         if name == "availability":
             found += _availability(ref, cand, same_hardware, left)
-        else:
+        elif name == "moves":
             found += _moves(ref, cand, same_hardware, left)
+        else:
+            found += _ddp(ref, cand, left)
     return found, left
 
 
@@ -81,3 +83,18 @@ def _moves(ref: dict[str, Any], cand: dict[str, Any], same_hardware: bool, left:
                   cand.get("mismatch_error") is not None),
             _same("moves: the round trip's device", (ref.get("round_trip") or {}).get("device"),
                   (cand.get("round_trip") or {}).get("device"))]
+
+
+def _ddp(ref: dict[str, Any], cand: dict[str, Any], left: list[str]) -> list[Comparison]:
+    def identical(check: dict[str, Any]) -> dict[tuple[str, str, int], bool]:
+        return {(str(run.get("backend")), str(s.get("model")), int(s.get("world_size") or 0)): bool(s.get("identical"))
+                for run in check.get("runs") or [] for s in run.get("scaling") or []}
+
+    had, has = identical(ref), identical(cand)
+    found = [_same(f"ddp: {backend} {model} x{world}: replicas identical", had[(backend, model, world)],
+                   has[(backend, model, world)]) for backend, model, world in had if (backend, model, world) in has]
+    missing = sorted({key[0] for key in had if key not in has})
+    if missing:
+        left.append(f"ddp's {', '.join(missing)} runs (the rerun has none: another device or fewer GPUs)")
+    left.append("ddp's scaling efficiency and all-reduce bandwidth (timings)")
+    return found

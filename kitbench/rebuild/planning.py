@@ -154,8 +154,9 @@ def plan(path: Path, machine: Probe) -> Plan:
     record, sha256 = records.read_hashed(path)
     env = record["environment"]
     _check_fields(path, record)
-    if not record["checks"].get("mnist", {}).get("runs") and not record["checks"].keys() & {"availability", "moves"}:
-        raise ReplayError(f"{path} holds neither MNIST runs nor the availability or moves checks: a replay "
+    if not record["checks"].get("mnist", {}).get("runs") and not record["checks"].keys() & {"availability", "moves",
+                                                                                              "ddp"}:
+        raise ReplayError(f"{path} holds neither MNIST runs nor the availability, moves or DDP checks: a replay "
                           "compares those, and there is nothing to compare",
                           hint="replay a record of `kitbench run` with those checks; nothing was built")
     run_args, notes = _run_args(path, record["argv"])

@@ -583,12 +583,15 @@ def test_only_options_that_change_what_is_measured_are_taken(tmp_path: Path) -> 
 
 def test_a_record_with_nothing_to_compare_is_refused_before_a_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    """A DDP check alone: its replicas' digests are checked within a run, nothing a replay could compare."""
+    """A record whose checks never ran (interrupted at once): nothing a replay could compare."""
     monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
-    ddp = REPO / "docs" / "records" / "cpu-bench-ddp.json"
-    assert _cli.main(["replay", str(_edited(ddp, tmp_path / "r.json", os="linux", arch="x86_64"))]) == 2
+    data = json.loads((REPO / "docs" / "records" / "cpu-bench-ddp.json").read_text())
+    data["checks"], data["status"] = {}, "interrupted"
+    records.validate(data)
+    (tmp_path / "r.json").write_text(json.dumps(data))
+    assert _cli.main(["replay", str(tmp_path / "r.json")]) == 2
     err = capsys.readouterr().err
-    assert "holds neither MNIST runs nor the availability or moves checks" in err
+    assert "holds neither MNIST runs nor the availability, moves or DDP checks" in err
     assert not (tmp_path / "cache").exists()
 
 
@@ -622,7 +625,7 @@ def test_a_record_without_mnist_is_replayed_and_says_what_was_compared(
                      "availability: the matmul kernel against float64 on cpu", "moves: status",
                      "moves: a tensor on the wrong device is refused"):
         assert any(line.startswith("compared: equal (") and quantity in line for line in compared), quantity
-    assert any(line.startswith("not compared: ") and "MNIST and DDP (the record ran neither)" in line
+    assert any(line.startswith("not compared: ") and "MNIST (the record has no MNIST runs)" in line
                for line in printed)
     assert printed[-1] == f"reproduced ({out})"
     assert records.read(out)["checks"].keys() == {"availability", "moves"}
@@ -725,6 +728,23 @@ def test_a_refusal_of_verify_or_a_failed_rerun_is_exit_2_never_reproduced(cpu_re
     failed = {**json.loads(cpu_record.read_text()), "status": "failed", "error": "no MNIST", "checks": {}}
     with pytest.raises(ReplayError, match="the replayed run failed before its MNIST runs: no MNIST"):
         replay.check(chosen, failed, tmp_path / "new.json")
+
+
+def test_a_ddp_record_is_verified_by_its_replicas_being_identical(tmp_path: Path) -> None:
+    """The kept DDP record (gloo, fnn and cnn at world sizes 1 and 2, every replica identical), against a
+    rerun where the cnn's two ranks drifted apart."""
+    source = REPO / "docs" / "records" / "cpu-bench-ddp.json"
+    chosen = planning.plan(source, probe())
+    old = json.loads(source.read_text())
+    same = replay.check(chosen, old, tmp_path / "new.json")
+    assert same.reproduced and [c.quantity for c in same.compared] == [
+        "ddp: status", "ddp: gloo fnn x1: replicas identical", "ddp: gloo cnn x1: replicas identical",
+        "ddp: gloo fnn x2: replicas identical", "ddp: gloo cnn x2: replicas identical"]
+    drifted = json.loads(source.read_text())
+    drifted["checks"]["ddp"]["runs"][0]["scaling"][-1]["identical"] = False
+    assert drifted["checks"]["ddp"]["runs"][0]["scaling"][-1]["model"] == "cnn"
+    outcome = replay.check(chosen, drifted, tmp_path / "new.json")
+    assert not outcome.reproduced and outcome.first_divergence == "ddp: gloo cnn x2: replicas identical: True -> False"
 
 
 def test_the_manifest_hash_a_replay_never_reads_is_no_difference(tmp_path: Path) -> None:
