@@ -129,8 +129,13 @@ def _on_this_machine(record: RunRecord, machine: Probe, run_args: list[str]
     for i, word in enumerate(args[:-1]):
         if word == "--device":
             args[i + 1] = "cpu"
-    compared = ["the checks' status, the torch build and the kernel check against float64"]
-    runs = record["checks"].get("mnist", {}).get("runs", [])
+    held = record["checks"]
+    compared = ["the checks' status"]
+    if "availability" in held:
+        compared.append("the torch build and the kernel check against float64")
+    if "ddp" in held:
+        compared.append("DDP's replicas identical, for the backends that run on the CPU")
+    runs = held.get("mnist", {}).get("runs", [])
     if any(r["device"] == "cpu" for r in runs):
         compared.append("the record's MNIST runs on the CPU, by verify's rules (its GPU runs cannot be)")
     elif runs:
@@ -138,7 +143,7 @@ def _on_this_machine(record: RunRecord, machine: Probe, run_args: list[str]
                         "never bitwise)")
     here = (f"this machine has no {named} (the record's {record.get('device')}): rebuilding the environment "
             f"and running the record's checks on the CPU; compared: {'; '.join(compared)}; not comparable here: "
-            "the GPU's devices, transfers, device-mismatch refusal and timings")
+            "the GPU's devices, transfers, device-mismatch refusal, multi-GPU runs and timings")
     return args, here, named
 
 

@@ -655,7 +655,7 @@ def test_a_gpu_record_on_a_machine_without_it_is_planned_for_the_cpu_and_says_so
     assert chosen.missing == "NVIDIA H200"
     assert chosen.run_args[chosen.run_args.index("--device") + 1] == "cpu" and "cuda" not in chosen.run_args
     assert chosen.here is not None and chosen.here.startswith("this machine has no NVIDIA H200 (the record's cuda:0)")
-    assert "compared: the checks' status, the torch build and the kernel check against float64" in chosen.here
+    assert "compared: the checks' status; the torch build and the kernel check against float64" in chosen.here
 
 
 def test_without_the_gpu_a_records_cpu_runs_are_verified_and_its_gpu_runs_said_not_compared(tmp_path: Path) -> None:
