@@ -99,8 +99,9 @@ def test_a_python_this_machine_cannot_provide_is_refused(cpu_record: Path, tmp_p
     monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
     future = _edited(cpu_record, tmp_path / "future.json", python="3.99.0")
     assert _cli.main(["replay", str(future)]) == 2
-    assert capsys.readouterr().err.splitlines()[-1].startswith("ERROR: no Python 3.99 here: No interpreter found "
-                                                               "for Python 3.99")     # not uv's closing hint
+    err = capsys.readouterr().err.splitlines()
+    assert err[-2].startswith("ERROR: no Python 3.99 here: No interpreter found for Python 3.99")  # not uv's hint
+    assert err[-1].startswith("hint: the record ran on Python 3.99.0: install a Python 3.99")
     assert list((tmp_path / "cache").iterdir()) == []
 
 
@@ -345,7 +346,7 @@ def test_an_installer_s_output_is_bounded_and_decoded_and_its_time_limited(
     monkeypatch.setattr(replay, "_uv", lambda: str(loud))
     assert _cli.main(["replay", str(cpu_record)]) == 2
     err = capsys.readouterr().err
-    assert err.splitlines()[-1] == "ERROR: no Python 3.11 here: Because \\x1b[2J\ufffd no wheel", err[-300:]
+    assert err.splitlines()[-2] == "ERROR: no Python 3.11 here: Because \\x1b[2J\ufffd no wheel", err[-300:]
     assert "Traceback" not in err and list((tmp_path / "cache").iterdir()) == []
     hung = _fake(tmp_path, f"sleep 300 & echo $! > {tmp_path}/child\nwait\n")
     monkeypatch.setattr(replay, "_uv", lambda: str(hung))
