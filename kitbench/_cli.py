@@ -13,6 +13,7 @@ import errno
 import json
 import os
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -329,6 +330,16 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         print(f"note: {clean(note)}")
     for line in outcome.differences:
         print(f"environment differs: {clean(line)}")
+    if outcome.mnist:       # verify's many quantities in one line, each one that differs on its own
+        rules = Counter(c.rule for c in outcome.mnist)
+        equal = sum(c.equal for c in outcome.mnist)
+        print(clean(f"compared: MNIST: {len(outcome.mnist)} quantities ("
+                    + ", ".join(f"{n} {rule}" for rule, n in rules.items()) + f"), {equal} equal"))
+    for c in [*(c for c in outcome.mnist if not c.equal), *outcome.compared]:
+        print(clean(f"compared: {'equal' if c.equal else 'DIFFERS'} ({c.rule}): {c.quantity}"
+                    f"{f' ({c.detail})' if c.detail else ''}"))
+    if outcome.not_compared:
+        print(clean(f"not compared: {'; '.join(outcome.not_compared)}"))
     print(clean(f"{outcome.verdict if outcome.reproduced else outcome.verdict.upper()}"
                 f"{f': {outcome.first_divergence}' if outcome.first_divergence else ''} ({outcome.record})"))
     return 0 if outcome.reproduced else 1

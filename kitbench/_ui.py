@@ -55,25 +55,30 @@ class LogProgress:
 
     def _print(self, text: str) -> None:
         print(text, file=self._out or sys.stderr, flush=True)
+        # Either kind of line, the count's or the heartbeat's, restarts both periods: one line per period.
+        self._last = self._clock()
         if self._beat is not None:
             self._beat.beat()
+
+    def _so_far(self, elapsed: float) -> str:
+        if not self._count:
+            return f"... {self._label}: still running after {elapsed:.0f} s"
+        of = f"/{self._total:g}" if self._total else ""
+        return f"... {self._label}: {self._count:g}{of} after {elapsed:.0f} s"
 
     def start(self, label: str, total: float | None = None) -> None:
         self.done()
         self._label, self._total, self._count = label, total, 0.0
         self._started = self._last = self._clock()
         if self._heartbeat:
-            self._beat = Heartbeat(lambda s: self._print(f"... {label}: still running after {s:.0f} s"),
-                                   LOG_EVERY_S).start()
+            self._beat = Heartbeat(lambda s: self._print(self._so_far(s)), LOG_EVERY_S, self._clock).start()
         self._print(f"... {label}")
 
     def advance(self, amount: float = 1) -> None:
         self._count += amount
         now = self._clock()
         if self._label is not None and now - self._last >= LOG_EVERY_S:
-            self._last = now
-            of = f"/{self._total:g}" if self._total else ""
-            self._print(f"... {self._label}: {self._count:g}{of} after {now - self._started:.0f} s")
+            self._print(self._so_far(now - self._started))
 
     def done(self) -> None:
         self._label = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import re
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -86,6 +87,32 @@ def test_a_phase_that_blocks_without_advancing_still_says_it_runs(monkeypatch: p
     assert 2 <= len(beats) <= 6, lines
     assert all(b.startswith("... fnn/graphed on cpu: compiling or capturing the step (a one-time cost): "
                             "still running after ") for b in beats)
+
+
+def test_a_slow_step_gets_one_line_per_period_not_a_heartbeat_and_a_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Steps longer than the period: the heartbeat speaks inside a step, and the step ending just after is
+    no reason for a second line (it was two lines every 10 s, one of each kind)."""
+    import time
+
+    monkeypatch.setattr(_ui, "LOG_EVERY_S", 0.2)
+
+    class Stamped(io.StringIO):
+        times: ClassVar[list[float]] = []
+
+        def write(self, text: str) -> int:
+            if text.strip():
+                self.times.append(time.monotonic())
+            return super().write(text)
+
+    out = Stamped()
+    progress = _ui.LogProgress(out=out)
+    progress.start("ddp: world size 2", total=4)
+    for _ in range(4):
+        time.sleep(0.25)
+        progress.advance()
+    progress.done()
+    gaps = [b - a for a, b in zip(out.times[1:], out.times[2:], strict=False)]
+    assert len(out.times) >= 3 and all(gap >= 0.19 for gap in gaps), (out.getvalue(), gaps)
 
 
 def test_a_heartbeat_waits_a_whole_period_after_each_line() -> None:

@@ -8,6 +8,8 @@ of records still make a page a person can open, and the section says what it lef
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +24,7 @@ from kitbench.records.types import RunRecord
 MAX_CHARTS = 12             # records drawn per chart section
 MAX_ROWS = 200              # rows per table
 MAX_VARIANTS = 8            # environment combinations, one column each
+IMPLAUSIBLE = 0.5           # a sweep's test accuracy below this share of its model's best in the record is marked
 
 
 @dataclass
@@ -73,12 +76,20 @@ def _secs(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f} s"
 
 
-def _mem(record: RunRecord) -> str:
+def _gpu_memory(record: RunRecord) -> list[str]:
+    """The GPUs' memory as torch measured it (the availability check's devices), e.g. "79 GiB GPU" (the
+    machine column names the GPU), "2x 79 GiB GPU" for two alike."""
+    sizes = Counter(f"{d['total_memory_mib'] / 1024:.0f} GiB GPU" for d in _devices(record)
+                    if isinstance(d.get("total_memory_mib"), int))
+    return [f"{n}x {size}" if n > 1 else size for size, n in sizes.items()]
+
+
+def _mem(record: RunRecord, gpus: list[str]) -> str:
+    """RAM (/proc/meminfo, every run) and ``gpus``: the GPU memory torch measured in some record of this
+    machine, since only a run with the availability check measures it: one machine, one value on every row."""
     ram = dict(record["environment"]).get("ram_bytes")     # written by every run, though not typed
     parts = [f"{ram / 2**30:.0f} GiB RAM"] if isinstance(ram, int) else []
-    parts += [f"{d['total_memory_mib'] / 1024:.0f} GiB {d.get('name', 'GPU')}" for d in _devices(record)
-              if isinstance(d.get("total_memory_mib"), int)]
-    return ", ".join(parts) or "-"
+    return ", ".join(parts + gpus) or "-"
 
 
 def _devices(record: RunRecord) -> list[dict[str, Any]]:
@@ -118,11 +129,16 @@ def _machines(items: list[Item], table: list[Row]) -> Section | None:
     section = Section("machines", "Machines", "One row per machine, target and configuration; the epoch columns "
                       "are the first MNIST model and loop of the group's first record. Where several records share "
                       "a configuration, each is verified against the first.")
+    measured: dict[str | None, list[str]] = {}
+    for item, row in zip(items, table, strict=True):
+        if item.record is not None and _gpu_memory(item.record):
+            measured.setdefault(row.machine, _gpu_memory(item.record))
     rows = []
     for members in groups.values():
         item, row = members[0]
         assert item.record is not None
-        rows.append([row.machine or "-", _status(item.record), _mem(item.record), row.target or "-", row.torch or "-",
+        rows.append([row.machine or "-", _status(item.record), _mem(item.record, measured.get(row.machine, [])),
+                     row.target or "-", row.torch or "-",
                      row.device or "-",
                      row.mnist or "-", _secs(row.cpu_epoch_s), _secs(row.accel_epoch_s),
                      "-" if row.speedup is None else f"{row.speedup:.2f}x", _run_kind(m for m, _ in members),
@@ -268,12 +284,28 @@ def _sweep(items: list[Item]) -> Section | None:
     section = Section("sweep", "Batch-size sweep", "Time per optimizer step against batch size; a dotted line "
                       "marks the batch from which the accelerator is faster than the CPU.")
     rows = []
+    flagged = 0
     for item, record in held:
-        mnist = record["checks"]["mnist"]
-        for r in mnist.get("runs", []):
+        runs = record["checks"]["mnist"].get("runs", [])
+        best: dict[str, float] = {}
+        for r in runs:
+            best[r["model"]] = max(best.get(r["model"], 0.0), r["test_acc"])
+        for r in runs:
+            accuracy = f"{r['test_acc']:.4f}"
+            if r["test_acc"] < IMPLAUSIBLE * best[r["model"]]:
+                flagged += 1
+                steps = dict(r).get("steps")
+                accuracy += (f" (low: {r['model']} reached {best[r['model']]:.2f} in this record"
+                             + (f"; {steps} optimizer steps" if isinstance(steps, int) else "") + ")")
             rows.append([item.label, r["model"], r["loop"], r["device"], str(r["batch_size"]),
                          "-" if r.get("step_s") is None else f"{_num(r['step_s'] * 1e3)} ms", _secs(r["epoch_s"]),
-                         f"{r['test_acc']:.4f}"])
+                         accuracy])
+    if flagged:
+        section.notes.append(f"{flagged} test accuracies are below {IMPLAUSIBLE:.0%} of the best of their model in "
+                             "the same record and are marked low: a sweep trains every batch size on the same "
+                             "samples for the same epochs, so a large batch takes few optimizer steps (60,000 samples "
+                             "at batch 1024 are 59; --limit 8000 makes them 8), with a learning rate scaled to the "
+                             "batch: their step times stand, their accuracy is no verdict on the batch size.")
     section.tables.append(Table(["record", "model", "loop", "device", "batch", "step", "epoch", "test acc"],
                                 _capped(rows, "sweep", section.notes)))
     crossings = []
@@ -321,6 +353,16 @@ def _ddp(items: list[Item]) -> Section | None:
     header = ["record", "backend", "device", "nodes", "model", "world size", "global batch", "epoch", "samples/s",
               "efficiency", "replicas identical"]
     section.tables.append(Table(header, _capped(rows, "DDP", section.notes)))
+    for item, record in held:
+        asked = str(record["options"].get("device") or "auto")
+        on_cpu = [run["backend"] for run in record["checks"]["ddp"].get("runs", []) if run["device"] == "cpu"]
+        said = dict(record["checks"]["ddp"]).get("skipped")
+        skipped = [str(line) for line in said] if isinstance(said, list) else []
+        wanted = asked not in ("auto", "cpu") or (asked == "auto" and bool(record["environment"].get("gpus")))
+        if wanted and on_cpu and not any(run["device"] != "cpu" for run in record["checks"]["ddp"]["runs"]):
+            section.notes.append(f"{item.label}: asked for --device {asked}, DDP ran {on_cpu[0]} on the CPU: "
+                                 + ("; ".join(skipped) if skipped else "no accelerator run was recorded")
+                                 + " (a multi-GPU run needs two or more GPUs on the node).")
     peaks = []          # the all-reduce in a table too: Markdown has no charts, and charts stop at MAX_CHARTS
     for item, record in held:
         for run in record["checks"]["ddp"].get("runs", []):
@@ -377,9 +419,21 @@ def _environments(items: list[Item]) -> Section | None:
     # One column per combination, one row per field: the fields outnumber the combinations that fit a page.
     header = ["field", *(members[0].label + (f" and {len(members) - 1:,} more" if len(members) > 1 else "")
                          for _, members in shown)]
-    rows = [[key, *(combo[at] for combo, _ in shown)] for at, key in enumerate(differing)]
+    rows = [[key, *(_short(combo[at]) for combo, _ in shown)] for at, key in enumerate(differing)]
     section.tables.append(Table(header, _capped(rows, "environment fields", section.notes)))
+    if any(_short(combo[at]) != combo[at] for combo, _ in shown for at in range(len(differing))):
+        section.notes.append("Hashes (sha256, git revisions, GPU UUIDs) are shown by their first 12 characters; "
+                             "the records hold them whole.")
     return section
+
+
+_HASH = re.compile(r"(sha256:|GPU-)?[0-9a-f][0-9a-f-]{19,}")
+
+
+def _short(value: str) -> str:
+    """A long hash as its first 12 characters: a page 1,400 px wide holds 8 environments side by side."""
+    return f"{value[:12 + value.find(':') + 1 if value.startswith('sha256:') else 12]}…" \
+        if _HASH.fullmatch(value) else value
 
 
 def _flat(record: RunRecord, with_packages: bool) -> dict[str, str]:
@@ -429,7 +483,14 @@ def _records(items: list[Item]) -> Section:
 
 
 def sections_of(items: list[Item], table: list[Row]) -> list[Section]:
-    """The page's sections in their order, those that some record holds; ``table``: compare's rows of ``items``."""
+    """The page's sections in their order, those that some record holds; ``table``: compare's rows of ``items``.
+    A record that did not finish ok comes after those that did, in every section: a run that could not get
+    MNIST is a result too, but never the page's first machine or first environment, a column of dashes."""
+    def finished(item: Item) -> bool:
+        return item.record is not None and item.record["status"] == "ok"
+
+    order = sorted(range(len(items)), key=lambda at: not finished(items[at]))
+    items, table = [items[at] for at in order], [table[at] for at in order]
     found = [_machines(items, table), _availability(items), _transfers(items), _mnist(items), _sweep(items),
              _ddp(items), _environments(items), _records(items)]
     return [s for s in found if s is not None]

@@ -1,7 +1,7 @@
 """Line charts as inline SVG text, with no dependency: the report draws every plot
 itself so that a page built on a bare Python is never missing one.
 
-Colours are CSS classes (``s0`` .. ``s7``, ``axis``, ``band``) that the page styles,
+Colours are CSS classes (``s0`` .. ``s11``, ``axis``, ``band``) that the page styles,
 so one chart reads in light and dark mode and in print. Every label is escaped.
 """
 
@@ -25,7 +25,7 @@ def escape(text: str) -> str:
 
 WIDTH, HEIGHT = 560, 300
 _LEFT, _RIGHT, _TOP, _BOTTOM = 64, 150, 28, 44       # the right margin holds the legend
-PALETTE = 8
+PALETTE = 12        # distinct colours: a suite's loss chart has 12 series (2 models, 3 loops, 2 devices)
 
 
 @dataclass
@@ -135,7 +135,8 @@ def line_chart(title: str, series: Sequence[Series], x_label: str, y_label: str,
                f'{escape(y_label)}</text></g>')
     for i, s in enumerate(series):
         colour = f"s{i % PALETTE}"
-        dash = ' stroke-dasharray="5 3"' if s.dashed else ""
+        # Past the palette a colour comes back, dotted: no two series drawn alike.
+        dash = ' stroke-dasharray="5 3"' if s.dashed else ' stroke-dasharray="1 3"' if i >= PALETTE else ""
         band = _thinned([(x, lo, hi) for x, lo, hi in s.band if usable(x, lo) and usable(x, hi)])
         if band:
             edge = [f"{px(x)},{py(hi)}" for x, _, hi in band] + [f"{px(x)},{py(lo)}" for x, lo, _ in reversed(band)]

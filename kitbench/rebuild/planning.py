@@ -19,6 +19,7 @@ from kitbench.environments import targets
 from kitbench.environments.locks import normalize
 from kitbench.errors import KitbenchError, ReplayError
 from kitbench.machine.probe import Probe
+from kitbench.reading.verify import CROSS_DEVICE_RTOL
 from kitbench.records import record as records
 from kitbench.records.types import RunRecord
 
@@ -35,6 +36,8 @@ class Plan:
     target: str | None
     run_args: list[str]
     notes: list[str] = field(default_factory=list)   # what is not rebuilt exactly, said
+    here: str | None = None            # what this machine can do with the record, said before building
+    missing: str | None = None         # the record's accelerator this machine lacks ("NVIDIA H200")
     image: str | None = None           # a container record: the image it ran in, and its id
     image_id: str | None = None
     data: Path | None = None           # MNIST: this user's own (KITBENCH_DATA or the cache), never the record's
@@ -93,6 +96,57 @@ def _run_args(path: Path, argv: list[str]) -> tuple[list[str], list[str]]:
     return kept, notes
 
 
+def _accelerator(record: RunRecord) -> tuple[str, str] | None:
+    """(kind, what it was) of the accelerator the record ran on, from the device it recorded; None on the CPU."""
+    env = record["environment"]
+    kind = str(record.get("device") or "cpu").partition(":")[0]
+    if kind == "cuda":
+        vendor = "AMD" if env.get("hip") else "NVIDIA"
+        named = ", ".join(dict.fromkeys(env.get("gpus") or [])) or f"an {vendor} GPU"
+        return ("amd" if env.get("hip") else "nvidia"), named
+    if kind == "xpu":
+        return "intel", ", ".join(dict.fromkeys(env.get("xpu_devices") or [])) or "an Intel GPU"
+    if kind == "mps":
+        return "mps", "Apple's GPU (MPS)"
+    return None
+
+
+def _lacks(kind: str, machine: Probe) -> bool:
+    return {"nvidia": not machine.gpus, "amd": not machine.amd_gpus, "intel": not machine.intel_gpus,
+            "mps": not (machine.os == "macos" and machine.arch == "arm64")}[kind]
+
+
+def _on_this_machine(record: RunRecord, machine: Probe, run_args: list[str]
+                     ) -> tuple[list[str], str | None, str | None]:
+    """The run options for here, what this machine can do with the record (one sentence, said before
+    building) and the accelerator it lacks: a GPU record on a machine without that GPU rebuilds the
+    environment and runs the same checks on the CPU, comparing what a CPU run can show."""
+    accelerator = _accelerator(record)
+    if accelerator is None or not _lacks(accelerator[0], machine):
+        return run_args, None, None
+    named = accelerator[1]
+    args = list(run_args)
+    for i, word in enumerate(args[:-1]):
+        if word == "--device":
+            args[i + 1] = "cpu"
+    held = record["checks"]
+    compared = ["the checks' status"]
+    if "availability" in held:
+        compared.append("the torch build and the kernel check against float64")
+    if "ddp" in held:
+        compared.append("DDP's replicas identical, for the backends that run on the CPU")
+    runs = held.get("mnist", {}).get("runs", [])
+    if any(r["device"] == "cpu" for r in runs):
+        compared.append("the record's MNIST runs on the CPU, by verify's rules (its GPU runs cannot be)")
+    elif runs:
+        compared.append(f"MNIST's losses and accuracy across devices (within rtol {CROSS_DEVICE_RTOL}, "
+                        "never bitwise)")
+    here = (f"this machine has no {named} (the record's {record.get('device')}): rebuilding the environment "
+            f"and running the record's checks on the CPU; compared: {'; '.join(compared)}; not comparable here: "
+            "the GPU's devices, transfers, device-mismatch refusal, multi-GPU runs and timings")
+    return args, here, named
+
+
 def _data_root() -> Path:
     from kitbench.suite import data
 
@@ -105,11 +159,13 @@ def plan(path: Path, machine: Probe) -> Plan:
     record, sha256 = records.read_hashed(path)
     env = record["environment"]
     _check_fields(path, record)
-    if not record["checks"].get("mnist", {}).get("runs"):
-        raise ReplayError(f"{path} holds no MNIST runs: a replay is verified by comparing them, and there is "
-                          "nothing to compare", hint="replay a record of `kitbench run --check mnist`; "
-                                                     "nothing was built")
+    if not record["checks"].get("mnist", {}).get("runs") and not record["checks"].keys() & {"availability", "moves",
+                                                                                              "ddp"}:
+        raise ReplayError(f"{path} holds neither MNIST runs nor the availability, moves or DDP checks: a replay "
+                          "compares those, and there is nothing to compare",
+                          hint="replay a record of `kitbench run` with those checks; nothing was built")
     run_args, notes = _run_args(path, record["argv"])
+    run_args, can_do, missing = _on_this_machine(record, machine, run_args)
     python = ".".join(env["python"].split(".")[:2])
     target_name = env.get("target")
     try:
@@ -117,7 +173,7 @@ def plan(path: Path, machine: Probe) -> Plan:
     except KitbenchError:
         target = None
     if env.get("image"):
-        return _container_plan(path, sha256, record, target, machine, run_args, notes)
+        return _container_plan(path, sha256, record, target, machine, run_args, notes, can_do, missing)
     here, there = f"{machine.os}-{machine.arch}", f"{env['os']}-{env['arch']}"
     same_platform = here == there
     if not same_platform:
@@ -130,16 +186,19 @@ def plan(path: Path, machine: Probe) -> Plan:
     packages = env.get("packages")
     if packages is not None and same_platform:
         pins = [p for p in packages if normalize(p["name"]) != "kitbench"]
-        local = [p["name"] for p in pins if str(p.get("source") or "").startswith("file:")]
+        # Where a file came from is a hint, not its identity: the same name, version and hash from any
+        # index is the same package (older records kept a local path of their machine here).
+        local = [p["name"] for p in pins if _LOCAL.match(str(p.get("source") or ""))]
         if local:
-            raise ReplayError(f"the record's {', '.join(local[:3])} came from a local path on its machine; "
-                              "no index serves it")
+            notes.append(f"{', '.join(local[:3])}{' and more' if len(local) > 3 else ''} came from a local file "
+                         "on the record's machine: installed by name and version (and hash, where recorded) "
+                         "from the index")
         hashed = all(p.get("hashes") for p in pins)
         requirements = [f"{p['name']}=={p['version']}" + "".join(f" --hash={h}" for h in p.get("hashes", []))
                         for p in pins]
         if not hashed:
-            missing = sum(1 for p in pins if not p.get("hashes"))
-            notes.append(f"{missing} of {len(pins)} packages carry no hash (no lock, or not in the lock that "
+            unhashed = sum(1 for p in pins if not p.get("hashes"))
+            notes.append(f"{unhashed} of {len(pins)} packages carry no hash (no lock, or not in the lock that "
                          "built the environment): pinned by version only")
             requirements = [line.split(" --hash=")[0] for line in requirements]
         exact = True
@@ -169,7 +228,7 @@ def plan(path: Path, machine: Probe) -> Plan:
     checks = {run_args[i + 1] for i, word in enumerate(run_args) if word == "--check"}
     trains = not checks or bool(checks & {"mnist", "ddp"})       # run's default checks include MNIST
     return Plan(path, sha256, record, python, requirements, exact, index, target_name, run_args, notes,
-                data=_data_root() if trains else None)
+                here=can_do, missing=missing, data=_data_root() if trains else None)
 
 
 # What a record may name: it becomes a line of a requirements file, an argument or a message, where a
@@ -184,6 +243,7 @@ _PYTHON = re.compile(r"[0-9]{1,2}\.[0-9]{1,3}(\.[0-9A-Za-z+]{1,16})?")
 _PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")       # a target, an OS, an architecture
 _IMAGE = re.compile(r"[a-z0-9][a-z0-9._/-]{0,199}(:[A-Za-z0-9._-]{1,128})?")
 _IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
+_LOCAL = re.compile(r"file:|/|[A-Za-z]:\\|[^:]*\.whl$")     # a path or a file name, not an index's URL
 
 
 def _check_fields(path: Path, record: RunRecord) -> None:
@@ -214,7 +274,8 @@ def _check_fields(path: Path, record: RunRecord) -> None:
 
 
 def _container_plan(path: Path, sha256: str, record: RunRecord, target: targets.Target | None,
-                    machine: Probe, run_args: list[str], notes: list[str]) -> Plan:
+                    machine: Probe, run_args: list[str], notes: list[str], here: str | None,
+                    missing: str | None) -> Plan:
     env = record["environment"]
     image = str(env.get("image"))
     if target is None or target.kind != "docker":
@@ -238,4 +299,4 @@ def _container_plan(path: Path, sha256: str, record: RunRecord, target: targets.
                      "today's, with the same torch and torchvision")
     python = ".".join(env["python"].split(".")[:2])
     return Plan(path, sha256, record, python, [], True, target.index_for("linux"), target.name,
-                run_args, notes, image=image, image_id=env.get("image_id"))
+                run_args, notes, here, missing, image=image, image_id=env.get("image_id"))

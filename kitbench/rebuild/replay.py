@@ -21,13 +21,14 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kitbench import _files
 from kitbench.environments import installer, targets
 from kitbench.errors import RecordError, ReplayError, clean
 from kitbench.machine.probe import Probe
+from kitbench.reading.verify import Comparison
 from kitbench.rebuild.planning import Plan, plan
 from kitbench.records import record as records
 from kitbench.records.types import RunRecord
@@ -40,6 +41,7 @@ _GRACE_S = 15.0                 # the replayed kitbench stops its own children (
 _PINNED = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]+")
 _UV_MARKS = "\u00d7\u2570\u2500\u25b6 "          # the box-drawing uv puts before its reasons
 _PACKAGE = Path(__file__).resolve().parent.parent          # this kitbench package
+_OFFLINE = ("lookup address", "dns error", "name resolution", "network is unreachable", "client error (connect)")
 
 
 def cache_root() -> Path:
@@ -86,7 +88,10 @@ def _call(command: list[str], what: str, env: dict[str, str] | None = None) -> N
         # uv's reason ("Because there is no version of numpy==0.0.999 ...") over its headline, and
         # over the "hint:" uv prints last (for a Python it cannot provide: "retry on a newer uv").
         telling = ("ecause", "mismatch", "not found", "No matching", "No interpreter")
-        why = next((line for line in lines if any(word in line for word in telling)), lines[-1] if lines else "")
+        # Offline, the deepest cause says so ("failed to lookup address information"), not the headline.
+        offline = next((line for line in reversed(lines) if any(word in line.lower() for word in _OFFLINE)), None)
+        why = offline or next((line for line in lines if any(word in line for word in telling)),
+                              lines[-1] if lines else "")
         if "==" not in why and any("hash" in line.lower() for line in lines):
             # pip's hash refusal ends "Got 4721f391...": the package is on an earlier line of its own.
             named = next((m[0] for line in lines if (m := _PINNED.search(line))), None)
@@ -117,15 +122,23 @@ def build(chosen: Plan, log: Log, root: Path | None = None) -> Path:
         deps = ["--no-deps"] if chosen.exact and not hashed else []
         log(f"building {len(chosen.requirements)} pins for Python {chosen.python} into {final}")
         if uv is not None:
-            _call([uv, "venv", "--quiet", "--relocatable", "--python", chosen.python, str(staged)],
-                  f"no Python {chosen.python} here")
+            try:        # uv fetches a Python it lacks; offline, one try says so (its retries took 10 s)
+                _call([uv, "venv", "--quiet", "--relocatable", "--python", chosen.python, str(staged)],
+                      f"no Python {chosen.python} here", env={"UV_HTTP_RETRIES": "0"})
+            except ReplayError as failed:
+                raise _no_python(chosen, failed.message) from None
             _call([uv, "pip", "install", "--quiet", "--python", str(staged / inner), *deps, *args],
                   "cannot install the recorded versions", install.env(tool))
         else:
             interpreter = shutil.which(f"python{chosen.python}")
             if interpreter is None:
-                raise ReplayError(f"no Python {chosen.python} here (and no uv to provide one)")
-            _call([interpreter, "-m", "venv", str(staged)], f"cannot make a Python {chosen.python} venv")
+                raise _no_python(chosen, f"no Python {chosen.python} here (no python{chosen.python} on PATH, "
+                                         "and no uv to provide one)")
+            try:        # a pyenv shim is on PATH whether or not its Python is selected
+                _call([interpreter, "-m", "venv", str(staged)], f"no working Python {chosen.python} here: "
+                      f"python{chosen.python} on PATH says")
+            except ReplayError as failed:
+                raise _no_python(chosen, failed.message) from None
             _call([str(staged / inner), "-m", "pip", "install", "--quiet", *deps, *args],
                   "cannot install the recorded versions", install.env(tool))
         # Run as `python -m`, a venv survives the move (its console scripts' shebangs would not).
@@ -140,6 +153,20 @@ def build(chosen: Plan, log: Log, root: Path | None = None) -> Path:
         shutil.rmtree(building, ignore_errors=True)
 
 
+def _no_python(chosen: Plan, said: str) -> ReplayError:
+    """The Python a record needs, missing here: which one, how to get one, and whether a download
+    failed only because this machine is offline; before anything is installed."""
+    version, full = chosen.python, chosen.record["environment"]["python"]
+    offline = any(word in said.lower() for word in _OFFLINE)
+    why = said.removeprefix(f"no Python {version} here: ").removeprefix("cause: ")
+    message = (f"no Python {version} here, and uv cannot download one: this machine is offline ({why[-160:]})"
+               if offline else said)
+    return ReplayError(message, hint=f"the record ran on Python {full}: install a Python {version}, with uv "
+                                     f"(`uv python install {version}`, where the internet is reachable) or "
+                                     f"the system's packages (e.g. `apt install python{version}-venv`), "
+                                     "then replay again; nothing was built")
+
+
 @dataclass
 class Outcome:
     record: Path
@@ -148,6 +175,9 @@ class Outcome:
     first_divergence: str | None
     differences: list[str]        # the environment diff: packages, hardware, settings
     notes: list[str]
+    compared: list[Comparison] = field(default_factory=list)     # the availability and moves checks' quantities
+    not_compared: list[str] = field(default_factory=list)
+    mnist: list[Comparison] = field(default_factory=list)        # verify's, on the MNIST runs
 
 
 def default_out(source: Path) -> Path:
@@ -246,26 +276,65 @@ def run_container(chosen: Plan, out: Path, log: Log) -> RunRecord:
 
 
 def check(chosen: Plan, new: RunRecord, out: Path) -> Outcome:
-    """verify's verdict, the only one: a rerun that failed before its MNIST runs, or a pair verify
-    cannot compare, is "cannot rebuild" (exit 2), never a verdict on numbers nobody compared."""
+    """verify's verdict on the MNIST runs, and the availability and moves checks compared beside it (a record
+    without MNIST runs is verified by those alone). A rerun that failed before the checks it repeats, or a
+    pair verify cannot compare, is "cannot rebuild" (exit 2), never a verdict on numbers nobody compared."""
     from kitbench.errors import UsageError
+    from kitbench.reading import verify_checks
     from kitbench.reading.envdiff import diff
     from kitbench.reading.verify import verify
 
     old = chosen.record
-    if new["status"] == "failed" and not new["checks"].get("mnist", {}).get("runs"):
-        raise ReplayError(f"cannot rebuild the run: the replayed run failed before its MNIST runs: "
+    trained = bool(old["checks"].get("mnist", {}).get("runs"))
+    reran = bool(new["checks"].get("mnist", {}).get("runs")) if trained else bool(new["checks"])
+    if new["status"] == "failed" and not reran:
+        raise ReplayError(f"cannot rebuild the run: the replayed run failed before "
+                          f"{'its MNIST runs' if trained else 'its checks'}: "
                           f"{str(new.get('error') or 'no reason recorded')[:300]} ({out})",
                           hint="the rebuilt environment is cached; nothing was compared")
     # This kitbench runs from its source (no metadata in the venv): said in the notes, not as a package gone.
-    differences = [line for line in diff(old["environment"], new["environment"])
-                   if not line.startswith("package kitbench:")]
-    try:
-        verdict = verify(old, new)
-    except UsageError as refused:
-        raise ReplayError(f"the replayed run cannot be compared with the record: {refused.message} ({out})",
-                          hint=refused.hint) from None
-    return Outcome(out, verdict.verdict, verdict.reproduced, verdict.first_divergence, differences, chosen.notes)
+    # A replay is built from the record, not from a target's manifest: the manifest's hash is not the run's.
+    new_env = new["environment"]
+    differences = [line for line in diff(old["environment"], new_env) if not line.startswith("package kitbench:")
+                   and not (line.startswith("manifest_sha256:") and new_env.get("manifest_sha256") is None)]
+    compared, not_compared = verify_checks.compare(old, new, same_hardware=chosen.missing is None)
+    verdict, first, mnist_compared = "reproduced", None, []
+    reference = old
+    if trained and chosen.missing is not None:
+        # Without the record's GPU its GPU runs have no partner: its CPU runs are compared by verify's rules
+        # and the GPU's are said not compared; a record of GPU runs alone is compared across devices.
+        runs = old["checks"]["mnist"].get("runs", [])
+        here = [r for r in runs if r["device"] == "cpu"]
+        if here and len(here) < len(runs):
+            reference = {**old, "checks": {**old["checks"], "mnist": {**old["checks"]["mnist"], "runs": here}}}
+            not_compared.append(f"the record's {len(runs) - len(here)} MNIST runs on {chosen.missing} (not here)")
+    if trained:
+        try:
+            mnist = verify(reference, new)
+        except UsageError as refused:
+            if chosen.missing is None:
+                raise ReplayError(f"the replayed run cannot be compared with the record: {refused.message} ({out})",
+                                  hint=refused.hint) from None
+            not_compared.append(f"MNIST's runs: {refused.message} (the record's ran on {chosen.missing})")
+        else:
+            verdict, first, mnist_compared = mnist.verdict, mnist.first_divergence, mnist.comparisons
+            # verify leaves these checks out; compared above, by verify_checks.
+            not_compared = [line for line in mnist.not_compared
+                            if "availability and moves" not in line and not line.startswith("the ddp check")
+                            ] + not_compared
+    else:
+        not_compared.append("MNIST (the record has no MNIST runs)")
+    if not compared and not mnist_compared:
+        raise ReplayError(f"the replayed run shares nothing comparable with the record ({out})",
+                          hint="the rebuilt environment is cached; nothing was compared")
+    if verdict == "reproduced":
+        differing = next((c for c in compared if not c.equal), None)
+        if differing is not None:
+            verdict, first = "not reproduced", f"{differing.quantity}: {differing.detail}"
+    reproduced = verdict == "reproduced"
+    if reproduced and chosen.missing is not None:
+        verdict = f"reproduced what a machine without {chosen.missing} can show"
+    return Outcome(out, verdict, reproduced, first, differences, chosen.notes, compared, not_compared, mnist_compared)
 
 
 def out_path(given: str | None, source: Path) -> Path:
@@ -277,6 +346,8 @@ def out_path(given: str | None, source: Path) -> Path:
 def replay(source: Path, given: str | None, machine: Probe, log: Log) -> Outcome:
     """``given`` is --out as typed: a trailing separator is kept to mean a directory."""
     chosen = plan(source, machine)
+    if chosen.here is not None:
+        log(chosen.here)
     out = out_path(given, source)
     try:        # a symlink, device or file at --out: refused now, not after the build; exit 2, not "differs"
         _files.check_target(out)

@@ -140,10 +140,21 @@ def index_override() -> str | None:
     return shown(value) if value else None
 
 
+def _shown_source(url: object) -> str | None:
+    """Where a distribution came from, as a record may keep it: a URL as it is, but of a local path only
+    its last part (a wheel's file name names its name, version and tags). A record identifies a package
+    by name, version and hash; the folders of the machine that made it say nothing another machine can use."""
+    if not isinstance(url, str):
+        return None
+    if url.startswith("file:") or url.startswith("/"):
+        return url.rstrip("/").rpartition("/")[2] or None
+    return url
+
+
 def packages(found: Lock | None) -> list[Package]:
     """Every distribution this interpreter can import, as ``import`` finds them (the first on sys.path
-    wins), with its installer, its source (direct URL or path; else the index the lock names for it) and the
-    lock's hashes."""
+    wins), with its installer, its source (direct URL, a local file's name only; else the index the lock
+    names for it) and the lock's hashes."""
     from importlib import metadata
 
     from kitbench.environments.locks import normalize
@@ -162,7 +173,7 @@ def packages(found: Lock | None) -> list[Package]:
         except ValueError:
             direct = None
         if isinstance(direct, dict):
-            source = direct.get("url")
+            source = _shown_source(direct.get("url"))
         hashes = found.hashes.get((normalize(name), dist.version)) if found is not None else None
         if source is None and hashes and found is not None:
             source = found.indexes.get(normalize(name), found.index)

@@ -373,6 +373,7 @@ def test_cli_ubuntu_22_04_worked_example(capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_the_availability_fix_never_names_a_wheel_that_cannot_install() -> None:
+    pytest.importorskip("torch", reason="the availability check imports torch")
     from kitbench.suite.checks.availability import install_fix
 
     ubuntu = dataclasses.replace(BASE, python_version="3.10.12", driver="580.65.06",
@@ -381,6 +382,7 @@ def test_the_availability_fix_never_names_a_wheel_that_cannot_install() -> None:
 
 
 def test_the_availability_fix_on_a_machine_no_wheel_installs_on_says_so() -> None:
+    pytest.importorskip("torch", reason="the availability check imports torch")
     from kitbench.suite.checks.availability import install_fix
 
     alpine = dataclasses.replace(BASE, libc="musl", libc_version="1.2.4", driver="580.65.06",

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,8 +47,28 @@ def test_available_memory_is_the_smaller_of_the_kernels_and_the_cgroups(root: st
     assert cpus.memory_available(CGROUP / root) == available
 
 
-def test_this_process_uses_its_affinity_not_cpu_count() -> None:
-    assert cpus.usable_cores() <= len(os.sched_getaffinity(0))
+def _quota_here() -> bool:
+    """Whether this process's cgroup limits its CPU time (read apart from kitbench: v2's cpu.max, v1's quota)."""
+    for path, unlimited in (("/sys/fs/cgroup/cpu.max", "max"), ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "-1")):
+        with contextlib.suppress(OSError):
+            return Path(path).read_text().split()[0] != unlimited
+    return False
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no affinity masks on this OS")
+@pytest.mark.parametrize("count", [1, 2])
+def test_this_process_uses_its_affinity_not_cpu_count(count: int) -> None:
+    """A child pinned to ``count`` of this machine's CPUs counts exactly those."""
+    mine = sorted(os.sched_getaffinity(0))
+    if len(mine) < count:
+        pytest.skip(f"this process may use {len(mine)} CPU(s), fewer than {count}")
+    if count > 1 and _quota_here():
+        pytest.skip("a cgroup CPU quota here may bind below the affinity mask")
+    code = (f"import os; os.sched_setaffinity(0, {mine[:count]!r}); from kitbench.machine import cpus; "
+            "print(cpus.usable_cores())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.stdout.strip() == str(count)
 
 
 def test_arm_identity_names_implementer_and_part() -> None:

@@ -57,6 +57,26 @@ def test_parsers_refuse_never_crash(text: str) -> None:
             parser(text)
 
 
+@given(st.lists(st.integers(0, 9999), min_size=1, max_size=3), st.sampled_from(["", " ", "\n"]))
+def test_a_driver_version_of_up_to_three_numbers_parses_to_them(parts: list[int], space: str) -> None:
+    """nvidia-smi's driver_version, as written: each number as it is (a leading zero, as in 535.104.05, drops),
+    the missing ones 0."""
+    text = space + ".".join(f"{n:02d}" if i else str(n) for i, n in enumerate(parts)) + space
+    assert parse_driver(text) == (*parts, 0, 0)[:3]
+
+
+@given(st.integers(1, 99), st.integers(0, 9), st.booleans())
+def test_a_cuda_version_parses_from_either_spelling(major: int, minor: int, tag: bool) -> None:
+    assert parse_cuda(f"cu{major}{minor}" if tag else f"{major}.{minor}") == (major, minor)
+
+
+@given(st.integers(1, 99), st.integers(0, 9))
+def test_a_capability_parses_from_its_dotted_form_and_from_sm(major: int, minor: int) -> None:
+    assert parse_capability(f"{major}.{minor}") == (major, minor)
+    if major >= 2:       # sm_10 to sm_13 read as sm_1x; see test_parse_capability for the short forms
+        assert parse_capability(f"sm_{major}{minor}") == (major, minor)
+
+
 def test_windows_device_managers_driver_version_is_translated_in_the_hint() -> None:
     """Device Manager shows NVIDIA's 572.16 as 32.0.15.7216; nvidia-smi shows 572.16."""
     with pytest.raises(UsageError, match=r"malformed NVIDIA driver version '32\.0\.15\.7216'") as refused:

@@ -142,6 +142,53 @@ def test_a_failed_record_is_a_row_marked_failed_with_its_reason(tmp_path: Path) 
     assert "<td>ok</td>" in machines
 
 
+def _section(page: str, key: str) -> str:
+    start = page.index(f'<section id="{key}">')
+    return page[start:page.index("</section>", start)]
+
+
+def test_a_failed_record_comes_after_those_that_finished_never_first(tmp_path: Path) -> None:
+    """A run that could not get MNIST, named first (its file sorts first, as the earliest run's does)."""
+    data = json.loads((KEPT / "h100-fnn.json").read_text())
+    (tmp_path / "b-ok.json").write_text(json.dumps(data))
+    data["run_id"] = "0" * 32
+    data["status"], data["error"], data["checks"] = "failed", "no MNIST at /data (4 of 4 raw files missing)", {}
+    data["options"]["offline"] = False          # a field to differ in: the environments table shows both
+    (tmp_path / "a-failed.json").write_text(json.dumps(data))
+    page = report.build([str(tmp_path)]).text
+    machines = _section(page, "machines")
+    assert machines.index("b-ok.json") < machines.index("a-failed.json")
+    header = _section(page, "environments").split("</tr>")[0]
+    assert header.index("b-ok.json") < header.index("a-failed.json")
+
+
+def test_one_machine_shows_one_gpu_memory_on_every_row() -> None:
+    """Only h100-fnn.json ran the availability check, which measures the GPU's memory (81,079 MiB through
+    torch); h100-cnn.json's row showed RAM alone. Both rows now show the one H100's."""
+    machines = _section(report.build([str(KEPT)]).text, "machines")
+    rows = [row for row in machines.split("<tr>") if "H100" in row]
+    assert len(rows) == 2 and all("126 GiB RAM, 79 GiB GPU" in row for row in rows), rows
+
+
+def test_a_sweep_accuracy_far_below_its_models_best_is_marked_low() -> None:
+    """h200-sweep.json: fnn reached 0.783 at batch 16 and 0.2478 at batch 1024 (8 optimizer steps)."""
+    sweep = _section(report.build([str(KEPT)]).text, "sweep")
+    assert "0.2478 (low: fnn reached 0.78 in this record; 8 optimizer steps)" in sweep
+    assert ">0.7454<" in sweep and ">0.4397<" in sweep        # above half the best: not marked
+
+
+def test_ddp_on_the_cpu_when_a_gpu_was_asked_says_why() -> None:
+    ddp = _section(report.build([str(KEPT)]).text, "ddp")
+    assert ("h200-ddp.json: asked for --device cuda, DDP ran gloo on the CPU: multi-GPU (NCCL): skipped: 1 device"
+            in ddp)
+    assert "cpu-bench-ddp.json: asked" not in ddp              # auto on a machine without a GPU: nothing to explain
+
+
+def test_hashes_in_the_environments_table_are_shortened() -> None:
+    env = _section(report.build([str(KEPT)]).text, "environments")
+    assert "387a0a0cda95\u2026" in env and "387a0a0cda95dbe39547" not in env     # cpu-bench's manifest_sha256
+
+
 def test_quick_and_full_runs_are_marked_where_they_meet(tmp_path: Path) -> None:
     data = json.loads((KEPT / "h100-fnn.json").read_text())
     (tmp_path / "full.json").write_text(json.dumps(data))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import xml.etree.ElementTree as ET
 
 from kitbench.reading import svg
@@ -43,3 +44,13 @@ def test_a_line_of_a_million_points_is_drawn_with_at_most_max_points() -> None:
     assert len(drawn) <= svg.MAX_POINTS + 1 and len(chart) < 60_000
     ends = svg.line_chart("loss", [svg.Series("run", [curve[0], curve[-1]])], "step", "loss")
     assert [drawn[0], drawn[-1]] == ends.split('points="')[1].split('"')[0].split()     # first and last kept
+
+
+def test_twelve_series_are_drawn_twelve_ways() -> None:
+    """A suite's loss chart: 2 models x 3 loops x 2 devices. Each series a colour of its own; past the
+    palette a colour comes back dotted."""
+    series = [svg.Series(f"s{i}", [(1.0, 1.0 + i), (2.0, 2.0 + i)]) for i in range(14)]
+    chart = svg.line_chart("loss", series, "epoch", "loss")
+    drawn = re.findall(r'<polyline class="line (s\d+)" fill="none"([^>]*) points', chart)
+    assert len({colour for colour, _ in drawn[:12]}) == 12
+    assert drawn[12][0] == drawn[0][0] and 'stroke-dasharray="1 3"' in drawn[12][1]

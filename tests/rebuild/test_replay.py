@@ -3,8 +3,10 @@ refusals with exit 2, an interrupted build that leaves nothing behind, and /1 re
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -60,6 +62,8 @@ def test_a_cpu_record_is_replayed_for_real(cpu_record: Path, tmp_path: Path, mon
     assert _cli.main(["replay", str(cpu_record), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert f"reproduced ({out})" in printed
+    # What was compared, said: verify's quantities in one line, all equal.
+    assert re.search(r"^compared: MNIST: (\d+) quantities \(.*bitwise.*\), \1 equal$", printed, re.MULTILINE), printed
     new, old = records.read(out), records.read(cpu_record)
     assert new["replay_of"] is not None and new["replay_of"]["path"] == str(cpu_record)
     # The same options but for the data: this user's (KITBENCH_DATA, with --offline), never the record's.
@@ -95,17 +99,29 @@ def test_a_python_this_machine_cannot_provide_is_refused(cpu_record: Path, tmp_p
     monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
     future = _edited(cpu_record, tmp_path / "future.json", python="3.99.0")
     assert _cli.main(["replay", str(future)]) == 2
-    assert capsys.readouterr().err.splitlines()[-1].startswith("ERROR: no Python 3.99 here: No interpreter found "
-                                                               "for Python 3.99")     # not uv's closing hint
+    err = capsys.readouterr().err.splitlines()
+    assert err[-2].startswith("ERROR: no Python 3.99 here: No interpreter found for Python 3.99")  # not uv's hint
+    assert err[-1].startswith("hint: the record ran on Python 3.99.0: install a Python 3.99")
     assert list((tmp_path / "cache").iterdir()) == []
 
 
-def test_a_package_from_a_local_path_is_refused(cpu_record: Path, tmp_path: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
-    local = _edited(cpu_record, tmp_path / "local.json",
-                    packages=[{"name": "mine", "version": "0.1", "source": "file:///home/them/mine"}])
-    assert _cli.main(["replay", str(local)]) == 2
-    assert capsys.readouterr().err.startswith("ERROR: the record's mine came from a local path on its machine")
+@pytest.mark.parametrize("source", ["file:///work/main/.whl/fastjsonschema-2.22.3-py3-none-any.whl",
+                                    "fastjsonschema-2.22.3-py3-none-any.whl", "/opt/w/fastjsonschema-2.22.3.whl"])
+def test_a_package_from_a_local_file_is_planned_by_name_version_and_hash(source: str, tmp_path: Path) -> None:
+    """Where the file came from is no part of its identity (the README's H200 records named a file:// wheel
+    of the machine that made them): the same name, version and hash from any index."""
+    digest = "sha256:" + "ab" * 32
+    local = _edited(OLD_RECORDS[0], tmp_path / "local.json", os="linux", arch="x86_64", packages=[
+        {"name": "fastjsonschema", "version": "2.22.3", "source": source, "hashes": [digest]}])
+    chosen = planning.plan(local, probe())
+    assert chosen.requirements == [f"fastjsonschema==2.22.3 --hash={digest}"]
+    assert any(note.startswith("fastjsonschema came from a local file") for note in chosen.notes)
+
+
+def test_the_readmes_records_name_no_path_of_their_machine() -> None:
+    for path in (REPO / "docs" / "records").glob("*.json"):
+        for package in json.loads(path.read_text())["environment"].get("packages") or []:
+            assert "/" not in str(package.get("source") or "").removeprefix("https://"), (path.name, package)
 
 
 def test_a_record_from_a_platform_its_target_does_not_serve_is_refused(tmp_path: Path,
@@ -334,7 +350,7 @@ def test_an_installer_s_output_is_bounded_and_decoded_and_its_time_limited(
     monkeypatch.setattr(replay, "_uv", lambda: str(loud))
     assert _cli.main(["replay", str(cpu_record)]) == 2
     err = capsys.readouterr().err
-    assert err.splitlines()[-1] == "ERROR: no Python 3.11 here: Because \\x1b[2J\ufffd no wheel", err[-300:]
+    assert err.splitlines()[-2] == "ERROR: no Python 3.11 here: Because \\x1b[2J\ufffd no wheel", err[-300:]
     assert "Traceback" not in err and list((tmp_path / "cache").iterdir()) == []
     hung = _fake(tmp_path, f"sleep 300 & echo $! > {tmp_path}/child\nwait\n")
     monkeypatch.setattr(replay, "_uv", lambda: str(hung))
@@ -570,13 +586,119 @@ def test_only_options_that_change_what_is_measured_are_taken(tmp_path: Path) -> 
         planning.plan(_with_argv(OLD_RECORDS[0], tmp_path / "d.json", ["run", "--device", "cuda\n--data=/x"]), probe())
 
 
-def test_a_record_without_mnist_runs_is_refused_before_a_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
-    """Its checks' statuses are no verdict: nothing a replay could compare."""
+def test_a_record_with_nothing_to_compare_is_refused_before_a_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A record whose checks never ran (interrupted at once): nothing a replay could compare."""
     monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
-    ddp = REPO / "docs" / "records" / "cpu-bench-ddp.json"
-    assert _cli.main(["replay", str(_edited(ddp, tmp_path / "r.json", os="linux", arch="x86_64"))]) == 2
-    assert "holds no MNIST runs" in capsys.readouterr().err and not (tmp_path / "cache").exists()
+    data = json.loads((REPO / "docs" / "records" / "cpu-bench-ddp.json").read_text())
+    data["checks"], data["status"] = {}, "interrupted"
+    records.validate(data)
+    (tmp_path / "r.json").write_text(json.dumps(data))
+    assert _cli.main(["replay", str(tmp_path / "r.json")]) == 2
+    err = capsys.readouterr().err
+    assert "holds neither MNIST runs nor the availability, moves or DDP checks" in err
+    assert not (tmp_path / "cache").exists()
+
+
+@pytest.fixture(scope="module")
+def quick_record(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The first record a new user makes: no MNIST (``run --check availability --check moves --quick``)."""
+    out = tmp_path_factory.mktemp("quick") / "quick.json"
+    env = {**os.environ, "KITBENCH_TARGET": "cpu", "KITBENCH_INDEX_URL": "default",
+           locks.LOCK_VARIABLE: str(REPO / "envs" / "locks" / "pylock.cpu-linux-x86_64-py3.11.toml")}
+    subprocess.run([sys.executable, "-m", "kitbench", "run", "--check", "availability", "--check", "moves",
+                    "--quick", "--out", str(out)], env=env, check=True, capture_output=True, cwd=REPO)
+    return out
+
+
+@pytest.fixture(scope="module")
+def quick_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("quick-cache")       # one build for the quick record and its GPU twin
+
+
+@needs_uv
+def test_a_record_without_mnist_is_replayed_and_says_what_was_compared(
+        quick_record: Path, quick_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("KITBENCH_INDEX_URL", "default")
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(quick_cache))
+    out = tmp_path / "replayed.json"
+    assert _cli.main(["replay", str(quick_record), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    compared = [line for line in printed if line.startswith("compared: ")]
+    for quantity in ("availability: torch version and build", "availability: usable devices",
+                     "availability: the matmul kernel against float64 on cpu", "moves: status",
+                     "moves: a tensor on the wrong device is refused"):
+        assert any(line.startswith("compared: equal (") and quantity in line for line in compared), quantity
+    assert any(line.startswith("not compared: ") and "MNIST (the record has no MNIST runs)" in line
+               for line in printed)
+    assert printed[-1] == f"reproduced ({out})"
+    assert records.read(out)["checks"].keys() == {"availability", "moves"}
+
+
+def _on_a_gpu(source: Path, dest: Path) -> Path:
+    """``source`` as the same run on an H200 would have written it (the README's h200-suite.json's values)."""
+    data = json.loads(source.read_text())
+    data["device"] = "cuda:0"
+    data["argv"] = ["run", "--device", "cuda", *data["argv"][1:]]
+    data["environment"]["gpus"] = ["NVIDIA H200"]
+    availability = data["checks"]["availability"]
+    availability.update(selected_device="cuda:0", devices=[
+        {"index": 0, "name": "NVIDIA H200", "capability": "9.0", "kernels_in_wheel": True,
+         "total_memory_mib": 143155, "free_memory_mib": 142535, "multiprocessors": 132}])
+    availability["kernel"]["device"] = "cuda:0"
+    data["checks"]["moves"]["mismatch_error"] = "Expected all tensors to be on the same device"
+    records.validate(data)
+    dest.write_text(json.dumps(data))
+    return dest
+
+
+def test_a_gpu_record_on_a_machine_without_it_is_planned_for_the_cpu_and_says_so() -> None:
+    """The README's own H200 record, planned on a machine with no NVIDIA GPU: before anything is built."""
+    without = dataclasses.replace(probe(), gpus=())
+    chosen = planning.plan(REPO / "docs" / "records" / "h200-suite.json", without)
+    assert chosen.missing == "NVIDIA H200"
+    assert chosen.run_args[chosen.run_args.index("--device") + 1] == "cpu" and "cuda" not in chosen.run_args
+    assert chosen.here is not None and chosen.here.startswith("this machine has no NVIDIA H200 (the record's cuda:0)")
+    assert "compared: the checks' status; the torch build and the kernel check against float64" in chosen.here
+
+
+def test_without_the_gpu_a_records_cpu_runs_are_verified_and_its_gpu_runs_said_not_compared(tmp_path: Path) -> None:
+    """h200-suite.json ran each model and loop on the H200 and on its CPU: a CPU-only rerun (here its own CPU
+    runs, as a rerun on that CPU would give them) reproduces the CPU runs; the 6 GPU runs are not compared."""
+    source = REPO / "docs" / "records" / "h200-suite.json"
+    chosen = planning.plan(source, dataclasses.replace(probe(), gpus=()))
+    assert chosen.here is not None and "the record's MNIST runs on the CPU, by verify's rules" in chosen.here
+    old = json.loads(source.read_text())
+    runs = old["checks"]["mnist"]["runs"]
+    new = {**old, "device": "cpu", "checks": {**old["checks"], "mnist": {
+        **old["checks"]["mnist"], "runs": [r for r in runs if r["device"] == "cpu"]}}}
+    outcome = replay.check(chosen, new, tmp_path / "new.json")
+    assert outcome.reproduced and outcome.verdict == "reproduced what a machine without NVIDIA H200 can show"
+    assert len(outcome.mnist) > 0 and all(c.equal and " on cpu" in c.quantity for c in outcome.mnist)
+    assert "the record's 6 MNIST runs on NVIDIA H200 (not here)" in outcome.not_compared
+
+
+@needs_uv
+def test_a_gpu_record_on_a_machine_without_it_compares_what_the_cpu_can_show(
+        quick_record: Path, quick_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    if probe().gpus:
+        pytest.skip("this machine has an NVIDIA GPU: the record's H200 could be here")
+    monkeypatch.setenv("KITBENCH_INDEX_URL", "default")
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(quick_cache))
+    out = tmp_path / "replayed.json"
+    assert _cli.main(["replay", str(_on_a_gpu(quick_record, tmp_path / "gpu.json")), "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    said = [line for line in captured.err.splitlines() if not line.startswith("replay: ...")]
+    assert said[0].startswith("replay: this machine has no NVIDIA H200 (the record's cuda:0): rebuilding")
+    assert "--device cpu" in next(line for line in said if line.startswith("replay: running:"))
+    printed = captured.out.splitlines()
+    assert "compared: equal (each within its tolerance 0.0001): availability: the matmul kernel against float64 " \
+           "on cuda:0 vs cpu" in "\n".join(printed)
+    compared = [line for line in printed if line.startswith("compared")]
+    assert not any("usable devices" in line or "wrong device" in line for line in compared)
+    assert printed[-1] == f"reproduced what a machine without NVIDIA H200 can show ({out})"
 
 
 def test_missing_mnist_or_an_unusable_cache_is_cannot_rebuild_never_a_verdict(
@@ -611,6 +733,72 @@ def test_a_refusal_of_verify_or_a_failed_rerun_is_exit_2_never_reproduced(cpu_re
     failed = {**json.loads(cpu_record.read_text()), "status": "failed", "error": "no MNIST", "checks": {}}
     with pytest.raises(ReplayError, match="the replayed run failed before its MNIST runs: no MNIST"):
         replay.check(chosen, failed, tmp_path / "new.json")
+
+
+def test_a_ddp_record_is_verified_by_its_replicas_being_identical(tmp_path: Path) -> None:
+    """The kept DDP record (gloo, fnn and cnn at world sizes 1 and 2, every replica identical), against a
+    rerun where the cnn's two ranks drifted apart."""
+    source = REPO / "docs" / "records" / "cpu-bench-ddp.json"
+    chosen = planning.plan(source, probe())
+    old = json.loads(source.read_text())
+    same = replay.check(chosen, old, tmp_path / "new.json")
+    assert same.reproduced and [c.quantity for c in same.compared] == [
+        "ddp: status", "ddp: gloo fnn x1: replicas identical", "ddp: gloo cnn x1: replicas identical",
+        "ddp: gloo fnn x2: replicas identical", "ddp: gloo cnn x2: replicas identical"]
+    drifted = json.loads(source.read_text())
+    drifted["checks"]["ddp"]["runs"][0]["scaling"][-1]["identical"] = False
+    assert drifted["checks"]["ddp"]["runs"][0]["scaling"][-1]["model"] == "cnn"
+    outcome = replay.check(chosen, drifted, tmp_path / "new.json")
+    assert not outcome.reproduced and outcome.first_divergence == "ddp: gloo cnn x2: replicas identical: True -> False"
+
+
+def test_the_manifest_hash_a_replay_never_reads_is_no_difference(tmp_path: Path) -> None:
+    """A replay is built from the record, not from its target's manifest: the rerun's record has no manifest
+    hash, and that is not a difference of the run (it was listed on every replay)."""
+    source = REPO / "docs" / "records" / "cpu-bench-fnn.json"
+    old = json.loads(source.read_text())
+    assert old["environment"]["manifest_sha256"] is not None
+    chosen = planning.plan(source, probe())
+    new = {**old, "environment": {**old["environment"], "manifest_sha256": None}}
+    outcome = replay.check(chosen, new, tmp_path / "new.json")
+    assert outcome.reproduced and not any("manifest_sha256" in line for line in outcome.differences)
+
+
+_UV_OFFLINE = """error: No interpreter found for Python 3.12 in managed installations or search path
+  Caused by: Failed to download https://github.com/astral-sh/python-build-standalone/releases/download/x.tar.gz
+  cause: error sending request for url (https://github.com/astral-sh/python-build-standalone/x.tar.gz)
+  cause: client error (Connect)
+  cause: dns error
+  cause: failed to lookup address information: Name or service not known
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a shell script stands in for uv and for a pyenv shim")
+@pytest.mark.parametrize(("uv", "first"), [
+    (True, "ERROR: no Python 3.12 here, and uv cannot download one: this machine is offline (failed to lookup "
+           "address information: Name or service not known)"),
+    (False, "ERROR: no working Python 3.12 here: python3.12 on PATH says: pyenv: python3.12: command not found")])
+def test_a_python_that_is_not_here_is_named_with_how_to_get_one(
+        uv: bool, first: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The light install replaying a Python 3.12 record: uv offline (its output as seen on a machine without
+    DNS), or no uv and a pyenv shim that has no 3.12 selected (pyenv's own words)."""
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+    record = _edited(OLD_RECORDS[0], tmp_path / "r.json", os="linux", arch="x86_64", python="3.12.3")
+    if uv:
+        fake = _fake(tmp_path, f"test \"$UV_HTTP_RETRIES\" = 0 || exit 3\ncat >&2 <<'EOF'\n{_UV_OFFLINE}EOF\nexit 2\n")
+        monkeypatch.setattr(replay, "_uv", lambda: str(fake))
+    else:
+        shim = _fake(tmp_path, "echo 'pyenv: python3.12: command not found' >&2\nexit 127\n")
+        monkeypatch.setattr(replay, "_uv", lambda: None)
+        monkeypatch.setattr(replay.shutil, "which", lambda name: str(shim) if name == "python3.12" else None)
+    monkeypatch.setattr(replay, "_check_data", lambda root: None)
+    assert _cli.main(["replay", str(record)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[-2] == first
+    assert err[-1].startswith("hint: the record ran on Python 3.12.3: install a Python 3.12, with uv "
+                              "(`uv python install 3.12`") and err[-1].endswith("nothing was built")
+    assert list((tmp_path / "cache").iterdir()) == []
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="a shell script stands in for pip")

@@ -307,8 +307,11 @@ def test_the_environment_and_options_written_are_the_typed_ones() -> None:
     assert set(written) <= set(typing.get_type_hints(_types.Environment)), sorted(
         set(written) - set(typing.get_type_hints(_types.Environment)))
     assert set(suite.options_record(Options())) == set(typing.get_type_hints(_types.RunOptions))
-    # The interpreter beyond X.Y.Z: this one is CPython with the GIL, its build line as sys.version has it.
-    assert written["python_build"] == {"implementation": "cpython", "version": sys.version, "free_threaded": False}
+    # The interpreter beyond X.Y.Z, as this one says it otherwise: a free-threaded build's ABI flags carry a "t"
+    # (PEP 703; Windows' Pythons have ABI flags from 3.14), its build line is sys.version.
+    free_threaded = "t" in getattr(sys, "abiflags", "")
+    assert written["python_build"] == {"implementation": sys.implementation.name, "version": sys.version,
+                                       "free_threaded": free_threaded}
     records.validate({**json.loads(FULL.read_text()), "environment": {
         **json.loads(FULL.read_text())["environment"], "python_build": written["python_build"]}})
 

@@ -3,14 +3,18 @@ the hint is the exact command install-cmd gives for this machine."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 
 torch = pytest.importorskip("torch")
 
-from kitbench.advice import selector  # noqa: E402
 from kitbench.machine import probe  # noqa: E402
 from kitbench.suite.checks import availability  # noqa: E402
 from kitbench.suite.checks.base import Context, NoProgress, Options  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _check(machine: probe.Probe, device: str = "auto") -> availability.AvailabilityResult:
@@ -30,9 +34,17 @@ def test_a_wheel_too_new_for_the_driver_gets_the_command_that_fits(cuda_wheel: s
     machine = probe.override(probe.probe(), driver="550.54.14", gpu_capabilities=["8.0"])
     result = _check(machine)
     assert result.status == "failed"
-    expected = selector.select(machine, release_spec=torch.__version__.partition("+")[0])
-    assert result.fix == expected.command and expected.compute.startswith("cu12")
-    assert f"fix: {expected.command}" in result.summary
+    # Worked out apart from the selector: driver 550 runs CUDA 12.x (12's floor is 525.60.13) but not 13.x
+    # (580), so the fix is this release's newest CUDA 12 build as envs/releases lists its wheels.
+    release = torch.__version__.partition("+")[0]
+    series = yaml.safe_load((REPO / "envs" / "releases" / f"{'.'.join(release.split('.')[:2])}.yaml").read_text())
+    wheels = next(r["wheels"] for r in series["releases"] if r["version"] == release)
+    cuda12 = sorted((w for w in wheels if w.startswith("cu12")), key=lambda w: int(w[2:]))
+    if not cuda12:
+        pytest.skip(f"torch {release} has no CUDA 12 build: a 550 driver gets no CUDA command from it")
+    assert result.fix is not None and f"torch=={release} " in result.fix
+    assert result.fix.endswith(f" --index-url https://download.pytorch.org/whl/{cuda12[-1]}")
+    assert f"fix: {result.fix}" in result.summary
     assert "is too old for this wheel's CUDA" in result.summary
 
 
