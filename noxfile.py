@@ -42,6 +42,7 @@ try:
     from kitbench.errors import KitbenchError
     from kitbench.machine import probe
     from kitbench.records import manifest
+    from kitbench.suite import data
 except ImportError as missing:  # kitbench's light dependencies live where nox runs
     raise SystemExit(f"ERROR: noxfile: {missing}\nhint: run nox so that it reads the noxfile's inline "
                      "dependencies (pipx run nox, or uvx nox), or install them beside nox: "
@@ -125,6 +126,9 @@ def _kit_errors(body: Callable[[nox.Session], None]) -> Callable[[nox.Session], 
 def _preflight(session: nox.Session, target: Target) -> None:
     for note in preflight.check(target, _machine()):
         session.warn(note)
+    mnist = data.ahead()
+    if mnist:
+        session.warn(mnist)
 
 
 def _suite_env(target: Target, lock: dict[str, str] | None = None) -> dict[str, str]:

@@ -98,6 +98,18 @@ def locate(path: Path | None, offline: bool) -> tuple[Path, bool]:
     return root, bool(absent)
 
 
+def ahead() -> str | None:
+    """Said before an environment is built for a run: where MNIST will come from when it is not there yet
+    (a download, which an offline machine learns of only after minutes of installing); None when it is."""
+    root = default_root()
+    absent = missing(normalize_root(root))
+    if not absent:
+        return None
+    where = f"{DATA_VARIABLE}={root}" if os.environ.get(DATA_VARIABLE) else f"the cache ({root})"
+    return (f"MNIST is not in {where} ({len(absent)} of 4 raw files missing): the run's MNIST check will download "
+            f"it; on a machine that cannot, set {DATA_VARIABLE} to a folder holding MNIST/raw")
+
+
 def prepare(path: Path | None, offline: bool) -> tuple[Path, dict[str, str]]:
     """Find (or, when allowed, download) MNIST and verify it; return (root, digests)."""
     root, download = locate(path, offline)
