@@ -64,7 +64,14 @@ def test_the_answer_on_a_real_machine(name: str, args: str, answer: str, because
     arch = machine.python_arch
     assert wheels.refusal(rel.version, wheels.host_of(machine, arch)) is None
     if chosen.compute.startswith("cu"):
-        assert selector._cuda_rejection(rel, machine, chosen.compute) is None
+        # Read from the release's YAML, not asked of the selector: the build's kernels cover the GPU, where the
+        # release records them. A cubin for X.y runs on X.z, z >= y (CUDA C++ Programming Guide, "Binary
+        # Compatibility"): sm_86 serves an 8.9 GPU, sm_60 a 6.1.
+        kernels = _kernels(chosen.release, chosen.compute)
+        for cc in machine.capabilities:
+            major, minor = (int(part) for part in cc.split("."))
+            assert kernels is None or any(int(k[3:-1]) == major and int(k[-1]) <= minor for k in kernels), \
+                (cc, kernels)
     elif chosen.compute.startswith("rocm"):
         assert set(machine.gfx) <= set(vendors.load().rocm_arches(chosen.compute) or ())
     elif machine.driver or machine.gfx:
@@ -85,6 +92,16 @@ def test_the_grid_covers_every_driver_branch_and_architecture() -> None:
     grid = GOLDEN["nvidia"]
     assert {d.split(".")[0] for d in grid["answers"]} == {"470", "525", "535", "550", "570", "575", "580"}
     assert set(grid["gpus"].values()) == {"6.1", "7.0", "7.5", "8.6", "8.9", "9.0", "10.0", "12.0"}
+
+
+def _kernels(release: str, compute: str) -> set[str] | None:
+    """The kernel list envs/releases/ records for a release's build, read from the YAML itself; None where
+    none is recorded."""
+    series = ".".join(release.split(".")[:2])
+    data = yaml.safe_load((Path(__file__).resolve().parents[2] / "envs" / "releases" / f"{series}.yaml").read_text())
+    rows = [row for row in data.get("kernels", ()) if row["compute"] == compute
+            and release in row.get("releases", [release])]
+    return {arch for row in rows for arch in row["arches"]} if rows else None
 
 
 def _inferred_in_the_manifests() -> set[tuple[str, str]]:
