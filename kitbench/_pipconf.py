@@ -11,6 +11,11 @@ import configparser
 import os
 from pathlib import Path
 
+from kitbench import _files
+from kitbench.errors import KitbenchError
+
+MAX_CONFIG_BYTES = 2**20     # a pip.conf is a few lines
+
 
 def pip_configuration() -> dict[str, list[str]]:
     """pip's ``index-url``, ``extra-index-url`` and ``find-links`` as pip itself would read them: its
@@ -21,8 +26,10 @@ def pip_configuration() -> dict[str, list[str]]:
     for path in config_files():
         parser = configparser.RawConfigParser()
         try:
-            parser.read(path, encoding="utf-8")
-        except (OSError, configparser.Error, UnicodeDecodeError):
+            # Through the bounded reader: PIP_CONFIG_FILE may name a FIFO or /dev/zero, which would hold a refresh
+            # for ever; a file that is no configuration is skipped, as one that does not parse.
+            parser.read_string(_files.read(path, MAX_CONFIG_BYTES, "pip configuration").decode("utf-8"))
+        except (KitbenchError, configparser.Error, UnicodeDecodeError):
             continue
         for section in ("global", "install"):
             for key in ("index-url", "extra-index-url", "find-links"):
