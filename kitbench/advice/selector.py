@@ -52,6 +52,7 @@ from kitbench.advice.wording import (
     no_uv_selector,
     no_xpu_build,
     not_installable,
+    older_mac_release,
     older_release,
     other_rocm_release,
     rejected,
@@ -277,7 +278,8 @@ def _accelerated_release(newest: Release, machine: Probe, arch: str, package: st
         # Falling back is worth it only for a build known to run: ROCm builds without a recorded gfx list are not.
         if trial.compute != "cpu" and not (build(trial.compute).kind == "rocm" and machine.gfx
                                            and vendors.load().rocm_arches(trial.compute) is None):
-            notes.append(older_release(rel, newest, why, need))
+            notes.append(older_mac_release(rel, newest, why) if machine.os == "macos"
+                         else older_release(rel, newest, why, need))
             return rel
     kernel_less = _kernel_less(machine, arch, package, host)
     unserved = [g for g in machine.gfx if not any(g in a for a in vendors.load().rocm.values())]

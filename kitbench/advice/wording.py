@@ -400,6 +400,12 @@ def older_release(rel: releases.Release, newest: releases.Release, why: str, flo
             f"{newest.version} runs on this GPU ({why})" + _driver_floor(newest, floor))
 
 
+def older_mac_release(rel: releases.Release, newest: releases.Release, why: str) -> str:
+    """Why a Mac's answer is ``rel``, not ``newest``: ``newest``'s MPS needs a newer macOS (``why``), said first
+    so that the short answer keeps it."""
+    return f"torch {rel.version}, not the newest release ({newest.version}): {why}"
+
+
 def cpu_fallback(newest: releases.Release, why: str, floor: str | None, kernel_less: list[str],
                  unserved: list[str]) -> str:
     """Why the answer is ``newest``'s CPU build: as ``older_release``, and the NVIDIA architectures
