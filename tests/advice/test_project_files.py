@@ -71,9 +71,10 @@ def test_a_new_release_changes_the_pins_and_nothing_else(tmp_path: Path) -> None
     new = _write(tmp_path, release_spec="2.14.1")
     changed = [line for line in difflib.ndiff(old.splitlines(), new.splitlines()) if line[:1] in "+-"]
     # torchvision 0.29.0 pairs with torch 2.14.0 and 0.29.1 with 2.14.1 (PyPI: each requires its torch).
-    assert changed and all(("torch==2.14" in line or "torchvision==0.29" in line or line[2:].startswith("release = "))
-                           for line in changed), changed
+    assert changed and all(("torch==2.14" in line or "torchvision==0.29" in line
+                            or line[2:].startswith(("release = ", "release_spec = "))) for line in changed), changed
     assert len([line for line in changed if line.startswith("+")]) == len(changed) // 2
+    assert 'release_spec = "2.14.1"' in new
 
 
 def test_drop_forgets_a_machine_and_its_build(tmp_path: Path) -> None:
