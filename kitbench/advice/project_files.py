@@ -183,6 +183,7 @@ def pyproject(team: Team, old: str = "", name: str = "project", index: str | Non
             raise _wrong(PYPROJECT, f"project.optional-dependencies.{extra}", "a list of strings")
     _at(before, "tool.uv", dict, PYPROJECT, "a table")
     _at(before, "tool.uv.sources", dict, PYPROJECT, "a table")
+    _tables(before, "tool.uv.index", PYPROJECT)
     for group in _at(before, "tool.uv.conflicts", list, PYPROJECT, "a list of lists of tables") or []:
         if not isinstance(group, list) or not all(isinstance(g, dict) for g in group):
             raise _wrong(PYPROJECT, "tool.uv.conflicts", "a list of lists of tables")
