@@ -456,7 +456,14 @@ def _project_machine(spec: str) -> tuple[str, Any]:
         if refused:
             raise UsageError(f"--machine {_shown(name)}: {refused} says nothing about a machine",
                              hint=_NOT_A_MACHINE[refused])
-    args = _parser.build().parse_args(["install-cmd", *words])
+    try:
+        args = _parser.build().parse_args(["install-cmd", *words])
+    except UsageError as refused:
+        # install-cmd's parser says so; the hint is the project's, naming the machine's flags.
+        raise UsageError(f"--machine {_shown(name)}: {refused.message}",
+                         hint="a machine's flags: --os, --arch, --python-arch, --python-version, --driver, --gpu-cc, "
+                              "--gpu-gfx, --intel-gpu, --no-gpu, --glibc, --os-version (see "
+                              "`kitbench install-cmd --help`, 'answer for another machine')") from None
     _check_machine_choices(args)
     return name, saved.described(os=args.os, arch=args.arch, python_arch=args.python_arch, driver=args.driver,
                                  gpu_capabilities=args.gpu_cc, no_gpu=args.no_gpu, gpu_gfx=args.gpu_gfx,

@@ -811,3 +811,15 @@ def test_project_with_no_machine_says_how_to_name_one(tmp_path: Path, capsys: py
     assert err == ["ERROR: no machine given", "hint: name each machine: --machine laptop=laptop.json (`kitbench "
                    "probe --json` on it) or --machine ci='--os linux --no-gpu'"]
     assert not list(tmp_path.iterdir())
+
+
+def test_project_s_hints_are_the_project_s_not_install_cmd_s(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["project", str(tmp_path), "--machine", "arm=--os windows --arch aarch64"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and "--machine arm='...'" in err[1] and "this machine" not in err[1], err
+    assert main(["project", str(tmp_path), "--machine", "box=--os linux --bogus"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and "a machine's flags: --os" in err[1], err
+    assert main(["project", str(tmp_path), "--machine", "x" * 500 + "=--os linux --no-gpu"]) == 2
+    assert "x" * 100 not in capsys.readouterr().err
