@@ -93,7 +93,8 @@ def check_name(name: str) -> str:
                               "(the name becomes a pixi environment)")
     if name == "default":
         raise UsageError("machine name 'default' is pixi's own environment's name",
-                         hint="name the machine after itself, e.g. laptop, h100, ci (pixi reserves 'default')")
+                         hint="name the machine after itself, e.g. laptop, h100, ci (pixi reserves 'default'); "
+                              "one the project remembers: --drop default, then give it again by another name")
     return name
 
 
