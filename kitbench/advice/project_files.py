@@ -178,6 +178,8 @@ def pyproject(team: Team, old: str = "", name: str = "project", index: str | Non
     # Every table and key read below, checked first (the blocks' pairs are the same file's, cut by table).
     _at(before, "project", dict, PYPROJECT, "a table")
     _strings(before, "project.dependencies", PYPROJECT)
+    for key in ("name", "version", "requires-python"):
+        _at(before, f"project.{key}", str, PYPROJECT, "text")
     for extra, pins in (_at(before, "project.optional-dependencies", dict, PYPROJECT, "a table") or {}).items():
         if not isinstance(pins, list) or not all(isinstance(p, str) for p in pins):
             raise _wrong(PYPROJECT, f"project.optional-dependencies.{extra}", "a list of strings")

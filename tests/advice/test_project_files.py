@@ -113,6 +113,8 @@ def test_a_later_run_keeps_the_release_asked_and_the_mirror(tmp_path: Path) -> N
     text = _write(tmp_path, release_spec="stable", index="https://other.example/{compute}/simple")
     assert 'release_spec = "stable"' in text and "mirror.example" not in text
     assert 'url = "https://other.example/cpu/simple"' in text
+    text = _write(tmp_path, index="")       # back to PyTorch's own
+    assert "other.example" not in text and 'url = "https://download.pytorch.org/whl/cpu"' in text
 
 
 def test_the_release_asked_not_the_one_it_resolved_to_is_remembered(tmp_path: Path) -> None:
@@ -160,6 +162,7 @@ def test_a_person_s_index_or_feature_named_as_kitbench_s_is_refused_not_taken(tm
     ("pyproject.toml", '[project]\ndependencies = "torch"\n', "project.dependencies is not a list of strings"),
     ("pyproject.toml", "[project]\ndependencies = [1]\n", "project.dependencies is not a list of strings"),
     ("pyproject.toml", "[tool.kitbench]\nrelease_spec = 3\n", "tool.kitbench.release_spec is not text"),
+    ("pyproject.toml", "[project]\nname = 3\n", "project.name is not text"),
     ("pixi.toml", '[workspace]\nplatforms = "linux-64"\n', "workspace.platforms is not a list of strings"),
     ("pixi.toml", "environments = 3\n", "environments is not a table"),
 ])
