@@ -408,6 +408,27 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     return 0
 
 
+# install-cmd's flags that are not facts of a machine: in a project they would be ignored, so they are refused.
+_NOT_A_MACHINE = {
+    "--release": "the project's release is its own --release, for every machine: kitbench project --release 2.5.0",
+    "--compute": "a project gives each machine the build install-cmd answers for it: describe the machine "
+                 "(--driver, --gpu-cc, --no-gpu, ...) and that decides its build",
+    "--package": "a project is installed by uv (pyproject.toml) or pixi (pixi.toml), not by one package tool",
+    "--format": "a project pins exact versions: there is no other format",
+    "--json": "describe the machine only; the project's lines go to stdout",
+    "--explain": "ask `kitbench install-cmd --explain` with the machine's flags to see why it gets its build",
+    "--refresh": "run `kitbench facts refresh` first, then the project",
+    "--python": "--python names this host's interpreter; for another machine give its --python-version",
+}
+# The machine flags that share a prefix with a refused one (--python-version, --python-arch).
+_MACHINE_FLAGS = ("--python-version", "--python-arch")
+
+
+def _shown(text: str, most: int = 60) -> str:
+    """``text`` quoted for a message, cut short: a name or a spec may be any length."""
+    return repr(text) if len(text) <= most else repr(text[:most]) + f"... ({len(text):,} characters)"
+
+
 def _project_machine(spec: str) -> tuple[str, Any]:
     """``NAME=FILE`` (what `kitbench probe --json` wrote there) or ``NAME=FLAGS`` (install-cmd's) as a machine."""
     import shlex
@@ -416,11 +437,33 @@ def _project_machine(spec: str) -> tuple[str, Any]:
 
     name, sep, given = spec.partition("=")
     if not sep or not name or not given:
-        raise UsageError(f"--machine {spec!r} is not NAME=FILE or NAME='FLAGS'",
+        raise UsageError(f"--machine {_shown(spec)} is not NAME=FILE or NAME='FLAGS'",
                          hint="e.g. --machine laptop=laptop.json or --machine ci='--os linux --no-gpu'")
     if not given.lstrip().startswith("-"):
         return name, saved.load(Path(given))
-    args = _parser.build().parse_args(["install-cmd", *shlex.split(given)])
+    try:
+        words = shlex.split(given)
+    except ValueError as bad:       # an unterminated quote or a trailing backslash
+        raise UsageError(f"--machine {_shown(name)}: its flags do not split as a shell would ({bad})",
+                         hint="close each quote in the machine's flags, e.g. --machine ci='--os linux --no-gpu'"
+                         ) from None
+    for word in words:
+        flag = word.partition("=")[0]
+        # argparse takes an unambiguous prefix (--rel for --release): a prefix of a refused flag is refused too.
+        refused = flag if flag in _NOT_A_MACHINE else next(
+            (f for f in _NOT_A_MACHINE if flag.startswith("--") and len(flag) > 3 and f.startswith(flag)
+             and not any(m.startswith(flag) for m in _MACHINE_FLAGS)), None)
+        if refused:
+            raise UsageError(f"--machine {_shown(name)}: {refused} says nothing about a machine",
+                             hint=_NOT_A_MACHINE[refused])
+    try:
+        args = _parser.build().parse_args(["install-cmd", *words])
+    except UsageError as refused:
+        # install-cmd's parser says so; the hint is the project's, naming the machine's flags.
+        raise UsageError(f"--machine {_shown(name)}: {refused.message}",
+                         hint="a machine's flags: --os, --arch, --python-arch, --python-version, --driver, --gpu-cc, "
+                              "--gpu-gfx, --intel-gpu, --no-gpu, --glibc, --os-version (see "
+                              "`kitbench install-cmd --help`, 'answer for another machine')") from None
     _check_machine_choices(args)
     return name, saved.described(os=args.os, arch=args.arch, python_arch=args.python_arch, driver=args.driver,
                                  gpu_capabilities=args.gpu_cc, no_gpu=args.no_gpu, gpu_gfx=args.gpu_gfx,

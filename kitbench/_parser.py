@@ -246,11 +246,13 @@ def build() -> argparse.ArgumentParser:
                          help="a fleet probe job's folder: each node's <node>.probe.json is a machine")
     project.add_argument("--drop", action="append", default=[], metavar="NAME",
                          help="remove a machine the project remembers (repeatable)")
-    project.add_argument("--release", default="stable", help="X.Y.Z or stable (default: stable)")
+    project.add_argument("--release", help="X.Y.Z or stable (default: the one the project's files remember, "
+                                           "else stable)")
     project.add_argument("--pixi", action="store_true", help="write pixi.toml too (updated anyway once written)")
     project.add_argument("--index", metavar="URL",
                          help="a mirror of PyTorch's index, {compute} standing for the build, e.g. "
-                              "https://mirror.example/whl/{compute} (default: PyTorch's own)")
+                              "https://mirror.example/whl/{compute} (default: the one the project's files remember, "
+                              "else PyTorch's own)")
 
     probe = sub.add_parser("probe", help="print this machine's facts (no torch needed)",
                            description="Read OS, chip, Python arch, NVIDIA driver, GPUs, ROCm, WSL and "

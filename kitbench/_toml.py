@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kitbench.errors import KitbenchError
+from kitbench.errors import KitbenchError, UsageError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -34,7 +34,8 @@ def loads(text: str, where: str) -> dict[str, Any]:
     try:
         parsed: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as bad:
-        raise KitbenchError(f"{where}: not TOML: {bad}", hint="fix the file, or move it aside to start anew") from None
+        # A refusal of what was given, as every other (exit 2).
+        raise UsageError(f"{where}: not TOML: {bad}", hint="fix the file, or move it aside to start anew") from None
     return parsed
 
 

@@ -726,6 +726,16 @@ def test_slurm_time_formats_pass_the_local_check(value: str, monkeypatch: pytest
     ("box={tmp}/absent.json", "no such probe file"),
     ("box={tmp}", "is not a regular file"),
     ("box={tmp}/out", "is not a regular file"),
+    ("box=--os linux 'unterminated", "its flags do not split as a shell would"),
+    ("box=--os linux --release 2.5.0", "--release says nothing about a machine"),
+    ("box=--os linux --rel=2.5.0", "--release says nothing about a machine"),
+    ("box=--os linux --compute cu126", "--compute says nothing about a machine"),
+    ("box=--os linux --explain", "--explain says nothing about a machine"),
+    ("box=--os linux --json", "--json says nothing about a machine"),
+    ("box=--os linux --refresh", "--refresh says nothing about a machine"),
+    ("box=--os linux --python /usr/bin/python3", "--python says nothing about a machine"),
+    ("default=--os linux --no-gpu", "machine name 'default' is pixi's own"),
+    ("x" * 500 + "=--os linux --no-gpu", "(500 characters)"),
 ])
 def test_project_refuses_a_machine_it_cannot_read_in_one_line(machine: str, words: str, tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
@@ -735,6 +745,38 @@ def test_project_refuses_a_machine_it_cannot_read_in_one_line(machine: str, word
     assert code == 2 and err[0].startswith("ERROR: ") and words in err[0], err
     assert len(err) == 2 and err[1].startswith("hint: "), err
     assert not list((tmp_path / "out").iterdir())
+
+
+@pytest.mark.parametrize(("more", "words"), [
+    (["--index", "https://m/{Compute}"], "the only placeholder a mirror's URL takes is {compute}"),
+    (["--index", "https://m/{0}"], "the only placeholder"),
+    (["--index", "https://m/{"], "the only placeholder"),
+    (["--index", "https://m/{compute.x}"], "the only placeholder"),
+    (["--index", "ftp://m/{compute}"], "--index is not a usable index URL"),
+    (["--index", "https://user:token@m/{compute}"], "holds a user or token"),
+    (["--index", "https://m/simple", "--machine", "h100=--os linux --driver 570.86.10 --gpu-cc 9.0"],
+     "has no {compute} to tell them apart"),
+    (["--drop", "ci"], "both given (--machine) and dropped (--drop)"),
+    (["--machine", "ci=--os linux"], "machine 'ci' is given twice"),
+])
+def test_project_refuses_contradictions_and_unusable_mirrors_in_one_line(
+        more: list[str], words: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["project", str(tmp_path), "--machine", "ci=--os linux --no-gpu", *more])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 2 and err[0].startswith("ERROR: ") and words in err[0], err
+    assert len(err) == 2 and err[1].startswith("hint: "), err
+    assert "user:token" not in "".join(err)
+    assert not list(tmp_path.iterdir())
+
+
+def test_project_refuses_a_file_it_cannot_read_in_one_line(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    for text in ("tool = 5\n", '[tool.uv]\nsources = "x"\n', "not toml [\n"):
+        (tmp_path / "pyproject.toml").write_text(text)
+        assert main(["project", str(tmp_path), "--machine", "ci=--os linux --no-gpu"]) == 2
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 2 and err[0].startswith("ERROR: pyproject.toml: ") and err[1].startswith("hint: "), err
+        assert (tmp_path / "pyproject.toml").read_text() == text
 
 
 def test_project_prints_each_machine_s_line_and_writes_the_files(tmp_path: Path,
@@ -769,3 +811,15 @@ def test_project_with_no_machine_says_how_to_name_one(tmp_path: Path, capsys: py
     assert err == ["ERROR: no machine given", "hint: name each machine: --machine laptop=laptop.json (`kitbench "
                    "probe --json` on it) or --machine ci='--os linux --no-gpu'"]
     assert not list(tmp_path.iterdir())
+
+
+def test_project_s_hints_are_the_project_s_not_install_cmd_s(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["project", str(tmp_path), "--machine", "arm=--os windows --arch aarch64"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and "--machine arm='...'" in err[1] and "this machine" not in err[1], err
+    assert main(["project", str(tmp_path), "--machine", "box=--os linux --bogus"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and "a machine's flags: --os" in err[1], err
+    assert main(["project", str(tmp_path), "--machine", "x" * 500 + "=--os linux --no-gpu"]) == 2
+    assert "x" * 100 not in capsys.readouterr().err

@@ -77,6 +77,7 @@ class Team:
     members: list[Member]
     release: str | None         # the one release every machine gets; None where none serves them all
     notes: list[str] = field(default_factory=list)
+    spec: str = "stable"        # the release asked for (stable, X.Y.Z), which ``release`` resolved
 
     @property
     def extras(self) -> list[str]:
@@ -85,9 +86,15 @@ class Team:
 
 def check_name(name: str) -> str:
     if not _NAME.fullmatch(name) or len(name) > 64:
-        raise UsageError(f"machine name {name!r} is not a lowercase word",
+        # Cut short: a name may be any length, and the message is one line.
+        shown = repr(name) if len(name) <= 40 else f"{name[:40]!r}... ({len(name):,} characters)"
+        raise UsageError(f"machine name {shown} is not a lowercase word of at most 64 characters",
                          hint="name each machine with lowercase letters, digits and '-', e.g. laptop, h100, ci "
                               "(the name becomes a pixi environment)")
+    if name == "default":
+        raise UsageError("machine name 'default' is pixi's own environment's name",
+                         hint="name the machine after itself, e.g. laptop, h100, ci (pixi reserves 'default'); "
+                              "one the project remembers: --drop default, then give it again by another name")
     return name
 
 
@@ -117,8 +124,13 @@ def _answer(name: str, machine: Probe, release_spec: str) -> Selection:
     try:
         return select(machine, release_spec=release_spec)
     except SelectionError as refused:
-        # Which of the team's machines it is: the selector's words are for a machine alone.
-        raise SelectionError(f"{name}: {refused.message}", hint=refused.hint) from None
+        # Which of the team's machines it is: the selector's words are for a machine alone, and its hint for
+        # install-cmd's flags on this host; a project's machine takes them inside its --machine, and the
+        # project's release is the project's own --release.
+        hint = (refused.hint or "").replace("this machine", name).replace(
+            "--python-arch x86_64", f"add --python-arch x86_64 to --machine {name}='...'")
+        hint = re.sub(r"--release( [0-9A-Za-z.]+)?", lambda m: f"kitbench project --release{m[1] or ''}", hint)
+        raise SelectionError(f"{name}: {refused.message}", hint=hint or None) from None
 
 
 def _compute_at(machine: Probe, version: str) -> str:
@@ -148,7 +160,7 @@ def plan(machines: Sequence[tuple[str, Probe]], release_spec: str = "stable") ->
     members = [Member(name, machine, chosen, mine, wheels(chosen)) for (name, machine, mine), chosen in
                zip(own, team or [m[2] for m in own], strict=True)]
     _extras(members)
-    return Team(members, team[0].release if team else None, notes)
+    return Team(members, team[0].release if team else None, notes, release_spec)
 
 
 def _key(version: str) -> tuple[int, ...]:
