@@ -25,9 +25,9 @@ from kitbench.reading import report
 from kitbench.records import record as records
 
 KEPT = Path(__file__).resolve().parents[2] / "docs" / "records"
-# The kept records' charts: transfers (H100, H200), 5 loss curves, 2 sweeps, DDP efficiency and
-# all-reduce (CPU VM, H200)
-KEPT_CHARTS = 2 + 5 + 2 + 4
+# The kept records' charts: transfers (H100, two H200 sessions), 8 loss curves, 2 sweeps, DDP efficiency
+# and all-reduce (CPU VM, two H200 sessions)
+KEPT_CHARTS = 3 + 8 + 2 + 6
 EVERY_SECTION = ["machines", "availability", "transfers", "mnist", "sweep", "ddp", "environments", "records"]
 
 
@@ -44,7 +44,7 @@ def _hostile(tmp_path: Path) -> Path:
 def test_kept_records_give_every_section_with_numbers_from_them() -> None:
     built = report.build([str(KEPT)])
     assert built.sections == EVERY_SECTION
-    assert built.records == len(list(KEPT.glob("*.json"))) == 9 and built.unreadable == 0
+    assert built.records == len(list(KEPT.glob("*.json"))) == 13 and built.unreadable == 0
     page = built.text
     assert page.startswith(report.MARKER)
     h100 = json.loads((KEPT / "h100-cnn.json").read_text())["checks"]["mnist"]["speedups"]
