@@ -815,7 +815,7 @@ def test_project_with_no_machine_says_how_to_name_one(tmp_path: Path, capsys: py
 
 def test_project_s_hints_are_the_project_s_not_install_cmd_s(tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["project", str(tmp_path), "--machine", "arm=--os windows --arch aarch64"]) == 2
+    assert main(["project", str(tmp_path), "--machine", "arm=--os windows --arch aarch64 --python-version 3.14"]) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 2 and "--machine arm='...'" in err[1] and "this machine" not in err[1], err
     assert main(["project", str(tmp_path), "--machine", "box=--os linux --bogus"]) == 2

@@ -242,6 +242,12 @@ def page_files(answer: _http.Response, dropped: list[str] | None = None) -> list
     return parser.files
 
 
+def read_page(url: str) -> list[File]:
+    """The files of one project page, read as a refresh reads it, whatever local labels their versions carry (the
+    fact scripts read wheels a refresh leaves out: torchvision's Windows Arm64 builds were labelled with a git hash)."""
+    return page_files(_http.get(url, _ACCEPT))
+
+
 def summarize(files: list[File], package: str, dropped: list[str] | None = None) -> dict[str, dict[str, Any]]:
     """version -> its Requires-Python values, first upload, builds (local label -> platform -> Python tags)
     and one wheel's metadata URL; yanked files and other projects' files are left out, and so are wheels

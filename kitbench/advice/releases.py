@@ -290,13 +290,17 @@ def _pypi_compute(rel: Release, os: str) -> str:
 
 
 
-def command(rel: Release, os: str, package: str, compute: str, fmt: str) -> str:
-    """The published command for one cell of the selector (or previous-versions page)."""
+def command(rel: Release, os: str, package: str, compute: str, fmt: str, only: tuple[str, ...] = ()) -> str:
+    """The published command for one cell of the selector (or previous-versions page). ``only``: the packages a
+    platform only PyTorch's index serves has wheels of (Windows on Arm), which pytorch.org has no cell for: their
+    pinned form, from that index."""
     cuda = build(compute).cuda
     if package == "conda":
         return _conda(rel, os, compute, fmt, cuda)
     installer = {"pip": "pip3 install" if fmt == "selector" else "pip install", "uv": "uv pip install"}[package]
-    names = _names(rel, fmt)
+    names = _names(rel, fmt, only)
+    if only:
+        return f"{installer} {names} --index-url {_index(rel, compute)}"
     if rel.nightly:
         # Nightly wheels live only on their own index, as pre-releases.
         installer += " --pre"
@@ -317,11 +321,11 @@ def command(rel: Release, os: str, package: str, compute: str, fmt: str) -> str:
 
 
 
-def _names(rel: Release, fmt: str) -> str:
-    if fmt == "selector":
+def _names(rel: Release, fmt: str, only: tuple[str, ...] = ()) -> str:
+    if fmt == "selector" and not only:
         return "torch torchvision torchaudio" if rel.selector_torchaudio else "torch torchvision"
-    audio = f" torchaudio=={rel.torchaudio}" if rel.torchaudio else ""
-    return f"torch=={rel.version} torchvision=={rel.torchvision}{audio}"
+    pins = {"torch": rel.version, "torchvision": rel.torchvision, "torchaudio": rel.torchaudio}
+    return " ".join(f"{name}=={pins[name]}" for name in only or pins if pins[name])
 
 
 

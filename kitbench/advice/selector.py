@@ -35,10 +35,13 @@ from kitbench.advice.wording import (
     cpu_reason,
     cuda_reason,
     first_gpu_release,
+    index_command,
     inferred_build,
     inferred_gpu_floor,
+    inferred_wheels,
     intel_left_out,
     intel_unsupported,
+    left_out,
     mac_reason,
     machine_facts,
     mps_default,
@@ -142,6 +145,17 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
         rel = _accelerated_release(rel, machine, arch, package, host, notes)
     chosen = Selection(command="", compute="", release=rel.version, os=machine.os, arch=arch, package=package,
                        format=fmt, facts=machine_facts(machine), notes=notes)
+    only = None if rel.nightly else wheels.named(rel.version, host)
+    if only is not None:
+        # pytorch.org has no command for a platform only PyTorch's index serves: its pinned form, from that index.
+        chosen.format, chosen.verified = "pinned", False
+        chosen.notes.append(index_command(host))
+        missing = [p for p in wheels.load().releases[rel.version] if p not in only]
+        if missing:
+            # First: what the command leaves out is what its user most needs to know.
+            inferred = [row for p in missing for row in [wheels.source_of(rel.version, host, p, inferred=True)] if row]
+            chosen.notes.insert(0, left_out(rel, host, only, missing, inferred, wheels.newest(host, tuple(missing)),
+                                            EMULATES.get((host.os, host.arch))))
     if rel.nightly and fmt == "pinned":
         # A nightly has no pinned form: its version changes every day.
         chosen.format = "selector"
@@ -149,7 +163,7 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     if chosen.format == "selector" and not rel.nightly and rel.key != release("stable").key:
         # Start Locally's command names no version: run today it installs today's release, not this one.
         chosen.notes.append(unpinned_release(rel))
-    why = unverified(rel, chosen.format, machine.os)
+    why = unverified(rel, chosen.format, machine.os) if only is None else None   # pytorch.org's text: not this one
     if why:
         chosen.verified = False
         chosen.notes.append(why)
@@ -210,7 +224,7 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     if macos:
         chosen.notes.append(macos)
     wheel_compute = "cpu" if chosen.compute == "mps" else chosen.compute
-    chosen.command = command(rel, machine.os, package, wheel_compute, chosen.format)
+    chosen.command = command(rel, machine.os, package, wheel_compute, chosen.format, only or ())
     chosen.facts["wheels"] = wheel_facts(rel, chosen.command, host, wheel_compute)
     kind, source, confirm = rel.provenance(wheel_compute)
     chosen.facts["build"] = {"kind": kind, "source": source, **({"confirm": confirm} if confirm else {})}
@@ -228,6 +242,12 @@ def _installable(rel: Release, spec: str, host: wheels.Host, notes: list[str]) -
     why = wheels.refusal(checked, host)
     if why is None:
         return rel
+    inferred = wheels.source_of(checked, host, "torch", inferred=True) \
+        if spec == rel.version and wheels.index_only(checked, host) else None
+    if inferred is not None:
+        # Asked by name, a release whose wheels here are known only by inference is answered, and says so.
+        notes.append(inferred_wheels(rel, host, inferred))
+        return rel
     newest = wheels.newest(host)
     if rel.nightly:
         why = nightly_refusal(checked, why)
@@ -235,7 +255,8 @@ def _installable(rel: Release, spec: str, host: wheels.Host, notes: list[str]) -
         notes.append(stable_moved(why, newest))
         return release(newest)
     raise not_installable(why, newest, next(iter(facts.releases)), list(facts.releases)[-1],
-                          EMULATES.get((host.os, host.arch)))
+                          EMULATES.get((host.os, host.arch)),
+                          wheels.other_pythons(host) if newest is None and host.python else [])
 
 
 def _gpu_picks_release(machine: Probe) -> bool:

@@ -6,13 +6,16 @@ pick it: the OS and arch match, the C library is glibc at least the tag's floor
 (``manylinux_2_28``: glibc 2.28; musl takes ``musllinux`` only), macOS is at least the
 tag's floor, and the interpreter's tag is listed and its version meets Requires-Python.
 A fact the question leaves unknown (another machine's glibc, say) constrains nothing.
+Where PyPI has no torch wheel for the machine's OS and chip at all (Windows on Arm), what installs is what
+PyTorch's own index is recorded serving there (``envs/index_tags.yaml``'s ``wheels``): torch, and each of its
+companions only where that index is recorded serving it too.
 Nothing here imports torch or ``packaging``: the tags torch uses are few and regular.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
@@ -105,11 +108,24 @@ def platform(tag: str) -> Platform:
 
 
 @dataclass(frozen=True)
+class IndexWheels:
+    """Wheels of one release that PyTorch's index serves on a platform PyPI has none for, as one source says."""
+
+    platform: Platform
+    pythons: dict[str, tuple[str, ...]]     # package -> its Python tags there
+    published: bool
+    read: str
+    source: str
+    confirm: str                            # for an inferred fact, what would confirm it
+
+
+@dataclass(frozen=True)
 class IndexTags:
-    """What PyPI's tags do not say about PyTorch's Linux wheels (``envs/index_tags.yaml``)."""
+    """What PyPI's tags do not say about PyTorch's wheels (``envs/index_tags.yaml``)."""
 
     glibc: dict[str, tuple[Version, str]]               # tag -> (the glibc its binaries need, source)
     builds: dict[tuple[str, str], tuple[str, str]]      # (torch, compute) -> (its Linux x86_64 tag, source)
+    wheels: dict[str, tuple[IndexWheels, ...]]          # torch version -> the wheels only its index serves
 
 
 def index_tags() -> IndexTags:
@@ -119,8 +135,42 @@ def index_tags() -> IndexTags:
 @cache
 def _index_tags(source: _files.Stamp) -> IndexTags:
     data = manifest.load(Path(source[0]), "index_tags").data
+    found: dict[str, tuple[IndexWheels, ...]] = {}
+    for e in data.get("wheels", ()):
+        row = IndexWheels(platform(e["platform"]), {p: tuple(t.split()) for p, t in e["pythons"].items()},
+                          e["kind"] == "published", e["read"], e["source"], e.get("confirm", ""))
+        found[e["torch"]] = (*found.get(e["torch"], ()), row)
     return IndexTags({e["tag"]: (parse_version(e["glibc"]), e["source"]) for e in data["glibc"]},
-                     {(e["torch"], e["compute"]): (e["linux_x86_64"], e["source"]) for e in data["builds"]})
+                     {(e["torch"], e["compute"]): (e["linux_x86_64"], e["source"]) for e in data["builds"]}, found)
+
+
+def _serves(platform: Platform, host: Host) -> bool:
+    return platform.os == host.os and host.arch in platform.arches
+
+
+def index_only(version: str, host: Host) -> bool:
+    """Whether PyPI has no torch wheel of ``version`` for the host's OS and chip (Windows on Arm), so that what
+    installs there is what PyTorch's index is recorded serving."""
+    packages = load().releases.get(version)
+    return packages is not None and not any(_serves(p, host) for p in packages["torch"].tags)
+
+
+def index_rows(version: str, host: Host, inferred: bool = False) -> list[IndexWheels]:
+    """The recorded facts of what PyTorch's index serves of ``version`` on the host's platform: the published ones,
+    and with ``inferred`` the inferred ones too."""
+    return [r for r in index_tags().wheels.get(version, ()) if _serves(r.platform, host) and (r.published or inferred)]
+
+
+def _index_wheels(version: str, host: Host) -> dict[str, Wheels]:
+    """``version``'s packages as PyTorch's index is recorded (published) serving them on the host's platform (a
+    package with no such record is absent), with each one's PyPI Requires-Python: the same release's metadata."""
+    found: dict[str, dict[Platform, tuple[str, ...]]] = {}
+    for row in index_rows(version, host):
+        for package, pythons in row.pythons.items():
+            tags = found.setdefault(package, {})
+            tags[row.platform] = tuple(dict.fromkeys(tags.get(row.platform, ()) + pythons))
+    pypi = load().releases[version]
+    return {p: Wheels(pypi[p].version, pypi[p].requires_python, tags) for p, tags in found.items() if p in pypi}
 
 
 def _glibc_need(platform: Platform) -> tuple[Version | None, str | None]:
@@ -249,10 +299,14 @@ def _span(versions: list[Version]) -> str:
 
 
 def refusal(version: str, host: Host) -> str | None:
-    """Why ``torch==version`` (with its torchvision) has no wheel that installs on ``host``; None if it has."""
+    """Why ``torch==version`` (with its torchvision) has no wheel that installs on ``host``; None if it has. Where
+    only PyTorch's index serves the host's platform, torch alone decides, on that index's published facts (its
+    companions are named where recorded there: ``named``)."""
     packages = load().releases.get(version)
     if packages is None:
         return None
+    if index_only(version, host):
+        return _refusal(_index_wheels(version, host).get("torch", packages["torch"]), "torch", host)
     for package in (p for p in PACKAGES if p in packages):
         why = _refusal(packages[package], package, host)
         if why:
@@ -260,17 +314,47 @@ def refusal(version: str, host: Host) -> str | None:
     return None
 
 
+def named(version: str, host: Host) -> tuple[str, ...] | None:
+    """The packages a command for ``host`` names of ``version``, where only PyTorch's index serves the host's
+    platform: torch, and each companion recorded there that installs on ``host`` (published facts alone). None
+    where PyPI serves it: the command names every package of the release."""
+    if not index_only(version, host):
+        return None
+    served = _index_wheels(version, host)
+    return ("torch", *(p for p in PACKAGES[1:] if p in served and _refusal(served[p], p, host) is None))
+
+
+def place(host: Host) -> str:
+    """The host's platform in words: "Linux aarch64", "Windows arm64"."""
+    where = {"linux": "Linux", "macos": "macOS", "windows": "Windows"}.get(host.os, host.os)
+    # In Windows' own word: it says ARM64 (and its wheels win_arm64) where kitbench says aarch64.
+    chip = "arm64" if host.os == "windows" and host.arch == "aarch64" else host.arch
+    return f"{where} {chip}"
+
+
+def source_of(version: str, host: Host, package: str, inferred: bool = False) -> IndexWheels | None:
+    """The recorded fact that PyTorch's index serves a wheel of ``package`` (``version``'s) that installs on
+    ``host``: a published one, else, with ``inferred``, an inferred one; None where none is recorded."""
+    pypi = load().releases[version][package]
+    rows = sorted(index_rows(version, host, inferred), key=lambda r: not r.published)
+    return next((r for r in rows if package in r.pythons and _refusal(
+        Wheels(pypi.version, pypi.requires_python, {r.platform: r.pythons[package]}), package, host) is None), None)
+
+
 def _refusal(wheels: Wheels, package: str, host: Host) -> str | None:
     name = f"{package} {wheels.version}"
-    where = {"linux": "Linux", "macos": "macOS", "windows": "Windows"}.get(host.os, host.os)
-    fits = [p for p in wheels.tags if p.os == host.os and host.arch in p.arches]
+    fits = [p for p in wheels.tags if _serves(p, host)]
     if not fits:
         last = [v for v, packages in load().releases.items()
-                if package in packages and any(p.os == host.os and host.arch in p.arches
-                                               for p in packages[package].tags)]
-        # In Windows' own word: it says ARM64 (and its wheels win_arm64) where kitbench says aarch64.
-        chip = "arm64" if host.os == "windows" and host.arch == "aarch64" else host.arch
-        return f"{name} has no {where} {chip} wheels" + (f": the last is {package} {last[-1]}" if last else "")
+                if package in packages and any(_serves(p, host) for p in packages[package].tags)]
+        if last:
+            return f"{name} has no {place(host)} wheels: the last is {package} {last[-1]}"
+        # PyPI has none of any release here: the last PyTorch's index is recorded serving, which says only what
+        # is on record.
+        served = [v for v in load().releases if package in _index_wheels(v, host)]
+        return f"{name} has no {place(host)} wheels" + (
+            f" on record: PyPI has none, and the last PyTorch's index is recorded serving is {package} "
+            f"{load().releases[served[-1]][package].version} (envs/index_tags.yaml)" if served else "")
     if host.os == "linux" and host.libc is not None:
         libc = [p for p in fits if p.libc in (None, host.libc)]
         if not libc:
@@ -302,12 +386,30 @@ def _refusal(wheels: Wheels, package: str, host: Host) -> str | None:
     return None
 
 
-def newest(host: Host) -> str | None:
-    """The newest release whose torch and torchvision wheels install on ``host``."""
-    for version in reversed(load().releases):
-        if refusal(version, host) is None:
+def newest(host: Host, having: tuple[str, ...] = ()) -> str | None:
+    """The newest release whose torch and torchvision wheels install on ``host``; with ``having``, the newest whose
+    command names those packages too, where it has them (where only PyTorch's index serves the host, one whose
+    companions are recorded there)."""
+    for version, packages in reversed(load().releases.items()):
+        only = named(version, host) if having else None
+        if refusal(version, host) is None and (only is None or all(p in only for p in having if p in packages)):
             return version
     return None
+
+
+def other_pythons(host: Host) -> list[Version]:
+    """The Pythons of the host's build (default or free-threaded) that some release installs on, on its platform:
+    what a host none installs on is told."""
+    if newest(replace(host, python=None)) is None:
+        return []       # its Python is not what keeps every release off it (a musl or an old glibc is)
+    found: set[Version] = set()
+    for version, packages in load().releases.items():
+        torch = (_index_wheels(version, host) if index_only(version, host) else packages).get("torch")
+        for tag in (t for p, pythons in (torch.tags.items() if torch else ()) if _serves(p, host) for t in pythons):
+            python = python_of_tag(tag)
+            if python is not None and (python[1] == "t") == host.free_threaded:
+                found.add(python[0])
+    return [v for v in sorted(found) if newest(replace(host, python=v)) is not None]
 
 
 def floor(version: str, os: str, arch: str) -> Version | None:

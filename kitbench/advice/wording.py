@@ -261,11 +261,18 @@ def wheel_facts(rel: releases.Release, text: str, host: wheels.Host, compute: st
     # unless the build's tags on PyTorch's index were recorded (envs/index_tags.yaml).
     recorded = "--index-url" in text and not rel.nightly and wheels.recorded(rel.version, compute)
     assumed = rel.nightly or "--index-url" in text or text.startswith("conda")
-    return {"source": facts.source, "read": facts.read,
-            "assumed_from": "recorded index listing" if recorded else "pypi" if assumed else None,
-            "python": ".".join(map(str, host.python)) if host.python else None, "libc": host.libc,
-            "libc_version": ".".join(map(str, host.libc_version)) if host.libc_version else None,
-            "macos": ".".join(map(str, host.macos)) if host.macos else None}
+    found = {"source": facts.source, "read": facts.read,
+             "assumed_from": "recorded index listing" if recorded else "pypi" if assumed else None,
+             "python": ".".join(map(str, host.python)) if host.python else None, "libc": host.libc,
+             "libc_version": ".".join(map(str, host.libc_version)) if host.libc_version else None,
+             "macos": ".".join(map(str, host.macos)) if host.macos else None}
+    row = wheels.source_of(rel.version, host, "torch", inferred=True) \
+        if not rel.nightly and wheels.index_only(rel.version, host) else None
+    if row is not None:
+        # A platform only PyTorch's index serves: the answer rests on what it is recorded serving, not on PyPI.
+        found.update(source=f"{row.source} (envs/index_tags.yaml)", read=row.read, assumed_from=None,
+                     kind="published" if row.published else "inferred")
+    return found
 
 
 def machine_facts(machine: Probe) -> dict[str, Any]:
@@ -373,14 +380,53 @@ def stable_moved(why: str, newest: str) -> str:
     return f"{why}; {newest} is the newest release that installs here"
 
 
-def not_installable(why: str, newest: str | None, oldest: str, latest: str, foreign: str | None) -> SelectionError:
+def not_installable(why: str, newest: str | None, oldest: str, latest: str, foreign: str | None,
+                    pythons: Sequence[wheels.Version] = ()) -> SelectionError:
     """The refusal of a release that does not install here: the newest that does (``newest``), else the span of
-    releases covered (``oldest`` to ``latest``) and the Python (``foreign`` arch) that runs here under emulation."""
+    releases covered (``oldest`` to ``latest``), the Pythons some release installs on here (``pythons``) and the
+    Python (``foreign`` arch) that runs here under emulation."""
     hint = (f"the newest release that installs here is {newest}: --release {newest}" if newest else
             f"no release from {oldest} to {latest} installs here")
+    if newest is None and pythons:
+        hint += f"; one does on Python {_span(pythons)}"
     if newest is None and foreign is not None:
         hint += f"; an {foreign} Python runs on this machine under emulation: --python-arch {foreign}"
     return SelectionError(why, hint=hint)
+
+
+def _span(versions: Sequence[wheels.Version]) -> str:
+    first, last = wheels.show(versions[0]), wheels.show(versions[-1])
+    return first if first == last else f"{first} to {last}"
+
+
+def index_command(host: wheels.Host) -> str:
+    """Why the command for a platform only PyTorch's index serves is kitbench's own: pytorch.org has none."""
+    return (f"pytorch.org has no {wheels.place(host)} command: this pinned one names the wheels PyTorch's index "
+            "is recorded serving there (envs/index_tags.yaml)")
+
+
+def inferred_wheels(rel: releases.Release, host: wheels.Host, row: wheels.IndexWheels) -> str:
+    """The one line on a release asked for whose wheels here are known only by inference."""
+    return (f"unconfirmed: torch {rel.version}'s {wheels.place(host)} wheels for Python "
+            f"{wheels.show(host.python or ())} are inferred from {row.source}; confirmed by {row.confirm}")
+
+
+def left_out(rel: releases.Release, host: wheels.Host, named: Sequence[str], missing: Sequence[str],
+             inferred: Sequence[wheels.IndexWheels], having: str | None, foreign: str | None) -> str:
+    """Why a command names only some of a release's packages (``named``, not ``missing``): no wheel of the others for
+    this platform is on record, though one may be (``inferred``); the newest release that has them here
+    (``having``), and the Python (``foreign`` arch) that gets them under emulation."""
+    versions = {"torchvision": rel.torchvision, "torchaudio": rel.torchaudio}
+    python = f" for Python {wheels.show(host.python)}" if host.python else ""
+    text = (f"{' and '.join(named)} only: no {wheels.place(host)} wheel of "
+            f"{' or '.join(f'{p} {versions[p]}' for p in missing)}{python} is on record (envs/index_tags.yaml)")
+    text += "".join(f"; one may be unrecorded, inferred from {row.source}" for row in inferred)
+    others = " and ".join(missing)
+    if having is not None:
+        text += f"; torch {having} comes with {others} here: --release {having}"
+    if foreign is not None:
+        text += f"; an {foreign} Python under emulation gets {others} too: --python-arch {foreign}"
+    return text
 
 
 def no_gpu_build(passed: list[Rejection], reason: str) -> str:

@@ -536,6 +536,55 @@ def test_the_weekly_workflow_s_script_takes_out_of_the_manifests_what_the_index_
     manifest.load(envs_copy / "releases" / "2.15.yaml", "release")            # still valid
 
 
+
+def _cpu_page(files: list[str], yanked: tuple[str, ...] = ()) -> tuple[str, bytes]:
+    """whl/cpu/<package>/ as download.pytorch.org serves it (PEP 503), listing exactly ``files``."""
+    links = [f'<a href="/whl/cpu/{name.replace("+", "%2B")}#sha256={hashlib.sha256(name.encode()).hexdigest()}"'
+             f'{" data-yanked" if name in yanked else ""}>{name}</a><br/>' for name in files]
+    return "text/html", ("<html><body>\n" + "\n".join(links) + "\n</body></html>\n").encode()
+
+
+def test_the_weekly_workflow_s_script_records_the_windows_arm64_wheels_the_index_lists(
+        index: Index, envs_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """envs/scripts/index_wheels.py: a release whose win_arm64 wheels the cpu tree lists becomes one published row in
+    place of those recorded for it (torchvision's found by its public version, a git-hash label and all); one it
+    lists without any loses its rows; one it does not list keeps them; install-cmd answers from what it wrote."""
+    import runpy
+
+    arm = "win_arm64"
+    index.pages["/whl/cpu/torch/"] = _cpu_page(
+        [_wheel("torch", "2.13.0+cpu", py, arm) for py in ("cp311", "cp312", "cp313")]
+        + [_wheel("torch", "2.13.0+cpu", "cp314", WIN), _wheel("torch", "2.7.0+cpu", "cp312", WIN),
+           _wheel("torch", "2.14.1+cpu", "cp312", WIN), _wheel("torch", "2.8.0+cpu", "cp311", arm),
+           _wheel("torch", "2.8.0+cpu", "cp312", arm), _wheel("torch", "2.8.0+cpu", "cp313", arm)])
+    yanked = _wheel("torchvision", "0.28.0+cpu", "cp311", arm)
+    index.pages["/whl/cpu/torchvision/"] = _cpu_page(
+        [_wheel("torchvision", "0.28.0+3a1b2c3", "cp312", arm), _wheel("torchvision", "0.28.0+cpu", "cp313", arm),
+         yanked], yanked=(yanked,))
+    index.pages["/whl/cpu/torchaudio/"] = _cpu_page([])
+    before = (envs_copy / "index_tags.yaml").read_text()
+    script = Path(__file__).resolve().parents[2] / "envs" / "scripts" / "index_wheels.py"
+    assert runpy.run_path(str(script))["main"]() == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1:] == ["torch 2.7.0: the index lists no win_arm64 wheel of it; its 1 row(s) taken out",
+                       "torch 2.8.0: the win_arm64 wheels of torch as listed, in place of 2 recorded row(s)",
+                       "torch 2.13.0: the win_arm64 wheels of torch, torchvision as listed, in place of 2 recorded "
+                       "row(s)"]
+    rows = {row["torch"]: row for row in manifest.load(envs_copy / "index_tags.yaml", "index_tags").data["wheels"]}
+    assert "2.7.0" not in rows and rows["2.8.0"]["pythons"] == {"torch": "cp311 cp312 cp313"}
+    assert rows["2.13.0"]["pythons"] == {"torch": "cp311 cp312 cp313", "torchvision": "cp312 cp313"}
+    assert rows["2.13.0"]["kind"] == "published" and "torchvision-0.28.0+3a1b2c3-cp312" in rows["2.13.0"]["source"]
+    assert rows["2.10.0"]["pythons"]["torchvision"] == "cp312 cp313"      # not on the page: left as it was
+    assert (envs_copy / "index_tags.yaml").read_text().startswith(before[:before.index("\nwheels:\n")])
+    woa = ("--os", "windows", "--arch", "aarch64", "--python-arch", "aarch64", "--python-version", "3.12")
+    assert _answer(capsys, *woa)["command"] == ("pip install torch==2.13.0 torchvision==0.28.0 "
+                                               "--index-url https://download.pytorch.org/whl/cpu")
+    # Run again on the same listing: nothing to report, nothing changed.
+    written = (envs_copy / "index_tags.yaml").read_text()
+    assert runpy.run_path(str(script))["main"]() == 0
+    assert capsys.readouterr().out.splitlines()[1:] == [] and (envs_copy / "index_tags.yaml").read_text() == written
+
+
 def test_after_a_refresh_explain_says_the_fact_cache_was_used(index: Index, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["install-cmd", "--explain", *LINUX_GPU]) == 0
     assert "# fact cache:" not in capsys.readouterr().err

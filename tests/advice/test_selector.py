@@ -404,16 +404,61 @@ def test_a_compute_the_release_lacks_names_the_release_that_has_it(compute: str,
 
 
 def test_the_interpreters_arch_picks_the_wheel_where_the_os_emulates_it(capsys: pytest.CaptureFixture[str]) -> None:
-    """Windows on Arm runs x64 Pythons: their wheels are win_amd64 ones, which exist, where no
-    win_arm64 wheel of torch is on PyPI; the refusal for a native Python says so."""
+    """Windows on Arm runs x64 Pythons: their wheels are win_amd64 ones, PyPI's, torchvision's too; a native
+    Python gets the win_arm64 wheels only PyTorch's index has, and one that none of them is for is told of its
+    x64 emulation."""
     from kitbench._cli import main
 
     assert main(["install-cmd", "--os", "windows", "--arch", "arm64", "--python-arch", "x86_64", "--json"]) == 0
     chosen = json.loads(capsys.readouterr().out)
     assert chosen["arch"] == "x86_64" and chosen["command"].startswith("pip install torch==")
-    assert main(["install-cmd", "--os", "windows", "--arch", "arm64"]) == 2
+    assert "torchvision==" in chosen["command"]
+    assert main(["install-cmd", "--os", "windows", "--arch", "arm64", "--python-version", "3.12", "--json"]) == 0
+    native = json.loads(capsys.readouterr().out)
+    assert native["arch"] == "aarch64" and "torchvision" not in native["command"]
+    assert main(["install-cmd", "--os", "windows", "--arch", "arm64", "--python-version", "3.14"]) == 2
     assert capsys.readouterr().err.endswith("an x86_64 Python runs on this machine under emulation: "
                                             "--python-arch x86_64\n")
+
+
+
+WOA = dataclasses.replace(LINUX, os="windows", os_version="10", arch="aarch64", python_arch="aarch64",
+                          python_version="3.12.10")
+
+
+def test_windows_on_arm_gets_the_pinned_cpu_command_of_pytorchs_index_naming_what_it_has() -> None:
+    """A native Python: the newest release with published win_arm64 wheels for it, torch alone where its torchvision
+    is not on record there, as pip and uv; pytorch.org has no such cell, so the selector form is the pinned one."""
+    chosen = selector.select(WOA)
+    assert (chosen.release, chosen.compute, chosen.format) == ("2.13.0", "cpu", "pinned") and not chosen.verified
+    assert chosen.command == "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+    assert chosen.notes[0].startswith("torch only: no Windows arm64 wheel of torchvision 0.28.0 for Python 3.12 is on "
+                                      "record (envs/index_tags.yaml); one may be unrecorded, inferred from ")
+    assert "; torch 2.10.0 comes with torchvision here: --release 2.10.0; an x86_64 Python under emulation gets " \
+           "torchvision too: --python-arch x86_64" in chosen.notes[0]
+    assert any(n.startswith("pytorch.org has no Windows arm64 command") for n in chosen.notes)
+    assert not any("pinned form unverified" in n for n in chosen.notes)     # pytorch.org's text is not this one
+    assert chosen.facts["wheels"]["kind"] == "published" and "asanderson/llm-redact" in chosen.facts["wheels"]["source"]
+    assert selector.select(WOA, package="uv").command == (
+        "uv pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu")
+    assert selector.select(WOA, fmt="selector").command == chosen.command
+    both = selector.select(WOA, release_spec="2.10.0")
+    assert both.command == ("pip install torch==2.10.0 torchvision==0.25.0 "
+                            "--index-url https://download.pytorch.org/whl/cpu")
+    assert both.notes[0].startswith("torch and torchvision only: no Windows arm64 wheel of torchaudio 2.10.0")
+    # Known only by inference: answered when asked by name, with one line on what would confirm it.
+    inferred = selector.select(WOA, release_spec="2.9.1")
+    assert inferred.command == "pip install torch==2.9.1 --index-url https://download.pytorch.org/whl/cpu"
+    assert any(n.startswith("unconfirmed: torch 2.9.1's Windows arm64 wheels for Python 3.12 are inferred from ")
+               and "; confirmed by torch-2.9.1+cpu-cp312-cp312-win_arm64.whl" in n for n in inferred.notes)
+    assert inferred.facts["wheels"]["kind"] == "inferred"
+    with pytest.raises(SelectionError) as caught:
+        selector.select(WOA, release_spec="2.15.0")
+    assert caught.value.hint == "the newest release that installs here is 2.13.0: --release 2.13.0"
+    # An x86_64 Python on the same machine: PyPI's win_amd64 wheels, as before.
+    emulated = selector.select(dataclasses.replace(WOA, python_arch="x86_64"))
+    assert emulated.command == ("pip install torch==2.15.0 torchvision==0.29.2 "
+                                "--index-url https://download.pytorch.org/whl/cpu")
 
 
 def test_every_capability_a_gpu_has_is_accepted() -> None:

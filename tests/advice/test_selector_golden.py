@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from kitbench.advice import releases, selector, vendors, wheels
+from kitbench.errors import SelectionError
 from kitbench.machine import probe
 from kitbench.machine.probe import Probe
 
@@ -43,7 +44,10 @@ def _cases() -> list[tuple[str, str, str, str | None, str]]:
              for driver, answers in grid["answers"].items()
              for (gpu, cc), answer in zip(grid["gpus"].items(), answers, strict=True)]
     return cases + [(m["name"], m["args"], m["answer"], m.get("because"), m.get("release", "stable"))
-                    for m in GOLDEN["machines"]]
+                    for m in GOLDEN["machines"] if "answer" in m]
+
+
+REFUSED = [(m["name"], m["args"], m["refused"]) for m in GOLDEN["machines"] if "refused" in m]
 
 
 CASES = _cases()
@@ -52,7 +56,15 @@ CASES = _cases()
 def test_every_expected_answer_names_its_source() -> None:
     grid = GOLDEN["nvidia"]
     assert {a for answers in grid["answers"].values() for a in answers} == set(grid["sources"])
-    assert all(m.get("source") for m in GOLDEN["machines"])
+    assert all(m.get("source") and ("answer" in m) != ("refused" in m) for m in GOLDEN["machines"])
+
+
+@pytest.mark.parametrize(("name", "args", "refused"), REFUSED, ids=[c[0] for c in REFUSED])
+def test_a_real_machine_no_release_installs_on_is_told_why(name: str, args: str, refused: str) -> None:
+    """A machine no covered release installs on: the refusal (its message and hint) says what would install."""
+    with pytest.raises(SelectionError) as caught:
+        selector.select(_machine(args))
+    assert refused in f"{caught.value.message}; {caught.value.hint}", (caught.value.message, caught.value.hint)
 
 
 @pytest.mark.parametrize(("name", "args", "answer", "because", "spec"), CASES, ids=[c[0] for c in CASES])
@@ -129,6 +141,8 @@ def _grid() -> list[str]:
         found += [f"--os linux --glibc 2.35 {base} --gpu-gfx {gfx}"
                   for gfx in ("gfx906", "gfx90a", "gfx942", "gfx1100", "gfx1151", "gfx1201")]
         found += [f"--os {os} {base}" for os in ("linux --glibc 2.35", "windows")]
+        # Windows on Arm's native Pythons: what PyTorch's index is recorded serving (3.10 has no win_arm64 CPython).
+        found += [f"--os windows --arch aarch64 --python-arch aarch64 {base}"] if python != "3.10" else []
         found += [f"--os macos --arch arm64 --os-version {v} {base}" for v in ("11.7", "14.5", "15.1")]
     return found
 
@@ -143,6 +157,7 @@ def test_no_default_answer_rests_on_an_inferred_build() -> None:
         chosen = selector.select(_machine(args))
         build = "cpu" if chosen.compute == "mps" else chosen.compute
         assert chosen.facts["build"]["kind"] == "published", (args, chosen.facts["build"])
+        assert chosen.facts["wheels"].get("kind", "published") == "published", (args, chosen.facts["wheels"])
         assert (chosen.release, build) not in inferred, args
         seen.add(chosen.compute)
     assert {"cu126", "cu132", "rocm7.14", "cpu", "mps"} <= seen       # the grid reaches every kind of answer

@@ -274,15 +274,63 @@ def test_windows_on_arm_has_one_architecture_name() -> None:
     # Windows on Arm has no CUDA build, whatever Linux aarch64 has.
     rel = releases.release("2.9.1")
     assert rel.aarch64_cuda and releases.computes(rel, "windows", "aarch64", "pip") == ["cpu"]
-    # No release on PyPI has win_arm64 wheels: an arm64 Windows is told of its x64 emulation.
+    # No release on PyPI has win_arm64 wheels, and PyTorch's index is recorded serving none for Python 3.14: an
+    # arm64 Windows is told which Pythons have them, and of its x64 emulation.
     with pytest.raises(SelectionError) as caught:
-        selector.select(probe.override(BASE, os="windows", arch="arm64", python_version="3.12"))
-    assert "no Windows arm64 wheels" in str(caught.value) and "--python-arch x86_64" in (caught.value.hint or "")
+        selector.select(probe.override(BASE, os="windows", arch="arm64", python_version="3.14"))
+    assert "no Windows arm64 wheels on record" in str(caught.value)
+    assert "; one does on Python 3.11 to 3.13; " in (caught.value.hint or "")
+    assert "--python-arch x86_64" in (caught.value.hint or "")
     emulated = selector.select(probe.override(BASE, os="windows", arch="arm64", python_arch="x86_64",
                                               python_version="3.12"))
     assert emulated.arch == "x86_64" and emulated.compute == "cpu" and emulated.release == list(releases.releases())[-1]
     free = selector.select(probe.override(BASE, os="windows", python_version="3.14t"))
     assert free.release == list(releases.releases())[-1]       # cp314t wheels on win_amd64
+
+
+
+ARM = wheels.Host("windows", "aarch64", (3, 12))
+
+
+def test_windows_on_arm_installs_what_pytorchs_index_is_recorded_serving() -> None:
+    """PyPI has no win_arm64 wheel: envs/index_tags.yaml's published facts decide, torch's alone where its
+    companions are not recorded there; an inferred fact never makes the newest release."""
+    assert wheels.index_only("2.13.0", ARM) and not wheels.index_only("2.13.0", wheels.Host("windows", "x86_64"))
+    assert wheels.newest(ARM) == "2.13.0" and wheels.named("2.13.0", ARM) == ("torch",)
+    assert wheels.named("2.13.0", wheels.Host("windows", "x86_64", (3, 12))) is None     # PyPI's: every package
+    assert wheels.refusal("2.15.0", ARM) == (
+        "torch 2.15.0 has no Windows arm64 wheels on record: PyPI has none, and the last PyTorch's index is recorded "
+        "serving is torch 2.13.0 (envs/index_tags.yaml)")
+    # 2.10.0's torchvision 0.25.0 was installed from the index on 3.12 and 3.13, not (on record) on 3.11.
+    assert wheels.named("2.10.0", ARM) == ("torch", "torchvision")
+    assert wheels.named("2.10.0", dataclasses.replace(ARM, python=(3, 11))) == ("torch",)
+    assert wheels.newest(ARM, ("torchvision",)) == "2.10.0"
+    # 2.9.1's are inferred: not for the newest release, nor published, but there for a release asked by name.
+    assert wheels.refusal("2.9.1", ARM) is not None and wheels.source_of("2.9.1", ARM, "torch") is None
+    row = wheels.source_of("2.9.1", ARM, "torch", inferred=True)
+    assert row is not None and not row.published and "pytorch/test-infra#8224" in row.source and row.confirm
+    assert wheels.refusal("2.13.0", dataclasses.replace(ARM, python=(3, 14))) == (
+        "torch 2.13.0 has no wheel for Python 3.14 (it has Python 3.11 to 3.13)")
+    assert wheels.other_pythons(dataclasses.replace(ARM, python=(3, 14))) == [(3, 11), (3, 12), (3, 13)]
+    assert wheels.other_pythons(wheels.Host("linux", "x86_64", (3, 12), libc="musl")) == []   # no Python helps
+
+
+def test_a_release_s_windows_arm64_wheels_are_data(envs_copy: Path) -> None:
+    """A listing of 2.15.0's win_arm64 wheels, torch's and torchvision's, is a row of envs/index_tags.yaml: the
+    answer moves to it, torchvision named, with no code changed; the schema refuses an inferred row without what
+    would confirm it."""
+    path = envs_copy / "index_tags.yaml"
+    row = ('  - {torch: "2.15.0", platform: win_arm64, kind: published, read: "2026-12-01", '
+           'pythons: {torch: "cp312", torchvision: "cp312"}, source: "a listing"}\n')
+    path.write_text(path.read_text() + row)
+    chosen = selector.select(dataclasses.replace(BASE, os="windows", arch="aarch64", python_arch="aarch64",
+                                                 python_version="3.12", libc=None, libc_version=None))
+    assert chosen.command == ("pip install torch==2.15.0 torchvision==0.29.2 "
+                              "--index-url https://download.pytorch.org/whl/cpu")
+    assert chosen.facts["wheels"]["source"] == "a listing (envs/index_tags.yaml)"
+    path.write_text(path.read_text() + row.replace("published", "inferred"))
+    with pytest.raises(ManifestError):
+        wheels.index_tags()
 
 
 def test_pytorchs_manylinux1_wheels_need_glibc_2_17_whatever_the_tag_says() -> None:

@@ -57,3 +57,29 @@ def test_windows_cuda_13_floor_is_the_branch_nvidia_names(capsys: pytest.Capture
                  "--explain"]) == 0
     err = capsys.readouterr().err
     assert "# rejected cu132, cu130: driver 566.36 < 580 (CUDA 13 family floor)" in err and "580.0.0" not in err
+
+
+WOA = ["install-cmd", "--os", "windows", "--arch", "aarch64", "--python-arch", "aarch64"]
+
+
+def test_windows_on_arm_s_answer_says_what_it_leaves_out_and_where_its_wheels_are_on_record(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*WOA, "--python-version", "3.12"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu\n"
+    assert err.splitlines() == [
+        "# cpu: no GPU was given (--driver and --gpu-cc, --gpu-gfx or --intel-gpu describe one)",
+        "# torch only: no Windows arm64 wheel of torchvision 0.28.0 for Python 3.12 is on record "
+        "(envs/index_tags.yaml)"]
+    assert main([*WOA, "--python-version", "3.12", "--explain"]) == 0
+    explained = capsys.readouterr().err
+    assert "# wheels: download.pytorch.org/whl/cpu/torch/ as listed on 2026-10-06: " in explained
+    assert "(asanderson/llm-redact, scripts/cpu_torch.py) (envs/index_tags.yaml), read 2026-11-27\n" in explained
+    assert "note: pytorch.org has no Windows arm64 command: this pinned one names the wheels PyTorch's index is " \
+           "recorded serving there (envs/index_tags.yaml)\n" in explained
+    assert main([*WOA, "--python-version", "3.14"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "ERROR: torch 2.15.0 has no Windows arm64 wheels on record: PyPI has none, and the last PyTorch's index is "
+        "recorded serving is torch 2.13.0 (envs/index_tags.yaml)",
+        "hint: no release from 2.0.0 to 2.15.0 installs here; one does on Python 3.11 to 3.13; an x86_64 Python runs "
+        "on this machine under emulation: --python-arch x86_64"]

@@ -62,6 +62,29 @@ def test_arch_names_follow_the_os() -> None:
     assert probe.normalize_arch("aarch64", "macos") == "arm64"
 
 
+
+def test_a_windows_on_arm_machine_probed_with_its_native_python_is_answered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """platform.machine() says ARM64 there: the probe reads aarch64 for the machine and its Python, and nothing
+    downstream refuses it (its answer is the win_arm64 wheels PyTorch's index is recorded serving)."""
+    import dataclasses
+
+    from kitbench.advice import selector
+
+    monkeypatch.setattr(probe, "_os_name", lambda: "windows")
+    monkeypatch.setattr(probe.platform, "machine", lambda: "ARM64")
+    monkeypatch.setattr(probe.platform, "version", lambda: "10.0.26100")
+    monkeypatch.delenv("PROCESSOR_ARCHITEW6432", raising=False)
+    monkeypatch.delenv(probe.CUDA_DRIVER_VARIABLE, raising=False)
+    monkeypatch.setattr(probe.shutil, "which", lambda name: None)
+    monkeypatch.setattr(probe, "read_small", lambda path, *args, **kwargs: None)
+    monkeypatch.setattr(probe, "_rocm_version", lambda: None)
+    monkeypatch.setattr(probe.intel, "detect_windows", lambda: ((), None))
+    here = probe.probe()
+    assert (here.os, here.arch, here.python_arch, here.driver) == ("windows", "aarch64", "aarch64", None)
+    chosen = selector.select(dataclasses.replace(here, python_version="3.12.10"))
+    assert chosen.command == "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+
+
 def test_probe_here_is_fast_and_torch_free() -> None:
     import subprocess
     import sys
