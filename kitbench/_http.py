@@ -45,6 +45,7 @@ class Response:
     content_type: str
     etag: str | None
     last_modified: str | None
+    content_range: str | None = None     # a 206's "bytes 0-99/530712279": the part sent, and the whole's size
 
 
 def _context() -> ssl.SSLContext:
@@ -224,10 +225,11 @@ def _opener(ends: tuple[float, float]) -> urllib.request.OpenerDirector:
 
 
 def get(url: str, accept: str, etag: str | None = None, last_modified: str | None = None,
-        timeout: float | None = None, until: float | None = None) -> Response:
+        timeout: float | None = None, until: float | None = None, byte_range: str | None = None) -> Response:
     """GET ``url``; with ``etag``/``last_modified`` from an earlier read, an unchanged page is a 304. The
     whole exchange ends within ``timeout`` seconds (DEADLINE), and by ``until`` (a ``time.monotonic()``) where given:
-    a caller's budget for several reads. Connecting and the headers have at most TIMEOUT of it.
+    a caller's budget for several reads. Connecting and the headers have at most TIMEOUT of it. ``byte_range``
+    (``0-99``, ``-65536``: RFC 9110's) asks for part of a file: a server that honours it answers 206.
 
     Credentials in the URL (``https://user:token@host/simple``, as pip takes them) become a Basic
     Authorization header that goes to that host only: it is not sent again after a redirect."""
@@ -236,6 +238,8 @@ def get(url: str, accept: str, etag: str | None = None, last_modified: str | Non
         headers["If-None-Match"] = etag
     if last_modified:
         headers["If-Modified-Since"] = last_modified
+    if byte_range:
+        headers["Range"] = f"bytes={byte_range}"
     started = time.monotonic()
     end = min(started + (DEADLINE if timeout is None else timeout), until if until is not None else float("inf"))
     try:
@@ -253,7 +257,7 @@ def get(url: str, accept: str, etag: str | None = None, last_modified: str | Non
         with _opener((headers_by, end)).open(request) as answer:
             return Response(_with_credentials(answer.geturl(), parts), answer.status, _body(answer, asked),
                             answer.headers.get("Content-Type", ""), answer.headers.get("ETag"),
-                            answer.headers.get("Last-Modified"))
+                            answer.headers.get("Last-Modified"), answer.headers.get("Content-Range"))
     except urllib.error.HTTPError as failed:
         if failed.code == 304:
             return Response(url, 304, b"", "", failed.headers.get("ETag") or etag,

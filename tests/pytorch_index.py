@@ -126,12 +126,41 @@ def _html(page: dict[str, Any]) -> bytes:
     return ("<!DOCTYPE html><html><body>\n" + "\n".join(links) + "\n</body></html>\n").encode()
 
 
+Files = Callable[[str], bytes | None]
+
+
+def _send_file(handler: BaseHTTPRequestHandler, body: bytes) -> None:
+    """A file whole, or the one byte range asked for (``bytes=0-99``, ``bytes=-22``) as a 206, as PyPI's CDN does."""
+    asked = re.fullmatch(r"bytes=([0-9]*)-([0-9]*)", handler.headers.get("Range") or "")
+    if asked and asked.group(1) + asked.group(2):
+        first, last = asked.groups()
+        start = max(len(body) - int(last), 0) if not first else int(first)
+        end = min(int(last), len(body) - 1) if first and last else len(body) - 1
+        handler.send_response(206)
+        handler.send_header("Content-Range", f"bytes {start}-{end}/{len(body)}")
+        body = body[start:end + 1]
+    else:
+        handler.send_response(200)
+    handler.send_header("Content-Type", "application/octet-stream")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 @contextmanager
-def serving(pages: Pages, serves: Callable[[str], bool] = in_family) -> Iterator[str]:
+def serving(pages: Pages, serves: Callable[[str], bool] = in_family, files: Files | None = None) -> Iterator[str]:
     """An index at ``http://127.0.0.1:<port>/simple`` (port 0: the system's choice), for the ``with``; it
-    answers under ``/whl/<compute>/`` as well, as PyTorch's does."""
+    answers under ``/whl/<compute>/`` as well, as PyTorch's does, and ``files``' under ``/files/<name>`` (a
+    page's ``"url": "/files/<name>"``), byte ranges included, where given."""
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            if files is not None and self.path.startswith("/files/"):
+                body = files(self.path.removeprefix("/files/"))
+                if body is None:
+                    self.send_error(404)
+                else:
+                    _send_file(self, body)
+                return
             # /simple/<name>/, or PyTorch's /whl/<compute>/<name>/: every compute has the same pages here.
             parts = [p for p in self.path.split("?")[0].split("/") if p]
             if len(parts) < 2 or not serves(parts[-1]):

@@ -79,6 +79,21 @@ def test_a_redirect_to_another_host_gets_no_credentials() -> None:
     assert TOKEN not in page.url
 
 
+def test_a_byte_range_is_asked_for_and_the_part_s_place_comes_back() -> None:
+    whole = bytes(range(200))
+
+    def ranged(handler: http.server.BaseHTTPRequestHandler) -> None:
+        start = len(whole) - int(handler.headers["Range"].removeprefix("bytes=-"))
+        _send(handler, 206, whole[start:], {"Content-Range": f"bytes {start}-{len(whole) - 1}/{len(whole)}"})
+
+    with _server(ranged) as (where, seen):
+        part = _http.get(f"http://{where}/x.whl", "*/*", byte_range="-22")
+    assert seen[-1]["range"] == "bytes=-22"
+    assert (part.status, part.body, part.content_range) == (206, whole[-22:], "bytes 178-199/200")
+    with _server(lambda h: _send(h, 200)) as (where, seen):
+        assert _http.get(f"http://{where}/x", "*/*").content_range is None and "range" not in seen[-1]
+
+
 def test_a_page_without_end_is_cut_off_by_size_and_by_time(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_http, "MAX_BYTES", 100_000)
     with _server(lambda h: _send(h, 200, b"x" * 200_000)) as (where, _), pytest.raises(NetworkError) as big:

@@ -15,7 +15,7 @@ Cause = Literal[
     "no kernels",       # the build's recorded list (CUDA's sm_, ROCm's gfx) lacks the GPUs' architectures
     "toolkit range",    # no list recorded, and the build's CUDA cannot compile for the GPUs' architectures
     "dropped before",   # no list recorded, and an older release's build of that CUDA had already dropped them
-    "install",          # the build's recorded index tags do not install on this host
+    "install",          # the build's recorded index tags, or what it pulls in on Linux, do not install on this host
 ]
 
 

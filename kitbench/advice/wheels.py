@@ -9,7 +9,10 @@ A fact the question leaves unknown (another machine's glibc, say) constrains not
 Where PyPI has no torch wheel for the machine's OS and chip at all (Windows on Arm), what installs is what
 PyTorch's own index is recorded serving there (``envs/index_tags.yaml``'s ``wheels``): torch, and each of its
 companions only where that index is recorded serving it too.
-Nothing here imports torch or ``packaging``: the tags torch uses are few and regular.
+Nothing here imports torch or ``packaging``: the tags torch uses are few and regular. What torch pulls in on
+Linux (triton, the CUDA runtime packages: ``envs/runtime_tags.yaml``, ``envs/scripts/fetch_runtime_tags.py``)
+is read only for a Linux answer with a known glibc, and decides a build, not a release: the CPU build pulls
+none of it in.
 """
 
 from __future__ import annotations
@@ -120,6 +123,17 @@ class IndexWheels:
 
 
 @dataclass(frozen=True)
+class Runtime:
+    """What a torch wheel pulls in on Linux for some Pythons, and the glibc each of those packages' wheels need:
+    a row of ``envs/runtime_tags.yaml``, from PyPI's wheels (``releases``) or a build of PyTorch's index recorded
+    from a real install (``builds``)."""
+
+    pythons: tuple[str, ...]                                # cp312, cp313t
+    requires: tuple[tuple[str, str, Version | None], ...]   # (requirement, via, glibc: () any, None no wheel)
+    source: str
+
+
+@dataclass(frozen=True)
 class IndexTags:
     """What PyPI's tags do not say about PyTorch's wheels (``envs/index_tags.yaml``)."""
 
@@ -173,6 +187,34 @@ def _index_wheels(version: str, host: Host) -> dict[str, Wheels]:
     return {p: Wheels(pypi[p].version, pypi[p].requires_python, tags) for p, tags in found.items() if p in pypi}
 
 
+@dataclass(frozen=True)
+class RuntimeTags:
+    """What torch's Linux wheels pull in (``envs/runtime_tags.yaml``)."""
+
+    releases: dict[tuple[str, ...], tuple[Runtime, ...]]    # (torch, arch) -> its PyPI wheels'
+    builds: dict[tuple[str, ...], tuple[Runtime, ...]]      # (torch, compute, arch) -> a recorded index build's
+
+
+def runtime_tags() -> RuntimeTags:
+    return _runtime_tags(_files.stamp(manifest.envs_dir() / "runtime_tags.yaml"))
+
+
+@cache
+def _runtime_tags(source: _files.Stamp) -> RuntimeTags:
+    data = manifest.load(Path(source[0]), "runtime_tags").data
+    pypi = f"envs/runtime_tags.yaml: PyPI's torch wheels' Requires-Dist, read {data['read']}"
+    found = RuntimeTags({}, {})
+    for rows, section, key in ((found.releases, "releases", ("torch", "arch")),
+                               (found.builds, "builds", ("torch", "compute", "arch"))):
+        for entry in data[section]:
+            requires = tuple((r["requirement"], r.get("via", ""), None if r["glibc"] == "no wheel" else ()
+                              if r["glibc"] == "any" else parse_version(r["glibc"])) for r in entry["requires"])
+            at = tuple(entry[k] for k in key)
+            rows[at] = (*rows.get(at, ()), Runtime(tuple(entry["pythons"].split()), requires,
+                                                   entry.get("source", pypi)))
+    return found
+
+
 def _glibc_need(platform: Platform) -> tuple[Version | None, str | None]:
     """The glibc a Linux wheel's binaries need: its tag's floor, raised where the facts say the tag understates
     it (PyTorch's manylinux1 and linux_x86_64 wheels need 2.17), with why."""
@@ -197,13 +239,60 @@ def build(version: str, compute: str) -> Wheels | None:
 
 
 def build_refusal(version: str, compute: str, host: Host) -> str | None:
-    """Why ``compute``'s build of torch ``version`` does not install on ``host``, from its recorded index tags;
-    None where it does, or where no listing of it is recorded (its tags are then PyPI's, checked already)."""
+    """Why ``compute``'s build of torch ``version`` does not install on ``host``: its recorded index tags, then what
+    it pulls in on Linux (``runtime_refusal``); None where both install, or where nothing of it is recorded (its
+    own tags are then PyPI's, checked already)."""
     wheels = build(version, compute) if host.os == "linux" and host.arch == "x86_64" else None
-    if wheels is None:
+    why = _refusal(wheels, "torch", host) if wheels is not None else None
+    if why:
+        return f"{why} ({index_tags().builds[version, compute][1]})"
+    return runtime_refusal(version, compute, host)
+
+
+def runtime_refusal(version: str, compute: str, host: Host) -> str | None:
+    """Why what ``compute``'s build of torch ``version`` pulls in on Linux (triton, the CUDA runtime packages) does
+    not install on ``host``: a package whose wheels need a newer glibc than the host's, or that has none for its
+    Python. Read from the build's own record (envs/runtime_tags.yaml's ``builds``) where there is one for the
+    host's Python, else, for a CUDA build, from the release's PyPI wheels (its ``releases``), which the words
+    then say is assumed. None where everything installs, or nothing is recorded."""
+    if host.os != "linux" or host.libc != "glibc" or host.libc_version is None:
         return None
-    why = _refusal(wheels, "torch", host)
-    return f"{why} ({index_tags().builds[version, compute][1]})" if why else None
+    # Only here: the tables and this import are for a Linux answer with a known glibc, not install-cmd's start-up.
+    from kitbench.machine import builds
+
+    python = f"cp{host.python[0]}{host.python[1]}{'t' if host.free_threaded else ''}" if host.python else None
+
+    def fits(rows: tuple[Runtime, ...]) -> list[Runtime]:
+        return [r for r in rows if python is None or python in r.pythons]
+
+    table = runtime_tags()
+    rows = fits(table.builds.get((version, compute, host.arch), ()))
+    recorded = bool(rows)
+    if not rows and builds.build(compute).kind == "cuda":
+        rows = fits(table.releases.get((version, host.arch), ()))
+    whys = [_runtime_refusal(row, f"torch {version}+{compute}", host) for row in rows]
+    if not whys or None in whys:
+        return None         # a Python it is not known for leaves it unknown: every row must refuse
+    said = rows[0].source if recorded else (f"{rows[0].source}; no record of torch {version}+{compute}'s own "
+                                            "requirements, so they are taken to be its PyPI wheels'")
+    return f"{whys[0]} ({said})"
+
+
+def _runtime_refusal(row: Runtime, name: str, host: Host) -> str | None:
+    assert host.libc_version is not None
+    where = f"Linux {host.arch}"
+    missing = [(requirement, via) for requirement, via, floor in row.requires if floor is None]
+    if missing:
+        requirement, via = missing[0]
+        asked = f"Python {show(host.python)}{'t' if host.free_threaded else ''}" if host.python else "its Python"
+        return f"{name} pulls in {requirement}{f' (through {via})' if via else ''}, which has no {where} wheel " \
+               f"for {asked}"
+    above = [r for r in row.requires if (r[2] or ()) > host.libc_version]
+    if not above:
+        return None
+    requirement, via, floor = max(above, key=lambda r: r[2] or ())
+    return (f"{name} pulls in {requirement}{f' (through {via})' if via else ''}, whose {where} wheels need glibc "
+            f"{show(floor or ())} or newer; this machine has glibc {show(host.libc_version)}")
 
 
 def recorded(version: str, compute: str) -> bool:

@@ -378,6 +378,116 @@ def test_a_build_assumed_to_carry_pypis_tags_says_so_when_that_decides_it() -> N
     assert moved.release != list(releases.releases())[-1] and any(said in n for n in moved.notes)
 
 
+# --- what torch pulls in on Linux (envs/runtime_tags.yaml) ------------------------------------------------------
+
+def _h200(glibc: str, python: str = "3.12") -> Probe:
+    return dataclasses.replace(BASE, libc_version=glibc, python_version=python, driver="580.159.04",
+                               gpus=(Gpu(0, "(given)", "9.0", None),))
+
+
+def _plant(envs: Path, version: str, package: str, glibc: str, builds: tuple[dict[str, object], ...] = ()) -> None:
+    """Give ``package`` in every x86_64 row of ``version``'s PyPI wheels the floor ``glibc``; with ``builds``, those
+    recorded index builds in place of the real ones."""
+    path = envs / "runtime_tags.yaml"
+    data = yaml.safe_load(path.read_text())
+    for row in data["releases"]:
+        for requirement in row["requires"] if (row["torch"], row["arch"]) == (version, "x86_64") else ():
+            if requirement["requirement"].startswith(package):
+                requirement["glibc"] = glibc
+                row["needs"] = max(row["needs"], glibc, key=lambda v: tuple(map(int, v.split(".")))) \
+                    if glibc != "no wheel" else row["needs"]
+    data["builds"] = list(builds) or data["builds"]
+    path.write_text(yaml.safe_dump(data))
+
+
+def test_the_reading_found_no_runtime_package_raising_the_glibc_torch_s_own_wheels_need() -> None:
+    """What envs/runtime_tags.yaml's header says: from manylinux1 to 2.6.0 triton, NCCL, cuDNN... are manylinux2014,
+    2.17, which torch's own binaries need already (envs/index_tags.yaml); from 2.7.0 all of it fits 2.28. So the
+    dependencies changed no answer, and the golden grid stands as it was."""
+    raw = yaml.safe_load((Path(__file__).resolve().parents[2] / "envs" / "runtime_tags.yaml").read_text())
+    for row in raw["releases"] + raw["builds"]:       # needs: the highest of torch's own and every package's
+        floors = [row["glibc"], *(r["glibc"] for r in row["requires"] if r["glibc"][0].isdigit())]
+        assert row["needs"] == max(floors, key=wheels.parse_version)
+    table = wheels.runtime_tags()
+    for (version, arch), rows in table.releases.items():
+        own = [wheels._glibc_need(p)[0] or () for p in wheels.load().releases[version]["torch"].tags
+               if p.os == "linux" and arch in p.arches]
+        assert all((floor or ()) <= min(own) for row in rows for _, _, floor in row.requires), (version, arch)
+        assert all(floor is not None for row in rows for _, _, floor in row.requires)
+    recorded = table.builds["2.11.0", "cu130", "x86_64"][0]
+    assert recorded.pythons == ("cp312",) and "real install" in recorded.source
+    assert [r[0].split("=")[0] for r in recorded.requires[:7]] == \
+        [r[0].split("=")[0] for r in table.releases["2.11.0", "x86_64"][0].requires[:7]]
+
+
+def test_a_runtime_package_needing_a_newer_glibc_than_torch_passes_its_build_over(envs_copy: Path) -> None:
+    """A planted row: triton needs glibc 2.35 beside 2.15.0's manylinux_2_28 torch. A glibc 2.31 machine is not
+    told the CUDA builds install (the package named, and that their pins are PyPI's, taken as theirs); their CPU
+    build still does, and stable walks back to the newest release whose CUDA build installs."""
+    _plant(envs_copy, "2.15.0", "triton", "2.35")
+    asked = selector.select(_h200("2.31"), release_spec="2.15.0")
+    assert asked.compute == "cpu"
+    said = ("cu132: torch 2.15.0+cu132 pulls in triton~=3.9.0, whose Linux x86_64 wheels need glibc 2.35 or newer; "
+            "this machine has glibc 2.31 (envs/runtime_tags.yaml: PyPI's torch wheels' Requires-Dist, read ")
+    assert any(r.startswith(said) and r.endswith("no record of torch 2.15.0+cu132's own requirements, so they are "
+                                                 "taken to be its PyPI wheels')") for r in asked.rejected)
+    stable = selector.select(_h200("2.31"))
+    assert stable.release == "2.14.1" and stable.compute.startswith("cu")
+    forced = selector.select(_h200("2.31"), release_spec="2.15.0", compute="cu130")
+    assert any(n.startswith("warning: cu130 will not install on this machine: torch 2.15.0+cu130 pulls in triton")
+               for n in forced.notes)
+    # glibc 2.35 meets it: the answer is as without the plant.
+    assert selector.select(_h200("2.35")).compute == "cu132"
+
+
+def test_a_build_s_own_record_decides_over_its_release_s_pypi_wheels(envs_copy: Path) -> None:
+    recorded = {"torch": "2.15.0", "compute": "cu130", "arch": "x86_64", "pythons": "cp312", "glibc": "2.28",
+                "needs": "2.28", "requires": [{"requirement": "triton==3.9.0", "glibc": "2.27"}],
+                "source": "a real install (test)"}
+    _plant(envs_copy, "2.15.0", "triton", "2.35", (recorded,))
+    chosen = selector.select(_h200("2.31"), release_spec="2.15.0")
+    assert chosen.compute == "cu130" and chosen.rejected[0].startswith("cu132: torch 2.15.0+cu132 pulls in triton")
+    # Recorded for Python 3.12 only: on 3.13 the PyPI wheels' pins are taken, and refuse it.
+    assert selector.select(_h200("2.31", "3.13"), release_spec="2.15.0").compute == "cpu"
+    recorded["requires"] = [{"requirement": "triton==3.9.0", "glibc": "2.33"}]
+    _plant(envs_copy, "2.15.0", "triton", "2.35", (recorded,))
+    refused = wheels.build_refusal("2.15.0", "cu130", wheels.host_of(_h200("2.31")))
+    assert refused == ("torch 2.15.0+cu130 pulls in triton==3.9.0, whose Linux x86_64 wheels need glibc 2.33 or "
+                       "newer; this machine has glibc 2.31 (a real install (test))")
+
+
+def test_a_runtime_package_with_no_wheel_for_the_python_passes_the_build_over(envs_copy: Path) -> None:
+    _plant(envs_copy, "2.15.0", "nvidia-cudnn-cu13", "no wheel")
+    chosen = selector.select(_h200("2.39"), release_spec="2.15.0")
+    assert chosen.compute == "cpu"
+    assert any(r.startswith("cu132: torch 2.15.0+cu132 pulls in nvidia-cudnn-cu13==9.26.0.51, which has no Linux "
+                            "x86_64 wheel for Python 3.12 (") for r in chosen.rejected)
+
+
+def test_an_unknown_python_is_refused_only_where_every_python_s_row_refuses(envs_copy: Path) -> None:
+    # 2.5.0's cp313 wheel pulls in no triton (its marker: python_version < "3.13"), its other Pythons' do.
+    _plant(envs_copy, "2.5.0", "triton", "2.35")
+    host = wheels.host_of(_h200("2.31", "3.12"))
+    assert "pulls in triton==3.1.0" in (wheels.runtime_refusal("2.5.0", "cu124", host) or "")
+    assert wheels.runtime_refusal("2.5.0", "cu124", dataclasses.replace(host, python=(3, 13))) is None
+    assert wheels.runtime_refusal("2.5.0", "cu124", dataclasses.replace(host, python=None)) is None
+    # Not a CUDA build: PyPI's CUDA runtime packages are not what it pulls in.
+    assert wheels.runtime_refusal("2.5.0", "cpu", host) is None
+    assert wheels.runtime_refusal("2.5.0", "rocm6.2", host) is None
+
+
+def test_the_runtime_table_is_read_only_for_a_linux_answer_with_a_known_glibc(monkeypatch: pytest.MonkeyPatch) -> None:
+    def unread() -> None:
+        raise AssertionError("envs/runtime_tags.yaml read")
+
+    monkeypatch.setattr(wheels, "runtime_tags", unread)
+    selector.select(dataclasses.replace(_h200("2.35"), libc=None, libc_version=None))
+    selector.select(dataclasses.replace(_h200("2.35"), os="windows", os_version="10", libc=None, libc_version=None))
+    selector.select(dataclasses.replace(BASE, driver=None))         # no GPU: the CPU build, nothing pulled in
+    with pytest.raises(AssertionError):
+        selector.select(_h200("2.35"))
+
+
 def test_requires_python_clauses() -> None:
     assert wheels.python_allowed(">=3.10,!=3.14.1", (3, 14))
     assert not wheels.python_allowed(">=3.11", (3, 10))
