@@ -49,6 +49,7 @@ from kitbench.advice.wording import (
     newer_gpu_release,
     nightly_refusal,
     nightly_unpinned,
+    no_cuda_build,
     no_gpu_build,
     no_rocm_build,
     no_rocm_kernels,
@@ -390,6 +391,10 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection,
         out.reasons.append(vendor)
     elif cudas and machine.driver:
         out.reasons.append(cpu_reason("no cuda fits", machine))
+    elif machine.driver or (available == ["cpu"] and machine.sources.get("driver") != "--no-gpu"):
+        # This release has no GPU build here at all (Windows on Arm, Linux aarch64 before 2.6): no driver or GPU
+        # given would change the answer, and one given goes unused.
+        out.reasons.append(no_cuda_build(rel, wheels.place(wheels.host_of(machine, arch)), bool(machine.driver)))
     elif machine.sources.get("driver") == "--no-gpu":
         out.reasons.append(cpu_reason("no gpu", machine))
     elif _another_machine(machine):

@@ -492,6 +492,14 @@ def cpu_reason(why: Literal["no cuda fits", "no gpu", "not given", "no driver"],
     return "cpu: " + no_driver_reason(container=machine.container, wsl=machine.wsl)
 
 
+def no_cuda_build(rel: releases.Release, where: str, gpu: bool) -> str:
+    """Why auto mode picked cpu where the release has no CUDA build for the platform: with an NVIDIA GPU (``gpu``),
+    that it goes unused; without, that cpu is the only build (not that no GPU was given: none would change it)."""
+    if gpu:
+        return f"cpu: torch {rel.version} has no CUDA build for {where}, so the NVIDIA GPU goes unused"
+    return f"cpu: the only build torch {rel.version} has for {where}"
+
+
 def amd_seen(machine: Probe) -> str:
     """The AMD GPUs found, as the ROCm lines name them: their gfx, else what little is known."""
     return ", ".join(machine.gfx) or ("an AMD GPU (gfx unknown)" if machine.amd_gpus else "no AMD GPU")

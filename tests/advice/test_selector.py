@@ -461,6 +461,18 @@ def test_windows_on_arm_gets_the_pinned_cpu_command_of_pytorchs_index_naming_wha
                                 "--index-url https://download.pytorch.org/whl/cpu")
 
 
+def test_a_platform_with_no_gpu_build_says_so_not_that_no_gpu_was_given() -> None:
+    """Windows on Arm (and Linux aarch64 before 2.6) has cpu builds only: an NVIDIA GPU given goes unused, and a
+    machine given without one is not told that a GPU would change the answer."""
+    given = selector.select(dataclasses.replace(WOA, driver="580.65.06", gpus=(Gpu(0, "NVIDIA H100", "9.0", None),)))
+    assert given.compute == "cpu"
+    assert given.reasons[-1] == "cpu: torch 2.13.0 has no CUDA build for Windows arm64, so the NVIDIA GPU goes unused"
+    assert selector.select(WOA).reasons[-1] == "cpu: the only build torch 2.13.0 has for Windows arm64"
+    old = selector.select(dataclasses.replace(LINUX, arch="aarch64", python_arch="aarch64", driver="580.65.06",
+                                              gpus=(Gpu(0, "NVIDIA H100", "9.0", None),)), release_spec="2.5.1")
+    assert old.reasons[-1] == "cpu: torch 2.5.1 has no CUDA build for Linux aarch64, so the NVIDIA GPU goes unused"
+
+
 def test_every_capability_a_gpu_has_is_accepted() -> None:
     from kitbench.machine import drivers, probe
 

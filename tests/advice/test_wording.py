@@ -68,7 +68,7 @@ def test_windows_on_arm_s_answer_says_what_it_leaves_out_and_where_its_wheels_ar
     out, err = capsys.readouterr()
     assert out == "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu\n"
     assert err.splitlines() == [
-        "# cpu: no GPU was given (--driver and --gpu-cc, --gpu-gfx or --intel-gpu describe one)",
+        "# cpu: the only build torch 2.13.0 has for Windows arm64",
         "# torch only: no Windows arm64 wheel of torchvision 0.28.0 for Python 3.12 is on record "
         "(envs/index_tags.yaml)"]
     assert main([*WOA, "--python-version", "3.12", "--explain"]) == 0
