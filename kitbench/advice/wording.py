@@ -226,11 +226,15 @@ def _clause(text: str) -> str:
 def summary(reasons: list[str], notes: list[str]) -> list[str]:
     """At most two short lines of why, for the default answer: the build's reason, then the note that matters
     most, where a driver update is the remedy that remedy. A warning, an unconfirmed build and the arm64
-    command of a Mac running an x86_64 Python come whole: each changes what the user should run."""
+    command of a Mac running an x86_64 Python come first: each changes what the user should run; all but an
+    unconfirmed build's whole (its source and what would confirm it are --explain's)."""
     lines = [_clause(reasons[-1])] if reasons else []
     urgent = [n for n in notes if n.startswith(("warning: ", "unconfirmed: ")) or "(Rosetta 2)" in n]
     note = (urgent or notes or [""])[0]
-    if urgent:
+    if urgent and note.startswith("unconfirmed: ") and " inferred from " in note:
+        # Whole, it cites its source and what would confirm it: hundreds of characters. --explain has them.
+        lines.append(note[:note.index(" inferred from ")] + " inferred, not seen published (--explain: from what)")
+    elif urgent:
         lines.append(note)
     elif _UPDATE in note:
         remedy = note[note.rindex(_UPDATE):].split(";")[0].rstrip(")")
