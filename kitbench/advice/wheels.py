@@ -438,12 +438,12 @@ def _refusal(wheels: Wheels, package: str, host: Host) -> str | None:
                 if package in packages and any(_serves(p, host) for p in packages[package].tags)]
         if last:
             return f"{name} has no {place(host)} wheels: the last is {package} {last[-1]}"
-        # PyPI has none of any release here: the last PyTorch's index is recorded serving, which says only what
-        # is on record.
-        served = [v for v in load().releases if package in _index_wheels(v, host)]
+        # PyPI has none of any release here: the releases PyTorch's index is on record serving, which says only
+        # what is on record (a release in a gap between them may exist unrecorded).
+        served = [load().releases[v][package].version for v in load().releases if package in _index_wheels(v, host)]
         return f"{name} has no {place(host)} wheels" + (
-            f" on record: PyPI has none, and the last PyTorch's index is recorded serving is {package} "
-            f"{load().releases[served[-1]][package].version} (envs/index_tags.yaml)" if served else "")
+            f" on record: PyPI has none, and PyTorch's index is on record serving {package} {', '.join(served)} "
+            "(envs/index_tags.yaml)" if served else "")
     if host.os == "linux" and host.libc is not None:
         libc = [p for p in fits if p.libc in (None, host.libc)]
         if not libc:
