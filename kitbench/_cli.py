@@ -108,7 +108,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from kitbench.records import record as records
     from kitbench.suite import runner as suite
     from kitbench.suite.checks import DEFAULT_CHECKS
-    from kitbench.suite.checks.base import DEFAULT_LOOPS, SWEEP, Options
+    from kitbench.suite.checks.base import DEFAULT_LOOPS, Options
 
     runargs.refuse_combinations(args)
     sizes = args.batch_size or (64,)
@@ -116,7 +116,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         checks=_once(args.checks, DEFAULT_CHECKS), device=args.device, data=args.data,
         offline=args.offline, quick=args.quick, models=_once(args.models, ("fnn",)),
         loops=_once(args.loops, DEFAULT_LOOPS), epochs=args.epochs, batch_size=sizes[0],
-        sweep=SWEEP if args.sweep else (sizes if len(sizes) > 1 else ()), seed=args.seed,
+        sweep=runargs.SWEEP if args.sweep else (sizes if len(sizes) > 1 else ()), seed=args.seed,
         threads=args.threads, train_limit=args.limit if args.limit is not None else (6000 if args.quick else None),
         lr=args.lr, nproc=args.nproc, nnodes=args.nnodes, rdzv_endpoint=args.rdzv_endpoint,
         ddp_timeout=args.ddp_timeout, deterministic=args.deterministic)
