@@ -163,7 +163,7 @@ def _check_fleet_run_local(args: argparse.Namespace) -> None:
 def _check_fleet_run_args(run_args: Sequence[str]) -> None:
     """Arguments after -- are checked by `kitbench run`'s own parser before Slurm is asked anything;
     the fleet owns where records go and how ranks meet, so those options are refused."""
-    parsed = _parser.build().parse_args(["run", *run_args])
+    parsed = _parser.parse(["run", *run_args])
     runargs.refuse_combinations(parsed)
     owned = [flag for flag, value in (("--out", parsed.out), ("--force", parsed.force), ("--nnodes", parsed.nnodes),
                                       ("--rdzv-endpoint", parsed.rdzv_endpoint)) if value]
@@ -457,7 +457,7 @@ def _project_machine(spec: str) -> tuple[str, Any]:
             raise UsageError(f"--machine {_shown(name)}: {refused} says nothing about a machine",
                              hint=_NOT_A_MACHINE[refused])
     try:
-        args = _parser.build().parse_args(["install-cmd", *words])
+        args = _parser.parse(["install-cmd", *words])
     except UsageError as refused:
         # install-cmd's parser says so; the hint is the project's, naming the machine's flags.
         raise UsageError(f"--machine {_shown(name)}: {refused.message}",
@@ -571,7 +571,7 @@ def _main(argv: Sequence[str] | None) -> int:
             if len(word) > _MAX_ARGUMENT:
                 raise UsageError(f"an argument of {len(word):,} characters ({word[:40]!r}...) is longer than any "
                                  f"kitbench takes ({_MAX_ARGUMENT})")
-        args = _parser.build().parse_args(words)
+        args = _parser.parse(words)
         takes_run_args = args.command == "container" or (args.command == "fleet" and args.fleet_command == "run")
         if passed and not takes_run_args:
             raise UsageError(f"unexpected arguments after --: {' '.join(passed)[:200]}")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from kitbench import _parser
 from kitbench._cli import main
 
 
@@ -104,6 +105,17 @@ def test_help_teaches() -> None:
     assert done.returncode == 0
     for word in ("--check", "--loop", "resident", "KITBENCH_RESULTS", "examples:"):
         assert word in done.stdout
+
+
+def test_a_command_built_alone_helps_as_in_the_whole_parser() -> None:
+    """A start builds only the named command's parser (``_parser.parse``): its help and the top's read the same."""
+    whole = {p.prog: p.format_help() for p in _parser._parsers(_parser.build())}
+    for name in _parser._COMMANDS:
+        def ours(prog: str, name: str = name) -> bool:
+            return prog in ("kitbench", f"kitbench {name}") or prog.startswith(f"kitbench {name} ")
+
+        alone = {p.prog: p.format_help() for p in _parser._parsers(_parser.build(name)) if ours(p.prog)}
+        assert alone == {prog: text for prog, text in whole.items() if ours(prog)}, name
 
 
 def test_probe_json_without_torch() -> None:
