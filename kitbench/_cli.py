@@ -201,8 +201,6 @@ def _check_machine_choices(args: argparse.Namespace) -> None:
 
 
 def _cmd_install(args: argparse.Namespace) -> int:
-    import dataclasses
-
     from kitbench.advice.answer import answer
 
     _check_machine_choices(args)
@@ -214,7 +212,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
                     not_refreshed=lambda note: print(f"note: {clean(note)}", file=sys.stderr),
                     release_spec=args.release, package=args.package, compute=args.compute, fmt=args.fmt)
     if args.json:
-        print(json.dumps(dataclasses.asdict(chosen), indent=2))
+        print(json.dumps(chosen._asdict(), indent=2))
         return 0
     if args.explain:
         from kitbench.advice import facts
@@ -385,11 +383,9 @@ def _cmd_facts(args: argparse.Namespace) -> int:
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
-    import dataclasses
+    from kitbench.machine.probe import as_dict, probe
 
-    from kitbench.machine.probe import probe
-
-    facts = dataclasses.asdict(probe())
+    facts = as_dict(probe())
     if args.json:
         print(json.dumps(facts, indent=2))
         return 0

@@ -15,7 +15,6 @@ import datetime
 import json
 import os
 import re
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -28,9 +27,9 @@ STALE_DAYS = 60
 FORMAT = 1          # of releases.json: one written in another form is refused, never misread
 
 
-@dataclass(frozen=True)
-class Derived:
-    """A release known only from the cache, in the terms selector.Release and wheels.Wheels need."""
+class Derived(NamedTuple):
+    """A release known only from the cache, in the terms selector.Release and wheels.Wheels need. A named tuple,
+    not a dataclass: as immutable, and far cheaper to define, which install-cmd's start-up pays."""
 
     version: str
     torchvision: str

@@ -12,9 +12,9 @@ Nothing here imports torch or ``packaging``: the tags torch uses are few and reg
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import NamedTuple
 
 from kitbench import _files
 from kitbench.advice import facts
@@ -35,8 +35,9 @@ _CLAUSE = re.compile(r"^\s*(>=|<=|==|!=|>|<|~=)\s*([0-9.]+)\s*$")
 Version = tuple[int, ...]
 
 
-@dataclass(frozen=True)
-class Host:
+# The types below are named tuples, not dataclasses: as immutable, and far cheaper to define, which
+# install-cmd's start-up pays on every run.
+class Host(NamedTuple):
     """What decides whether a wheel installs; ``None`` is a fact the question leaves unknown."""
 
     os: str                         # linux | macos | windows
@@ -48,8 +49,7 @@ class Host:
     macos: Version | None = None
 
 
-@dataclass(frozen=True)
-class Platform:
+class Platform(NamedTuple):
     tag: str
     os: str
     arches: tuple[str, ...]
@@ -61,8 +61,7 @@ class Platform:
         return ".".join(map(str, self.floor or ()))
 
 
-@dataclass(frozen=True)
-class Wheels:
+class Wheels(NamedTuple):
     """One package's wheels of one release."""
 
     version: str
@@ -70,8 +69,7 @@ class Wheels:
     tags: dict[Platform, tuple[str, ...]]
 
 
-@dataclass(frozen=True)
-class Facts:
+class Facts(NamedTuple):
     source: str
     read: str
     releases: dict[str, dict[str, Wheels]]     # torch version -> package -> wheels, oldest first
@@ -104,8 +102,7 @@ def platform(tag: str) -> Platform:
     return Platform(tag, "linux", (_ARCH.get(arch, arch),), "musl" if family == "musllinux" else "glibc", floor)
 
 
-@dataclass(frozen=True)
-class IndexTags:
+class IndexTags(NamedTuple):
     """What PyPI's tags do not say about PyTorch's Linux wheels (``envs/index_tags.yaml``)."""
 
     glibc: dict[str, tuple[Version, str]]               # tag -> (the glibc its binaries need, source)

@@ -75,7 +75,7 @@ def test_probe_here_is_fast_and_torch_free() -> None:
 
 def _base() -> probe.Probe:
     return probe.Probe(os="linux", os_version="6.1", arch="x86_64", python_arch="x86_64", python_version="3.11.7",
-                       rosetta=False, wsl=False, container=False, driver=None, gpus=(), rocm=None)
+                       rosetta=False, wsl=False, container=False, driver=None, gpus=(), rocm=None, sources={})
 
 
 def test_override_answers_for_a_rosetta_mac() -> None:

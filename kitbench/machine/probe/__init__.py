@@ -13,11 +13,10 @@ import os
 import platform
 import re
 import shutil
-import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, NamedTuple
 
 from kitbench._files import read_small
 from kitbench._numbers import is_whole
@@ -38,9 +37,8 @@ _ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "i386": "x86", "i686": "x86
 _SMI_FIELDS = "index,name,compute_cap,memory.total,driver_version,pcie.link.gen.max,pcie.link.width.max"
 
 
-@dataclass(frozen=True)
-class Gpu:
-    index: int
+class Gpu(NamedTuple):          # not a dataclass: see Probe
+    index: int                 # type: ignore[assignment]  # tuple.index: never asked of a GPU
     name: str
     capability: str | None   # "8.6"; None when the driver cannot say (pre-510 nvidia-smi)
     memory_mib: int | None
@@ -52,9 +50,9 @@ class Gpu:
         return f"PCIe {self.pcie_gen} x{self.pcie_width}" if self.pcie_gen and self.pcie_width else None
 
 
-@dataclass(frozen=True)
-class Probe:
-    """The machine facts; ``sources`` maps a field name to where it was read."""
+class Probe(NamedTuple):
+    """The machine facts; ``sources`` maps a field name to where it was read. A named tuple, not a dataclass
+    (nor are its GPUs): as immutable, and far cheaper to define, which install-cmd's start-up pays."""
 
     os: str                      # linux | macos | windows
     os_version: str
@@ -67,7 +65,7 @@ class Probe:
     driver: str | None
     gpus: tuple[Gpu, ...]
     rocm: str | None
-    sources: dict[str, str] = field(default_factory=dict)
+    sources: dict[str, str]
     amd_gpus: tuple[AmdGpu, ...] = ()
     intel_gpus: tuple[IntelGpu, ...] = ()
     libc: str | None = None           # glibc | musl (Linux); None where unknown
@@ -82,6 +80,13 @@ class Probe:
     def gfx(self) -> tuple[str, ...]:
         """The AMD GPUs' architectures, each once (a gfx the kernel could not name is left out)."""
         return tuple(dict.fromkeys(g.gfx for g in self.amd_gpus if g.gfx))
+
+
+def as_dict(machine: Probe) -> dict[str, Any]:
+    """The facts as `kitbench probe --json` writes them: each GPU an object of its own fields."""
+    return {**machine._asdict(), "gpus": [g._asdict() for g in machine.gpus], "sources": dict(machine.sources),
+            "amd_gpus": [g._asdict() for g in machine.amd_gpus],
+            "intel_gpus": [g._asdict() for g in machine.intel_gpus]}
 
 
 def normalize_arch(name: str, os_name: str) -> str:
@@ -188,6 +193,9 @@ def parse_sysctl(text: str) -> dict[str, str]:
 def _run(argv: Sequence[str], timeout: float = 5.0) -> str | None:
     if shutil.which(argv[0]) is None:
         return None
+    # Imported here: most machines have no program to ask, and install-cmd's start-up is spared both.
+    import subprocess
+
     from kitbench import _proc
 
     try:
@@ -199,6 +207,8 @@ def _run(argv: Sequence[str], timeout: float = 5.0) -> str | None:
 
 def _run_any(argv: Sequence[str], timeout: float = 5.0) -> tuple[int, str, str] | None:
     """(exit status, stdout, stderr) of a program that may fail and still say something; None if it cannot run."""
+    import subprocess
+
     from kitbench import _proc
 
     try:
@@ -422,7 +432,7 @@ def override(base: Probe, *, os: str | None = None, arch: str | None = None,
         sources["intel_gpus"] = "--intel-gpu"
     _interpreter(changes, sources, target_os, python_path=python_path, python_version=python_version,
                  glibc=glibc, os_version=os_version)
-    return replace(base, sources=sources, **changes)  # type: ignore[arg-type]
+    return base._replace(sources=sources, **changes)  # type: ignore[arg-type]
 
 
 def _interpreter(changes: dict[str, object], sources: dict[str, str], target_os: str, *, python_path: str | None,

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from kitbench._files import read_small
 from kitbench._numbers import is_whole
@@ -30,9 +30,8 @@ GFX_VARIABLE = "UV_AMD_GPU_ARCHITECTURE"
 _GFX = re.compile(r"gfx([6-9]|1[0-2])[0-9a-f]{2}")
 
 
-@dataclass(frozen=True)
-class AmdGpu:
-    index: int
+class AmdGpu(NamedTuple):      # not a dataclass: see Probe
+    index: int                 # type: ignore[assignment]  # tuple.index: never asked of a GPU
     gfx: str | None            # "gfx942"; None where only DRM saw the card
     device_id: str | None      # PCI device id, "0x74a1"
     compute_units: int | None = None

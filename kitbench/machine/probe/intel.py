@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from kitbench._files import read_small
 from kitbench.errors import UsageError
@@ -31,8 +31,7 @@ _DISPLAY_CLASS_GUID = "{4d36e968-e325-11ce-bfc1-08002be10318}"
 _CM_GETIDLIST_FILTER_PRESENT, _CM_GETIDLIST_FILTER_CLASS = 0x100, 0x200
 
 
-@dataclass(frozen=True)
-class IntelGpu:
+class IntelGpu(NamedTuple):    # not a dataclass: see Probe
     address: str            # PCI address, "0000:03:00.0"; "(given)" for --intel-gpu
     device_id: str | None   # "0x56a0"; None where not known
 

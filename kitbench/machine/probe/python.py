@@ -12,9 +12,7 @@ import glob
 import os
 import platform
 import re
-import subprocess
 
-from kitbench import _proc
 from kitbench.errors import UsageError
 
 ASK_TIMEOUT_S = 20.0    # a cold interpreter on a slow network file system, with room to spare
@@ -42,6 +40,11 @@ def interpreter(path: str) -> tuple[str, str, tuple[str, str]]:
             raise UsageError(f"--python {path} is a directory with no bin/python (or Scripts/python.exe)",
                              hint="give a virtual environment's directory or an interpreter, e.g. .venv/bin/python")
         path = found[0]
+    # Imported here: only --python and musl run a program, and install-cmd's start-up is spared both.
+    import subprocess
+
+    from kitbench import _proc
+
     try:        # bounded: a hung program is stopped with all it started, a talkative one cut at 4 KB
         done = _proc.run([path, "-I", "-c", _ASK], ASK_TIMEOUT_S, max_bytes=4096, cut=True)
     except subprocess.TimeoutExpired:
@@ -86,6 +89,10 @@ def libc() -> tuple[str | None, str | None, str]:
 
 def _musl_version(loader: str) -> str | None:
     # musl's loader prints its version on stderr when run by its own name, then exits 1.
+    import subprocess
+
+    from kitbench import _proc
+
     try:
         done = _proc.run([loader], 5)
     except (OSError, subprocess.SubprocessError):
