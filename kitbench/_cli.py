@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
-import json
 import os
 import sys
 from collections import Counter
@@ -212,6 +211,8 @@ def _cmd_install(args: argparse.Namespace) -> int:
                     not_refreshed=lambda note: print(f"note: {clean(note)}", file=sys.stderr),
                     release_spec=args.release, package=args.package, compute=args.compute, fmt=args.fmt)
     if args.json:
+        import json
+
         print(json.dumps(chosen._asdict(), indent=2))
         return 0
     if args.explain:
@@ -262,6 +263,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
 
 def _cmd_compare(args: argparse.Namespace) -> int:
     import dataclasses
+    import json
 
     from kitbench import _ui
     from kitbench.reading import compare, inputs
@@ -292,6 +294,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     import dataclasses
+    import json
 
     from kitbench.reading import inputs
     from kitbench.reading.verify import verify
@@ -387,6 +390,8 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 
     facts = as_dict(probe())
     if args.json:
+        import json
+
         print(json.dumps(facts, indent=2))
         return 0
     sources = facts.pop("sources")

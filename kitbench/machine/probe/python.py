@@ -8,7 +8,6 @@ what manylinux tags are floored on; musl (Alpine) takes no manylinux wheel at al
 
 from __future__ import annotations
 
-import glob
 import os
 import platform
 import re
@@ -78,6 +77,8 @@ def libc() -> tuple[str | None, str | None, str]:
         text = ""
     if text.startswith("glibc "):
         return "glibc", text.split()[1], "os.confstr(CS_GNU_LIBC_VERSION)"
+    import glob  # here: glibc answers above on most machines
+
     loaders = glob.glob("/lib/ld-musl-*.so.1")
     if loaders:
         return "musl", _musl_version(loaders[0]), loaders[0]
