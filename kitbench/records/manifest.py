@@ -11,9 +11,9 @@ tree keeps source positions that plain ``yaml.safe_load`` throws away.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import marshal
 import os
+import zlib
 from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
@@ -68,56 +68,65 @@ def docker_dir() -> Path:
 
 
 class Manifest(NamedTuple):
-    """A validated manifest: its parsed data, where it came from, its hash. A named tuple, not a dataclass: as
+    """A validated manifest: its parsed data, where it came from, its bytes. A named tuple, not a dataclass: as
     immutable, and far cheaper to define, which install-cmd's start-up pays."""
 
     path: Path
     data: dict[str, Any]
-    sha256: str
+    raw: bytes
+
+    @property
+    def sha256(self) -> str:
+        """The hash of its bytes, made when asked: install-cmd never asks, and is spared hashlib's import."""
+        import hashlib
+
+        return hashlib.sha256(self.raw).hexdigest()
 
 
 def load(path: Path, schema: str) -> Manifest:
     """Read ``path``, parse it as YAML and validate it against ``schema``; or, for the same bytes read and
     validated against the same schema before, the data then kept (``_remembered``)."""
     raw = _read_bytes(path)
-    sha256 = hashlib.sha256(raw).hexdigest()
-    kept = _remembered(sha256, schema)
+    kept = _remembered(raw, schema)
     if kept.data is not None:
-        return Manifest(path=path, data=kept.data, sha256=sha256)
+        return Manifest(path=path, data=kept.data, raw=raw)
     data, root = parse(_files.decode(raw, path, "manifest", _refused(path)), path)
     validate(data, root, schema, path)
     kept.keep(data)
-    return Manifest(path=path, data=data, sha256=sha256)
+    return Manifest(path=path, data=data, raw=raw)
 
 
 class _Kept(NamedTuple):
-    """A manifest's validated data as kept in the user's cache, under the hash of its bytes and its schema's."""
+    """A manifest's validated data as kept in the user's cache, with the bytes and the schema it was read with."""
 
     file: Path | None
+    source: tuple[bytes, bytes]     # the manifest's bytes, its schema's text
     data: dict[str, Any] | None
 
     def keep(self, data: dict[str, Any]) -> None:
         if self.file is None:
             return
         with contextlib.suppress(OSError, ValueError):      # ValueError: a YAML date, which marshal cannot keep
-            schemas.write_atomically(self.file, marshal.dumps(data))
+            schemas.write_atomically(self.file, marshal.dumps((*self.source, data)))
 
 
-def _remembered(sha256: str, schema: str) -> _Kept:
+def _remembered(raw: bytes, schema: str) -> _Kept:
     """Parsing YAML (and importing the parser and the validators) is most of what install-cmd's start-up
     costs, for data that changes only with the file: a manifest read and validated once is kept as
-    marshal data, named by the hashes of its bytes and its schema's text, and read back from there."""
+    marshal data beside the bytes it was read from and its schema's text, and read back only where both are
+    the same as now. They are compared whole: no hash to compute, nor one to collide (the name's CRC only
+    keeps one manifest's versions apart)."""
     try:
         text = (Path(schemas.__file__).parent / f"{schema}.schema.json").read_bytes()
     except OSError:
-        return _Kept(None, None)
-    key = hashlib.sha256(sha256.encode() + b"\0" + text).hexdigest()[:32]
-    file = schemas.cache_dir() / "manifests" / f"{schema}-{key}.marshal"
+        return _Kept(None, (raw, b""), None)
+    file = schemas.cache_dir() / "manifests" / f"{schema}-{zlib.crc32(raw):08x}.marshal"
     try:
-        data = marshal.loads(file.read_bytes())
+        kept = marshal.loads(file.read_bytes())
     except (OSError, ValueError, EOFError, TypeError):
-        return _Kept(file, None)
-    return _Kept(file, data if isinstance(data, dict) else None)
+        return _Kept(file, (raw, text), None)
+    same = isinstance(kept, tuple) and len(kept) == 3 and kept[:2] == (raw, text) and isinstance(kept[2], dict)
+    return _Kept(file, (raw, text), kept[2] if same else None)
 
 
 MAX_BYTES = 4 * 2**20      # the largest manifest is about 40 KB

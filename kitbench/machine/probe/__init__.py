@@ -10,7 +10,6 @@ they are tested on recorded outputs (``tests/resources/``).
 from __future__ import annotations
 
 import os
-import platform
 import re
 import shutil
 import sys
@@ -31,7 +30,8 @@ _PROC_DRIVER = Path("/proc/driver/nvidia/version")
 _SYS_DRIVER = Path("/sys/module/nvidia/version")
 # WSL 2 has no NVIDIA kernel module: the Windows driver exposes its nvidia-smi here, not always on PATH.
 _WSL_SMI = "/usr/lib/wsl/lib/nvidia-smi"
-_NVRM = re.compile(r"NVRM version:.*?Kernel Module(?:\s+for\s+\S+)?\s+([0-9]+\.[0-9]+(?:\.[0-9]+)?)\s")
+# A pattern, compiled by re when first searched: only a machine with NVIDIA's kernel module has the file it reads.
+_NVRM = r"NVRM version:.*?Kernel Module(?:\s+for\s+\S+)?\s+([0-9]+\.[0-9]+(?:\.[0-9]+)?)\s"
 _ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "i386": "x86", "i686": "x86", "arm64": "arm64",
                  "aarch64": "aarch64"}
 _SMI_FIELDS = "index,name,compute_cap,memory.total,driver_version,pcie.link.gen.max,pcie.link.width.max"
@@ -100,7 +100,7 @@ def normalize_arch(name: str, os_name: str) -> str:
 
 def parse_proc_driver(text: str) -> str | None:
     """The driver version in ``/proc/driver/nvidia/version``, if any."""
-    match = _NVRM.search(text)
+    match = re.search(_NVRM, text)
     return match.group(1) if match else None
 
 
@@ -244,11 +244,20 @@ def probe() -> Probe:
     os_name = _os_name()
     sources: dict[str, str] = {"os": "sys.platform", "arch": "platform.machine()",
                                "python_arch": "sysconfig platform of the interpreter"}
-    python_arch = normalize_arch(platform.machine(), os_name)
+    if hasattr(os, "uname"):
+        # What platform.machine() and platform.release() return here, without platform's import (it compiles
+        # a dozen patterns), which install-cmd's start-up would pay. Windows has no uname.
+        machine, os_version = os.uname().machine, os.uname().release
+    else:
+        import platform
+
+        machine, os_version = platform.machine(), platform.release()
+    python_arch = normalize_arch(machine, os_name)
     arch = python_arch
     rosetta = False
-    os_version = platform.release()
     if os_name == "macos":
+        import platform
+
         os_version = platform.mac_ver()[0] or os_version
         sysctl = parse_sysctl(_run(["sysctl", "hw.optional.arm64", "sysctl.proc_translated"]) or "")
         rosetta = sysctl.get("sysctl.proc_translated") == "1"
@@ -256,8 +265,10 @@ def probe() -> Probe:
             arch = "arm64"
             sources["arch"] = "sysctl hw.optional.arm64"
     elif os_name == "windows":
+        import platform
+
         os_version = platform.version()
-        arch = normalize_arch(os.environ.get("PROCESSOR_ARCHITEW6432") or platform.machine(), os_name)
+        arch = normalize_arch(os.environ.get("PROCESSOR_ARCHITEW6432") or machine, os_name)
     version_text = read_small(Path("/proc/version")) or ""
     wsl = "microsoft" in version_text.lower()
 

@@ -9,17 +9,18 @@ what manylinux tags are floored on; musl (Alpine) takes no manylinux wheel at al
 from __future__ import annotations
 
 import os
-import platform
 import re
+import sys
 
 from kitbench.errors import UsageError
 
 ASK_TIMEOUT_S = 20.0    # a cold interpreter on a slow network file system, with room to spare
 
 # What the answer must look like, line by line: anything else did not come from platform's functions
-# ("t" after the version: a free-threaded build, Py_GIL_DISABLED).
-_VERSION = re.compile(r"[0-9]{1,2}\.[0-9]{1,3}\.[0-9]{1,3}([a-z]{1,2}[0-9]{0,3}\+?)?t?")
-_WORD = re.compile(r"[A-Za-z0-9_.-]{1,32}")
+# ("t" after the version: a free-threaded build, Py_GIL_DISABLED). Patterns, compiled by re when first matched:
+# only --python asks.
+_VERSION = r"[0-9]{1,2}\.[0-9]{1,3}\.[0-9]{1,3}([a-z]{1,2}[0-9]{0,3}\+?)?t?"
+_WORD = r"[A-Za-z0-9_.-]{1,32}"
 # Printed by the target interpreter: its version ("t" appended for a free-threaded build), its machine,
 # and its C library as it sees it.
 _ASK = ("import platform, sysconfig; print(platform.python_version() + ('t' if sysconfig.get_config_var("
@@ -54,8 +55,9 @@ def interpreter(path: str) -> tuple[str, str, tuple[str, str]]:
                          hint="give the path of a Python interpreter") from None
     lines = [*done.stdout.splitlines(), "", "", ""][:3]
     name, _, version = lines[2].partition(" ")
-    if done.returncode != 0 or done.truncated or not _VERSION.fullmatch(lines[0]) or not _WORD.fullmatch(lines[1]) \
-            or not all(_WORD.fullmatch(word) or not word for word in (name, version)):
+    if done.returncode != 0 or done.truncated or not re.fullmatch(_VERSION, lines[0]) \
+            or not re.fullmatch(_WORD, lines[1]) \
+            or not all(re.fullmatch(_WORD, word) or not word for word in (name, version)):
         raise UsageError(f"--python {path} did not answer as a Python interpreter",
                          hint="give the path of a Python 3 interpreter, e.g. .venv/bin/python")
     return lines[0], lines[1], (name, version)
@@ -66,7 +68,9 @@ def running() -> str:
     cp313t, not cp313, as pip's tags for it are."""
     import sysconfig
 
-    return platform.python_version() + ("t" if sysconfig.get_config_var("Py_GIL_DISABLED") else "")
+    # sys.version's first word is what platform.python_version() reads from it, without platform's import (it
+    # compiles a dozen patterns), which install-cmd's start-up would pay.
+    return sys.version.split()[0] + ("t" if sysconfig.get_config_var("Py_GIL_DISABLED") else "")
 
 
 def libc() -> tuple[str | None, str | None, str]:
@@ -82,6 +86,8 @@ def libc() -> tuple[str | None, str | None, str]:
     loaders = glob.glob("/lib/ld-musl-*.so.1")
     if loaders:
         return "musl", _musl_version(loaders[0]), loaders[0]
+    import platform
+
     name, version = platform.libc_ver()
     if name == "glibc":
         return "glibc", version, "platform.libc_ver()"
