@@ -348,24 +348,22 @@ _COMMANDS: dict[str, tuple[str, Callable[[Any, str, str], None]]] = {
 
 
 def build(only: str | None = None) -> argparse.ArgumentParser:
-    """kitbench's parser. With ``only``, a command's name, that command's parser alone is built in full; the
-    others are named, each with its line, as `kitbench --help` lists them. A command's help and errors are its own
-    parser's, so they read the same either way, and a start does not build eleven parsers to use one."""
+    """kitbench's parser. With ``only``, a command's name, one that knows that command alone, to read words that
+    start with it (``parse``): the command's parser is whole, so its help and errors read the same, and a start
+    does not build eleven parsers to use one. Its top names no other command, but nothing can show that: with a
+    command first, the top's help and its errors (an unknown or a missing command) never come up."""
     parser = _Parser(prog="kitbench", description="Reproducible PyTorch acceleration checks: what to install, "
                      "whether acceleration works, how fast.")
     parser.add_argument("--version", action="version", version=f"kitbench {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name, (summary, fill) in _COMMANDS.items():
-        if only in _COMMANDS and only != name:
-            sub.add_parser(name, help=summary, add_help=False)
-        else:
+        if only is None or only == name:
             fill(sub, name, summary)
     return parser
 
 
 def parse(words: Sequence[str]) -> argparse.Namespace:
-    """``words`` read as kitbench's arguments, with only the named command's parser built: the first word that is
-    not a flag (kitbench's own, -h and --version, take no value). A word argparse takes for the command before that
-    one (``-`` alone, say) starts with '-', so it is no command: the top parser, which names them all, refuses it."""
+    """``words`` read as kitbench's arguments: by the parser of their first word alone where that is a command,
+    as it nearly always is (argparse takes the first word that is no flag for the command), else by the whole."""
     words = list(words)
-    return build(next((word for word in words if not word.startswith("-")), None)).parse_args(words)
+    return build(words[0] if words and words[0] in _COMMANDS else None).parse_args(words)
