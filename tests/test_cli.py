@@ -116,6 +116,23 @@ def test_a_command_built_alone_helps_as_in_the_whole_parser() -> None:
                                    if prog == f"kitbench {name}" or prog.startswith(f"kitbench {name} ")}, name
 
 
+def test_install_cmd_imports_only_what_it_needs(tmp_path: Path) -> None:
+    """install-cmd's start-up ("Start-up" in docs/architecture.md), a test of modules, not of time: an answer, its
+    manifests kept by a first one, imports nothing that only other commands or other answers need."""
+    code = ("import runpy, sys\nsys.argv = ['kitbench', *sys.argv[1:]]\ntry:\n"
+            "    runpy.run_module('kitbench', run_name='__main__')\nexcept SystemExit:\n"
+            "    print('modules:', *sys.modules, file=sys.stderr)\n")
+    env = {**os.environ, "KITBENCH_CACHE": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path)}
+    never = {"dataclasses", "inspect", "kitbench.suite.checks", "hashlib", "json", "yaml", "fastjsonschema",
+             "kitbench.advice.indexes", "urllib.request"} | ({"platform"} if sys.platform == "linux" else set())
+    for args in (["install-cmd", "--os", "linux", "--driver", "570.86.10", "--gpu-cc", "9.0"], ["install-cmd"]):
+        for _ in range(2):      # the first keeps the manifests, as any install-cmd before it would have
+            done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env,
+                                  timeout=300, check=False)
+        modules = next(line for line in done.stderr.splitlines() if line.startswith("modules: ")).split()
+        assert done.stdout.startswith("pip install torch==") and not never & set(modules), (args, done.stderr)
+
+
 def test_probe_json_without_torch() -> None:
     code = ("import sys, runpy; sys.argv = ['kitbench', 'probe', '--json']; "
             "sys.modules['torch'] = None; runpy.run_module('kitbench', run_name='__main__')")

@@ -9,8 +9,7 @@ facts and marked so. A CUDA or ROCm build envs/ has no driver or GPU-architectur
 with the reason, never guessed (decided when the cache is written: install-cmd reads no more YAML for it).
 """
 
-from __future__ import annotations
-
+# Annotations evaluated, not kept as strings: see "Start-up" in docs/architecture.md.
 import datetime
 import os
 import re

@@ -5,8 +5,7 @@ refusals) is written by ``wording``, from the facts decided here.
 Nothing here imports torch.
 """
 
-from __future__ import annotations
-
+# Annotations evaluated, not kept as strings: see "Start-up" in docs/architecture.md.
 import re
 from collections.abc import Iterator
 from typing import Any, NamedTuple

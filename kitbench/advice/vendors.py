@@ -6,20 +6,17 @@ unsupported consumer card may borrow, and from which release each OS has XPU
 wheels. Nothing here imports torch.
 """
 
-from __future__ import annotations
-
+# Annotations evaluated, not kept as strings: see "Start-up" in docs/architecture.md.
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from kitbench import _files
 from kitbench.errors import ManifestError
+from kitbench.machine.probe.amd import AmdGpu
 from kitbench.machine.versions import version_tuple
 from kitbench.records import manifest
-
-if TYPE_CHECKING:
-    from kitbench.machine.probe.amd import AmdGpu
 
 
 # Named tuples, not dataclasses: as immutable, and far cheaper to define, which install-cmd's start-up pays.

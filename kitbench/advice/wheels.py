@@ -9,8 +9,7 @@ A fact the question leaves unknown (another machine's glibc, say) constrains not
 Nothing here imports torch or ``packaging``: the tags torch uses are few and regular.
 """
 
-from __future__ import annotations
-
+# Annotations evaluated, not kept as strings: see "Start-up" in docs/architecture.md.
 import re
 from functools import cache
 from pathlib import Path

@@ -1,8 +1,7 @@
 """NVIDIA driver <-> CUDA rules, read from ``envs/drivers.yaml`` (once per version of that file: the cache is
 keyed by its stamp, so another KITBENCH_ENVS or a rewritten file is read afresh)."""
 
-from __future__ import annotations
-
+# Annotations evaluated, not kept as strings: see "Start-up" in docs/architecture.md.
 from functools import cache
 from pathlib import Path
 from typing import NamedTuple

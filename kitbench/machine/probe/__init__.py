@@ -7,8 +7,7 @@ text of ``/proc/driver/nvidia/version``, ``nvidia-smi`` and ``sysctl`` so
 they are tested on recorded outputs (``tests/resources/``).
 """
 
-from __future__ import annotations
-
+# Annotations evaluated, not kept as strings: see "Start-up" in docs/architecture.md.
 import os
 import re
 import shutil

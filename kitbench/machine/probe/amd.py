@@ -10,8 +10,7 @@ The parsers are pure functions over that text; the reader takes its root so
 tests point it at recorded trees (``tests/resources/kfd/``).
 """
 
-from __future__ import annotations
-
+# Annotations evaluated, not kept as strings: see "Start-up" in docs/architecture.md.
 import re
 from collections.abc import Callable
 from pathlib import Path

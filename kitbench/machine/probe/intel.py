@@ -11,8 +11,7 @@ their root (or text) so tests point them at recorded trees and lists
 (``tests/resources/pci/``, ``tests/resources/windows/``).
 """
 
-from __future__ import annotations
-
+# Annotations evaluated, not kept as strings: see "Start-up" in docs/architecture.md.
 import re
 import sys
 from pathlib import Path
