@@ -250,10 +250,15 @@ def test_a_python_that_is_none_is_refused_in_words(script: str, said: str, tmp_p
 
 
 def test_a_free_threaded_interpreter_is_told_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
     import sysconfig
 
     plain = probe.python.running()
     assert not plain.endswith("t")
+    monkeypatch.setattr(sys, "abiflags", "t", raising=False)
+    assert probe.python.running() == plain + "t"
+    # Where there are no ABI flags (Windows before 3.14), the build's own table says so.
+    monkeypatch.delattr(sys, "abiflags")
     monkeypatch.setattr(sysconfig, "get_config_var", lambda name: 1 if name == "Py_GIL_DISABLED" else None)
     assert probe.python.running() == plain + "t"
     # The interpreter asked in a subprocess reads the same variable.

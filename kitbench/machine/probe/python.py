@@ -63,14 +63,24 @@ def interpreter(path: str) -> tuple[str, str, tuple[str, str]]:
     return lines[0], lines[1], (name, version)
 
 
-def running() -> str:
-    """This interpreter's version, "3.13.1t" for a free-threaded build (Py_GIL_DISABLED): its wheels are
-    cp313t, not cp313, as pip's tags for it are."""
+def free_threaded() -> bool:
+    """Whether this interpreter is a free-threaded build (Py_GIL_DISABLED). Its ABI flags carry "t" (PEP 703):
+    read there, not from sysconfig's table of the build, which install-cmd's start-up would pay. Windows' Pythons
+    have ABI flags only from 3.14; before, sysconfig reads no table there."""
+    flags = getattr(sys, "abiflags", None)
+    if flags is not None:
+        return "t" in flags
     import sysconfig
 
+    return bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+
+
+def running() -> str:
+    """This interpreter's version, "3.13.1t" for a free-threaded build: its wheels are cp313t, not cp313, as
+    pip's tags for it are."""
     # sys.version's first word is what platform.python_version() reads from it, without platform's import (it
     # compiles a dozen patterns), which install-cmd's start-up would pay.
-    return sys.version.split()[0] + ("t" if sysconfig.get_config_var("Py_GIL_DISABLED") else "")
+    return sys.version.split()[0] + ("t" if free_threaded() else "")
 
 
 def libc() -> tuple[str | None, str | None, str]:
