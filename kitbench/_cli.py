@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from kitbench import _parser
 from kitbench._signals import sigterm_raises
-from kitbench.suite import runargs
 
 if TYPE_CHECKING:
     from kitbench.fleet.results import TaskResult
@@ -105,9 +104,10 @@ def _once(values: Sequence[str] | None, default: Sequence[str]) -> tuple[str, ..
 def _cmd_run(args: argparse.Namespace) -> int:
     from kitbench import _ui
     from kitbench.records import record as records
+    from kitbench.suite import runargs
     from kitbench.suite import runner as suite
     from kitbench.suite.checks import DEFAULT_CHECKS
-    from kitbench.suite.checks.base import DEFAULT_LOOPS, Options
+    from kitbench.suite.checks.base import DEFAULT_LOOPS, SWEEP, Options
 
     runargs.refuse_combinations(args)
     sizes = args.batch_size or (64,)
@@ -115,7 +115,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         checks=_once(args.checks, DEFAULT_CHECKS), device=args.device, data=args.data,
         offline=args.offline, quick=args.quick, models=_once(args.models, ("fnn",)),
         loops=_once(args.loops, DEFAULT_LOOPS), epochs=args.epochs, batch_size=sizes[0],
-        sweep=runargs.SWEEP if args.sweep else (sizes if len(sizes) > 1 else ()), seed=args.seed,
+        sweep=SWEEP if args.sweep else (sizes if len(sizes) > 1 else ()), seed=args.seed,
         threads=args.threads, train_limit=args.limit if args.limit is not None else (6000 if args.quick else None),
         lr=args.lr, nproc=args.nproc, nnodes=args.nnodes, rdzv_endpoint=args.rdzv_endpoint,
         ddp_timeout=args.ddp_timeout, deterministic=args.deterministic)
@@ -162,6 +162,8 @@ def _check_fleet_run_local(args: argparse.Namespace) -> None:
 def _check_fleet_run_args(run_args: Sequence[str]) -> None:
     """Arguments after -- are checked by `kitbench run`'s own parser before Slurm is asked anything;
     the fleet owns where records go and how ranks meet, so those options are refused."""
+    from kitbench.suite import runargs
+
     parsed = _parser.parse(["run", *run_args])
     runargs.refuse_combinations(parsed)
     owned = [flag for flag, value in (("--out", parsed.out), ("--force", parsed.force), ("--nnodes", parsed.nnodes),

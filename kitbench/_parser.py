@@ -14,7 +14,6 @@ from typing import Any, NoReturn
 
 from kitbench import __version__
 from kitbench.errors import UsageError
-from kitbench.suite import runargs
 
 _EPILOG_RUN = """\
 examples:
@@ -106,6 +105,9 @@ def _parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
 
 
 def _run(sub: Any, name: str, summary: str) -> None:
+    # Imported here: the suite's options are read by run's words alone, not at every command's start.
+    from kitbench.suite import runargs
+
     run = sub.add_parser(name, help=summary, description="Run the kitbench suite and write one JSON record.",
                          epilog=_EPILOG_RUN, formatter_class=argparse.RawDescriptionHelpFormatter)
     runargs.add_arguments(run)

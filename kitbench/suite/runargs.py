@@ -12,10 +12,7 @@ from typing import NoReturn
 
 from kitbench import _numbers
 from kitbench.errors import UsageError
-
-# Here, not beside the checks: the command line reads run's options on every command, and the checks'
-# module imports the probe and the record types.
-SWEEP = (16, 64, 256, 1024)         # --sweep: the batch sizes where a small model's crossover lies
+from kitbench.suite.checks.base import SWEEP
 
 
 def whole(text: str) -> int:

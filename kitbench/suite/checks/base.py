@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 MODELS = ("fnn", "cnn")
 LOOPS = ("tutorial", "resident", "graphed")
 DEFAULT_LOOPS = ("tutorial", "resident")       # graphed compiles or captures: asked for by name
+SWEEP = (16, 64, 256, 1024)                     # --sweep: the batch sizes where a small model's crossover lies
 # Ten balanced classes: guessing scores 0.10. A run of at least FLOOR_STEPS optimizer steps that ends
 # below twice that has not learned (a rate too high, a broken build), whatever its clock says: the
 # check fails. (32 SGD steps at the recipe's rate already reach 0.2; a few steps may not.)
