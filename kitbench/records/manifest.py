@@ -8,8 +8,8 @@ offending node, which is why the YAML is composed into a node tree first: the
 tree keeps source positions that plain ``yaml.safe_load`` throws away.
 """
 
-from __future__ import annotations
-
+# Annotations evaluated, not kept as strings: see "Start-up" in docs/architecture.md. The parsers' own types
+# are quoted: they are imported only to type-check.
 import contextlib
 import marshal
 import os
@@ -142,14 +142,14 @@ def _read_bytes(path: Path) -> bytes:
     return _files.read(path, MAX_BYTES, "manifest", _refused(path))
 
 
-def read(path: Path) -> tuple[dict[str, Any], yaml.Node, bytes]:
+def read(path: Path) -> tuple[dict[str, Any], "yaml.Node", bytes]:
     """A YAML file of envs/ (a manifest, a conda environment): bounded, strict UTF-8, no aliases, a mapping."""
     raw = _read_bytes(path)
     data, root = parse(_files.decode(raw, path, "manifest", _refused(path)), path)
     return data, root, raw
 
 
-def _refuse_aliases(root: yaml.Node, path: Path) -> None:
+def _refuse_aliases(root: "yaml.Node", path: Path) -> None:
     """A node reached twice is an alias (``*name``): a manifest needs none, and one refers to itself
     (``&a [*a]``: every walk loops) or doubles at each level (a 1 kB "billion laughs" that takes
     minutes to expand). Refused from the node tree, before anything is built from it."""
@@ -170,7 +170,7 @@ def _refuse_aliases(root: yaml.Node, path: Path) -> None:
             stack.extend(node.value)
 
 
-def parse(text: str, path: Path) -> tuple[dict[str, Any], yaml.Node]:
+def parse(text: str, path: Path) -> tuple[dict[str, Any], "yaml.Node"]:
     """Parse YAML text once into (data, node tree); refuse anything but a mapping."""
     import yaml
 
@@ -198,7 +198,7 @@ def parse(text: str, path: Path) -> tuple[dict[str, Any], yaml.Node]:
     return data, root
 
 
-def _refuse_duplicate_keys(root: yaml.Node, path: Path) -> None:
+def _refuse_duplicate_keys(root: "yaml.Node", path: Path) -> None:
     """YAML lets the last of two equal keys win silently; a manifest must not."""
     import yaml
 
@@ -218,7 +218,7 @@ def _refuse_duplicate_keys(root: yaml.Node, path: Path) -> None:
             stack.extend(node.value)
 
 
-def validate(data: dict[str, Any], root: yaml.Node, schema: str, path: Path) -> None:
+def validate(data: dict[str, Any], root: "yaml.Node", schema: str, path: Path) -> None:
     """Validate against the named schema; raise on the first error, with its line."""
     import fastjsonschema
 
@@ -241,7 +241,7 @@ def _extra_keys(value: object, definition: dict[str, Any]) -> list[str]:
     return sorted(set(instance) - set(definition.get("properties", {})))
 
 
-def _describe(error: fastjsonschema.JsonSchemaValueException, definition: dict[str, Any]) -> str:
+def _describe(error: "fastjsonschema.JsonSchemaValueException", definition: dict[str, Any]) -> str:
     value = error.value
     if error.rule == "additionalProperties":
         allowed = ", ".join(sorted(definition.get("properties", {})))
@@ -258,7 +258,7 @@ def _describe(error: fastjsonschema.JsonSchemaValueException, definition: dict[s
     return str(error.message).replace("data.", "", 1).replace("data ", "", 1)
 
 
-def node_line(root: yaml.Node, location: list[str | int], key: bool = False) -> int:
+def node_line(root: "yaml.Node", location: list[str | int], key: bool = False) -> int:
     """The 1-based line of the node at ``location``, or of its nearest ancestor.
 
     With ``key``, the last step resolves to the mapping key rather than its
@@ -273,7 +273,7 @@ def node_line(root: yaml.Node, location: list[str | int], key: bool = False) -> 
     return node.start_mark.line + 1
 
 
-def _child(node: yaml.Node, part: str | int, key: bool = False) -> yaml.Node | None:
+def _child(node: "yaml.Node", part: str | int, key: bool = False) -> "yaml.Node | None":
     import yaml
 
     if isinstance(node, yaml.MappingNode):
