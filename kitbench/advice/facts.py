@@ -42,8 +42,7 @@ class Derived(NamedTuple):
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kitbench" / "facts"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "kitbench", "facts")
 
 
 MAX_BYTES = 8 * 2**20       # the largest cache file kitbench writes is tens of kB; more is not ours

@@ -273,7 +273,8 @@ def probe() -> Probe:
 
     driver = None
     for path, parse in ((_PROC_DRIVER, parse_proc_driver), (_SYS_DRIVER, parse_sys_driver)):
-        driver = parse(read_small(path) or "")
+        text = read_small(path)
+        driver = parse(text) if text else None      # most machines have neither file: no pattern to compile
         if driver:
             sources["driver"] = str(path)
             break
