@@ -533,10 +533,10 @@ EXIT_IO = 74            # sysexits' EX_IOERR: neither of verify's meanings (0 sa
 @contextlib.contextmanager
 def _uncollected(argv: Sequence[str] | None) -> Iterator[None]:
     """install-cmd without the cyclic garbage collector: it allocates tens of thousands of objects (modules,
-    classes, the facts it reads) and keeps them all until it exits, a moment later, so the collector's passes
-    over them find nothing, at a tenth of its time. Run as the program (no ``argv`` given), they are frozen at the
-    end, out of the last such pass that Python's exit makes; called in-process, the collector is only turned back
-    on. Every other command keeps it: run's loops make garbage of their own."""
+    classes, the facts it reads) and keeps them all until it exits a moment later, so the collector's passes over
+    them, which find nothing, took a tenth of its time. Run as the program (no ``argv`` given), they are frozen at
+    the end, out of the last such pass, which Python's exit makes; called in-process, the collector is only turned
+    back on. Every other command keeps it: run's loops make garbage of their own."""
     if list(sys.argv[1:] if argv is None else argv)[:1] != ["install-cmd"] or not gc.isenabled():
         yield
         return
