@@ -10,17 +10,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
-import json
+import gc
 import os
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kitbench import _parser
 from kitbench._signals import sigterm_raises
-from kitbench.suite import runargs
 
 if TYPE_CHECKING:
     from kitbench.fleet.results import TaskResult
@@ -106,6 +105,7 @@ def _once(values: Sequence[str] | None, default: Sequence[str]) -> tuple[str, ..
 def _cmd_run(args: argparse.Namespace) -> int:
     from kitbench import _ui
     from kitbench.records import record as records
+    from kitbench.suite import runargs
     from kitbench.suite import runner as suite
     from kitbench.suite.checks import DEFAULT_CHECKS
     from kitbench.suite.checks.base import DEFAULT_LOOPS, SWEEP, Options
@@ -163,7 +163,9 @@ def _check_fleet_run_local(args: argparse.Namespace) -> None:
 def _check_fleet_run_args(run_args: Sequence[str]) -> None:
     """Arguments after -- are checked by `kitbench run`'s own parser before Slurm is asked anything;
     the fleet owns where records go and how ranks meet, so those options are refused."""
-    parsed = _parser.build().parse_args(["run", *run_args])
+    from kitbench.suite import runargs
+
+    parsed = _parser.parse(["run", *run_args])
     runargs.refuse_combinations(parsed)
     owned = [flag for flag, value in (("--out", parsed.out), ("--force", parsed.force), ("--nnodes", parsed.nnodes),
                                       ("--rdzv-endpoint", parsed.rdzv_endpoint)) if value]
@@ -201,8 +203,6 @@ def _check_machine_choices(args: argparse.Namespace) -> None:
 
 
 def _cmd_install(args: argparse.Namespace) -> int:
-    import dataclasses
-
     from kitbench.advice.answer import answer
 
     _check_machine_choices(args)
@@ -214,7 +214,9 @@ def _cmd_install(args: argparse.Namespace) -> int:
                     not_refreshed=lambda note: print(f"note: {clean(note)}", file=sys.stderr),
                     release_spec=args.release, package=args.package, compute=args.compute, fmt=args.fmt)
     if args.json:
-        print(json.dumps(dataclasses.asdict(chosen), indent=2))
+        import json
+
+        print(json.dumps(chosen._asdict(), indent=2))
         return 0
     if args.explain:
         from kitbench.advice import facts
@@ -264,6 +266,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
 
 def _cmd_compare(args: argparse.Namespace) -> int:
     import dataclasses
+    import json
 
     from kitbench import _ui
     from kitbench.reading import compare, inputs
@@ -294,6 +297,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     import dataclasses
+    import json
 
     from kitbench.reading import inputs
     from kitbench.reading.verify import verify
@@ -385,12 +389,12 @@ def _cmd_facts(args: argparse.Namespace) -> int:
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
-    import dataclasses
+    from kitbench.machine.probe import as_dict, probe
 
-    from kitbench.machine.probe import probe
-
-    facts = dataclasses.asdict(probe())
+    facts = as_dict(probe())
     if args.json:
+        import json
+
         print(json.dumps(facts, indent=2))
         return 0
     sources = facts.pop("sources")
@@ -457,7 +461,7 @@ def _project_machine(spec: str) -> tuple[str, Any]:
             raise UsageError(f"--machine {_shown(name)}: {refused} says nothing about a machine",
                              hint=_NOT_A_MACHINE[refused])
     try:
-        args = _parser.build().parse_args(["install-cmd", *words])
+        args = _parser.parse(["install-cmd", *words])
     except UsageError as refused:
         # install-cmd's parser says so; the hint is the project's, naming the machine's flags.
         raise UsageError(f"--machine {_shown(name)}: {refused.message}",
@@ -526,13 +530,32 @@ EXIT_PIPE = 141         # 128 + SIGPIPE, as a shell reports a reader that went a
 EXIT_IO = 74            # sysexits' EX_IOERR: neither of verify's meanings (0 same, 1 different)
 
 
+@contextlib.contextmanager
+def _uncollected(argv: Sequence[str] | None) -> Iterator[None]:
+    """install-cmd without the cyclic garbage collector: it allocates tens of thousands of objects (modules,
+    classes, the facts it reads) and keeps them all until it exits a moment later, so the collector's passes over
+    them, which find nothing, took a tenth of its time. Run as the program (no ``argv`` given), they are frozen at
+    the end, out of the last such pass, which Python's exit makes; called in-process, the collector is only turned
+    back on. Every other command keeps it: run's loops make garbage of their own."""
+    if list(sys.argv[1:] if argv is None else argv)[:1] != ["install-cmd"] or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        if argv is None:
+            gc.freeze()
+        gc.enable()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     if sys.stderr is None:      # started with fd 2 closed: print(file=None) would write notes into stdout
         sys.stderr = open(os.devnull, "w")      # noqa: SIM115 -- for the process's life; it takes fd 2 if free
     if sys.stdout is None:      # started with fd 1 closed: the answer has nowhere to go, so nothing is done
         print(f"ERROR: cannot write the output: {os.strerror(errno.EBADF)}", file=sys.stderr)
         return EXIT_IO
-    with sigterm_raises():
+    with sigterm_raises(), _uncollected(argv):
         try:
             code = _main(argv)
             sys.stdout.flush()      # here, not at interpreter exit, where an error would be a traceback
@@ -571,7 +594,7 @@ def _main(argv: Sequence[str] | None) -> int:
             if len(word) > _MAX_ARGUMENT:
                 raise UsageError(f"an argument of {len(word):,} characters ({word[:40]!r}...) is longer than any "
                                  f"kitbench takes ({_MAX_ARGUMENT})")
-        args = _parser.build().parse_args(words)
+        args = _parser.parse(words)
         takes_run_args = args.command == "container" or (args.command == "fleet" and args.fleet_command == "run")
         if passed and not takes_run_args:
             raise UsageError(f"unexpected arguments after --: {' '.join(passed)[:200]}")

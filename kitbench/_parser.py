@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 from kitbench import __version__
 from kitbench.errors import UsageError
-from kitbench.suite import runargs
 
 _EPILOG_RUN = """\
 examples:
@@ -104,19 +104,18 @@ def _parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
     return found
 
 
-def build() -> argparse.ArgumentParser:
-    parser = _Parser(prog="kitbench", description="Reproducible PyTorch acceleration checks: what to install, "
-                     "whether acceleration works, how fast.")
-    parser.add_argument("--version", action="version", version=f"kitbench {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+def _run(sub: Any, name: str, summary: str) -> None:
+    # Imported here: the suite's options are read by run's words alone, not at every command's start.
+    from kitbench.suite import runargs
 
-    run = sub.add_parser("run", help="run the suite (availability, tensor moves, MNIST) and write a record",
-                         description="Run the kitbench suite and write one JSON record.", epilog=_EPILOG_RUN,
-                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    run = sub.add_parser(name, help=summary, description="Run the kitbench suite and write one JSON record.",
+                         epilog=_EPILOG_RUN, formatter_class=argparse.RawDescriptionHelpFormatter)
     runargs.add_arguments(run)
 
+
+def _install(sub: Any, name: str, summary: str) -> None:
     install = sub.add_parser(
-        "install-cmd", help="print the PyTorch install command for this machine (no torch needed)",
+        name, help=summary,
         description="Print the command that installs PyTorch with the best acceleration this machine can use, "
                     "the way pytorch.org's selector does, but detected, explained and pinned. Only the command "
                     "goes to stdout (pipe it to a shell); notes go to stderr.",
@@ -164,8 +163,10 @@ def build() -> argparse.ArgumentParser:
     machine.add_argument("--glibc", metavar="X.Y", help="the machine's glibc version (Linux)")
     machine.add_argument("--os-version", metavar="X.Y", help="the machine's macOS version")
 
+
+def _container(sub: Any, name: str, summary: str) -> None:
     container = sub.add_parser(
-        "container", help="build a docker target's image and run the suite in it",
+        name, help=summary,
         description="Build docker/Dockerfile for a docker target of envs/targets/ (cached: a change to kitbench's "
                     "code reuses the torch layers) and run `kitbench run` inside it with all GPUs.",
         epilog="arguments after -- go to `kitbench run` inside the container. "
@@ -175,8 +176,10 @@ def build() -> argparse.ArgumentParser:
     container.add_argument("target", help="a docker target, e.g. cuda126")
     container.add_argument("--build-only", action="store_true", help="build the image, do not run it")
 
+
+def _compare(sub: Any, name: str, summary: str) -> None:
     compare = sub.add_parser(
-        "compare", help="compare run records: a table (or markdown, csv, json) and a plot",
+        name, help=summary,
         description="One row per record: target, machine, torch build, device, the MNIST epoch on CPU and on "
                     "the accelerator, the speedup, test accuracy and peak pinned bandwidth; beside it, what "
                     "differs in each environment from the first record's.",
@@ -187,8 +190,10 @@ def build() -> argparse.ArgumentParser:
     compare.add_argument("--plot", type=Path, metavar="FILE.png", help="also draw epoch times and bandwidth curves")
     compare.add_argument("--force", action="store_true", help="replace a file already at --plot")
 
+
+def _verify(sub: Any, name: str, summary: str) -> None:
     verify = sub.add_parser(
-        "verify", help="did CANDIDATE reproduce REF? exit 0 if so, 1 if not, 2 if they cannot be compared",
+        name, help=summary,
         description="Compare every MNIST run of two records, paired by model, loop, device and batch size: the "
                     "parameter digests bit for bit where both ran deterministically on the same build and "
                     "hardware, loss curves and accuracies exactly on the same CPU build and threads, within a "
@@ -197,8 +202,10 @@ def build() -> argparse.ArgumentParser:
     verify.add_argument("candidate", type=Path, metavar="CANDIDATE")
     verify.add_argument("--json", action="store_true", help="print the verdict as JSON")
 
+
+def _report(sub: Any, name: str, summary: str) -> None:
     report = sub.add_parser(
-        "report", help="one self-contained page (HTML or markdown) for any set of run records",
+        name, help=summary,
         description="Machines, availability, transfers, MNIST, the batch-size sweep, DDP, environments and "
                     "every record's file, sha256 and command line; a section appears when a record holds its "
                     "data. The HTML has inline SVG plots and needs no network, script or extra.",
@@ -210,19 +217,21 @@ def build() -> argparse.ArgumentParser:
     report.add_argument("--format", default="html", dest="fmt", help="html or markdown")
     report.add_argument("--force", action="store_true", help="replace a file that is not a kitbench report")
 
-    _fleet_parser(sub)
 
+def _replay(sub: Any, name: str, summary: str) -> None:
     replay = sub.add_parser(
-        "replay", help="rebuild RECORD's environment here, rerun its checks, verify: exit 0 reproduced, 1 not, "
-                       "2 cannot rebuild", description="Rebuild a record's environment (exact versions, its "
-                       "Python, hashes where known) in a fresh cached venv, run the same checks with the same "
-                       "options and seed, write a new record naming the old one, and verify the two.")
+        name, help=summary,
+        description="Rebuild a record's environment (exact versions, its Python, hashes where known) in a fresh "
+                    "cached venv, run the same checks with the same options and seed, write a new record naming "
+                    "the old one, and verify the two.")
     replay.add_argument("record", type=Path, metavar="RECORD")
     replay.add_argument("--out", help="the new record, or a directory to put it in (default: "
                                       "results/replay/<name>-replay-<time>.json)")
 
+
+def _project(sub: Any, name: str, summary: str) -> None:
     project = sub.add_parser(
-        "project", help="one uv (and pixi) project that installs each machine's own PyTorch build (no torch needed)",
+        name, help=summary,
         description="Write or update a project's pyproject.toml (uv: an explicit index per PyTorch build, the torch "
                     "family routed by platform, or by an extra where two machines share a platform but not a "
                     "build) and, with --pixi, its pixi.toml (a feature and an environment per machine), so that "
@@ -254,19 +263,22 @@ def build() -> argparse.ArgumentParser:
                               "https://mirror.example/whl/{compute} (default: the one the project's files remember, "
                               "else PyTorch's own)")
 
-    probe = sub.add_parser("probe", help="print this machine's facts (no torch needed)",
+
+def _probe(sub: Any, name: str, summary: str) -> None:
+    probe = sub.add_parser(name, help=summary,
                            description="Read OS, chip, Python arch, NVIDIA driver, GPUs, ROCm, WSL and "
                                        "container facts without importing torch.")
     probe.add_argument("--json", action="store_true", help="print JSON")
 
-    facts = sub.add_parser("facts", help="the wheel and build facts install-cmd answers from",
+
+def _facts(sub: Any, name: str, summary: str) -> None:
+    facts = sub.add_parser(name, help=summary,
                            description="install-cmd answers from facts baked into kitbench (envs/wheels.yaml, "
                                        "envs/releases/) and from a cache of the indexes themselves "
                                        "($XDG_CACHE_HOME/kitbench/facts/), which refresh fills.")
     verbs = facts.add_subparsers(dest="facts_command", required=True, parser_class=_Parser)
     verbs.add_parser("refresh", help="read PyPI (where pip reads) and PyTorch's index (KITBENCH_PYTORCH_INDEX) "
                                      "for torch, torchvision and torchaudio into the cache")
-    return parser
 
 
 def _slurm_options(parser: argparse.ArgumentParser) -> None:
@@ -283,9 +295,9 @@ def _slurm_options(parser: argparse.ArgumentParser) -> None:
     slurm.add_argument("--json", action="store_true", help="print the gathered results as JSON")
 
 
-def _fleet_parser(sub: Any) -> None:
+def _fleet(sub: Any, name: str, summary: str) -> None:
     fleet = sub.add_parser(
-        "fleet", help="install advice and the suite on every node of a Slurm cluster",
+        name, help=summary,
         description="Submit one Slurm job array (one task per node, or per node type), wait for it and gather "
                     "what every node wrote into one table. Results go to $KITBENCH_RESULTS/fleet/<jobid>/ "
                     "(default results/fleet/), which must be on storage every node shares.")
@@ -317,3 +329,43 @@ def _fleet_parser(sub: Any) -> None:
     gather.add_argument("--verify", action="store_true")
     gather.add_argument("--reference", metavar="NODE")
     gather.add_argument("--json", action="store_true")
+
+
+# Each command in the order `kitbench --help` lists them: its line there, and what builds its parser.
+_COMMANDS: dict[str, tuple[str, Callable[[Any, str, str], None]]] = {
+    "run": ("run the suite (availability, tensor moves, MNIST) and write a record", _run),
+    "install-cmd": ("print the PyTorch install command for this machine (no torch needed)", _install),
+    "container": ("build a docker target's image and run the suite in it", _container),
+    "compare": ("compare run records: a table (or markdown, csv, json) and a plot", _compare),
+    "verify": ("did CANDIDATE reproduce REF? exit 0 if so, 1 if not, 2 if they cannot be compared", _verify),
+    "report": ("one self-contained page (HTML or markdown) for any set of run records", _report),
+    "fleet": ("install advice and the suite on every node of a Slurm cluster", _fleet),
+    "replay": ("rebuild RECORD's environment here, rerun its checks, verify: exit 0 reproduced, 1 not, 2 cannot "
+               "rebuild", _replay),
+    "project": ("one uv (and pixi) project that installs each machine's own PyTorch build (no torch needed)",
+                _project),
+    "probe": ("print this machine's facts (no torch needed)", _probe),
+    "facts": ("the wheel and build facts install-cmd answers from", _facts),
+}
+
+
+def build(only: str | None = None) -> argparse.ArgumentParser:
+    """kitbench's parser. With ``only``, a command's name, one that knows that command alone, to read words that
+    start with it (``parse``): the command's parser is whole, so its help and errors read the same, and a start
+    does not build eleven parsers to use one. Its top names no other command, but nothing can show that: with a
+    command first, the top's help and its errors (an unknown or a missing command) never come up."""
+    parser = _Parser(prog="kitbench", description="Reproducible PyTorch acceleration checks: what to install, "
+                     "whether acceleration works, how fast.")
+    parser.add_argument("--version", action="version", version=f"kitbench {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name, (summary, fill) in _COMMANDS.items():
+        if only is None or only == name:
+            fill(sub, name, summary)
+    return parser
+
+
+def parse(words: Sequence[str]) -> argparse.Namespace:
+    """``words`` read as kitbench's arguments: by the parser of their first word alone where that is a command,
+    as it nearly always is (argparse takes the first word that is no flag for the command), else by the whole."""
+    words = list(words)
+    return build(words[0] if words and words[0] in _COMMANDS else None).parse_args(words)

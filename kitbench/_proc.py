@@ -20,14 +20,13 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 MAX_BYTES = 1 << 20         # per stream: far above any answer kitbench parses, or any log tail it shows
 MAX_LINE = 4096             # bytes of one streamed line: a progress line, not a program's whole output
 
 
-@dataclass(frozen=True)
-class Done:
+class Done(NamedTuple):        # not a dataclass: the probe runs nvidia-smi at install-cmd's start-up
     returncode: int
     stdout: str
     stderr: str             # empty with merge=True: stderr went to stdout

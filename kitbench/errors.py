@@ -7,7 +7,6 @@ them into ``ERROR: ...`` plus a ``hint:`` line and the exit code carried here.
 from __future__ import annotations
 
 import re
-import shlex
 from pathlib import Path
 
 # C0 and C1 controls, DEL, and the Unicode ones that move or reorder what a terminal shows (line and
@@ -104,6 +103,7 @@ def optional_hint(module: str) -> str:
     if module not in _EXTRAS:
         return OPTIONAL_HINTS[module]
     import re
+    import shlex
     import sys
 
     prefix = Path(sys.prefix)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from kitbench import _parser
 from kitbench._cli import main
 
 
@@ -104,6 +105,32 @@ def test_help_teaches() -> None:
     assert done.returncode == 0
     for word in ("--check", "--loop", "resident", "KITBENCH_RESULTS", "examples:"):
         assert word in done.stdout
+
+
+def test_a_command_built_alone_helps_as_in_the_whole_parser() -> None:
+    """A start builds only the given command's parser (``_parser.parse``): its help, and its verbs', read the same."""
+    whole = {p.prog: p.format_help() for p in _parser._parsers(_parser.build())}
+    for name in _parser._COMMANDS:
+        alone = {p.prog: p.format_help() for p in _parser._parsers(_parser.build(name))[1:]}
+        assert alone and alone == {prog: text for prog, text in whole.items()
+                                   if prog == f"kitbench {name}" or prog.startswith(f"kitbench {name} ")}, name
+
+
+def test_install_cmd_imports_only_what_it_needs(tmp_path: Path) -> None:
+    """install-cmd's start-up ("Start-up" in docs/architecture.md), a test of modules, not of time: an answer, its
+    manifests kept by a first one, imports nothing that only other commands or other answers need."""
+    code = ("import runpy, sys\nsys.argv = ['kitbench', *sys.argv[1:]]\ntry:\n"
+            "    runpy.run_module('kitbench', run_name='__main__')\nexcept SystemExit:\n"
+            "    print('modules:', *sys.modules, file=sys.stderr)\n")
+    env = {**os.environ, "KITBENCH_CACHE": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path)}
+    never = {"dataclasses", "inspect", "kitbench.suite", "hashlib", "json", "yaml", "fastjsonschema",
+             "kitbench.advice.indexes", "urllib.request"} | ({"platform"} if sys.platform == "linux" else set())
+    for args in (["install-cmd", "--os", "linux", "--driver", "570.86.10", "--gpu-cc", "9.0"], ["install-cmd"]):
+        for _ in range(2):      # the first keeps the manifests, as any install-cmd before it would have
+            done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env,
+                                  timeout=300, check=False)
+        modules = next(line for line in done.stderr.splitlines() if line.startswith("modules: ")).split()
+        assert done.stdout.startswith("pip install torch==") and not never & set(modules), (args, done.stderr)
 
 
 def test_probe_json_without_torch() -> None:

@@ -9,13 +9,10 @@ facts and marked so. A CUDA or ROCm build envs/ has no driver or GPU-architectur
 with the reason, never guessed (decided when the cache is written: install-cmd reads no more YAML for it).
 """
 
-from __future__ import annotations
-
+# Annotations evaluated, not kept as strings: see "Start-up" in docs/architecture.md.
 import datetime
-import json
 import os
 import re
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -28,9 +25,9 @@ STALE_DAYS = 60
 FORMAT = 1          # of releases.json: one written in another form is refused, never misread
 
 
-@dataclass(frozen=True)
-class Derived:
-    """A release known only from the cache, in the terms selector.Release and wheels.Wheels need."""
+class Derived(NamedTuple):
+    """A release known only from the cache, in the terms selector.Release and wheels.Wheels need. A named tuple,
+    not a dataclass: as immutable, and far cheaper to define, which install-cmd's start-up pays."""
 
     version: str
     torchvision: str
@@ -45,14 +42,15 @@ class Derived:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kitbench" / "facts"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "kitbench", "facts")
 
 
 MAX_BYTES = 8 * 2**20       # the largest cache file kitbench writes is tens of kB; more is not ours
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
+    import json  # here: install-cmd reads a cache only after a refresh
+
     try:
         data = json.loads(_files.read(path, MAX_BYTES, "fact cache"))
     except (KitbenchError, ValueError):
@@ -61,16 +59,17 @@ def read_json(path: Path) -> dict[str, Any] | None:
 
 
 # What an index can name, and nothing a shell would read as more than a word: every field of the cache
-# that reaches the command users `eval` must have one of these forms, or its release is left out.
-_VERSION = re.compile(r"[0-9]{1,4}(\.[0-9]{1,4}){1,3}")
-_COMPUTE = re.compile(r"cpu|xpu|cu[0-9]{2,4}|rocm[0-9]{1,2}(\.[0-9]{1,2}){0,2}")
+# that reaches the command users `eval` must have one of these forms, or its release is left out. Patterns, not
+# compiled: re compiles each once, when first matched, and install-cmd reads a cache only after a refresh.
+_VERSION = r"[0-9]{1,4}(\.[0-9]{1,4}){1,3}"
+_COMPUTE = r"cpu|xpu|cu[0-9]{2,4}|rocm[0-9]{1,2}(\.[0-9]{1,2}){0,2}"
 # The forms a refresh accepts from an index before it writes them (kitbench.advice.indexes), so that what it
 # writes this module can always read: a PEP 440 version as indexes write them, a build label (the local part of
 # a version: ``+cu128``), a Requires-Python (PEP 440 specifiers, each a comparison and a version).
-INDEX_VERSION = re.compile(r"[0-9]{1,8}(\.[0-9]{1,8}){0,5}((a|b|rc)[0-9]{1,8})?(\.post[0-9]{1,8})?(\.dev[0-9]{1,8})?")
+INDEX_VERSION = r"[0-9]{1,8}(\.[0-9]{1,8}){0,5}((a|b|rc)[0-9]{1,8})?(\.post[0-9]{1,8})?(\.dev[0-9]{1,8})?"
 BUILD_LABEL = _COMPUTE
-REQUIRES_PYTHON = re.compile(r"\s*(~=|===|==|!=|<=|>=|<|>)\s*[0-9]{1,4}(\.[0-9]{1,4}){0,3}(\.\*)?"
-                             r"(\s*,\s*(~=|===|==|!=|<=|>=|<|>)\s*[0-9]{1,4}(\.[0-9]{1,4}){0,3}(\.\*)?){0,15}\s*")
+REQUIRES_PYTHON = (r"\s*(~=|===|==|!=|<=|>=|<|>)\s*[0-9]{1,4}(\.[0-9]{1,4}){0,3}(\.\*)?"
+                   r"(\s*,\s*(~=|===|==|!=|<=|>=|<|>)\s*[0-9]{1,4}(\.[0-9]{1,4}){0,3}(\.\*)?){0,15}\s*")
 
 
 def moment(text: object) -> datetime.datetime | None:
@@ -89,9 +88,9 @@ def _checked(entry: dict[str, Any]) -> dict[str, Any]:
     versions = [entry["version"], entry["torchvision"], *([entry["torchaudio"]] if entry["torchaudio"] else [])]
     computes = entry["computes"]
     requires = [tags.get("requires_python") for tags in entry["wheels"].values()]
-    if not (all(isinstance(v, str) and _VERSION.fullmatch(v) for v in versions) and isinstance(computes, list)
-            and all(isinstance(c, str) and _COMPUTE.fullmatch(c) for c in computes)
-            and all(isinstance(r, str) and (not r or REQUIRES_PYTHON.fullmatch(r)) for r in requires)
+    if not (all(isinstance(v, str) and re.fullmatch(_VERSION, v) for v in versions) and isinstance(computes, list)
+            and all(isinstance(c, str) and re.fullmatch(_COMPUTE, c) for c in computes)
+            and all(isinstance(r, str) and (not r or re.fullmatch(REQUIRES_PYTHON, r)) for r in requires)
             and all(isinstance(t, str) for tags in entry["wheels"].values() for t in tags.values())
             and isinstance(entry["refused"], list) and all(isinstance(w, str) for w in entry["refused"])
             and all(isinstance(entry[k], str) for k in ("index", "read", "wheels_from", "wheels_read", "paired"))):
@@ -142,7 +141,7 @@ def _load(source: _files.Stamp) -> _Cache:
 def _listed(found: dict[str, Any]) -> tuple[str, dict[str, tuple[str, ...]]]:
     where = f"{found['index']} as read on {found['read'][:10]}" if found else ""
     builds = {version: tuple(computes) for version, computes in found.get("releases", {}).items()}
-    if not all(_VERSION.fullmatch(v) and all(isinstance(c, str) and _COMPUTE.fullmatch(c) for c in cs)
+    if not all(re.fullmatch(_VERSION, v) and all(isinstance(c, str) and re.fullmatch(_COMPUTE, c) for c in cs)
                for v, cs in builds.items()) or not isinstance(where, str):
         raise TypeError("a listed build is not in an index's form")
     return where, builds

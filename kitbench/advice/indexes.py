@@ -155,8 +155,8 @@ def _file(base: str, filename: object, href: object, requires_python: object, ya
         raise ValueError(f"a file URL that is not http(s) ({filename[:80]})")     # file:///dev/stdin is not a wheel
     if requires_python is None:
         requires_python = ""
-    if not isinstance(requires_python, str) or (requires_python and not facts.REQUIRES_PYTHON.fullmatch(
-            requires_python)):
+    if not isinstance(requires_python, str) or (
+            requires_python and not re.fullmatch(facts.REQUIRES_PYTHON, requires_python)):
         raise ValueError(f"a Requires-Python that does not parse ({str(requires_python)[:40]!r})")
     when = facts.moment(uploaded) if uploaded else None
     if uploaded and when is None:
@@ -258,8 +258,9 @@ def summarize(files: list[File], package: str, dropped: list[str] | None = None)
         wheel = parse_wheel(entry.filename)
         if wheel is None or entry.yanked or wheel.name != package:
             continue
-        if not (facts.INDEX_VERSION.fullmatch(wheel.version) and (not wheel.local or facts.BUILD_LABEL.fullmatch(
-                wheel.local)) and all(map(_TAG.fullmatch, wheel.pythons + wheel.platforms))):
+        if not (re.fullmatch(facts.INDEX_VERSION, wheel.version) and (
+                not wheel.local or re.fullmatch(facts.BUILD_LABEL, wheel.local))
+                and all(map(_TAG.fullmatch, wheel.pythons + wheel.platforms))):
             if dropped is not None:
                 dropped.append(f"a wheel whose version, build or tags kitbench does not know ({entry.filename[:80]})")
             continue
@@ -310,7 +311,7 @@ def _pairs(releases: dict[str, dict[str, Any]], known: dict[str, str], get: Call
             notes.append(f"the metadata of {version} was not read ({error.message})")
             continue
         match = _REQUIRES_TORCH.search(text)
-        if match and facts.INDEX_VERSION.fullmatch(match.group(1)):
+        if match and re.fullmatch(facts.INDEX_VERSION, match.group(1)):
             pairs[version] = match.group(1)
     return pairs
 
@@ -351,17 +352,18 @@ def _source_facts(data: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
 
     def fits(version: str, release: Any) -> bool:
-        return (facts.INDEX_VERSION.fullmatch(version) is not None and isinstance(release, dict)
-                and all(isinstance(r, str) and facts.REQUIRES_PYTHON.fullmatch(r)
+        return (re.fullmatch(facts.INDEX_VERSION, version) is not None and isinstance(release, dict)
+                and all(isinstance(r, str) and re.fullmatch(facts.REQUIRES_PYTHON, r)
                         for r in release.get("requires_python", []))
                 and (not release.get("uploaded") or facts.moment(release["uploaded"]) is not None)
-                and all((not label or facts.BUILD_LABEL.fullmatch(label)) and isinstance(tags, dict)
+                and all((not label or re.fullmatch(facts.BUILD_LABEL, label)) and isinstance(tags, dict)
                         and all(isinstance(t, str) and _TAG.fullmatch(p) for p, t in tags.items())
                         for label, tags in (release.get("builds") or {}).items()))
 
     requires = data.get("requires")
     return dict(data, releases={v: r for v, r in data["releases"].items() if fits(v, r)},
-                requires={v: t for v, t in requires.items() if isinstance(t, str) and facts.INDEX_VERSION.fullmatch(t)}
+                requires={v: t for v, t in requires.items()
+                          if isinstance(t, str) and re.fullmatch(facts.INDEX_VERSION, t)}
                 if isinstance(requires, dict) else {})
 
 

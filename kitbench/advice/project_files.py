@@ -9,7 +9,6 @@ and every other table, entry and comment is kept (``_toml.update``).
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import urllib.parse
 from collections.abc import Iterable, Sequence
@@ -20,7 +19,7 @@ from kitbench import _files, _http, _toml
 from kitbench.advice.project import FAMILY, Member, Team, check_name, plan
 from kitbench.errors import UsageError
 from kitbench.machine.builds import build
-from kitbench.machine.probe import Probe, saved
+from kitbench.machine.probe import Probe, as_dict, saved
 
 PYPROJECT = "pyproject.toml"
 PIXI = "pixi.toml"
@@ -96,7 +95,7 @@ def _facts(machine: Probe) -> dict[str, Any]:
         if isinstance(item, (list, tuple)):
             return [kept(v) for v in item]
         return item
-    facts = dataclasses.asdict(machine)
+    facts = as_dict(machine)
     facts.pop("sources")
     return dict(kept(facts))
 

@@ -4,8 +4,7 @@ Kept apart from both so that neither imports the other's job: a rule asks ``caus
 an NVIDIA driver is not told that its CUDA builds need one), never the words a user reads.
 """
 
-from __future__ import annotations
-
+# Annotations evaluated, not kept as strings: see "Start-up" in docs/architecture.md.
 from typing import Literal, NamedTuple
 
 Cause = Literal[

@@ -7,8 +7,7 @@ their own rules are kept verbatim as ``quirks``. The releases only the user's fa
 cache knows are added, marked unverified. Nothing here imports torch.
 """
 
-from __future__ import annotations
-
+# Annotations evaluated, not kept as strings: see "Start-up" in docs/architecture.md.
 import re
 from collections.abc import Iterator
 from functools import cache

@@ -5,13 +5,10 @@ refusals) is written by ``wording``, from the facts decided here.
 Nothing here imports torch.
 """
 
-from __future__ import annotations
-
-import dataclasses
+# Annotations evaluated, not kept as strings: see "Start-up" in docs/architecture.md.
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from kitbench.advice import vendors, wheels
 from kitbench.advice.rejections import Rejection
@@ -98,8 +95,10 @@ PACKAGES = ("pip", "conda", "uv")
 FORMATS = ("selector", "pinned")
 
 
-@dataclass
-class Selection:
+class Selection(NamedTuple):
+    """install-cmd's answer. A named tuple, not a dataclass: far cheaper to define, which install-cmd's start-up
+    pays; its lists and facts are filled in place while it is decided, its other fields replaced."""
+
     command: str
     compute: str
     release: str
@@ -107,11 +106,11 @@ class Selection:
     arch: str
     package: str
     format: str
-    verified: bool = True
-    reasons: list[str] = field(default_factory=list)
-    rejected: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    facts: dict[str, Any] = field(default_factory=dict)
+    verified: bool
+    reasons: list[str]
+    rejected: list[str]
+    notes: list[str]
+    facts: dict[str, Any]
 
 
 def check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
@@ -145,11 +144,11 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     if release_spec == "stable" and compute == "auto" and _gpu_picks_release(machine):
         rel = _accelerated_release(rel, machine, arch, package, host, notes)
     chosen = Selection(command="", compute="", release=rel.version, os=machine.os, arch=arch, package=package,
-                       format=fmt, facts=machine_facts(machine), notes=notes)
+                       format=fmt, verified=True, reasons=[], rejected=[], notes=notes, facts=machine_facts(machine))
     only = None if rel.nightly else wheels.named(rel.version, host)
     if only is not None:
         # pytorch.org has no command for a platform only PyTorch's index serves: its pinned form, from that index.
-        chosen.format, chosen.verified = "pinned", False
+        chosen = chosen._replace(format="pinned", verified=False)
         chosen.notes.append(index_command(host))
         missing = [p for p in wheels.load().releases[rel.version] if p not in only]
         if missing:
@@ -159,24 +158,24 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
                                             EMULATES.get((host.os, host.arch))))
     if rel.nightly and fmt == "pinned":
         # A nightly has no pinned form: its version changes every day.
-        chosen.format = "selector"
+        chosen = chosen._replace(format="selector")
         chosen.notes.append(nightly_unpinned())
     if chosen.format == "selector" and not rel.nightly and rel.key != release("stable").key:
         # Start Locally's command names no version: run today it installs today's release, not this one.
         chosen.notes.append(unpinned_release(rel))
     why = unverified(rel, chosen.format, machine.os) if only is None else None   # pytorch.org's text: not this one
     if why:
-        chosen.verified = False
+        chosen = chosen._replace(verified=False)
         chosen.notes.append(why)
     if compute == "auto":
         passed: list[Rejection] = []
-        chosen.compute = _auto(rel, machine, arch, package, chosen, passed)
-        chosen.rejected = [rejected(r) for r in passed]
+        chosen = chosen._replace(compute=_auto(rel, machine, arch, package, chosen, passed))
+        chosen = chosen._replace(rejected=[rejected(r) for r in passed])
     else:
         if compute not in computes(rel, machine.os, arch, package) and compute not in xpu_builds(rel, machine.os, arch,
                                                                                          package):
             raise unavailable(rel, machine.os, arch, package, compute, host)
-        chosen.compute = compute
+        chosen = chosen._replace(compute=compute)
         chosen.reasons.append(asked_reason(compute))
         kind, source, confirm = rel.provenance(compute)
         if kind == "inferred":
@@ -210,7 +209,7 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
             if first is not None and first[0].key > rel.key:
                 chosen.notes.append(first_gpu_release(rel, *first))
     if build(chosen.compute).kind == "xpu":
-        chosen.verified = False         # no command kitbench checked against pytorch.org's text names xpu
+        chosen = chosen._replace(verified=False)   # no command kitbench checked against pytorch.org's text names xpu
         chosen.notes.append(xpu_note(rel, machine.os))
     if machine.driver is not None:
         for cc in machine.capabilities:
@@ -225,7 +224,7 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     if macos:
         chosen.notes.append(macos)
     wheel_compute = "cpu" if chosen.compute == "mps" else chosen.compute
-    chosen.command = command(rel, machine.os, package, wheel_compute, chosen.format, only or ())
+    chosen = chosen._replace(command=command(rel, machine.os, package, wheel_compute, chosen.format, only or ()))
     chosen.facts["wheels"] = wheel_facts(rel, chosen.command, host, wheel_compute)
     kind, source, confirm = rel.provenance(wheel_compute)
     chosen.facts["build"] = {"kind": kind, "source": source, **({"confirm": confirm} if confirm else {})}
@@ -275,10 +274,9 @@ def _accelerated(rel: Release, machine: Probe, arch: str, package: str) -> tuple
     """What auto mode makes of ``rel`` on ``machine``, worked out aside: its compute and reasons, and the
     builds it passed over."""
     trial = Selection(command="", compute="cpu", release=rel.version, os=machine.os, arch=arch, package=package,
-                      format="pinned")
+                      format="pinned", verified=True, reasons=[], rejected=[], notes=[], facts={})
     passed: list[Rejection] = []
-    trial.compute = _auto(rel, machine, arch, package, trial, passed)
-    return trial, passed
+    return trial._replace(compute=_auto(rel, machine, arch, package, trial, passed)), passed
 
 
 def _accelerated_release(newest: Release, machine: Probe, arch: str, package: str, host: wheels.Host,
@@ -314,7 +312,7 @@ def _kernel_less(machine: Probe, arch: str, package: str, host: wheels.Host) -> 
     for, whatever the driver."""
     found = []
     for cc in machine.capabilities:
-        alone = dataclasses.replace(machine, driver="9999", gpus=tuple(g for g in machine.gpus if g.capability == cc))
+        alone = machine._replace(driver="9999", gpus=tuple(g for g in machine.gpus if g.capability == cc))
         if not any(build(compute).kind == "cuda" and _cuda_rejection(rel, alone, compute) is None
                    for rel in newest_first() if wheels.refusal(rel.version, host) is None
                    for compute in published(rel, computes(rel, machine.os, arch, package))):
@@ -333,7 +331,7 @@ def _driver_need(rel: Release, machine: Probe, arch: str, package: str) -> str |
         if cuda is None:
             continue
         need = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os)
-        if need.floor is not None and _cuda_rejection(rel, dataclasses.replace(machine, driver=need.floor),
+        if need.floor is not None and _cuda_rejection(rel, machine._replace(driver=need.floor),
                                                       compute) is None:
             floors.append(need.floor)
     return min(floors, key=version_tuple) if floors else None

@@ -6,25 +6,21 @@ unsupported consumer card may borrow, and from which release each OS has XPU
 wheels. Nothing here imports torch.
 """
 
-from __future__ import annotations
-
+# Annotations evaluated, not kept as strings: see "Start-up" in docs/architecture.md.
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import NamedTuple
 
 from kitbench import _files
 from kitbench.errors import ManifestError
+from kitbench.machine.probe.amd import AmdGpu
 from kitbench.machine.versions import version_tuple
 from kitbench.records import manifest
 
-if TYPE_CHECKING:
-    from kitbench.machine.probe.amd import AmdGpu
 
-
-@dataclass(frozen=True)
-class VendorFacts:
+# Named tuples, not dataclasses: as immutable, and far cheaper to define, which install-cmd's start-up pays.
+class VendorFacts(NamedTuple):
     rocm: dict[str, tuple[str, ...]]              # compute -> gfx architectures
     rocm_sources: dict[str, str]
     hsa_override: tuple[tuple[str, str, str], ...]  # (family prefix, HSA_OVERRIDE_GFX_VERSION, the gfx it poses as)
@@ -78,14 +74,12 @@ class VendorFacts:
         return None
 
 
-@dataclass(frozen=True)
-class IntelFamily:
+class IntelFamily(NamedTuple):
     name: str
     validated: bool     # on PyTorch's own list; else the same silicon as a family on it
 
 
-@dataclass(frozen=True)
-class IntelFacts:
+class IntelFacts(NamedTuple):
     """The Intel GPUs PyTorch's XPU builds support (``envs/intel_gpus.yaml``), by PCI device id."""
 
     families: dict[str, IntelFamily]      # "0x56a0" -> its family

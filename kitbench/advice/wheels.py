@@ -15,12 +15,11 @@ is read only for a Linux answer with a known glibc, and decides a build, not a r
 none of it in.
 """
 
-from __future__ import annotations
-
+# Annotations evaluated, not kept as strings: see "Start-up" in docs/architecture.md.
 import re
-from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
+from typing import NamedTuple
 
 from kitbench import _files
 from kitbench.advice import facts
@@ -41,8 +40,9 @@ _CLAUSE = re.compile(r"^\s*(>=|<=|==|!=|>|<|~=)\s*([0-9.]+)\s*$")
 Version = tuple[int, ...]
 
 
-@dataclass(frozen=True)
-class Host:
+# The types below are named tuples, not dataclasses: as immutable, and far cheaper to define, which
+# install-cmd's start-up pays on every run.
+class Host(NamedTuple):
     """What decides whether a wheel installs; ``None`` is a fact the question leaves unknown."""
 
     os: str                         # linux | macos | windows
@@ -54,8 +54,7 @@ class Host:
     macos: Version | None = None
 
 
-@dataclass(frozen=True)
-class Platform:
+class Platform(NamedTuple):
     tag: str
     os: str
     arches: tuple[str, ...]
@@ -67,8 +66,7 @@ class Platform:
         return ".".join(map(str, self.floor or ()))
 
 
-@dataclass(frozen=True)
-class Wheels:
+class Wheels(NamedTuple):
     """One package's wheels of one release."""
 
     version: str
@@ -76,8 +74,7 @@ class Wheels:
     tags: dict[Platform, tuple[str, ...]]
 
 
-@dataclass(frozen=True)
-class Facts:
+class Facts(NamedTuple):
     source: str
     read: str
     releases: dict[str, dict[str, Wheels]]     # torch version -> package -> wheels, oldest first
@@ -110,8 +107,7 @@ def platform(tag: str) -> Platform:
     return Platform(tag, "linux", (_ARCH.get(arch, arch),), "musl" if family == "musllinux" else "glibc", floor)
 
 
-@dataclass(frozen=True)
-class IndexWheels:
+class IndexWheels(NamedTuple):
     """Wheels of one release that PyTorch's index serves on a platform PyPI has none for, as one source says."""
 
     platform: Platform
@@ -122,8 +118,7 @@ class IndexWheels:
     confirm: str                            # for an inferred fact, what would confirm it
 
 
-@dataclass(frozen=True)
-class Runtime:
+class Runtime(NamedTuple):
     """What a torch wheel pulls in on Linux for some Pythons, and the glibc each of those packages' wheels need:
     a row of ``envs/runtime_tags.yaml``, from PyPI's wheels (``releases``) or a build of PyTorch's index recorded
     from a real install (``builds``)."""
@@ -133,8 +128,7 @@ class Runtime:
     source: str
 
 
-@dataclass(frozen=True)
-class IndexTags:
+class IndexTags(NamedTuple):
     """What PyPI's tags do not say about PyTorch's wheels (``envs/index_tags.yaml``)."""
 
     glibc: dict[str, tuple[Version, str]]               # tag -> (the glibc its binaries need, source)
@@ -187,8 +181,7 @@ def _index_wheels(version: str, host: Host) -> dict[str, Wheels]:
     return {p: Wheels(pypi[p].version, pypi[p].requires_python, tags) for p, tags in found.items() if p in pypi}
 
 
-@dataclass(frozen=True)
-class RuntimeTags:
+class RuntimeTags(NamedTuple):
     """What torch's Linux wheels pull in (``envs/runtime_tags.yaml``)."""
 
     releases: dict[tuple[str, ...], tuple[Runtime, ...]]    # (torch, arch) -> its PyPI wheels'
@@ -489,7 +482,7 @@ def newest(host: Host, having: tuple[str, ...] = ()) -> str | None:
 def other_pythons(host: Host) -> list[Version]:
     """The Pythons of the host's build (default or free-threaded) that some release installs on, on its platform:
     what a host none installs on is told."""
-    if newest(replace(host, python=None)) is None:
+    if newest(host._replace(python=None)) is None:
         return []       # its Python is not what keeps every release off it (a musl or an old glibc is)
     found: set[Version] = set()
     for version, packages in load().releases.items():
@@ -498,7 +491,7 @@ def other_pythons(host: Host) -> list[Version]:
             python = python_of_tag(tag)
             if python is not None and (python[1] == "t") == host.free_threaded:
                 found.add(python[0])
-    return [v for v in sorted(found) if newest(replace(host, python=v)) is not None]
+    return [v for v in sorted(found) if newest(host._replace(python=v)) is not None]
 
 
 def floor(version: str, os: str, arch: str) -> Version | None:

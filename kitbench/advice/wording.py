@@ -7,7 +7,6 @@ deciding again. Nothing here imports torch.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -89,7 +88,7 @@ def unknown_macos(rel: releases.Release, host: wheels.Host) -> str | None:
     text = (f"the macOS version was not given: torch {checked}'s macOS {host.arch} wheels need macOS "
             f"{'.'.join(map(str, need))} or newer")
     older = (need[0] - 1, 0) if need[0] > 11 else (need[0], need[1] - 1) if need[1] else None
-    fits = wheels.newest(dataclasses.replace(host, macos=older)) if older else None
+    fits = wheels.newest(host._replace(macos=older)) if older else None
     if older is None or fits is None:
         return None         # no Mac of this arch that any release installs on is older than that
     shown = str(older[0]) if older[0] > 10 else ".".join(map(str, older))
@@ -181,7 +180,7 @@ def rosetta_note(machine: Probe, arch: str, package: str, fmt: str) -> tuple[str
     if machine.os != "macos" or arch != "x86_64" or not (machine.rosetta or machine.arch == "arm64"):
         return None
     what = "this is an Apple Silicon Mac running an x86_64 Python (Rosetta 2), which gets no MPS"
-    native = wheels.newest(dataclasses.replace(wheels.host_of(machine, arch), arch="arm64"))
+    native = wheels.newest(wheels.host_of(machine, arch)._replace(arch="arm64"))
     if native is None:
         return what, "an arm64 Python gets the current release with MPS: kitbench install-cmd --python-arch arm64"
     form = "selector" if fmt == "selector" and package != "uv" else "pinned"

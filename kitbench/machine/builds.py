@@ -6,8 +6,7 @@ it here, from one table of kinds, instead of testing the tag's prefix itself. A 
 parses too (a user's ``--compute`` may be anything): it is of kind ``unknown`` and never raises.
 """
 
-from __future__ import annotations
-
+# Annotations evaluated, not kept as strings: see "Start-up" in docs/architecture.md.
 from functools import cache
 from typing import NamedTuple
 

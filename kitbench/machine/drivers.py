@@ -1,19 +1,18 @@
 """NVIDIA driver <-> CUDA rules, read from ``envs/drivers.yaml`` (once per version of that file: the cache is
 keyed by its stamp, so another KITBENCH_ENVS or a rewritten file is read afresh)."""
 
-from __future__ import annotations
-
-from dataclasses import dataclass
+# Annotations evaluated, not kept as strings: see "Start-up" in docs/architecture.md.
 from functools import cache
 from pathlib import Path
+from typing import NamedTuple
 
 from kitbench import _files
 from kitbench.machine.versions import parse_capability, parse_cuda, parse_driver
 from kitbench.records import manifest
 
 
-@dataclass(frozen=True)
-class DriverRequirement:
+# Named tuples, not dataclasses: as immutable, and far cheaper to define, which install-cmd's start-up pays.
+class DriverRequirement(NamedTuple):
     """What a CUDA version asks of the driver on one OS."""
 
     cuda: str
@@ -28,8 +27,7 @@ class DriverRequirement:
         return self.toolkit is not None and parse_driver(driver) < parse_driver(self.toolkit)
 
 
-@dataclass(frozen=True)
-class Generation:
+class Generation(NamedTuple):
     """The oldest driver that drives one GPU generation at all, per OS (None: not sourced), and how that is known."""
 
     name: str
@@ -47,8 +45,7 @@ class Generation:
         return floor is None or parse_driver(driver) >= parse_driver(floor)
 
 
-@dataclass(frozen=True)
-class DriverTable:
+class DriverTable(NamedTuple):
     families: tuple[tuple[tuple[int, int], tuple[int, int], dict[str, str]], ...]
     toolkits: dict[tuple[int, int], dict[str, str | None]]
     source: str

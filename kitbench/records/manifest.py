@@ -8,17 +8,16 @@ offending node, which is why the YAML is composed into a node tree first: the
 tree keeps source positions that plain ``yaml.safe_load`` throws away.
 """
 
-from __future__ import annotations
-
+# Annotations evaluated, not kept as strings: see "Start-up" in docs/architecture.md. The parsers' own types
+# are quoted: they are imported only to type-check.
 import contextlib
-import hashlib
 import marshal
 import os
+import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kitbench import _files
 from kitbench._numbers import is_whole
@@ -68,58 +67,66 @@ def docker_dir() -> Path:
     return root / "docker" if root is not None else packaged("dockerfiles")
 
 
-@dataclass(frozen=True)
-class Manifest:
-    """A validated manifest: its parsed data, where it came from, its hash."""
+class Manifest(NamedTuple):
+    """A validated manifest: its parsed data, where it came from, its bytes. A named tuple, not a dataclass: as
+    immutable, and far cheaper to define, which install-cmd's start-up pays."""
 
     path: Path
     data: dict[str, Any]
-    sha256: str
+    raw: bytes
+
+    @property
+    def sha256(self) -> str:
+        """The hash of its bytes, made when asked: install-cmd never asks, and is spared hashlib's import."""
+        import hashlib
+
+        return hashlib.sha256(self.raw).hexdigest()
 
 
 def load(path: Path, schema: str) -> Manifest:
     """Read ``path``, parse it as YAML and validate it against ``schema``; or, for the same bytes read and
     validated against the same schema before, the data then kept (``_remembered``)."""
     raw = _read_bytes(path)
-    sha256 = hashlib.sha256(raw).hexdigest()
-    kept = _remembered(sha256, schema)
+    kept = _remembered(raw, schema)
     if kept.data is not None:
-        return Manifest(path=path, data=kept.data, sha256=sha256)
+        return Manifest(path=path, data=kept.data, raw=raw)
     data, root = parse(_files.decode(raw, path, "manifest", _refused(path)), path)
     validate(data, root, schema, path)
     kept.keep(data)
-    return Manifest(path=path, data=data, sha256=sha256)
+    return Manifest(path=path, data=data, raw=raw)
 
 
-@dataclass
-class _Kept:
-    """A manifest's validated data as kept in the user's cache, under the hash of its bytes and its schema's."""
+class _Kept(NamedTuple):
+    """A manifest's validated data as kept in the user's cache, with the bytes and the schema it was read with."""
 
     file: Path | None
+    source: tuple[bytes, bytes]     # the manifest's bytes, its schema's text
     data: dict[str, Any] | None
 
     def keep(self, data: dict[str, Any]) -> None:
         if self.file is None:
             return
         with contextlib.suppress(OSError, ValueError):      # ValueError: a YAML date, which marshal cannot keep
-            schemas.write_atomically(self.file, marshal.dumps(data))
+            schemas.write_atomically(self.file, marshal.dumps((*self.source, data)))
 
 
-def _remembered(sha256: str, schema: str) -> _Kept:
+def _remembered(raw: bytes, schema: str) -> _Kept:
     """Parsing YAML (and importing the parser and the validators) is most of what install-cmd's start-up
     costs, for data that changes only with the file: a manifest read and validated once is kept as
-    marshal data, named by the hashes of its bytes and its schema's text, and read back from there."""
+    marshal data beside the bytes it was read from and its schema's text, and read back only where both are
+    the same as now. They are compared whole: no hash to compute, nor one to collide (the name's CRC only
+    keeps one manifest's versions apart)."""
     try:
         text = (Path(schemas.__file__).parent / f"{schema}.schema.json").read_bytes()
     except OSError:
-        return _Kept(None, None)
-    key = hashlib.sha256(sha256.encode() + b"\0" + text).hexdigest()[:32]
-    file = schemas.cache_dir() / "manifests" / f"{schema}-{key}.marshal"
+        return _Kept(None, (raw, b""), None)
+    file = schemas.cache_dir() / "manifests" / f"{schema}-{zlib.crc32(raw):08x}.marshal"
     try:
-        data = marshal.loads(file.read_bytes())
+        kept = marshal.loads(file.read_bytes())
     except (OSError, ValueError, EOFError, TypeError):
-        return _Kept(file, None)
-    return _Kept(file, data if isinstance(data, dict) else None)
+        return _Kept(file, (raw, text), None)
+    same = isinstance(kept, tuple) and len(kept) == 3 and kept[:2] == (raw, text) and isinstance(kept[2], dict)
+    return _Kept(file, (raw, text), kept[2] if same else None)
 
 
 MAX_BYTES = 4 * 2**20      # the largest manifest is about 40 KB
@@ -135,14 +142,14 @@ def _read_bytes(path: Path) -> bytes:
     return _files.read(path, MAX_BYTES, "manifest", _refused(path))
 
 
-def read(path: Path) -> tuple[dict[str, Any], yaml.Node, bytes]:
+def read(path: Path) -> tuple[dict[str, Any], "yaml.Node", bytes]:
     """A YAML file of envs/ (a manifest, a conda environment): bounded, strict UTF-8, no aliases, a mapping."""
     raw = _read_bytes(path)
     data, root = parse(_files.decode(raw, path, "manifest", _refused(path)), path)
     return data, root, raw
 
 
-def _refuse_aliases(root: yaml.Node, path: Path) -> None:
+def _refuse_aliases(root: "yaml.Node", path: Path) -> None:
     """A node reached twice is an alias (``*name``): a manifest needs none, and one refers to itself
     (``&a [*a]``: every walk loops) or doubles at each level (a 1 kB "billion laughs" that takes
     minutes to expand). Refused from the node tree, before anything is built from it."""
@@ -163,7 +170,7 @@ def _refuse_aliases(root: yaml.Node, path: Path) -> None:
             stack.extend(node.value)
 
 
-def parse(text: str, path: Path) -> tuple[dict[str, Any], yaml.Node]:
+def parse(text: str, path: Path) -> tuple[dict[str, Any], "yaml.Node"]:
     """Parse YAML text once into (data, node tree); refuse anything but a mapping."""
     import yaml
 
@@ -191,7 +198,7 @@ def parse(text: str, path: Path) -> tuple[dict[str, Any], yaml.Node]:
     return data, root
 
 
-def _refuse_duplicate_keys(root: yaml.Node, path: Path) -> None:
+def _refuse_duplicate_keys(root: "yaml.Node", path: Path) -> None:
     """YAML lets the last of two equal keys win silently; a manifest must not."""
     import yaml
 
@@ -211,7 +218,7 @@ def _refuse_duplicate_keys(root: yaml.Node, path: Path) -> None:
             stack.extend(node.value)
 
 
-def validate(data: dict[str, Any], root: yaml.Node, schema: str, path: Path) -> None:
+def validate(data: dict[str, Any], root: "yaml.Node", schema: str, path: Path) -> None:
     """Validate against the named schema; raise on the first error, with its line."""
     import fastjsonschema
 
@@ -234,7 +241,7 @@ def _extra_keys(value: object, definition: dict[str, Any]) -> list[str]:
     return sorted(set(instance) - set(definition.get("properties", {})))
 
 
-def _describe(error: fastjsonschema.JsonSchemaValueException, definition: dict[str, Any]) -> str:
+def _describe(error: "fastjsonschema.JsonSchemaValueException", definition: dict[str, Any]) -> str:
     value = error.value
     if error.rule == "additionalProperties":
         allowed = ", ".join(sorted(definition.get("properties", {})))
@@ -251,7 +258,7 @@ def _describe(error: fastjsonschema.JsonSchemaValueException, definition: dict[s
     return str(error.message).replace("data.", "", 1).replace("data ", "", 1)
 
 
-def node_line(root: yaml.Node, location: list[str | int], key: bool = False) -> int:
+def node_line(root: "yaml.Node", location: list[str | int], key: bool = False) -> int:
     """The 1-based line of the node at ``location``, or of its nearest ancestor.
 
     With ``key``, the last step resolves to the mapping key rather than its
@@ -266,7 +273,7 @@ def node_line(root: yaml.Node, location: list[str | int], key: bool = False) -> 
     return node.start_mark.line + 1
 
 
-def _child(node: yaml.Node, part: str | int, key: bool = False) -> yaml.Node | None:
+def _child(node: "yaml.Node", part: str | int, key: bool = False) -> "yaml.Node | None":
     import yaml
 
     if isinstance(node, yaml.MappingNode):

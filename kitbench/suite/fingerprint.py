@@ -7,7 +7,6 @@ import os
 import platform
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 from typing import cast
 
@@ -15,6 +14,7 @@ from kitbench import __version__, _proc
 from kitbench.environments.locks import Lock
 from kitbench.machine import cpus
 from kitbench.machine.probe import Probe
+from kitbench.machine.probe.python import free_threaded
 from kitbench.records.types import CpuIdentity, Environment, GpuIdentity, LockInfo, Package, Settings
 from kitbench.suite import determinism
 from kitbench.suite.devices import cudnn_version
@@ -57,7 +57,7 @@ def host(machine: Probe) -> Environment:
         "python": platform.python_version(),
         "python_arch": machine.python_arch,
         "python_build": {"implementation": sys.implementation.name, "version": sys.version,
-                         "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED"))},
+                         "free_threaded": free_threaded()},
         "os": machine.os,
         "os_version": machine.os_version,
         "platform": platform.platform(),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import subprocess
 import sys
@@ -18,8 +17,8 @@ from kitbench.machine.probe import Gpu, Probe
 
 RESOURCES = Path(__file__).resolve().parent.parent / "resources" / "published"
 LINUX = Probe(os="linux", os_version="6.1", arch="x86_64", python_arch="x86_64", python_version="3.11.7",
-              rosetta=False, wsl=False, container=False, driver=None, gpus=(), rocm=None)
-MAC = dataclasses.replace(LINUX, os="macos", os_version="14.5", arch="arm64", python_arch="arm64")
+              rosetta=False, wsl=False, container=False, driver=None, gpus=(), rocm=None, sources={})
+MAC = LINUX._replace(os="macos", os_version="14.5", arch="arm64", python_arch="arm64")
 
 
 def _rows(name: str) -> list[list[str]]:
@@ -36,7 +35,7 @@ def _compute(label: str) -> str:
 
 
 def _machine(os: str) -> Probe:
-    return MAC if os == "macos" else dataclasses.replace(LINUX, os=os)
+    return MAC if os == "macos" else LINUX._replace(os=os)
 
 
 PINNED = _rows("previous-versions.tsv")
@@ -132,7 +131,7 @@ def test_uv_variant() -> None:
 
 
 def _box(driver: str | None, *caps: str) -> Probe:
-    return dataclasses.replace(LINUX, driver=driver, gpus=tuple(Gpu(i, "gpu", c, None) for i, c in enumerate(caps)))
+    return LINUX._replace(driver=driver, gpus=tuple(Gpu(i, "gpu", c, None) for i, c in enumerate(caps)))
 
 
 def test_auto_takes_the_newest_cuda_the_driver_runs() -> None:
@@ -161,7 +160,7 @@ def test_auto_without_driver_is_cpu() -> None:
 
 
 def test_no_gpu_is_the_reason_when_asked_for_even_in_a_container() -> None:
-    asked = probe.override(dataclasses.replace(_box("580.65.06", "9.0"), container=True), no_gpu=True)
+    asked = probe.override(_box("580.65.06", "9.0")._replace(container=True), no_gpu=True)
     chosen = selector.select(asked, release_spec="2.9.1")
     assert (chosen.compute, chosen.reasons) == ("cpu", ["cpu: no GPU, as --no-gpu says"])
 
@@ -169,7 +168,7 @@ def test_no_gpu_is_the_reason_when_asked_for_even_in_a_container() -> None:
 @pytest.mark.parametrize(("where", "words"), [({"container": True}, "inside a container started without GPUs"),
                                               ({"wsl": True}, "install it on Windows, never inside WSL")])
 def test_auto_without_driver_says_where_the_driver_went(where: dict[str, bool], words: str) -> None:
-    chosen = selector.select(dataclasses.replace(_box(None), **where), release_spec="2.9.1")  # type: ignore[arg-type]
+    chosen = selector.select(_box(None)._replace(**where), release_spec="2.9.1")  # type: ignore[arg-type]
     assert chosen.compute == "cpu"
     assert words in chosen.reasons[0]
 
@@ -182,7 +181,7 @@ def test_auto_old_driver_falls_back_to_the_cuda_11_build() -> None:
 def test_auto_on_apple_silicon_is_mps_and_rosetta_is_called_out() -> None:
     chosen = selector.select(MAC, release_spec="2.9.1")
     assert (chosen.compute, chosen.command) == ("mps", "pip install torch==2.9.1 torchvision==0.24.1 torchaudio==2.9.1")
-    rosetta = dataclasses.replace(MAC, python_arch="x86_64", rosetta=True)
+    rosetta = MAC._replace(python_arch="x86_64", rosetta=True)
     with pytest.raises(SelectionError, match=r"no macOS x86_64 wheels: the last is torch 2\.2\.2"):
         selector.select(rosetta, release_spec="2.9.1")
     old = selector.select(rosetta, release_spec="2.2.2")
@@ -191,13 +190,13 @@ def test_auto_on_apple_silicon_is_mps_and_rosetta_is_called_out() -> None:
 
 
 def test_auto_rocm() -> None:
-    chosen = selector.select(dataclasses.replace(LINUX, rocm="6.4.1"), release_spec="2.9.1")
+    chosen = selector.select(LINUX._replace(rocm="6.4.1"), release_spec="2.9.1")
     assert chosen.compute == "rocm6.4"
 
 
 @pytest.mark.parametrize(("kwargs", "words"), [
     ({"compute": "cu118", "machine": MAC}, "no cu118 builds for macOS"),
-    ({"compute": "rocm6.4", "machine": dataclasses.replace(LINUX, os="windows")}, "ROCm builds exist only for Linux"),
+    ({"compute": "rocm6.4", "machine": LINUX._replace(os="windows")}, "ROCm builds exist only for Linux"),
     ({"package": "conda", "release_spec": "2.6.0"}, "no conda packages: PyTorch published them up to 2.5.1"),
     ({"compute": "cu118", "release_spec": "2.8.0"}, "has no cu118 build"),
     ({"release_spec": "1.13.1"}, "unknown release '1.13.1'"),
@@ -280,12 +279,12 @@ def test_manifest_errors_reach_the_cli_with_file_and_line(envs_copy: Path) -> No
 
 
 def test_kernel_lists_apply_to_x86_64_only() -> None:
-    arm = dataclasses.replace(_box("580.65.06", "9.0"), arch="aarch64", python_arch="aarch64")
+    arm = _box("580.65.06", "9.0")._replace(arch="aarch64", python_arch="aarch64")
     chosen = selector.select(arm, release_spec="2.9.1")
     assert chosen.compute == "cu130"
     assert "kernel lists are recorded for x86_64 wheels only" in chosen.reasons[0]
     # Unrecorded lists are still bounded by the toolkit: CUDA 13 cannot hold Pascal, on any arch.
-    pascal = dataclasses.replace(_box("580.65.06", "6.1"), arch="aarch64", python_arch="aarch64")
+    pascal = _box("580.65.06", "6.1")._replace(arch="aarch64", python_arch="aarch64")
     assert not selector.select(pascal, release_spec="2.9.1").compute.startswith("cu13")
 
 
@@ -293,7 +292,7 @@ def test_recorded_h100_machine(resources: Path) -> None:
     from kitbench.machine import probe
 
     driver, gpus = probe.parse_nvidia_smi((resources / "nvidia-smi/h100-sxm.csv").read_text())[:2]
-    h100 = dataclasses.replace(LINUX, driver=driver, gpus=gpus)
+    h100 = LINUX._replace(driver=driver, gpus=gpus)
     chosen = selector.select(h100, release_spec="2.11.0")
     assert chosen.compute == "cu130"
     assert chosen.reasons == ["cu130: the newest CUDA build of 2.11.0 that driver 580.159.04 runs "
@@ -331,8 +330,8 @@ def test_nightly_refuses_what_it_lacks() -> None:
 
 OSX = [row for row in PINNED if row[2] == "osx"]
 # A Linux host with a GPU and a driver, inside a container: nothing of it may leak into advice for a Mac.
-GPU_HOST = dataclasses.replace(LINUX, driver="580.95.05", container=True,
-                               gpus=(Gpu(0, "NVIDIA H100", "9.0", "PCIe 5 x16"),))
+GPU_HOST = LINUX._replace(driver="580.95.05", container=True,
+                          gpus=(Gpu(0, "NVIDIA H100", "9.0", "PCIe 5 x16"),))
 
 
 @pytest.mark.parametrize("row", OSX, ids=[f"{r[0]}-{r[1]}" for r in OSX])
@@ -422,7 +421,7 @@ def test_the_interpreters_arch_picks_the_wheel_where_the_os_emulates_it(capsys: 
 
 
 
-WOA = dataclasses.replace(LINUX, os="windows", os_version="10", arch="aarch64", python_arch="aarch64",
+WOA = LINUX._replace(os="windows", os_version="10", arch="aarch64", python_arch="aarch64",
                           python_version="3.12.10")
 
 
@@ -456,7 +455,7 @@ def test_windows_on_arm_gets_the_pinned_cpu_command_of_pytorchs_index_naming_wha
         selector.select(WOA, release_spec="2.15.0")
     assert caught.value.hint == "the newest release that installs here is 2.13.0: --release 2.13.0"
     # An x86_64 Python on the same machine: PyPI's win_amd64 wheels, as before.
-    emulated = selector.select(dataclasses.replace(WOA, python_arch="x86_64"))
+    emulated = selector.select(WOA._replace(python_arch="x86_64"))
     assert emulated.command == ("pip install torch==2.15.0 torchvision==0.29.2 "
                                 "--index-url https://download.pytorch.org/whl/cpu")
 
@@ -464,11 +463,11 @@ def test_windows_on_arm_gets_the_pinned_cpu_command_of_pytorchs_index_naming_wha
 def test_a_platform_with_no_gpu_build_says_so_not_that_no_gpu_was_given() -> None:
     """Windows on Arm (and Linux aarch64 before 2.6) has cpu builds only: an NVIDIA GPU given goes unused, and a
     machine given without one is not told that a GPU would change the answer."""
-    given = selector.select(dataclasses.replace(WOA, driver="580.65.06", gpus=(Gpu(0, "NVIDIA H100", "9.0", None),)))
+    given = selector.select(WOA._replace(driver="580.65.06", gpus=(Gpu(0, "NVIDIA H100", "9.0", None),)))
     assert given.compute == "cpu"
     assert given.reasons[-1] == "cpu: torch 2.13.0 has no CUDA build for Windows arm64, so the NVIDIA GPU goes unused"
     assert selector.select(WOA).reasons[-1] == "cpu: the only build torch 2.13.0 has for Windows arm64"
-    old = selector.select(dataclasses.replace(LINUX, arch="aarch64", python_arch="aarch64", driver="580.65.06",
+    old = selector.select(LINUX._replace(arch="aarch64", python_arch="aarch64", driver="580.65.06",
                                               gpus=(Gpu(0, "NVIDIA H100", "9.0", None),)), release_spec="2.5.1")
     assert old.reasons[-1] == "cpu: torch 2.5.1 has no CUDA build for Linux aarch64, so the NVIDIA GPU goes unused"
 
@@ -500,7 +499,7 @@ def test_no_advice_names_a_build_whose_toolkit_cannot_hold_the_gpu(version: str,
     from kitbench.machine.builds import build
     from kitbench.machine.versions import parse_capability
 
-    machine = dataclasses.replace(LINUX, driver="595.45.04", gpus=(Gpu(0, "a GPU", cc, None),))
+    machine = LINUX._replace(driver="595.45.04", gpus=(Gpu(0, "a GPU", cc, None),))
     chosen = selector.select(machine, release_spec=version)
     cuda = build(chosen.compute).cuda
     if cuda is not None:
@@ -834,7 +833,7 @@ def test_answers_for_another_machine_say_nothing_of_this_host(monkeypatch: pytes
     """CentOS 7 asked from a container without GPUs is not told to start the container with --gpus all."""
     from kitbench._cli import main
 
-    host = dataclasses.replace(LINUX, container=True)
+    host = LINUX._replace(container=True)
     monkeypatch.setattr(probe, "probe", lambda: host)
     assert main(["install-cmd", "--os", "linux", "--glibc", "2.17", "--python-version", "3.9"]) == 0
     err = capsys.readouterr().err

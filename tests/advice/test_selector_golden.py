@@ -20,7 +20,7 @@ from kitbench.machine.probe import Probe
 GOLDEN = yaml.safe_load((Path(__file__).resolve().parent.parent / "resources" / "golden" / "machines.yaml").read_text())
 # A host with nothing of its own: every fact of a case comes from its arguments.
 BARE = Probe(os="linux", os_version="6.8", arch="x86_64", python_arch="x86_64", python_version="3.12.3",
-             rosetta=False, wsl=False, container=False, driver=None, gpus=(), rocm=None)
+             rosetta=False, wsl=False, container=False, driver=None, gpus=(), rocm=None, sources={})
 FLAGS = {"--os": "os", "--arch": "arch", "--python-arch": "python_arch", "--driver": "driver",
          "--python-version": "python_version", "--glibc": "glibc", "--os-version": "os_version"}
 

@@ -20,7 +20,7 @@ RESOURCES = Path(__file__).resolve().parent.parent / "resources"
 KFD = RESOURCES / "kfd"
 PCI = RESOURCES / "pci"
 LINUX = Probe(os="linux", os_version="6.1", arch="x86_64", python_arch="x86_64", python_version="3.11.7",
-              rosetta=False, wsl=False, container=False, driver=None, gpus=(), rocm=None)
+              rosetta=False, wsl=False, container=False, driver=None, gpus=(), rocm=None, sources={})
 
 
 @pytest.mark.parametrize(("value", "gfx"), [(90402, "gfx942"), (90010, "gfx90a"), (110000, "gfx1100"),
@@ -166,7 +166,7 @@ def test_intel_gpu_alone_keeps_its_meaning_and_says_it_was_not_checked() -> None
 
 def test_a_desktop_uhd_beside_an_arc_card_is_left_out() -> None:
     gpus, where = intel.detect_windows((WINDOWS / "uhd770-a770-rx7900xtx.txt").read_text())
-    box = dataclasses.replace(LINUX, os="windows", intel_gpus=gpus, sources={"intel_gpus": str(where)})
+    box = LINUX._replace(os="windows", intel_gpus=gpus, sources={"intel_gpus": str(where)})
     chosen = selector.select(box, release_spec="2.9.1")
     assert chosen.compute == "xpu" and "Intel GPU 0x56a0 (Intel Arc A-Series" in chosen.reasons[-1]
     left = "Intel GPU 0x4680: none of the GPUs the XPU builds support, left out"
@@ -178,7 +178,7 @@ def test_a_desktop_uhd_beside_an_arc_card_is_left_out() -> None:
 def test_the_recorded_pci_trees_get_xpu() -> None:
     for tree in ("arc-a770", "core-ultra-igpu"):
         gpus, where = intel.detect(PCI / tree)
-        box = dataclasses.replace(LINUX, intel_gpus=gpus, sources={"intel_gpus": str(where)})
+        box = LINUX._replace(intel_gpus=gpus, sources={"intel_gpus": str(where)})
         assert selector.select(box, release_spec="2.9.1").compute == "xpu"
 
 
@@ -285,8 +285,8 @@ def test_amd_off_linux_or_unrecorded_or_unknown_gfx() -> None:
     assert windows.compute == "cpu" and "ROCm builds exist only for Linux" in windows.reasons[-1]
     old = selector.select(_amd("gfx90a"), release_spec="2.1.2")
     assert old.compute == "rocm5.6" and "gfx list is not recorded, so it was not checked" in old.reasons[-1]
-    drm_only = dataclasses.replace(LINUX, amd_gpus=(amd.AmdGpu(0, None, "0x744c"),),
-                                   sources={"amd_gpus": "/sys/class/drm/card*/device/vendor"})
+    drm_only = LINUX._replace(amd_gpus=(amd.AmdGpu(0, None, "0x744c"),),
+                              sources={"amd_gpus": "/sys/class/drm/card*/device/vendor"})
     chosen = selector.select(drm_only, release_spec="2.9.1")
     assert chosen.compute == "rocm6.4" and "were not checked" in chosen.reasons[-1]
 
@@ -318,7 +318,7 @@ def test_the_integrated_list_is_llvms_apu_column() -> None:
 
 def _kfd(tree: str) -> Probe:
     gpus = amd.read_kfd(KFD / tree)
-    return dataclasses.replace(LINUX, amd_gpus=gpus, sources={"amd_gpus": f"{tree}/*/properties"})
+    return LINUX._replace(amd_gpus=gpus, sources={"amd_gpus": f"{tree}/*/properties"})
 
 
 @pytest.mark.parametrize(("release", "gfx", "compute", "hidden"), [

@@ -7,7 +7,6 @@ envs/wheels.yaml with an oracle written here, apart from kitbench.advice.wheels'
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from kitbench.records import manifest
 RESOURCES = Path(__file__).resolve().parent.parent / "resources" / "published"
 RAW = yaml.safe_load((Path(__file__).resolve().parents[2] / "envs" / "wheels.yaml").read_text())
 BASE = Probe(os="linux", os_version="6.1", arch="x86_64", python_arch="x86_64", python_version="3.11",
-             rosetta=False, wsl=False, container=False, driver=None, gpus=(), rocm=None,
+             rosetta=False, wsl=False, container=False, driver=None, gpus=(), rocm=None, sources={},
              libc="glibc", libc_version="2.35")
 # The issue's platforms: name -> what the probe says there (the oracle below reads the name).
 PLATFORMS: dict[str, dict[str, str | None]] = {
@@ -44,7 +43,7 @@ REASON = {"manylinux-glibc2.17": ("glibc", "Python"), "manylinux-glibc2.28": ("P
 
 
 def _machine(platform: str, python: str) -> Probe:
-    return dataclasses.replace(BASE, python_version=python, **PLATFORMS[platform])  # type: ignore[arg-type]
+    return BASE._replace(python_version=python, **PLATFORMS[platform])  # type: ignore[arg-type]
 
 
 def _tag_fits(tag: str, platform: str) -> bool:
@@ -160,12 +159,12 @@ def test_golden_grid_stable_is_the_newest_release_that_installs(platform: str) -
     ({"os": "macos", "os_version": "13.6", "arch": "arm64", "python_arch": "arm64"}, "2.11.0"),
 ])
 def test_the_issues_examples_checked_against_the_facts(changes: dict[str, str], newest: str) -> None:
-    assert selector.select(dataclasses.replace(BASE, **changes)).release == newest  # type: ignore[arg-type]
+    assert selector.select(BASE._replace(**changes)).release == newest  # type: ignore[arg-type]
 
 
 def test_musl_is_refused_for_every_release() -> None:
     with pytest.raises(SelectionError, match=r"no wheel for musl \(Alpine\)"):
-        selector.select(dataclasses.replace(BASE, libc="musl", libc_version="1.2.4"))
+        selector.select(BASE._replace(libc="musl", libc_version="1.2.4"))
 
 
 def _published_macos() -> list[tuple[str, str, str, str]]:
@@ -187,7 +186,7 @@ def _published_macos() -> list[tuple[str, str, str, str]]:
 def test_macos_cpu_gives_pytorch_orgs_published_command_verbatim(row: tuple[str, str, str, str]) -> None:
     version, package, fmt, published = row
     mac = _machine("macos14-arm64", "3.11")
-    for machine in (mac, dataclasses.replace(mac, arch="x86_64", python_arch="x86_64")):
+    for machine in (mac, mac._replace(arch="x86_64", python_arch="x86_64")):
         if machine.arch == "x86_64" and not releases.release(version).macos_x86_64:
             continue
         chosen = selector.select(machine, release_spec=version, package=package, compute="cpu", fmt=fmt)
@@ -203,7 +202,7 @@ def test_builds_from_pytorchs_own_index_are_marked_as_assumed_from_pypi() -> Non
 
 
 def test_an_old_gpu_on_stable_names_the_newest_release_whose_build_runs_on_it() -> None:
-    pascal = dataclasses.replace(BASE, driver="470.82.01", gpus=(Gpu(0, "(given)", "6.1", None),))
+    pascal = BASE._replace(driver="470.82.01", gpus=(Gpu(0, "(given)", "6.1", None),))
     chosen = selector.select(pascal)
     newest = releases.release("stable").version
     assert (chosen.release, chosen.compute) == ("2.7.1", "cu118")
@@ -224,7 +223,7 @@ def test_torchaudio_wheels_are_recorded_and_checked_like_torchvisions() -> None:
         if rel.torchaudio:
             assert facts.releases[version]["torchaudio"].version == rel.torchaudio
     audio = facts.releases["2.9.1"]["torchaudio"]
-    trimmed = dataclasses.replace(audio, tags={p: t for p, t in audio.tags.items() if p.os != "windows"})
+    trimmed = audio._replace(tags={p: t for p, t in audio.tags.items() if p.os != "windows"})
     assert wheels._refusal(trimmed, "torchaudio", wheels.Host("windows", "x86_64", (3, 12))) == (
         "torchaudio 2.9.1 has no Windows x86_64 wheels: the last is torchaudio 2.11.0")
 
@@ -240,14 +239,14 @@ def test_free_threaded_and_abi3_tags(tags: str, python: tuple[int, int], free: b
 
 
 def test_free_threaded_pythons_are_told_apart() -> None:
-    ft = dataclasses.replace(BASE, python_version="3.13.1t")
+    ft = BASE._replace(python_version="3.13.1t")
     assert wheels.host_of(ft).free_threaded and not wheels.host_of(BASE).free_threaded
     # cp313t wheels stop at 2.12.0: stable for a 3.13t Python is 2.12.0, with why 2.12.1 does not install.
     chosen = selector.select(ft)
     assert chosen.release == "2.12.0"
     assert any("has no wheel for a free-threaded Python 3.13t (it has free-threaded 3.14" in n
                for n in chosen.notes)
-    assert selector.select(dataclasses.replace(BASE, python_version="3.14t")).release == list(releases.releases())[-1]
+    assert selector.select(BASE._replace(python_version="3.14t")).release == list(releases.releases())[-1]
     with pytest.raises(SelectionError, match=r"no wheel for a free-threaded Python 3.13t \(it has free-threaded"):
         selector.select(ft, release_spec="2.13.0")
 
@@ -303,15 +302,15 @@ def test_windows_on_arm_installs_what_pytorchs_index_is_recorded_serving() -> No
         "torch 2.7.0, 2.8.0, 2.10.0, 2.13.0 (envs/index_tags.yaml)")
     # 2.10.0's torchvision 0.25.0 was installed from the index on 3.12 and 3.13, not (on record) on 3.11.
     assert wheels.named("2.10.0", ARM) == ("torch", "torchvision")
-    assert wheels.named("2.10.0", dataclasses.replace(ARM, python=(3, 11))) == ("torch",)
+    assert wheels.named("2.10.0", ARM._replace(python=(3, 11))) == ("torch",)
     assert wheels.newest(ARM, ("torchvision",)) == "2.10.0"
     # 2.9.1's are inferred: not for the newest release, nor published, but there for a release asked by name.
     assert wheels.refusal("2.9.1", ARM) is not None and wheels.source_of("2.9.1", ARM, "torch") is None
     row = wheels.source_of("2.9.1", ARM, "torch", inferred=True)
     assert row is not None and not row.published and "pytorch/test-infra#8224" in row.source and row.confirm
-    assert wheels.refusal("2.13.0", dataclasses.replace(ARM, python=(3, 14))) == (
+    assert wheels.refusal("2.13.0", ARM._replace(python=(3, 14))) == (
         "torch 2.13.0 has no wheel for Python 3.14 (it has Python 3.11 to 3.13)")
-    assert wheels.other_pythons(dataclasses.replace(ARM, python=(3, 14))) == [(3, 11), (3, 12), (3, 13)]
+    assert wheels.other_pythons(ARM._replace(python=(3, 14))) == [(3, 11), (3, 12), (3, 13)]
     assert wheels.other_pythons(wheels.Host("linux", "x86_64", (3, 12), libc="musl")) == []   # no Python helps
 
 
@@ -323,7 +322,7 @@ def test_a_release_s_windows_arm64_wheels_are_data(envs_copy: Path) -> None:
     row = ('  - {torch: "2.15.0", platform: win_arm64, kind: published, read: "2026-12-01", '
            'pythons: {torch: "cp312", torchvision: "cp312"}, source: "a listing"}\n')
     path.write_text(path.read_text() + row)
-    chosen = selector.select(dataclasses.replace(BASE, os="windows", arch="aarch64", python_arch="aarch64",
+    chosen = selector.select(BASE._replace(os="windows", arch="aarch64", python_arch="aarch64",
                                                  python_version="3.12", libc=None, libc_version=None))
     assert chosen.command == ("pip install torch==2.15.0 torchvision==0.29.2 "
                               "--index-url https://download.pytorch.org/whl/cpu")
@@ -334,7 +333,7 @@ def test_a_release_s_windows_arm64_wheels_are_data(envs_copy: Path) -> None:
 
 
 def test_pytorchs_manylinux1_wheels_need_glibc_2_17_whatever_the_tag_says() -> None:
-    old = dataclasses.replace(BASE, libc_version="2.12", python_version="3.10")
+    old = BASE._replace(libc_version="2.12", python_version="3.10")
     with pytest.raises(SelectionError) as caught:
         selector.select(old, release_spec="2.6.0")
     assert str(caught.value).startswith("torch 2.6.0's Linux x86_64 wheels need glibc 2.17 or newer "
@@ -347,8 +346,8 @@ def test_pytorchs_manylinux1_wheels_need_glibc_2_17_whatever_the_tag_says() -> N
 
 
 def _gpu_box(glibc: str) -> Probe:
-    return dataclasses.replace(BASE, libc_version=glibc, python_version="3.10", driver="570.86.10",
-                               gpus=(Gpu(0, "(given)", "8.6", None),))
+    return BASE._replace(libc_version=glibc, python_version="3.10", driver="570.86.10",
+                         gpus=(Gpu(0, "(given)", "8.6", None),))
 
 
 def test_a_builds_recorded_index_tags_decide_over_pypis() -> None:
@@ -381,7 +380,7 @@ def test_a_build_assumed_to_carry_pypis_tags_says_so_when_that_decides_it() -> N
 # --- what torch pulls in on Linux (envs/runtime_tags.yaml) ------------------------------------------------------
 
 def _h200(glibc: str, python: str = "3.12") -> Probe:
-    return dataclasses.replace(BASE, libc_version=glibc, python_version=python, driver="580.159.04",
+    return BASE._replace(libc_version=glibc, python_version=python, driver="580.159.04",
                                gpus=(Gpu(0, "(given)", "9.0", None),))
 
 
@@ -469,8 +468,8 @@ def test_an_unknown_python_is_refused_only_where_every_python_s_row_refuses(envs
     _plant(envs_copy, "2.5.0", "triton", "2.35")
     host = wheels.host_of(_h200("2.31", "3.12"))
     assert "pulls in triton==3.1.0" in (wheels.runtime_refusal("2.5.0", "cu124", host) or "")
-    assert wheels.runtime_refusal("2.5.0", "cu124", dataclasses.replace(host, python=(3, 13))) is None
-    assert wheels.runtime_refusal("2.5.0", "cu124", dataclasses.replace(host, python=None)) is None
+    assert wheels.runtime_refusal("2.5.0", "cu124", host._replace(python=(3, 13))) is None
+    assert wheels.runtime_refusal("2.5.0", "cu124", host._replace(python=None)) is None
     # Not a CUDA build: PyPI's CUDA runtime packages are not what it pulls in.
     assert wheels.runtime_refusal("2.5.0", "cpu", host) is None
     assert wheels.runtime_refusal("2.5.0", "rocm6.2", host) is None
@@ -481,9 +480,9 @@ def test_the_runtime_table_is_read_only_for_a_linux_answer_with_a_known_glibc(mo
         raise AssertionError("envs/runtime_tags.yaml read")
 
     monkeypatch.setattr(wheels, "runtime_tags", unread)
-    selector.select(dataclasses.replace(_h200("2.35"), libc=None, libc_version=None))
-    selector.select(dataclasses.replace(_h200("2.35"), os="windows", os_version="10", libc=None, libc_version=None))
-    selector.select(dataclasses.replace(BASE, driver=None))         # no GPU: the CPU build, nothing pulled in
+    selector.select(_h200("2.35")._replace(libc=None, libc_version=None))
+    selector.select(_h200("2.35")._replace(os="windows", os_version="10", libc=None, libc_version=None))
+    selector.select(BASE._replace(driver=None))         # no GPU: the CPU build, nothing pulled in
     with pytest.raises(AssertionError):
         selector.select(_h200("2.35"))
 
@@ -534,8 +533,8 @@ def test_the_availability_fix_never_names_a_wheel_that_cannot_install() -> None:
     pytest.importorskip("torch", reason="the availability check imports torch")
     from kitbench.suite.checks.availability import install_fix
 
-    ubuntu = dataclasses.replace(BASE, python_version="3.10.12", driver="580.65.06",
-                                 gpus=(Gpu(0, "(given)", "8.6", None),))
+    ubuntu = BASE._replace(python_version="3.10.12", driver="580.65.06",
+                           gpus=(Gpu(0, "(given)", "8.6", None),))
     assert install_fix(ubuntu, "2.15.0+cu132").startswith("pip install torch==2.14.1 ")
 
 
@@ -543,8 +542,8 @@ def test_the_availability_fix_on_a_machine_no_wheel_installs_on_says_so() -> Non
     pytest.importorskip("torch", reason="the availability check imports torch")
     from kitbench.suite.checks.availability import install_fix
 
-    alpine = dataclasses.replace(BASE, libc="musl", libc_version="1.2.4", driver="580.65.06",
-                                 gpus=(Gpu(0, "(given)", "8.6", None),))
+    alpine = BASE._replace(libc="musl", libc_version="1.2.4", driver="580.65.06",
+                           gpus=(Gpu(0, "(given)", "8.6", None),))
     assert install_fix(alpine, "2.15.0").startswith("no release's wheel installs on this machine: ")
     assert "musl" in install_fix(alpine, "2.15.0")
 
@@ -552,7 +551,7 @@ def test_the_availability_fix_on_a_machine_no_wheel_installs_on_says_so() -> Non
 def test_a_release_named_in_a_hint_or_note_installs_here_too() -> None:
     # Python 3.14: conda's last release (2.5.1) has no cp314 wheel, so only pip or uv is offered.
     with pytest.raises(SelectionError) as caught:
-        selector.select(dataclasses.replace(BASE, python_version="3.14"), package="conda")
+        selector.select(BASE._replace(python_version="3.14"), package="conda")
     assert caught.value.hint == "use --package pip or uv"
     with pytest.raises(SelectionError) as caught:
         selector.select(BASE, package="conda")
@@ -560,8 +559,8 @@ def test_a_release_named_in_a_hint_or_note_installs_here_too() -> None:
     # Python 3.8 ends at 2.4.1, whose ROCm builds lack gfx1201: no newer ROCm release is named.
     from kitbench.machine.probe.amd import AmdGpu
 
-    rdna4 = dataclasses.replace(BASE, python_version="3.8", amd_gpus=(AmdGpu(0, "gfx1201", None),))
+    rdna4 = BASE._replace(python_version="3.8", amd_gpus=(AmdGpu(0, "gfx1201", None),))
     assert not any("--release" in n for n in selector.select(rdna4).notes)
     # 2.5.1's ROCm 6.1 and 6.2 builds lack it too: the note names a newer release, one that installs here.
-    assert any("--release" in n for n in selector.select(dataclasses.replace(rdna4, python_version="3.12"),
-                                                         release_spec="2.5.1").notes)
+    assert any("--release" in n for n in selector.select(rdna4._replace(python_version="3.12"),
+                                                                         release_spec="2.5.1").notes)

@@ -9,7 +9,7 @@ from kitbench.machine import drivers, probe
 from kitbench.machine.probe import Probe
 
 BARE = Probe(os="linux", os_version="6.8", arch="x86_64", python_arch="x86_64", python_version="3.12.3",
-             rosetta=False, wsl=False, container=False, driver=None, gpus=(), rocm=None)
+             rosetta=False, wsl=False, container=False, driver=None, gpus=(), rocm=None, sources={})
 
 
 def test_the_published_floors_are_nvidia_s() -> None:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -66,13 +67,14 @@ def test_arch_names_follow_the_os() -> None:
 def test_a_windows_on_arm_machine_probed_with_its_native_python_is_answered(monkeypatch: pytest.MonkeyPatch) -> None:
     """platform.machine() says ARM64 there: the probe reads aarch64 for the machine and its Python, and nothing
     downstream refuses it (its answer is the win_arm64 wheels PyTorch's index is recorded serving)."""
-    import dataclasses
+    import platform
 
     from kitbench.advice import selector
 
     monkeypatch.setattr(probe, "_os_name", lambda: "windows")
-    monkeypatch.setattr(probe.platform, "machine", lambda: "ARM64")
-    monkeypatch.setattr(probe.platform, "version", lambda: "10.0.26100")
+    monkeypatch.delattr(os, "uname")                # Windows has none: the probe asks platform there
+    monkeypatch.setattr(platform, "machine", lambda: "ARM64")
+    monkeypatch.setattr(platform, "version", lambda: "10.0.26100")
     monkeypatch.delenv("PROCESSOR_ARCHITEW6432", raising=False)
     monkeypatch.delenv(probe.CUDA_DRIVER_VARIABLE, raising=False)
     monkeypatch.setattr(probe.shutil, "which", lambda name: None)
@@ -81,7 +83,7 @@ def test_a_windows_on_arm_machine_probed_with_its_native_python_is_answered(monk
     monkeypatch.setattr(probe.intel, "detect_windows", lambda: ((), None))
     here = probe.probe()
     assert (here.os, here.arch, here.python_arch, here.driver) == ("windows", "aarch64", "aarch64", None)
-    chosen = selector.select(dataclasses.replace(here, python_version="3.12.10"))
+    chosen = selector.select(here._replace(python_version="3.12.10"))
     assert chosen.command == "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
 
 
@@ -98,7 +100,7 @@ def test_probe_here_is_fast_and_torch_free() -> None:
 
 def _base() -> probe.Probe:
     return probe.Probe(os="linux", os_version="6.1", arch="x86_64", python_arch="x86_64", python_version="3.11.7",
-                       rosetta=False, wsl=False, container=False, driver=None, gpus=(), rocm=None)
+                       rosetta=False, wsl=False, container=False, driver=None, gpus=(), rocm=None, sources={})
 
 
 def test_override_answers_for_a_rosetta_mac() -> None:
@@ -273,10 +275,15 @@ def test_a_python_that_is_none_is_refused_in_words(script: str, said: str, tmp_p
 
 
 def test_a_free_threaded_interpreter_is_told_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
     import sysconfig
 
     plain = probe.python.running()
     assert not plain.endswith("t")
+    monkeypatch.setattr(sys, "abiflags", "t", raising=False)
+    assert probe.python.running() == plain + "t"
+    # Where there are no ABI flags (Windows before 3.14), the build's own table says so.
+    monkeypatch.delattr(sys, "abiflags")
     monkeypatch.setattr(sysconfig, "get_config_var", lambda name: 1 if name == "Py_GIL_DISABLED" else None)
     assert probe.python.running() == plain + "t"
     # The interpreter asked in a subprocess reads the same variable.

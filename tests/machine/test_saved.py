@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
 from kitbench.errors import UsageError
-from kitbench.machine.probe import saved
+from kitbench.machine.probe import as_dict, saved
 
 CI = Path(__file__).resolve().parents[1] / "resources" / "project" / "ci-linux-x86_64.probe.json"
 
@@ -17,7 +16,7 @@ CI = Path(__file__).resolve().parents[1] / "resources" / "project" / "ci-linux-x
 def test_the_file_reads_back_as_the_probe_that_wrote_it() -> None:
     written = json.loads(CI.read_text())
     machine = saved.load(CI)
-    facts = json.loads(json.dumps(dataclasses.asdict(machine)))
+    facts = json.loads(json.dumps(as_dict(machine)))
     assert {k: v for k, v in facts.items() if k != "sources"} == {k: v for k, v in written.items() if k != "sources"}
     # Each fact says it came from that file, and where that machine read it.
     assert machine.sources["libc"] == f"{CI}: os.confstr(CS_GNU_LIBC_VERSION)"

@@ -3,7 +3,6 @@ refusals with exit 2, an interrupted build that leaves nothing behind, and /1 re
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -655,7 +654,7 @@ def _on_a_gpu(source: Path, dest: Path) -> Path:
 
 def test_a_gpu_record_on_a_machine_without_it_is_planned_for_the_cpu_and_says_so() -> None:
     """The README's own H200 record, planned on a machine with no NVIDIA GPU: before anything is built."""
-    without = dataclasses.replace(probe(), gpus=())
+    without = probe()._replace(gpus=())
     chosen = planning.plan(REPO / "docs" / "records" / "h200-suite.json", without)
     assert chosen.missing == "NVIDIA H200"
     assert chosen.run_args[chosen.run_args.index("--device") + 1] == "cpu" and "cuda" not in chosen.run_args
@@ -667,7 +666,7 @@ def test_without_the_gpu_a_records_cpu_runs_are_verified_and_its_gpu_runs_said_n
     """h200-suite.json ran each model and loop on the H200 and on its CPU: a CPU-only rerun (here its own CPU
     runs, as a rerun on that CPU would give them) reproduces the CPU runs; the 6 GPU runs are not compared."""
     source = REPO / "docs" / "records" / "h200-suite.json"
-    chosen = planning.plan(source, dataclasses.replace(probe(), gpus=()))
+    chosen = planning.plan(source, probe()._replace(gpus=()))
     assert chosen.here is not None and "the record's MNIST runs on the CPU, by verify's rules" in chosen.here
     old = json.loads(source.read_text())
     runs = old["checks"]["mnist"]["runs"]

@@ -7,17 +7,14 @@ text of ``/proc/driver/nvidia/version``, ``nvidia-smi`` and ``sysctl`` so
 they are tested on recorded outputs (``tests/resources/``).
 """
 
-from __future__ import annotations
-
+# Annotations evaluated, not kept as strings: see "Start-up" in docs/architecture.md.
 import os
-import platform
 import re
 import shutil
-import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, NamedTuple
 
 from kitbench._files import read_small
 from kitbench._numbers import is_whole
@@ -32,15 +29,15 @@ _PROC_DRIVER = Path("/proc/driver/nvidia/version")
 _SYS_DRIVER = Path("/sys/module/nvidia/version")
 # WSL 2 has no NVIDIA kernel module: the Windows driver exposes its nvidia-smi here, not always on PATH.
 _WSL_SMI = "/usr/lib/wsl/lib/nvidia-smi"
-_NVRM = re.compile(r"NVRM version:.*?Kernel Module(?:\s+for\s+\S+)?\s+([0-9]+\.[0-9]+(?:\.[0-9]+)?)\s")
+# A pattern, compiled by re when first searched: only a machine with NVIDIA's kernel module has the file it reads.
+_NVRM = r"NVRM version:.*?Kernel Module(?:\s+for\s+\S+)?\s+([0-9]+\.[0-9]+(?:\.[0-9]+)?)\s"
 _ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "i386": "x86", "i686": "x86", "arm64": "arm64",
                  "aarch64": "aarch64"}
 _SMI_FIELDS = "index,name,compute_cap,memory.total,driver_version,pcie.link.gen.max,pcie.link.width.max"
 
 
-@dataclass(frozen=True)
-class Gpu:
-    index: int
+class Gpu(NamedTuple):          # not a dataclass: see Probe
+    index: int                 # type: ignore[assignment]  # tuple.index: never asked of a GPU
     name: str
     capability: str | None   # "8.6"; None when the driver cannot say (pre-510 nvidia-smi)
     memory_mib: int | None
@@ -52,9 +49,9 @@ class Gpu:
         return f"PCIe {self.pcie_gen} x{self.pcie_width}" if self.pcie_gen and self.pcie_width else None
 
 
-@dataclass(frozen=True)
-class Probe:
-    """The machine facts; ``sources`` maps a field name to where it was read."""
+class Probe(NamedTuple):
+    """The machine facts; ``sources`` maps a field name to where it was read. A named tuple, not a dataclass
+    (nor are its GPUs): as immutable, and far cheaper to define, which install-cmd's start-up pays."""
 
     os: str                      # linux | macos | windows
     os_version: str
@@ -67,7 +64,7 @@ class Probe:
     driver: str | None
     gpus: tuple[Gpu, ...]
     rocm: str | None
-    sources: dict[str, str] = field(default_factory=dict)
+    sources: dict[str, str]
     amd_gpus: tuple[AmdGpu, ...] = ()
     intel_gpus: tuple[IntelGpu, ...] = ()
     libc: str | None = None           # glibc | musl (Linux); None where unknown
@@ -84,6 +81,13 @@ class Probe:
         return tuple(dict.fromkeys(g.gfx for g in self.amd_gpus if g.gfx))
 
 
+def as_dict(machine: Probe) -> dict[str, Any]:
+    """The facts as `kitbench probe --json` writes them: each GPU an object of its own fields."""
+    return {**machine._asdict(), "gpus": [g._asdict() for g in machine.gpus], "sources": dict(machine.sources),
+            "amd_gpus": [g._asdict() for g in machine.amd_gpus],
+            "intel_gpus": [g._asdict() for g in machine.intel_gpus]}
+
+
 def normalize_arch(name: str, os_name: str) -> str:
     arch = _ARCH_ALIASES.get(name.lower(), name.lower())
     # Linux calls 64-bit Arm aarch64, macOS calls it arm64; keep each OS's word. Windows says ARM64 and its
@@ -95,7 +99,7 @@ def normalize_arch(name: str, os_name: str) -> str:
 
 def parse_proc_driver(text: str) -> str | None:
     """The driver version in ``/proc/driver/nvidia/version``, if any."""
-    match = _NVRM.search(text)
+    match = re.search(_NVRM, text)
     return match.group(1) if match else None
 
 
@@ -188,6 +192,9 @@ def parse_sysctl(text: str) -> dict[str, str]:
 def _run(argv: Sequence[str], timeout: float = 5.0) -> str | None:
     if shutil.which(argv[0]) is None:
         return None
+    # Imported here: most machines have no program to ask, and install-cmd's start-up is spared both.
+    import subprocess
+
     from kitbench import _proc
 
     try:
@@ -199,6 +206,8 @@ def _run(argv: Sequence[str], timeout: float = 5.0) -> str | None:
 
 def _run_any(argv: Sequence[str], timeout: float = 5.0) -> tuple[int, str, str] | None:
     """(exit status, stdout, stderr) of a program that may fail and still say something; None if it cannot run."""
+    import subprocess
+
     from kitbench import _proc
 
     try:
@@ -234,11 +243,20 @@ def probe() -> Probe:
     os_name = _os_name()
     sources: dict[str, str] = {"os": "sys.platform", "arch": "platform.machine()",
                                "python_arch": "sysconfig platform of the interpreter"}
-    python_arch = normalize_arch(platform.machine(), os_name)
+    if hasattr(os, "uname"):
+        # What platform.machine() and platform.release() return here, without platform's import (it compiles
+        # a dozen patterns), which install-cmd's start-up would pay. Windows has no uname.
+        machine, os_version = os.uname().machine, os.uname().release
+    else:
+        import platform
+
+        machine, os_version = platform.machine(), platform.release()
+    python_arch = normalize_arch(machine, os_name)
     arch = python_arch
     rosetta = False
-    os_version = platform.release()
     if os_name == "macos":
+        import platform
+
         os_version = platform.mac_ver()[0] or os_version
         sysctl = parse_sysctl(_run(["sysctl", "hw.optional.arm64", "sysctl.proc_translated"]) or "")
         rosetta = sysctl.get("sysctl.proc_translated") == "1"
@@ -246,14 +264,17 @@ def probe() -> Probe:
             arch = "arm64"
             sources["arch"] = "sysctl hw.optional.arm64"
     elif os_name == "windows":
+        import platform
+
         os_version = platform.version()
-        arch = normalize_arch(os.environ.get("PROCESSOR_ARCHITEW6432") or platform.machine(), os_name)
+        arch = normalize_arch(os.environ.get("PROCESSOR_ARCHITEW6432") or machine, os_name)
     version_text = read_small(Path("/proc/version")) or ""
     wsl = "microsoft" in version_text.lower()
 
     driver = None
     for path, parse in ((_PROC_DRIVER, parse_proc_driver), (_SYS_DRIVER, parse_sys_driver)):
-        driver = parse(read_small(path) or "")
+        text = read_small(path)
+        driver = parse(text) if text else None      # most machines have neither file: no pattern to compile
         if driver:
             sources["driver"] = str(path)
             break
@@ -422,7 +443,7 @@ def override(base: Probe, *, os: str | None = None, arch: str | None = None,
         sources["intel_gpus"] = "--intel-gpu"
     _interpreter(changes, sources, target_os, python_path=python_path, python_version=python_version,
                  glibc=glibc, os_version=os_version)
-    return replace(base, sources=sources, **changes)  # type: ignore[arg-type]
+    return base._replace(sources=sources, **changes)  # type: ignore[arg-type]
 
 
 def _interpreter(changes: dict[str, object], sources: dict[str, str], target_os: str, *, python_path: str | None,

@@ -10,12 +10,11 @@ The parsers are pure functions over that text; the reader takes its root so
 tests point it at recorded trees (``tests/resources/kfd/``).
 """
 
-from __future__ import annotations
-
+# Annotations evaluated, not kept as strings: see "Start-up" in docs/architecture.md.
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from kitbench._files import read_small
 from kitbench._numbers import is_whole
@@ -27,12 +26,12 @@ DRM_CARDS = "sys/class/drm"
 # uv's name for the same override (crates/uv-static, UV_AMD_GPU_ARCHITECTURE): one gfx, as uv takes it;
 # kitbench also accepts a comma-separated list, one per GPU.
 GFX_VARIABLE = "UV_AMD_GPU_ARCHITECTURE"
-_GFX = re.compile(r"gfx([6-9]|1[0-2])[0-9a-f]{2}")
+# A pattern, compiled by re when first matched: only a machine with an AMD GPU, or one given, reads a gfx name.
+_GFX = r"gfx([6-9]|1[0-2])[0-9a-f]{2}"
 
 
-@dataclass(frozen=True)
-class AmdGpu:
-    index: int
+class AmdGpu(NamedTuple):      # not a dataclass: see Probe
+    index: int                 # type: ignore[assignment]  # tuple.index: never asked of a GPU
     gfx: str | None            # "gfx942"; None where only DRM saw the card
     device_id: str | None      # PCI device id, "0x74a1"
     compute_units: int | None = None
@@ -72,7 +71,7 @@ def gpu_of_properties(index: int, properties: dict[str, int]) -> AmdGpu | None:
 
 def parse_agent_enumerator(text: str) -> tuple[str, ...]:
     """``rocm_agent_enumerator`` output: one ISA per line; gfx000 is the CPU agent."""
-    return tuple(line.strip() for line in text.splitlines() if _GFX.fullmatch(line.strip())
+    return tuple(line.strip() for line in text.splitlines() if re.fullmatch(_GFX, line.strip())
                  and line.strip() != "gfx000")
 
 
@@ -80,13 +79,13 @@ def parse_rocminfo(text: str) -> tuple[str, ...]:
     """``rocminfo`` output: each GPU agent's ``Name:  gfx1100`` line (CPU agents and ISA names are no gfx)."""
     values = (line.strip().removeprefix("Name:").strip() for line in text.splitlines()
               if line.strip().startswith("Name:"))
-    return tuple(value for value in values if _GFX.fullmatch(value))
+    return tuple(value for value in values if re.fullmatch(_GFX, value))
 
 
 def parse_gfx_list(text: str, where: str) -> tuple[str, ...]:
     """``gfx942`` or ``gfx942,gfx1100`` (``where`` names the flag or variable it came from)."""
     names = tuple(part.strip().lower() for part in text.split(",") if part.strip())
-    bad = [n for n in names if not _GFX.fullmatch(n)] or ([] if names else [text])
+    bad = [n for n in names if not re.fullmatch(_GFX, n)] or ([] if names else [text])
     if bad:
         raise UsageError(f"{where}: {bad[0]!r} is not an AMD GPU architecture",
                          hint="give a gfx name as rocminfo prints it, e.g. gfx942, gfx90a or gfx1100")

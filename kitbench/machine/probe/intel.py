@@ -11,12 +11,11 @@ their root (or text) so tests point them at recorded trees and lists
 (``tests/resources/pci/``, ``tests/resources/windows/``).
 """
 
-from __future__ import annotations
-
+# Annotations evaluated, not kept as strings: see "Start-up" in docs/architecture.md.
 import re
 import sys
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from kitbench._files import read_small
 from kitbench.errors import UsageError
@@ -25,14 +24,14 @@ INTEL_VENDOR = 0x8086
 PCI_DEVICES = "sys/bus/pci/devices"
 _DISPLAY_CLASS = 0x03
 # Windows' device instance id of a PCI function: PCI\VEN_8086&DEV_56A0&SUBSYS_10208086&REV_08\6&20F6E9F4&0&00080008
-_WINDOWS_ID = re.compile(r"PCI\\VEN_([0-9A-F]{4})&DEV_([0-9A-F]{4})", re.IGNORECASE)
+# A pattern, compiled by re when first matched: only Windows reads device instance ids.
+_WINDOWS_ID = r"(?i)PCI\\VEN_([0-9A-F]{4})&DEV_([0-9A-F]{4})"
 # The display adapters' setup class (learn.microsoft.com, system-defined device setup classes).
 _DISPLAY_CLASS_GUID = "{4d36e968-e325-11ce-bfc1-08002be10318}"
 _CM_GETIDLIST_FILTER_PRESENT, _CM_GETIDLIST_FILTER_CLASS = 0x100, 0x200
 
 
-@dataclass(frozen=True)
-class IntelGpu:
+class IntelGpu(NamedTuple):    # not a dataclass: see Probe
     address: str            # PCI address, "0000:03:00.0"; "(given)" for --intel-gpu
     device_id: str | None   # "0x56a0"; None where not known
 
@@ -86,7 +85,7 @@ def parse_windows_ids(text: str) -> tuple[IntelGpu, ...]:
     NUL-separated list, or one per line as ``Get-PnpDevice -Class Display`` prints ``InstanceId``)."""
     found = []
     for entry in re.split(r"[\0\r\n]+", text):
-        match = _WINDOWS_ID.match(entry.strip())
+        match = re.match(_WINDOWS_ID, entry.strip())
         if match and int(match.group(1), 16) == INTEL_VENDOR:
             found.append(IntelGpu(entry.strip(), f"0x{match.group(2).lower()}"))
     return tuple(found)

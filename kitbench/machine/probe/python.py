@@ -8,21 +8,19 @@ what manylinux tags are floored on; musl (Alpine) takes no manylinux wheel at al
 
 from __future__ import annotations
 
-import glob
 import os
-import platform
 import re
-import subprocess
+import sys
 
-from kitbench import _proc
 from kitbench.errors import UsageError
 
 ASK_TIMEOUT_S = 20.0    # a cold interpreter on a slow network file system, with room to spare
 
 # What the answer must look like, line by line: anything else did not come from platform's functions
-# ("t" after the version: a free-threaded build, Py_GIL_DISABLED).
-_VERSION = re.compile(r"[0-9]{1,2}\.[0-9]{1,3}\.[0-9]{1,3}([a-z]{1,2}[0-9]{0,3}\+?)?t?")
-_WORD = re.compile(r"[A-Za-z0-9_.-]{1,32}")
+# ("t" after the version: a free-threaded build, Py_GIL_DISABLED). Patterns, compiled by re when first matched:
+# only --python asks.
+_VERSION = r"[0-9]{1,2}\.[0-9]{1,3}\.[0-9]{1,3}([a-z]{1,2}[0-9]{0,3}\+?)?t?"
+_WORD = r"[A-Za-z0-9_.-]{1,32}"
 # Printed by the target interpreter: its version ("t" appended for a free-threaded build), its machine,
 # and its C library as it sees it.
 _ASK = ("import platform, sysconfig; print(platform.python_version() + ('t' if sysconfig.get_config_var("
@@ -42,6 +40,11 @@ def interpreter(path: str) -> tuple[str, str, tuple[str, str]]:
             raise UsageError(f"--python {path} is a directory with no bin/python (or Scripts/python.exe)",
                              hint="give a virtual environment's directory or an interpreter, e.g. .venv/bin/python")
         path = found[0]
+    # Imported here: only --python and musl run a program, and install-cmd's start-up is spared both.
+    import subprocess
+
+    from kitbench import _proc
+
     try:        # bounded: a hung program is stopped with all it started, a talkative one cut at 4 KB
         done = _proc.run([path, "-I", "-c", _ASK], ASK_TIMEOUT_S, max_bytes=4096, cut=True)
     except subprocess.TimeoutExpired:
@@ -52,19 +55,32 @@ def interpreter(path: str) -> tuple[str, str, tuple[str, str]]:
                          hint="give the path of a Python interpreter") from None
     lines = [*done.stdout.splitlines(), "", "", ""][:3]
     name, _, version = lines[2].partition(" ")
-    if done.returncode != 0 or done.truncated or not _VERSION.fullmatch(lines[0]) or not _WORD.fullmatch(lines[1]) \
-            or not all(_WORD.fullmatch(word) or not word for word in (name, version)):
+    if done.returncode != 0 or done.truncated or not re.fullmatch(_VERSION, lines[0]) \
+            or not re.fullmatch(_WORD, lines[1]) \
+            or not all(re.fullmatch(_WORD, word) or not word for word in (name, version)):
         raise UsageError(f"--python {path} did not answer as a Python interpreter",
                          hint="give the path of a Python 3 interpreter, e.g. .venv/bin/python")
     return lines[0], lines[1], (name, version)
 
 
-def running() -> str:
-    """This interpreter's version, "3.13.1t" for a free-threaded build (Py_GIL_DISABLED): its wheels are
-    cp313t, not cp313, as pip's tags for it are."""
+def free_threaded() -> bool:
+    """Whether this interpreter is a free-threaded build (Py_GIL_DISABLED). Its ABI flags carry "t" (PEP 703):
+    read there, not from sysconfig's table of the build, which install-cmd's start-up would pay. Windows' Pythons
+    have ABI flags only from 3.14; before, sysconfig reads no table there."""
+    flags = getattr(sys, "abiflags", None)
+    if flags is not None:
+        return "t" in flags
     import sysconfig
 
-    return platform.python_version() + ("t" if sysconfig.get_config_var("Py_GIL_DISABLED") else "")
+    return bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+
+
+def running() -> str:
+    """This interpreter's version, "3.13.1t" for a free-threaded build: its wheels are cp313t, not cp313, as
+    pip's tags for it are."""
+    # sys.version's first word is what platform.python_version() reads from it, without platform's import (it
+    # compiles a dozen patterns), which install-cmd's start-up would pay.
+    return sys.version.split()[0] + ("t" if free_threaded() else "")
 
 
 def libc() -> tuple[str | None, str | None, str]:
@@ -75,9 +91,13 @@ def libc() -> tuple[str | None, str | None, str]:
         text = ""
     if text.startswith("glibc "):
         return "glibc", text.split()[1], "os.confstr(CS_GNU_LIBC_VERSION)"
+    import glob  # here: glibc answers above on most machines
+
     loaders = glob.glob("/lib/ld-musl-*.so.1")
     if loaders:
         return "musl", _musl_version(loaders[0]), loaders[0]
+    import platform
+
     name, version = platform.libc_ver()
     if name == "glibc":
         return "glibc", version, "platform.libc_ver()"
@@ -86,6 +106,10 @@ def libc() -> tuple[str | None, str | None, str]:
 
 def _musl_version(loader: str) -> str | None:
     # musl's loader prints its version on stderr when run by its own name, then exits 1.
+    import subprocess
+
+    from kitbench import _proc
+
     try:
         done = _proc.run([loader], 5)
     except (OSError, subprocess.SubprocessError):

@@ -111,5 +111,5 @@ def described(**given: Any) -> Probe:
                          hint="e.g. --machine h100='--os linux --driver 570.86.10 --gpu-cc 9.0'; or give the file "
                               "`kitbench probe --json` wrote on it")
     blank = Probe(os="", os_version="", arch="", python_arch="", python_version="", rosetta=False, wsl=False,
-                  container=False, driver=None, gpus=(), rocm=None)
+                  container=False, driver=None, gpus=(), rocm=None, sources={})
     return override(blank, **given)

@@ -10,8 +10,6 @@ Where the cache cannot be written, the validator is compiled in memory as before
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from collections.abc import Callable
 from functools import cache
@@ -37,7 +35,9 @@ def validator(name: str) -> Callable[[Any], Any]:
 
 @cache
 def _validator(name: str, folder: Path) -> Callable[[Any], Any]:
+    import hashlib
     import importlib.util
+    import json
     from importlib import resources
 
     import fastjsonschema
