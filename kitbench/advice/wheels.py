@@ -433,7 +433,9 @@ def _refusal(wheels: Wheels, package: str, host: Host) -> str | None:
             return f"{name} has no {place(host)} wheels: the last is {package} {last[-1]}"
         # PyPI has none of any release here: the releases PyTorch's index is on record serving, which says only
         # what is on record (a release in a gap between them may exist unrecorded).
-        served = [load().releases[v][package].version for v in load().releases if package in _index_wheels(v, host)]
+        served = _index_served(package, host, _files.stamp(manifest.envs_dir() / "wheels.yaml"),
+                               _files.stamp(facts.cache_dir() / "releases.json"),
+                               _files.stamp(manifest.envs_dir() / "index_tags.yaml"))
         return f"{name} has no {place(host)} wheels" + (
             f" on record: PyPI has none, and PyTorch's index is on record serving {package} {', '.join(served)} "
             "(envs/index_tags.yaml)" if served else "")
@@ -466,6 +468,14 @@ def _refusal(wheels: Wheels, package: str, host: Host) -> str | None:
         has = _pythons(wheels, fits, host.free_threaded)
         return f"{name} has no wheel for {asked} (it has {has if host.free_threaded else 'Python ' + has})"
     return None
+
+
+@cache
+def _index_served(package: str, host: Host, *sources: _files.Stamp) -> tuple[str, ...]:
+    """``package``'s versions PyTorch's index is on record serving on the host's platform. Asked of every release
+    a search for the newest one refuses; the facts' stamps are the key (a refresh or an edit reads them again)."""
+    releases = load().releases
+    return tuple(releases[v][package].version for v in releases if package in _index_wheels(v, host))
 
 
 def newest(host: Host, having: tuple[str, ...] = ()) -> str | None:
