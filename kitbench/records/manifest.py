@@ -51,6 +51,9 @@ def packaged(name: str) -> Path:
     return Path(str(resources.files("kitbench").joinpath(name)))
 
 
+# A manifest that does not read was edited or cut short: kitbench's own copy is the one to go back to.
+_RESTORE = "fix the file at that line, or restore it as shipped (git checkout, or reinstall kitbench)"
+
 def envs_dir() -> Path:
     """The manifest directory: ``$KITBENCH_ENVS``, else a checkout's ``envs/``, else the
     copy shipped in the wheel. A checkout wins so that editing ``envs/`` takes effect."""
@@ -184,17 +187,17 @@ def parse(text: str, path: Path) -> tuple[dict[str, Any], "yaml.Node"]:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
-        raise ManifestError(path, f"invalid YAML: {exc.problem or exc.context}", line) from None
+        raise ManifestError(path, f"invalid YAML: {exc.problem or exc.context}", line, hint=_RESTORE) from None
     except yaml.YAMLError as exc:
-        raise ManifestError(path, f"invalid YAML: {exc}") from None
+        raise ManifestError(path, f"invalid YAML: {exc}", hint=_RESTORE) from None
     finally:
         loader.dispose()
     if root is None or data is None:
-        raise ManifestError(path, "empty manifest")
+        raise ManifestError(path, "empty manifest", hint=_RESTORE)
     _refuse_duplicate_keys(root, path)
     if not isinstance(data, dict) or not isinstance(root, yaml.MappingNode):
         raise ManifestError(path, f"expected a mapping at the top, found {type(data).__name__}",
-                            root.start_mark.line + 1)
+                            root.start_mark.line + 1, hint=_RESTORE)
     return data, root
 
 
@@ -233,7 +236,9 @@ def validate(data: dict[str, Any], root: "yaml.Node", schema: str, path: Path) -
         else:
             line = node_line(root, location)
         where = "/".join(str(p) for p in location)
-        raise ManifestError(path, f"{where + ': ' if where else ''}{_describe(error, definition)}", line) from None
+        raise ManifestError(path, f"{where + ': ' if where else ''}{_describe(error, definition)}", line,
+                            hint=f"fix it to match {schema}'s schema (kitbench/records/schemas/{schema}.schema.json), "
+                                 "or restore the file as shipped") from None
 
 
 def _extra_keys(value: object, definition: dict[str, Any]) -> list[str]:

@@ -66,6 +66,8 @@ def test_wrong_type_is_refused_with_its_line(tmp_path: Path) -> None:
         _load(tmp_path, GOOD.replace('python: "3.11"', "python: 3.11"))
     assert caught.value.line == 4
     assert "python" in caught.value.message and "float" in caught.value.message
+    assert caught.value.hint == ("fix it to match target's schema (kitbench/records/schemas/target.schema.json), "
+                                 "or restore the file as shipped")
 
 
 def test_broken_yaml_names_line(tmp_path: Path) -> None:
@@ -73,6 +75,7 @@ def test_broken_yaml_names_line(tmp_path: Path) -> None:
         _load(tmp_path, GOOD + "index: [unclosed\n")
     assert "invalid YAML" in caught.value.message
     assert caught.value.line is not None
+    assert caught.value.hint and "restore it as shipped" in caught.value.hint
 
 
 @pytest.mark.parametrize("text", ["", "   \n", "# only a comment\n"])
