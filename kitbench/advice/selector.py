@@ -69,6 +69,7 @@ from kitbench.advice.wording import (
     unknown_choice,
     unknown_macos,
     unpinned_release,
+    unrecorded_kernels,
     unverified,
     wheel_facts,
     will_not_install,
@@ -217,6 +218,8 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
             if generation is not None and not generation.published and not generation.allows(machine.driver,
                                                                                              machine.os):
                 chosen.notes.append(inferred_gpu_floor(generation, cc, machine.driver, machine.os))
+    if build(chosen.compute).kind == "cuda" and machine.capabilities and kernels(rel, machine, chosen.compute) is None:
+        chosen.notes.append(unrecorded_kernels(rel, chosen.compute, machine.capabilities))
     unsure = doubt(machine)
     if unsure:
         chosen.notes.append(unconfirmed_gpus(unsure))

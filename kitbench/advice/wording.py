@@ -325,6 +325,16 @@ def inferred_build(rel: releases.Release, compute: str, source: str, confirm: st
     return f"unconfirmed: torch {rel.version} {compute} is inferred from {source}; confirmed by {confirm}"
 
 
+def unrecorded_kernels(rel: releases.Release, compute: str, capabilities: Sequence[str]) -> str:
+    """The line on a CUDA answer whose build's kernel list is not recorded: the GPU was checked against the
+    toolkit's range only, an inference, so the user is told how to confirm it before relying on it."""
+    sms = ", ".join(arch_of_capability(parse_capability(c)) for c in capabilities)
+    cuda = build(compute).cuda
+    toolkit = f"CUDA {cuda[0]}.{cuda[1]}'s" if cuda else "its CUDA's"
+    return (f"unconfirmed: {compute}'s kernel list is not on record: {sms} was checked against {toolkit} range "
+            "only; torch.cuda.get_arch_list() after installing confirms it")
+
+
 def inferred_gpu_floor(generation: drivers.Generation, capability: str, driver: str, os: str) -> str:
     """The note on a GPU whose generation's driver floor is only inferred, where the driver is below it."""
     return (f"{generation.name} GPUs (compute capability {capability}) may need driver >= {generation.floor(os)}, "

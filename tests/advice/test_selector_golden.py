@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from kitbench.advice import releases, selector, vendors, wheels
+from kitbench.advice.wording import summary
 from kitbench.errors import SelectionError
 from kitbench.machine import probe
 from kitbench.machine.probe import Probe
@@ -152,15 +153,23 @@ def test_no_default_answer_rests_on_an_inferred_build() -> None:
     it rests on says so, and the manifests do not list that (release, build) as inferred."""
     inferred = _inferred_in_the_manifests()
     assert ("2.15.0", "rocm7.14") in inferred        # the grid would prove nothing without one
-    seen = set()
+    seen, unchecked = set(), set()
     for args in _grid():
         chosen = selector.select(_machine(args))
         build = "cpu" if chosen.compute == "mps" else chosen.compute
         assert chosen.facts["build"]["kind"] == "published", (args, chosen.facts["build"])
         assert chosen.facts["wheels"].get("kind", "published") == "published", (args, chosen.facts["wheels"])
         assert (chosen.release, build) not in inferred, args
+        # A CUDA answer whose build's kernel list is not in the YAML (aarch64's never are) was checked against its
+        # toolkit's range only: an inference, which the short answer says in one line.
+        if "--gpu-cc" in args and build.startswith("cu"):
+            unrecorded = "--arch aarch64" in args or _kernels(chosen.release, build) is None
+            said = [n for n in summary(chosen.reasons, chosen.notes) if "kernel list is not on record" in n]
+            assert bool(said) == unrecorded, (args, chosen.notes)
+            unchecked.add(unrecorded)
         seen.add(chosen.compute)
     assert {"cu126", "cu132", "rocm7.14", "cpu", "mps"} <= seen       # the grid reaches every kind of answer
+    assert unchecked == {True, False}                                 # and CUDA answers of both kinds
 
 
 def test_an_inferred_build_is_answered_when_named_with_one_line_on_what_would_confirm_it() -> None:
