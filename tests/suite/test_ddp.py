@@ -143,8 +143,9 @@ def test_two_nodes_over_loopback(mnist_root: Path, tmp_path: Path,
 def test_a_crashed_rank_fails_the_check_and_leaves_no_process(mnist_root: Path, tmp_path: Path, tree: dict[str, str],
                                                               spawn: Callable[..., subprocess.Popen[str]]) -> None:
     out = tmp_path / "r.json"
-    # The full training set: world size 2 trains for seconds, time to kill one of its ranks.
-    proc = spawn([*_ddp_cli("--nproc", "2", data=mnist_root, out=out)[:-4], "--out", str(out)], env=tree)
+    # The full training set: world size 2 trains for seconds, time to kill one of its ranks. A rendezvous
+    # endpoint launches world size 2 alone, with no world size 1 to wait through first.
+    proc = spawn(_full(mnist_root, out, "--nnodes", "1", "--rdzv-endpoint", f"127.0.0.1:{_free_port()}"), env=tree)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(_workers(tree)) < 2:
         time.sleep(0.1)
@@ -204,7 +205,8 @@ def test_sigterm_during_ddp_leaves_no_rank_and_nothing_in_tmp(mnist_root: Path, 
     out, scratch = tmp_path / "r.json", tmp_path / "tmp"
     scratch.mkdir()
     # Through spawn: a failed assertion before the SIGTERM must not leave the training run behind.
-    proc = spawn(_full(mnist_root, out), env={**tree, "TMPDIR": str(scratch)})
+    proc = spawn(_full(mnist_root, out, "--nnodes", "1", "--rdzv-endpoint", f"127.0.0.1:{_free_port()}"),
+                 env={**tree, "TMPDIR": str(scratch)})
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(_workers(tree)) < 2:
         time.sleep(0.1)
