@@ -276,7 +276,8 @@ def _facts(sub: Any, name: str, summary: str) -> None:
                            description="install-cmd answers from facts baked into kitbench (envs/wheels.yaml, "
                                        "envs/releases/) and from a cache of the indexes themselves "
                                        "($XDG_CACHE_HOME/kitbench/facts/), which refresh fills.")
-    verbs = facts.add_subparsers(dest="facts_command", required=True, parser_class=_Parser)
+    # The metavar is argparse's own usage text; named, a missing verb's error says it, not the dest's name.
+    verbs = facts.add_subparsers(dest="facts_command", metavar="{refresh}", required=True, parser_class=_Parser)
     verbs.add_parser("refresh", help="read PyPI (where pip reads) and PyTorch's index (KITBENCH_PYTORCH_INDEX) "
                                      "for torch, torchvision and torchaudio into the cache")
 
@@ -301,7 +302,7 @@ def _fleet(sub: Any, name: str, summary: str) -> None:
         description="Submit one Slurm job array (one task per node, or per node type), wait for it and gather "
                     "what every node wrote into one table. Results go to $KITBENCH_RESULTS/fleet/<jobid>/ "
                     "(default results/fleet/), which must be on storage every node shares.")
-    verbs = fleet.add_subparsers(dest="fleet_command", required=True, parser_class=_Parser)
+    verbs = fleet.add_subparsers(dest="fleet_command", metavar="{probe,run}", required=True, parser_class=_Parser)
     probe = verbs.add_parser("probe", help="kitbench probe and install-cmd on every node (no torch needed)")
     probe.add_argument("--release", default="stable", help="the torch release to advise on (default: stable)")
     probe.add_argument("--python", action="append", default=[], metavar="[ARCH=]PATH",

@@ -305,6 +305,9 @@ _EVERY_COMMAND = "run, install-cmd, container, compare, verify, report, fleet, r
     ([], "the following arguments are required: command", "see: kitbench --help"),
     (["fleet", "gather"], "the following arguments are required: job", "see: kitbench fleet gather --help"),
     (["report", "--force"], "the following arguments are required: RECORD_OR_DIR", "see: kitbench report --help"),
+    # A missing verb is named by its choices, not by argparse's dest.
+    (["facts"], "the following arguments are required: {refresh}", "see: kitbench facts --help"),
+    (["fleet"], "the following arguments are required: {probe,run}", "see: kitbench fleet --help"),
 ])
 def test_an_unknown_word_is_named_with_the_given_commands_help(args: list[str], said: str, hint: str,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
