@@ -195,7 +195,8 @@ def _common(own: list[tuple[str, Probe, Selection]]) -> tuple[list[Selection] | 
 
 def _extras(members: list[Member]) -> None:
     """An extra for each build on a platform that more than one build shares: named after the build, and after
-    its release too where the same build is pinned twice."""
+    its release too where the same build is pinned twice; after its packages where even the release is the same
+    (Windows on Arm: torch alone on a Python its torchvision has no wheel for)."""
     variants: dict[tuple[str, str], list[Wheels]] = {}
     for member in members:
         found = variants.setdefault(member.wheels.platform, [])
@@ -207,7 +208,10 @@ def _extras(members: list[Member]) -> None:
             continue
         for w in found:
             name = w.build
-            if any(n == name and other.pins != w.pins for other, n in names.items()):
+            clash = [other for other, n in names.items() if n == name and other.pins != w.pins]
+            if any(dict(other.pins)["torch"] == dict(w.pins)["torch"] for other in clash):
+                name = "-".join([w.build, *(package for package, _ in w.pins)])
+            elif clash:
                 name = f"{w.build}-{dict(w.pins)['torch'].replace('.', '-').replace('+', '-')}"
             names[w] = name
     for member in members:

@@ -262,3 +262,14 @@ if __name__ == "__main__":
         _record()
     else:
         raise SystemExit("usage: python tests/advice/test_project.py record")
+
+
+def test_two_windows_on_arm_pythons_of_one_release_get_extras_named_after_what_they_install() -> None:
+    """torch 2.10.0's torchvision has win_arm64 wheels for Python 3.12, not 3.11 (on record): the same build and
+    release, torch alone on one machine. Its extra says so, not a release both share."""
+    arm = {"os": "windows", "arch": "aarch64", "python_arch": "aarch64", "no_gpu": True}
+    team = project.plan([("new", saved.described(**arm, python_version="3.12")),
+                         ("old", saved.described(**arm, python_version="3.11"))], "2.10.0")
+    assert [(m.chosen.release, [p for p, _ in m.wheels.pins]) for m in team.members] == [
+        ("2.10.0", ["torch", "torchvision"]), ("2.10.0", ["torch"])]
+    assert [m.extra for m in team.members] == ["cpu", "cpu-torch"]
