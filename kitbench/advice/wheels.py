@@ -238,7 +238,7 @@ def build_refusal(version: str, compute: str, host: Host) -> str | None:
     wheels = build(version, compute) if host.os == "linux" and host.arch == "x86_64" else None
     why = _refusal(wheels, "torch", host) if wheels is not None else None
     if why:
-        return f"{why} ({index_tags().builds[version, compute][1]})"
+        return f"{why} (as recorded: {index_tags().builds[version, compute][1]})"
     return runtime_refusal(version, compute, host)
 
 

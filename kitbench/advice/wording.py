@@ -233,6 +233,9 @@ def summary(reasons: list[str], notes: list[str]) -> list[str]:
     if urgent and note.startswith("unconfirmed: ") and " inferred from " in note:
         # Whole, it cites its source and what would confirm it: hundreds of characters. --explain has them.
         lines.append(note[:note.index(" inferred from ")] + " inferred, not seen published (--explain: from what)")
+    elif urgent and " (as recorded: " in note:
+        # The listing it cites (file names, digests, search ids) is --explain's: the warning itself is the news.
+        lines.append(note[:note.index(" (as recorded: ")] + " (--explain: the listing)")
     elif urgent:
         lines.append(note)
     elif _UPDATE in note:

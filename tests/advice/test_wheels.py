@@ -15,6 +15,7 @@ import yaml
 
 from kitbench._cli import main
 from kitbench.advice import releases, selector, wheels
+from kitbench.advice.wording import summary
 from kitbench.errors import ManifestError, SelectionError
 from kitbench.machine.probe import Gpu, Probe
 from kitbench.records import manifest
@@ -361,7 +362,10 @@ def test_a_builds_recorded_index_tags_decide_over_pypis() -> None:
     assert rhel8.compute == "cu126" and rhel8.facts["wheels"]["assumed_from"] == "recorded index listing"
     forced = selector.select(_gpu_box("2.17"), release_spec="2.6.0", compute="cu126")
     warned = "warning: cu126 will not install on this machine: torch 2.6.0+cu126's"
-    assert any(n.startswith(warned) for n in forced.notes)
+    assert any(n.startswith(warned) and "(as recorded: download.pytorch.org/whl/cu126/" in n for n in forced.notes)
+    # The short answer keeps the warning and leaves the listing it cites to --explain.
+    short = summary(forced.reasons, forced.notes)
+    assert short[-1].startswith(warned) and short[-1].endswith("this machine has glibc 2.17 (--explain: the listing)")
 
 
 def test_a_build_assumed_to_carry_pypis_tags_says_so_when_that_decides_it() -> None:
