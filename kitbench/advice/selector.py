@@ -170,8 +170,8 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
         chosen.notes.append(why)
     if compute == "auto":
         passed: list[Rejection] = []
-        chosen = chosen._replace(compute=_auto(rel, machine, arch, package, chosen, passed))
-        chosen = chosen._replace(rejected=[rejected(r) for r in passed])
+        picked = _auto(rel, machine, arch, package, chosen, passed)     # fills passed
+        chosen = chosen._replace(compute=picked, rejected=[rejected(r) for r in passed])
     else:
         if compute not in computes(rel, machine.os, arch, package) and compute not in xpu_builds(rel, machine.os, arch,
                                                                                          package):
@@ -219,7 +219,7 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
                                                                                              machine.os):
                 chosen.notes.append(inferred_gpu_floor(generation, cc, machine.driver, machine.os))
     if build(chosen.compute).kind == "cuda" and machine.capabilities and kernels(rel, machine, chosen.compute) is None:
-        chosen.notes.append(unrecorded_kernels(rel, chosen.compute, machine.capabilities))
+        chosen.notes.append(unrecorded_kernels(chosen.compute, machine.capabilities))
     unsure = doubt(machine)
     if unsure:
         chosen.notes.append(unconfirmed_gpus(unsure))

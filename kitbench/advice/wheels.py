@@ -253,10 +253,8 @@ def runtime_refusal(version: str, compute: str, host: Host) -> str | None:
     # Only here: the tables and this import are for a Linux answer with a known glibc, not install-cmd's start-up.
     from kitbench.machine import builds
 
-    python = f"cp{host.python[0]}{host.python[1]}{'t' if host.free_threaded else ''}" if host.python else None
-
     def fits(rows: tuple[Runtime, ...]) -> list[Runtime]:
-        return [r for r in rows if python is None or python in r.pythons]
+        return [r for r in rows if host.python is None or _python_ok(r.pythons, "", host.python, host.free_threaded)]
 
     table = runtime_tags()
     rows = fits(table.builds.get((version, compute, host.arch), ()))

@@ -328,7 +328,7 @@ def inferred_build(rel: releases.Release, compute: str, source: str, confirm: st
     return f"unconfirmed: torch {rel.version} {compute} is inferred from {source}; confirmed by {confirm}"
 
 
-def unrecorded_kernels(rel: releases.Release, compute: str, capabilities: Sequence[str]) -> str:
+def unrecorded_kernels(compute: str, capabilities: Sequence[str]) -> str:
     """The line on a CUDA answer whose build's kernel list is not recorded: the GPU was checked against the
     toolkit's range only, an inference, so the user is told how to confirm it before relying on it."""
     sms = ", ".join(arch_of_capability(parse_capability(c)) for c in capabilities)
