@@ -25,6 +25,20 @@ from kitbench.records import manifest
 _MAC = "mac"          # the quirk key of macOS commands
 
 
+class Evidence(NamedTuple):
+    """What says one build of a release exists: the source's kind (``KINDS``), the source, what would confirm it
+    (where it is not answerable), and the platforms it is limited to (empty: every one its kind of build has)."""
+
+    build: str
+    kind: str
+    source: str
+    confirm: str = ""
+    platforms: tuple[str, ...] = ()
+    # False: a build pytorch.org's pages never showed (cu129 of 2.9 to 2.13), answered by default only where its
+    # kernel list is on record: nothing but the wheel says which GPUs it serves.
+    selector: bool = True
+
+
 class Release(NamedTuple):
     """One release as install-cmd answers it. A named tuple, not a dataclass: as immutable, and much cheaper
     to define, which install-cmd's start-up pays on every run."""
@@ -45,19 +59,31 @@ class Release(NamedTuple):
     source: str
     unverified: dict[str, str]  # format -> why its commands could not be checked against pytorch.org's text
     own_index: str = ""         # the index pattern; empty: envs/pytorch.yaml's
-    # build -> (where it was read, what would confirm it) for each build known only by inference (a nightly or
-    # test matrix, a neighbour): the default answer never rests on one. A build absent here is published.
-    inferred: tuple[tuple[str, str, str], ...] = ()
+    # Per build, the evidence it exists (envs/releases' provenance rows). A build without a row rests on the
+    # series' pinned_source, pytorch.org's page: docs.
+    evidence: tuple[Evidence, ...] = ()
     selector_aarch64_cell: bool = False     # Start Locally's plain-PyPI CUDA cell names an aarch64 command too
-    sources: tuple[tuple[str, str], ...] = ()   # (build, where it was read), where not the series' pinned_source
+    kernels_aarch64: dict[str, tuple[str, ...]] = {}    # the Linux aarch64 (SBSA) builds' lists, where recorded
 
-    def provenance(self, compute: str) -> tuple[str, str, str]:
-        """Whether ``compute`` of this release is published or inferred, where that was read, and (inferred)
-        what would confirm it."""
-        found = next((row for row in self.inferred if row[0] == compute), None)
-        if found:
-            return "inferred", found[1], found[2]
-        return "published", next((s for c, s in self.sources if c == compute), self.source), ""
+    def provenance(self, compute: str, platform: str = "") -> Evidence:
+        """What ``compute`` of this release rests on (on ``platform``, ``os-arch``, where its rows differ by
+        platform): its kind, its source and what would confirm it. MPS is the macOS wheel's, the CPU build's."""
+        wheel = "cpu" if compute == "mps" else compute
+        found = next((row for row in self.evidence if row.build == wheel
+                      and (not platform or not row.platforms or platform in row.platforms)), None)
+        if found is not None:
+            return found
+        return Evidence(wheel, "docs", self.source,
+                        "a listing, a lock or the release branch's build matrix naming this build")
+
+    def answerable(self, compute: str, platform: str = "") -> bool:
+        """Whether a default answer may name ``compute`` on ``platform``: its evidence is an artifact, code or
+        the release notes, and a build off pytorch.org's pages has its kernel list on record there."""
+        evidence = self.provenance(compute, platform)
+        if evidence.kind not in manifest.ANSWERABLE:
+            return False
+        return evidence.selector or compute in (self.kernels_aarch64 if platform.endswith("-aarch64")
+                                                else self.kernels)
 
     @property
     def nightly(self) -> bool:
@@ -86,11 +112,21 @@ def index_pattern() -> str:
 
 
 
-def mps_macos(rel: Release) -> tuple[str, str] | None:
-    """The macOS MPS needs in ``rel`` and where that was read; None where none is recorded."""
+class MpsFloor(NamedTuple):
+    """The macOS MPS needs in a release, the kind of source that says so and the source; ``conflicts``: what
+    says otherwise, where the floor rests on docs or an inference alone."""
+
+    macos: str
+    kind: str
+    source: str
+    conflicts: str = ""
+
+
+def mps_macos(rel: Release) -> MpsFloor | None:
+    """The macOS MPS needs in ``rel``; None where none is recorded."""
     key = rel.key if not rel.nightly else (99,)
     found = next((row for row in _pytorch_data(_pytorch()).get("mps", ()) if version_tuple(row["since"]) <= key), None)
-    return (found["macos"], found["source"]) if found else None
+    return MpsFloor(found["macos"], found["kind"], found["source"], found.get("conflicts", "")) if found else None
 
 
 
@@ -107,7 +143,8 @@ def _nightly(source: _files.Stamp) -> Release:
     return Release(version="nightly", torchvision="", torchaudio=None, wheels=tuple(data["wheels"]), conda=(),
                    series="nightly", pypi_linux="", pinned_pypi_without_index=False, macos_x86_64=False,
                    aarch64_cuda=data.get("aarch64_cuda", False), selector_torchaudio=False, kernels={}, quirks={},
-                   source=data["source"], unverified={"selector": why}, own_index=data["index"])
+                   source=data["source"], unverified={"selector": why}, own_index=data["index"],
+                   evidence=tuple(Evidence(c, "code", data["source"]) for c in data["wheels"]))
 
 
 
@@ -148,11 +185,11 @@ def _series_listed(source: _files.Stamp, cache_source: _files.Stamp) -> tuple[Re
 
 
 def _as_listed(rel: Release, builds: tuple[str, ...], where: str) -> Release:
-    """``rel`` with the builds the index lists and no other: a build it lists is published (the listing is
-    its source), one it does not list is not answered."""
+    """``rel`` with the builds the index lists and no other: a build it lists rests on the listing (an
+    artifact), one it does not list is not answered."""
     return rel._replace(wheels=tuple(c for c in rel.wheels if c in builds),
-                        inferred=tuple(row for row in rel.inferred if row[0] not in builds),
-                        sources=tuple((c, f"the listing of {where}") for c in rel.wheels if c in builds))
+                        evidence=tuple(Evidence(c, "artifact", f"the listing of {where}") for c in rel.wheels
+                                       if c in builds))
 
 
 
@@ -165,23 +202,27 @@ def _series_read(source: _files.Stamp) -> tuple[Release, ...]:
                             hint="name each release manifest after its series")
     quirks: dict[tuple[str, str, str], str] = {
         (q["release"], q["package"], q["compute"]): q["command"] for q in data.get("quirks", ())}
-    kernels = {k["compute"]: tuple(k["arches"]) for k in data.get("kernels", ())}
 
-    def provenance(version: str, kind: str) -> list[dict[str, Any]]:
-        return [p for p in data.get("provenance", ()) if p["kind"] == kind and version in p.get("releases", [version])]
+    def kernels(version: str, platform: str) -> dict[str, tuple[str, ...]]:
+        return {k["compute"]: tuple(k["arches"]) for k in data.get("kernels", ())
+                if k.get("platform", "x86_64") == platform and version in k.get("releases", [version])}
+
+    def evidence(version: str) -> tuple[Evidence, ...]:
+        return tuple(Evidence(c, p["kind"], p["source"], p.get("confirm", ""), tuple(p.get("platforms", ())),
+                              p.get("selector", True))
+                     for p in data.get("provenance", ()) if version in p.get("releases", [version])
+                     for c in p["builds"])
     found = [Release(
         version=entry["version"], torchvision=entry["torchvision"], torchaudio=entry.get("torchaudio"),
         wheels=tuple(entry["wheels"]), conda=tuple(entry.get("conda", ())), series=data["series"],
         pypi_linux=data["pypi"]["linux"],
         pinned_pypi_without_index=data.get("pinned_pypi_without_index", False),
         macos_x86_64=data["macos_x86_64"], aarch64_cuda=data.get("aarch64_cuda", False),
-        selector_torchaudio=data.get("selector_torchaudio", True), kernels=kernels,
+        selector_torchaudio=data.get("selector_torchaudio", True), kernels=kernels(entry["version"], "x86_64"),
+        kernels_aarch64=kernels(entry["version"], "aarch64"),
         quirks={(p, c): cmd for (r, p, c), cmd in quirks.items() if r == entry["version"]},
         source=data["pinned_source"], unverified=data.get("unverified", {}),
-        selector_aarch64_cell=entry.get("selector_aarch64_cell", False),
-        inferred=tuple((c, p["source"], p["confirm"]) for p in provenance(entry["version"], "inferred")
-                       for c in p["builds"]),
-        sources=tuple((c, p["source"]) for p in provenance(entry["version"], "published") for c in p["builds"]))
+        selector_aarch64_cell=entry.get("selector_aarch64_cell", False), evidence=evidence(entry["version"]))
         for entry in data["releases"]]
     return tuple(sorted(found, key=lambda r: r.key))
 
@@ -213,7 +254,8 @@ def _derived() -> list[Release]:
             version=rel.version, torchvision=rel.torchvision, torchaudio=rel.torchaudio, wheels=rel.computes,
             conda=(), series=".".join(rel.version.split(".")[:2]), pypi_linux="", pinned_pypi_without_index=False,
             macos_x86_64=rel.macos_x86_64, aarch64_cuda=rel.aarch64_cuda, selector_torchaudio=False, kernels={},
-            quirks={}, source=rel.note, unverified={"pinned": rel.note, "selector": rel.note}))
+            quirks={}, source=rel.note, unverified={"pinned": rel.note, "selector": rel.note},
+            evidence=tuple(Evidence(c, "artifact", rel.note) for c in rel.computes)))
     return found
 
 
@@ -253,7 +295,8 @@ def computes(rel: Release, os: str, arch: str, package: str) -> list[str]:
         return [c for c in rel.conda if not (os == "linux" and arch == "aarch64" and c != "cpu")]
     if os == "macos":
         return _mac(rel, arch)
-    found = [c for c in rel.wheels if not (os == "windows" and build(c).kind == "rocm")]
+    found = [c for c in rel.wheels if not (os == "windows" and build(c).kind == "rocm")
+             and _on(rel, c, os, arch)]
     if arch == "aarch64":
         # aarch64 CUDA builds are Linux's (SBSA, Grace); Windows on Arm has the CPU build only.
         found = [c for c in found if c == "cpu" or (os == "linux" and rel.aarch64_cuda and build(c).kind == "cuda")]
@@ -261,9 +304,16 @@ def computes(rel: Release, os: str, arch: str, package: str) -> list[str]:
 
 
 
-def published(rel: Release, found: list[str]) -> list[str]:
-    """The builds among ``found`` that ``rel`` has published: what a default answer may name."""
-    return [c for c in found if not any(row[0] == c for row in rel.inferred)]
+def _on(rel: Release, compute: str, os: str, arch: str) -> bool:
+    """Whether ``compute`` of ``rel`` has wheels for ``os`` on ``arch``: some builds were made for some
+    platforms only (2.13.0's cu129 for Linux)."""
+    rows = [row for row in rel.evidence if row.build == compute]
+    return not rows or any(not row.platforms or f"{os}-{arch}" in row.platforms for row in rows)
+
+
+def answerable(rel: Release, found: list[str], os: str, arch: str) -> list[str]:
+    """The builds among ``found`` a default answer may name on ``os`` and ``arch`` (``Release.answerable``)."""
+    return [c for c in found if rel.answerable(c, f"{os}-{arch}")]
 
 
 
@@ -352,8 +402,9 @@ def xpu_builds(rel: Release, os: str, arch: str, package: str) -> list[str]:
 
 
 def kernels(rel: Release, machine: Probe, compute: str) -> tuple[str, ...] | None:
-    # The lists were read from x86_64 wheels; aarch64 builds carry other architectures (sm_110, no sm_75).
-    return rel.kernels.get(compute) if machine.arch == "x86_64" else None
+    # x86_64's lists are Windows' too (RELEASE.md's matrix gives them one row); aarch64 builds carry other
+    # architectures (sm_110, no sm_75), recorded apart.
+    return (rel.kernels_aarch64 if machine.arch == "aarch64" else rel.kernels).get(compute)
 
 
 

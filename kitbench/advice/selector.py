@@ -20,7 +20,7 @@ from kitbench.advice.releases import (
     kernels,
     mps_macos,
     newest_first,
-    published,
+    answerable,
     release,
     xpu_builds,
 )
@@ -76,6 +76,7 @@ from kitbench.advice.wording import (
     will_not_run,
     xpu_note,
     xpu_reason,
+    xpu_unconfirmed,
     xpu_will_not_run,
 )
 from kitbench.errors import SelectionError
@@ -83,6 +84,7 @@ from kitbench.machine import builds, drivers
 from kitbench.machine.builds import build
 from kitbench.machine.probe import EMULATES, Probe, doubt
 from kitbench.machine.probe.intel import IntelGpu
+from kitbench.records import manifest
 from kitbench.machine.versions import (
     arch_of_capability,
     capability_supported,
@@ -178,9 +180,9 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
             raise unavailable(rel, machine.os, arch, package, compute, host)
         chosen = chosen._replace(compute=compute)
         chosen.reasons.append(asked_reason(compute))
-        kind, source, confirm = rel.provenance(compute)
-        if kind == "inferred":
-            chosen.notes.append(inferred_build(rel, compute, source, confirm))
+        evidence = rel.provenance(compute, f"{machine.os}-{arch}")
+        if evidence.kind not in manifest.ANSWERABLE:
+            chosen.notes.append(inferred_build(rel, evidence))
         if build(compute).kind == "cuda" and machine.driver is not None:
             runs = _cuda_rejection(rel, machine, compute)
             if runs:
@@ -229,8 +231,9 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     wheel_compute = "cpu" if chosen.compute == "mps" else chosen.compute
     chosen = chosen._replace(command=command(rel, machine.os, package, wheel_compute, chosen.format, only or ()))
     chosen.facts["wheels"] = wheel_facts(rel, chosen.command, host, wheel_compute)
-    kind, source, confirm = rel.provenance(wheel_compute)
-    chosen.facts["build"] = {"kind": kind, "source": source, **({"confirm": confirm} if confirm else {})}
+    evidence = rel.provenance(wheel_compute, f"{machine.os}-{arch}")
+    chosen.facts["build"] = {"kind": evidence.kind, "source": evidence.source,
+                             **({"confirm": evidence.confirm} if evidence.confirm else {})}
     assumed = assumed_tags(rel, wheel_compute, chosen.command, host, moved=moved)
     if assumed:
         chosen.notes.append(assumed)
@@ -264,10 +267,10 @@ def _installable(rel: Release, spec: str, host: wheels.Host, notes: list[str]) -
 
 def _gpu_picks_release(machine: Probe) -> bool:
     """Whether an older release may run on this machine's GPU where the newest does not: an NVIDIA GPU
-    (driver floors and kernels differ by release), an AMD one on Linux (gfx lists do), or Apple Silicon of a
-    known macOS (MPS's macOS floor rose with 2.15). Not an Intel GPU (XPU builds only ever grew), not ROCm
-    elsewhere."""
-    return (machine.os != "macos" and bool(machine.driver or machine.capabilities)) or (
+    (driver floors and kernels differ by release), an AMD one on Linux (gfx lists do), an Intel one (the newest
+    release's XPU build may rest on a nightly matrix alone), or Apple Silicon of a known macOS (MPS's macOS floor
+    rose twice). Not ROCm elsewhere."""
+    return (machine.os != "macos" and bool(machine.driver or machine.capabilities or machine.intel_gpus)) or (
         machine.os == "linux" and bool(machine.amd_gpus or machine.rocm)) or (
         machine.os == "macos" and machine.arch == "arm64" and not machine.rosetta
         and machine.python_arch != "x86_64" and bool(machine.os_version))
@@ -318,7 +321,7 @@ def _kernel_less(machine: Probe, arch: str, package: str, host: wheels.Host) -> 
         alone = machine._replace(driver="9999", gpus=tuple(g for g in machine.gpus if g.capability == cc))
         if not any(build(compute).kind == "cuda" and _cuda_rejection(rel, alone, compute) is None
                    for rel in newest_first() if wheels.refusal(rel.version, host) is None
-                   for compute in published(rel, computes(rel, machine.os, arch, package))):
+                   for compute in answerable(rel, computes(rel, machine.os, arch, package), machine.os, arch)):
             found.append(arch_of_capability(parse_capability(cc)))
     return found
 
@@ -329,7 +332,7 @@ def _driver_need(rel: Release, machine: Probe, arch: str, package: str) -> str |
     if machine.driver is None:
         return None
     floors = []
-    for compute in published(rel, computes(rel, machine.os, arch, package)):
+    for compute in answerable(rel, computes(rel, machine.os, arch, package), machine.os, arch):
         cuda = build(compute).cuda
         if cuda is None:
             continue
@@ -348,7 +351,7 @@ def _gpu_releases(machine: Probe, arch: str, package: str, host: wheels.Host) ->
             continue
         # The build that release's own answer would name: its newest CUDA that runs here and whose index
         # tags (where recorded) install here.
-        compute = next((c for c in _cudas(published(rel, computes(rel, machine.os, arch, package)))
+        compute = next((c for c in _cudas(answerable(rel, computes(rel, machine.os, arch, package), machine.os, arch))
                         if _cuda_rejection(rel, machine, c) is None
                         and wheels.build_refusal(rel.version, c, host) is None), None)
         if compute is not None:
@@ -358,15 +361,15 @@ def _gpu_releases(machine: Probe, arch: str, package: str, host: wheels.Host) ->
 def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection, passed: list[Rejection]) -> str:
     """The build auto mode picks, its reason in ``out``; the builds passed over on the way in ``passed``.
     Only published builds: a build known by inference is answered only when asked for."""
-    available = published(rel, computes(rel, machine.os, arch, package))
+    available = answerable(rel, computes(rel, machine.os, arch, package), machine.os, arch)
     if machine.os == "macos":
         if machine.rosetta or (machine.arch == "arm64" and machine.python_arch == "x86_64"):
             out.reasons.append(rosetta_reason())
         if not available:
             raise unavailable(rel, machine.os, arch, package, "cpu", wheels.host_of(machine, arch))
         need = mps_macos(rel) if available[0] == "mps" else None
-        if need and machine.os_version and version_tuple(machine.os_version) < version_tuple(need[0]):
-            out.reasons.append(mps_too_old(rel, need[0], machine.os_version))
+        if need and machine.os_version and version_tuple(machine.os_version) < version_tuple(need.macos):
+            out.reasons.append(mps_too_old(rel, need, machine.os_version))
             return "cpu"
         out.reasons.append(mac_reason(available[0]))
         return available[0]
@@ -508,10 +511,12 @@ def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, availabl
             return intel_unsupported(unserved, where)
         if unserved:
             out.notes.append(intel_left_out(unserved, served))
-        if xpu_builds(rel, machine.os, arch, package):
-            out.reasons.append(xpu_reason(rel, machine, arch, served, where))
-            return "xpu"
-        return no_xpu_build(rel, machine, arch, package, served, where)
+        if not xpu_builds(rel, machine.os, arch, package):
+            return no_xpu_build(rel, machine, arch, package, served, where)
+        if not rel.answerable("xpu", f"{machine.os}-{arch}"):
+            return xpu_unconfirmed(rel, served, where)
+        out.reasons.append(xpu_reason(rel, machine, arch, served, where))
+        return "xpu"
     return None
 
 
@@ -528,7 +533,7 @@ def _other_rocm_release(rel: Release, machine: Probe, arch: str, out: Selection)
     host = wheels.host_of(machine, arch)
     found = next(((r.version, c) for r in newest_first() if r.version != rel.version
                   and wheels.refusal(r.version, host) is None      # one that installs here, not just any
-                  for c in reversed(published(r, computes(r, machine.os, arch, "pip"))) if build(c).kind == "rocm"
+                  for c in reversed(answerable(r, computes(r, machine.os, arch, "pip"), machine.os, arch)) if build(c).kind == "rocm"
                   and facts.rocm_arches(c) is not None and not _rocm_missing(machine, c)), None)
     if found:
         out.notes.append(other_rocm_release(*found, machine))

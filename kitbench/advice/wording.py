@@ -19,6 +19,7 @@ from kitbench.machine.probe import Probe, no_driver_reason
 from kitbench.machine.probe.amd import AmdGpu
 from kitbench.machine.probe.intel import IntelGpu
 from kitbench.machine.versions import arch_of_capability, parse_capability, serving_arch, version_tuple
+from kitbench.records import manifest
 
 
 def unavailable(rel: releases.Release, os: str, arch: str, package: str, compute: str,
@@ -230,9 +231,9 @@ def summary(reasons: list[str], notes: list[str]) -> list[str]:
     lines = [_clause(reasons[-1])] if reasons else []
     urgent = [n for n in notes if n.startswith(("warning: ", "unconfirmed: ")) or "(Rosetta 2)" in n]
     note = (urgent or notes or [""])[0]
-    if urgent and note.startswith("unconfirmed: ") and " inferred from " in note:
+    if urgent and note.startswith("unconfirmed: ") and " alone (" in note:
         # Whole, it cites its source and what would confirm it: hundreds of characters. --explain has them.
-        lines.append(note[:note.index(" inferred from ")] + " inferred, not seen published (--explain: from what)")
+        lines.append(note[:note.index(" alone (")] + " alone, not seen in an artifact (--explain: from what)")
     elif urgent and " (as recorded: " in note:
         # The listing it cites (file names, digests, search ids) is --explain's: the warning itself is the news.
         lines.append(note[:note.index(" (as recorded: ")] + " (--explain: the listing)")
@@ -323,9 +324,13 @@ def unverified(rel: releases.Release, fmt: str, os: str) -> str | None:
     return f"torch {rel.version}, {fmt} form unverified: {why}" if why else None
 
 
-def inferred_build(rel: releases.Release, compute: str, source: str, confirm: str) -> str:
-    """The one line on a build asked for that is known only by inference (never a default answer's)."""
-    return f"unconfirmed: torch {rel.version} {compute} is inferred from {source}; confirmed by {confirm}"
+_KIND_WORDS = {"docs": "a page describing it", "inferred": "an inference"}
+
+
+def inferred_build(rel: releases.Release, evidence: releases.Evidence) -> str:
+    """The one line on a build asked for that rests on docs or an inference alone (never a default answer's)."""
+    return (f"unconfirmed: torch {rel.version} {evidence.build} rests on {_KIND_WORDS[evidence.kind]} alone "
+            f"({evidence.source}); confirmed by {evidence.confirm}")
 
 
 def unrecorded_kernels(compute: str, capabilities: Sequence[str]) -> str:
@@ -424,7 +429,7 @@ def index_command(host: wheels.Host) -> str:
 def inferred_wheels(rel: releases.Release, host: wheels.Host, row: wheels.IndexWheels) -> str:
     """The one line on a release asked for whose wheels here are known only by inference."""
     return (f"unconfirmed: torch {rel.version}'s {wheels.place(host)} wheels for Python "
-            f"{wheels.show(host.python or ())} are inferred from {row.source}; confirmed by {row.confirm}")
+            f"{wheels.show(host.python or ())} rest on an inference alone ({row.source}); confirmed by {row.confirm}")
 
 
 def left_out(rel: releases.Release, host: wheels.Host, named: Sequence[str], missing: Sequence[str],
@@ -491,9 +496,13 @@ def mac_reason(compute: str) -> str:
             "cpu: macOS on x86_64 has no GPU backend")
 
 
-def mps_too_old(rel: releases.Release, macos: str, has: str) -> str:
-    """Why an Apple Silicon Mac gets cpu: its macOS is older than the one MPS needs in ``rel``."""
-    return f"cpu: MPS in torch {rel.version} needs macOS {macos} or newer; this Mac has macOS {has}"
+def mps_too_old(rel: releases.Release, need: releases.MpsFloor, has: str) -> str:
+    """Why an Apple Silicon Mac gets cpu: its macOS is older than the one MPS needs in ``rel``; where only docs
+    say so, that the sources disagree."""
+    if need.kind in manifest.ANSWERABLE:
+        return f"cpu: MPS in torch {rel.version} needs macOS {need.macos} or newer; this Mac has macOS {has}"
+    return (f"cpu: MPS in torch {rel.version} needs macOS {need.macos} or newer by {_KIND_WORDS[need.kind]} "
+            f"({need.source}), and this Mac has macOS {has}; the sources disagree: {need.conflicts}")
 
 
 def cpu_reason(why: Literal["no cuda fits", "no gpu", "not given", "no driver"], machine: Probe) -> str:
@@ -524,10 +533,10 @@ def amd_seen(machine: Probe) -> str:
 def no_rocm_build(rel: releases.Release, machine: Probe, arch: str, package: str, where: str) -> str:
     """Why an AMD GPU (found at ``where``) gets cpu where ``rel`` has no ROCm build for this OS or package."""
     inferred = [c for c in builds.newest_first(releases.computes(rel, machine.os, arch, package), "rocm")
-                if rel.provenance(c)[0] == "inferred"]
+                if not rel.answerable(c, f"{machine.os}-{arch}")]
     why = "ROCm builds exist only for Linux" if machine.os != "linux" else (
         "PyTorch's conda packages have no ROCm build" if package == "conda" else
-        f"torch {rel.version}'s ROCm builds are inferred, not published ({', '.join(inferred)}: --compute "
+        f"torch {rel.version}'s ROCm builds rest on no artifact or code ({', '.join(inferred)}: --compute "
         f"{inferred[0]} names one)" if inferred else f"torch {rel.version} has no ROCm build for {machine.os} {arch}")
     return f"cpu: {amd_seen(machine)} [{where}], but {why}"
 
@@ -590,6 +599,12 @@ def no_xpu_build(rel: releases.Release, machine: Probe, arch: str, package: str,
     return (f"cpu: {', '.join(intel_label(g) for g in served)} [{where}], but torch {rel.version} has no XPU build "
             f"for {machine.os} {arch}" + (" with conda" if package == "conda" else "")
             + f" (XPU wheels: x86_64, {since})")
+
+
+def xpu_unconfirmed(rel: releases.Release, served: Sequence[IntelGpu], where: str) -> str:
+    """Why supported Intel GPUs get cpu: ``rel``'s XPU build rests on docs or an inference alone."""
+    return (f"cpu: {', '.join(intel_label(g) for g in served)} [{where}], but torch {rel.version}'s XPU build rests on "
+            "no artifact or code (--compute xpu names it)")
 
 
 def unknown_choice(name: str, value: str, choices: tuple[str, ...]) -> UsageError:

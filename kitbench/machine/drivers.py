@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kitbench import _files
+from kitbench.errors import ManifestError
 from kitbench.machine.versions import parse_capability, parse_cuda, parse_driver
 from kitbench.records import manifest
 
@@ -33,7 +34,7 @@ class Generation(NamedTuple):
     name: str
     capabilities: tuple[tuple[int, int], ...]
     floors: dict[str, str | None]
-    published: bool         # False: inferred, said but never deciding
+    published: bool         # False: docs or an inference, said but never deciding
     source: str
     confirm: str = ""
 
@@ -94,7 +95,18 @@ def _load(source: _files.Stamp) -> DriverTable:
     arches = tuple((parse_cuda(row["first"]), parse_cuda(row["last"]), parse_cuda(row["oldest"]),
                     parse_cuda(row["newest"])) for row in data["architectures"])
     generations = tuple(Generation(row["name"], tuple(parse_capability(c) for c in row["capabilities"]),
-                                   {"linux": row["linux"], "windows": row["windows"]}, row["kind"] == "published",
-                                   row["source"], row.get("confirm", "")) for row in data.get("generations", ()))
+                                   _first_drivers(toolkits, row["toolkit"], source[0]),
+                                   row["kind"] in manifest.ANSWERABLE, row["source"], row.get("confirm", ""))
+                        for row in data.get("generations", ()))
     return DriverTable(families=families, toolkits=toolkits, source=data["source"], arches=arches,
                        capabilities=tuple(parse_capability(c) for c in data["capabilities"]), generations=generations)
+
+
+def _first_drivers(toolkits: dict[tuple[int, int], dict[str, str | None]], toolkit: str,
+                   where: str) -> dict[str, str | None]:
+    """A generation's first drivers: those of the first toolkit that compiles for it."""
+    found = toolkits.get(parse_cuda(toolkit))
+    if found is None:
+        raise ManifestError(Path(where), f"generation toolkit {toolkit} is not among the toolkits",
+                            hint="add that toolkit's row (its drivers, from NVIDIA's CUDA release notes, Table 3)")
+    return found

@@ -29,6 +29,14 @@ if TYPE_CHECKING:
     import yaml
 
 ENVS_VARIABLE = "KITBENCH_ENVS"
+# The kinds of source a fact in envs/ may rest on, strongest first (docs/facts.md's census): the artifact itself (a
+# listing read, PyPI's files, a lock pinning the wheel by URL and hash), the code that builds or enforces it (a
+# release branch's build matrix, a check's source), the release team's own statement (release notes, RELEASE.md,
+# a release's support-matrix RFC), a page describing it (pytorch.org's selector and previous-versions pages, the
+# docs), or an inference. A default answer rests only on the first three: docs lag the code, and the selector
+# shows only some of the builds that exist.
+SOURCE_KINDS = ("artifact", "code", "release-notes", "docs", "inferred")
+ANSWERABLE = frozenset(SOURCE_KINDS[:3])
 
 
 def checkout_root() -> Path | None:

@@ -37,12 +37,12 @@ def test_a_line_of_details_is_cut_before_its_parenthesis_and_a_warning_kept_whol
 
 
 def test_an_unconfirmed_line_of_the_default_answer_is_short_its_source_left_to_explain() -> None:
-    inferred = ("unconfirmed: torch 2.9.1's Windows arm64 wheels for Python 3.12 are inferred from a maintainer's word "
-                "(pytorch/test-infra#8224); confirmed by torch-2.9.1+cpu-cp312-cp312-win_arm64.whl in the listing")
+    inferred = ("unconfirmed: torch 2.9.1's Windows arm64 wheels for Python 3.12 rest on an inference alone "
+                "(a maintainer's word, pytorch/test-infra#8224); confirmed by torch-2.9.1+cpu-cp312-cp312-win_arm64.whl in the listing")
     assert summary(["cpu: the only build"], ["torch only: x", inferred]) == [
         "cpu: the only build",
-        "unconfirmed: torch 2.9.1's Windows arm64 wheels for Python 3.12 are inferred, not seen published "
-        "(--explain: from what)"]
+        "unconfirmed: torch 2.9.1's Windows arm64 wheels for Python 3.12 rest on an inference alone, not seen in "
+        "an artifact (--explain: from what)"]
 
 
 def test_explain_for_another_machine_shows_none_of_this_host_s_kernel_wsl_or_container(
