@@ -37,6 +37,7 @@ class Evidence(NamedTuple):
     # False: a build pytorch.org's pages never showed (cu129 of 2.9 to 2.13), answered by default only where its
     # kernel list is on record: nothing but the wheel says which GPUs it serves.
     selector: bool = True
+    also: str = ""      # a second source, or one that disagrees
 
 
 class Release(NamedTuple):
@@ -209,7 +210,7 @@ def _series_read(source: _files.Stamp) -> tuple[Release, ...]:
 
     def evidence(version: str) -> tuple[Evidence, ...]:
         return tuple(Evidence(c, p["kind"], p["source"], p.get("confirm", ""), tuple(p.get("platforms", ())),
-                              p.get("selector", True))
+                              p.get("selector", True), p.get("also", ""))
                      for p in data.get("provenance", ()) if version in p.get("releases", [version])
                      for c in p["builds"])
     found = [Release(

@@ -66,7 +66,8 @@ def xpu_note(rel: releases.Release, os: str) -> str:
     who, matrix = ("nightly's", "the nightly build matrix has") if rel.nightly else \
         (f"torch {rel.version}'s", "PyTorch's build matrix has")
     since = "" if rel.nightly else f" from {vendors.load().xpu_since[os]}"
-    inferred = "" if rel.nightly else f"; that torch {rel.version} has them is inferred, not confirmed"
+    evidence = rel.provenance("xpu", f"{os}-x86_64")
+    inferred = "" if rel.nightly else f"; that torch {rel.version} has them: {evidence.kind} ({evidence.source})"
     return (f"xpu command unverified: it is none of the builds {who} commands are recorded for "
             f"({', '.join(rel.wheels)}): it is the XPU index form, for the XPU wheels {matrix} for {os}{since} "
             f"(envs/vendors.yaml){inferred}")

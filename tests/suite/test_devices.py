@@ -21,7 +21,7 @@ MPS = MpsFacts(os="macos", os_version="14.5", arch="arm64", python_arch="arm64",
     ({"driver": None, "in_container": True}, "container started without GPUs"),
     ({"driver": None, "wsl": True}, "WSL 2 uses the Windows NVIDIA driver"),
     ({"driver": "470.57.02"}, "driver 470.57.02 is too old for this wheel's CUDA 12.6 (needs >= 525.60.13)"),
-    ({"built_cuda": "13.0", "driver": "570.26"}, "too old for this wheel's CUDA 13.0 (needs >= 580.65.06)"),
+    ({"built_cuda": "13.0", "driver": "570.26"}, "too old for this wheel's CUDA 13.0 (needs >= 580)"),
     ({"init_warning": "CUDA initialization: Unexpected error from cudaGetDeviceCount()"},
      "CUDA initialization failed: CUDA initialization: Unexpected error"),
 ])
