@@ -145,7 +145,7 @@ def _nightly(source: _files.Stamp) -> Release:
                    series="nightly", pypi_linux="", pinned_pypi_without_index=False, macos_x86_64=False,
                    aarch64_cuda=data.get("aarch64_cuda", False), selector_torchaudio=False, kernels={}, quirks={},
                    source=data["source"], unverified={"selector": why}, own_index=data["index"],
-                   evidence=tuple(Evidence(c, "code", data["source"]) for c in data["wheels"]))
+                   evidence=tuple(Evidence(c, "code", data["source"]) for c in (*data["wheels"], "xpu")))
 
 
 

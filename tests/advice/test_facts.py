@@ -193,8 +193,13 @@ def test_a_new_release_is_answered_from_a_refresh_alone_for_linux_windows_and_ma
                       "3.12", "--no-gpu")
     assert windows["command"] == ("pip install torch==2.16.0 torchvision==0.30.0 torchaudio==2.16.0 "
                                   "--index-url https://download.pytorch.org/whl/cpu")
+    # The listing names no +xpu file of 2.16.0: an XPU build there rests on envs/vendors.yaml's "every release since
+    # 2.6" alone, an inference, so it is answered only when named.
     intel = _answer(capsys, "--release", "2.16.0", "--os", "windows", "--arch", "x86_64", "--python-version",
                     "3.13", "--intel-gpu")
+    assert intel["compute"] == "cpu" and "rests on no artifact or code" in intel["reasons"][-1]  # type: ignore[index]
+    intel = _answer(capsys, "--release", "2.16.0", "--os", "windows", "--arch", "x86_64", "--python-version",
+                    "3.13", "--intel-gpu", "--compute", "xpu")
     assert intel["compute"] == "xpu" and intel["command"].endswith("/whl/xpu")  # type: ignore[attr-defined]
     amd = _answer(capsys, "--release", "2.16.0", "--os", "linux", "--arch", "x86_64", "--python-version", "3.13",
                   "--gpu-gfx", "gfx942")

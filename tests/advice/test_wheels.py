@@ -135,11 +135,13 @@ def test_golden_grid_stable_is_the_newest_release_that_installs(platform: str) -
             with pytest.raises(SelectionError):
                 selector.select(machine)
             continue
-        # Apple Silicon: the newest release whose MPS runs on this macOS, where one installs (MPS needs macOS 12.3
-        # from 1.12 and 15.0 from 2.15: docs.pytorch.org/docs/stable/notes/mps.html, .../docs/2.15/notes/mps.html).
+        # Apple Silicon: the newest release whose MPS runs on this macOS, where one installs. MPS checks for macOS
+        # 12.3 to 2.4, 13.0 from 2.5, 14.0 from 2.9 (each wheel's MPSDevice: tests/resources/published/census/
+        # mps-macos-floor.md), and 2.15's docs say 15.0, which no answer goes below.
         if machine.arch == "arm64" and machine.os == "macos":
-            mps = [v for v in fits if _key(machine.os_version or "0") >= (15, 0)
-                   or (_key(v) < (2, 15) and _key(machine.os_version or "0") >= (12, 3))]
+            floors = {(2, 15): (15, 0), (2, 9): (14, 0), (2, 5): (13, 0), (0,): (12, 3)}
+            mps = [v for v in fits if _key(machine.os_version or "0") >= next(
+                floor for since, floor in floors.items() if _key(v) >= since)]
             fits = mps or fits
         for package in ("pip", "uv"):
             chosen = selector.select(machine, package=package)
@@ -157,7 +159,8 @@ def test_golden_grid_stable_is_the_newest_release_that_installs(platform: str) -
     ({"libc_version": "2.17"}, "2.6.0"),                               # CentOS 7 / RHEL 7, x86_64
     ({"libc_version": "2.27"}, "2.6.0"),                               # Ubuntu 18.04
     ({"libc_version": "2.17", "arch": "aarch64", "python_arch": "aarch64"}, "2.5.1"),   # aarch64 moved at 2.6.0
-    ({"os": "macos", "os_version": "13.6", "arch": "arm64", "python_arch": "arm64"}, "2.11.0"),
+    # 2.11.0 is the newest that installs on macOS 13.6; MPS checks for macOS 14.0 from 2.9, 13.0 in 2.8.0's wheel.
+    ({"os": "macos", "os_version": "13.6", "arch": "arm64", "python_arch": "arm64"}, "2.8.0"),
 ])
 def test_the_issues_examples_checked_against_the_facts(changes: dict[str, str], newest: str) -> None:
     assert selector.select(BASE._replace(**changes)).release == newest  # type: ignore[arg-type]
