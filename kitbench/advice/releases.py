@@ -125,7 +125,13 @@ class MpsFloor(NamedTuple):
 
 def mps_macos(rel: Release) -> MpsFloor | None:
     """The macOS MPS needs in ``rel``; None where none is recorded."""
-    key = rel.key if not rel.nightly else (99,)
+    return mps_floor(rel.version if not rel.nightly else "99")
+
+
+def mps_floor(version: str) -> MpsFloor | None:
+    """The macOS MPS needs in torch ``version`` (an installed one's too: its local part is ignored); None where
+    none is recorded."""
+    key = version_tuple(version.partition("+")[0])
     found = next((row for row in _pytorch_data(_pytorch()).get("mps", ()) if version_tuple(row["since"]) <= key), None)
     return MpsFloor(found["macos"], found["kind"], found["source"], found.get("conflicts", "")) if found else None
 

@@ -66,6 +66,7 @@ class MpsFacts:
     python_arch: str
     built: bool
     available: bool
+    torch: str = ""         # the installed torch's version, whose MPS floor envs/pytorch.yaml records
 
 
 def cuda_unavailable_reason(f: CudaFacts) -> str | None:
@@ -129,8 +130,13 @@ def mps_unavailable_reason(f: MpsFacts) -> str | None:
         return "x86_64 Python under Rosetta on Apple Silicon: MPS needs an arm64 Python"
     if f.arch != "arm64":
         return "MPS needs Apple Silicon (or an AMD GPU Mac); this Mac is Intel without a supported GPU"
-    if version_tuple(f.os_version) < (12, 3):
-        return f"macOS {f.os_version} is older than 12.3, the first with MPS"
+    from kitbench.advice.releases import mps_floor
+
+    floor = mps_floor(f.torch or "0")
+    need = floor.macos if floor else "12.3"
+    if version_tuple(f.os_version) < version_tuple(need):
+        return (f"macOS {f.os_version} is older than {need}, the first whose MPS torch {f.torch} runs on"
+                if f.torch else f"macOS {f.os_version} is older than {need}, the first with MPS")
     if not f.built:
         return "this torch was built without MPS"
     return "torch.backends.mps.is_available() is False"
@@ -171,7 +177,7 @@ def mps_facts(machine: Probe) -> MpsFacts:
 
     return MpsFacts(os=machine.os, os_version=machine.os_version, arch=machine.arch,
                     python_arch=machine.python_arch, built=torch.backends.mps.is_built(),
-                    available=torch.backends.mps.is_available())
+                    available=torch.backends.mps.is_available(), torch=torch.__version__)
 
 
 def parse_spec(spec: str) -> tuple[str, int | None]:
