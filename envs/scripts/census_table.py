@@ -101,7 +101,8 @@ def render() -> str:
         out.append(f"| {rel.version} | {compute}{'' if evidence.selector else ' (off the selector)'} | "
                    f"{', '.join(where)} | {evidence.kind} | {answer} | {_kernels(rel, compute)} | {_floor(compute)} "
                    f"| {_cell(source)} |")
-    out += ["", "## MPS: the macOS each release's MPS needs", "", "| from | macOS | kind | source |", "|---|---|---|---|"]
+    out += ["", "## MPS: the macOS each release's MPS needs", "", "| from | macOS | kind | source |",
+            "|---|---|---|---|"]
     data = manifest.load(manifest.envs_dir() / "pytorch.yaml", "pytorch").data
     for row in data["mps"]:
         conflicts = f"; **the sources disagree**: {row['conflicts']}" if row.get("conflicts") else ""

@@ -64,7 +64,8 @@ class Release(NamedTuple):
     # series' pinned_source, pytorch.org's page: docs.
     evidence: tuple[Evidence, ...] = ()
     selector_aarch64_cell: bool = False     # Start Locally's plain-PyPI CUDA cell names an aarch64 command too
-    kernels_aarch64: dict[str, tuple[str, ...]] = {}    # the Linux aarch64 (SBSA) builds' lists, where recorded
+    # The Linux aarch64 (SBSA) builds' lists, where recorded (never mutated: a named tuple's default is shared).
+    kernels_aarch64: dict[str, tuple[str, ...]] = {}  # noqa: RUF012
 
     def provenance(self, compute: str, platform: str = "") -> Evidence:
         """What ``compute`` of this release rests on (on ``platform``, ``os-arch``, where its rows differ by

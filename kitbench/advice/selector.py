@@ -14,13 +14,13 @@ from kitbench.advice import vendors, wheels
 from kitbench.advice.rejections import Rejection
 from kitbench.advice.releases import (
     Release,
+    answerable,
     command,
     computes,
     earlier_kernels,
     kernels,
     mps_macos,
     newest_first,
-    answerable,
     release,
     xpu_builds,
 )
@@ -84,13 +84,13 @@ from kitbench.machine import builds, drivers
 from kitbench.machine.builds import build
 from kitbench.machine.probe import EMULATES, Probe, doubt
 from kitbench.machine.probe.intel import IntelGpu
-from kitbench.records import manifest
 from kitbench.machine.versions import (
     arch_of_capability,
     capability_supported,
     parse_capability,
     version_tuple,
 )
+from kitbench.records import manifest
 
 OSES = ("linux", "macos", "windows")
 ARCHES = ("x86_64", "aarch64", "arm64")
@@ -533,7 +533,8 @@ def _other_rocm_release(rel: Release, machine: Probe, arch: str, out: Selection)
     host = wheels.host_of(machine, arch)
     found = next(((r.version, c) for r in newest_first() if r.version != rel.version
                   and wheels.refusal(r.version, host) is None      # one that installs here, not just any
-                  for c in reversed(answerable(r, computes(r, machine.os, arch, "pip"), machine.os, arch)) if build(c).kind == "rocm"
+                  for c in reversed(answerable(r, computes(r, machine.os, arch, "pip"), machine.os, arch))
+                  if build(c).kind == "rocm"
                   and facts.rocm_arches(c) is not None and not _rocm_missing(machine, c)), None)
     if found:
         out.notes.append(other_rocm_release(*found, machine))

@@ -521,7 +521,8 @@ def test_a_refresh_takes_each_build_s_listing_on_the_index_as_the_truth(
 def test_the_weekly_workflow_s_script_takes_out_of_the_manifests_what_the_index_does_not_list(
         index: Index, envs_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """envs/scripts/index_builds.py, which .github/workflows/facts.yml runs after the refresh: 2.15.0's ROCm
-    builds (inferred from a nightly matrix) are not on the index and leave 2.15.yaml; a release not listed is left alone."""
+    builds (inferred from a nightly matrix) are not on the index and leave 2.15.yaml; a release not listed is left
+    alone."""
     import runpy
 
     script = Path(__file__).resolve().parents[2] / "envs" / "scripts" / "index_builds.py"

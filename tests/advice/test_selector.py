@@ -448,7 +448,8 @@ def test_windows_on_arm_gets_the_pinned_cpu_command_of_pytorchs_index_naming_wha
     # Known only by inference: answered when asked by name, with one line on what would confirm it.
     inferred = selector.select(WOA, release_spec="2.9.1")
     assert inferred.command == "pip install torch==2.9.1 --index-url https://download.pytorch.org/whl/cpu"
-    assert any(n.startswith("unconfirmed: torch 2.9.1's Windows arm64 wheels for Python 3.12 rest on an inference alone (")
+    assert any(n.startswith("unconfirmed: torch 2.9.1's Windows arm64 wheels for Python 3.12 rest on an inference "
+                            "alone (")
                and "; confirmed by torch-2.9.1+cpu-cp312-cp312-win_arm64.whl" in n for n in inferred.notes)
     assert inferred.facts["wheels"]["kind"] == "inferred"
     with pytest.raises(SelectionError) as caught:

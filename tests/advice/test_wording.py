@@ -38,7 +38,8 @@ def test_a_line_of_details_is_cut_before_its_parenthesis_and_a_warning_kept_whol
 
 def test_an_unconfirmed_line_of_the_default_answer_is_short_its_source_left_to_explain() -> None:
     inferred = ("unconfirmed: torch 2.9.1's Windows arm64 wheels for Python 3.12 rest on an inference alone "
-                "(a maintainer's word, pytorch/test-infra#8224); confirmed by torch-2.9.1+cpu-cp312-cp312-win_arm64.whl in the listing")
+                "(a maintainer's word, pytorch/test-infra#8224); confirmed by "
+                "torch-2.9.1+cpu-cp312-cp312-win_arm64.whl in the listing")
     assert summary(["cpu: the only build"], ["torch only: x", inferred]) == [
         "cpu: the only build",
         "unconfirmed: torch 2.9.1's Windows arm64 wheels for Python 3.12 rest on an inference alone, not seen in "

@@ -40,7 +40,8 @@ def test_cuda_usable_has_no_reason() -> None:
     ({"arch": "x86_64", "python_arch": "x86_64"}, "needs Apple Silicon"),
     ({"os_version": "12.1"}, "macOS 12.1 is older than 12.3"),
     # The floor of the torch installed, from its own wheel's check (envs/pytorch.yaml): 2.9 and later need 14.0.
-    ({"os_version": "13.6", "torch": "2.11.0"}, "macOS 13.6 is older than 14.0, the first whose MPS torch 2.11.0 runs on"),
+    ({"os_version": "13.6", "torch": "2.11.0"},
+     "macOS 13.6 is older than 14.0, the first whose MPS torch 2.11.0 runs on"),
     ({"os_version": "13.6", "torch": "2.8.0"}, "torch.backends.mps.is_available() is False"),
     ({"built": False}, "built without MPS"),
 ])
