@@ -303,7 +303,7 @@ def test_windows_on_arm_installs_what_pytorchs_index_is_recorded_serving() -> No
     assert wheels.named("2.13.0", wheels.Host("windows", "x86_64", (3, 12))) is None     # PyPI's: every package
     assert wheels.refusal("2.15.0", ARM) == (
         "torch 2.15.0 has no Windows arm64 wheels on record: PyPI has none, and PyTorch's index is on record serving "
-        "torch 2.7.0, 2.8.0, 2.10.0, 2.13.0 (envs/index_tags.yaml)")
+        "torch 2.7.0, 2.8.0, 2.10.0, 2.12.0, 2.12.1, 2.13.0 (envs/index_tags.yaml)")
     # 2.10.0's torchvision 0.25.0 was installed from the index on 3.12 and 3.13, not (on record) on 3.11.
     assert wheels.named("2.10.0", ARM) == ("torch", "torchvision")
     assert wheels.named("2.10.0", ARM._replace(python=(3, 11))) == ("torch",)

@@ -90,6 +90,6 @@ def test_windows_on_arm_s_answer_says_what_it_leaves_out_and_where_its_wheels_ar
     assert main([*WOA, "--python-version", "3.14"]) == 2
     assert capsys.readouterr().err.splitlines() == [
         "ERROR: torch 2.15.0 has no Windows arm64 wheels on record: PyPI has none, and PyTorch's index is on record "
-        "serving torch 2.7.0, 2.8.0, 2.10.0, 2.13.0 (envs/index_tags.yaml)",
+        "serving torch 2.7.0, 2.8.0, 2.10.0, 2.12.0, 2.12.1, 2.13.0 (envs/index_tags.yaml)",
         "hint: no release from 2.0.0 to 2.15.0 installs here; one does on Python 3.11 to 3.13; an x86_64 Python runs "
         "on this machine under emulation: --python-arch x86_64"]

@@ -206,14 +206,17 @@ def test_a_manifest_that_is_a_fifo_is_refused_at_once(tmp_path: Path) -> None:
 
 
 def test_an_inferred_build_must_say_what_would_confirm_it_and_a_published_one_must_not(tmp_path: Path) -> None:
-    """release.schema.json's provenance: kind published | inferred, a source, and for inferred a `confirm`."""
+    """release.schema.json's provenance: a kind (artifact, code, release-notes, docs, inferred), a source, and for
+    docs or inferred a `confirm`, which the others may not have; no other kind."""
     release = (Path(__file__).resolve().parents[2] / "envs" / "releases" / "2.15.yaml").read_text()
     path = tmp_path / "2.15.yaml"
     path.write_text(release)
     assert manifest.load(path, "release").data["provenance"]
     unconfirmed = re.sub(r',\n +confirm: "[^"]*"', "", release)
-    confirmed = release.replace('kind: published, source: "PyPI', 'kind: published, confirm: "x", source: "PyPI')
-    for broken in (unconfirmed, confirmed):
+    confirmed = release.replace('kind: artifact, read: "2026-11-22", source: "PyPI',
+                                'kind: artifact, confirm: "x", read: "2026-11-22", source: "PyPI')
+    published = release.replace("kind: artifact, read", "kind: published, read")
+    for broken in (unconfirmed, confirmed, published):
         assert broken != release
         path.write_text(broken)
         with pytest.raises(ManifestError, match="provenance"):
