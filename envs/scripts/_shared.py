@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.tags import Tag
 from packaging.utils import BuildTag, InvalidWheelFilename, NormalizedName, parse_wheel_filename
 from packaging.version import Version
@@ -32,6 +33,8 @@ class Refused(KitbenchError):
 # What a wheel's file name holds once escaped (the binary distribution format): no %-escape, quote, space or
 # backslash, so nothing a listing sends is ever decoded into a tag.
 _WHEEL_NAME = re.compile(r"[A-Za-z0-9._+!-]{1,255}\.whl")
+# A Requires-Python as PEP 440 writes one: clauses of an operator and a version, nothing packaging would strip.
+_SPECIFIERS = re.compile(r"[0-9A-Za-z.*+!,<>=~ ]{0,200}")
 _UNSHOWN = re.compile(r"[^A-Za-z0-9._+!%-]")
 
 
@@ -50,6 +53,19 @@ def wheel(filename: str) -> tuple[NormalizedName, Version, BuildTag, frozenset[T
     except InvalidWheelFilename:
         return None
     return parsed if all(t.interpreter and t.abi and t.platform for t in parsed[3]) else None
+
+
+def requires_python(text: str, where: str) -> str:
+    """A Requires-Python an index gave for ``where``, as given, once packaging reads it (PEP 440 specifiers) and it
+    holds no character packaging would strip (a control, U+001C): else Refused."""
+    try:
+        if _SPECIFIERS.fullmatch(text):
+            SpecifierSet(text)
+            return text
+    except InvalidSpecifier:
+        pass
+    raise Refused(f"{where}: a Requires-Python that is no PEP 440 specifier set ({clean(text[:60])!r})",
+                  hint="nothing was written; look at what the index serves for it")
 
 
 class _Dumper(yaml.SafeDumper):
