@@ -83,12 +83,12 @@ class _Dumper(yaml.SafeDumper):
         return style
 
 
-def dump(data: Mapping[str, Any], header: str = "") -> str:
+def dump(data: Mapping[str, Any], header: str = "", flow: bool = False) -> str:
     """``data`` as YAML under ``header``, each of its lines a comment (its controls escaped: no line break YAML
-    knows, U+2028 included, can end a comment early)."""
+    knows, U+2028 included, can end a comment early); with ``flow``, a list or mapping of scalars on one line."""
     comments = "".join(f"# {clean(line)}".rstrip() + "\n" for line in header.split("\n")) if header else ""
     body: str = yaml.dump(dict(data), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=1 << 20,
-                          default_flow_style=False)
+                          default_flow_style=None if flow else False)
     return comments + body
 
 

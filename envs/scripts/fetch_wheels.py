@@ -27,9 +27,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import _shared
-
 from kitbench.advice import indexes, releases
+
+import _shared
 
 OUT = Path(__file__).resolve().parent.parent / "wheels.yaml"
 DEADLINE = 300.0        # seconds for every read together: three pages and a few .metadata files

@@ -25,12 +25,13 @@ import re
 from collections import defaultdict
 from typing import Any
 
-import _shared
 from packaging.version import Version
 
 from kitbench import _files, _http
 from kitbench.advice import indexes
 from kitbench.records import manifest
+
+import _shared
 
 PLATFORM = "win_arm64"          # the platforms index_tags.schema.json takes: the one PyPI has no torch wheel for
 _SECTION = "\nwheels:\n"        # the file's last part, the one this script writes
