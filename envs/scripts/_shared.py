@@ -10,6 +10,7 @@ as the CLI does: one ``ERROR:`` line, a ``hint:`` line, exit 1, never a tracebac
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -66,6 +67,19 @@ def requires_python(text: str, where: str) -> str:
         pass
     raise Refused(f"{where}: a Requires-Python that is no PEP 440 specifier set ({clean(text[:60])!r})",
                   hint="nothing was written; look at what the index serves for it")
+
+
+def git_show(git_dir: str, commit: str, path: str) -> str:
+    """``path`` at ``commit`` of the repository ``git_dir``; one Refused where git cannot say."""
+    if not re.fullmatch(r"[0-9a-f]{7,40}", commit):
+        raise Refused(f"{commit[:60]!r} is not a commit id", hint="give the full hex id the data is read at")
+    try:
+        return subprocess.run(["git", "--git-dir", git_dir, "show", f"{commit}:{path}"], capture_output=True,
+                              text=True, check=True, errors="replace").stdout
+    except (OSError, subprocess.CalledProcessError) as failed:
+        why = getattr(failed, "stderr", None) or str(failed)
+        raise Refused(f"git show {commit[:12]}:{path} in {git_dir} failed: {why.strip()[:200]}",
+                              hint="a clone that has that commit, with git on PATH") from None
 
 
 class _Dumper(yaml.SafeDumper):
