@@ -330,21 +330,18 @@ def pulled(requires: tuple[str, ...], python: str, arch: str) -> tuple[Pulled, .
         files = installable(name, str(now[0]), python, arch)
         if files:
             newest = max(files, key=lambda f: (f[0].version, f[0].build))[0]
-            for text in requires_dist(newest):
-                try:
-                    found = Requirement(text)
-                except InvalidRequirement as bad:
-                    raise Unreadable(f"{newest.file.filename}: a Requires-Dist that does not parse ({bad})") from None
+            for text in requires_dist(newest):      # each one parses: requires_dist says so
+                found = Requirement(text)
                 if applies(found, env, now[1]):
                     queue.append((found, name))
     result = []
-    for name, (spec, extras, via) in wanted.items():
-        floors = [f for _, f in installable(name, str(spec), python, arch)]
+    for package, (spec, extras, via) in wanted.items():
+        floors = [f for _, f in installable(package, str(spec), python, arch)]
         floor = min(floors) if floors else None
         if via and floor == ():
             continue        # pure Python, reached through another: never the floor
         asked = f"[{','.join(sorted(extras))}]" if extras else ""
-        result.append(Pulled(name, f"{name}{asked}{spec}", via, floor))
+        result.append(Pulled(package, f"{package}{asked}{spec}", via, floor))
     return tuple(result)
 
 

@@ -55,7 +55,7 @@ def _edited(text: str, path: Path, listed: dict[str, tuple[str, ...]]) -> tuple[
             print(f"torch {version}: the index lists none of {', '.join(baked)}; left as it is, for a person to read")
             continue
         start, end = node.start_mark, node.end_mark
-        if not node.flow_style or start.line != end.line:
+        if not isinstance(node, yaml.SequenceNode) or not node.flow_style or start.line != end.line:
             raise _shared.Refused(f"{path}:{start.line + 1}: torch {version}'s wheels are not one [a, b] line, which "
                                   "is what this script edits", hint="write them as one [a, b] line")
         print(f"torch {version}: {', '.join(w for w in baked if w not in kept)} not on the index, taken out of "
