@@ -14,7 +14,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -79,7 +79,7 @@ def git_show(git_dir: str, commit: str, path: str) -> str:
     except (OSError, subprocess.CalledProcessError) as failed:
         why = getattr(failed, "stderr", None) or str(failed)
         raise Refused(f"git show {commit[:12]}:{path} in {git_dir} failed: {why.strip()[:200]}",
-                              hint="a clone that has that commit, with git on PATH") from None
+                      hint="a clone that has that commit, with git on PATH") from None
 
 
 class _Dumper(yaml.SafeDumper):
@@ -121,7 +121,7 @@ def write(path: Path, text: str, schema: str) -> dict[str, Any]:
     return data
 
 
-def run(main: Callable[[], int]) -> None:
+def run(main: Callable[[], int]) -> NoReturn:
     """Run a script's ``main`` and exit with its code; a KitbenchError is one ``ERROR:`` line, its hint, exit 1."""
     try:
         code = main()
