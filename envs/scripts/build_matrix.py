@@ -47,13 +47,13 @@ def constants(source: str) -> dict[str, Any]:
     found: dict[str, Any] = {}
     try:
         tree = ast.parse(source)
-    except SyntaxError:
+    except (SyntaxError, ValueError, MemoryError, RecursionError):      # MemoryError: nesting past the parser's
         return found        # a broken commit of the file (one in 2022): the next one fixes it
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             try:
                 found[node.targets[0].id] = ast.literal_eval(node.value)
-            except ValueError:
+            except (ValueError, TypeError, MemoryError, RecursionError):      # not a literal, {[1]: 2}, nesting
                 continue
     return found
 

@@ -72,6 +72,16 @@ def test_a_value_that_is_no_version_writes_nothing(
     assert out.read_text() == "kept\n"
 
 
+def test_a_commit_no_parser_reads_is_passed_over(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Nesting past the parser's stack, a null byte, an unhashable key: that commit's values are not read."""
+    broken = ["X = " + "[1," * 3000 + "]" * 3000 + "\n", "X = 1\x00\n",
+              'CURRENT_STABLE_VERSION = "2.16.0"\nCUDA_ARCHES_DICT = {["release"]: ["13.0"]}\n']
+    out = tmp_path / "build-matrix.tsv"
+    code, said, _ = _run(capsys, str(_clone(tmp_path, GOOD, *broken)), str(out))
+    assert code == 0 and said == f"wrote {out} (3 series)\n"
+    assert "2.16\trelease\t" in out.read_text() and "\t\t\t" in out.read_text().split("2.16\t")[1]
+
+
 def test_no_clone_or_a_failing_git_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "build-matrix.tsv"
     code, _, err = _run(capsys, str(tmp_path / "nowhere"), str(out))
