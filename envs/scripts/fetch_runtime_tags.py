@@ -47,6 +47,7 @@ from email.parser import HeaderParser
 from functools import cache
 from pathlib import Path
 
+from packaging.markers import UndefinedComparison
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.tags import Tag, compatible_tags, cpython_tags
@@ -262,7 +263,11 @@ def environment(python: str, arch: str, system: str = "Linux") -> dict[str, str]
 
 def applies(requirement: Requirement, env: dict[str, str], extras: frozenset[str] = frozenset()) -> bool:
     marker = requirement.marker
-    return marker is None or any(marker.evaluate({**env, "extra": e}) for e in ("", *sorted(extras)))
+    try:
+        return marker is None or any(marker.evaluate({**env, "extra": e}) for e in ("", *sorted(extras)))
+    except UndefinedComparison as bad:      # python_version ~= "3": it parses, and no installer can decide it
+        raise Unreadable(f"a Requires-Dist whose marker cannot be decided ({str(requirement)[:120]}: {bad})") \
+            from None
 
 
 @cache

@@ -328,6 +328,8 @@ def test_metadata_that_is_no_core_metadata_writes_nothing(
     for body, said in ((good + b"Requires-Dist: nvidia-x >=; platform_system == 'Linux'\n", "a Requires-Dist that "
                         "does not parse"),
                        (good + b"Summary: \xff\xfe\n", "is not UTF-8 text"),
+                       (good + b'Requires-Dist: nvidia-x; python_version ~= "3"\n', "a Requires-Dist whose marker "
+                        "cannot be decided (nvidia-x; python_version ~= \"3\""),
                        (good + b"X: " + b"0" * 2**20 + b"\n", "core metadata is at most 1,048,576")):
         stand.files[served] = body
         assert said in _refused(capsys, ["2.15.0"], out)
