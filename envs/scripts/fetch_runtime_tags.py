@@ -155,20 +155,20 @@ class _Ranges(io.RawIOBase):
     def __init__(self, url: str) -> None:
         super().__init__()
         self.url, self.read_bytes = url, 0
-        tail = self._part(f"-{_AHEAD}")
-        self.size = tail[2]
-        self.start, self.kept = tail[0], tail[3]
+        self.start, _, self.size, self.kept = self._part(f"-{_AHEAD}", None)
         self.position = 0
 
-    def _part(self, span: str) -> tuple[int, int, int, bytes]:
-        """The part of the file ``span`` asks for: its first and last byte, the whole's size, its bytes."""
+    def _part(self, span: str, first_asked: int | None) -> tuple[int, int, int, bytes]:
+        """The part of the file ``span`` asks for (from ``first_asked``; None: its end): its first and last byte,
+        the whole's size, its bytes."""
         answer = _get(self.url, "*/*", byte_range=span)
         if answer.status != 206:
             raise Unreadable(f"{_http.shown(self.url)} announces no core metadata and its server sends no parts of "
                              f"it (answered {answer.status} to a byte range)")
         sent = _CONTENT_RANGE.fullmatch(answer.content_range or "")
         first, last, size = (int(n) for n in sent.groups()) if sent else (0, -1, 0)
-        if not sent or not first <= last < size or last - first + 1 != len(answer.body):
+        if not sent or not first <= last < size or last - first + 1 != len(answer.body) or (
+                last != size - 1 if first_asked is None else first != first_asked):
             raise Unreadable(f"{_http.shown(self.url)}: a part whose Content-Range does not say what was sent "
                              f"({(answer.content_range or 'none')[:60]!r}, {len(answer.body):,} bytes)")
         self.read_bytes += len(answer.body)
@@ -198,7 +198,7 @@ class _Ranges(io.RawIOBase):
             return b""
         if not self.start <= self.position <= self.position + want <= self.start + len(self.kept):
             end = min(self.size, self.position + max(want, _AHEAD)) - 1
-            self.start, _, _, self.kept = self._part(f"{self.position}-{end}")
+            self.start, _, _, self.kept = self._part(f"{self.position}-{end}", self.position)
         data = self.kept[self.position - self.start:self.position - self.start + want]
         self.position += len(data)
         return data

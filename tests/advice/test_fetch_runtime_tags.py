@@ -301,6 +301,7 @@ def test_a_wheel_that_is_no_zip_pip_would_read_writes_nothing(
     "bytes 5-4/100",
     "bytes */100",
     "bytes 0-9/100",                     # ten bytes said, others sent
+    "bytes 0-65535/400000",              # the length sent, but not the end asked for
     None,
 ])
 def test_a_part_whose_content_range_does_not_say_what_was_sent_writes_nothing(
