@@ -215,10 +215,11 @@ def tests(session: nox.Session) -> None:
 @nox.session(python=_CPU_PYTHON, venv_backend=_VENV_BACKEND)
 @_kit_errors
 def lint(session: nox.Session) -> None:
-    """ruff and mypy, against the cpu target's torch (mypy checks the calls into it)."""
+    """ruff and mypy over kitbench, its tests, this file and the fact scripts (envs/scripts), against the cpu
+    target's torch (mypy checks the calls into it)."""
     _install_suite(session, targets.get("cpu"))
     session.install(*_dev_requirements("dev"), *_dev_requirements("lint"))
-    session.run("ruff", "check", "kitbench", "tests", "noxfile.py")
+    session.run("ruff", "check", "kitbench", "tests", "noxfile.py", "envs/scripts")
     session.run("mypy")
 
 

@@ -7,6 +7,7 @@ import shutil
 import signal
 import struct
 import subprocess
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,9 @@ REPO = Path(__file__).resolve().parent.parent
 RESOURCES = Path(__file__).resolve().parent / "resources"
 # The one variable the README documents for MNIST, in any form the suite accepts (root, MNIST or MNIST/raw).
 SHARED_MNIST = normalize_root(Path(os.environ.get("KITBENCH_DATA") or REPO.parent / "shared" / "data"))
+# The fact scripts (envs/scripts/*.py) import what they share (_shared) from their own folder, which
+# `python envs/scripts/x.py` puts first on sys.path; tests run them with runpy, which does not.
+sys.path.insert(0, str(REPO / "envs" / "scripts"))
 
 
 # A skip whose reason names what provides the missing piece is a prerequisite CI promises (.ci/run

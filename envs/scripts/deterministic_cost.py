@@ -21,7 +21,7 @@ import torch
 
 from kitbench.machine import cpus
 from kitbench.suite import data, determinism, models
-from kitbench.suite.checks.mnist import _resident_tensors
+from kitbench.suite.checks.mnist_training import resident_tensors
 from kitbench.suite.checks.steps import Step, eager
 
 _EPOCH_STEPS = 938      # 60,000 images in batches of 64
@@ -63,7 +63,7 @@ def main() -> None:
     parser.add_argument("--cnn-steps", type=int, default=20)
     args = parser.parse_args()
     root, _ = data.prepare(None, offline=True)
-    x, y = _resident_tensors(Path(root), True, torch.device("cpu"), 20000)
+    x, y = resident_tensors(Path(root), True, torch.device("cpu"), 20000)
     threads = cpus.usable_cores()
     found = [measure("fnn", x, y, args.blocks, args.fnn_steps, threads),
              measure("cnn", x, y, args.blocks, args.cnn_steps, threads)]

@@ -527,7 +527,10 @@ def test_the_weekly_workflow_s_script_takes_out_of_the_manifests_what_the_index_
 
     script = Path(__file__).resolve().parents[2] / "envs" / "scripts" / "index_builds.py"
     run = runpy.run_path(str(script))["main"]
-    assert run() == 1 and "run `kitbench facts refresh` first" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="1"):
+        runpy.run_path(str(script), run_name="__main__")
+    assert capsys.readouterr().err.splitlines() == ["ERROR: no index listing in the fact cache",
+                                                    "hint: run `kitbench facts refresh` first"]
     index.pages["/whl/torch/"] = ("text/html", _listing(
         [("2.15.0", b) for b in ("cpu", "cu130", "cu132")] + [("2.14.1", b) for b in ("cpu", "cu126", "xpu")]))
     assert main(["facts", "refresh"]) == 0
@@ -540,6 +543,24 @@ def test_the_weekly_workflow_s_script_takes_out_of_the_manifests_what_the_index_
     assert "    wheels: [cu126, cpu]\n" in (envs_copy / "releases" / "2.14.yaml").read_text()
     assert (envs_copy / "releases" / "2.13.yaml").read_text() == before       # not listed: left alone
     manifest.load(envs_copy / "releases" / "2.15.yaml", "release")            # still valid
+    # Where each release's builds are is the parser's to say: a release whose version is not its first key is
+    # edited in its own line; builds written as a block list are refused in one line, the file left as it was.
+    path = envs_copy / "releases" / "2.14.yaml"
+    text = path.read_text()
+    odd = text.replace('  - version: "2.14.1"\n    torchvision: "0.29.1"\n    wheels: [cu126, cpu]\n',
+                       '  - torchvision: "0.29.1"\n    wheels: [rocm7.2, cu126, cpu]\n    version: "2.14.1"\n')
+    assert odd != text
+    path.write_text(odd)
+    assert run() == 0
+    assert "torch 2.14.1: rocm7.2 not on the index, taken out of 2.14.yaml" in capsys.readouterr().out
+    assert path.read_text() == odd.replace("[rocm7.2, cu126, cpu]", "[cu126, cpu]")
+    path.write_text(odd.replace("    wheels: [rocm7.2, cu126, cpu]\n", "    wheels:\n      - rocm7.2\n      - cpu\n"))
+    before = path.read_bytes()
+    with pytest.raises(SystemExit, match="1"):
+        runpy.run_path(str(script), run_name="__main__")
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and err[0].startswith(f"ERROR: {path}:") and "are not one [a, b] line" in err[0]
+    assert path.read_bytes() == before
 
 
 

@@ -155,14 +155,26 @@ def _main() -> Callable[..., int]:
     return run
 
 
+def _refused(capsys: pytest.CaptureFixture[str], *args: Any, **kwargs: Any) -> str:
+    """The script as `python envs/scripts/fetch_runtime_tags.py` runs it, refusing: its one ERROR line."""
+    module = runpy.run_path(str(SCRIPT))
+    with pytest.raises(SystemExit) as done:
+        module["_shared"].run(lambda: module["main"](*args, **kwargs))
+    err = capsys.readouterr().err
+    assert done.value.code == 1 and "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("ERROR: ") and lines[1].startswith("hint: "), err
+    return lines[0]
+
+
 def test_each_linux_wheel_s_runtime_packages_and_their_floors_are_written(
         stand: Stand, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "runtime_tags.yaml"
     out.write_text("releases: []\n" + BUILDS)
     assert _main()(["2.15.0"], out) == 0
     text = out.read_text()
-    assert text.endswith(BUILDS)            # the rows recorded from real installs, kept as they were
     data = manifest.load(out, "runtime_tags").data
+    assert data["builds"] == yaml.safe_load(BUILDS)["builds"]      # the rows recorded from real installs, kept
     assert data["kind"] == "published" and data["source"].startswith(stand.url)
     rows = {(r["arch"], r["pythons"]): r for r in data["releases"]}
     # No cp311 row (its only wheel is yanked); build 1 of the aarch64 wheel, not the first upload.
@@ -193,17 +205,16 @@ def test_each_linux_wheel_s_runtime_packages_and_their_floors_are_written(
 def test_a_release_pypi_has_no_linux_wheel_of_writes_nothing(
         stand: Stand, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "runtime_tags.yaml"
-    assert _main()(["2.15.0", "2.99.0"], out) == 1
+    assert _refused(capsys, ["2.15.0", "2.99.0"], out).startswith("ERROR: torch 2.99.0: no Linux wheel on")
     assert not out.exists()
-    assert "not written: torch 2.99.0: no Linux wheel on" in capsys.readouterr().err
 
 
 def test_a_wheel_whose_server_sends_no_parts_writes_nothing(
         stand: Stand, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     read = _http.get
     monkeypatch.setattr(_http, "get", lambda url, accept, **kw: read(url, accept))     # the Range header dropped
-    assert _main()(["2.15.0"], tmp_path / "runtime_tags.yaml") == 1
-    assert "announces no core metadata and its server sends no parts of it (answered 200" in capsys.readouterr().err
+    assert "announces no core metadata and its server sends no parts of it (answered 200" in _refused(
+        capsys, ["2.15.0"], tmp_path / "runtime_tags.yaml")
 
 
 def test_the_baked_table_covers_every_baked_release_on_both_arches() -> None:
@@ -214,3 +225,137 @@ def test_the_baked_table_covers_every_baked_release_on_both_arches() -> None:
     assert covered == {(rel.version, arch) for rel in releases.newest_first(derived=False)
                        for arch in ("x86_64", "aarch64")}
     assert {(b["torch"], b["compute"], b["arch"]) for b in data["builds"]} == {("2.11.0", "cu130", "x86_64")}
+
+
+# --- a hostile index: every odd answer is one ERROR line, nothing written ------------------------------------------
+
+ARM_WHEEL = "torch-2.15.0-1-cp312-cp312-manylinux_2_28_aarch64.whl"     # read by byte ranges: no metadata announced
+METADATA = "torch-2.15.0.dist-info/METADATA"
+
+
+def _patched(wheel: bytes, member: str, *, flag: int = 0, method: int | None = None, size: int | None = None,
+             name: bytes | None = None) -> bytes:
+    """``wheel`` with ``member``'s local and central headers changed: flag bits set, compression method, declared
+    size (uncompressed), name (the central directory's, the same length)."""
+    data = bytearray(wheel)
+    # Each header: its signature, where its flags are (method after them, sizes 12 on), its name's length, its name.
+    for signature, fields, at_length, at_name in ((b"PK\x03\x04", 6, 26, 30), (b"PK\x01\x02", 8, 28, 46)):
+        start = data.find(signature)
+        while start != -1:
+            length = int.from_bytes(data[start + at_length:start + at_length + 2], "little")
+            if bytes(data[start + at_name:start + at_name + length]) == member.encode():
+                flags = int.from_bytes(data[start + fields:start + fields + 2], "little") | flag
+                data[start + fields:start + fields + 2] = flags.to_bytes(2, "little")
+                if method is not None:
+                    data[start + fields + 2:start + fields + 4] = method.to_bytes(2, "little")
+                if size is not None:
+                    data[start + fields + 16:start + fields + 20] = size.to_bytes(4, "little")
+                if name is not None and signature == b"PK\x01\x02":
+                    data[start + at_name:start + at_name + length] = name
+            start = data.find(signature, start + 4)
+    return bytes(data)
+
+
+def _big_metadata_wheel(size: int) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as wheel:
+        wheel.writestr(METADATA, _metadata("torch", "2.15.0", TORCH_REQUIRES) + b"X-Padding: " + b"0" * size + b"\n")
+    return buffer.getvalue()
+
+
+def _corrupt(wheel: bytes) -> bytes:
+    """The METADATA member's deflate stream with bytes in its middle flipped."""
+    start = wheel.find(b"PK\x03\x04")
+    length, extra = (int.from_bytes(wheel[start + at:start + at + 2], "little") for at in (26, 28))
+    compressed = int.from_bytes(wheel[start + 18:start + 22], "little")
+    middle = start + 30 + length + extra + compressed // 2
+    return wheel[:middle] + bytes(b ^ 0xFF for b in wheel[middle:middle + 8]) + wheel[middle + 8:]
+
+
+@pytest.mark.parametrize(("wheel", "said"), [
+    (lambda w: _patched(w, METADATA, method=99), "its METADATA cannot be read"),
+    (lambda w: _patched(w, METADATA, flag=0x1), "its METADATA cannot be read"),
+    (_corrupt, "is not a zip file as served"),
+    (lambda w: _patched(w, "torch/_C.so", flag=0x800, name=b"torch/\xff\xfe.so"), "is not a zip file as served"),
+    (lambda w: b"not a zip" * 10, "is not a zip file as served"),
+    (lambda w: w[-2000:], "is not a zip file as served"),
+    (lambda w: _big_metadata_wheel(3 * 2**20), "its METADATA inflates to 3,1"),
+    # Declared small, inflating to 3 MB: never more than the cap is inflated, and the CRC does not hold.
+    (lambda w: _patched(_big_metadata_wheel(3 * 2**20), METADATA, size=1000), "is not a zip file as served"),
+])
+def test_a_wheel_that_is_no_zip_pip_would_read_writes_nothing(
+        stand: Stand, tmp_path: Path, capsys: pytest.CaptureFixture[str], wheel: Callable[[bytes], bytes],
+        said: str) -> None:
+    stand.files[ARM_WHEEL] = wheel(stand.files[ARM_WHEEL])
+    out = tmp_path / "runtime_tags.yaml"
+    out.write_text("releases: []\n" + BUILDS)
+    before = out.read_bytes()
+    line = _refused(capsys, ["2.15.0"], out)
+    assert line.startswith(f"ERROR: {ARM_WHEEL}") and said in line
+    assert out.read_bytes() == before
+
+
+@pytest.mark.parametrize("content_range", [
+    "bytes 0-1/" + "9" * 5000,          # the sweep's: more digits than int() takes
+    "bytes 0-99/50",                     # a part past the whole
+    "bytes 5-4/100",
+    "bytes */100",
+    "bytes 0-9/100",                     # ten bytes said, others sent
+    "bytes 0-65535/400000",              # the length sent, but not the end asked for
+    None,
+])
+def test_a_part_whose_content_range_does_not_say_what_was_sent_writes_nothing(
+        stand: Stand, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        content_range: str | None) -> None:
+    import dataclasses
+
+    read = _http.get
+
+    def lying(url: str, accept: str, *args: Any, **kwargs: Any) -> _http.Response:
+        answer = read(url, accept, *args, **kwargs)
+        return dataclasses.replace(answer, content_range=content_range) if url.endswith(".whl") else answer
+
+    monkeypatch.setattr(_http, "get", lying)
+    line = _refused(capsys, ["2.15.0"], tmp_path / "runtime_tags.yaml")
+    assert "a part whose Content-Range does not say what was sent" in line
+    assert not (tmp_path / "runtime_tags.yaml").exists()
+
+
+def test_metadata_that_is_no_core_metadata_writes_nothing(
+        stand: Stand, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "runtime_tags.yaml"
+    served = "torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl.metadata"
+    good = stand.files[served]
+    for body, said in ((good + b"Requires-Dist: nvidia-x >=; platform_system == 'Linux'\n", "a Requires-Dist that "
+                        "does not parse"),
+                       (good + b"Summary: \xff\xfe\n", "is not UTF-8 text"),
+                       (good + b'Requires-Dist: nvidia-x; python_version ~= "3"\n', "a Requires-Dist whose marker "
+                        "cannot be decided (nvidia-x; python_version ~= \"3\""),
+                       (good + b"X: " + b"0" * 2**20 + b"\n", "core metadata is at most 1,048,576")):
+        stand.files[served] = body
+        assert said in _refused(capsys, ["2.15.0"], out)
+        assert not out.exists()
+
+
+def test_a_torch_wheel_tagged_for_no_cpython_minor_writes_nothing(
+        stand: Stand, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The sweep's cp3: a tag packaging reads, naming no CPython the table can be about."""
+    stand.add("torch", "torch-2.15.0-cp3-cp3-manylinux_2_28_x86_64.whl", TORCH_REQUIRES)
+    line = _refused(capsys, ["2.15.0"], tmp_path / "runtime_tags.yaml")
+    assert line.startswith("ERROR: torch-2.15.0-cp3-cp3-manylinux_2_28_x86_64.whl: a Python tag (cp3) that names no "
+                           "CPython 3 minor")
+
+
+def test_every_read_shares_one_deadline(stand: Stand, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    line = _refused(capsys, ["2.15.0"], tmp_path / "runtime_tags.yaml", deadline=0)
+    assert line.startswith("ERROR: cannot reach 127.0.0.1:")
+    assert "the time given to all of the reads had run out" in line
+
+
+def test_the_index_s_token_is_not_written(
+        stand: Stand, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("PIP_INDEX_URL", stand.url.replace("http://", "http://bot:s3cr3t@"))
+    out = tmp_path / "runtime_tags.yaml"
+    assert _main()(["2.15.0"], out) == 0
+    assert "s3cr3t" not in out.read_text() + capsys.readouterr().out
+    assert manifest.load(out, "runtime_tags").data["source"].startswith(stand.url + "/<project>/")

@@ -642,3 +642,97 @@ def test_an_arc_card_beside_a_uhd_igpu_is_described_with_two_intel_gpu_flags(
     assert main(["install-cmd", "--os", "linux", "--python-version", "3.12", "--glibc", "2.35",
                  "--intel-gpu", "4680"]) == 0
     assert capsys.readouterr().out.rstrip().endswith("/whl/cpu")
+
+
+# --- the scripts that read these facts from a git checkout: data written, bad input one line ------------------------
+
+def _repo(tmp_path: Path, files: dict[str, str]) -> tuple[str, str]:
+    """A git repository holding ``files`` in one commit: its git dir and the commit's id."""
+    import subprocess
+
+    work = tmp_path / "repo"
+    for name, text in files.items():
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_text(text)
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                              check=True, capture_output=True, text=True).stdout
+
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-q", "-m", "facts")
+    return str(work / ".git"), git("rev-parse", "HEAD").strip()
+
+
+def _script(name: str, capsys: pytest.CaptureFixture[str], *argv: Any) -> tuple[int, str, str]:
+    import runpy
+
+    module = runpy.run_path(str(Path(__file__).resolve().parents[2] / "envs" / "scripts" / f"{name}.py"))
+    with pytest.raises(SystemExit) as done:
+        module["_shared"].run(lambda: module["main"](*argv))
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    return int(done.value.code or 0), captured.out, captured.err
+
+
+_FAMILIES = ("DG2", "ATS_M", "PVC", "BMG", "MTL", "ARL", "LNL", "PTL")
+
+
+def _pciids(*extra: str) -> str:
+    """pciids.h with one id per family of intel_gpus_from_linux.FAMILIES (DG2's through a nested macro)."""
+    lines = ["#define INTEL_DG2_G10_IDS(MACRO__, ...) \\\n\tMACRO__(0x56A0, ## __VA_ARGS__)\n",
+             "#define INTEL_DG2_IDS(MACRO__, ...) \\\n\tINTEL_DG2_G10_IDS(MACRO__, ## __VA_ARGS__), \\\n"
+             "\tMACRO__(0x5690, ## __VA_ARGS__)\n"]
+    lines += [f"#define INTEL_{f}_IDS(MACRO__, ...) \\\n\tMACRO__(0x{0xe000 + i:04X}, ## __VA_ARGS__)\n"
+              for i, f in enumerate(_FAMILIES[1:])]
+    return "\n".join([*lines, *extra])
+
+
+def test_the_intel_script_writes_the_file_as_data_and_refuses_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench.records import manifest
+
+    header = "include/drm/intel/pciids.h"
+    git_dir, commit = _repo(tmp_path, {header: _pciids()})
+    out = tmp_path / "intel_gpus.yaml"
+    assert _script("intel_gpus_from_linux", capsys, git_dir, commit, out)[0] == 0
+    families = {f["macro"]: f for f in manifest.load(out, "intel_gpus").data["families"]}
+    assert families["INTEL_DG2_IDS"]["ids"] == ["0x5690", "0x56a0"] and len(families) == len(_FAMILIES)
+    assert out.read_text().startswith("# The Intel GPUs PyTorch's XPU builds support")
+    written = out.read_bytes()
+    for files, said in (
+            ({header: _pciids().replace("INTEL_PTL_IDS", "INTEL_PTL_X_IDS")}, "defines no INTEL_PTL_IDS"),
+            ({header: _pciids().replace("MACRO__(0x5690", "INTEL_DG2_IDS(MACRO__")}, "INTEL_DG2_IDS is defined in "
+             "pciids.h through itself"),
+            ({"README": "no header"}, "failed: fatal: ")):
+        repo = _repo(tmp_path / said[:8].replace(" ", "_"), files)
+        code, _, err = _script("intel_gpus_from_linux", capsys, *repo, out)
+        assert code == 1 and len(err.splitlines()) == 2 and said in err, err
+    code, _, err = _script("intel_gpus_from_linux", capsys, git_dir, "HEAD; rm -rf /", out)
+    assert code == 1 and err.startswith("ERROR: 'HEAD; rm -rf /' is not a commit id")
+    assert out.read_bytes() == written
+
+
+def test_the_amd_scripts_print_entries_the_schema_takes_and_refuse_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    backend = ('#[serde(rename = "rocm6.4")]\n#[value(name = "rocm6.4")]\nRocm64,\n'
+               "static LINUX_AMD_GPU_DRIVERS: LazyLock<...> = LazyLock::new(|| {\n"
+               "    (TorchBackend::Rocm64, AmdGpuArchitecture::Gfx1100),\n"
+               "    (TorchBackend::Rocm64, AmdGpuArchitecture::Gfx942),\n});\n")
+    uv = _repo(tmp_path / "uv", {"crates/uv-torch/src/backend.rs": backend})
+    code, out, _ = _script("rocm_arches_from_uv", capsys, *uv)
+    assert code == 0
+    assert [(e["compute"], e["arches"]) for e in yaml.safe_load(out)["rocm"]] == [("rocm6.4", ["gfx1100", "gfx942"])]
+    moved = _repo(tmp_path / "moved", {"crates/uv-torch/src/backend.rs": backend.replace("LINUX_AMD", "AMD")})
+    code, _, err = _script("rocm_arches_from_uv", capsys, *moved)
+    assert code == 1 and "has no LINUX_AMD_GPU_DRIVERS table" in err
+    llvm = _repo(tmp_path / "llvm", {"llvm/docs/AMDGPUUsage.rst": (
+        RESOURCES / "llvm" / "AMDGPUUsage-processors-excerpt.rst").read_text()})
+    code, out, _ = _script("apu_gfx_from_llvm", capsys, *llvm)
+    assert code == 0 and yaml.safe_load(out)["integrated"]["gfx"] == ["gfx1033", "gfx1035", "gfx1036", "gfx1103"]
+    empty = _repo(tmp_path / "empty", {"llvm/docs/AMDGPUUsage.rst": "no table\n"})
+    code, _, err = _script("apu_gfx_from_llvm", capsys, *empty)
+    assert code == 1 and "has no processor marked APU" in err

@@ -38,6 +38,26 @@ def test_real_manifests_all_validate() -> None:
     assert found["cuda118"].compute == "cu118" and found["cuda118"].torch == "2.7.1"
 
 
+def test_every_file_in_envs_reads_as_kitbench_reads_it() -> None:
+    """What the weekly workflows run before a pull request (.github/workflows/facts.yml, locks.yml): each manifest
+    against its schema (envs/<name>.yaml against <name>'s, releases/ and targets/ against theirs), the conda files
+    against their targets, each lock read whole and held to its target's build. A manifest without a schema fails."""
+    from kitbench.environments import locks
+    from kitbench.records import schemas
+
+    envs = manifest.envs_dir()
+    known = {p.name.removesuffix(".schema.json") for p in Path(schemas.__file__).parent.glob("*.schema.json")}
+    top = sorted(envs.glob("*.yaml"))
+    assert top and {p.stem for p in top} <= known
+    loaded = [manifest.load(p, p.stem) for p in top]
+    loaded += [manifest.load(p, "release") for p in sorted((envs / "releases").glob("*.yaml"))]
+    found = targets.load_all()
+    assert len(loaded) > len(top) and found
+    for path in sorted((envs / "locks").glob("pylock.*.toml")):
+        lock = locks.read(path)
+        locks.check_build(lock, found[lock.target])
+
+
 def test_good_manifest_loads_with_hash(tmp_path: Path) -> None:
     loaded = _load(tmp_path, GOOD)
     assert loaded.data["kind"] == "venv"
