@@ -24,14 +24,13 @@ from kitbench._signals import sigterm_raises
 if TYPE_CHECKING:
     from kitbench.fleet.results import TaskResult
 
+from kitbench import _installed
 from kitbench.errors import (
-    OPTIONAL_HINTS,
     KitbenchError,
     MissingDependency,
     Terminated,
     UsageError,
     clean,
-    optional_hint,
 )
 
 
@@ -286,7 +285,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
               f"install JSON, image bundles), e.g. {clean(skipped[0])}", file=sys.stderr)
     table = compare.rows(loaded)
     if args.fmt == "json":
-        print(json.dumps([dataclasses.asdict(r) for r in table], indent=2))
+        # Each difference as an object (quantity, before: the baseline's, after: this record's).
+        print(json.dumps([{**dataclasses.asdict(r), "differs": [c._asdict() for c in r.differs]} for r in table],
+                         indent=2, default=str))
     else:
         _ui.comparison(table, args.fmt)
     if args.plot:
@@ -504,17 +505,29 @@ def _cmd_project(args: argparse.Namespace) -> int:
     return 0
 
 
-def _install_hint(hint: str) -> str:
-    """The hint with this machine's install-cmd answer in it."""
+def _this_machines_torch() -> tuple[list[str], str | None] | None:
+    """install-cmd's answer for this machine as the packages and index it installs, or None where there is
+    none (no probe, no build) or it is not a plain pip command."""
+    import shlex
+
     from kitbench.advice import selector
-    from kitbench.errors import INSTALL_CMD_WORDS
     from kitbench.machine.probe import probe
 
     try:
-        command = selector.select(probe()).command
-    except KitbenchError:
-        return hint
-    return hint.replace(INSTALL_CMD_WORDS, f"`{command}` (install-cmd's answer for this machine)")
+        words = shlex.split(selector.select(probe()).command)
+    except (KitbenchError, ValueError):
+        return None
+    if words[:2] != ["pip", "install"]:
+        return None
+    packages, index, rest = [], None, iter(words[2:])
+    for word in rest:
+        if word == "--index-url":
+            index = next(rest, None)
+        elif word.startswith("-"):
+            return None     # an option only pip's own words carry (--pre): the hint names the command instead
+        else:
+            packages.append(word)
+    return packages, index
 
 
 _COMMANDS: dict[str, Any] = {"run": _cmd_run, "probe": _cmd_probe, "container": _cmd_container, "fleet": _cmd_fleet,
@@ -603,9 +616,10 @@ def _main(argv: Sequence[str] | None) -> int:
         return code
     except ModuleNotFoundError as missing:
         root = (missing.name or "").partition(".")[0]
-        if root not in OPTIONAL_HINTS:
+        if root not in _installed.OPTIONAL:
             raise
-        error = MissingDependency(root, f"kitbench {words[0] if words else ''}".strip(), optional_hint(root))
+        error = MissingDependency(root, f"kitbench {words[0] if words else ''}".strip(),
+                                  _installed.optional_hint(root))
     except KitbenchError as caught:
         error = caught
     except OSError as failed:       # a results root that cannot be written, a full disk: never a traceback
@@ -615,7 +629,7 @@ def _main(argv: Sequence[str] | None) -> int:
                               "exists, is writable and has room (KITBENCH_RESULTS moves the results, KITBENCH_DATA "
                               "the data)")
     if isinstance(error, MissingDependency) and error.module in ("torch", "torchvision"):
-        error.hint = _install_hint(error.hint or "")
+        error.hint = _installed.optional_hint(error.module, _this_machines_torch())
     # Messages quote records, paths and programs' words: data, escaped here for every error at once.
     print(f"ERROR: {clean(error.message)}", file=sys.stderr)
     if error.hint:
