@@ -13,7 +13,6 @@ import errno
 import gc
 import os
 import sys
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -301,7 +300,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     import json
 
     from kitbench.reading import inputs
-    from kitbench.reading.verify import verify
+    from kitbench.reading.verify import tally, verify
     from kitbench.records import record as records
 
     (reference, ref_sha), (candidate, cand_sha) = (records.read_hashed(p) for p in (args.reference, args.candidate))
@@ -314,9 +313,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         # Model names, packages and settings come from the records: data, shown escaped.
         print(verdict.verdict.upper() if not verdict.reproduced else verdict.verdict,
               f": {clean(verdict.first_divergence)}" if verdict.first_divergence else "", sep="")
+        print(f"  compared: {_counted(tally(verdict.comparisons))}")
         for c in verdict.comparisons:
-            detail = f": {c.detail}" if c.detail else ""
-            print(clean(f"  {'equal' if c.equal else 'DIFFERS'} ({c.rule}): {c.quantity}{detail}"))
+            print(clean(f"  {_compared(c, f': {c.detail}' if c.detail else '')}"))
         for line in verdict.differences:
             print(f"  environment differs: {clean(line)}")
         for line in verdict.rules:
@@ -325,8 +324,36 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 0 if verdict.reproduced else 1
 
 
+# The rules that are no tolerance but a condition: a record's status, a run's partner. Their outcome is said in
+# their own words ("DIFFERS (ok)" read as a difference that was fine).
+_CONDITIONS = {"ok": ("ok", "NOT OK", "must be ok"), "paired": ("paired", "UNPAIRED", "must have a partner")}
+
+
+def _compared(c: Any, detail: str) -> str:
+    """One comparison of verify's (a ``Comparison``): its outcome, the rule it was held to, the quantity."""
+    if c.rule in _CONDITIONS:
+        return f"{_CONDITIONS[c.rule][0 if c.equal else 1]}: {c.quantity}{detail}"
+    return f"{'equal' if c.equal else 'DIFFERS'} ({c.rule}): {c.quantity}{detail}"
+
+
+def _counted(counts: Any) -> str:
+    """verify's ``Tally`` in words: ``12 quantities: 11 agree (within rtol 0.05), 1 differs (within rtol 0.05)``;
+    with several rules, each counted."""
+    def part(by_rule: dict[str, int]) -> str:
+        named = {(_CONDITIONS[rule][2] if rule in _CONDITIONS else rule): n for rule, n in by_rule.items()}
+        if not named:
+            return ""
+        return f" ({next(iter(named))})" if len(named) == 1 else \
+            " (" + ", ".join(f"{n} {name}" for name, n in named.items()) + ")"
+
+    agree, differ = sum(counts.agree.values()), sum(counts.differ.values())
+    return (f"{agree + differ} quantit{'y' if agree + differ == 1 else 'ies'}: {agree} agree{part(counts.agree)}, "
+            f"{differ} differ{'s' if differ == 1 else ''}{part(counts.differ)}")
+
+
 def _cmd_replay(args: argparse.Namespace) -> int:
     from kitbench.machine.probe import probe
+    from kitbench.reading.verify import tally
     from kitbench.rebuild import replay
 
     outcome = replay.replay(args.record, args.out, probe(),
@@ -335,14 +362,10 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         print(f"note: {clean(note)}")
     for line in outcome.differences:
         print(f"environment differs: {clean(line)}")
-    if outcome.mnist:       # verify's many quantities in one line, each one that differs on its own
-        rules = Counter(c.rule for c in outcome.mnist)
-        equal = sum(c.equal for c in outcome.mnist)
-        print(clean(f"compared: MNIST: {len(outcome.mnist)} quantities ("
-                    + ", ".join(f"{n} {rule}" for rule, n in rules.items()) + f"), {equal} equal"))
+    if outcome.mnist:       # verify's many quantities counted in one line, each one that differs on its own
+        print(clean(f"compared: MNIST: {_counted(tally(outcome.mnist))}"))
     for c in [*(c for c in outcome.mnist if not c.equal), *outcome.compared]:
-        print(clean(f"compared: {'equal' if c.equal else 'DIFFERS'} ({c.rule}): {c.quantity}"
-                    f"{f' ({c.detail})' if c.detail else ''}"))
+        print(clean(f"compared: {_compared(c, f' ({c.detail})' if c.detail else '')}"))
     if outcome.not_compared:
         print(clean(f"not compared: {'; '.join(outcome.not_compared)}"))
     print(clean(f"{outcome.verdict if outcome.reproduced else outcome.verdict.upper()}"

@@ -868,3 +868,23 @@ def test_project_s_hints_are_the_project_s_not_install_cmd_s(tmp_path: Path,
     assert len(err) == 2 and "a machine's flags: --os" in err[1], err
     assert main(["project", str(tmp_path), "--machine", "x" * 500 + "=--os linux --no-gpu"]) == 2
     assert "x" * 100 not in capsys.readouterr().err
+
+
+def test_verify_s_counts_and_conditions_are_worded_once() -> None:
+    """replay's summary read as all passed before NOT REPRODUCED ("12 quantities (12 within rtol 0.05), 11 equal"),
+    and verify's failed reference as a difference that was fine ("DIFFERS (ok)")."""
+    from kitbench._cli import _compared, _counted
+    from kitbench.reading.verify import Comparison, Tally
+
+    assert _counted(Tally({"within rtol 0.05": 11}, {"within rtol 0.05": 1})) == \
+        "12 quantities: 11 agree (within rtol 0.05), 1 differs (within rtol 0.05)"
+    assert _counted(Tally({"exact": 24, "bitwise": 4}, {})) == "28 quantities: 28 agree (24 exact, 4 bitwise), 0 differ"
+    assert _counted(Tally({}, {"ok": 1})) == "1 quantity: 0 agree, 1 differs (must be ok)"
+    assert _counted(Tally({}, {"paired": 2, "equal": 1})) == \
+        "3 quantities: 0 agree, 3 differ (2 must have a partner, 1 equal)"
+    status = Comparison("the reference's status", "ok", False, "failed")
+    assert _compared(status, ": failed") == "NOT OK: the reference's status: failed"
+    assert _compared(Comparison("x: partner", "paired", False), "") == "UNPAIRED: x: partner"
+    assert _compared(Comparison("x: test loss", "exact", True), "") == "equal (exact): x: test loss"
+    assert _compared(Comparison("x: test loss", "bitwise", False), " (1 vs 2)") == \
+        "DIFFERS (bitwise): x: test loss (1 vs 2)"

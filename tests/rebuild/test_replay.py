@@ -62,7 +62,8 @@ def test_a_cpu_record_is_replayed_for_real(cpu_record: Path, tmp_path: Path, mon
     printed = capsys.readouterr().out
     assert f"reproduced ({out})" in printed
     # What was compared, said: verify's quantities in one line, all equal.
-    assert re.search(r"^compared: MNIST: (\d+) quantities \(.*bitwise.*\), \1 equal$", printed, re.MULTILINE), printed
+    assert re.search(r"^compared: MNIST: (\d+) quantities: \1 agree \(.*bitwise.*\), 0 differ$", printed,
+                     re.MULTILINE), printed
     new, old = records.read(out), records.read(cpu_record)
     assert new["replay_of"] is not None and new["replay_of"]["path"] == str(cpu_record)
     # The same options but for the data: this user's (KITBENCH_DATA, with --offline), never the record's.
