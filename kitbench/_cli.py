@@ -209,7 +209,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
                  python_path=args.python_path, python_version=args.python_version, glibc=args.glibc,
                  os_version=args.os_version)
     chosen = answer(given, refresh=_refresh, force_refresh=args.refresh,
-                    not_refreshed=lambda note: print(f"note: {clean(note)}", file=sys.stderr),
+                    not_refreshed=lambda error: print(f"note: {clean(_not_refreshed(error))}", file=sys.stderr),
                     release_spec=args.release, package=args.package, compute=args.compute, fmt=args.fmt)
     if args.json:
         import json
@@ -405,6 +405,29 @@ def _refresh() -> None:
         print(clean(f"# torch {rel.version} with torchvision {rel.torchvision}: "
                     f"{', '.join(rel.computes) or 'no builds'} (derived from the index)"), file=sys.stderr)
     print(f"facts: {facts.cache_dir()}", file=sys.stderr)
+
+
+def _not_refreshed(error: KitbenchError) -> str:
+    """What a refresh that failed left: nothing new, or the pages it read before a host did not answer."""
+    from kitbench.advice import indexes
+
+    read = error.read if isinstance(error, indexes.RefreshFailed) else []
+    if not read:
+        return f"the facts were not refreshed: {error.message}; answering from those at hand"
+    unread = error.unread if isinstance(error, indexes.RefreshFailed) else []
+    return (f"the facts were refreshed in part: read {_pages([o.source for o in read])}; not read "
+            f"{_pages(unread)}: {error.message}; answering from what was read and the facts at hand")
+
+
+_INDEXES = {"pypi": "PyPI's", "pytorch": "PyTorch's index's"}
+
+
+def _pages(sources: Sequence[Any]) -> str:
+    """``PyPI's torch, torchvision pages``, each index once, in the order read."""
+    by_kind: dict[str, list[str]] = {}
+    for source in sources:
+        by_kind.setdefault(source.kind, []).append(source.package)
+    return " and ".join(f"{_INDEXES.get(kind, kind)} {', '.join(packages)} pages" for kind, packages in by_kind.items())
 
 
 def _cmd_facts(args: argparse.Namespace) -> int:
