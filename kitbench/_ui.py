@@ -140,9 +140,9 @@ def table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]], wid
 
 
 def fit(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> list[list[str]]:
-    """``rows`` with the widest column's cells cut (ending in "…"), one character at a time, until the table fits
-    in ``width`` with three spaces between columns (rich's, where the plain table has two); no column narrower
-    than its header, or than 8."""
+    """``rows`` with the widest column's cells cut (their middle left out, "…"), one character at a time, until
+    the table fits in ``width`` with three spaces between columns (rich's, where the plain table has two); no
+    column narrower than its header, or than 8."""
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     floors = [max(len(h), 8) for h in headers]
     while sum(widths) + 3 * (len(widths) - 1) > width:
@@ -151,8 +151,13 @@ def fit(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> li
             break
         widest = max(cuttable, key=lambda i: widths[i])
         widths[widest] -= 1
-    return [[cell if len(cell) <= w else cell[:w - 1] + "…" for cell, w in zip(row, widths, strict=True)]
-            for row in rows]
+    return [[cell if len(cell) <= w else _cut(cell, w) for cell, w in zip(row, widths, strict=True)] for row in rows]
+
+
+def _cut(text: str, width: int) -> str:
+    """``text`` in ``width`` characters, its middle left out: two file names that start alike still end apart."""
+    head = (width - 1) // 2
+    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
 
 
 def _fmt(value: float | None, spec: str = ".2f") -> str:

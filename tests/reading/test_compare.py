@@ -82,6 +82,22 @@ def test_compare_of_the_docs_records_fits_160_columns_with_a_record_column(
     assert "baseline (the first ok record): cpu-bench-cnn.json; 12 other records compared with it" in out
 
 
+def test_records_named_alike_at_length_still_fit_and_end_apart(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench._cli import main
+
+    for end in ("one", "two"):
+        shutil.copy(DOCS_RECORDS / ("h200-det-1.json" if end == "one" else "h200-det-2.json"),
+                    tmp_path / f"{'a-very-long-shared-beginning-' * 4}{end}.json")
+    shutil.copy(DOCS_RECORDS / "h100-cnn.json", tmp_path / "b.json")
+    assert main(["compare", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 160
+    rows = [line.split()[0] for line in lines if line.startswith("a-very")]
+    assert len(rows) == 4 and all("…" in r for r in rows)
+    assert {r.rsplit("…", 1)[1][-8:] for r in rows} == {"one.json", "two.json"}
+
+
 def test_a_long_difference_names_what_fits_and_counts_the_rest() -> None:
     from kitbench._ui import _difference
     from kitbench.reading.compare import Group
