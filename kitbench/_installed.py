@@ -27,9 +27,9 @@ _SOURCE_KEYS = ("directory", "editable", "path", "git", "url")     # how uv's re
 
 
 class Installed(NamedTuple):
-    """How kitbench was installed: the tool, the Python it runs in, and for ``uv tool`` what it must be
-    reinstalled from and with (uv replaces the tool's whole environment: an earlier ``--with`` is kept only by
-    naming it again)."""
+    """How kitbench was installed: the tool, the Python it runs in, pipx's name for its venv or what ``uv tool``
+    must reinstall it from, and for ``uv tool`` what with (uv replaces the tool's whole environment: an earlier
+    ``--with`` is kept only by naming it again)."""
 
     tool: Tool
     python: str
@@ -42,9 +42,11 @@ def installed(prefix: str | None = None, executable: str | None = None) -> Insta
     its venvs, ``uv tool`` a ``uv-receipt.toml``; any other venv or system Python is pip's, or uv pip's where
     the venv has no pip script (uv's venvs, nox's uv backend)."""
     root = Path(sys.prefix if prefix is None else prefix)
-    python = sys.executable if executable is None else executable
+    # An embedding program may leave sys.executable empty: a command needs some Python to name.
+    python = (sys.executable if executable is None else executable) or "python3"
     if (root / "pipx_metadata.json").is_file():
-        return Installed("pipx", python)
+        # pipx names a venv after its app, with the suffix of `pipx install --suffix`: inject takes that name.
+        return Installed("pipx", python, root.name)
     receipt = root / "uv-receipt.toml"
     if receipt.is_file():
         return _uv_tool(receipt, python)
@@ -95,7 +97,7 @@ def add_command(packages: Sequence[str], index_url: str | None = None, how: Inst
     python = shlex.quote(how.python)
     if how.tool == "pipx":
         index = [f"--index-url {shlex.quote(index_url)}"] if index_url else []
-        return " ".join(["pipx inject kitbench", *names, *index])
+        return " ".join(["pipx inject", shlex.quote(how.source), *names, *index])
     if how.tool == "uv tool":
         # uv's first index that has a name is the only one it takes that name from, and PyTorch's index mirrors
         # torch's dependencies at old versions: the best match across both finds the pins.

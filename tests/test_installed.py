@@ -31,7 +31,7 @@ def test_pipx_s_venv_is_told_to_inject(tmp_path: Path) -> None:
     python = _venv(tmp_path / "pipx" / "venvs" / "kitbench")
     (tmp_path / "pipx" / "venvs" / "kitbench" / "pipx_metadata.json").write_text("{}")
     how = installed(str(tmp_path / "pipx" / "venvs" / "kitbench"), python)
-    assert how == Installed("pipx", python)
+    assert how == Installed("pipx", python, "kitbench")
     assert add_command(["matplotlib"], how=how) == "pipx inject kitbench matplotlib"
     assert add_command(PINS, CU126, how) == f"pipx inject kitbench {' '.join(PINS)} --index-url {CU126}"
     # The run hint that sent a pipx user to pip: now pipx's own verb, with this machine's build.
@@ -39,6 +39,18 @@ def test_pipx_s_venv_is_told_to_inject(tmp_path: Path) -> None:
     assert hint.startswith(f"install this machine's build (install-cmd's answer) into kitbench's pipx "
                            f"environment: pipx inject kitbench torch==2.14.1 torchvision==0.29.1 --index-url {CU126};")
     assert "pip install" not in hint
+
+
+def test_pipx_s_suffixed_venv_is_injected_by_its_name(tmp_path: Path) -> None:
+    """`pipx install --suffix _dev .` makes the venv kitbench_dev, and inject takes that name."""
+    root = tmp_path / "venvs" / "kitbench_dev"
+    python = _venv(root)
+    (root / "pipx_metadata.json").write_text("{}")
+    assert add_command(["docker"], how=installed(str(root), python)) == "pipx inject kitbench_dev docker"
+
+
+def test_an_empty_sys_executable_still_names_a_python(tmp_path: Path) -> None:
+    assert add_command(["docker"], how=installed(str(tmp_path), "")) == "python3 -m pip install docker"
 
 
 def test_uv_tool_is_reinstalled_from_its_source_with_what_it_had(tmp_path: Path) -> None:
@@ -107,13 +119,14 @@ def test_a_system_python_is_pip_s(tmp_path: Path) -> None:
 
 
 def test_this_python_by_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(sys, "prefix", str(tmp_path))
-    (tmp_path / "pipx_metadata.json").write_text("{}")
+    (tmp_path / "kitbench").mkdir()
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "kitbench"))
+    (tmp_path / "kitbench" / "pipx_metadata.json").write_text("{}")
     assert optional_hint("matplotlib") == "pipx inject kitbench matplotlib"
 
 
 def test_torch_without_this_machine_s_answer_says_how_to_install_one(tmp_path: Path) -> None:
-    how = Installed("pipx", "/p/bin/python")
+    how = Installed("pipx", "/p/bin/python", "kitbench")
     hint = optional_hint("torch", None, how)
     assert hint.startswith("install torch into kitbench's pipx environment with the packages and index "
                            "`kitbench install-cmd` prints: pipx inject kitbench PACKAGES --index-url URL;")
