@@ -26,10 +26,16 @@ def _rich_console(stderr: bool = False) -> Any:
         from rich.console import Console
     except ImportError:
         return None
+    class Quiet(Console):
+        def on_broken_pipe(self) -> None:
+            # rich's own exits 1 at once; a reader that went away (`| head`) is main's to answer, with 141.
+            self.quiet = True
+            raise BrokenPipeError
+
     if stderr:
-        return Console(stderr=True)
+        return Quiet(stderr=True)
     # In logs and pipes rich would squeeze tables into 80 columns and cut cells.
-    return Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+    return Quiet(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 
 
 def progress() -> Progress:
