@@ -13,7 +13,6 @@ import errno
 import gc
 import os
 import sys
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,14 +23,13 @@ from kitbench._signals import sigterm_raises
 if TYPE_CHECKING:
     from kitbench.fleet.results import TaskResult
 
+from kitbench import _installed
 from kitbench.errors import (
-    OPTIONAL_HINTS,
     KitbenchError,
     MissingDependency,
     Terminated,
     UsageError,
     clean,
-    optional_hint,
 )
 
 
@@ -211,7 +209,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
                  python_path=args.python_path, python_version=args.python_version, glibc=args.glibc,
                  os_version=args.os_version)
     chosen = answer(given, refresh=_refresh, force_refresh=args.refresh,
-                    not_refreshed=lambda note: print(f"note: {clean(note)}", file=sys.stderr),
+                    not_refreshed=lambda error: print(f"note: {clean(_not_refreshed(error))}", file=sys.stderr),
                     release_spec=args.release, package=args.package, compute=args.compute, fmt=args.fmt)
     if args.json:
         import json
@@ -286,7 +284,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
               f"install JSON, image bundles), e.g. {clean(skipped[0])}", file=sys.stderr)
     table = compare.rows(loaded)
     if args.fmt == "json":
-        print(json.dumps([dataclasses.asdict(r) for r in table], indent=2))
+        # Each difference as an object (quantity, before: the baseline's, after: this record's).
+        print(json.dumps([{**dataclasses.asdict(r), "differs": [c._asdict() for c in r.differs]} for r in table],
+                         indent=2, default=str))
     else:
         _ui.comparison(table, args.fmt)
     if args.plot:
@@ -300,7 +300,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     import json
 
     from kitbench.reading import inputs
-    from kitbench.reading.verify import verify
+    from kitbench.reading.verify import tally, verify
     from kitbench.records import record as records
 
     (reference, ref_sha), (candidate, cand_sha) = (records.read_hashed(p) for p in (args.reference, args.candidate))
@@ -313,9 +313,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         # Model names, packages and settings come from the records: data, shown escaped.
         print(verdict.verdict.upper() if not verdict.reproduced else verdict.verdict,
               f": {clean(verdict.first_divergence)}" if verdict.first_divergence else "", sep="")
+        print(f"  compared: {_counted(tally(verdict.comparisons))}")
         for c in verdict.comparisons:
-            detail = f": {c.detail}" if c.detail else ""
-            print(clean(f"  {'equal' if c.equal else 'DIFFERS'} ({c.rule}): {c.quantity}{detail}"))
+            print(clean(f"  {_compared(c, f': {c.detail}' if c.detail else '')}"))
         for line in verdict.differences:
             print(f"  environment differs: {clean(line)}")
         for line in verdict.rules:
@@ -324,8 +324,36 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 0 if verdict.reproduced else 1
 
 
+# The rules that are no tolerance but a condition: a record's status, a run's partner. Their outcome is said in
+# their own words ("DIFFERS (ok)" read as a difference that was fine).
+_CONDITIONS = {"ok": ("ok", "NOT OK", "must be ok"), "paired": ("paired", "UNPAIRED", "must have a partner")}
+
+
+def _compared(c: Any, detail: str) -> str:
+    """One comparison of verify's (a ``Comparison``): its outcome, the rule it was held to, the quantity."""
+    if c.rule in _CONDITIONS:
+        return f"{_CONDITIONS[c.rule][0 if c.equal else 1]}: {c.quantity}{detail}"
+    return f"{'equal' if c.equal else 'DIFFERS'} ({c.rule}): {c.quantity}{detail}"
+
+
+def _counted(counts: Any) -> str:
+    """verify's ``Tally`` in words: ``12 quantities: 11 agree (within rtol 0.05), 1 differs (within rtol 0.05)``;
+    with several rules, each counted."""
+    def part(by_rule: dict[str, int]) -> str:
+        named = {(_CONDITIONS[rule][2] if rule in _CONDITIONS else rule): n for rule, n in by_rule.items()}
+        if not named:
+            return ""
+        return f" ({next(iter(named))})" if len(named) == 1 else \
+            " (" + ", ".join(f"{n} {name}" for name, n in named.items()) + ")"
+
+    agree, differ = sum(counts.agree.values()), sum(counts.differ.values())
+    return (f"{agree + differ} quantit{'y' if agree + differ == 1 else 'ies'}: {agree} agree{part(counts.agree)}, "
+            f"{differ} differ{'s' if differ == 1 else ''}{part(counts.differ)}")
+
+
 def _cmd_replay(args: argparse.Namespace) -> int:
     from kitbench.machine.probe import probe
+    from kitbench.reading.verify import tally
     from kitbench.rebuild import replay
 
     outcome = replay.replay(args.record, args.out, probe(),
@@ -334,14 +362,10 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         print(f"note: {clean(note)}")
     for line in outcome.differences:
         print(f"environment differs: {clean(line)}")
-    if outcome.mnist:       # verify's many quantities in one line, each one that differs on its own
-        rules = Counter(c.rule for c in outcome.mnist)
-        equal = sum(c.equal for c in outcome.mnist)
-        print(clean(f"compared: MNIST: {len(outcome.mnist)} quantities ("
-                    + ", ".join(f"{n} {rule}" for rule, n in rules.items()) + f"), {equal} equal"))
+    if outcome.mnist:       # verify's many quantities counted in one line, each one that differs on its own
+        print(clean(f"compared: MNIST: {_counted(tally(outcome.mnist))}"))
     for c in [*(c for c in outcome.mnist if not c.equal), *outcome.compared]:
-        print(clean(f"compared: {'equal' if c.equal else 'DIFFERS'} ({c.rule}): {c.quantity}"
-                    f"{f' ({c.detail})' if c.detail else ''}"))
+        print(clean(f"compared: {_compared(c, f' ({c.detail})' if c.detail else '')}"))
     if outcome.not_compared:
         print(clean(f"not compared: {'; '.join(outcome.not_compared)}"))
     print(clean(f"{outcome.verdict if outcome.reproduced else outcome.verdict.upper()}"
@@ -381,6 +405,29 @@ def _refresh() -> None:
         print(clean(f"# torch {rel.version} with torchvision {rel.torchvision}: "
                     f"{', '.join(rel.computes) or 'no builds'} (derived from the index)"), file=sys.stderr)
     print(f"facts: {facts.cache_dir()}", file=sys.stderr)
+
+
+def _not_refreshed(error: KitbenchError) -> str:
+    """What a refresh that failed left: nothing new, or the pages it read before a host did not answer."""
+    from kitbench.advice import indexes
+
+    read = error.read if isinstance(error, indexes.RefreshFailed) else []
+    if not read:
+        return f"the facts were not refreshed: {error.message}; answering from those at hand"
+    unread = error.unread if isinstance(error, indexes.RefreshFailed) else []
+    return (f"the facts were refreshed in part: read {_pages([o.source for o in read])}; not read "
+            f"{_pages(unread)}: {error.message}; answering from what was read and the facts at hand")
+
+
+_INDEXES = {"pypi": "PyPI's", "pytorch": "PyTorch's index's"}
+
+
+def _pages(sources: Sequence[Any]) -> str:
+    """``PyPI's torch, torchvision pages``, each index once, in the order read."""
+    by_kind: dict[str, list[str]] = {}
+    for source in sources:
+        by_kind.setdefault(source.kind, []).append(source.package)
+    return " and ".join(f"{_INDEXES.get(kind, kind)} {', '.join(packages)} pages" for kind, packages in by_kind.items())
 
 
 def _cmd_facts(args: argparse.Namespace) -> int:
@@ -504,17 +551,29 @@ def _cmd_project(args: argparse.Namespace) -> int:
     return 0
 
 
-def _install_hint(hint: str) -> str:
-    """The hint with this machine's install-cmd answer in it."""
+def _this_machines_torch() -> tuple[list[str], str | None] | None:
+    """install-cmd's answer for this machine as the packages and index it installs, or None where there is
+    none (no probe, no build) or it is not a plain pip command."""
+    import shlex
+
     from kitbench.advice import selector
-    from kitbench.errors import INSTALL_CMD_WORDS
     from kitbench.machine.probe import probe
 
     try:
-        command = selector.select(probe()).command
-    except KitbenchError:
-        return hint
-    return hint.replace(INSTALL_CMD_WORDS, f"`{command}` (install-cmd's answer for this machine)")
+        words = shlex.split(selector.select(probe()).command)
+    except (KitbenchError, ValueError):
+        return None
+    if words[:2] != ["pip", "install"]:
+        return None
+    packages, index, rest = [], None, iter(words[2:])
+    for word in rest:
+        if word == "--index-url":
+            index = next(rest, None)
+        elif word.startswith("-"):
+            return None     # an option only pip's own words carry (--pre): the hint names the command instead
+        else:
+            packages.append(word)
+    return packages, index
 
 
 _COMMANDS: dict[str, Any] = {"run": _cmd_run, "probe": _cmd_probe, "container": _cmd_container, "fleet": _cmd_fleet,
@@ -603,9 +662,10 @@ def _main(argv: Sequence[str] | None) -> int:
         return code
     except ModuleNotFoundError as missing:
         root = (missing.name or "").partition(".")[0]
-        if root not in OPTIONAL_HINTS:
+        if root not in _installed.OPTIONAL:
             raise
-        error = MissingDependency(root, f"kitbench {words[0] if words else ''}".strip(), optional_hint(root))
+        error = MissingDependency(root, f"kitbench {words[0] if words else ''}".strip(),
+                                  _installed.optional_hint(root))
     except KitbenchError as caught:
         error = caught
     except OSError as failed:       # a results root that cannot be written, a full disk: never a traceback
@@ -615,7 +675,7 @@ def _main(argv: Sequence[str] | None) -> int:
                               "exists, is writable and has room (KITBENCH_RESULTS moves the results, KITBENCH_DATA "
                               "the data)")
     if isinstance(error, MissingDependency) and error.module in ("torch", "torchvision"):
-        error.hint = _install_hint(error.hint or "")
+        error.hint = _installed.optional_hint(error.module, _this_machines_torch())
     # Messages quote records, paths and programs' words: data, escaped here for every error at once.
     print(f"ERROR: {clean(error.message)}", file=sys.stderr)
     if error.hint:

@@ -26,10 +26,16 @@ def _rich_console(stderr: bool = False) -> Any:
         from rich.console import Console
     except ImportError:
         return None
+    class Quiet(Console):
+        def on_broken_pipe(self) -> None:
+            # rich's own exits 1 at once; a reader that went away (`| head`) is main's to answer, with 141.
+            self.quiet = True
+            raise BrokenPipeError
+
     if stderr:
-        return Console(stderr=True)
+        return Quiet(stderr=True)
     # In logs and pipes rich would squeeze tables into 80 columns and cut cells.
-    return Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+    return Quiet(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 
 
 def progress() -> Progress:
@@ -112,23 +118,52 @@ class _RichProgress:
             self._bars.stop()
 
 
-def table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    """One table on stdout: rich's when installed, aligned plain text otherwise."""
+def table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]], width: int | None = None) -> None:
+    """One table on stdout: rich's when installed, aligned plain text otherwise. With ``width``, the cells are cut
+    (:func:`fit`) so that the table, two spaces between columns and no frame, is at most that wide."""
+    rows = [[clean(cell) for cell in row] for row in rows]
+    if width is not None:
+        rows = fit(headers, rows, width)
     console = _rich_console()
     if console is not None:
+        from rich import box
         from rich.markup import escape
         from rich.table import Table
 
-        shown = Table(*headers, title=title, title_justify="left")
+        # Fitted, the frame goes: its bars would take the columns' room.
+        shown = Table(title=title, title_justify="left", box=box.HEAVY_HEAD if width is None else box.SIMPLE_HEAD,
+                      pad_edge=width is None, show_edge=width is None)
+        for header in headers:
+            shown.add_column(header, no_wrap=width is not None)
         for row in rows:
-            shown.add_row(*(escape(clean(cell)) for cell in row))
+            shown.add_row(*(escape(cell) for cell in row))
         console.print(shown)
         return
-    rows = [[clean(cell) for cell in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     print(title)
     for line in (headers, *rows):
         print("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
+
+
+def fit(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> list[list[str]]:
+    """``rows`` with the widest column's cells cut (their middle left out, "…"), one character at a time, until
+    the table fits in ``width`` with three spaces between columns (rich's, where the plain table has two); no
+    column narrower than its header, or than 8."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    floors = [max(len(h), 8) for h in headers]
+    while sum(widths) + 3 * (len(widths) - 1) > width:
+        cuttable = [i for i, w in enumerate(widths) if w > floors[i]]
+        if not cuttable:
+            break
+        widest = max(cuttable, key=lambda i: widths[i])
+        widths[widest] -= 1
+    return [[cell if len(cell) <= w else _cut(cell, w) for cell, w in zip(row, widths, strict=True)] for row in rows]
+
+
+def _cut(text: str, width: int) -> str:
+    """``text`` in ``width`` characters, its middle left out: two file names that start alike still end apart."""
+    head = (width - 1) // 2
+    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
 
 
 def _fmt(value: float | None, spec: str = ".2f") -> str:
@@ -208,35 +243,120 @@ def csv_cell(text: str) -> str:
 
 
 def comparison(rows: list[Any], fmt: str) -> None:
-    cells = [[_fmt(getattr(r, attr), spec) if spec else clean(getattr(r, attr) or "-") for _, attr, spec in _COLUMNS]
-             for r in rows]
-    headers = [name for name, _, _ in _COLUMNS]
+    from kitbench.reading import compare
+    from kitbench.reading.envdiff import line
+
+    where, names = record_names([r.path for r in rows])
     if fmt == "csv":
         import csv
 
+        cells = [[_cell(r, attr, spec) for _, attr, spec in _COLUMNS] for r in rows]
         writer = csv.writer(sys.stdout)
-        writer.writerow([*headers, "record", "differs"])
-        for row, line in zip(rows, cells, strict=True):
-            texts = [cell if spec else csv_cell(cell) for cell, (_, _, spec) in zip(line, _COLUMNS, strict=True)]
-            writer.writerow([*texts, csv_cell(clean(row.path)), csv_cell(clean("; ".join(row.differs)))])
+        writer.writerow([name for name, _, _ in _COLUMNS] + ["record", "differs"])
+        for row, cells_of in zip(rows, cells, strict=True):
+            texts = [cell if spec else csv_cell(cell) for cell, (_, _, spec) in zip(cells_of, _COLUMNS, strict=True)]
+            writer.writerow([*texts, csv_cell(clean(row.path)),
+                             csv_cell(clean("; ".join(line(c) for c in row.differs)))])
         return
+    title = f"kitbench compare: {len(rows)} record{'s' if len(rows) != 1 else ''}" + (f" in {where}" if where else "")
     if fmt == "markdown":
         from kitbench.reading.report_markdown import md_cell
 
-        print("| " + " | ".join(headers) + " |")
-        print("|" + "---|" * len(headers))
-        for line in cells:
-            print("| " + " | ".join(md_cell(c) for c in line) + " |")
+        columns = [column for _, part in _TABLES for column in part]
+        print("| " + " | ".join(["record", *(name for name, _, _ in columns)]) + " |")
+        print("|" + "---|" * (len(columns) + 1))
+        for r, name in zip(rows, names, strict=True):
+            print("| " + " | ".join(md_cell(c) for c in [name, *(_cell(r, a, s, short=True) for _, a, s in columns)])
+                  + " |")
     else:
-        table("kitbench compare", headers, cells)
-    base = next((row for row in rows if row.baseline), None)
-    if base is not None and any(row.differs for row in rows):
-        print(f"baseline (the first ok record): {clean(base.path)}")
+        for part_title, part in _TABLES:
+            cells = [[name, *(_cell(r, a, s, short=True) for _, a, s in part)]
+                     for r, name in zip(rows, names, strict=True)]
+            table(f"{title}: {part_title}", ["record", *(name for name, _, _ in part)], cells, width=COMPARE_WIDTH)
+    by_path = dict(zip((r.path for r in rows), names, strict=True))
     for row in rows:
-        for line in row.differs:        # one line per difference: a package list would make one line unreadable
-            print(f"{clean(row.path)} differs from the baseline: {clean(line)}")
+        if row.crossover:
+            print(_within(f"crossover, {by_path[row.path]}: {clean(row.crossover)}"))
+    found = compare.differences(rows)
+    if found.baseline is not None and found.groups:
+        print(_within(f"baseline (the first ok record): {by_path[found.baseline]}; {found.compared} other "
+                      f"record{'s' if found.compared != 1 else ''} compared with it, "
+                      f"{len(found.groups)} difference{'s' if len(found.groups) != 1 else ''}:"))
+        for group in found.groups:
+            print(_difference(group, found.compared, by_path))
+    for row in rows:
         for warning in row.warnings:
-            print(f"WARNING {clean(row.path)}: {clean(warning)}")
+            print(_within(f"WARNING {by_path[row.path]}: {clean(warning)}"))
+
+
+# compare's table on a terminal: what tells the records apart, in at most this many columns (every field in full,
+# the machine and crossover included: --format csv or json).
+COMPARE_WIDTH = 160
+# Two tables, each with the record column: what each record ran on, and what it measured.
+_TABLES = (
+    ("what ran", (("status", "status", None), ("target", "target", None), ("machine", "machine", None),
+                  ("torch", "torch", None), ("device", "device", None))),
+    ("MNIST epoch s, pinned peak GB/s", (
+        ("MNIST", "mnist", None), ("CPU s", "cpu_epoch_s", ".2f"), ("accel s", "accel_epoch_s", ".2f"),
+        ("speedup", "speedup", ".1f"), ("test acc", "test_acc", ".4f"), ("H2D", "h2d_pinned_gb_s", ".1f"),
+        ("D2H", "d2h_pinned_gb_s", ".1f"), ("link", "link", None), ("DDP efficiency", "ddp", None),
+        ("busbw GB/s", "busbw_gb_s", ".2f"))),
+)
+# Words a CPU's or GPU's marketing name repeats on every row.
+_NOISE = ("(R)", "(TM)", " Processor", " CPU", "NVIDIA ")
+
+
+def _cell(row: Any, attr: str, spec: str | None, short: bool = False) -> str:
+    if spec:
+        return _fmt(getattr(row, attr), spec)
+    text = clean(getattr(row, attr) or "-")
+    if attr == "machine" and short:
+        for noise in _NOISE:
+            text = text.replace(noise, "")
+    return text
+
+
+def record_names(paths: Sequence[str]) -> tuple[str, list[str]]:
+    """The folder all records share (``docs/records/``; "" where none) and each record's path below it
+    (``h200-suite.json``): a table's record column, which tells apart rows that read alike."""
+    import os.path
+
+    try:
+        shared = os.path.commonpath([os.path.dirname(p) for p in paths]) if len(paths) > 1 else \
+            os.path.dirname(paths[0])
+    except (ValueError, IndexError):        # absolute and relative paths mixed, or no path at all
+        shared = ""
+    if not shared:
+        return "", [clean(p) for p in paths]
+    return clean(shared + os.sep), [clean(os.path.relpath(p, shared)) for p in paths]
+
+
+def _within(text: str, width: int = COMPARE_WIDTH) -> str:
+    """``text`` wrapped at ``width``, its later lines indented."""
+    import textwrap
+
+    return textwrap.fill(text, width, subsequent_indent="    ", break_on_hyphens=False)
+
+
+def _value(value: object, width: int = 24) -> str:
+    """A difference's value, long ones (a digest, a list of GPUs) cut: the records hold them in full."""
+    text = clean(value)
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def _difference(group: Any, compared: int, names: dict[str, str]) -> str:
+    """One grouped difference, its records named while the line has room, the rest counted."""
+    head = (f"  {clean(group.quantity)}: {_value(group.before)} -> {_value(group.after)} in {len(group.paths)} of "
+            f"{compared}: ")
+    shown = [names[p] for p in group.paths]
+    while shown:
+        rest = len(group.paths) - len(shown)
+        text = head + ", ".join(shown) + (f", +{rest} more" if rest else "")
+        if len(text) <= COMPARE_WIDTH:
+            return text
+        shown.pop()
+    return head + f"+{len(group.paths)} more"
+
 
 
 def _mnist_extras(mnist: dict[str, Any]) -> None:

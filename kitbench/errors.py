@@ -79,45 +79,6 @@ class RecordReadError(RecordError):
     exit_code = 2
 
 
-# The CLI puts this machine's answer in its place: a bare `pip install torch` gets PyPI's
-# default build, which on Linux is a CUDA one whatever the machine has.
-INSTALL_CMD_WORDS = "the command `kitbench install-cmd` prints"
-_IN_A_TARGET = (f"install torch here with {INSTALL_CMD_WORDS}, then pip install 'kitbench[suite]'; or run it in a "
-                "target's pinned environment: `nox -s cpu -- ARGS` (`nox -R -s cpu -- ARGS` reuses it)")
-# The optional parts of kitbench, and what a user without one should do.
-OPTIONAL_HINTS = {
-    "torch": _IN_A_TARGET,
-    "torchvision": _IN_A_TARGET,
-    "numpy": _IN_A_TARGET,
-    # Not in the pinned environments, which hold what `kitbench run` measures and nothing more:
-    # matplotlib goes into whichever Python runs compare (plots.py says which one).
-    "matplotlib": "pip install 'kitbench[plots]'",
-    "docker": "pip install 'kitbench[docker]'",
-}
-_EXTRAS = {"matplotlib": "plots", "docker": "docker"}
-
-
-def optional_hint(module: str) -> str:
-    """OPTIONAL_HINTS' answer for ``module``, in the words of the tool that installed kitbench: a pipx or
-    ``uv tool`` environment has no pip of its own, so ``pip install 'kitbench[...]'`` would land elsewhere."""
-    if module not in _EXTRAS:
-        return OPTIONAL_HINTS[module]
-    import re
-    import shlex
-    import sys
-
-    prefix = Path(sys.prefix)
-    if (prefix / "pipx_metadata.json").is_file():
-        return f"pipx inject kitbench {module}"
-    receipt = prefix / "uv-receipt.toml"
-    if receipt.is_file():
-        # uv reinstalls the tool with the extra package; it needs kitbench's source as it was first named.
-        text = receipt.read_text(errors="replace")[:10_000]
-        found = re.search(r'(?:directory|editable|path|url) = "([^"\n]{1,500})"', text)
-        return f"uv tool install --with {module} {shlex.quote(found[1]) if found else 'kitbench'}"
-    return OPTIONAL_HINTS[module]
-
-
 class MissingDependency(KitbenchError):
     """An optional part of kitbench is not installed; the hint says how to get it."""
 

@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -478,23 +479,51 @@ def test_a_broken_torchvision_fails_only_the_mnist_check(mnist_root: Path, tmp_p
     assert record["environment"]["torchvision"].startswith("unusable: ")
 
 
-@pytest.mark.parametrize(("name", "words"), [
-    ("torch", "pip install 'kitbench[suite]'"),
-    ("matplotlib", "'kitbench[plots]'"),
-])
-def test_a_missing_optional_part_is_named_with_its_extra(name: str, words: str) -> None:
+@pytest.mark.parametrize("name", ["torch", "matplotlib"])
+def test_a_missing_optional_part_is_named_with_its_installer(name: str) -> None:
     args = ["run", "--check", "availability"] if name == "torch" else ["compare", "docs/records", "--plot", "c.png"]
     code = (f"import sys, runpy; sys.modules[{name!r}] = None; sys.argv = ['kitbench', *{args!r}]; "
             "runpy.run_module('kitbench', run_name='__main__')")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
                           cwd=Path(__file__).resolve().parent.parent)
     assert_clean_error(done, f"needs {name}, which is not installed")
-    assert words in done.stderr
-    if name == "torch":     # this machine's answer, not a bare extra that would pull PyPI's default build
-        from kitbench.advice import selector
-        from kitbench.machine import probe
+    from kitbench._installed import add_command
 
-        assert f"`{selector.select(probe.probe()).command}` (install-cmd's answer for this machine)" in done.stderr
+    if name == "matplotlib":
+        assert add_command(["matplotlib"]) in done.stderr and "kitbench[" not in done.stderr
+        return
+    # This machine's answer in this Python's installer's words, not a bare extra that would pull PyPI's
+    # default build (nor a project called kitbench, which PyPI does not have).
+    from kitbench._cli import _this_machines_torch
+
+    answer = _this_machines_torch()
+    assert answer is not None and answer[0][0].startswith("torch==")
+    assert f"(install-cmd's answer) into the Python kitbench runs in ({sys.executable}): " \
+           f"{add_command(*answer)};" in done.stderr
+    assert "kitbench[" not in done.stderr
+
+
+def test_the_torch_hint_takes_install_cmd_s_packages_and_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kitbench import _cli
+    from kitbench.advice import selector
+
+    answers = iter([
+        "pip install torch==2.14.1 torchvision==0.29.1 --index-url https://download.pytorch.org/whl/cu126",
+        "pip install torch==2.14.1 torchvision==0.29.1",
+        "pip install --pre torch --index-url https://download.pytorch.org/whl/nightly/cpu",
+        "conda install pytorch==2.0.0 -c pytorch",
+    ])
+    real = selector.select
+
+    def select(*args: Any, **kwargs: Any) -> selector.Selection:
+        return real(*args, **kwargs)._replace(command=next(answers))
+
+    monkeypatch.setattr(selector, "select", select)
+    assert _cli._this_machines_torch() == (["torch==2.14.1", "torchvision==0.29.1"],
+                                           "https://download.pytorch.org/whl/cu126")
+    assert _cli._this_machines_torch() == (["torch==2.14.1", "torchvision==0.29.1"], None)
+    assert _cli._this_machines_torch() is None      # --pre: only pip's own words carry it
+    assert _cli._this_machines_torch() is None
 
 
 def test_the_plots_hint_never_points_back_to_the_pinned_environment(monkeypatch: pytest.MonkeyPatch,
@@ -504,6 +533,7 @@ def test_the_plots_hint_never_points_back_to_the_pinned_environment(monkeypatch:
     env = tmp_path / ".nox" / "cpu"
     (env / "bin").mkdir(parents=True)
     (env / "bin" / "pip").touch()
+    (env / "pyvenv.cfg").write_text("home = /usr/bin\n")
     monkeypatch.setattr(sys, "prefix", str(env))
     monkeypatch.setattr(sys, "executable", str(env / "bin" / "python"))
     hint = plots._plots_hint()
@@ -515,26 +545,11 @@ def test_the_plots_hint_never_points_back_to_the_pinned_environment(monkeypatch:
     assert plots._plots_hint().startswith(f"install it into this environment: uv pip install --python "
                                           f"{env}/bin/python matplotlib (")
     monkeypatch.setattr(sys, "prefix", "/usr")
-    assert plots._plots_hint() == "pip install 'kitbench[plots]'"
+    monkeypatch.setattr(sys, "executable", "/usr/bin/python3")
+    assert plots._plots_hint() == "/usr/bin/python3 -m pip install matplotlib"
     # A venv below a session's temporary folder (nox's TMPDIR) is not the pinned environment.
     monkeypatch.setattr(sys, "prefix", str(env / "tmp" / "venv"))
-    assert plots._plots_hint() == "pip install 'kitbench[plots]'"
-
-
-def test_the_extra_hint_speaks_the_installer_s_language(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """pipx and uv tool environments have no pip of their own: each has its own verb (both tried for real)."""
-    from kitbench.errors import optional_hint
-
-    monkeypatch.setattr(sys, "prefix", str(tmp_path))
-    assert optional_hint("matplotlib") == "pip install 'kitbench[plots]'"
-    (tmp_path / "pipx_metadata.json").write_text("{}")
-    assert optional_hint("matplotlib") == "pipx inject kitbench matplotlib"
-    (tmp_path / "pipx_metadata.json").unlink()
-    # uv's receipt, as `uv tool install ./kitbench` wrote it: the reinstall names the same source.
-    (tmp_path / "uv-receipt.toml").write_text('[tool]\nrequirements = [{ name = "kitbench", directory = '
-                                              '"/home/me/src/kit bench" }]\n')
-    assert optional_hint("docker") == "uv tool install --with docker '/home/me/src/kit bench'"
-    assert optional_hint("torch").startswith("install torch here with")
+    assert plots._plots_hint() == "/usr/bin/python3 -m pip install matplotlib"
 
 
 @pytest.mark.parametrize(("plot", "words"), [("c.xyz", "unknown image format .xyz"), ("c", "no image format"),
@@ -853,3 +868,23 @@ def test_project_s_hints_are_the_project_s_not_install_cmd_s(tmp_path: Path,
     assert len(err) == 2 and "a machine's flags: --os" in err[1], err
     assert main(["project", str(tmp_path), "--machine", "x" * 500 + "=--os linux --no-gpu"]) == 2
     assert "x" * 100 not in capsys.readouterr().err
+
+
+def test_verify_s_counts_and_conditions_are_worded_once() -> None:
+    """replay's summary read as all passed before NOT REPRODUCED ("12 quantities (12 within rtol 0.05), 11 equal"),
+    and verify's failed reference as a difference that was fine ("DIFFERS (ok)")."""
+    from kitbench._cli import _compared, _counted
+    from kitbench.reading.verify import Comparison, Tally
+
+    assert _counted(Tally({"within rtol 0.05": 11}, {"within rtol 0.05": 1})) == \
+        "12 quantities: 11 agree (within rtol 0.05), 1 differs (within rtol 0.05)"
+    assert _counted(Tally({"exact": 24, "bitwise": 4}, {})) == "28 quantities: 28 agree (24 exact, 4 bitwise), 0 differ"
+    assert _counted(Tally({}, {"ok": 1})) == "1 quantity: 0 agree, 1 differs (must be ok)"
+    assert _counted(Tally({}, {"paired": 2, "equal": 1})) == \
+        "3 quantities: 0 agree, 3 differ (2 must have a partner, 1 equal)"
+    status = Comparison("the reference's status", "ok", False, "failed")
+    assert _compared(status, ": failed") == "NOT OK: the reference's status: failed"
+    assert _compared(Comparison("x: partner", "paired", False), "") == "UNPAIRED: x: partner"
+    assert _compared(Comparison("x: test loss", "exact", True), "") == "equal (exact): x: test loss"
+    assert _compared(Comparison("x: test loss", "bitwise", False), " (1 vs 2)") == \
+        "DIFFERS (bitwise): x: test loss (1 vs 2)"

@@ -184,3 +184,25 @@ def test_a_csv_cell_never_starts_as_a_formula(tmp_path: Path, formula: str,
     # A tab or CR is escaped first (\\t: text), as on the terminal; a formula's first character is kept, quoted.
     shown = formula.replace("\t", "\\t").replace("\r", "\\r")
     assert any(cell.startswith(("'" if formula[0] in "=+-@" else "") + shown) for cell in rows[2]), rows[2]
+
+
+def test_records_are_named_below_the_folder_they_share() -> None:
+    from kitbench._ui import record_names
+
+    assert record_names(["results/cpu/a.json", "results/cuda126/b.json"]) == ("results/", ["cpu/a.json",
+                                                                                          "cuda126/b.json"])
+    assert record_names(["docs/records/a.json"]) == ("docs/records/", ["a.json"])
+    assert record_names(["a.json", "b.json"]) == ("", ["a.json", "b.json"])      # the current folder: no title
+    assert record_names(["/tmp/a.json", "b.json"]) == ("", ["/tmp/a.json", "b.json"])     # absolute and relative
+    assert record_names(["d/\x1b[31m.json"]) == ("d/", ["\\x1b[31m.json"])      # a name is data, shown escaped
+
+
+def test_a_table_is_fitted_by_cutting_its_widest_column_in_the_middle() -> None:
+    from kitbench._ui import fit
+
+    rows = [["x" * 50 + "-end", "short", "1.00"], ["b", "also short", "2.00"]]
+    fitted = fit(["record", "what", "s"], rows, 40)
+    assert sum(max(len(r[i]) for r in fitted) for i in range(3)) + 3 * 2 <= 40
+    assert fitted[0][0].endswith("-end") and "…" in fitted[0][0] and fitted[1] == rows[1]
+    # Nothing to cut below a column's floor (its header, or 8): the table is then as narrow as it goes.
+    assert fit(["a", "b"], [["123456789", "123456789"]], 5) == [["123…6789", "123…6789"]]

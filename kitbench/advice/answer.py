@@ -3,7 +3,7 @@ choice for the machine as given, and where the answer's facts came from (a refre
 than the kept tables, and whether they are old).
 
 The command line only parses, calls ``answer`` and prints; how a refresh reports its progress is its
-own (``refresh``), and a refresh that fails is a note (``not_refreshed``), never the answer.
+own (``refresh``), and a refresh that fails is a note (``not_refreshed`` is given the error), never the answer.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from kitbench.machine import probe
 
 
 def answer(given: dict[str, Any], *, refresh: Callable[[], None], force_refresh: bool,
-           not_refreshed: Callable[[str], None], release_spec: str = "stable", package: str = "pip",
+           not_refreshed: Callable[[KitbenchError], None], release_spec: str = "stable", package: str = "pip",
            compute: str = "auto", fmt: str = "pinned") -> Selection:
     """The install command for this machine with ``given`` facts put in place of probed ones (the
     keywords of ``probe.override``)."""
@@ -27,7 +27,8 @@ def answer(given: dict[str, Any], *, refresh: Callable[[], None], force_refresh:
             refresh()
         except KitbenchError as error:
             # Advice from the facts at hand beats none: an index out of reach, a cache that cannot be written.
-            not_refreshed(f"the facts were not refreshed: {error.message}; answering from those at hand")
+            # What was refreshed before the failure, if any, is the error's to say (indexes.RefreshFailed).
+            not_refreshed(error)
     machine = probe.override(probe.probe(), **given)
     chosen = select(machine, release_spec=release_spec, package=package, compute=compute, fmt=fmt)
     origin = next((d.origin for d in facts.derived() if d.version == chosen.release), None)

@@ -290,6 +290,16 @@ class Outcome:
     notes: tuple[str, ...] = ()     # what of the page was left out, and why
 
 
+class RefreshFailed(NetworkError):
+    """A refresh that could not read every source: what the others gave was written, and the releases derived
+    from it, so that ``read`` (the sources refreshed) and ``unread`` (those of a host that did not answer) say
+    exactly what the facts now rest on."""
+
+    def __init__(self, error: NetworkError, read: list[Outcome], unread: list[Source]) -> None:
+        super().__init__(error.message, error.hint)
+        self.read, self.unread = read, unread
+
+
 REFRESH_DEADLINE = 60.0     # seconds for a whole refresh, every page and .metadata file together
 
 
@@ -393,7 +403,8 @@ def refresh(packages: tuple[str, ...] = PACKAGES, done: Callable[[Outcome], None
     write_releases(folder)
     if failed:
         errors = list(failed.values())
-        raise NetworkError("; ".join(e.message for e in errors), hint=errors[0].hint)
+        raise RefreshFailed(NetworkError("; ".join(e.message for e in errors), hint=errors[0].hint), outcomes,
+                            [s for s in every if _http.host(s.url) in failed])
     return outcomes
 
 

@@ -11,9 +11,9 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
-from kitbench.reading.envdiff import diff
+from kitbench.reading.envdiff import Change, changes
 from kitbench.reading.inputs import Loaded
 from kitbench.records import manifest
 from kitbench.records.types import DdpRun, RunRecord
@@ -38,7 +38,7 @@ class Row:
     crossover: str | None = None         # e.g. "fnn/resident from batch 256": where the accelerator starts to win
     ddp: str | None = None               # e.g. "gloo x2 fnn 30%": the largest world size's scaling efficiency
     busbw_gb_s: float | None = None      # the peak all-reduce bus bandwidth
-    differs: list[str] = field(default_factory=list)
+    differs: list[Change] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     baseline: bool = False               # the record the others' differences are measured from
 
@@ -126,9 +126,40 @@ def rows(loaded: Sequence[Loaded]) -> list[Row]:
             device=rec["device"], mnist=config, cpu_epoch_s=cpu_s, accel_epoch_s=accel_s,
             speedup=cpu_s / accel_s if cpu_s and accel_s else None, test_acc=acc,
             h2d_pinned_gb_s=h2d, d2h_pinned_gb_s=d2h, link=link, crossover=crossover, ddp=ddp, busbw_gb_s=busbw,
-            differs=diff(reference, env) if reference is not None and env is not reference else [],
+            differs=changes(reference, env) if reference is not None and env is not reference else [],
             warnings=link_warnings(link, h2d, d2h, links=links), baseline=rec is base))
     return out
+
+
+class Group(NamedTuple):
+    """One difference from the baseline and the records that have it: ``quantity`` is ``before`` in the
+    baseline and ``after`` in each of ``paths``."""
+
+    quantity: str
+    before: object
+    after: object
+    paths: list[str]
+
+
+class Differences(NamedTuple):
+    """compare's differences from the baseline, grouped: the baseline's path (None where no record reads),
+    how many other records were compared with it, and each difference once, in the order first met."""
+
+    baseline: str | None
+    compared: int
+    groups: list[Group]
+
+
+def differences(table: Sequence[Row]) -> Differences:
+    base = next((row for row in table if row.baseline), None)
+    others = [row for row in table if not row.baseline and not row.status.startswith("unreadable")]
+    groups: dict[tuple[str, str, str], Group] = {}
+    for row in others:
+        for change in row.differs:
+            # Keyed by the values' text: a GPU list is a list, and one equal to another is the same difference.
+            key = (change.quantity, repr(change.before), repr(change.after))
+            groups.setdefault(key, Group(change.quantity, change.before, change.after, [])).paths.append(row.path)
+    return Differences(base.path if base is not None else None, len(others), list(groups.values()))
 
 
 _Links = tuple[dict[int, float], tuple[float, float], str]

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kitbench import _files
-from kitbench.errors import OPTIONAL_HINTS, MissingDependency, RecordError, UsageError, optional_hint
+from kitbench import _files, _installed
+from kitbench.errors import MissingDependency, RecordError, UsageError
 from kitbench.reading.compare import Row
 from kitbench.reading.inputs import Loaded
 
@@ -32,15 +32,10 @@ def _plots_hint() -> str:
     # A pinned environment is .nox/<session> itself; a Python merely somewhere below a .nox folder (a
     # venv a test made in the session's temporary folder) is any Python.
     if Path(sys.prefix).parent.name != ".nox":
-        return optional_hint("matplotlib")
-    # nox's uv backend (the noxfile's first choice) makes environments without pip. Its script beside the
-    # interpreter tells, where importlib's find_spec("pip") would set off setuptools' distutils shim.
-    scripts = Path(sys.executable).parent
-    has_pip = (scripts / "pip").exists() or (scripts / "pip.exe").exists()
-    install = f"{sys.executable} -m pip install" if has_pip else f"uv pip install --python {sys.executable}"
-    return (f"install it into this environment: {install} matplotlib (`nox -R` keeps it, "
-            f"a fresh `nox -s` rebuilds the environment without it); or run compare from any Python with "
-            f"{OPTIONAL_HINTS['matplotlib'].removeprefix('pip install ')}: it needs no torch")
+        return _installed.optional_hint("matplotlib")
+    return (f"install it into this environment: {_installed.add_command(['matplotlib'])} (`nox -R` keeps it, "
+            f"a fresh `nox -s` rebuilds the environment without it); or run compare from any Python that has "
+            f"kitbench and matplotlib: it needs no torch")
 
 
 def check_target(out: Path, force: bool = False) -> None:

@@ -7,7 +7,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from kitbench.errors import UsageError
 from kitbench.reading.envdiff import diff
@@ -61,6 +61,19 @@ class Verdict:
     @property
     def reproduced(self) -> bool:
         return self.verdict == "reproduced"
+
+
+class Tally(NamedTuple):
+    """Compared quantities counted: how many agree and how many differ, each by the rule it was held to (in
+    the order first met), so that a summary says what differs before the verdict says why."""
+
+    agree: dict[str, int]
+    differ: dict[str, int]
+
+
+def tally(comparisons: Sequence[Comparison]) -> Tally:
+    return Tally(dict(Counter(c.rule for c in comparisons if c.equal)),
+                 dict(Counter(c.rule for c in comparisons if not c.equal)))
 
 
 _Key = tuple[str, str, str, int]

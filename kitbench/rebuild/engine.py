@@ -13,8 +13,9 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from kitbench._installed import optional_hint
 from kitbench.environments.targets import Target
-from kitbench.errors import ContainerError, MissingDependency, optional_hint
+from kitbench.errors import ContainerError, MissingDependency
 
 BASE_VARIABLE = "KITBENCH_BASE_IMAGE"
 CA_VARIABLE = "KITBENCH_CA_BUNDLE"

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, cast
 
+from kitbench._installed import optional_hint
 from kitbench._signals import sigterm_raises
-from kitbench.errors import OPTIONAL_HINTS, Interrupted, KitbenchError, MissingDependency, Terminated, UsageError
+from kitbench.errors import Interrupted, KitbenchError, MissingDependency, Terminated, UsageError
 from kitbench.machine import cpus
 from kitbench.machine.probe import Probe
 from kitbench.machine.probe import probe as probe_machine
@@ -85,7 +86,7 @@ def validate(options: Options) -> None:
     if not 1 <= options.ddp_timeout <= 86400:
         raise UsageError(f"--ddp-timeout must be between 1 and 86400 seconds, not {options.ddp_timeout}")
     if importlib.util.find_spec("torch") is None:
-        raise MissingDependency("torch", "kitbench run", OPTIONAL_HINTS["torch"])
+        raise MissingDependency("torch", "kitbench run", optional_hint("torch"))
 
 
 def _resolves(endpoint: str) -> None:

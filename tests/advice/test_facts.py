@@ -299,6 +299,21 @@ def test_offline_a_refresh_fails_in_seconds_with_one_error_line_and_install_cmd_
     assert "not refreshed" not in capsys.readouterr().err
 
 
+def test_a_refresh_that_reads_pypi_but_not_pytorch_s_index_says_which_it_read(
+        index: Index, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The issue's "the facts were not refreshed" while PyPI's pages were: what was read is said, and kept."""
+    port = _closed_port()
+    monkeypatch.setenv(indexes.PYTORCH_VARIABLE, f"http://127.0.0.1:{port}/whl/")
+    assert main(["install-cmd", "--refresh", "--os", "linux", "--python-version", "3.12", "--no-gpu"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("pip install torch==")
+    assert ("note: the facts were refreshed in part: read PyPI's torch, torchvision, torchaudio pages; not read "
+            f"PyTorch's index's torch, torchvision, torchaudio pages: cannot reach 127.0.0.1:{port}") in err, err
+    assert "not refreshed" not in err and "; answering from what was read and the facts at hand" in err
+    written = sorted(p.name for p in facts.cache_dir().glob("*.json"))
+    assert written == ["pypi-torch.json", "pypi-torchaudio.json", "pypi-torchvision.json", "releases.json"]
+
+
 def test_install_cmd_refreshes_by_itself_only_past_the_age_the_user_set(index: Index, monkeypatch: pytest.MonkeyPatch,
                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["install-cmd", "--os", "linux", "--no-gpu"]) == 0

@@ -33,13 +33,79 @@ def test_the_baseline_is_the_first_ok_record(runs: dict[str, Path], tmp_path: Pa
     shutil.copy(runs["a"], tmp_path / "1-ok.json")
     table = compare.rows(inputs.load([str(tmp_path / "0-failed.json"), str(tmp_path / "1-ok.json")]))
     assert [(r.status, r.baseline) for r in table] == [("failed", False), ("ok", True)]
-    assert table[1].differs == [] and any(line.startswith("torch: ") for line in table[0].differs)
+    assert table[1].differs == [] and any(c.quantity == "torch" and c.after is None for c in table[0].differs)
     from kitbench._cli import main
 
     assert main(["compare", str(tmp_path / "0-failed.json"), str(tmp_path / "1-ok.json"), "--format", "markdown"]) == 0
     out = capsys.readouterr().out
-    assert f"baseline (the first ok record): {tmp_path / '1-ok.json'}" in out
-    assert f"{tmp_path / '0-failed.json'} differs from the baseline: torch: " in out
+    assert "baseline (the first ok record): 1-ok.json; 1 other record compared with it, " in out
+    assert "\n  torch: " in out and " -> None in 1 of 1: 0-failed.json\n" in out
+
+
+DOCS_RECORDS = Path(__file__).resolve().parents[2] / "docs" / "records"
+
+
+def test_the_differences_from_the_baseline_are_grouped() -> None:
+    """docs/records: 12 records against the first, most differing alike; each difference is one group."""
+    table = compare.rows(inputs.load([str(DOCS_RECORDS)]))
+    found = compare.differences(table)
+    assert found.baseline == str(DOCS_RECORDS / "cpu-bench-cnn.json") and found.compared == 12
+    torch = [g for g in found.groups if g.quantity == "torch"]
+    assert [(g.before, g.after, len(g.paths)) for g in torch] == [("2.14.1+cu130", "2.11.0+cu130", 9)]
+    gpus = {tuple(g.after) for g in found.groups if g.quantity == "gpus"}       # type: ignore[arg-type]
+    assert gpus == {("NVIDIA H100 80GB HBM3",), ("NVIDIA H200",)}
+    # Every record's every difference is in exactly one group.
+    assert sum(len(g.paths) for g in found.groups) == sum(len(r.differs) for r in table)
+
+
+@pytest.mark.parametrize("rich", [True, False])
+def test_compare_of_the_docs_records_fits_160_columns_with_a_record_column(
+        rich: bool, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The issue's complaint: 433 characters wide, H200 rows that read alike, 99 "differs" lines."""
+    from kitbench import _ui
+    from kitbench._cli import main
+
+    if not rich:        # the plain table a Python without rich gets
+        monkeypatch.setattr(_ui, "_rich_console", lambda stderr=False: None)
+
+    assert main(["compare", str(DOCS_RECORDS)]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 160, max(lines, key=len)
+    names = sorted(p.name for p in DOCS_RECORDS.glob("*.json"))
+    for name in names:      # in both tables, at the start of a row
+        assert sum(line.startswith(name + " ") for line in lines) == 2, name
+    assert "differs from the baseline" not in out
+    groups = [line for line in lines if line.startswith("  ") and " of 12: " in line]
+    assert len(groups) == len(compare.differences(compare.rows(inputs.load([str(DOCS_RECORDS)]))).groups)
+    assert "  torch: 2.14.1+cu130 -> 2.11.0+cu130 in 9 of 12: h100-cnn.json, " in out
+    assert "baseline (the first ok record): cpu-bench-cnn.json; 12 other records compared with it" in out
+
+
+def test_records_named_alike_at_length_still_fit_and_end_apart(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kitbench._cli import main
+
+    for end in ("one", "two"):
+        shutil.copy(DOCS_RECORDS / ("h200-det-1.json" if end == "one" else "h200-det-2.json"),
+                    tmp_path / f"{'a-very-long-shared-beginning-' * 4}{end}.json")
+    shutil.copy(DOCS_RECORDS / "h100-cnn.json", tmp_path / "b.json")
+    assert main(["compare", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 160
+    rows = [line.split()[0] for line in lines if line.startswith("a-very")]
+    assert len(rows) == 4 and all("…" in r for r in rows)
+    assert {r.rsplit("…", 1)[1][-8:] for r in rows} == {"one.json", "two.json"}
+
+
+def test_a_long_difference_names_what_fits_and_counts_the_rest() -> None:
+    from kitbench._ui import _difference
+    from kitbench.reading.compare import Group
+
+    paths = [f"/r/{'x' * 30}-{i}.json" for i in range(9)]
+    line = _difference(Group("manifest_sha256", "a" * 64, None, paths), 12, {p: p[3:] for p in paths})
+    assert len(line) <= 160 and line.startswith(f"  manifest_sha256: {'a' * 23}… -> None in 9 of 12: ")
+    assert line.endswith(" more") and line.count(".json") + int(line.rsplit("+", 1)[1].split()[0]) == 9
 
 
 def test_one_bad_file_among_good_ones_is_a_row(runs: dict[str, Path], tmp_path: Path) -> None:

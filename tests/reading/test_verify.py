@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import typing
@@ -11,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kitbench.reading.verify import verify
+from kitbench.reading.verify import Comparison, Tally, tally, verify
 from kitbench.records import record as records
 from kitbench.suite import runner as suite
 from kitbench.suite.checks.base import Options
@@ -336,6 +337,9 @@ def test_a_record_that_is_not_ok_never_verifies(side: str, edit: typing.Any, wor
     assert main(["verify", *map(str, pair)]) == 1
     out = capsys.readouterr().out
     assert out.startswith("NOT REPRODUCED: " + words.replace("SIDE", side)), out
+    # Said plainly, not as a difference that was fine ("DIFFERS (ok)"), and counted as one that differs.
+    assert f"\n  NOT OK: {words.replace('SIDE', side)}" in out and "(ok)" not in out
+    assert re.search(r"^  compared: \d+ quantit(y|ies): \d+ agree.*, [1-9]\d* differs? \(.*must be ok", out, re.M), out
     assert main(["verify", "--json", *map(str, pair)]) == 1
     verdict = json.loads(capsys.readouterr().out)
     assert verdict["reproduced"] is False and verdict["first_divergence"].startswith(words.replace("SIDE", side))
@@ -482,3 +486,11 @@ def test_verify_pairs_runs_in_linear_time() -> None:
     verdict = verify(record("cpu", range(1, runs + 1)),  # type: ignore[arg-type]
                      record("cuda", range(runs, 0, -1)))  # type: ignore[arg-type]
     assert len(verdict.rules) >= runs and compared[0] < 20 * runs, compared[0]
+
+
+def test_a_tally_counts_what_agrees_and_what_differs_by_rule() -> None:
+    compared = [Comparison("a", "within rtol 0.05", True), Comparison("b", "within rtol 0.05", False),
+                Comparison("c", "bitwise", True), Comparison("d", "within rtol 0.05", True),
+                Comparison("the reference's status", "ok", False)]
+    assert tally(compared) == Tally({"within rtol 0.05": 2, "bitwise": 1}, {"within rtol 0.05": 1, "ok": 1})
+    assert tally([]) == Tally({}, {})

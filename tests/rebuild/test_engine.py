@@ -74,4 +74,6 @@ def test_the_checkouts_docker_folder_is_not_taken_for_the_sdk(monkeypatch: pytes
     assert main(["container", "cuda126", "--build-only"]) == 1
     err = capsys.readouterr().err.splitlines()
     assert err[0] == "ERROR: building and running images needs docker, which is not installed in this Python"
-    assert err[1] == f"hint: pip install 'kitbench[docker]' (`import docker` found the folder {repo / 'docker'})"
+    from kitbench._installed import add_command
+
+    assert err[1] == f"hint: {add_command(['docker'])} (`import docker` found the folder {repo / 'docker'})"

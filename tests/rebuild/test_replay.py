@@ -62,7 +62,8 @@ def test_a_cpu_record_is_replayed_for_real(cpu_record: Path, tmp_path: Path, mon
     printed = capsys.readouterr().out
     assert f"reproduced ({out})" in printed
     # What was compared, said: verify's quantities in one line, all equal.
-    assert re.search(r"^compared: MNIST: (\d+) quantities \(.*bitwise.*\), \1 equal$", printed, re.MULTILINE), printed
+    assert re.search(r"^compared: MNIST: (\d+) quantities: \1 agree \(.*bitwise.*\), 0 differ$", printed,
+                     re.MULTILINE), printed
     new, old = records.read(out), records.read(cpu_record)
     assert new["replay_of"] is not None and new["replay_of"]["path"] == str(cpu_record)
     # The same options but for the data: this user's (KITBENCH_DATA, with --offline), never the record's.
@@ -206,8 +207,9 @@ def test_v1_records_are_still_compared_and_verified(old: Path, cpu_record: Path,
                                                     another_run: Callable[[Path, Path], Path]) -> None:
     assert records.read(old)["schema"] == "kitbench.run/1"
     assert _cli.main(["compare", str(old), str(cpu_record)]) == 0
-    differs = [line for line in capsys.readouterr().out.splitlines() if "differs from the baseline" in line]
-    assert differs and not any("package " in line for line in differs)     # /1 lists no packages
+    out = capsys.readouterr().out.splitlines()
+    differs = [line for line in out if line.startswith("  ") and " in 1 of 1: " in line]
+    assert differs and not any(line.startswith("  package ") for line in differs)     # /1 lists no packages
     if verify._runs(records.read(old)):
         assert _cli.main(["verify", str(old), str(another_run(old, tmp_path / "again.json"))]) == 0
 
