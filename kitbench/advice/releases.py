@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from kitbench import _files
 from kitbench.advice import facts, vendors
 from kitbench.errors import ManifestError, SelectionError
-from kitbench.machine.builds import build
+from kitbench.machine.builds import build, page_order
 from kitbench.machine.probe import Probe
 from kitbench.machine.versions import version_tuple
 from kitbench.records import manifest
@@ -50,6 +50,10 @@ class Release(NamedTuple):
     inferred: tuple[tuple[str, str, str], ...] = ()
     selector_aarch64_cell: bool = False     # Start Locally's plain-PyPI CUDA cell names an aarch64 command too
     sources: tuple[tuple[str, str], ...] = ()   # (build, where it was read), where not the series' pinned_source
+    # The builds PyTorch's index lists of this release (the fact cache's listing), XPU's included; None: not read.
+    listed: tuple[str, ...] | None = None
+    # (build, the places it has wheels: linux-x86_64) for each build the listing has and envs/releases/ lacks.
+    unnamed: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def provenance(self, compute: str) -> tuple[str, str, str]:
         """Whether ``compute`` of this release is published or inferred, where that was read, and (inferred)
@@ -141,18 +145,22 @@ def _series(path: Path) -> tuple[Release, ...]:
 
 @cache
 def _series_listed(source: _files.Stamp, cache_source: _files.Stamp) -> tuple[Release, ...]:  # cache_source: a key
-    where, listed = facts.listed()
+    where, listed = facts.listing()
     return tuple(_as_listed(rel, listed[rel.version], where) if rel.version in listed else rel
                  for rel in _series_read(source))
 
 
 
-def _as_listed(rel: Release, builds: tuple[str, ...], where: str) -> Release:
+def _as_listed(rel: Release, builds: dict[str, tuple[str, ...]], where: str) -> Release:
     """``rel`` with the builds the index lists and no other: a build it lists is published (the listing is
-    its source), one it does not list is not answered."""
-    return rel._replace(wheels=tuple(c for c in rel.wheels if c in builds),
+    its source), one it does not list is not answered; one it lists that envs/releases/ lacks exists, where
+    the listing has its wheels (``unnamed``). XPU's builds, which envs/vendors.yaml gives, are checked too."""
+    unnamed = tuple((c, places) for c, places in builds.items() if c not in rel.wheels and c != "xpu")
+    wheels = sorted([c for c in rel.wheels if c in builds] + [c for c, _ in unnamed], key=page_order)
+    return rel._replace(wheels=tuple(wheels),
                         inferred=tuple(row for row in rel.inferred if row[0] not in builds),
-                        sources=tuple((c, f"the listing of {where}") for c in rel.wheels if c in builds))
+                        sources=tuple((c, f"the listing of {where}") for c in wheels),
+                        listed=tuple(builds), unnamed=unnamed)
 
 
 
@@ -253,7 +261,9 @@ def computes(rel: Release, os: str, arch: str, package: str) -> list[str]:
         return [c for c in rel.conda if not (os == "linux" and arch == "aarch64" and c != "cpu")]
     if os == "macos":
         return _mac(rel, arch)
-    found = [c for c in rel.wheels if not (os == "windows" and build(c).kind == "rocm")]
+    places = dict(rel.unnamed)
+    found = [c for c in rel.wheels if not (os == "windows" and build(c).kind == "rocm")
+             and (c not in places or f"{os}-{arch}" in places[c])]
     if arch == "aarch64":
         # aarch64 CUDA builds are Linux's (SBSA, Grace); Windows on Arm has the CPU build only.
         found = [c for c in found if c == "cpu" or (os == "linux" and rel.aarch64_cuda and build(c).kind == "cuda")]
@@ -262,8 +272,16 @@ def computes(rel: Release, os: str, arch: str, package: str) -> list[str]:
 
 
 def published(rel: Release, found: list[str]) -> list[str]:
-    """The builds among ``found`` that ``rel`` has published: what a default answer may name."""
-    return [c for c in found if not any(row[0] == c for row in rel.inferred)]
+    """The builds among ``found`` that ``rel`` has published: what a default answer may name (not one known by
+    inference, nor a CUDA build only the index's listing names whose kernel list is not on record)."""
+    return [c for c in found if not any(row[0] == c for row in rel.inferred) and not unrecorded(rel, c)]
+
+
+
+def unrecorded(rel: Release, compute: str) -> bool:
+    """Whether ``compute`` is a CUDA build of ``rel`` that the index lists, envs/releases/ lacks, and whose kernel
+    list is not on record: it exists, and is answered when named, never by default."""
+    return build(compute).kind == "cuda" and compute in dict(rel.unnamed) and compute not in rel.kernels
 
 
 
@@ -347,7 +365,8 @@ def _conda(rel: Release, os: str, compute: str, fmt: str, cuda: tuple[int, int] 
 
 def xpu_builds(rel: Release, os: str, arch: str, package: str) -> list[str]:
     """["xpu"] where this release has an XPU build here; Start Locally does not list it, so computes() doesn't."""
-    return ["xpu"] if package != "conda" and vendors.load().xpu(rel.version, os, arch) else []
+    listed = rel.listed is None or "xpu" in rel.listed       # as every build: what the index lists, where read
+    return ["xpu"] if package != "conda" and listed and vendors.load().xpu(rel.version, os, arch) else []
 
 
 

@@ -206,6 +206,9 @@ def because(why: Rejection) -> str:
                 f"torch {why.release}'s is not)")
     if why.cause == "install":
         return why.detail
+    if why.cause == "unrecorded":
+        return (f"listed ({why.detail}) but not in envs/releases/; its kernel list is not on record, so it is "
+                f"answered only when asked for (--release {why.release} --compute {why.build})")
     return f"no kernels for {arches}" + (f" ({why.detail})" if why.detail else "")
 
 
@@ -460,6 +463,29 @@ def older_release(rel: releases.Release, newest: releases.Release, why: str, flo
     ``no_gpu_build``), and the driver its CUDA builds need where that is all that keeps them off (``floor``)."""
     return (f"torch {rel.version}, not the newest release ({newest.version}): no build of "
             f"{newest.version} runs on this GPU ({why})" + _driver_floor(newest, floor))
+
+
+def no_build_here(newest: releases.Release, rel: releases.Release, package: str, host: wheels.Host,
+                  listing: str | None) -> str:
+    """Why the answer is ``rel``, not ``newest``: ``newest`` has no build auto mode could name for this machine
+    (``listing``: where PyTorch's index was read, when that is what took its builds away)."""
+    lacks = (f"PyTorch's index lists no {newest.version} build for {package} on {wheels.place(host)} ({listing})"
+             if listing else f"{newest.version} has no build for {package} on {wheels.place(host)}")
+    return f"torch {rel.version}, not the newest release ({newest.version}): {lacks}"
+
+
+def unnamed_build(rel: releases.Release, compute: str, source: str, recorded: bool) -> str:
+    """The line on a build asked for that PyTorch's index lists and envs/releases/ does not name."""
+    kernels = ("its kernel list is on record" if recorded else
+               "its kernel list is not on record, so no default answer names it until it is")
+    return f"torch {rel.version} {compute} is not in envs/releases/: {source} lists it; {kernels}"
+
+
+def skipped_unrecorded(rel: releases.Release, compute: str, source: str) -> str:
+    """The line on an older release's build, skipped on the way back, that would have been tried had its kernel
+    list been on record."""
+    return (f"torch {rel.version} {compute} ({source} lists it; not in envs/releases/) was not tried: its kernel "
+            f"list is not on record (--release {rel.version} --compute {compute} answers it)")
 
 
 def older_mac_release(rel: releases.Release, newest: releases.Release, why: str) -> str:
