@@ -832,7 +832,8 @@ WIN5090 = ("--os", "windows", "--arch", "x86_64", "--python-version", "3.12", "-
 # 2.13.0 as download.pytorch.org/whl/torch/ lists it: its selector builds, and cu129 (Linux x86_64 only), which
 # envs/releases/2.13.yaml does not name; cu140, a CUDA envs/ has no driver facts for.
 WITH_CU129 = [("2.13.0", b) for b in ("rocm7.1", "rocm7.2", "cu126", "cu129", "cu130", "cu132", "cu140", "cpu")]
-ON_WINDOWS: dict[tuple[str, str], tuple[str, ...]] = {("2.13.0", b): (LINUX, WIN) for b in ("cu126", "cu130", "cu132", "cpu")}
+ON_WINDOWS: dict[tuple[str, str], tuple[str, ...]] = {("2.13.0", b): (LINUX, WIN)
+                                                      for b in ("cu126", "cu130", "cu132", "cpu")}
 
 
 def test_a_build_the_listing_has_and_envs_lacks_is_recorded_with_where_its_wheels_are(index: Index) -> None:
