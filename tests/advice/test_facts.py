@@ -889,3 +889,28 @@ def test_a_listed_build_envs_lacks_is_a_default_answer_once_its_kernel_list_is_o
     default = _answer(capsys, *RTX5090)
     assert (default["release"], default["compute"]) == ("2.13.0", "cu129")
     assert not any("not on record" in n for n in default["notes"])  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("listed", [
+    {"index": "https://x/whl/torch/", "read": "2026-11-20", "releases": {"2.15.0": ["cpu", "cu130"]}},   # format 1's
+    {"index": "https://x/whl/torch/", "read": "2026-11-20", "releases": {"2.15.0": {"cpu": "linux-x86_64"}}},
+    {"index": "https://x/whl/torch/", "read": "2026-11-20", "releases": {"2.15.0": {"cpu; rm -rf ~": []}}},
+    {"index": "https://x/whl/torch/", "read": "2026-11-20", "releases": {"2.15.0": {"7": ["linux-x86_64"]}}},
+    {"index": "https://x/whl/torch/", "read": 20261120, "releases": {}},
+    {"index": "https://x/whl/torch/", "read": "2026-11-20", "releases": {"2.15.0\n": {"cpu": []}}},
+    {"index": "https://x/whl/torch/", "read": "2026-11-20", "releases": {"2.15.0": {"cpu": ["linux-x86_64\ud800"]}}},
+])
+def test_a_listing_not_in_the_form_a_refresh_writes_is_left_out_with_a_note(
+        listed: dict[str, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "kitbench" / "facts"
+    folder.mkdir(parents=True)
+    (folder / "releases.json").write_text(json.dumps({
+        "format": facts.FORMAT, "checked": "2026-11-20T00:00:00Z", "tried": "2026-11-20T00:00:00Z", "sources": [],
+        "releases": [], "listed": listed}))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(facts, "cache_dir", CACHE_DIR)
+    assert main(["install-cmd", *CPU_BOX]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("pip install torch==2.15.0 ") and "Traceback" not in err
+    assert "left out the builds PyTorch's index lists, which are not in the form a refresh writes" in err
