@@ -264,8 +264,7 @@ def _with_a_build(newest: Release, machine: Probe, arch: str, package: str, host
                 _accelerated(rel, machine, arch, package)
             except SelectionError:
                 continue
-            listing = facts.listing().where if newest.listed is not None else None
-            notes.append(no_build_here(newest, rel, package, host, listing))
+            notes.append(no_build_here(newest, rel, package, host, facts.listing().where))
             return rel
         raise
 

@@ -466,12 +466,11 @@ def older_release(rel: releases.Release, newest: releases.Release, why: str, flo
 
 
 def no_build_here(newest: releases.Release, rel: releases.Release, package: str, host: wheels.Host,
-                  listing: str | None) -> str:
-    """Why the answer is ``rel``, not ``newest``: ``newest`` has no build auto mode could name for this machine
-    (``listing``: where PyTorch's index was read, when that is what took its builds away)."""
-    lacks = (f"PyTorch's index lists no {newest.version} build for {package} on {wheels.place(host)} ({listing})"
-             if listing else f"{newest.version} has no build for {package} on {wheels.place(host)}")
-    return f"torch {rel.version}, not the newest release ({newest.version}): {lacks}"
+                  listing: str) -> str:
+    """Why the answer is ``rel``, not ``newest``: PyTorch's index (``listing``: where and when it was read) lists
+    no build of ``newest`` that auto mode could name for this machine."""
+    return (f"torch {rel.version}, not the newest release ({newest.version}): PyTorch's index lists no "
+            f"{newest.version} build for {package} on {wheels.place(host)} ({listing})")
 
 
 def unnamed_build(rel: releases.Release, compute: str, source: str, recorded: bool) -> str:
