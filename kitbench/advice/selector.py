@@ -251,12 +251,12 @@ def _with_a_build(newest: Release, machine: Probe, arch: str, package: str, host
     lists none of its builds for it, the newest release that installs here and has one, as for any release
     without a fitting build (a listing that drops a release's builds makes that release unusable here, not
     every answer). Other refusals stand (no conda packages: the hint names the release that has them)."""
+    if newest.listed is None or (package == "conda" and not newest.conda):
+        return newest       # its refusal, if any, is said where the answer is made
     try:
         _accelerated(newest, machine, arch, package)
         return newest
     except SelectionError:
-        if newest.listed is None or (package == "conda" and not newest.conda):
-            raise
         for rel in newest_first():
             if rel.key >= newest.key or wheels.refusal(rel.version, host) is not None:
                 continue
