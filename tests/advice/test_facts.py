@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kitbench import _http
 from kitbench._cli import main
@@ -914,3 +916,47 @@ def test_a_listing_not_in_the_form_a_refresh_writes_is_left_out_with_a_note(
     out, err = capsys.readouterr()
     assert out.startswith("pip install torch==2.15.0 ") and "Traceback" not in err
     assert "left out the builds PyTorch's index lists, which are not in the form a refresh writes" in err
+
+
+_BUILDS = ("cpu", "cu126", "cu129", "cu130", "cu132", "rocm7.2", "rocm7.14", "xpu", "cu999")
+_PLACES = ("linux-x86_64", "linux-aarch64", "windows-x86_64", "windows-aarch64", "macos-arm64")
+_LISTINGS = st.dictionaries(st.sampled_from(["2.15.0", "2.14.1", "2.13.0"]),
+                            st.dictionaries(st.sampled_from(_BUILDS), st.lists(st.sampled_from(_PLACES), max_size=3,
+                                                                               unique=True), max_size=5), max_size=3)
+_MACHINES = [H100, CPU_BOX, MI300X, ARC, RTX5090, WIN5090,
+             ("--os", "windows", "--arch", "aarch64", "--python-version", "3.12", "--no-gpu"),
+             ("--os", "linux", "--arch", "aarch64", "--python-version", "3.12", "--glibc", "2.39", "--driver",
+              "580.65.06", "--gpu-cc", "9.0"),
+             ("--os", "macos", "--arch", "arm64", "--python-version", "3.12", "--os-version", "15.5")]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(listing=_LISTINGS, machine=st.sampled_from(_MACHINES))
+def test_whatever_the_listing_every_answer_is_a_listed_build_or_one_error_line(
+        listing: dict[str, dict[str, list[str]]], machine: tuple[str, ...], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Any listing of the newest releases (builds dropped, unknown, only on some places): install-cmd's default
+    answer names a build the listing has for the release it answers (where that release is listed; a Mac's
+    wheels are PyPI's), or is one ERROR line and a hint; never a traceback."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as home:
+        folder = Path(home, "kitbench", "facts")
+        folder.mkdir(parents=True)
+        (folder / "releases.json").write_text(json.dumps({
+            "format": facts.FORMAT, "checked": "2026-11-20T00:00:00Z", "tried": "2026-11-20T00:00:00Z",
+            "sources": [], "releases": [], "listed": {"index": "https://download.pytorch.org/whl/torch/",
+                                                      "read": "2026-11-20T00:00:00Z", "releases": listing}}))
+        monkeypatch.setenv("XDG_CACHE_HOME", home)
+        monkeypatch.setattr(facts, "cache_dir", CACHE_DIR)
+        code = main(["install-cmd", "--json", *machine])
+        out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    if code != 0:
+        lines = err.splitlines()
+        assert code == 2 and lines[-2].startswith("ERROR: ") and lines[-1].startswith("hint: "), err
+        return
+    answer = json.loads(out)
+    # A Mac's torch comes from PyPI (pytorch.org's macOS command names no index): the listing is not its source.
+    if answer["release"] in listing and answer["os"] != "macos":
+        assert answer["compute"] in listing[answer["release"]], (answer["release"], answer["compute"], listing)
