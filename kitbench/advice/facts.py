@@ -37,6 +37,7 @@ class Derived(NamedTuple):
     refused: tuple[str, ...]        # builds left out, each with the reason
     macos_x86_64: bool
     aarch64_cuda: bool
+    xpu: bool                       # the index lists an XPU build of it
     wheels: dict[str, dict[str, str]]   # package -> {requires_python, platform tag: Python tags}
     note: str                       # what the answer rests on: index, date, how the packages were paired
     origin: dict[str, str]          # index, read, wheels_from, wheels_read: where builds and tags were read, when
@@ -198,8 +199,9 @@ def _derived(entry: dict[str, Any]) -> Derived:
     if entry["refused"]:
         note += "; left out: " + "; ".join(entry["refused"])
     return Derived(entry["version"], entry["torchvision"], entry["torchaudio"], tuple(entry["computes"]),
-                   tuple(entry["refused"]), bool(entry["macos_x86_64"]), bool(entry["aarch64_cuda"]), entry["wheels"],
-                   note, {k: entry[k] for k in ("index", "read", "wheels_from", "wheels_read")})
+                   tuple(entry["refused"]), bool(entry["macos_x86_64"]), bool(entry["aarch64_cuda"]),
+                   bool(entry["xpu"]), entry["wheels"], note,
+                   {k: entry[k] for k in ("index", "read", "wheels_from", "wheels_read")})
 
 
 def listing() -> Listing:

@@ -478,6 +478,7 @@ def derive(files: dict[str, dict[str, Any]], baked: set[str]) -> list[dict[str, 
         found.append({"version": version, "torchvision": vision, "torchaudio": audio[0] if audio else None,
                       "computes": [c for c in offered if _refusal(c) is None],
                       "refused": [why for c in offered for why in [_refusal(c)] if why],
+                      "xpu": any(build(label).kind == "xpu" for label in builds),
                       "macos_x86_64": any(p.startswith("macosx") and p.endswith(("x86_64", "universal2"))
                                           for p in platforms),
                       "aarch64_cuda": any(p.endswith("aarch64") for label, tags in builds.items()

@@ -221,7 +221,8 @@ def _derived() -> list[Release]:
             version=rel.version, torchvision=rel.torchvision, torchaudio=rel.torchaudio, wheels=rel.computes,
             conda=(), series=".".join(rel.version.split(".")[:2]), pypi_linux="", pinned_pypi_without_index=False,
             macos_x86_64=rel.macos_x86_64, aarch64_cuda=rel.aarch64_cuda, selector_torchaudio=False, kernels={},
-            quirks={}, source=rel.note, unverified={"pinned": rel.note, "selector": rel.note}))
+            quirks={}, source=rel.note, unverified={"pinned": rel.note, "selector": rel.note},
+            listed=(*rel.computes, *(("xpu",) if rel.xpu else ()))))
     return found
 
 

@@ -960,3 +960,16 @@ def test_whatever_the_listing_every_answer_is_a_listed_build_or_one_error_line(
     # A Mac's torch comes from PyPI (pytorch.org's macOS command names no index): the listing is not its source.
     if answer["release"] in listing and answer["os"] != "macos":
         assert answer["compute"] in listing[answer["release"]], (answer["release"], answer["compute"], listing)
+
+
+def test_a_release_only_the_cache_knows_has_an_xpu_build_only_where_its_index_lists_one(
+        index: Index, capsys: pytest.CaptureFixture[str]) -> None:
+    """2.16.0's index page without its xpu wheels (and 2.15.0's lists cu132 and cpu only): an Arc gets 2.14.1's
+    XPU build, and 2.16.0's is refused named."""
+    index.pages["/whl/torch/"] = ("text/html", _index_page("torch").replace(b"+xpu-", b"+gone-"))
+    assert main(["facts", "refresh"]) == 0
+    capsys.readouterr()
+    arc = _answer(capsys, "--os", "linux", "--arch", "x86_64", "--python-version", "3.13", "--intel-gpu", "0x56a0")
+    assert (arc["release"], arc["compute"]) == ("2.14.1", "xpu")
+    assert main(["install-cmd", *ARC[:6], "--intel-gpu", "--release", "2.16.0", "--compute", "xpu"]) == 2
+    assert capsys.readouterr().err.startswith("ERROR: torch 2.16.0 has no xpu build")
