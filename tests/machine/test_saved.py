@@ -188,3 +188,12 @@ def test_no_value_in_any_field_of_a_probe_file_is_a_traceback(place: tuple[str, 
     for package in ("pip", "uv"):
         with contextlib.suppress(KitbenchError):
             selector.select(machine, package=package)
+
+
+def test_this_hosts_own_probe_file_reads_back(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The checks refuse nothing `kitbench probe --json` writes: this machine's file, written and read back."""
+    assert main(["probe", "--json"]) == 0
+    path = tmp_path / "here.probe.json"
+    path.write_text(capsys.readouterr().out)
+    assert {k: v for k, v in as_dict(saved.load(path)).items() if k != "sources"} == {
+        k: v for k, v in json.loads(path.read_text()).items() if k != "sources"}

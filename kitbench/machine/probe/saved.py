@@ -31,7 +31,7 @@ _PYTHON = r"[0-9]{1,2}\.[0-9]{1,3}(\.[0-9]{1,3})?((a|b|rc)[0-9]{1,3})?\+?t?"
 _ROCM = r"[0-9]{1,3}(\.[0-9]{1,4}){0,3}"
 _DEVICE_ID = r"0x[0-9a-f]{4}"
 _LIBC_VERSION = r"[0-9]{1,3}\.[0-9]{1,3}(\.[0-9]{1,3})?"
-_LONGEST = 300          # characters of a name, an address, a kernel's release or a source
+_LONGEST = 1000         # characters of a name, an address, a kernel's release or a source (a path in it)
 
 
 def _refused(where: str, what: str) -> UsageError:
