@@ -498,13 +498,13 @@ def listed(files: dict[str, dict[str, Any]], baked: set[str]) -> dict[str, Any]:
     for version, entry in index.get("releases", {}).items():
         if version not in baked:
             continue
-        builds = {label or "cpu": tags for label, tags in entry.get("builds", {}).items()
-                  if build(label).kind in ("cuda", "rocm", "cpu", "xpu") or not label}
-        places = {compute: sorted({f"{p.os}-{arch}" for tag in tags for p in [wheels.platform(tag)]
-                                   if p.os != "unknown" for arch in p.arches})
-                  for compute, tags in builds.items() if _refusal(compute) is None}
+        places: dict[str, set[str]] = defaultdict(set)     # no label and "+cpu" are one build: cpu
+        for label, tags in entry.get("builds", {}).items():
+            if (build(label).kind in ("cuda", "rocm", "cpu", "xpu") or not label) and _refusal(label or "cpu") is None:
+                places[label or "cpu"].update(f"{p.os}-{arch}" for tag in tags for p in [wheels.platform(tag)]
+                                              if p.os != "unknown" for arch in p.arches)
         # Listed with no build envs/ can answer, a release is listed all the same: it has no build to answer.
-        found[version] = {compute: places[compute] for compute in sorted(places, key=page_order)}
+        found[version] = {compute: sorted(places[compute]) for compute in sorted(places, key=page_order)}
     return {"index": index.get("url", ""), "read": index.get("read", ""), "releases": found}
 
 

@@ -973,3 +973,15 @@ def test_a_release_only_the_cache_knows_has_an_xpu_build_only_where_its_index_li
     assert (arc["release"], arc["compute"]) == ("2.14.1", "xpu")
     assert main(["install-cmd", *ARC[:6], "--intel-gpu", "--release", "2.16.0", "--compute", "xpu"]) == 2
     assert capsys.readouterr().err.startswith("ERROR: torch 2.16.0 has no xpu build")
+
+
+def test_a_wheel_without_a_label_and_a_cpu_one_are_one_build_with_both_places() -> None:
+    """download.pytorch.org lists macOS wheels without a label (torch-2.13.0-cp312-none-macosx_14_0_arm64.whl)
+    beside Linux's +cpu ones: both are the cpu build, its places together."""
+    page = _listing([("2.13.0", "cpu"), ("2.13.0", "cu129")]) + (
+        b'<a href="/m">torch-2.13.0-cp312-none-macosx_14_0_arm64.whl</a>')
+    files = indexes.page_files(_http.Response("http://x/whl/torch/", 200, page, "text/html", None, None))
+    source = {"url": "http://x/whl/torch/", "read": "2026-11-20T00:00:00Z",
+              "releases": indexes.summarize(files, "torch")}
+    found = indexes.listed({"pytorch-torch.json": source}, {"2.13.0"})["releases"]["2.13.0"]
+    assert found == {"cu129": ["linux-x86_64"], "cpu": ["linux-x86_64", "macos-arm64"]}
