@@ -158,6 +158,23 @@ def test_a_local_file_without_a_hash_is_never_fetched_by_name_unless_asked(
                for note in chosen.notes)
 
 
+def test_local_by_name_reaches_the_build_from_the_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """`kitbench replay RECORD --local-by-name`: planned, the local package by name, and on to the build."""
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+    planned: list[planning.Plan] = []
+
+    def build(chosen: planning.Plan, log: Callable[[str], None], root: Path | None = None) -> Path:
+        planned.append(chosen)
+        raise ReplayError("stopped before the build, as this test asks")
+
+    monkeypatch.setattr(replay, "build", build)
+    monkeypatch.setattr(replay, "_check_data", lambda root: None)
+    assert _cli.main(["replay", str(_hashed_and_one_local(tmp_path)), "--local-by-name"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == "ERROR: stopped before the build, as this test asks"
+    assert planned[0].requirements[-1] == "fastjsonschema==2.22.3"
+
+
 def test_one_package_without_a_hash_leaves_every_other_hash_checked(tmp_path: Path) -> None:
     """198 hashed packages and one without: 198 lines hash-checked (not 0), and the note counts them."""
     chosen = planning.plan(_hashed_and_one_local(tmp_path), probe(), local_by_name=True)
