@@ -214,8 +214,9 @@ def plan(path: Path, machine: Probe, local_by_name: bool = False) -> Plan:
                         for p in pins]
         unhashed = [p["name"] for p in pins if not p.get("hashes")]
         if unhashed:
-            # One unhashed line turns pip's hash checking off for none but on for all (it refuses the
-            # install): the hashed lines are installed hash-checked, the others apart (see replay.build).
+            # pip checks hashes for every line of an install or for none (one --hash turns it on, and then it
+            # refuses an unhashed line): the hashed lines are installed hash-checked, the others apart
+            # (replay.build), so that one package without a hash never turns off the others'.
             notes.append(f"{len(pins) - len(unhashed)} of {len(pins)} packages hash-checked; {len(unhashed)} "
                          f"({', '.join(unhashed[:3])}{' and more' if len(unhashed) > 3 else ''}) carry no hash "
                          "(no lock, or not in the lock that built the environment): pinned by version only")
