@@ -122,6 +122,9 @@ def test_the_h100_probe_these_variants_start_from_reads() -> None:
     (("gpus", "name"), "H100\ud800", "name is not printable text"),
     (("gpus", "name"), "H100\x1b[2J", "name is not printable text"),
     (("gpus", "name"), None, "name is not printable text"),
+    (("gpus", "name"), {}, "name is not printable text"),
+    (("amd_gpus", "device_id"), [], "device_id [] is not a version or id"),
+    (("intel_gpus", "address"), {}, "address is not printable text"),
     (("driver",), "570.86.10.1.2", "malformed NVIDIA driver version"),                    # as --driver says
     (("driver",), 570.86, "'driver' is float"),
     (("amd_gpus", "gfx"), "gfx000", "'gfx000' is not an AMD GPU architecture"),         # as --gpu-gfx says
@@ -185,6 +188,11 @@ def test_no_value_in_any_field_of_a_probe_file_is_a_traceback(place: tuple[str, 
         return
     for cc in machine.capabilities:
         assert parse_capability(cc) in drivers.load().capabilities
+    # What was read is what the probe writes: text where it writes text, printable, as UTF-8 can write it.
+    json.dumps(as_dict(machine), ensure_ascii=False).encode()
+    assert all(isinstance(text, str) for text in (*(g.name for g in machine.gpus),
+                                                  *(g.address for g in machine.intel_gpus)))
+    assert all(isinstance(g.device_id, (str, type(None))) for g in (*machine.amd_gpus, *machine.intel_gpus))
     for package in ("pip", "uv"):
         with contextlib.suppress(KitbenchError):
             selector.select(machine, package=package)

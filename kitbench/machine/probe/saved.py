@@ -75,12 +75,12 @@ def check(machine: Probe, where: str) -> Probe:
         value = getattr(machine, key)
         if value not in ARCHES or normalize_arch(value, machine.os) != value:
             raise _refused(where, f"{key} {value!r:.60} is not {machine.os}'s name for one of {', '.join(ARCHES)}")
-    texts = [("os_version", machine.os_version), ("sources", machine.sources)]
+    texts = [("os_version", machine.os_version), *(("sources", text) for item in machine.sources.items()
+                                                     for text in item)]
     texts += [(f"GPU {g.index!r:.20}'s name", g.name) for g in machine.gpus]
     texts += [(f"Intel GPU {g.address!r:.40}'s address", g.address) for g in machine.intel_gpus]
     for key, value in texts:
-        values = [*value.keys(), *value.values()] if isinstance(value, dict) else [value]
-        if not all(map(_plain, values)):
+        if not _plain(value):
             raise _refused(where, f"{key} is not printable text of at most {_LONGEST} characters")
     numbers = [(f"GPU {g.index!r:.20}'s {name}", getattr(g, name)) for g in machine.gpus
                for name in ("index", "memory_mib", "pcie_gen", "pcie_width")]
@@ -93,7 +93,7 @@ def check(machine: Probe, where: str) -> Probe:
                                 ("libc_version", machine.libc_version, _LIBC_VERSION),
                                 *((f"AMD GPU {g.index!r}'s device_id", g.device_id, _DEVICE_ID)
                                   for g in machine.amd_gpus)]:
-        if value and not (isinstance(value, str) and re.fullmatch(pattern, value)):
+        if value not in (None, "") and not (isinstance(value, str) and re.fullmatch(pattern, value)):
             raise _refused(where, f"{key} {value!r:.60} is not a version or id as the probe reads one")
     if machine.libc not in (None, "glibc", "musl"):
         raise _refused(where, f"libc {machine.libc!r:.60} is neither glibc nor musl")
