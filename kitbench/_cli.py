@@ -357,7 +357,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     from kitbench.rebuild import replay
 
     outcome = replay.replay(args.record, args.out, probe(),
-                            lambda line: print(f"replay: {clean(line)}", file=sys.stderr))
+                            lambda line: print(f"replay: {clean(line)}", file=sys.stderr), args.local_by_name)
     for note in outcome.notes:
         print(f"note: {clean(note)}")
     for line in outcome.differences:

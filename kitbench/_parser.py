@@ -227,6 +227,10 @@ def _replay(sub: Any, name: str, summary: str) -> None:
     replay.add_argument("record", type=Path, metavar="RECORD")
     replay.add_argument("--out", help="the new record, or a directory to put it in (default: "
                                       "results/replay/<name>-replay-<time>.json)")
+    replay.add_argument("--local-by-name", action="store_true",
+                        help="install a package the record's machine took from a local file, and that carries no "
+                             "hash, by name and version from the index (refused otherwise: any index's package of "
+                             "that name would be taken for it)")
 
 
 def _project(sub: Any, name: str, summary: str) -> None:

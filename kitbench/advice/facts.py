@@ -19,10 +19,11 @@ from typing import Any, NamedTuple
 
 from kitbench import _files
 from kitbench.errors import KitbenchError, UsageError
+from kitbench.machine.builds import page_order
 
 MAX_AGE_VARIABLE = "KITBENCH_FACTS_MAX_AGE"
 STALE_DAYS = 60
-FORMAT = 1          # of releases.json: one written in another form is refused, never misread
+FORMAT = 2          # of releases.json: one written in another form is refused, never misread
 
 
 class Derived(NamedTuple):
@@ -36,6 +37,7 @@ class Derived(NamedTuple):
     refused: tuple[str, ...]        # builds left out, each with the reason
     macos_x86_64: bool
     aarch64_cuda: bool
+    xpu: bool                       # the index lists an XPU build of it
     wheels: dict[str, dict[str, str]]   # package -> {requires_python, platform tag: Python tags}
     note: str                       # what the answer rests on: index, date, how the packages were paired
     origin: dict[str, str]          # index, read, wheels_from, wheels_read: where builds and tags were read, when
@@ -107,11 +109,19 @@ def readable(entry: dict[str, Any]) -> bool:
     return True
 
 
+class Listing(NamedTuple):
+    """What PyTorch's index lists of the releases envs/releases/ covers: where and when it was read, and each
+    release's builds (XPU's included), each with the places it has wheels for (``linux-x86_64``)."""
+
+    where: str
+    releases: dict[str, dict[str, tuple[str, ...]]]
+
+
 class _Cache(NamedTuple):
     data: dict[str, Any]            # releases.json, or {} where it is not this kitbench's
     derived: tuple[Derived, ...]
     notes: tuple[str, ...]          # what was left out of it, and why
-    listed: tuple[str, dict[str, tuple[str, ...]]] = ("", {})
+    listing: Listing = Listing("", {})
 
 
 @cache
@@ -130,21 +140,28 @@ def _load(source: _files.Stamp) -> _Cache:
         f"{source[0]}: left out {len(left_out)} release(s) whose facts are not in the form a refresh writes "
         f"({', '.join(left_out[:3])}); `kitbench facts refresh` rewrites it",) if left_out else ()
     try:
-        listing = _listed(data.get("listed") or {})
+        listing = _listing(data.get("listed") or {})
     except (KeyError, TypeError, AttributeError):
-        listing = ("", {})
+        listing = Listing("", {})
         notes += (f"{source[0]}: left out the builds PyTorch's index lists, which are not in the form a refresh "
                   "writes; `kitbench facts refresh` rewrites it",)
     return _Cache(data, tuple(found), notes, listing)
 
 
-def _listed(found: dict[str, Any]) -> tuple[str, dict[str, tuple[str, ...]]]:
+_PLACE = r"(linux|windows|macos)-(x86_64|aarch64|arm64)"
+
+
+def _listing(found: dict[str, Any]) -> Listing:
     where = f"{found['index']} as read on {found['read'][:10]}" if found else ""
-    builds = {version: tuple(computes) for version, computes in found.get("releases", {}).items()}
-    if not all(re.fullmatch(_VERSION, v) and all(isinstance(c, str) and re.fullmatch(_COMPUTE, c) for c in cs)
-               for v, cs in builds.items()) or not isinstance(where, str):
+    # In pytorch.org's order (ROCm's, CUDA's, each oldest first, then the rest): JSON's keys are written sorted.
+    releases = {version: {compute: tuple(builds[compute]) for compute in sorted(builds, key=page_order)}
+                for version, builds in found.get("releases", {}).items()}
+    if not isinstance(where, str) or not all(
+            re.fullmatch(_VERSION, v) and all(isinstance(c, str) and re.fullmatch(_COMPUTE, c)
+                                              and all(isinstance(p, str) and re.fullmatch(_PLACE, p) for p in ps)
+                                              for c, ps in builds.items()) for v, builds in releases.items()):
         raise TypeError("a listed build is not in an index's form")
-    return where, builds
+    return Listing(where, releases)
 
 
 def reload() -> None:
@@ -182,14 +199,22 @@ def _derived(entry: dict[str, Any]) -> Derived:
     if entry["refused"]:
         note += "; left out: " + "; ".join(entry["refused"])
     return Derived(entry["version"], entry["torchvision"], entry["torchaudio"], tuple(entry["computes"]),
-                   tuple(entry["refused"]), bool(entry["macos_x86_64"]), bool(entry["aarch64_cuda"]), entry["wheels"],
-                   note, {k: entry[k] for k in ("index", "read", "wheels_from", "wheels_read")})
+                   tuple(entry["refused"]), bool(entry["macos_x86_64"]), bool(entry["aarch64_cuda"]),
+                   bool(entry["xpu"]), entry["wheels"], note,
+                   {k: entry[k] for k in ("index", "read", "wheels_from", "wheels_read")})
+
+
+def listing() -> Listing:
+    """What PyTorch's index lists of each release envs/releases/ covers (nothing without a cache, or with one
+    whose listing does not read)."""
+    return _read().listing
 
 
 def listed() -> tuple[str, dict[str, tuple[str, ...]]]:
     """Where and when PyTorch's index was read, and the builds it lists for each release envs/releases/ covers
-    (nothing without a cache, one written before these were recorded, or one whose listing does not read)."""
-    return _read().listed
+    that their ``wheels:`` name (XPU's, which envs/vendors.yaml gives, left out)."""
+    found = listing()
+    return found.where, {version: tuple(c for c in builds if c != "xpu") for version, builds in found.releases.items()}
 
 
 def checked() -> datetime.datetime | None:

@@ -33,12 +33,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.version import InvalidVersion
+
 from kitbench import _files, _http
-from kitbench.advice import facts, vendors
+from kitbench.advice import facts, vendors, wheels
 from kitbench.advice.facts import read_json
 from kitbench.errors import NetworkError, UsageError
 from kitbench.machine import drivers
-from kitbench.machine.builds import build
+from kitbench.machine.builds import build, page_order
 from kitbench.machine.versions import version_tuple
 from kitbench.records import manifest
 
@@ -83,16 +86,16 @@ def python_tag(interpreter: str, abi: str) -> str:
 
 
 def parse_wheel(filename: str) -> Wheel | None:
-    """PEP 427's ``name-version(-build)?-python-abi-platform.whl``; None for anything else."""
-    if not filename.endswith(".whl"):
+    """PEP 427's ``name-version(-build)?-python-abi-platform.whl`` as packaging reads it (the name as it is: a
+    percent sign is no escape here, and decoding one could smuggle a ``-`` or a quote into a tag); None for
+    anything else."""
+    try:
+        name, version, _, tags = parse_wheel_filename(filename)
+    except (InvalidWheelFilename, InvalidVersion):
         return None
-    parts = urllib.parse.unquote(filename[:-4]).split("-")
-    if len(parts) not in (5, 6):
-        return None
-    name, version, interpreters, abi, platforms = parts[0], parts[1], parts[-3], parts[-2], parts[-1]
-    public, _, local = version.partition("+")
-    return Wheel(name.lower().replace("_", "-"), public, local,
-                 tuple(python_tag(i, abi) for i in interpreters.split(".")), tuple(platforms.split(".")))
+    pythons = {python_tag(tag.interpreter, tag.abi) for tag in tags}
+    return Wheel(name, version.public, version.local or "", tuple(sorted(pythons, key=tag_key)),
+                 tuple(sorted({tag.platform for tag in tags})))
 
 
 def tag_key(tag: str) -> tuple[int, str]:
@@ -256,6 +259,8 @@ def summarize(files: list[File], package: str, dropped: list[str] | None = None)
     builds: dict[tuple[str, str], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for entry in files:
         wheel = parse_wheel(entry.filename)
+        if wheel is None and entry.filename.endswith(".whl") and not entry.yanked and dropped is not None:
+            dropped.append(f"a wheel name that does not parse ({entry.filename[:80]})")
         if wheel is None or entry.yanked or wheel.name != package:
             continue
         if not (re.fullmatch(facts.INDEX_VERSION, wheel.version) and (
@@ -430,12 +435,6 @@ def _pair(torch: str, candidates: dict[str, dict[str, Any]], requires: dict[str,
     return (min(near)[1], "upload date") if near else None
 
 
-def _compute_order(compute: str) -> tuple[int, tuple[int, ...]]:
-    # pytorch.org's order: ROCm builds, then CUDA builds, each oldest first, then CPU.
-    found = build(compute)
-    return {"rocm": 0, "cuda": 1}.get(found.kind, 2), found.version
-
-
 def _refusal(compute: str) -> str | None:
     cuda = build(compute).cuda
     if cuda is not None:
@@ -485,11 +484,12 @@ def derive(files: dict[str, dict[str, Any]], baked: set[str]) -> list[dict[str, 
                 wheels["torchaudio"] = heard
         builds = entry.get("builds", {})
         offered = sorted({label or "cpu" for label in builds
-                          if build(label).kind in ("cuda", "rocm", "cpu") or not label}, key=_compute_order)
+                          if build(label).kind in ("cuda", "rocm", "cpu") or not label}, key=page_order)
         platforms = [p for tags in builds.values() for p in tags] + list((pypi.get("builds") or {}).get("", {}))
         found.append({"version": version, "torchvision": vision, "torchaudio": audio[0] if audio else None,
                       "computes": [c for c in offered if _refusal(c) is None],
                       "refused": [why for c in offered for why in [_refusal(c)] if why],
+                      "xpu": any(build(label).kind == "xpu" for label in builds),
                       "macos_x86_64": any(p.startswith("macosx") and p.endswith(("x86_64", "universal2"))
                                           for p in platforms),
                       "aarch64_cuda": any(p.endswith("aarch64") for label, tags in builds.items()
@@ -500,14 +500,23 @@ def derive(files: dict[str, dict[str, Any]], baked: set[str]) -> list[dict[str, 
 
 
 def listed(files: dict[str, dict[str, Any]], baked: set[str]) -> dict[str, Any]:
-    """The builds PyTorch's index lists for each release ``baked`` covers: the truth for those builds (a build
-    the index does not list is not answered, whatever envs/releases/ says), and where and when it was read."""
+    """The builds PyTorch's index lists for each release ``baked`` covers, each with the places (``linux-x86_64``)
+    it has wheels for: the truth for those builds (a build the index does not list is not answered, whatever
+    envs/releases/ says; one it lists that they lack exists), and where and when it was read. XPU's builds too;
+    a build envs/ has no driver or GPU-architecture facts for is left out, as ``derive`` leaves it out."""
     index = files.get("pytorch-torch.json") or {}
-    found = {version: sorted({label or "cpu" for label in entry.get("builds", {})
-                              if build(label).kind in ("cuda", "rocm", "cpu") or not label}, key=_compute_order)
-             for version, entry in index.get("releases", {}).items() if version in baked}
-    return {"index": index.get("url", ""), "read": index.get("read", ""),
-            "releases": {version: builds for version, builds in found.items() if builds}}
+    found: dict[str, dict[str, list[str]]] = {}
+    for version, entry in index.get("releases", {}).items():
+        if version not in baked:
+            continue
+        places: dict[str, set[str]] = defaultdict(set)     # no label and "+cpu" are one build: cpu
+        for label, tags in entry.get("builds", {}).items():
+            if (build(label).kind in ("cuda", "rocm", "cpu", "xpu") or not label) and _refusal(label or "cpu") is None:
+                places[label or "cpu"].update(f"{p.os}-{arch}" for tag in tags for p in [wheels.platform(tag)]
+                                              if p.os != "unknown" for arch in p.arches)
+        # Listed with no build envs/ can answer, a release is listed all the same: it has no build to answer.
+        found[version] = {compute: sorted(places[compute]) for compute in sorted(places, key=page_order)}
+    return {"index": index.get("url", ""), "read": index.get("read", ""), "releases": found}
 
 
 def _wheels_from(files: dict[str, dict[str, Any]], pypi: dict[str, Any], index: dict[str, Any]) -> dict[str, str]:

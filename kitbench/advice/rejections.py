@@ -15,6 +15,7 @@ Cause = Literal[
     "toolkit range",    # no list recorded, and the build's CUDA cannot compile for the GPUs' architectures
     "dropped before",   # no list recorded, and an older release's build of that CUDA had already dropped them
     "install",          # the build's recorded index tags, or what it pulls in on Linux, do not install on this host
+    "unrecorded",       # listed on the index, not in envs/releases/, its kernel list not on record: named only
 ]
 
 

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from kitbench import _files
 from kitbench.advice import facts, vendors
 from kitbench.errors import ManifestError, SelectionError
-from kitbench.machine.builds import build
+from kitbench.machine.builds import build, page_order
 from kitbench.machine.probe import Probe
 from kitbench.machine.versions import version_tuple
 from kitbench.records import manifest
@@ -66,6 +66,10 @@ class Release(NamedTuple):
     selector_aarch64_cell: bool = False     # Start Locally's plain-PyPI CUDA cell names an aarch64 command too
     # The Linux aarch64 (SBSA) builds' lists, where recorded (never mutated: a named tuple's default is shared).
     kernels_aarch64: dict[str, tuple[str, ...]] = {}  # noqa: RUF012
+    # The builds PyTorch's index lists of this release (the fact cache's listing), XPU's included; None: not read.
+    listed: tuple[str, ...] | None = None
+    # (build, the places it has wheels: linux-x86_64) for each build the listing has and envs/releases/ lacks.
+    unnamed: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def provenance(self, compute: str, platform: str = "") -> Evidence:
         """What ``compute`` of this release rests on (on ``platform``, ``os-arch``, where its rows differ by
@@ -186,18 +190,25 @@ def _series(path: Path) -> tuple[Release, ...]:
 
 @cache
 def _series_listed(source: _files.Stamp, cache_source: _files.Stamp) -> tuple[Release, ...]:  # cache_source: a key
-    where, listed = facts.listed()
+    where, listed = facts.listing()
     return tuple(_as_listed(rel, listed[rel.version], where) if rel.version in listed else rel
                  for rel in _series_read(source))
 
 
 
-def _as_listed(rel: Release, builds: tuple[str, ...], where: str) -> Release:
-    """``rel`` with the builds the index lists and no other: a build it lists rests on the listing (an
-    artifact), one it does not list is not answered."""
-    return rel._replace(wheels=tuple(c for c in rel.wheels if c in builds),
-                        evidence=tuple(Evidence(c, "artifact", f"the listing of {where}") for c in rel.wheels
-                                       if c in builds))
+def _as_listed(rel: Release, builds: dict[str, tuple[str, ...]], where: str) -> Release:
+    """``rel`` with the builds the index lists and no other: a build it lists rests on the listing (an artifact:
+    the census row it had becomes its ``also``), one it does not list is not answered; one it lists that
+    envs/releases/ lacks exists where the listing has its wheels (``unnamed``), off pytorch.org's pages, so a
+    default answer takes it only once its kernel list is on record. XPU's builds, which envs/vendors.yaml
+    gives, are checked too."""
+    unnamed = tuple((c, places) for c, places in builds.items() if c not in rel.wheels and c != "xpu")
+    wheels = sorted([c for c in rel.wheels if c in builds] + [c for c, _ in unnamed], key=page_order)
+    listing = f"the listing of {where}"
+    evidence = tuple(row._replace(kind="artifact", source=listing, confirm="", also=row.source)
+                     for row in rel.evidence if row.build in builds)
+    evidence += tuple(Evidence(c, "artifact", listing, platforms=places, selector=False) for c, places in unnamed)
+    return rel._replace(wheels=tuple(wheels), evidence=evidence, listed=tuple(builds), unnamed=unnamed)
 
 
 
@@ -263,7 +274,8 @@ def _derived() -> list[Release]:
             conda=(), series=".".join(rel.version.split(".")[:2]), pypi_linux="", pinned_pypi_without_index=False,
             macos_x86_64=rel.macos_x86_64, aarch64_cuda=rel.aarch64_cuda, selector_torchaudio=False, kernels={},
             quirks={}, source=rel.note, unverified={"pinned": rel.note, "selector": rel.note},
-            evidence=tuple(Evidence(c, "artifact", rel.note) for c in rel.computes)))
+            evidence=tuple(Evidence(c, "artifact", rel.note) for c in (*rel.computes, *(("xpu",) if rel.xpu else ()))),
+            listed=(*rel.computes, *(("xpu",) if rel.xpu else ()))))
     return found
 
 
@@ -314,7 +326,7 @@ def computes(rel: Release, os: str, arch: str, package: str) -> list[str]:
 
 def _on(rel: Release, compute: str, os: str, arch: str) -> bool:
     """Whether ``compute`` of ``rel`` has wheels for ``os`` on ``arch``: some builds were made for some
-    platforms only (2.13.0's cu129 for Linux)."""
+    platforms only (2.13.0's cu129 for Linux, a build the listing alone names where it has wheels)."""
     rows = [row for row in rel.evidence if row.build == compute]
     return not rows or any(not row.platforms or f"{os}-{arch}" in row.platforms for row in rows)
 
@@ -322,6 +334,13 @@ def _on(rel: Release, compute: str, os: str, arch: str) -> bool:
 def answerable(rel: Release, found: list[str], os: str, arch: str) -> list[str]:
     """The builds among ``found`` a default answer may name on ``os`` and ``arch`` (``Release.answerable``)."""
     return [c for c in found if rel.answerable(c, f"{os}-{arch}")]
+
+
+
+def unrecorded(rel: Release, compute: str) -> bool:
+    """Whether ``compute`` is a CUDA build of ``rel`` that the index lists, envs/releases/ lacks, and whose kernel
+    list is not on record: it exists, and is answered when named, never by default."""
+    return build(compute).kind == "cuda" and compute in dict(rel.unnamed) and compute not in rel.kernels
 
 
 
@@ -405,7 +424,8 @@ def _conda(rel: Release, os: str, compute: str, fmt: str, cuda: tuple[int, int] 
 
 def xpu_builds(rel: Release, os: str, arch: str, package: str) -> list[str]:
     """["xpu"] where this release has an XPU build here; Start Locally does not list it, so computes() doesn't."""
-    return ["xpu"] if package != "conda" and vendors.load().xpu(rel.version, os, arch) else []
+    listed = rel.listed is None or "xpu" in rel.listed       # as every build: what the index lists, where read
+    return ["xpu"] if package != "conda" and listed and vendors.load().xpu(rel.version, os, arch) else []
 
 
 

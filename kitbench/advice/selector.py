@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from kitbench.advice import vendors, wheels
+from kitbench.advice import facts, vendors, wheels
 from kitbench.advice.rejections import Rejection
 from kitbench.advice.releases import (
     Release,
@@ -22,6 +22,7 @@ from kitbench.advice.releases import (
     mps_macos,
     newest_first,
     release,
+    unrecorded,
     xpu_builds,
 )
 from kitbench.advice.wording import (
@@ -46,6 +47,7 @@ from kitbench.advice.wording import (
     newer_gpu_release,
     nightly_refusal,
     nightly_unpinned,
+    no_build_here,
     no_cuda_build,
     no_gpu_build,
     no_rocm_build,
@@ -63,11 +65,13 @@ from kitbench.advice.wording import (
     rosetta_note,
     rosetta_reason,
     rosetta_refusal,
+    skipped_unrecorded,
     stable_moved,
     unavailable,
     unconfirmed_gpus,
     unknown_choice,
     unknown_macos,
+    unnamed_build,
     unpinned_release,
     unrecorded_kernels,
     unverified,
@@ -144,6 +148,8 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     moved = rel is not asked        # by the wheel facts (Python, C library, OS), not by the GPU below
     if rosetta is not None:
         notes.append(rosetta_line(rosetta))
+    if release_spec == "stable" and compute == "auto":
+        rel = _with_a_build(rel, machine, arch, package, host, notes)
     if release_spec == "stable" and compute == "auto" and _gpu_picks_release(machine):
         rel = _accelerated_release(rel, machine, arch, package, host, notes)
     chosen = Selection(command="", compute="", release=rel.version, os=machine.os, arch=arch, package=package,
@@ -183,6 +189,8 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
         evidence = rel.provenance(compute, f"{machine.os}-{arch}")
         if evidence.kind not in manifest.ANSWERABLE:
             chosen.notes.append(inferred_build(rel, evidence))
+        if compute in dict(rel.unnamed):
+            chosen.notes.append(unnamed_build(rel, compute, evidence.source, not unrecorded(rel, compute)))
         if build(compute).kind == "cuda" and machine.driver is not None:
             runs = _cuda_rejection(rel, machine, compute)
             if runs:
@@ -240,6 +248,30 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     return chosen
 
 
+def _with_a_build(newest: Release, machine: Probe, arch: str, package: str, host: wheels.Host,
+                  notes: list[str]) -> Release:
+    """For ``stable``: ``newest`` where auto mode finds a build of it for this machine; where PyTorch's index
+    lists none of its builds for it, the newest release that installs here and has one, as for any release
+    without a fitting build (a listing that drops a release's builds makes that release unusable here, not
+    every answer). Other refusals stand (no conda packages: the hint names the release that has them)."""
+    if newest.listed is None or (package == "conda" and not newest.conda):
+        return newest       # its refusal, if any, is said where the answer is made
+    try:
+        _accelerated(newest, machine, arch, package)
+        return newest
+    except SelectionError:
+        for rel in newest_first():
+            if rel.key >= newest.key or wheels.refusal(rel.version, host) is not None:
+                continue
+            try:
+                _accelerated(rel, machine, arch, package)
+            except SelectionError:
+                continue
+            notes.append(no_build_here(newest, rel, package, host, facts.listing().where))
+            return rel
+        raise
+
+
 def _installable(rel: Release, spec: str, host: wheels.Host, notes: list[str]) -> Release:
     """``rel`` if its wheels install on ``host``; for ``stable``, the newest release whose wheels do."""
     facts = wheels.load()
@@ -268,8 +300,8 @@ def _installable(rel: Release, spec: str, host: wheels.Host, notes: list[str]) -
 def _gpu_picks_release(machine: Probe) -> bool:
     """Whether an older release may run on this machine's GPU where the newest does not: an NVIDIA GPU
     (driver floors and kernels differ by release), an AMD one on Linux (gfx lists do), an Intel one (the newest
-    release's XPU build may rest on a nightly matrix alone), or Apple Silicon of a known macOS (MPS's macOS floor
-    rose twice). Not ROCm elsewhere."""
+    release's XPU build may rest on a nightly matrix alone, or be missing from PyPI's index's listing), or Apple
+    Silicon of a known macOS (MPS's macOS floor rose twice). Not ROCm elsewhere."""
     return (machine.os != "macos" and bool(machine.driver or machine.capabilities or machine.intel_gpus)) or (
         machine.os == "linux" and bool(machine.amd_gpus or machine.rocm)) or (
         machine.os == "macos" and machine.arch == "arm64" and not machine.rosetta
@@ -294,11 +326,12 @@ def _accelerated_release(newest: Release, machine: Probe, arch: str, package: st
         return newest
     why = no_gpu_build(passed, first.reasons[-1])
     need = _driver_need(newest, machine, arch, package)
+    skipped: list[str] = []     # builds on the way back that would have been tried, were their kernels on record
     for rel in newest_first():
         if rel.key >= newest.key or wheels.refusal(rel.version, host) is not None:
             continue
         try:
-            trial = _accelerated(rel, machine, arch, package)[0]
+            trial, tried = _accelerated(rel, machine, arch, package)
         except SelectionError:
             continue        # nothing of this release for this package here (no conda packages, say)
         # Falling back is worth it only for a build known to run: ROCm builds without a recorded gfx list are not.
@@ -306,10 +339,13 @@ def _accelerated_release(newest: Release, machine: Probe, arch: str, package: st
                                            and vendors.load().rocm_arches(trial.compute) is None):
             notes.append(older_mac_release(rel, newest, why) if machine.os == "macos"
                          else older_release(rel, newest, why, need))
+            notes.extend(skipped)
             return rel
+        skipped += [skipped_unrecorded(rel, r.build, r.detail) for r in tried if r.cause == "unrecorded"]
     kernel_less = _kernel_less(machine, arch, package, host)
     unserved = [g for g in machine.gfx if not any(g in a for a in vendors.load().rocm.values())]
     notes.append(cpu_fallback(newest, why, need, kernel_less, unserved))
+    notes.extend(skipped)
     return newest
 
 
@@ -361,7 +397,11 @@ def _gpu_releases(machine: Probe, arch: str, package: str, host: wheels.Host) ->
 def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection, passed: list[Rejection]) -> str:
     """The build auto mode picks, its reason in ``out``; the builds passed over on the way in ``passed``.
     Only published builds: a build known by inference is answered only when asked for."""
-    available = answerable(rel, computes(rel, machine.os, arch, package), machine.os, arch)
+    every = computes(rel, machine.os, arch, package)
+    available = answerable(rel, every, machine.os, arch)
+    if machine.driver:      # a listed build left out of the default answer only for want of its kernel list
+        passed.extend(Rejection(c, "unrecorded", release=rel.version, detail=rel.provenance(c).source)
+                      for c in _cudas(every) if unrecorded(rel, c) and _cuda_rejection(rel, machine, c) is None)
     if machine.os == "macos":
         if machine.rosetta or (machine.arch == "arm64" and machine.python_arch == "x86_64"):
             out.reasons.append(rosetta_reason())

@@ -208,6 +208,9 @@ def because(why: Rejection) -> str:
                 f"torch {why.release}'s is not)")
     if why.cause == "install":
         return why.detail
+    if why.cause == "unrecorded":
+        return (f"listed ({why.detail}) but not in envs/releases/; its kernel list is not on record, so it is "
+                f"answered only when asked for (--release {why.release} --compute {why.build})")
     return f"no kernels for {arches}" + (f" ({why.detail})" if why.detail else "")
 
 
@@ -466,6 +469,28 @@ def older_release(rel: releases.Release, newest: releases.Release, why: str, flo
     ``no_gpu_build``), and the driver its CUDA builds need where that is all that keeps them off (``floor``)."""
     return (f"torch {rel.version}, not the newest release ({newest.version}): no build of "
             f"{newest.version} runs on this GPU ({why})" + _driver_floor(newest, floor))
+
+
+def no_build_here(newest: releases.Release, rel: releases.Release, package: str, host: wheels.Host,
+                  listing: str) -> str:
+    """Why the answer is ``rel``, not ``newest``: PyTorch's index (``listing``: where and when it was read) lists
+    no build of ``newest`` that auto mode could name for this machine."""
+    return (f"torch {rel.version}, not the newest release ({newest.version}): PyTorch's index lists no "
+            f"{newest.version} build for {package} on {wheels.place(host)} ({listing})")
+
+
+def unnamed_build(rel: releases.Release, compute: str, source: str, recorded: bool) -> str:
+    """The line on a build asked for that PyTorch's index lists and envs/releases/ does not name."""
+    kernels = ("its kernel list is on record" if recorded else
+               "its kernel list is not on record, so no default answer names it until it is")
+    return f"torch {rel.version} {compute} is not in envs/releases/: {source} lists it; {kernels}"
+
+
+def skipped_unrecorded(rel: releases.Release, compute: str, source: str) -> str:
+    """The line on an older release's build, skipped on the way back, that would have been tried had its kernel
+    list been on record."""
+    return (f"torch {rel.version} {compute} ({source} lists it; not in envs/releases/) was not tried: its kernel "
+            f"list is not on record (--release {rel.version} --compute {compute} answers it)")
 
 
 def older_mac_release(rel: releases.Release, newest: releases.Release, why: str) -> str:

@@ -70,3 +70,10 @@ def build(tag: str) -> Build:
 def newest_first(tags: list[str] | tuple[str, ...], kind: str) -> list[str]:
     """The builds of ``kind`` among ``tags``, the newest toolkit first."""
     return sorted((t for t in tags if build(t).kind == kind), key=lambda t: build(t).version, reverse=True)
+
+
+def page_order(tag: str) -> tuple[int, tuple[int, ...]]:
+    """Where ``tag`` goes in pytorch.org's order of a release's builds: ROCm's, then CUDA's, each oldest first,
+    then the rest (CPU)."""
+    found = build(tag)
+    return {"rocm": 0, "cuda": 1}.get(found.kind, 2), found.version

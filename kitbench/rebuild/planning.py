@@ -44,7 +44,9 @@ class Plan:
 
     @property
     def key(self) -> str:
-        text = json.dumps([self.python, self.requirements, self.exact, self.index])
+        # "split": built with the hashed lines hash-checked apart from the others; a venv built before, when one
+        # unhashed line turned every hash off, is not this plan's.
+        text = json.dumps([self.python, self.requirements, self.exact, self.index, "split"])
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -154,8 +156,13 @@ def _data_root() -> Path:
 
 
 
-def plan(path: Path, machine: Probe) -> Plan:
-    """What to rebuild, from the record alone (and the target's manifest for a /1 record)."""
+LOCAL_BY_NAME = "--local-by-name"      # replay's option: a local file's unhashed package taken by name from an index
+
+
+def plan(path: Path, machine: Probe, local_by_name: bool = False) -> Plan:
+    """What to rebuild, from the record alone (and the target's manifest for a /1 record). ``local_by_name``:
+    a package the record's machine installed from a local file, and that carries no hash, may be installed by
+    name and version from the index (else it is refused: nothing else says it is the same package)."""
     record, sha256 = records.read_hashed(path)
     env = record["environment"]
     _check_fields(path, record)
@@ -187,20 +194,32 @@ def plan(path: Path, machine: Probe) -> Plan:
     if packages is not None and same_platform:
         pins = [p for p in packages if normalize(p["name"]) != "kitbench"]
         # Where a file came from is a hint, not its identity: the same name, version and hash from any
-        # index is the same package (older records kept a local path of their machine here).
-        local = [p["name"] for p in pins if _LOCAL.match(str(p.get("source") or ""))]
+        # index is the same package (older records kept a local path of their machine here). Without a
+        # hash, a name is all there is, and an index's package of that name may be anyone's.
+        local = [p for p in pins if _LOCAL.match(str(p.get("source") or ""))]
+        blind = [p for p in local if not p.get("hashes")]
+        if blind and not local_by_name:
+            named = ", ".join(f"{p['name']} {p['version']}" for p in blind[:3]) + (" and more" if len(blind) > 3
+                                                                                    else "")
+            raise ReplayError(f"{path}: {named} came from a local file on the record's machine and carries no "
+                              "hash: installed by name from an index, it would be whatever package of that name "
+                              "the index serves", hint=f"pass {LOCAL_BY_NAME} to install it by name and version "
+                                                       "from the index anyway; nothing was built")
         if local:
-            notes.append(f"{', '.join(local[:3])}{' and more' if len(local) > 3 else ''} came from a local file "
+            names = [p["name"] for p in local]
+            notes.append(f"{', '.join(names[:3])}{' and more' if len(names) > 3 else ''} came from a local file "
                          "on the record's machine: installed by name and version (and hash, where recorded) "
-                         "from the index")
-        hashed = all(p.get("hashes") for p in pins)
+                         f"from the index{f' ({LOCAL_BY_NAME})' if blind else ''}")
         requirements = [f"{p['name']}=={p['version']}" + "".join(f" --hash={h}" for h in p.get("hashes", []))
                         for p in pins]
-        if not hashed:
-            unhashed = sum(1 for p in pins if not p.get("hashes"))
-            notes.append(f"{unhashed} of {len(pins)} packages carry no hash (no lock, or not in the lock that "
-                         "built the environment): pinned by version only")
-            requirements = [line.split(" --hash=")[0] for line in requirements]
+        unhashed = [p["name"] for p in pins if not p.get("hashes")]
+        if unhashed:
+            # pip checks hashes for every line of an install or for none (one --hash turns it on, and then it
+            # refuses an unhashed line): the hashed lines are installed hash-checked, the others apart
+            # (replay.build), so that one package without a hash never turns off the others'.
+            notes.append(f"{len(pins) - len(unhashed)} of {len(pins)} packages hash-checked; {len(unhashed)} "
+                         f"({', '.join(unhashed[:3])}{' and more' if len(unhashed) > 3 else ''}) carry no hash "
+                         "(no lock, or not in the lock that built the environment): pinned by version only")
         exact = True
     else:
         wanted = {"torch": env.get("torch"), "torchvision": env.get("torchvision")}

@@ -1,11 +1,12 @@
 """Replay a record: rebuild its environment here, run the same checks, verify the two.
 
 What to rebuild is ``planning``'s. The environment is built with uv (``uv venv --python X.Y``, then
-``uv pip install --no-deps`` of exactly the recorded set, hash-checked where the record carries the
-lock's hashes), or with ``python3.X -m venv`` and pip where uv is absent. It is built in a temporary
-directory beside the cache entry and renamed into place only when complete, so an interrupted replay
-leaves nothing half-built; an identical plan reuses the cached environment. The kitbench that runs is
-this one (on PYTHONPATH): the replay checks the environment, with today's code, and says so.
+``uv pip install --no-deps`` of exactly the recorded set: the lines that carry the lock's hashes in one
+install, hash-checked, the others in another), or with ``python3.X -m venv`` and pip where uv is absent.
+It is built in a temporary directory beside the cache entry and renamed into place only when complete, so
+an interrupted replay leaves nothing half-built; an identical plan reuses the cached environment. The
+kitbench that runs is this one (on PYTHONPATH): the replay checks the environment, with today's code, and
+says so.
 
 A container record is replayed in its image: the very image where this engine still has the recorded
 id, else the target's image rebuilt (as ``kitbench container`` builds it).
@@ -116,19 +117,24 @@ def build(chosen: Plan, log: Log, root: Path | None = None) -> Path:
         tool = "uv" if (uv := _uv()) is not None else "pip"
         # The target's PyTorch index for the torch family, PyPI (or the user's index) for the rest, as the
         # nox sessions install: every pin exact (no dependency of its own) where the record lists them all.
-        hashed = bool(chosen.requirements) and all(" --hash=" in line for line in chosen.requirements)
-        install = installer.Install(chosen.requirements, hashed, installer.around(chosen.index), {}, "")
-        args = install.write(building / "install", tool)
-        deps = ["--no-deps"] if chosen.exact and not hashed else []
-        log(f"building {len(chosen.requirements)} pins for Python {chosen.python} into {final}")
+        # Hash checking is all or nothing per install (pip turns it on for every line when one has a hash):
+        # the hashed lines are one install, with --require-hashes, the unhashed another.
+        hashed = [line for line in chosen.requirements if " --hash=" in line]
+        plain = [line for line in chosen.requirements if " --hash=" not in line]
+        installs = [installer.Install(lines, checked, installer.around(chosen.index), {}, "")
+                    for lines, checked in ((hashed, True), (plain, False)) if lines]
+        log(f"building {len(chosen.requirements)} pins for Python {chosen.python} into {final}"
+            + (f" ({len(hashed)} hash-checked)" if hashed else ""))
         if uv is not None:
             try:        # uv fetches a Python it lacks; offline, one try says so (its retries took 10 s)
                 _call([uv, "venv", "--quiet", "--relocatable", "--python", chosen.python, str(staged)],
                       f"no Python {chosen.python} here", env={"UV_HTTP_RETRIES": "0"})
             except ReplayError as failed:
                 raise _no_python(chosen, failed.message) from None
-            _call([uv, "pip", "install", "--quiet", "--python", str(staged / inner), *deps, *args],
-                  "cannot install the recorded versions", install.env(tool))
+            for n, install in enumerate(installs):
+                _call([uv, "pip", "install", "--quiet", "--python", str(staged / inner),
+                       *_install_args(chosen, install, building / f"install{n}", tool)],
+                      "cannot install the recorded versions", install.env(tool))
         else:
             interpreter = shutil.which(f"python{chosen.python}")
             if interpreter is None:
@@ -139,8 +145,10 @@ def build(chosen: Plan, log: Log, root: Path | None = None) -> Path:
                       f"python{chosen.python} on PATH says")
             except ReplayError as failed:
                 raise _no_python(chosen, failed.message) from None
-            _call([str(staged / inner), "-m", "pip", "install", "--quiet", *deps, *args],
-                  "cannot install the recorded versions", install.env(tool))
+            for n, install in enumerate(installs):
+                _call([str(staged / inner), "-m", "pip", "install", "--quiet",
+                       *_install_args(chosen, install, building / f"install{n}", tool)],
+                      "cannot install the recorded versions", install.env(tool))
         # Run as `python -m`, a venv survives the move (its console scripts' shebangs would not).
         try:
             os.replace(staged, final)
@@ -151,6 +159,13 @@ def build(chosen: Plan, log: Log, root: Path | None = None) -> Path:
         return python
     finally:
         shutil.rmtree(building, ignore_errors=True)
+
+
+def _install_args(chosen: Plan, install: installer.Install, folder: Path, tool: str) -> list[str]:
+    """The arguments of one install, its files written into ``folder``: a hashed install brings its own
+    --no-deps; the record's exact set takes no dependency of its own either way."""
+    args = install.write(folder, tool)
+    return ["--no-deps", *args] if chosen.exact and not install.hashed else args
 
 
 def _no_python(chosen: Plan, said: str) -> ReplayError:
@@ -343,9 +358,10 @@ def out_path(given: str | None, source: Path) -> Path:
     return _files.destination(given, default.name, ReplayError) if given is not None else default
 
 
-def replay(source: Path, given: str | None, machine: Probe, log: Log) -> Outcome:
-    """``given`` is --out as typed: a trailing separator is kept to mean a directory."""
-    chosen = plan(source, machine)
+def replay(source: Path, given: str | None, machine: Probe, log: Log, local_by_name: bool = False) -> Outcome:
+    """``given`` is --out as typed: a trailing separator is kept to mean a directory; ``local_by_name``:
+    planning's."""
+    chosen = plan(source, machine, local_by_name)
     if chosen.here is not None:
         log(chosen.here)
     out = out_path(given, source)

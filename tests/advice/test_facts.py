@@ -18,10 +18,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kitbench import _http
 from kitbench._cli import main
-from kitbench.advice import facts, indexes, wheels
+from kitbench.advice import facts, indexes, releases, wheels
 from kitbench.errors import NetworkError, RecordError
 from kitbench.records import manifest
 
@@ -193,14 +195,11 @@ def test_a_new_release_is_answered_from_a_refresh_alone_for_linux_windows_and_ma
                       "3.12", "--no-gpu")
     assert windows["command"] == ("pip install torch==2.16.0 torchvision==0.30.0 torchaudio==2.16.0 "
                                   "--index-url https://download.pytorch.org/whl/cpu")
-    # The listing names no +xpu file of 2.16.0: an XPU build there rests on envs/vendors.yaml's "every release since
-    # 2.6" alone, an inference, so it is answered only when named.
+    # The listing names 2.16.0's +xpu files: an artifact, so the default answer takes it.
     intel = _answer(capsys, "--release", "2.16.0", "--os", "windows", "--arch", "x86_64", "--python-version",
                     "3.13", "--intel-gpu")
-    assert intel["compute"] == "cpu" and "rests on no artifact or code" in intel["reasons"][-1]  # type: ignore[index]
-    intel = _answer(capsys, "--release", "2.16.0", "--os", "windows", "--arch", "x86_64", "--python-version",
-                    "3.13", "--intel-gpu", "--compute", "xpu")
     assert intel["compute"] == "xpu" and intel["command"].endswith("/whl/xpu")  # type: ignore[attr-defined]
+    assert intel["facts"]["build"]["kind"] == "artifact"  # type: ignore[index]
     amd = _answer(capsys, "--release", "2.16.0", "--os", "linux", "--arch", "x86_64", "--python-version", "3.13",
                   "--gpu-gfx", "gfx942")
     assert amd["compute"] == "rocm7.2"
@@ -498,10 +497,12 @@ def test_an_index_token_is_used_and_never_written_to_the_cache(index: Index, mon
     assert written and not any(b"s3cret" in p.read_bytes() for p in written)
 
 
-def _listing(rows: list[tuple[str, str]]) -> bytes:
-    """whl/torch/ listing exactly ``rows`` (version, build), Linux x86_64 wheels for Python 3.12."""
+def _listing(rows: list[tuple[str, str]], platforms: dict[tuple[str, str], tuple[str, ...]] | None = None) -> bytes:
+    """whl/torch/ listing exactly ``rows`` (version, build), Linux x86_64 wheels for Python 3.12 (or the platform
+    tags ``platforms`` gives a row), as download.pytorch.org/whl/torch/ names them."""
     links = [f'<a href="/whl/{b}/{name.replace("+", "%2B")}">{name}</a><br/>'
-             for v, b in rows for name in [_wheel("torch", f"{v}+{b}", "cp312", LINUX)]]
+             for v, b in rows for platform in (platforms or {}).get((v, b), (LINUX,))
+             for name in [_wheel("torch", f"{v}+{b}", "cp312", platform)]]
     return ("<html><body>\n" + "\n".join(links) + "\n</body></html>\n").encode()
 
 
@@ -792,3 +793,249 @@ def test_an_indexs_text_reaches_install_cmds_notes_cleaned(index: Index, capsys:
     err = capsys.readouterr().err
     assert not any(c in err for c in "\x1b\x07\r\x9b\u202e") and "\\x1b]0;pwned" in err
     assert "\nnote: forged" not in err
+
+
+# --- a listing that drops a release's builds makes that release unusable here, not every answer -------------------
+
+H100 = ("--os", "linux", "--arch", "x86_64", "--python-version", "3.12", "--glibc", "2.35", "--driver", "570.86.10",
+        "--gpu-cc", "9.0")
+CPU_BOX = (*H100[:8], "--no-gpu")
+MI300X = (*H100[:8], "--gpu-gfx", "gfx942")
+ARC = (*H100[:8], "--intel-gpu", "0x56a0")
+OLDER = [("2.14.1", b) for b in ("cpu", "cu126", "cu130", "cu132", "rocm7.2", "rocm7.14", "xpu")]
+
+
+@pytest.mark.parametrize("newest", [[("2.15.0", "cu140")], [("2.15.0", "xpu")], [("2.15.0", "cu999")],
+                                    [("2.15.0", "rocm99.1")]])
+def test_a_listing_that_drops_the_newest_release_s_builds_leaves_every_machine_its_answer(
+        newest: list[tuple[str, str]], index: Index, capsys: pytest.CaptureFixture[str]) -> None:
+    """2.15.0 listed with only a build kitbench has no facts for (or one no machine here runs): an H100, a CPU box,
+    an AMD and an Intel machine get 2.14.1, as for any release without a fitting build, and say why; never
+    "torch 2.15.0 has no cpu build" for every Linux answer."""
+    index.pages["/whl/torch/"] = ("text/html", _listing(newest + OLDER))
+    assert main(["facts", "refresh"]) == 0
+    capsys.readouterr()
+    for machine, build in ((H100, "cu126"), (CPU_BOX, "cpu"), (MI300X, "rocm7.14"), (ARC, "xpu")):
+        if newest == [("2.15.0", "xpu")] and machine is ARC:
+            continue        # 2.15.0's xpu is listed: the Arc gets it
+        assert main(["install-cmd", *machine]) == 0, machine
+        out, err = capsys.readouterr()
+        assert "torch==2.14.1 " in out and out.rstrip().endswith(f"/whl/{build}"), (machine, out, err)
+        assert "ERROR" not in err and "Traceback" not in err
+    assert main(["install-cmd", *CPU_BOX, "--explain"]) == 0
+    port = index.server_address[1]
+    assert (f"note: torch 2.14.1, not the newest release (2.15.0): PyTorch's index lists no 2.15.0 build for pip on "
+            f"Linux x86_64 (http://127.0.0.1:{port}/whl/torch/ as read on ") in capsys.readouterr().err
+    # Asked for by name, 2.15.0 is still refused: it is the default answer that moves, not the question.
+    assert main(["install-cmd", *CPU_BOX, "--release", "2.15.0"]) == 2
+    assert capsys.readouterr().err.startswith("ERROR: torch 2.15.0 has no cpu build")
+
+
+@pytest.mark.parametrize("builds", [{}, {"cu999": ["linux-x86_64"]}, {"xpu": ["linux-x86_64"]}])
+def test_a_cache_whose_listing_names_no_usable_build_of_the_newest_is_the_same(
+        builds: dict[str, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The same, from a fact cache as written (or edited) on disk: 2.15.0 listed with no build at all, or only
+    one no machine here runs."""
+    folder = tmp_path / "kitbench" / "facts"
+    folder.mkdir(parents=True)
+    (folder / "releases.json").write_text(json.dumps({
+        "format": facts.FORMAT, "checked": "2026-11-20T00:00:00Z", "tried": "2026-11-20T00:00:00Z", "sources": [],
+        "releases": [], "listed": {"index": "https://download.pytorch.org/whl/torch/", "read": "2026-11-20T00:00:00Z",
+                                   "releases": {"2.15.0": builds}}}))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(facts, "cache_dir", CACHE_DIR)
+    for machine, build in ((H100, "cu126"), (CPU_BOX, "cpu"), (MI300X, "rocm7.14")):
+        assert main(["install-cmd", *machine]) == 0, machine
+        out, err = capsys.readouterr()
+        assert "torch==2.14.1 " in out and out.rstrip().endswith(f"/whl/{build}"), (machine, out, err)
+
+
+def test_xpu_is_part_of_the_listing_check_like_every_build(index: Index, capsys: pytest.CaptureFixture[str]) -> None:
+    """2.15.0 listed in cpu, cu130 and cu132, not xpu: its XPU build (envs/vendors.yaml's "from 2.5.0") is not
+    answered, named or by default; 2.14.1's, listed, is."""
+    index.pages["/whl/torch/"] = ("text/html", _listing([("2.15.0", b) for b in ("cpu", "cu130", "cu132")] + OLDER))
+    # Before the refresh: the census' word. 2.15.0's XPU build rests on a nightly matrix alone, answered only when
+    # named.
+    assert _answer(capsys, *ARC)["release"] == "2.14.1"
+    assert _answer(capsys, *ARC, "--release", "2.15.0", "--compute", "xpu")["compute"] == "xpu"
+    assert main(["facts", "refresh"]) == 0
+    capsys.readouterr()
+    arc = _answer(capsys, *ARC)
+    assert (arc["release"], arc["compute"]) == ("2.14.1", "xpu")
+    assert main(["install-cmd", *ARC, "--release", "2.15.0", "--compute", "xpu"]) == 2
+    assert capsys.readouterr().err.startswith("ERROR: torch 2.15.0 has no xpu build for linux x86_64")
+    assert _answer(capsys, *CPU_BOX)["release"] == "2.15.0"   # its CPU build is listed: the CPU box keeps it
+
+
+# --- issue 46 item 3: a build the listing has and envs/releases/ lacks ---------------------------------------------
+
+RTX5090 = ("--os", "linux", "--arch", "x86_64", "--python-version", "3.12", "--glibc", "2.35", "--driver",
+           "575.57.08", "--gpu-cc", "12.0")
+WIN5090 = ("--os", "windows", "--arch", "x86_64", "--python-version", "3.12", "--driver", "576.02", "--gpu-cc", "12.0")
+# 2.13.0 as download.pytorch.org/whl/torch/ lists it: its selector builds, and cu129 (Linux x86_64 only), which
+# envs/releases/2.13.yaml does not name; cu140, a CUDA envs/ has no driver facts for.
+WITH_CU129 = [("2.13.0", b) for b in ("rocm7.1", "rocm7.2", "cu126", "cu129", "cu130", "cu132", "cu140", "cpu")]
+ON_WINDOWS: dict[tuple[str, str], tuple[str, ...]] = {("2.13.0", b): (LINUX, WIN)
+                                                      for b in ("cu126", "cu130", "cu132", "cpu")}
+
+
+def test_a_build_the_listing_has_and_envs_lacks_is_recorded_with_where_its_wheels_are(index: Index) -> None:
+    index.pages["/whl/torch/"] = ("text/html", _listing(WITH_CU129, ON_WINDOWS))
+    assert main(["facts", "refresh"]) == 0
+    written = json.loads((facts.cache_dir() / "releases.json").read_text())["listed"]["releases"]["2.13.0"]
+    assert written["cu129"] == ["linux-x86_64"] and written["cu130"] == ["linux-x86_64", "windows-x86_64"]
+    assert "cu140" not in written           # no driver facts: which machines it runs on is not known
+    assert list(facts.listing().releases["2.13.0"]) == ["rocm7.1", "rocm7.2", "cu126", "cu129", "cu130", "cu132",
+                                                        "cpu"]      # pytorch.org's order
+    where, listed = facts.listed()
+    assert "cu129" in listed["2.13.0"] and where.startswith(f"http://127.0.0.1:{index.server_address[1]}/whl/torch/")
+
+
+def _as_before_the_census(envs: Path) -> None:
+    """envs/releases/2.13.yaml as it was before the census recorded 2.13.0's cu129: a build the listing has and
+    envs/ lacks."""
+    series = envs / "releases" / "2.13.yaml"
+    lines = series.read_text().replace("cu132, cu129, cpu]", "cu132, cpu]").splitlines(keepends=True)
+    series.write_text("".join(line for line in lines if "{builds: [cu129]" not in line
+                              and "{compute: cu129," not in line))
+    assert "cu129" not in releases.release("2.13.0").wheels
+
+
+def test_a_listed_build_envs_lacks_is_answered_when_named_where_its_wheels_are(
+        index: Index, envs_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--release 2.13.0 --compute cu129`` (issue 46: an RTX 5090 on driver 575) is answered, and says the build is
+    the listing's; Windows, where the listing has no cu129 wheel, is refused."""
+    _as_before_the_census(envs_copy)
+    assert main(["install-cmd", *RTX5090, "--release", "2.13.0", "--compute", "cu129"]) == 2
+    assert capsys.readouterr().err.startswith("ERROR: torch 2.13.0 has no cu129 build")      # before: unknown
+    index.pages["/whl/torch/"] = ("text/html", _listing(WITH_CU129, ON_WINDOWS))
+    assert main(["facts", "refresh"]) == 0
+    capsys.readouterr()
+    named = _answer(capsys, *RTX5090, "--release", "2.13.0", "--compute", "cu129")
+    assert named["command"] == "pip install torch==2.13.0 torchvision==0.28.0 --index-url " \
+                               "https://download.pytorch.org/whl/cu129"
+    note = next(n for n in named["notes"] if "cu129 is not in envs/releases/" in n)  # type: ignore[attr-defined]
+    assert note.startswith(f"torch 2.13.0 cu129 is not in envs/releases/: the listing of http://127.0.0.1:"
+                           f"{index.server_address[1]}/whl/torch/ as read on ") and "not on record" in note
+    assert main(["install-cmd", *WIN5090, "--release", "2.13.0", "--compute", "cu129"]) == 2
+    assert capsys.readouterr().err.startswith("ERROR: torch 2.13.0 has no cu129 build for pip on windows x86_64")
+
+
+def test_a_listed_build_envs_lacks_is_a_default_answer_once_its_kernel_list_is_on_record(
+        index: Index, envs_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Until then --explain says why the default answer passes it over; then it is the default answer."""
+    _as_before_the_census(envs_copy)
+    index.pages["/whl/torch/"] = ("text/html", _listing(WITH_CU129, ON_WINDOWS))
+    assert main(["facts", "refresh"]) == 0
+    capsys.readouterr()
+    default = _answer(capsys, *RTX5090)
+    assert (default["release"], default["compute"]) == ("2.11.0", "cu128")
+    assert main(["install-cmd", *RTX5090, "--explain"]) == 0
+    err = capsys.readouterr().err
+    assert ("note: torch 2.13.0 cu129 (the listing of http://127.0.0.1:" in err
+            and "was not tried: its kernel list is not on record (--release 2.13.0 --compute cu129 answers it)"
+            in err), err
+    assert main(["install-cmd", *RTX5090, "--release", "2.13.0", "--explain"]) == 0
+    assert "# rejected cu129: listed (the listing of " in capsys.readouterr().err
+    series = envs_copy / "releases" / "2.13.yaml"
+    text = series.read_text()
+    series.write_text(text.replace("kernels:\n", "kernels:\n  - {compute: cu129, arches: [sm_75, sm_80, sm_86, sm_90, "
+                                   "sm_100, sm_120], kind: artifact, source: \"a test's kernel list\"}\n", 1))
+    default = _answer(capsys, *RTX5090)
+    assert (default["release"], default["compute"]) == ("2.13.0", "cu129")
+    assert not any("not on record" in n for n in default["notes"])  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("listed", [
+    {"index": "https://x/whl/torch/", "read": "2026-11-20", "releases": {"2.15.0": ["cpu", "cu130"]}},   # format 1's
+    {"index": "https://x/whl/torch/", "read": "2026-11-20", "releases": {"2.15.0": {"cpu": "linux-x86_64"}}},
+    {"index": "https://x/whl/torch/", "read": "2026-11-20", "releases": {"2.15.0": {"cpu; rm -rf ~": []}}},
+    {"index": "https://x/whl/torch/", "read": "2026-11-20", "releases": {"2.15.0": {"7": ["linux-x86_64"]}}},
+    {"index": "https://x/whl/torch/", "read": 20261120, "releases": {}},
+    {"index": "https://x/whl/torch/", "read": "2026-11-20", "releases": {"2.15.0\n": {"cpu": []}}},
+    {"index": "https://x/whl/torch/", "read": "2026-11-20", "releases": {"2.15.0": {"cpu": ["linux-x86_64\ud800"]}}},
+])
+def test_a_listing_not_in_the_form_a_refresh_writes_is_left_out_with_a_note(
+        listed: dict[str, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "kitbench" / "facts"
+    folder.mkdir(parents=True)
+    (folder / "releases.json").write_text(json.dumps({
+        "format": facts.FORMAT, "checked": "2026-11-20T00:00:00Z", "tried": "2026-11-20T00:00:00Z", "sources": [],
+        "releases": [], "listed": listed}))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(facts, "cache_dir", CACHE_DIR)
+    assert main(["install-cmd", *CPU_BOX]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("pip install torch==2.15.0 ") and "Traceback" not in err
+    assert "left out the builds PyTorch's index lists, which are not in the form a refresh writes" in err
+
+
+_BUILDS = ("cpu", "cu126", "cu129", "cu130", "cu132", "rocm7.2", "rocm7.14", "xpu", "cu999")
+_PLACES = ("linux-x86_64", "linux-aarch64", "windows-x86_64", "windows-aarch64", "macos-arm64")
+_LISTINGS = st.dictionaries(st.sampled_from(["2.15.0", "2.14.1", "2.13.0"]),
+                            st.dictionaries(st.sampled_from(_BUILDS), st.lists(st.sampled_from(_PLACES), max_size=3,
+                                                                               unique=True), max_size=5), max_size=3)
+_MACHINES = [H100, CPU_BOX, MI300X, ARC, RTX5090, WIN5090,
+             ("--os", "windows", "--arch", "aarch64", "--python-version", "3.12", "--no-gpu"),
+             ("--os", "linux", "--arch", "aarch64", "--python-version", "3.12", "--glibc", "2.39", "--driver",
+              "580.65.06", "--gpu-cc", "9.0"),
+             ("--os", "macos", "--arch", "arm64", "--python-version", "3.12", "--os-version", "15.5")]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(listing=_LISTINGS, machine=st.sampled_from(_MACHINES))
+def test_whatever_the_listing_every_answer_is_a_listed_build_or_one_error_line(
+        listing: dict[str, dict[str, list[str]]], machine: tuple[str, ...], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Any listing of the newest releases (builds dropped, unknown, only on some places): install-cmd's default
+    answer names a build the listing has for the release it answers (where that release is listed; a Mac's
+    wheels are PyPI's), or is one ERROR line and a hint; never a traceback."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as home:
+        folder = Path(home, "kitbench", "facts")
+        folder.mkdir(parents=True)
+        (folder / "releases.json").write_text(json.dumps({
+            "format": facts.FORMAT, "checked": "2026-11-20T00:00:00Z", "tried": "2026-11-20T00:00:00Z",
+            "sources": [], "releases": [], "listed": {"index": "https://download.pytorch.org/whl/torch/",
+                                                      "read": "2026-11-20T00:00:00Z", "releases": listing}}))
+        monkeypatch.setenv("XDG_CACHE_HOME", home)
+        monkeypatch.setattr(facts, "cache_dir", CACHE_DIR)
+        code = main(["install-cmd", "--json", *machine])
+        out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    if code != 0:
+        lines = err.splitlines()
+        assert code == 2 and lines[-2].startswith("ERROR: ") and lines[-1].startswith("hint: "), err
+        return
+    answer = json.loads(out)
+    # A Mac's torch comes from PyPI (pytorch.org's macOS command names no index): the listing is not its source.
+    if answer["release"] in listing and answer["os"] != "macos":
+        assert answer["compute"] in listing[answer["release"]], (answer["release"], answer["compute"], listing)
+
+
+def test_a_release_only_the_cache_knows_has_an_xpu_build_only_where_its_index_lists_one(
+        index: Index, capsys: pytest.CaptureFixture[str]) -> None:
+    """2.16.0's index page without its xpu wheels (and 2.15.0's lists cu132 and cpu only): an Arc gets 2.14.1's
+    XPU build, and 2.16.0's is refused named."""
+    index.pages["/whl/torch/"] = ("text/html", _index_page("torch").replace(b"+xpu-", b"+gone-"))
+    assert main(["facts", "refresh"]) == 0
+    capsys.readouterr()
+    arc = _answer(capsys, "--os", "linux", "--arch", "x86_64", "--python-version", "3.13", "--intel-gpu", "0x56a0")
+    assert (arc["release"], arc["compute"]) == ("2.14.1", "xpu")
+    assert main(["install-cmd", *ARC[:6], "--intel-gpu", "--release", "2.16.0", "--compute", "xpu"]) == 2
+    assert capsys.readouterr().err.startswith("ERROR: torch 2.16.0 has no xpu build")
+
+
+def test_a_wheel_without_a_label_and_a_cpu_one_are_one_build_with_both_places() -> None:
+    """download.pytorch.org lists macOS wheels without a label (torch-2.13.0-cp312-none-macosx_14_0_arm64.whl)
+    beside Linux's +cpu ones: both are the cpu build, its places together."""
+    page = _listing([("2.13.0", "cpu"), ("2.13.0", "cu129")]) + (
+        b'<a href="/m">torch-2.13.0-cp312-none-macosx_14_0_arm64.whl</a>')
+    files = indexes.page_files(_http.Response("http://x/whl/torch/", 200, page, "text/html", None, None))
+    source = {"url": "http://x/whl/torch/", "read": "2026-11-20T00:00:00Z",
+              "releases": indexes.summarize(files, "torch")}
+    found = indexes.listed({"pytorch-torch.json": source}, {"2.13.0"})["releases"]["2.13.0"]
+    assert found == {"cu129": ["linux-x86_64"], "cpu": ["linux-x86_64", "macos-arm64"]}

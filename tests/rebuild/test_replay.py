@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from kitbench import _cli, _proc
-from kitbench.environments import locks
+from kitbench.environments import installer, locks
 from kitbench.errors import ReplayError
 from kitbench.machine.probe import probe
 from kitbench.reading import envdiff, verify
@@ -116,6 +116,139 @@ def test_a_package_from_a_local_file_is_planned_by_name_version_and_hash(source:
     chosen = planning.plan(local, probe())
     assert chosen.requirements == [f"fastjsonschema==2.22.3 --hash={digest}"]
     assert any(note.startswith("fastjsonschema came from a local file") for note in chosen.notes)
+
+
+# Two small wheels PyPI serves, and their sha256 (pip's and uv's "Got ..." for each).
+SIX = "sha256:4721f391ed90541fddacab5acf947aa0d3dc7d27b2e1e8eda2be8970586c3274"
+INICONFIG = "sha256:b6a85871a79d2e3b22d2d1b94ac2824226a63c6b741c88f7ae975f18b6778374"
+
+
+def _hashed_and_one_local(tmp_path: Path, count: int = 198, local: str = "fastjsonschema-2.22.3-py3-none-any.whl"
+                          ) -> Path:
+    """The README's H200 record with ``count`` of its packages carrying a hash, and fastjsonschema (a wheel file on
+    its machine) none: the record of issue 47."""
+    data = json.loads((REPO / "docs" / "records" / "h200-suite.json").read_text())
+    packages = [p for p in data["environment"]["packages"] if p["name"] not in ("fastjsonschema", "kitbench")]
+    packages = [*packages, *({"name": f"extra-{n}", "version": "1.0"} for n in range(count - len(packages)))][:count]
+    for n, package in enumerate(packages):
+        package["hashes"] = [f"sha256:{n:064x}"]
+    data["environment"]["packages"] = [*packages, {"name": "fastjsonschema", "version": "2.22.3", "source": local}]
+    records.validate(data)
+    path = tmp_path / "mixed.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize("local", ["fastjsonschema-2.22.3-py3-none-any.whl", "/opt/w/fastjsonschema-2.22.3.whl",
+                                   "file:///work/main/.whl/fastjsonschema-2.22.3-py3-none-any.whl",
+                                   "C:\\wheels\\fastjsonschema-2.22.3-py3-none-any.whl"])
+def test_a_local_file_without_a_hash_is_never_fetched_by_name_unless_asked(
+        local: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A name is all an unhashed local wheel leaves: an index's package of that name may be anyone's (dependency
+    confusion). Refused before anything is built, the hint naming the option that takes it by name anyway."""
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+    record = _hashed_and_one_local(tmp_path, local=local)
+    assert _cli.main(["replay", str(record)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[-2].startswith(f"ERROR: {record}: fastjsonschema 2.22.3 came from a local file on the record's machine "
+                              "and carries no hash") and "Traceback" not in "\n".join(err)
+    assert err[-1].startswith("hint: pass --local-by-name to install it by name and version from the index anyway")
+    assert not (tmp_path / "cache").exists()
+    chosen = planning.plan(record, probe(), local_by_name=True)
+    assert any(note.startswith("fastjsonschema came from a local file") and "(--local-by-name)" in note
+               for note in chosen.notes)
+
+
+def test_local_by_name_reaches_the_build_from_the_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """`kitbench replay RECORD --local-by-name`: planned, the local package by name, and on to the build."""
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+    planned: list[planning.Plan] = []
+
+    def build(chosen: planning.Plan, log: Callable[[str], None], root: Path | None = None) -> Path:
+        planned.append(chosen)
+        raise ReplayError("stopped before the build, as this test asks")
+
+    monkeypatch.setattr(replay, "build", build)
+    monkeypatch.setattr(replay, "_check_data", lambda root: None)
+    assert _cli.main(["replay", str(_hashed_and_one_local(tmp_path)), "--local-by-name"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == "ERROR: stopped before the build, as this test asks"
+    assert planned[0].requirements[-1] == "fastjsonschema==2.22.3"
+
+
+def test_one_package_without_a_hash_leaves_every_other_hash_checked(tmp_path: Path) -> None:
+    """198 hashed packages and one without: 198 lines hash-checked (not 0), and the note counts them."""
+    chosen = planning.plan(_hashed_and_one_local(tmp_path), probe(), local_by_name=True)
+    assert sum(" --hash=sha256:" in line for line in chosen.requirements) == 198
+    assert chosen.requirements[-1] == "fastjsonschema==2.22.3"
+    assert ("198 of 199 packages hash-checked; 1 (fastjsonschema) carry no hash (no lock, or not in the lock that "
+            "built the environment): pinned by version only") in chosen.notes
+    fully = planning.plan(_hashed_and_one_local(tmp_path, count=0), probe(), local_by_name=True)
+    assert "0 of 1 packages hash-checked; 1 (fastjsonschema) carry no hash" in " ".join(fully.notes)
+
+
+@pytest.mark.parametrize("uv", [True, False])
+def test_the_hashed_lines_are_one_install_with_require_hashes_and_the_others_another(
+        uv: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pip's hash checking is all or nothing per install (one hashed line turns it on for every line, and an
+    unhashed one is then refused): the hashed lines go in one install with --require-hashes, the rest apart."""
+    monkeypatch.setenv("KITBENCH_INDEX_URL", "default")
+    chosen = planning.plan(_hashed_and_one_local(tmp_path, count=3), probe(), local_by_name=True)
+    calls: list[list[str]] = []
+
+    def fake_call(command: list[str], what: str, env: dict[str, str] | None = None) -> None:
+        calls.append(command)
+        if "venv" in command:
+            Path(command[-1]).mkdir()
+
+    monkeypatch.setattr(replay, "_call", fake_call)
+    monkeypatch.setattr(replay, "_uv", lambda: "uv" if uv else None)
+    monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}")
+    files: list[str] = []
+    real_write = installer.Install.write
+
+    def write(self: installer.Install, folder: Path, tool: str) -> list[str]:
+        args: list[str] = real_write(self, folder, tool)
+        files.append(Path(args[-1]).read_text())
+        return args
+
+    monkeypatch.setattr(installer.Install, "write", write)
+    replay.build(chosen, lambda line: None, tmp_path / "cache")
+    installs = [c for c in calls if "install" in c]
+    assert len(installs) == 2
+    assert installs[0][-4:-1] == ["--no-deps", "--require-hashes", "-r"]
+    assert installs[1][-3:-1] == ["--no-deps", "-r"] and "--require-hashes" not in installs[1]
+    assert files[0].count("--hash=sha256:") == 3 and "fastjsonschema" not in files[0]
+    assert files[1] == "fastjsonschema==2.22.3\n"
+
+
+def _six_and_iniconfig(tmp_path: Path, six: str) -> Path:
+    return _edited(OLD_RECORDS[0], tmp_path / "two.json", os="linux", arch="x86_64", packages=[
+        {"name": "six", "version": "1.17.0", "hashes": [six]}, {"name": "iniconfig", "version": "2.0.0"}])
+
+
+@pytest.mark.parametrize("tool", ["uv", "pip"])
+def test_a_hashed_line_beside_an_unhashed_one_is_checked_by_the_real_installers(
+        tool: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """For real, against the index pip and uv read here: six's hash right, both install; six's hash wrong, the
+    install is refused though iniconfig has none (before the split, both went in unchecked)."""
+    if tool == "uv" and shutil.which("uv") is None:
+        pytest.skip("no uv on PATH")
+    recorded = json.loads(OLD_RECORDS[0].read_text())["environment"]["python"]
+    python = "python" + ".".join(recorded.split(".")[:2])
+    if tool == "pip" and shutil.which(python) is None:
+        pytest.skip(f"no {python} on PATH for pip's venv")
+    monkeypatch.setenv("KITBENCH_INDEX_URL", "default")
+    if tool == "pip":
+        monkeypatch.setattr(replay, "_uv", lambda: None)
+    good = replay.build(planning.plan(_six_and_iniconfig(tmp_path, SIX), probe()), lambda line: None,
+                        tmp_path / "cache")
+    listed = subprocess.run([str(good), "-c", "import six, iniconfig; print(six.__version__)"],
+                            capture_output=True, text=True, check=True).stdout
+    assert listed.strip() == "1.17.0"
+    wrong = _six_and_iniconfig(tmp_path, "sha256:" + "0" * 64)
+    with pytest.raises(ReplayError, match="cannot install the recorded versions"):
+        replay.build(planning.plan(wrong, probe()), lambda line: None, tmp_path / "cache")
 
 
 def test_the_readmes_records_name_no_path_of_their_machine() -> None:
@@ -657,7 +790,7 @@ def _on_a_gpu(source: Path, dest: Path) -> Path:
 def test_a_gpu_record_on_a_machine_without_it_is_planned_for_the_cpu_and_says_so() -> None:
     """The README's own H200 record, planned on a machine with no NVIDIA GPU: before anything is built."""
     without = probe()._replace(gpus=())
-    chosen = planning.plan(REPO / "docs" / "records" / "h200-suite.json", without)
+    chosen = planning.plan(REPO / "docs" / "records" / "h200-suite.json", without, local_by_name=True)
     assert chosen.missing == "NVIDIA H200"
     assert chosen.run_args[chosen.run_args.index("--device") + 1] == "cpu" and "cuda" not in chosen.run_args
     assert chosen.here is not None and chosen.here.startswith("this machine has no NVIDIA H200 (the record's cuda:0)")
@@ -668,7 +801,7 @@ def test_without_the_gpu_a_records_cpu_runs_are_verified_and_its_gpu_runs_said_n
     """h200-suite.json ran each model and loop on the H200 and on its CPU: a CPU-only rerun (here its own CPU
     runs, as a rerun on that CPU would give them) reproduces the CPU runs; the 6 GPU runs are not compared."""
     source = REPO / "docs" / "records" / "h200-suite.json"
-    chosen = planning.plan(source, probe()._replace(gpus=()))
+    chosen = planning.plan(source, probe()._replace(gpus=()), local_by_name=True)
     assert chosen.here is not None and "the record's MNIST runs on the CPU, by verify's rules" in chosen.here
     old = json.loads(source.read_text())
     runs = old["checks"]["mnist"]["runs"]
