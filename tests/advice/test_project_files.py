@@ -4,12 +4,14 @@ own tables and entries kept."""
 from __future__ import annotations
 
 import difflib
+import json
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from kitbench.advice import project_files
-from kitbench.errors import UsageError
+from kitbench.errors import KitbenchError, UsageError
 from kitbench.machine.probe import Probe, override, saved
 
 CI = saved.load(Path(__file__).resolve().parents[1] / "resources" / "project" / "ci-linux-x86_64.probe.json")
@@ -171,3 +173,185 @@ def test_a_table_or_key_of_the_wrong_shape_is_refused(tmp_path: Path, name: str,
     with pytest.raises(UsageError, match=words):
         project_files.write(tmp_path, [("ci", CI)], with_pixi=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def _team(folder: Path, **options: object) -> str:
+    """Two machines on one platform and two builds: kitbench writes every kind of entry it has (pins in extras,
+    sources by extra, two indexes, a conflict, its machines)."""
+    return _write(folder, ("h100", H100), ("ci", CI), **options)
+
+
+# A person's pyproject.toml, each with what kitbench must keep as it is: (the file, the parts kept byte for byte).
+PERSONS_PYPROJECT = {
+    "triple quotes in a one-line string": (
+        '[project]\nname = "team"\ndescription = "uses \'\'\' quotes"\n\n[tool.mine]\nkeep = true\n',
+        ['description = "uses \'\'\' quotes"\n', "\n[tool.mine]\nkeep = true\n"]),
+    "triple quotes in a comment": (
+        '# a """ in a comment\n[project]\nname = "team"\n\n[tool.mine]\nkeep = 1  # \'\'\'\n',
+        ['# a """ in a comment\n', "[tool.mine]\nkeep = 1  # '''\n"]),
+    "a literal string of double quotes": (
+        "[project]\nname = 'team'\nx = '\"\"\"'\n\n[tool.mine]\nkeep = true\n",
+        ["x = '\"\"\"'\n", "\n[tool.mine]\nkeep = true\n"]),
+    "comments above and in the tables kitbench writes into": (
+        '[tool.ruff]\nline-length = 100\n\n# why we do not package\n[tool.uv]\npackage = false  # an app\n\n'
+        '# the project itself, second\n[project]\nname = "team"\n# pins we own\ndependencies = [\n'
+        '    "numpy>=2",  # our own pin\n    "rich",\n]\n',
+        ['# why we do not package\n[tool.uv]\npackage = false  # an app\n', '# the project itself, second\n[project]\n',
+         '# pins we own\ndependencies = [\n    "numpy>=2",  # our own pin\n    "rich",\n']),
+    "a table with a quoted dotted key": (
+        '[project]\nname = "team"\n\n[tool."kitbench.notes"]\nwho = "us"\n\n[tool.mine."a.b"]\nx = 1\n',
+        ['[tool."kitbench.notes"]\nwho = "us"\n', '[tool.mine."a.b"]\nx = 1\n']),
+    "a UTF-8 byte order mark": ('\ufeff[project]\nname = "team"\n', ['\ufeff[project]\nname = "team"\n']),
+    "root dotted keys": ('project.name = "team"\nproject.dependencies = ["numpy"]\n\n[tool.mine]\nx = 1\n',
+                         ['project.name = "team"\n', '[tool.mine]\nx = 1\n']),
+    "an inline [tool] uv": ('[project]\nname = "team"\n\n[tool]\nuv = { package = false }\n', ["package = false"]),
+    "a person's torch source as a table": (
+        '[project]\nname = "team"\ndependencies = ["torch"]\n\n[tool.uv.sources.torch]\nindex = "mine"\n\n'
+        '[tool.uv.sources.mylib]\npath = "../mylib"\n', ['[tool.uv.sources.mylib]\npath = "../mylib"\n']),
+    "an escaped DEL and a line separator in a comment": (
+        '[project]\nname = "team"\ndescription = "a\\u007fb"\n# one \u2028 two\n\n[tool.mine]\nx = 1\n',
+        ['description = "a\\u007fb"\n', "\n# one \u2028 two\n\n[tool.mine]\nx = 1\n"]),
+    "floats, dates and infinities in the tables kitbench writes into": (
+        '[project]\nname = "team"\nx-rate = 0.5\nx-when = 1979-05-27T07:32:00Z\n\n[tool.uv]\nx-inf = inf\n'
+        'x-nan = -nan\n', ["x-rate = 0.5\nx-when = 1979-05-27T07:32:00Z\n", "x-inf = inf\nx-nan = -nan\n"]),
+    "CRLF line ends": ('[project]\r\nname = "team"\r\ndependencies = [\r\n    "rich",  # ours\r\n]\r\n\r\n'
+                       '[tool.mine]\r\nx = 1\r\n', ['    "rich",  # ours\r\n', "[tool.mine]\r\nx = 1\r\n"]),
+}
+
+
+@pytest.mark.parametrize("case", PERSONS_PYPROJECT)
+def test_a_person_s_pyproject_keeps_every_byte_kitbench_does_not_own(tmp_path: Path, case: str) -> None:
+    own, kept = PERSONS_PYPROJECT[case]
+    path = tmp_path / "pyproject.toml"
+    path.write_bytes(own.encode())
+    before = tomllib.loads(own.removeprefix("\ufeff"))
+    _team(tmp_path)
+    text = path.read_bytes().decode()
+    assert all(part in text for part in kept), text
+    after = tomllib.loads(text.removeprefix("\ufeff"))
+    # What the person wrote still means what it meant, the torch family's entries aside (kitbench's own).
+    assert _same(_theirs(after, before), _theirs(before, before))
+    assert {m["name"] for m in after["tool"]["uv"]["index"]} >= {"pytorch-cpu", "pytorch-cu126"}
+    assert set(after["tool"]["kitbench"]["machines"]) == {"h100", "ci"}
+    # Again: not one byte changes; a machine dropped: the person's part is still as it was.
+    assert project_files.write(tmp_path, [])[1] == []
+    _write(tmp_path, drop=["h100"])
+    text = path.read_bytes().decode()
+    assert all(part in text for part in kept), text
+    assert _same(_theirs(tomllib.loads(text.removeprefix("\ufeff")), before), _theirs(before, before))
+
+
+def _same(one: object, other: object) -> bool:
+    # NaN, which a person may write, is not equal to itself.
+    return json.dumps(one, sort_keys=True, default=repr) == json.dumps(other, sort_keys=True, default=repr)
+
+
+def _theirs(data: dict[str, object], before: dict[str, object]) -> object:
+    """``data`` at the keys ``before`` has, less the torch family's entries."""
+    if isinstance(before, dict) and isinstance(data, dict):
+        return {k: _theirs(data.get(k), v) for k, v in before.items() if k not in project_files_family()}
+    if isinstance(before, list) and isinstance(data, list):
+        return [d for d in data if not (isinstance(d, str) and d.split("=")[0].split(">")[0] in
+                                        project_files_family())]
+    return data
+
+
+def project_files_family() -> tuple[str, ...]:
+    return ("torch", "torchvision", "torchaudio")
+
+
+def test_a_person_s_pixi_toml_keeps_its_comments_and_its_own_environments(tmp_path: Path) -> None:
+    own = ('# our workspace\n[workspace]\nname = "team"  # short\nchannels = ["conda-forge"]\n'
+           'platforms = ["linux-64"]  # where we run\n\n[dependencies]\npython = ">=3.11"  # ours\n'
+           'numpy = "*"\n\n[feature.docs.dependencies]\nmkdocs = "*"\n\n[environments]\n# for the docs\n'
+           'docs = ["docs"]  # built in CI\n')
+    (tmp_path / "pixi.toml").write_text(own)
+    _team(tmp_path, with_pixi=True)
+    text = (tmp_path / "pixi.toml").read_text()
+    for part in ('# our workspace\n[workspace]\nname = "team"  # short\nchannels = ["conda-forge"]\n',
+                 'python = ">=3.11"  # ours\nnumpy = "*"\n', '[feature.docs.dependencies]\nmkdocs = "*"\n',
+                 '[environments]\n# for the docs\ndocs = ["docs"]  # built in CI\n'):
+        assert part in text, text
+    data = tomllib.loads(text)
+    assert data["environments"] == {"docs": ["docs"], "h100": ["h100"], "ci": ["ci"]}
+    assert project_files.write(tmp_path, [])[1] == []
+
+
+def test_a_person_s_pixi_environment_named_as_a_machine_is_refused_not_overwritten(tmp_path: Path) -> None:
+    own = '[workspace]\nname = "team"\nchannels = []\nplatforms = []\n\n[environments]\nci = ["docs"]\n'
+    (tmp_path / "pixi.toml").write_text(own)
+    with pytest.raises(UsageError, match="the environment 'ci' is yours") as refused:
+        _team(tmp_path, with_pixi=True)
+    assert "rename" in (refused.value.hint or "")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pixi.toml"]
+    assert (tmp_path / "pixi.toml").read_text() == own
+
+
+def test_a_refused_pixi_toml_leaves_pyproject_toml_as_it_was(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere.toml"
+    target.write_text('[workspace]\nname = "x"\n')
+    folder = tmp_path / "team"
+    folder.mkdir()
+    (folder / "pixi.toml").symlink_to(target)
+    with pytest.raises(KitbenchError, match="symlink"):
+        _team(folder, with_pixi=True)
+    assert sorted(p.name for p in folder.iterdir()) == ["pixi.toml"]
+    (folder / "pyproject.toml").write_text('[project]\nname = "team"\n')
+    with pytest.raises(KitbenchError, match="symlink"):
+        _team(folder, with_pixi=True)
+    assert (folder / "pyproject.toml").read_text() == '[project]\nname = "team"\n'
+
+
+@pytest.mark.parametrize(("folder", "name"), [("My Project", "my-project"), ("über", "uber"), ("-dash", "dash"),
+                                              ("a..b__c", "a-b-c"), ("Team_2", "team-2")])
+def test_the_project_is_named_after_its_folder_as_a_valid_name(tmp_path: Path, folder: str, name: str) -> None:
+    (tmp_path / folder).mkdir()
+    _team(tmp_path / folder, with_pixi=True)
+    assert tomllib.loads((tmp_path / folder / "pyproject.toml").read_text())["project"]["name"] == name
+    assert tomllib.loads((tmp_path / folder / "pixi.toml").read_text())["workspace"]["name"] == name
+
+
+def test_a_folder_with_no_usable_name_or_a_bad_name_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "项目").mkdir()
+    with pytest.raises(UsageError, match="name") as refused:
+        _team(tmp_path / "项目")
+    assert "--name" in (refused.value.hint or "")
+    assert _team(tmp_path / "项目", name="team").count('name = "team"') == 1
+    for bad in ("my project", "-x", "a/b", ""):
+        with pytest.raises(UsageError, match="--name"):
+            _team(tmp_path, name=bad)
+    assert not (tmp_path / "pyproject.toml").exists()
+
+
+def test_a_name_given_is_not_put_over_a_person_s_own(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "ours"\n')
+    with pytest.raises(UsageError, match="'ours'"):
+        _team(tmp_path, name="theirs")
+    assert 'name = "ours"' in _team(tmp_path, name="ours")
+
+
+@pytest.mark.parametrize("index", ["https://m/{compute}?private_token=abc", "https://m/{compute}#token=abc",
+                                   "https://user@m/{compute}", "https://:pass@m/{compute}",
+                                   "https://m/{compute}?"])
+def test_a_token_anywhere_in_the_mirror_s_url_is_refused(tmp_path: Path, index: str) -> None:
+    with pytest.raises(UsageError, match="--index") as refused:
+        _team(tmp_path, index=index)
+    assert "abc" not in refused.value.message + (refused.value.hint or "")
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_person_s_own_uv_environments_are_refused_not_replaced(tmp_path: Path) -> None:
+    own = '[project]\nname = "team"\n\n[tool.uv]\nenvironments = ["sys_platform == \'linux\'"]\n'
+    (tmp_path / "pyproject.toml").write_text(own)
+    with pytest.raises(UsageError, match="environments"):
+        _team(tmp_path)
+    assert (tmp_path / "pyproject.toml").read_text() == own
+
+
+def test_dynamic_metadata_is_respected(tmp_path: Path) -> None:
+    own = '[project]\nname = "team"\ndynamic = ["version"]\n'
+    (tmp_path / "pyproject.toml").write_text(own)
+    assert "version" not in tomllib.loads(_team(tmp_path))["project"]
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "team"\ndynamic = ["dependencies"]\n')
+    with pytest.raises(UsageError, match="dynamic"):
+        _team(tmp_path)
