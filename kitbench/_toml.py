@@ -24,7 +24,7 @@ from typing import Any
 import tomlkit
 import tomlkit.exceptions
 from tomlkit.container import Container, OutOfOrderTableProxy
-from tomlkit.items import AoT, Array, Comment, InlineTable, Item, Table, Whitespace
+from tomlkit.items import AoT, Array, Comment, InlineTable, Item, Null, Table, Whitespace
 
 from kitbench.errors import KitbenchError, UsageError
 
@@ -112,7 +112,7 @@ class Document:
 
     def splice(self, path: Path, ours: Callable[[Any], bool], new: Sequence[object]) -> None:
         """The list at ``path`` with the entries ``ours`` says are kitbench's replaced by ``new``, where the
-        first of them was (else at the end); a person's entries, and their comments, stay as they were. A list
+        first of them was (else first); a person's entries, and their comments, stay as they were. A list
         left empty that held only kitbench's entries goes."""
         old = self.get(path)
         if old is None:
@@ -120,7 +120,9 @@ class Document:
                 self.set(path, list(new))
             return
         kept = [i for i, entry in enumerate(old) if not ours(entry)]
-        at = next((i for i, entry in enumerate(old) if ours(entry)), len(old))
+        # First where none of kitbench's is there yet: an entry added after a person's last one would put a
+        # comma on their line.
+        at = next((i for i, entry in enumerate(old) if ours(entry)), 0)
         result = [*old[:at], *[e for e in old[at:] if not ours(e)]]
         position = len([i for i in kept if i < at])
         result[position:position] = list(new)
@@ -161,8 +163,9 @@ class Document:
             if after is not None and last is not None and not isinstance(last, (Whitespace, Table, AoT)) \
                     and not after.trivia.indent.startswith("\n"):
                 table.add(tomlkit.nl())
-        for table, comments in self._above:
-            table.trivia.indent = comments + table.trivia.indent
+        for table, comments, supers, _ in self._above:
+            first = next((t for t in supers if _has_header(t)), table)
+            first.trivia.indent = comments + first.trivia.indent
         out = self._doc.as_string()
         if out.endswith("\n\n") and not self.original.removeprefix(_BOM).endswith("\n\n"):
             out = out.rstrip("\n") + "\n"      # the blank line after a table kitbench added last
@@ -221,13 +224,13 @@ def _physical(doc: Any, path: Path) -> list[Any]:
     return found
 
 
-def _render_order(body: list[tuple[Any, Any]]) -> Iterator[tuple[list[tuple[Any, Any]], int, Any, bool]]:
+def _render_order(body: list[tuple[Any, Any]]) -> Iterator[tuple[list[tuple[Any, Any]], int, Any, bool | None]]:
     """Every item under ``body`` in the order it is written: its body, its place there, the item, and whether
-    it is a table with a header of its own."""
+    it is a table with a header of its own (None: a table whose header the file leaves out, ``[tool]`` of
+    ``[tool.uv]``)."""
     for i, (key, item) in enumerate(body):
         if isinstance(item, Table) and not (key is not None and key.is_dotted()):
-            if not item.is_super_table():
-                yield body, i, item, True
+            yield body, i, item, None if item.is_super_table() else True
             yield from _render_order(item.value.body)
         elif isinstance(item, AoT):
             for table in item.body:
@@ -235,6 +238,12 @@ def _render_order(body: list[tuple[Any, Any]]) -> Iterator[tuple[list[tuple[Any,
                 yield from _render_order(table.value.body)
         else:
             yield body, i, item, False
+
+
+def _has_header(table: Table) -> bool:
+    """Whether tomlkit writes ``table``'s header: one the file left out is written once it holds a key."""
+    return not table.is_super_table() or any(not isinstance(v, (Table, AoT, Whitespace, Null))
+                                             for _, v in table.value.body)
 
 
 def _tables(body: list[tuple[Any, Any]]) -> Iterator[Table]:
@@ -245,27 +254,37 @@ def _tables(body: list[tuple[Any, Any]]) -> Iterator[Table]:
             yield from _tables(table.value.body)
 
 
-def _comments_to_headers(body: list[tuple[Any, Any]]) -> list[tuple[Table, str]]:
+Moved = tuple[Table, str, list[Table], list[tuple[list[tuple[Any, Any]], int, Any]]]
+
+
+def _comments_to_headers(body: list[tuple[Any, Any]]) -> list[Moved]:
     """Comments just above a table's header taken out of the table before, where tomlkit keeps them (and
     where a key or table kitbench adds there would come between them and their header), each with the
     table whose header they are to be written above (not yet: tomlkit indents a table's new keys as its
-    header is)."""
+    header is), and the header-less tables it opens, whose header, once kitbench gives one a key, is
+    written first; and where they were."""
     above = []
     order = list(_render_order(body))
     for at, (_, _, table, headed) in enumerate(order):
-        if not headed or at == 0:
+        if not headed:
             continue
-        run = at
-        while run > 0 and isinstance(order[run - 1][2], (Comment, Whitespace)) and order[run - 1][0] is order[at - 1][0]:
+        prev = at
+        while prev > 0 and order[prev - 1][3] is None:
+            prev -= 1
+        supers = [order[k][2] for k in range(prev, at)]
+        run = prev
+        while run > 0 and isinstance(order[run - 1][2], (Comment, Whitespace)) and order[run - 1][0] is order[prev - 1][0]:
             run -= 1
-        first = next((k for k in range(run, at) if isinstance(order[k][2], Comment)), None)
+        first = next((k for k in range(run, prev) if isinstance(order[k][2], Comment)), None)
         if first is None:
             continue
-        text = "".join(order[k][2].as_string() for k in range(first, at))
-        for k in range(first, at):
+        text = "".join(order[k][2].as_string() for k in range(first, prev))
+        cleared = []
+        for k in range(first, prev):
             where, i, _, _ = order[k]
+            cleared.append((where, i, where[i]))
             where[i] = (None, Whitespace(""))     # not removed: tomlkit indexes the keys after it by place
-        above.append((table, text))
+        above.append((table, text, supers, cleared))
     return above
 
 
@@ -295,7 +314,7 @@ def _item(value: object, headed: bool, made: list[Table], top: bool = True, in_a
     in it too), a list of more than one entry one entry a line as a person would lay it out, tables within
     lists and other tables inline, a list within a list on one line."""
     if isinstance(value, dict):
-        table: Table | InlineTable = (_made(tomlkit.table(), made) if not in_array else tomlkit.table()) if headed else \
+        table: Table | InlineTable = (_made(tomlkit.table(), made)) if headed else \
             tomlkit.inline_table()
         for key, item in value.items():
             table[key] = _item(item, headed and isinstance(item, Headed), made) if isinstance(item, (dict, list)) else item

@@ -7,6 +7,7 @@ import difflib
 import json
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -197,7 +198,7 @@ PERSONS_PYPROJECT = {
         '# the project itself, second\n[project]\nname = "team"\n# pins we own\ndependencies = [\n'
         '    "numpy>=2",  # our own pin\n    "rich",\n]\n',
         ['# why we do not package\n[tool.uv]\npackage = false  # an app\n', '# the project itself, second\n[project]\n',
-         '# pins we own\ndependencies = [\n    "numpy>=2",  # our own pin\n    "rich",\n']),
+         '# pins we own\ndependencies = [\n', '    "numpy>=2",  # our own pin\n    "rich",\n']),
     "a table with a quoted dotted key": (
         '[project]\nname = "team"\n\n[tool."kitbench.notes"]\nwho = "us"\n\n[tool.mine."a.b"]\nx = 1\n',
         ['[tool."kitbench.notes"]\nwho = "us"\n', '[tool.mine."a.b"]\nx = 1\n']),
@@ -355,3 +356,111 @@ def test_dynamic_metadata_is_respected(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "team"\ndynamic = ["dependencies"]\n')
     with pytest.raises(UsageError, match="dynamic"):
         _team(tmp_path)
+
+
+CORPUS = Path(__file__).resolve().parents[1] / "resources" / "pyproject-corpus"
+# What kitbench refuses to touch, by design (docs/project.md), and says so: a project whose build backend makes
+# its dependencies, where a pin of torch cannot go.
+CORPUS_REFUSALS = ("dependencies are dynamic", "optional-dependencies are dynamic")
+
+
+def _without_kitbench(text: str, original: dict[str, Any], original_text: str) -> str:
+    """``text`` less every entry kitbench writes (those ``[tool.kitbench]`` in it names, and the keys and
+    tables the person's file, read as ``original``, did not have), by tomlkit: what is left is the person's,
+    and must be their file to the byte."""
+    import tomlkit
+
+    from kitbench import _toml
+
+    doc: Any = tomlkit.parse(text.removeprefix("\ufeff"))
+    # Comments above a header are that table's, not the end of the table before (kitbench's, to be taken out).
+    above = _toml._comments_to_headers(doc.body)
+    ours = doc["tool"]["kitbench"]
+    extras, indexes = list(ours["extras"]), list(ours["indexes"])
+
+    def prune(path: tuple[str, ...]) -> None:
+        # A table kitbench made and left empty by the deletions above (never one the person had).
+        node, was = doc, original
+        for key in path[:-1]:
+            node, was = node[key], was.get(key, {})
+        if path[-1] in node and not node[path[-1]] and path[-1] not in was:
+            del node[path[-1]]
+
+    del doc["tool"]["kitbench"]
+    project = doc["project"]
+    mine = original.get("project", {})
+    deps = project.get("dependencies")
+    for i in reversed(range(len(deps or []))):
+        if project_files._family(deps[i]):
+            del deps[i]
+    for key in ("name", "version", "requires-python", "dependencies"):
+        if key not in mine and key in project:
+            del project[key]
+    for extra in extras:
+        project.get("optional-dependencies", {}).pop(extra, None)
+    prune(("project", "optional-dependencies"))
+    prune(("project",))
+    uv = doc["tool"].get("uv", {})
+    for key in ("environments", "required-environments"):
+        if key not in original.get("tool", {}).get("uv", {}):
+            uv.pop(key, None)
+    for package in project_files_family():
+        uv.get("sources", {}).pop(package, None)
+    prune(("tool", "uv", "sources"))
+    for key, kitbench_s in (("conflicts", lambda g: any(x.get("extra") in extras for x in g)),
+                            ("index", lambda i: i.get("name") in indexes)):
+        entries = uv.get(key, [])
+        for i in reversed(range(len(entries))):
+            if kitbench_s(entries[i]):
+                del entries[i]
+        if key in uv and not uv[key] and key not in original.get("tool", {}).get("uv", {}):
+            del uv[key]
+    prune(("tool", "uv"))
+    prune(("tool",))
+    left = {id(table) for table in _toml._tables(doc.body)}
+    for table, comments, _, cleared in above:
+        if id(table) in left:
+            table.trivia.indent = comments + table.trivia.indent
+        else:       # above a table of kitbench's, taken out: the end of the person's table before, as written
+            for body, i, item in cleared:
+                body[i] = item
+    theirs = doc.as_string()
+    if "[tool.uv]" not in original_text and "[tool.uv]\n" in theirs:
+        # The header tomlkit writes for a table the file left out ([tool.uv] of [tool.uv.exclude-newer-package])
+        # once kitbench gave it a key.
+        theirs = theirs.replace("[tool.uv]\n\n", "", 1).replace("[tool.uv]\n", "", 1)
+    if "dependencies = []" in original_text:
+        # A list kitbench filled and emptied again: tomlkit leaves it on two lines.
+        theirs = theirs.replace("dependencies = [\n]", "dependencies = []", 1)
+    return ("\ufeff" if text.startswith("\ufeff") else "") + theirs
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in CORPUS.glob("*.toml")))
+def test_a_published_pyproject_keeps_every_byte_through_add_again_and_drop(tmp_path: Path, name: str) -> None:
+    """Each of the corpus (PyPI's sdists' own pyproject.toml, tests/resources/pyproject-corpus/): a two-machine
+    team added, the same again (not a byte changes), a machine dropped; each result read by tomllib, and the
+    person's part of it, kitbench's entries taken out, their file to the byte."""
+    original = (CORPUS / f"{name}.toml").read_bytes()
+    path = tmp_path / "pyproject.toml"
+    path.write_bytes(original)
+    before = tomllib.loads(original.decode().removeprefix("\ufeff"))
+    try:
+        _team(tmp_path)
+    except UsageError as refused:
+        assert any(words in refused.message for words in CORPUS_REFUSALS), refused.message
+        assert path.read_bytes() == original
+        return
+    added = path.read_bytes().decode()
+    assert set(tomllib.loads(added.removeprefix("\ufeff"))["tool"]["kitbench"]["machines"]) == {"h100", "ci"}
+    assert _kept(_without_kitbench(added, before, original.decode()), original.decode())
+    assert project_files.write(tmp_path, [("h100", H100), ("ci", CI)])[1] == []
+    assert path.read_bytes().decode() == added
+    _write(tmp_path, drop=["h100"])
+    dropped = path.read_bytes().decode()
+    assert set(tomllib.loads(dropped.removeprefix("\ufeff"))["tool"]["kitbench"]["machines"]) == {"ci"}
+    assert _kept(_without_kitbench(dropped, before, original.decode()), original.decode())
+
+
+def _kept(theirs: str, original: str) -> bool:
+    # tomlkit sets a table it appends apart by a blank line of the document's, which is left at the end.
+    return theirs == original or theirs.rstrip("\n") == original.rstrip("\n") and theirs.startswith(original)
