@@ -11,6 +11,8 @@
 #     "fastjsonschema>=2.19",
 #     "typing_extensions>=4.6; python_version < '3.11'",
 #     "tomli>=1.1; python_version < '3.11'",
+#     "tomlkit>=0.15",
+#     "packaging>=24",
 #     "docker>=7",
 # ]
 # ///

@@ -15,9 +15,9 @@ Only ``kitbench project`` imports this module: tomlkit is not on install-cmd's s
 from __future__ import annotations
 
 import copy
-from collections import Counter
 import json
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -34,7 +34,7 @@ else:  # pragma: no cover -- Python 3.10
     import tomli as tomllib
 
 _BOM = "\ufeff"
-Path = tuple[str, ...]
+KeyPath = tuple[str, ...]
 
 
 class Headed(dict):  # type: ignore[type-arg]
@@ -75,7 +75,7 @@ class Document:
         self._above = _comments_to_headers(self._doc.body)
         self._made: list[Table] = []      # the tables kitbench adds, each to end in a blank line
 
-    def get(self, path: Path) -> Any:
+    def get(self, path: KeyPath) -> Any:
         """The value at ``path`` as the edits so far leave it; None where there is none."""
         found: Any = self._want
         for key in path:
@@ -84,7 +84,7 @@ class Document:
             found = found[key]
         return found
 
-    def set(self, path: Path, value: object) -> None:
+    def set(self, path: KeyPath, value: object) -> None:
         """``value`` at ``path``: a table key by key (what is already so keeps its text), anything else
         replaced where it differs. Tables on the way are made where absent."""
         if _same(self.get(path), value):
@@ -100,7 +100,7 @@ class Document:
         self._plain(path[:-1])[path[-1]] = copy.deepcopy(value)
         parent[path[-1]] = _item(value, headed, self._made)
 
-    def delete(self, path: Path) -> None:
+    def delete(self, path: KeyPath) -> None:
         """No value at ``path``; a table kitbench leaves empty by it goes too."""
         if self.get(path) is None:
             return
@@ -110,7 +110,7 @@ class Document:
         if len(path) > 1 and self.get(path[:-1]) == {}:
             self.delete(path[:-1])
 
-    def splice(self, path: Path, ours: Callable[[Any], bool], new: Sequence[object]) -> None:
+    def splice(self, path: KeyPath, ours: Callable[[Any], bool], new: Sequence[object]) -> None:
         """The list at ``path`` with the entries ``ours`` says are kitbench's replaced by ``new``, where the
         first of them was (else first); a person's entries, and their comments, stay as they were. A list
         left empty that held only kitbench's entries goes."""
@@ -172,25 +172,26 @@ class Document:
         if "\r\n" in self.original and "\n" not in self.original.replace("\r\n", ""):
             out = out.replace("\r\n", "\n").replace("\n", "\r\n")     # a file of CRLF lines stays one
         try:
-            after = tomllib.loads(out)
+            read_back: dict[str, Any] = tomllib.loads(out)
         except tomllib.TOMLDecodeError as bad:
-            after = {"not TOML": str(bad)}
+            read_back = {"not TOML": str(bad)}
         lost = _comment_lines(self.original) - _comment_lines(out)
-        if lost or not _same(after, self._want):
-            raise KitbenchError(f"{self.where}: kitbench could not place its entries without changing what the "
-                                "rest of the file means; nothing was written",
+        if lost or not _same(read_back, self._want):
+            raise KitbenchError(f"{self.where}: kitbench could not place its entries without "
+                                + ("losing a comment" if lost else "changing what the rest of the file means")
+                                + "; nothing was written",
                                 hint="write the tables kitbench edits ([project], [tool.uv]) as [headers], not "
                                      "dotted keys, and run again (and tell kitbench's maintainers which TOML "
                                      "it was)")
         return (_BOM if self.bom else "") + out
 
-    def _plain(self, path: Path) -> dict[str, Any]:
+    def _plain(self, path: KeyPath) -> dict[str, Any]:
         found = self._want
         for key in path:
             found = found.setdefault(key, {})
         return found
 
-    def _parent(self, path: Path) -> tuple[Any, bool]:
+    def _parent(self, path: KeyPath) -> tuple[Any, bool]:
         """tomlkit's table at ``path``, made where absent, and whether a table made in it may have a header
         of its own (not inside an inline table, nor a table that dotted keys define: one there is inline)."""
         found: Any = self._doc
@@ -210,7 +211,7 @@ def _comment_lines(text: str) -> Counter[str]:
     return Counter(line.strip() for line in text.splitlines() if line.strip().startswith("#"))
 
 
-def _physical(doc: Any, path: Path) -> list[Any]:
+def _physical(doc: Any, path: KeyPath) -> list[Any]:
     """Each part of the value at ``path`` as it stands in the file: one, but for an array of tables whose
     tables stand apart (``[[tool.uv.index]]`` above and below another table), which tomlkit reads as a
     merged copy."""
@@ -218,7 +219,8 @@ def _physical(doc: Any, path: Path) -> list[Any]:
     for key in path:
         parts: list[Any] = []
         for container in found:
-            tables = container._tables if isinstance(container, OutOfOrderTableProxy) else [container]  # noqa: SLF001
+            # tomlkit keeps the parts of a table that stands apart in _tables, and names them nowhere else.
+            tables = container._tables if isinstance(container, OutOfOrderTableProxy) else [container]
             parts += [table[key] for table in tables if key in table]
         found = parts
     return found
@@ -273,7 +275,8 @@ def _comments_to_headers(body: list[tuple[Any, Any]]) -> list[Moved]:
             prev -= 1
         supers = [order[k][2] for k in range(prev, at)]
         run = prev
-        while run > 0 and isinstance(order[run - 1][2], (Comment, Whitespace)) and order[run - 1][0] is order[prev - 1][0]:
+        while run > 0 and isinstance(order[run - 1][2], (Comment, Whitespace)) and \
+                order[run - 1][0] is order[prev - 1][0]:
             run -= 1
         first = next((k for k in range(run, prev) if isinstance(order[k][2], Comment)), None)
         if first is None:
@@ -296,9 +299,9 @@ def _dotted(parent: Any, key: str) -> bool:
     elif isinstance(parent, Table):
         containers = [parent.value]
     elif isinstance(parent, OutOfOrderTableProxy):
-        containers = [t.value for t in parent._tables]      # noqa: SLF001 -- tomlkit keeps its parts here
+        containers = [t.value for t in parent._tables]
     for container in containers:
-        for name, item in container.body:
+        for name, _ in container.body:
             if name is not None and name.key == key and name.is_dotted():
                 return True
     return False
@@ -317,7 +320,8 @@ def _item(value: object, headed: bool, made: list[Table], top: bool = True, in_a
         table: Table | InlineTable = (_made(tomlkit.table(), made)) if headed else \
             tomlkit.inline_table()
         for key, item in value.items():
-            table[key] = _item(item, headed and isinstance(item, Headed), made) if isinstance(item, (dict, list)) else item
+            nested = isinstance(item, (dict, list))
+            table[key] = _item(item, headed and isinstance(item, Headed), made) if nested else item
         return table
     if isinstance(value, list):
         if headed and value and all(isinstance(entry, Headed) for entry in value):

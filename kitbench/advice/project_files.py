@@ -319,8 +319,9 @@ def pixi(team: Team, old: str = "", name: str | None = None, index: str | None =
     _named(doc, (top, "name"), name, folder)
     if doc.get((top, "channels")) is None:
         doc.set((top, "channels"), ["conda-forge"])
+    there = doc.get((top, "platforms")) or []
     doc.splice((top, "platforms"), lambda _: False,
-               [s for s in _unique(m.wheels.subdir for m in team.members) if s not in (doc.get((top, "platforms")) or [])])
+               [s for s in _unique(m.wheels.subdir for m in team.members) if s not in there])
     # As requires-python: kitbench's own floor follows the team; a person's is kept.
     if doc.get(("dependencies", "python")) in (None, mine["python"] and f">={mine['python']}"):
         doc.set(("dependencies", "python"), f">={_floor(team)}")

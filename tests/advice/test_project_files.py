@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import difflib
 import json
-import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
+import tomllib
 
 from kitbench.advice import project_files
 from kitbench.errors import KitbenchError, UsageError
@@ -359,9 +359,6 @@ def test_dynamic_metadata_is_respected(tmp_path: Path) -> None:
 
 
 CORPUS = Path(__file__).resolve().parents[1] / "resources" / "pyproject-corpus"
-# What kitbench refuses to touch, by design (docs/project.md), and says so: a project whose build backend makes
-# its dependencies, where a pin of torch cannot go.
-CORPUS_REFUSALS = ("dependencies are dynamic", "optional-dependencies are dynamic")
 
 
 def _without_kitbench(text: str, original: dict[str, Any], original_text: str) -> str:
@@ -439,17 +436,18 @@ def _without_kitbench(text: str, original: dict[str, Any], original_text: str) -
 def test_a_published_pyproject_keeps_every_byte_through_add_again_and_drop(tmp_path: Path, name: str) -> None:
     """Each of the corpus (PyPI's sdists' own pyproject.toml, tests/resources/pyproject-corpus/): a two-machine
     team added, the same again (not a byte changes), a machine dropped; each result read by tomllib, and the
-    person's part of it, kitbench's entries taken out, their file to the byte."""
+    person's part of it, kitbench's entries taken out, their file to the byte. A project whose build backend
+    makes its dependencies is refused, as docs/project.md says, and left as it was."""
     original = (CORPUS / f"{name}.toml").read_bytes()
     path = tmp_path / "pyproject.toml"
     path.write_bytes(original)
     before = tomllib.loads(original.decode().removeprefix("\ufeff"))
-    try:
-        _team(tmp_path)
-    except UsageError as refused:
-        assert any(words in refused.message for words in CORPUS_REFUSALS), refused.message
+    if any(key in before.get("project", {}).get("dynamic", []) for key in ("dependencies", "optional-dependencies")):
+        with pytest.raises(UsageError, match="are dynamic"):
+            _team(tmp_path)
         assert path.read_bytes() == original
         return
+    _team(tmp_path)
     added = path.read_bytes().decode()
     assert set(tomllib.loads(added.removeprefix("\ufeff"))["tool"]["kitbench"]["machines"]) == {"h100", "ci"}
     assert _kept(_without_kitbench(added, before, original.decode()), original.decode())
@@ -463,4 +461,109 @@ def test_a_published_pyproject_keeps_every_byte_through_add_again_and_drop(tmp_p
 
 def _kept(theirs: str, original: str) -> bool:
     # tomlkit sets a table it appends apart by a blank line of the document's, which is left at the end.
-    return theirs == original or theirs.rstrip("\n") == original.rstrip("\n") and theirs.startswith(original)
+    return theirs == original or (theirs.rstrip("\n") == original.rstrip("\n") and theirs.startswith(original))
+
+
+def _lock(name: str, folder: Path, torch_index: str, pypi: str) -> tuple[str, str]:
+    """The corpus file ``name`` with the two-machine team added (PyTorch's index at ``torch_index``), then
+    ``uv lock --default-index pypi``: ("locked", "") or (what happened, uv's or kitbench's last line)."""
+    import subprocess
+
+    from .test_project import UV, _clean_env
+
+    assert UV is not None
+    (folder / "pyproject.toml").write_bytes((CORPUS / f"{name}.toml").read_bytes())
+    try:
+        _team(folder, index=torch_index.replace("/simple", "/whl/{compute}"))
+    except KitbenchError as refused:
+        return "refused by kitbench", refused.message
+    done = subprocess.run([UV, "lock", "--default-index", pypi], cwd=folder, capture_output=True, text=True,
+                          timeout=600, env={**_clean_env(), "UV_PYTHON_DOWNLOADS": "never"}, check=False)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    return ("locked", "") if done.returncode == 0 else ("uv lock failed", lines[-1] if lines else "")
+
+
+# Published projects whose own dependencies the recorded pages hold (none, or typing-extensions) and whose
+# Python floor torch's wheels meet: uv locks each with the team added, offline, against the stand-ins.
+LOCKED_OFFLINE = ("annotated-doc", "dnspython", "typing-inspection")
+
+
+@pytest.mark.parametrize("name", LOCKED_OFFLINE)
+def test_a_published_pyproject_with_the_team_added_is_locked_by_uv(tmp_path: Path, name: str) -> None:
+    from pytorch_index import everything, in_family, recorded, serving
+
+    from .test_project import PAGES, UV
+
+    if UV is None:
+        pytest.skip("uv is not installed here: the project is resolved with it (nox -s tests installs it)")
+    with serving(recorded(PAGES), in_family) as torch_index, serving(recorded(PAGES), everything) as pypi:
+        assert _lock(name, tmp_path, torch_index, pypi) == ("locked", "")
+    locked = tomllib.loads((tmp_path / "uv.lock").read_text())
+    assert {p["name"] for p in locked["package"]} >= {"torch", "torchvision"}
+
+
+def _lock_corpus() -> None:
+    """``uv lock`` of every corpus file with the team added: the torch family from the stand-in of PyTorch's
+    index (the recorded pages), everything else from PyPI itself (``python -m advice.test_project_files
+    lock-corpus`` from tests/, with the repository root on PYTHONPATH and PyPI reachable).
+    Prints each outcome and the counts; slow (a resolution per file), so the suite locks LOCKED_OFFLINE only."""
+    import collections
+    import tempfile
+
+    from pytorch_index import PYPI_JSON, in_family, recorded, serving
+
+    from .test_project import PAGES
+
+    counts: collections.Counter[str] = collections.Counter()
+    with serving(recorded(PAGES), in_family) as torch_index:
+        for name in sorted(p.stem for p in CORPUS.glob("*.toml")):
+            with tempfile.TemporaryDirectory() as folder:
+                outcome, why = _lock(name, Path(folder), torch_index, PYPI_JSON)
+            counts[outcome] += 1
+            print(f"{name}\t{outcome}\t{why[:300]}", flush=True)
+    print(dict(counts))
+
+
+def _record_corpus() -> None:
+    """Rewrite the corpus: the top-level pyproject.toml of the newest sdist of each project SOURCES.tsv names,
+    as published (the sdist checked against PyPI's SHA-256), and SOURCES.tsv with what was read."""
+    import hashlib
+    import io
+    import tarfile
+    import urllib.parse
+    import urllib.request
+    import zipfile
+
+    rows = ["name\tversion\tsdist\tsdist_sha256"]
+    for line in (CORPUS / "SOURCES.tsv").read_text().splitlines()[1:]:
+        name = line.split("\t")[0]
+        api = f"https://pypi.org/pypi/{name}/json"
+        with urllib.request.urlopen(api, timeout=60) as response:
+            release = json.load(response)
+        sdist = next(f for f in release["urls"] if f["packagetype"] == "sdist")
+        with urllib.request.urlopen(urllib.parse.urljoin(api, sdist["url"]), timeout=300) as response:
+            data = response.read()
+        if hashlib.sha256(data).hexdigest() != sdist["digests"]["sha256"]:
+            raise SystemExit(f"ERROR: {sdist['filename']} is not the file PyPI's digest names")
+        if sdist["filename"].endswith(".zip"):
+            archive = zipfile.ZipFile(io.BytesIO(data))
+            found = next(archive.read(n) for n in archive.namelist() if n.count("/") == 1
+                         and n.endswith("/pyproject.toml"))
+        else:
+            with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+                member = next(m for m in tar.getmembers() if m.name.count("/") == 1
+                              and m.name.endswith("/pyproject.toml") and m.isfile())
+                found = tar.extractfile(member).read()  # type: ignore[union-attr]
+        (CORPUS / f"{name}.toml").write_bytes(found)
+        rows.append("\t".join([name, release["info"]["version"], sdist["filename"], sdist["digests"]["sha256"]]))
+        print(name, release["info"]["version"], flush=True)
+    (CORPUS / "SOURCES.tsv").write_text("\n".join(rows) + "\n")
+
+
+if __name__ == "__main__":
+    import sys
+
+    commands = {"lock-corpus": _lock_corpus, "record-corpus": _record_corpus}
+    if len(sys.argv) != 2 or sys.argv[1] not in commands:
+        raise SystemExit(f"usage: python -m advice.test_project_files {{{','.join(commands)}}} (from tests/)")
+    commands[sys.argv[1]]()
