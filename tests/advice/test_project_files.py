@@ -483,9 +483,12 @@ def _lock(name: str, folder: Path, torch_index: str, pypi: str) -> tuple[str, st
     return ("locked", "") if done.returncode == 0 else ("uv lock failed", lines[-1] if lines else "")
 
 
-# Published projects whose own dependencies the recorded pages hold (none, or typing-extensions) and whose
-# Python floor torch's wheels meet: uv locks each with the team added, offline, against the stand-ins.
-LOCKED_OFFLINE = ("annotated-doc", "dnspython", "typing-inspection")
+# Three published projects, uv locks each with the team added, offline: its PyPI packages from the pages
+# recorded for them (CORPUS/indexes, `record-locks`), the torch family from test_project's stand-in of
+# PyTorch's index. mypy-extensions has no dependency of its own, annotated-doc dependency groups (mypy, ruff,
+# pytest, ...), h11 no [project] at all (a setup.py project: kitbench adds one).
+LOCKED_OFFLINE = ("mypy-extensions", "annotated-doc", "h11")
+CORPUS_PAGES = CORPUS / "indexes"
 
 
 @pytest.mark.parametrize("name", LOCKED_OFFLINE)
@@ -496,7 +499,7 @@ def test_a_published_pyproject_with_the_team_added_is_locked_by_uv(tmp_path: Pat
 
     if UV is None:
         pytest.skip("uv is not installed here: the project is resolved with it (nox -s tests installs it)")
-    with serving(recorded(PAGES), in_family) as torch_index, serving(recorded(PAGES), everything) as pypi:
+    with serving(recorded(PAGES), in_family) as torch_index, serving(recorded(CORPUS_PAGES), everything) as pypi:
         assert _lock(name, tmp_path, torch_index, pypi) == ("locked", "")
     locked = tomllib.loads((tmp_path / "uv.lock").read_text())
     assert {p["name"] for p in locked["package"]} >= {"torch", "torchvision"}
@@ -522,6 +525,27 @@ def _lock_corpus() -> None:
             counts[outcome] += 1
             print(f"{name}\t{outcome}\t{why[:300]}", flush=True)
     print(dict(counts))
+
+
+def _record_locks() -> None:
+    """Rewrite CORPUS/indexes: PyPI's pages of every package uv locks for LOCKED_OFFLINE from PyPI itself,
+    each trimmed to the versions locked."""
+    import tempfile
+
+    from pytorch_index import PYPI_JSON, in_family, record, recorded, serving
+
+    from .test_project import PAGES
+
+    wanted: dict[str, set[str]] = {}
+    with serving(recorded(PAGES), in_family) as torch_index:
+        for name in LOCKED_OFFLINE:
+            with tempfile.TemporaryDirectory() as folder:
+                assert _lock(name, Path(folder), torch_index, PYPI_JSON) == ("locked", "")
+                for package in tomllib.loads((Path(folder) / "uv.lock").read_text())["package"]:
+                    if package.get("source", {}).get("registry") == PYPI_JSON:
+                        wanted.setdefault(package["name"], set()).add(package["version"])
+    for path in record(wanted, CORPUS_PAGES):
+        print(path)
 
 
 def _record_corpus() -> None:
@@ -563,7 +587,7 @@ def _record_corpus() -> None:
 if __name__ == "__main__":
     import sys
 
-    commands = {"lock-corpus": _lock_corpus, "record-corpus": _record_corpus}
+    commands = {"lock-corpus": _lock_corpus, "record-corpus": _record_corpus, "record-locks": _record_locks}
     if len(sys.argv) != 2 or sys.argv[1] not in commands:
         raise SystemExit(f"usage: python -m advice.test_project_files {{{','.join(commands)}}} (from tests/)")
     commands[sys.argv[1]]()
