@@ -112,17 +112,21 @@ class Document:
 
     def splice(self, path: KeyPath, ours: Callable[[Any], bool], new: Sequence[object]) -> None:
         """The list at ``path`` with the entries ``ours`` says are kitbench's replaced by ``new``, where the
-        first of them was (else first); a person's entries, and their comments, stay as they were. A list
+        first of them was; a person's entries, and their comments, stay as they were. A list
         left empty that held only kitbench's entries goes."""
         old = self.get(path)
         if old is None:
             if new:
                 self.set(path, list(new))
             return
+        # Where tables of an array of tables stand apart in the file (tomlkit merges them into a copy), each
+        # part is edited where it is; the new entries go into the part of the first of kitbench's.
+        pieces = _physical(self._doc, path)
         kept = [i for i, entry in enumerate(old) if not ours(entry)]
-        # First where none of kitbench's is there yet: an entry added after a person's last one would put a
-        # comma on their line.
-        at = next((i for i, entry in enumerate(old) if ours(entry)), 0)
+        # Where none of kitbench's is there yet: last, but first in a list of a line each, where an entry
+        # added after a person's last one would put a comma on their line.
+        lines = len(pieces) == 1 and isinstance(pieces[0], Array) and "\n" in pieces[0].as_string()
+        at = next((i for i, entry in enumerate(old) if ours(entry)), 0 if lines else len(old))
         result = [*old[:at], *[e for e in old[at:] if not ours(e)]]
         position = len([i for i in kept if i < at])
         result[position:position] = list(new)
@@ -132,9 +136,6 @@ class Document:
             self.delete(path)
             return
         _, headed = self._parent(path[:-1])
-        # Where tables of an array of tables stand apart in the file (tomlkit merges them into a copy), each
-        # part is edited where it is; the new entries go into the part of the first of kitbench's.
-        pieces = _physical(self._doc, path)
         places = [(piece, i) for piece in pieces for i in range(len(piece))]
         home, at_piece = (places[at] if at < len(places) else (pieces[-1], len(pieces[-1])))
         for piece, i in reversed([places[k] for k in range(len(old)) if ours(old[k])]):
@@ -143,7 +144,7 @@ class Document:
                 at_piece -= 1
         for offset, entry in enumerate(new):
             item = _item(entry, headed and isinstance(home, AoT), self._made)
-            if isinstance(home, Array) and len(home) == 0 and offset == 0:
+            if at_piece + offset >= len(home):
                 home.append(item)
             else:
                 home.insert(at_piece + offset, item)

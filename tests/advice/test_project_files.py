@@ -215,6 +215,20 @@ PERSONS_PYPROJECT = {
     "floats, dates and infinities in the tables kitbench writes into": (
         '[project]\nname = "team"\nx-rate = 0.5\nx-when = 1979-05-27T07:32:00Z\n\n[tool.uv]\nx-inf = inf\n'
         'x-nan = -nan\n', ["x-rate = 0.5\nx-when = 1979-05-27T07:32:00Z\n", "x-inf = inf\nx-nan = -nan\n"]),
+    "a comment among the torch pins kitbench replaces": (
+        '[project]\nname = "team"\ndependencies = [\n    # ML\n    "torch>=2",\n    "numpy",\n    # end\n]\n',
+        ["    # ML\n", '    "numpy",\n    # end\n]\n']),
+    "an inline array of indexes": (
+        '[project]\nname = "team"\n\n[tool.uv]\nindex = [{ name = "internal", url = "https://x/simple" }]\n',
+        ['index = [{ name = "internal", url = "https://x/simple" }, ']),
+    "dotted keys in [tool]": ('[project]\nname = "team"\n\n[tool]\nuv.package = false  # an app\n',
+                              ["[tool]\nuv.package = false  # an app\n"]),
+    "[[tool.uv.index]] tables apart": (
+        '[[tool.uv.index]]\nname = "a"\nurl = "https://a/simple"\n\n[tool.mine]\nx = 1\n\n[[tool.uv.index]]\n'
+        'name = "b"\nurl = "https://b/simple"\n\n[project]\nname = "team"\n',
+        ['[[tool.uv.index]]\nname = "a"\nurl = "https://a/simple"\n', '[tool.mine]\nx = 1\n\n[[tool.uv.index]]\n'
+         'name = "b"\nurl = "https://b/simple"\n']),
+    "a UTF-8 byte order mark and CRLF": ('\ufeff[project]\r\nname = "team"\r\n', ['\ufeff[project]\r\nname = "team"\r\n']),
     "CRLF line ends": ('[project]\r\nname = "team"\r\ndependencies = [\r\n    "rich",  # ours\r\n]\r\n\r\n'
                        '[tool.mine]\r\nx = 1\r\n', ['    "rich",  # ours\r\n', "[tool.mine]\r\nx = 1\r\n"]),
 }
@@ -248,12 +262,13 @@ def _same(one: object, other: object) -> bool:
 
 
 def _theirs(data: dict[str, object], before: dict[str, object]) -> object:
-    """``data`` at the keys ``before`` has, less the torch family's entries."""
+    """``data`` at the keys ``before`` has, less the torch family's entries (and kitbench's indexes)."""
     if isinstance(before, dict) and isinstance(data, dict):
         return {k: _theirs(data.get(k), v) for k, v in before.items() if k not in project_files_family()}
     if isinstance(before, list) and isinstance(data, list):
-        return [d for d in data if not (isinstance(d, str) and d.split("=")[0].split(">")[0] in
-                                        project_files_family())]
+        return [d for d in data if not ((isinstance(d, str) and d.split("=")[0].split(">")[0] in
+                                        project_files_family())
+                                        or (isinstance(d, dict) and str(d.get("name")).startswith("pytorch-")))]
     return data
 
 
@@ -276,6 +291,16 @@ def test_a_person_s_pixi_toml_keeps_its_comments_and_its_own_environments(tmp_pa
     data = tomllib.loads(text)
     assert data["environments"] == {"docs": ["docs"], "h100": ["h100"], "ci": ["ci"]}
     assert project_files.write(tmp_path, [])[1] == []
+
+
+def test_a_pixi_toml_of_project_not_workspace_gets_the_platforms_added_after_its_own(tmp_path: Path) -> None:
+    own = '# ws\n[project]\nname = "team"\nchannels = ["conda-forge"]\nplatforms = ["osx-arm64"]\n\n[tasks]\nt = "x"\n'
+    (tmp_path / "pixi.toml").write_text(own)
+    _team(tmp_path, with_pixi=True)
+    text = (tmp_path / "pixi.toml").read_text()
+    assert text.startswith('# ws\n[project]\nname = "team"\nchannels = ["conda-forge"]\n'
+                           'platforms = ["osx-arm64", "linux-64"]\n\n[tasks]\nt = "x"\n')
+    assert "workspace" not in tomllib.loads(text)
 
 
 def test_a_person_s_pixi_environment_named_as_a_machine_is_refused_not_overwritten(tmp_path: Path) -> None:
