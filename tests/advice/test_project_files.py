@@ -228,7 +228,8 @@ PERSONS_PYPROJECT = {
         'name = "b"\nurl = "https://b/simple"\n\n[project]\nname = "team"\n',
         ['[[tool.uv.index]]\nname = "a"\nurl = "https://a/simple"\n', '[tool.mine]\nx = 1\n\n[[tool.uv.index]]\n'
          'name = "b"\nurl = "https://b/simple"\n']),
-    "a UTF-8 byte order mark and CRLF": ('\ufeff[project]\r\nname = "team"\r\n', ['\ufeff[project]\r\nname = "team"\r\n']),
+    "a UTF-8 byte order mark and CRLF": ('\ufeff[project]\r\nname = "team"\r\n',
+                                         ['\ufeff[project]\r\nname = "team"\r\n']),
     "CRLF line ends": ('[project]\r\nname = "team"\r\ndependencies = [\r\n    "rich",  # ours\r\n]\r\n\r\n'
                        '[tool.mine]\r\nx = 1\r\n', ['    "rich",  # ours\r\n', "[tool.mine]\r\nx = 1\r\n"]),
 }
