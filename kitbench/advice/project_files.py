@@ -366,6 +366,23 @@ def mirrored(index: str, compute: str, given_as: str = "--index") -> str:
     return url
 
 
+def _older_python(data: dict[str, Any], ours: str | None, floor: str) -> tuple[str, str] | None:
+    """A person's requires-python and the oldest Python it admits, where that is older than ``floor`` (the
+    team's oldest); None where it is not, or where the floor is kitbench's own (``ours``)."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    given = (data.get("project") or {}).get("requires-python") if isinstance(data.get("project"), dict) else None
+    if not isinstance(given, str) or given == f">={ours}" or given == f">={floor}":
+        return None
+    try:
+        admits = SpecifierSet(given)
+    except InvalidSpecifier:
+        return None     # uv says so, in its words
+    major, minor = (int(p) for p in floor.split("."))
+    older = next((f"{major}.{m}" for m in range(minor) if admits.contains(f"{major}.{m}", prereleases=True)), None)
+    return (given, older) if older else None
+
+
 def _read(path: Path) -> str:
     return _files.read_text(path, 1 << 20, "project file", UsageError) if path.exists() else ""
 
@@ -410,6 +427,11 @@ def write(folder: Path, given: Sequence[tuple[str, Probe]], *, drop: Sequence[st
         index = next((k["index"] for k in kept if k["index"]), None)
         given_as = "[tool.kitbench] index"
     team = plan(list(machines.items()), release_spec)
+    older = _older_python(_toml.loads(old[paths[0]], PYPROJECT), kept[0]["python"], _floor(team))
+    if older:
+        team.notes.append(f"requires-python {older[0]!r} is yours and admits Python {older[1]}, older than the "
+                          f"team's oldest ({_floor(team)}): uv lock resolves for every Python it admits, and fails "
+                          f"where the pinned torch has no wheel for one; raise it to >={_floor(team)} if so")
     if index:
         builds = _unique(m.wheels.build for m in team.members if m.wheels.index)
         for compute in builds or ["cpu"]:
