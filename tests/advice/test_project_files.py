@@ -329,6 +329,30 @@ def test_a_refused_pixi_toml_leaves_pyproject_toml_as_it_was(tmp_path: Path) -> 
     assert (folder / "pyproject.toml").read_text() == '[project]\nname = "team"\n'
 
 
+def test_a_failed_write_of_pixi_toml_puts_pyproject_toml_back(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from kitbench import _files
+    from kitbench.errors import RecordError
+
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "team"\n')
+    write = _files.write
+
+    def full_disk(path: Path, *args: object, **kwargs: object) -> None:
+        if path.name == "pixi.toml":
+            raise RecordError(f"cannot write the project to {path}: No space left on device")
+        write(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_files, "write", full_disk)
+    with pytest.raises(RecordError, match="No space left"):
+        _team(tmp_path, with_pixi=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pyproject.toml"]
+    assert (tmp_path / "pyproject.toml").read_text() == '[project]\nname = "team"\n'
+    (tmp_path / "pyproject.toml").unlink()
+    with pytest.raises(RecordError, match="No space left"):
+        _team(tmp_path, with_pixi=True)
+    assert not list(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize(("folder", "name"), [("My Project", "my-project"), ("über", "uber"), ("-dash", "dash"),
                                               ("a..b__c", "a-b-c"), ("Team_2", "team-2")])
 def test_the_project_is_named_after_its_folder_as_a_valid_name(tmp_path: Path, folder: str, name: str) -> None:
