@@ -74,6 +74,7 @@ class Document:
                                      "(and tell kitbench's maintainers which TOML it was)") from None
         self._above = _comments_to_headers(self._doc.body)
         self._made: list[Table] = []      # the tables kitbench adds, each to end in a blank line
+        self._gone: Counter[str] = Counter()      # the comment lines of what kitbench takes out
 
     def get(self, path: KeyPath) -> Any:
         """The value at ``path`` as the edits so far leave it; None where there is none."""
@@ -105,6 +106,11 @@ class Document:
         if self.get(path) is None:
             return
         del self._plain(path[:-1])[path[-1]]
+        # The comments of what goes (a table of kitbench's, with those above its header) go with it.
+        for piece in _physical(self._doc, path):
+            inside = {id(t) for t in [piece, *_tables(piece.value.body)]} if isinstance(piece, Table) else set()
+            self._gone += _comment_lines(piece.as_string() + "".join(
+                text for table, text, _, _ in self._above if id(table) in inside))
         parent, _ = self._parent(path[:-1])
         del parent[path[-1]]
         if len(path) > 1 and self.get(path[:-1]) == {}:
@@ -176,7 +182,7 @@ class Document:
             read_back: dict[str, Any] = tomllib.loads(out)
         except tomllib.TOMLDecodeError as bad:
             read_back = {"not TOML": str(bad)}
-        lost = _comment_lines(self.original) - _comment_lines(out)
+        lost = _comment_lines(self.original) - _comment_lines(out) - self._gone
         if lost or not _same(read_back, self._want):
             raise KitbenchError(f"{self.where}: kitbench could not place its entries without "
                                 + ("losing a comment" if lost else "changing what the rest of the file means")

@@ -329,6 +329,17 @@ def test_a_refused_pixi_toml_leaves_pyproject_toml_as_it_was(tmp_path: Path) -> 
     assert (folder / "pyproject.toml").read_text() == '[project]\nname = "team"\n'
 
 
+def test_a_comment_above_a_machine_s_tables_goes_with_the_machine_and_only_then(tmp_path: Path) -> None:
+    _team(tmp_path, with_pixi=True)
+    for name, header in (("pyproject.toml", "[tool.kitbench.machines.h100]"), ("pixi.toml", "[feature.h100]")):
+        path = tmp_path / name
+        path.write_text(path.read_text().replace(header, f"# the box in rack 4\n{header}"))
+    _write(tmp_path, ("h100", override(H100, driver="580.65.06")))
+    assert all("# the box in rack 4\n[" in (tmp_path / n).read_text() for n in ("pyproject.toml", "pixi.toml"))
+    _write(tmp_path, drop=["h100"])
+    assert not any("rack 4" in (tmp_path / n).read_text() for n in ("pyproject.toml", "pixi.toml"))
+
+
 def test_a_failed_write_of_pixi_toml_puts_pyproject_toml_back(tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     from kitbench import _files
