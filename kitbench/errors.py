@@ -93,6 +93,10 @@ OPTIONAL_HINTS = {
     # matplotlib goes into whichever Python runs compare (plots.py says which one).
     "matplotlib": "pip install 'kitbench[plots]'",
     "docker": "pip install 'kitbench[docker]'",
+    # Dependencies of kitbench that only `kitbench project` imports: missing where kitbench was installed
+    # without its dependencies (a pinned environment whose lock predates them).
+    "tomlkit": "pip install tomlkit packaging (dependencies of kitbench that this Python was installed without)",
+    "packaging": "pip install tomlkit packaging (dependencies of kitbench that this Python was installed without)",
 }
 _EXTRAS = {"matplotlib": "plots", "docker": "docker"}
 

@@ -498,6 +498,17 @@ def test_a_missing_optional_part_is_named_with_its_extra(name: str, words: str) 
         assert f"`{selector.select(probe.probe()).command}` (install-cmd's answer for this machine)" in done.stderr
 
 
+@pytest.mark.parametrize("name", ["tomlkit", "packaging"])
+def test_project_without_its_dependencies_says_which_in_one_line(name: str, tmp_path: Path) -> None:
+    # A pinned environment installs kitbench without its dependencies, from a lock that may predate them.
+    args = ["project", str(tmp_path), "--machine", "ci=--os linux --no-gpu"]
+    code = (f"import sys, runpy; sys.modules[{name!r}] = None; sys.argv = ['kitbench', *{args!r}]; "
+            "runpy.run_module('kitbench', run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert_clean_error(done, f"kitbench project needs {name}, which is not installed")
+    assert "pip install tomlkit packaging" in done.stderr and not list(tmp_path.iterdir())
+
+
 def test_the_plots_hint_never_points_back_to_the_pinned_environment(monkeypatch: pytest.MonkeyPatch,
                                                                     tmp_path: Path) -> None:
     from kitbench.reading import plots
