@@ -23,7 +23,6 @@ from kitbench.machine.probe import Probe, as_dict, saved
 
 PYPROJECT = "pyproject.toml"
 PIXI = "pixi.toml"
-_OURS = "tool.kitbench"
 
 
 def _norm(name: str) -> str:
