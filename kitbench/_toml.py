@@ -85,16 +85,17 @@ class Document:
             found = found[key]
         return found
 
-    def set(self, path: KeyPath, value: object) -> None:
-        """``value`` at ``path``: a table key by key (what is already so keeps its text), anything else
-        replaced where it differs. Tables on the way are made where absent."""
+    def set(self, path: KeyPath, value: object, keep_others: bool = False) -> None:
+        """``value`` at ``path``: a table key by key (what is already so keeps its text; keys it does not
+        name go, but ``keep_others``, at any depth), anything else replaced where it differs. Tables on the
+        way are made where absent."""
         if _same(self.get(path), value):
             return
         old = self.get(path)
         if isinstance(value, dict) and isinstance(old, dict):
             for key, item in value.items():
-                self.set((*path, key), item)
-            for key in [k for k in old if k not in value]:
+                self.set((*path, key), item, keep_others)
+            for key in [k for k in old if k not in value and not keep_others]:
                 self.delete((*path, key))
             return
         parent, headed = self._parent(path[:-1])

@@ -340,7 +340,16 @@ def pixi(team: Team, old: str = "", name: str | None = None, index: str | None =
         where = member.wheels.index and (mirrored(index, member.wheels.build) if index else member.wheels.index)
         head["pypi-dependencies"] = _toml.Headed({package: {"version": f"=={version}", "index": where} if where
                                      else f"=={version}" for package, version in member.wheels.pins})
-        doc.set(("feature", member.name), head)
+        # kitbench's keys of its feature, each; a person's own in it (tasks, another package) are kept.
+        feature = ("feature", member.name)
+        doc.set(feature, head, keep_others=True)
+        if not cuda:
+            doc.delete((*feature, "system-requirements", "cuda"))
+        if not python:
+            doc.delete((*feature, "dependencies", "python"))
+        for package in FAMILY:
+            if package not in dict(member.wheels.pins):
+                doc.delete((*feature, "pypi-dependencies", package))
     for member in team.members:
         doc.set(("environments", member.name), [member.name])
     _remember(doc, team, index)

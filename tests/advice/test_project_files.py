@@ -304,6 +304,20 @@ def test_a_pixi_toml_of_project_not_workspace_gets_the_platforms_added_after_its
     assert "workspace" not in tomllib.loads(text)
 
 
+def test_a_person_s_own_keys_in_a_machine_s_pixi_feature_are_kept_and_kitbench_s_follow_the_machine(
+        tmp_path: Path) -> None:
+    _team(tmp_path, with_pixi=True)
+    pixi = tmp_path / "pixi.toml"
+    pixi.write_text(pixi.read_text().replace("[feature.h100.pypi-dependencies]\n",
+                                             '[feature.h100.pypi-dependencies]\nflash-attn = "*"  # ours\n')
+                    + '\n[feature.h100.tasks]\ntrain = "python train.py"\n')
+    # The H100's driver too old for any CUDA build now: a CPU build, no CUDA requirement.
+    _write(tmp_path, ("h100", override(H100, driver="390.157")))
+    data = tomllib.loads(pixi.read_text())["feature"]["h100"]
+    assert 'flash-attn = "*"  # ours\n' in pixi.read_text() and data["tasks"] == {"train": "python train.py"}
+    assert "system-requirements" not in data and data["pypi-dependencies"]["torch"]["index"].endswith("/cpu")
+
+
 def test_a_person_s_pixi_environment_named_as_a_machine_is_refused_not_overwritten(tmp_path: Path) -> None:
     own = '[workspace]\nname = "team"\nchannels = []\nplatforms = []\n\n[environments]\nci = ["docs"]\n'
     (tmp_path / "pixi.toml").write_text(own)
