@@ -267,12 +267,13 @@ def pyproject(team: Team, old: str = "", name: str | None = None, index: str | N
                _unique(pin for m in team.members if not m.extra for pin in _pins(m)))
     if doc.get(("project", "dependencies")) is None:
         doc.set(("project", "dependencies"), [])
+    # In kitbench's extras too, the torch family's entries are kitbench's, and a person's own are kept.
     for extra in mine["extras"]:
         if extra not in team.extras:
-            doc.delete(("project", "optional-dependencies", extra))
+            doc.splice(("project", "optional-dependencies", extra), _family, [])
     for extra in team.extras:
-        doc.set(("project", "optional-dependencies", extra),
-                _unique(pin for m in team.members if m.extra == extra for pin in _pins(m)))
+        doc.splice(("project", "optional-dependencies", extra), _family,
+                   _unique(pin for m in team.members if m.extra == extra for pin in _pins(m)))
     doc.set(("tool", "uv", "environments"), platforms)
     doc.set(("tool", "uv", "required-environments"), platforms)
     doc.splice(("tool", "uv", "conflicts"), lambda group: any(

@@ -88,6 +88,17 @@ def test_drop_forgets_a_machine_and_its_build(tmp_path: Path) -> None:
         project_files.write(tmp_path, [], drop=["h100"])
 
 
+def test_a_person_s_entry_in_an_extra_of_kitbench_s_is_kept(tmp_path: Path) -> None:
+    _team(tmp_path)
+    path = tmp_path / "pyproject.toml"
+    path.write_text(path.read_text().replace("cu126 = [\n", 'cu126 = [\n    "flash-attn>=2",  # ours\n'))
+    text = _write(tmp_path, release_spec="2.14.0")
+    assert 'cu126 = [\n    "flash-attn>=2",  # ours\n    "torch==2.14.0; ' in text
+    # The extra no longer kitbench's (one build left on the platform): the person's entry stays in it.
+    text = _write(tmp_path, drop=["ci"])
+    assert tomllib.loads(text)["project"]["optional-dependencies"] == {"cu126": ["flash-attn>=2"]}
+
+
 def test_an_extra_of_a_person_s_own_named_as_a_build_is_refused_not_taken(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "team"\n\n[project.optional-dependencies]\n'
                                              'cpu = ["onnxruntime"]\n')
