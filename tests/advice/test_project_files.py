@@ -436,7 +436,7 @@ def test_a_person_s_own_uv_environments_are_refused_not_replaced(tmp_path: Path)
 
 
 def test_a_person_s_requires_python_older_than_the_team_s_is_kept_and_a_note_says_so(tmp_path: Path) -> None:
-    # 13 of the corpus's 140 did not lock for this (uv: "the resolution failed for other Python versions").
+    # 10 of the corpus's 140 did not lock for this (uv: "the resolution failed for other Python versions").
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "team"\nrequires-python = ">=3.9"\n')
     team, _ = project_files.write(tmp_path, [("ci", CI)])
     assert 'requires-python = ">=3.9"' in (tmp_path / "pyproject.toml").read_text()
