@@ -150,7 +150,7 @@ class Document:
             if piece is home and i < at_piece:
                 at_piece -= 1
         for offset, entry in enumerate(new):
-            item = _item(entry, headed and isinstance(home, AoT), self._made)
+            item = _item(entry, headed and isinstance(home, AoT), self._made, top=not isinstance(home, Array))
             if at_piece + offset >= len(home):
                 home.append(item)
             else:

@@ -241,6 +241,14 @@ PERSONS_PYPROJECT = {
          'name = "b"\nurl = "https://b/simple"\n']),
     "a UTF-8 byte order mark and CRLF": ('\ufeff[project]\r\nname = "team"\r\n',
                                          ['\ufeff[project]\r\nname = "team"\r\n']),
+    "a person's own conflicts, a line each": (
+        '[project]\nname = "team"\n\n[tool.uv]\nconflicts = [\n    [{ group = "a" }, { group = "b" }],  # ours\n]\n',
+        ['conflicts = [\n', '    [{ group = "a" }, { group = "b" }],  # ours\n]\n']),
+    "project tables apart, inline extras and sources": (
+        '[project]\nname = "team"\noptional-dependencies = { dev = ["pytest"] }\n\n[tool.uv]\n'
+        'sources = { mylib = { path = "../mylib" } }\n\n[project.urls]\nhome = "https://x"\n',
+        ['optional-dependencies = { dev = ["pytest"]', 'sources = { mylib = { path = "../mylib" }',
+         '[project.urls]\nhome = "https://x"\n']),
     "CRLF line ends": ('[project]\r\nname = "team"\r\ndependencies = [\r\n    "rich",  # ours\r\n]\r\n\r\n'
                        '[tool.mine]\r\nx = 1\r\n', ['    "rich",  # ours\r\n', "[tool.mine]\r\nx = 1\r\n"]),
 }
@@ -278,7 +286,8 @@ def _theirs(data: dict[str, object], before: dict[str, object]) -> object:
     if isinstance(before, dict) and isinstance(data, dict):
         return {k: _theirs(data.get(k), v) for k, v in before.items() if k not in project_files_family()}
     if isinstance(before, list) and isinstance(data, list):
-        return [d for d in data if not ((isinstance(d, str) and d.split("=")[0].split(">")[0] in
+        return [d for d in data if not (isinstance(d, list) and any(isinstance(g, dict) and "extra" in g for g in d))
+                and not ((isinstance(d, str) and d.split("=")[0].split(">")[0] in
                                         project_files_family())
                                         or (isinstance(d, dict) and str(d.get("name")).startswith("pytorch-")))]
     return data
