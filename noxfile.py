@@ -9,9 +9,10 @@
 #     "uv>=0.5",
 #     "pyyaml>=6",
 #     "fastjsonschema>=2.19",
-#     "packaging>=22",
+#     "packaging>=24",
 #     "typing_extensions>=4.6; python_version < '3.11'",
 #     "tomli>=1.1; python_version < '3.11'",
+#     "tomlkit>=0.15",
 #     "docker>=7",
 # ]
 # ///

@@ -538,7 +538,7 @@ def _cmd_project(args: argparse.Namespace) -> int:
         machines += [(re.sub(r"[^a-z0-9]+", "-", path.name.removesuffix(".probe.json").lower()).strip("-"),
                       saved.load(path)) for path in found]
     team, written = project_files.write(args.directory, machines, drop=args.drop, release_spec=args.release,
-                                        with_pixi=args.pixi, index=args.index)
+                                        with_pixi=args.pixi, index=args.index, name=args.name)
     for path in written:
         print(f"wrote {path}", file=sys.stderr)
     for note in team.notes:

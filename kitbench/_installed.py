@@ -20,7 +20,10 @@ Tool = Literal["pipx", "uv tool", "pip", "uv pip"]
 # optional-dependencies) by the import name a ModuleNotFoundError gives.
 EXTRAS = {"matplotlib": "matplotlib", "docker": "docker"}
 TORCH = frozenset({"torch", "torchvision", "numpy"})
-OPTIONAL = TORCH | EXTRAS.keys()
+# Dependencies of kitbench that only `kitbench project` imports: missing where kitbench was installed without its
+# dependencies (a pinned environment whose lock predates them).
+PROJECT = ("tomlkit", "packaging")
+OPTIONAL = TORCH | EXTRAS.keys() | set(PROJECT)
 
 _RECEIPT_LIMIT = 1 << 20        # a uv receipt is a few lines; a huge one is not uv's
 _SOURCE_KEYS = ("directory", "editable", "path", "git", "url")     # how uv's receipt names where a tool came from
@@ -124,6 +127,9 @@ def optional_hint(module: str, answer: tuple[Sequence[str], str | None] | None =
     how = installed() if how is None else how
     if module in EXTRAS:
         return add_command([EXTRAS[module]], how=how)
+    if module in PROJECT:
+        return (f"{add_command(list(PROJECT), how=how)} (dependencies of kitbench that this Python was installed "
+                "without)")
     if answer is not None:
         install = (f"install this machine's build (install-cmd's answer) into {where(how)}: "
                    f"{add_command(*answer, how=how)}")

@@ -266,6 +266,8 @@ def _project(sub: Any, name: str, summary: str) -> None:
                          help="a mirror of PyTorch's index, {compute} standing for the build, e.g. "
                               "https://mirror.example/whl/{compute} (default: the one the project's files remember, "
                               "else PyTorch's own)")
+    project.add_argument("--name", help="the project's name where the files have none (default: the folder's, "
+                                        "made a valid name: My Project is my-project)")
 
 
 def _probe(sub: Any, name: str, summary: str) -> None:

@@ -125,7 +125,8 @@ def test_install_cmd_imports_only_what_it_needs(tmp_path: Path) -> None:
             "    print('modules:', *sys.modules, file=sys.stderr)\n")
     env = {**os.environ, "KITBENCH_CACHE": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path)}
     never = {"dataclasses", "inspect", "kitbench.suite", "hashlib", "json", "yaml", "fastjsonschema",
-             "kitbench.advice.indexes", "urllib.request"} | ({"platform"} if sys.platform == "linux" else set())
+             "kitbench.advice.indexes", "urllib.request", "tomlkit", "kitbench._toml"} | \
+        ({"platform"} if sys.platform == "linux" else set())
     for args in (["install-cmd", "--os", "linux", "--driver", "570.86.10", "--gpu-cc", "9.0"], ["install-cmd"]):
         for _ in range(2):      # the first keeps the manifests, as any install-cmd before it would have
             done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env,
@@ -526,6 +527,19 @@ def test_the_torch_hint_takes_install_cmd_s_packages_and_index(monkeypatch: pyte
     assert _cli._this_machines_torch() is None
 
 
+@pytest.mark.parametrize("name", ["tomlkit", "packaging"])
+def test_project_without_its_dependencies_says_which_in_one_line(name: str, tmp_path: Path) -> None:
+    # A pinned environment installs kitbench without its dependencies, from a lock that may predate them.
+    args = ["project", str(tmp_path), "--machine", "ci=--os linux --no-gpu"]
+    code = (f"import sys, runpy; sys.modules[{name!r}] = None; sys.argv = ['kitbench', *{args!r}]; "
+            "runpy.run_module('kitbench', run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert_clean_error(done, f"kitbench project needs {name}, which is not installed")
+    # In the installer's words (kitbench._installed): this venv, made by uv, has no pip.
+    assert "install --python " in done.stderr and " tomlkit packaging (dependencies of kitbench" in done.stderr
+    assert not list(tmp_path.iterdir())
+
+
 def test_the_plots_hint_never_points_back_to_the_pinned_environment(monkeypatch: pytest.MonkeyPatch,
                                                                     tmp_path: Path) -> None:
     from kitbench.reading import plots
@@ -798,7 +812,9 @@ def test_project_refuses_a_machine_it_cannot_read_in_one_line(machine: str, word
     (["--index", "https://m/{"], "the only placeholder"),
     (["--index", "https://m/{compute.x}"], "the only placeholder"),
     (["--index", "ftp://m/{compute}"], "--index is not a usable index URL"),
-    (["--index", "https://user:token@m/{compute}"], "holds a user or token"),
+    (["--index", "https://user:token@m/{compute}"], "holds a user, token"),
+    (["--index", "https://m/{compute}?private_token=x"], "holds a user, token, query"),
+    (["--name", "my project"], "--name 'my project' is not a valid project name"),
     (["--index", "https://m/simple", "--machine", "h100=--os linux --driver 570.86.10 --gpu-cc 9.0"],
      "has no {compute} to tell them apart"),
     (["--drop", "ci"], "both given (--machine) and dropped (--drop)"),
