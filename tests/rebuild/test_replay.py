@@ -230,12 +230,13 @@ def test_the_replayed_run_gets_this_kitbench_and_nothing_else_of_the_callers(
     assert not seen["folder"].exists()          # gone with the run
 
 
-def _fake_uv(monkeypatch: pytest.MonkeyPatch, envs: list[dict[str, str] | None] | None = None) -> list[list[str]]:
+def _fake_uv(monkeypatch: pytest.MonkeyPatch, envs: list[dict[str, str] | None] | None = None,
+             find: bool = False) -> list[list[str]]:
     """replay's build with uv's calls recorded instead of run (the venv folder made, as uv would); the
     environment each is given, in ``envs``."""
     calls: list[list[str]] = []
 
-    def fake_call(command: list[str], what: str, env: dict[str, str] | None = None) -> None:
+    def fake_call(command: list[str], what: str, env: dict[str, str] | None = None, reach: Any = None) -> None:
         calls.append(command)
         if envs is not None:
             envs.append(env)
@@ -244,7 +245,16 @@ def _fake_uv(monkeypatch: pytest.MonkeyPatch, envs: list[dict[str, str] | None] 
 
     monkeypatch.setattr(replay, "_call", fake_call)
     monkeypatch.setattr(replay, "_uv", lambda: "uv")
+    monkeypatch.setattr(replay._reach, "first_unresolved", lambda urls: None)      # nothing is reached
+    if not find:
+        _no_interpreters(monkeypatch)
     return calls
+
+
+def _no_interpreters(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Python of any version found where people keep them: uv is asked for one (as a bare X.Y)."""
+    monkeypatch.setattr(replay.interpreters, "find", lambda version, uv=None: replay.interpreters.Search(
+        None, ("PATH", "pyenv (/nowhere)"), ()))
 
 
 def test_the_build_installs_into_the_venvs_own_interpreter_on_windows(
@@ -253,7 +263,7 @@ def test_the_build_installs_into_the_venvs_own_interpreter_on_windows(
     calls = _fake_uv(monkeypatch)
     monkeypatch.setattr(sys, "platform", "win32")
     python = replay.build(chosen, lambda line: None, tmp_path)
-    assert python == tmp_path / chosen.key / "Scripts" / "python.exe"
+    assert python.relative_to(tmp_path).parts[1:] == ("Scripts", "python.exe")
     assert calls[1][calls[1].index("--python") + 1].endswith(str(Path("venv", "Scripts", "python.exe")))
 
 
@@ -347,9 +357,11 @@ def test_an_installer_s_output_is_bounded_and_decoded_and_its_time_limited(
     loud = _fake(tmp_path, "head -c 8000000 /dev/zero | tr '\\0' '\\377' >&2\n"
                            "printf '\\nerror: Because \\033[2J\\377 no wheel\\n' >&2\nexit 1\n")
     monkeypatch.setattr(replay, "_uv", lambda: str(loud))
+    _no_interpreters(monkeypatch)
     assert _cli.main(["replay", str(cpu_record)]) == 2
     err = capsys.readouterr().err
-    assert err.splitlines()[-2] == "ERROR: no Python 3.11 here: Because \\x1b[2J\ufffd no wheel", err[-300:]
+    assert err.splitlines()[-2] == ("ERROR: no Python 3.11 here: looked in PATH, pyenv (/nowhere); Because "
+                                    "\\x1b[2J\ufffd no wheel"), err[-300:]
     assert "Traceback" not in err and list((tmp_path / "cache").iterdir()) == []
     hung = _fake(tmp_path, f"sleep 300 & echo $! > {tmp_path}/child\nwait\n")
     monkeypatch.setattr(replay, "_uv", lambda: str(hung))
@@ -772,32 +784,66 @@ _UV_OFFLINE = """error: No interpreter found for Python 3.12 in managed installa
 """
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="a shell script stands in for uv and for a pyenv shim")
+@pytest.mark.skipif(sys.platform == "win32", reason="a shell script stands in for uv")
 @pytest.mark.parametrize(("uv", "first"), [
-    (True, "ERROR: no Python 3.12 here, and uv cannot download one: this machine is offline (failed to lookup "
-           "address information: Name or service not known)"),
-    (False, "ERROR: no working Python 3.12 here: python3.12 on PATH says: pyenv: python3.12: command not found")])
+    (True, "ERROR: no Python 3.12 here: looked in PATH, pyenv (/nowhere); uv could not download one: cannot reach "
+           "github.com (failed to lookup address information: Name or service not known)"),
+    (False, "ERROR: no Python 3.12 here: looked in PATH, pyenv (/nowhere); no uv to provide one")])
 def test_a_python_that_is_not_here_is_named_with_how_to_get_one(
         uv: bool, first: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    """The light install replaying a Python 3.12 record: uv offline (its output as seen on a machine without
-    DNS), or no uv and a pyenv shim that has no 3.12 selected (pyenv's own words)."""
+    """The light install replaying a Python 3.12 record where no 3.12 is found: uv cannot download one (its
+    output as seen on a machine without DNS: the host it could not reach is named, not "offline"), or no uv."""
     monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
     record = _edited(OLD_RECORDS[0], tmp_path / "r.json", os="linux", arch="x86_64", python="3.12.3")
+    _no_interpreters(monkeypatch)
     if uv:
         fake = _fake(tmp_path, f"test \"$UV_HTTP_RETRIES\" = 0 || exit 3\ncat >&2 <<'EOF'\n{_UV_OFFLINE}EOF\nexit 2\n")
         monkeypatch.setattr(replay, "_uv", lambda: str(fake))
     else:
-        shim = _fake(tmp_path, "echo 'pyenv: python3.12: command not found' >&2\nexit 127\n")
         monkeypatch.setattr(replay, "_uv", lambda: None)
-        monkeypatch.setattr(replay.shutil, "which", lambda name: str(shim) if name == "python3.12" else None)
     monkeypatch.setattr(replay, "_check_data", lambda root: None)
     assert _cli.main(["replay", str(record)]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err[-2] == first
     assert err[-1].startswith("hint: the record ran on Python 3.12.3: install a Python 3.12, with uv "
                               "(`uv python install 3.12`") and err[-1].endswith("nothing was built")
+    assert ("where github.com is reachable" in err[-1]) == uv
     assert list((tmp_path / "cache").iterdir()) == []
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="shell scripts stand in for the Pythons")
+def test_a_python_is_found_in_pyenv_where_the_shim_on_path_has_none_selected(
+        cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyenv's shim on PATH fails (no 3.12 selected), a file named python3.12 that is another Python is passed
+    over, and pyenv's installed 3.12.1 is the one the environment is made with: each candidate is asked its
+    version by running it."""
+    from kitbench.machine import interpreters
+
+    shims, root = tmp_path / "shims", tmp_path / "pyenv"
+    shims.mkdir()
+    (shims / "python3.12").write_text("#!/bin/sh\necho 'pyenv: python3.12: command not found' >&2\nexit 127\n")
+    for version, says in (("3.12.1", "3.12.1"), ("3.12.9", "3.11.9")):
+        folder = root / "versions" / version / "bin"
+        folder.mkdir(parents=True)
+        (folder / "python3.12").write_text(f"#!/bin/sh\necho {says}\n")
+    for script in [shims / "python3.12", *root.glob("versions/*/bin/python3.12")]:
+        script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shims}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PYENV_ROOT", str(root))
+    monkeypatch.setattr(interpreters, "PREFIXES", ())
+    monkeypatch.setattr(interpreters, "CONDA_HOMES", ())
+    monkeypatch.delenv("CONDA_PREFIX", raising=False)
+    search = interpreters.find("3.12")
+    assert search.found == interpreters.Found(root / "versions" / "3.12.1" / "bin" / "python3.12", "3.12.1", "pyenv")
+    assert search.refused == (f"{shims / 'python3.12'}: did not run",
+                              f"{root / 'versions' / '3.12.9' / 'bin' / 'python3.12'}: Python 3.11.9")
+    calls = _fake_uv(monkeypatch, find=True)
+    chosen = planning.plan(_edited(cpu_record, tmp_path / "r.json", python="3.12.3"), probe())
+    said: list[str] = []
+    replay.build(chosen, said.append, tmp_path / "cache")
+    assert calls[0][calls[0].index("--python") + 1] == str(root / "versions" / "3.12.1" / "bin" / "python3.12")
+    assert f"Python 3.12.1: {root / 'versions' / '3.12.1' / 'bin' / 'python3.12'} (pyenv)" in said
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="a shell script stands in for pip")
