@@ -47,10 +47,25 @@ def _ram_bytes() -> int | None:
         return None
 
 
+def _installed_torch() -> str | None:
+    """torch's version as its installed metadata says, without importing it."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def host(machine: Probe) -> Environment:
     """The part of the fingerprint known before torch is imported: what a record holds
-    from its first write, so that even a run stopped during ``import torch`` says where it ran."""
+    from its first write, so that even a run stopped during ``import torch``, or failed in its
+    set-up, says where it ran and what was installed (the packages, the lock, the index override,
+    torch's version and, where its tag names it, whether it is the target's build)."""
     cpu = cast(CpuIdentity, cpus.identity())        # cpus builds it key by key (tests/test_cpus.py)
+    torch = _installed_torch()
+    found_lock, named, why = lock()
+    target = os.environ.get(_IMAGE_VARIABLES["target"])
     return {
         "kitbench": __version__,
         "git_revision": git_revision(),
@@ -66,17 +81,21 @@ def host(machine: Probe) -> Environment:
         "cpu_count": cpu["cores_usable"],
         "cpu_identity": cpu,
         "ram_bytes": _ram_bytes(),
-        "torch": None,
+        "torch": torch,
+        "torch_build": (torch.partition("+")[2] or None) if torch else None,
+        # An untagged torch is a CUDA or a CPU build by torch.version.cuda, known once it is imported (collect).
+        "build_matches_target": _build_matches(target, torch, None, machine.os) if torch and "+" in torch else None,
         "driver": machine.driver,
         "gpus": [g.name for g in machine.gpus],
         "gpu_links": [g.link for g in machine.gpus],
         "container": machine.container,
         # Each by its own key (in _IMAGE_VARIABLES's order), so that mypy checks each against Environment.
-        "target": os.environ.get(_IMAGE_VARIABLES["target"]),
+        "target": target,
         "image": os.environ.get(_IMAGE_VARIABLES["image"]),
         "image_id": os.environ.get(_IMAGE_VARIABLES["image_id"]),
         "base_image_id": os.environ.get(_IMAGE_VARIABLES["base_image_id"]),
         "manifest_sha256": os.environ.get(_IMAGE_VARIABLES["manifest_sha256"]),
+        "lock": named, "lock_why": why, "packages": packages(found_lock), "index_override": index_override(),
     }
 
 
@@ -207,9 +226,6 @@ def collect(machine: Probe) -> Environment:
         "interop_threads": torch.get_num_interop_threads(),
         "settings": cast(Settings, determinism.settings()),   # torch's names, key by key
     })
-    found_lock, named, why = lock()
-    found.update({"lock": named, "lock_why": why, "packages": packages(found_lock),
-                  "index_override": index_override()})
     return found
 
 
