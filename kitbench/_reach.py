@@ -45,16 +45,27 @@ class Known(NamedTuple):
 
 
 def network_cause(text: str) -> str | None:
-    """The line of a program's output that says a host was out of reach (the deepest: uv and pip word the
-    headline "Failed to fetch" and its cause last), without uv's "cause:" prefixes; None where none does."""
+    """What a program's output says kept a host out of reach: of its deepest line that says so (uv and pip put
+    the headline first, the cause last), the run of ": "-separated clauses at the end of which each says so
+    ("failed to lookup address information: Name or service not known"), without what wraps it; None where
+    no line says so."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    found = next((line for line in reversed(lines) if any(word in line.lower() for word in _WORDS)), None)
+    found = next((line for line in reversed(lines) if _says(line)), None)
     if found is None:
         return None
-    for prefix in ("caused by:", "cause:", "error:"):
-        if found.lower().startswith(prefix):
-            found = found[len(prefix):].strip()
-    return found[:200]
+    clauses = found.split(": ")
+    last = max(i for i, clause in enumerate(clauses) if _says(clause))
+    first = last
+    while first > 0 and _says(clauses[first - 1]):
+        first -= 1
+    cause = ": ".join(clauses[first:last + 1]).strip(" '\"`")
+    while cause.count(")") > cause.count("(") and cause.endswith(")"):      # the end of a wrapping parenthesis
+        cause = cause[:-1].rstrip(" '\"`")
+    return cause[:200]
+
+
+def _says(text: str) -> bool:
+    return any(word in text.lower() for word in _WORDS)
 
 
 def host_in(text: str) -> str | None:
