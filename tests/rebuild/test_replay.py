@@ -890,3 +890,66 @@ def test_a_multi_node_record_replays_standalone_and_joins_no_rendezvous(
     assert not chosen.exists()
     argv = records.read(out)["argv"]
     assert "--rdzv-endpoint" not in argv and "--nnodes" not in argv and argv[argv.index("--data") + 1] != str(chosen)
+
+
+def test_identical_pins_reuse_one_environment_and_an_incomplete_one_is_rebuilt(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache follows XDG_CACHE_HOME; two records with the same pins share one environment, found complete
+    by the file written last; one without that file is rebuilt; another index in force is another environment."""
+    for name in (replay.CACHE_VARIABLE, "KITBENCH_CACHE", "KITBENCH_INDEX_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert replay.cache_root() == tmp_path / "xdg" / "kitbench" / "replay"
+    calls = _fake_uv(monkeypatch)
+    made = replay._call
+
+    def venv_with_python(command: list[str], what: str, env: dict[str, str] | None = None, reach: Any = None) -> None:
+        made(command, what, env, reach)
+        if command[1] == "venv":
+            (Path(command[-1]) / "bin").mkdir()
+            (Path(command[-1]) / "bin" / "python").touch()
+
+    monkeypatch.setattr(replay, "_call", venv_with_python)
+    first = _edited(OLD_RECORDS[0], tmp_path / "a.json", os="linux", arch="x86_64")
+    second = _edited(OLD_RECORDS[0], tmp_path / "b.json", os="linux", arch="x86_64", cpu="another CPU")
+    said: list[str] = []
+    python = replay.build(planning.plan(first, probe()), said.append)
+    folder = python.parent.parent
+    assert folder.parent == replay.cache_root() and len(calls) == 2
+    complete = json.loads((folder / replay.COMPLETE).read_text())
+    assert complete["requirements"] == planning.plan(first, probe()).requirements
+    assert replay.build(planning.plan(second, probe()), said.append) == python and len(calls) == 2
+    assert said[-1] == f"reusing {folder}"
+    (folder / replay.COMPLETE).unlink()         # as a build of an older kitbench, or one half deleted, leaves it
+    assert replay.build(planning.plan(first, probe()), said.append) == python and len(calls) == 4
+    assert f"{folder} was not complete: rebuilt" in said and (folder / replay.COMPLETE).is_file()
+    assert [p.name for p in replay.cache_root().iterdir()] == [folder.name]      # nothing left beside it
+    monkeypatch.setenv("KITBENCH_INDEX_URL", "https://mirror.invalid/simple")
+    assert replay.build(planning.plan(first, probe()), said.append) != python and len(calls) == 6
+
+
+@needs_uv
+def test_a_real_environment_of_a_tiny_pure_python_package_is_built_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """uv for real, with a pin of six from PyPI (or the configured index) standing in for a record's torch."""
+    import dataclasses
+
+    from kitbench import _reach
+
+    if _reach.first_unresolved(["https://pypi.org/simple"]) is not None and not os.environ.get("UV_DEFAULT_INDEX"):
+        pytest.skip("PyPI does not resolve here and no UV_DEFAULT_INDEX names another index")
+    for name in ("KITBENCH_INDEX_URL", "KITBENCH_PYTORCH_INDEX"):
+        monkeypatch.delenv(name, raising=False)
+    chosen = dataclasses.replace(planning.plan(_edited(OLD_RECORDS[0], tmp_path / "r.json", os="linux",
+                                                       arch="x86_64"), probe()),
+                                 python=f"{sys.version_info[0]}.{sys.version_info[1]}",
+                                 requirements=["six==1.17.0"], exact=True, index=None)
+    said: list[str] = []
+    started = time.monotonic()
+    python = replay.build(chosen, said.append, tmp_path / "cache")
+    built_s = time.monotonic() - started
+    assert subprocess.run([str(python), "-c", "import six; print(six.__version__)"], capture_output=True,
+                          text=True, check=True).stdout == "1.17.0\n"
+    started = time.monotonic()
+    assert replay.build(chosen, said.append, tmp_path / "cache") == python
+    assert said[-1] == f"reusing {python.parent.parent}" and time.monotonic() - started < built_s
