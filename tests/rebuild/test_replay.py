@@ -953,3 +953,45 @@ def test_a_real_environment_of_a_tiny_pure_python_package_is_built_once(
     started = time.monotonic()
     assert replay.build(chosen, said.append, tmp_path / "cache") == python
     assert said[-1] == f"reusing {python.parent.parent}" and time.monotonic() - started < built_s
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a shell script stands in for uv")
+@pytest.mark.parametrize("resolved", [False, True])
+def test_an_index_out_of_reach_is_named_with_the_records_override_as_a_hint(
+        resolved: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A replay without the override of a record built from PyPI's simple index: the host that could not be
+    reached is named, in seconds where it does not resolve (before the installer's retries), else from the
+    installer's own output; the hint offers the record's index_override as a command, and nothing obeys it."""
+    for name in ("KITBENCH_INDEX_URL", "HTTPS_PROXY", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("KITBENCH_PYTORCH_INDEX", "https://whl.invalid/whl")
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+    record = _edited(OLD_RECORDS[0], tmp_path / "r.json", os="linux", arch="x86_64", target="cpu",
+                     index_override="https://pypi.org/simple")
+    uv = _fake(tmp_path, 'if [ "$1" = venv ]; then mkdir -p "$(eval echo \\${$#})"; exit 0; fi\n'
+                         f"echo \"$UV_DEFAULT_INDEX\" > {tmp_path}/default\n"
+                         "cat >&2 <<'EOF'\nerror: Failed to fetch: `https://whl.invalid/whl/cpu/torch/`\n"
+                         "  Caused by: dns error: failed to lookup address information: Name or service not known\n"
+                         "EOF\nexit 2\n")
+    monkeypatch.setattr(replay, "_uv", lambda: str(uv))
+    monkeypatch.setattr(replay, "_check_data", lambda root: None)
+    _no_interpreters(monkeypatch)
+    if resolved:        # as where a resolver answers for the host and the connection fails later
+        monkeypatch.setattr(replay._reach, "first_unresolved", lambda urls: None)
+    started = time.monotonic()
+    assert _cli.main(["replay", str(record)]) == 2
+    assert time.monotonic() - started < 10
+    err = capsys.readouterr().err.splitlines()
+    cause = ("dns error: failed to lookup address information: Name or service not known)" if resolved else
+             "it does not resolve: ")
+    assert err[-2].startswith(f"ERROR: cannot install the recorded versions: cannot reach whl.invalid ({cause}")
+    assert err[-1] == (
+        "hint: KITBENCH_PYTORCH_INDEX=https://whl.invalid/whl is in force and names it: check that mirror; or the "
+        "record's environment was built from https://pypi.org/simple (its index_override): "
+        f"`KITBENCH_INDEX_URL=https://pypi.org/simple kitbench replay {record}` installs from there, if you trust "
+        "that index (kitbench never takes it by itself); or set KITBENCH_INDEX_URL to an index this machine "
+        "reaches, or to default for your pip or uv configuration (a mirror, a proxy): "
+        f"`KITBENCH_INDEX_URL=default kitbench replay {record}`")
+    # Never obeyed: the installer was given no index of the record's (uv's default stays its own).
+    assert not resolved or (tmp_path / "default").read_text() == "\n"
+    assert list((tmp_path / "cache").iterdir()) == []
