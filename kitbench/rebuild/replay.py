@@ -135,12 +135,12 @@ def _recorded_index(record: RunRecord) -> str | None:
         return None
 
 
-def key(chosen: Plan, sources: installer.Sources) -> str:
+def key(chosen: Plan) -> str:
     """The cached environment's name: a digest of what is installed and from where (the interpreter's X.Y,
-    every pinned line with its hashes, the indexes in force), so that identical pins share one venv."""
+    every pinned line with its hashes, the indexes in force now), so that identical pins share one venv."""
     import hashlib
-    import json
 
+    sources = installer.around(chosen.index)
     text = json.dumps([chosen.python, chosen.requirements, chosen.exact, sources.torch, sources.default,
                        sources.configured])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -155,7 +155,7 @@ def build(chosen: Plan, log: Log, root: Path | None = None) -> Path:
     # nox sessions install: every pin exact (no dependency of its own) where the record lists them all.
     hashed = bool(chosen.requirements) and all(" --hash=" in line for line in chosen.requirements)
     install = installer.Install(chosen.requirements, hashed, installer.around(chosen.index), {}, "")
-    final = root / key(chosen, install.sources)
+    final = root / key(chosen)
     inner = "Scripts/python.exe" if sys.platform == "win32" else "bin/python"    # a venv's interpreter
     python = final / inner
     if (final / COMPLETE).is_file() and python.exists():

@@ -71,7 +71,7 @@ def test_a_cpu_record_is_replayed_for_real(cpu_record: Path, tmp_path: Path, mon
     versions = {p["name"]: p["version"] for p in new["environment"].get("packages", [])}
     assert all(versions.get(p["name"]) == p["version"] for p in old["environment"].get("packages", [])
                if p["name"] != "kitbench")
-    assert [e.name for e in (tmp_path / "cache").iterdir()] == [planning.plan(cpu_record, probe()).key]
+    assert [e.name for e in (tmp_path / "cache").iterdir()] == [replay.key(planning.plan(cpu_record, probe()))]
     # The same plan again: the cached environment, nothing rebuilt.
     said: list[str] = []
     python = replay.build(planning.plan(cpu_record, probe()), said.append, tmp_path / "cache")
@@ -99,7 +99,8 @@ def test_a_python_this_machine_cannot_provide_is_refused(cpu_record: Path, tmp_p
     future = _edited(cpu_record, tmp_path / "future.json", python="3.99.0")
     assert _cli.main(["replay", str(future)]) == 2
     err = capsys.readouterr().err.splitlines()
-    assert err[-2].startswith("ERROR: no Python 3.99 here: No interpreter found for Python 3.99")  # not uv's hint
+    assert err[-2].startswith("ERROR: no Python 3.99 here: looked in PATH, pyenv (")
+    assert "; No interpreter found for Python 3.99" in err[-2]      # not uv's hint
     assert err[-1].startswith("hint: the record ran on Python 3.99.0: install a Python 3.99")
     assert list((tmp_path / "cache").iterdir()) == []
 
