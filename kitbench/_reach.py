@@ -18,7 +18,7 @@ import urllib.request
 from collections.abc import Iterable
 from typing import Literal, NamedTuple, TypeVar
 
-from kitbench.errors import KitbenchError, NetworkError
+from kitbench.errors import KitbenchError, NetworkError, clean
 
 INDEX_VARIABLE = "KITBENCH_INDEX_URL"
 PYTORCH_VARIABLE = "KITBENCH_PYTORCH_INDEX"
@@ -160,7 +160,8 @@ def unreachable(where: str, cause: str, doing: str, known: Known = NOTHING_KNOWN
     and ``cause``, and a hint of ``fixes``; of the caller's class, with ``host`` set for a record to keep."""
     from kitbench._http import host as host_of
 
-    host = host_of(where) if "://" in where else where[:100]
+    # A program's output names the host and the cause: data, shown escaped.
+    host, cause = clean(host_of(where) if "://" in where else where[:200]), clean(cause)
     hint = "; or ".join(fixes(host, known)) + (f"; {known.then}" if known.then else "")
     found = error(f"{doing + ': ' if doing else ''}cannot reach {host} ({cause})", hint=hint)
     found.host = host

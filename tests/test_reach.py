@@ -112,3 +112,10 @@ def test_an_index_read_on_a_closed_port_names_the_host_and_the_variable(
     assert caught.value.host == f"127.0.0.1:{closed_port}"
     assert caught.value.hint == (f"KITBENCH_PYTORCH_INDEX=http://127.0.0.1:{closed_port}/whl/ is in force and names "
                                  "it: check that mirror; install-cmd answers from the facts it has")
+
+
+def test_a_host_and_cause_from_a_programs_output_are_shown_escaped() -> None:
+    said = "error: Failed to fetch: `https://evil\x1b]0;x\x07.invalid/simple/`\n  Caused by: dns error\x1b[2J\n"
+    error = _reach.unreachable(_reach.host_in(said) or "", _reach.network_cause(said) or "", "cannot install")
+    assert "\x1b" not in error.message and "\\x1b" in error.message and error.host is not None
+    assert "\x1b" not in error.host

@@ -47,25 +47,13 @@ def _ram_bytes() -> int | None:
         return None
 
 
-def _installed_torch() -> str | None:
-    """torch's version as its installed metadata says, without importing it."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("torch")
-    except metadata.PackageNotFoundError:
-        return None
-
-
 def host(machine: Probe) -> Environment:
     """The part of the fingerprint known before torch is imported: what a record holds
     from its first write, so that even a run stopped during ``import torch``, or failed in its
-    set-up, says where it ran and what was installed (the packages, the lock, the index override,
-    torch's version and, where its tag names it, whether it is the target's build)."""
+    set-up, says where it ran and what was installed (the packages, torch's among them, the lock and
+    the index override). ``torch`` is torch's own ``__version__``, known once it is imported."""
     cpu = cast(CpuIdentity, cpus.identity())        # cpus builds it key by key (tests/test_cpus.py)
-    torch = _installed_torch()
     found_lock, named, why = lock()
-    target = os.environ.get(_IMAGE_VARIABLES["target"])
     return {
         "kitbench": __version__,
         "git_revision": git_revision(),
@@ -81,16 +69,13 @@ def host(machine: Probe) -> Environment:
         "cpu_count": cpu["cores_usable"],
         "cpu_identity": cpu,
         "ram_bytes": _ram_bytes(),
-        "torch": torch,
-        "torch_build": (torch.partition("+")[2] or None) if torch else None,
-        # An untagged torch is a CUDA or a CPU build by torch.version.cuda, known once it is imported (collect).
-        "build_matches_target": _build_matches(target, torch, None, machine.os) if torch and "+" in torch else None,
+        "torch": None,
         "driver": machine.driver,
         "gpus": [g.name for g in machine.gpus],
         "gpu_links": [g.link for g in machine.gpus],
         "container": machine.container,
         # Each by its own key (in _IMAGE_VARIABLES's order), so that mypy checks each against Environment.
-        "target": target,
+        "target": os.environ.get(_IMAGE_VARIABLES["target"]),
         "image": os.environ.get(_IMAGE_VARIABLES["image"]),
         "image_id": os.environ.get(_IMAGE_VARIABLES["image_id"]),
         "base_image_id": os.environ.get(_IMAGE_VARIABLES["base_image_id"]),

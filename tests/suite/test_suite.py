@@ -238,3 +238,25 @@ def test_an_mnist_download_that_reaches_no_host_names_it_in_the_record(
     assert main(["report", str(out), "--format", "markdown", "-o", str(tmp_path / "report.md")]) == 0
     page = (tmp_path / "report.md").read_text()
     assert "## Failures" in page and "mnist.invalid" in page and "failed: could not download MNIST" in page
+
+
+def test_a_device_that_is_not_here_fails_the_set_up_and_the_record_keeps_the_environment(
+        tmp_path: Path, session_env: None) -> None:
+    """A set-up failure after torch is imported (a GPU asked for where there is none) is kept as data too,
+    with torch's part of the environment, and every asked check named as not run."""
+    import torch
+
+    from kitbench.errors import DeviceUnavailableError
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device: --device cuda is usable here")
+    out = tmp_path / "r.json"
+    with pytest.raises(DeviceUnavailableError):
+        suite.run(Options(checks=("availability", "moves"), device="cuda", quick=True), out)
+    record = records.read(out)
+    failure = record.get("failure")
+    assert record["status"] == "failed" and record["checks"] == {}
+    assert failure is not None and failure["stage"] == "setup" and failure["error"] == "DeviceUnavailableError"
+    assert failure["not_run"] == ["availability", "moves"] and failure["message"] == record["error"]
+    assert record["environment"]["torch"] == torch.__version__ and "threads" in record["environment"]
+    assert record["environment"].get("index_override") == "https://pypi.org/simple"
