@@ -161,7 +161,7 @@ def unreachable(where: str, cause: str, doing: str, known: Known = NOTHING_KNOWN
     from kitbench._http import host as host_of
 
     # A program's output names the host and the cause: data, shown escaped.
-    host, cause = clean(host_of(where) if "://" in where else where[:200]), clean(cause)
+    host, cause = clean(host_of(where) if "://" in where else where[:200])[:200], clean(cause)
     hint = "; or ".join(fixes(host, known)) + (f"; {known.then}" if known.then else "")
     found = error(f"{doing + ': ' if doing else ''}cannot reach {host} ({cause})", hint=hint)
     found.host = host
