@@ -189,14 +189,15 @@ def session_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_without_mnist_the_other_checks_run_and_the_record_says_what_failed(
-        tmp_path: Path, session_env: None) -> None:
-    """No MNIST and --offline: availability and moves still run, torch is imported and the environment
-    recorded (its packages, the index override, whether torch is the target's build); the record says
-    what failed as data, the error names the record, and it reads back under the schema."""
+        tmp_path: Path, session_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No MNIST (KITBENCH_DATA an empty folder) and --offline: availability and moves still run, torch is
+    imported and the environment recorded (its packages, the index override, whether torch is the target's
+    build); the record says what failed as data, the error names the record, and it reads back under the schema."""
     (tmp_path / "empty").mkdir()
+    monkeypatch.setenv("KITBENCH_DATA", str(tmp_path / "empty"))
     out = tmp_path / "r.json"
     with pytest.raises(DataError, match="--offline forbids a download") as caught:
-        suite.run(Options(device="cpu", quick=True, offline=True, data=tmp_path / "empty"), out)
+        suite.run(Options(device="cpu", quick=True, offline=True), out)
     assert caught.value.hint is not None and caught.value.hint.endswith(
         f"the record {out} holds the checks that ran (availability, moves) and this machine's environment")
     record = records.read(out)
