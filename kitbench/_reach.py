@@ -138,8 +138,11 @@ def fixes(host: str, known: Known = NOTHING_KNOWN) -> list[str]:
     if known.recorded and known.recorded != override and host_of(known.recorded) != host:
         command = f"`{INDEX_VARIABLE}={shown(known.recorded)} {known.again}`" if known.again else \
             f"{INDEX_VARIABLE}={shown(known.recorded)}"
-        found.append(f"the record's environment was built from {shown(known.recorded)} (its index_override): "
-                     f"{command} installs from there, if you trust that index (kitbench never takes it by itself)")
+        built = ("under its machine's pip or uv configuration (its index_override: default)"
+                 if known.recorded == "default" else f"from {shown(known.recorded)} (its index_override)")
+        found.append(f"the record's environment was built {built}: {command} installs from "
+                     f"{'yours' if known.recorded == 'default' else 'there, if you trust that index'} "
+                     "(kitbench never takes it by itself)")
     if host == PYTORCH_HOST and not mirror and known.doing != "download":
         found.append(f"set {PYTORCH_VARIABLE} to a mirror of PyTorch's index (its whl/ tree)")
     if known.doing == "install" and not override:

@@ -119,3 +119,10 @@ def test_a_host_and_cause_from_a_programs_output_are_shown_escaped() -> None:
     error = _reach.unreachable(_reach.host_in(said) or "", _reach.network_cause(said) or "", "cannot install")
     assert "\x1b" not in error.message and "\\x1b" in error.message and error.host is not None
     assert "\x1b" not in error.host
+
+
+def test_a_record_built_under_the_users_configuration_offers_yours() -> None:
+    hint = _reach.fixes("download.pytorch.org", _reach.Known(recorded="default", again="kitbench replay r.json"))[0]
+    assert hint == ("the record's environment was built under its machine's pip or uv configuration (its "
+                    "index_override: default): `KITBENCH_INDEX_URL=default kitbench replay r.json` installs from "
+                    "yours (kitbench never takes it by itself)")

@@ -996,3 +996,14 @@ def test_an_index_out_of_reach_is_named_with_the_records_override_as_a_hint(
     # Never obeyed: the installer was given no index of the record's (uv's default stays its own).
     assert not resolved or (tmp_path / "default").read_text() == "\n"
     assert list((tmp_path / "cache").iterdir()) == []
+
+
+@pytest.mark.parametrize(("recorded", "offered"), [
+    ("https://user:secret@mirror.invalid/simple", "https://mirror.invalid/simple"),     # never the token
+    ("https://pypi.org/simple\n--index-url http://evil.invalid/", None),                 # not a URL: not offered
+    ("default", "default"), (None, None)])
+def test_a_records_index_override_is_offered_only_as_a_clean_url(recorded: str | None, offered: str | None,
+                                                                   tmp_path: Path) -> None:
+    data = json.loads(OLD_RECORDS[0].read_text())
+    data["environment"]["index_override"] = recorded
+    assert replay._recorded_index(data) == offered
