@@ -174,8 +174,13 @@ def build(chosen: Plan, log: Log, root: Path | None = None) -> Path:
         found = search.found
         if found is None and uv is None:
             raise _no_python(chosen, ReplayError("no uv to provide one"), search)
-        venv = ([uv, "venv", "--quiet", "--relocatable", "--python", str(found.path if found else chosen.python),
-                 str(staged)] if uv is not None else [str(found.path if found else ""), "-m", "venv", str(staged)])
+        base = str(found.path) if found is not None else chosen.python      # a bare X.Y: uv provides one
+        if uv is not None:
+            venv = [uv, "venv", "--quiet", "--relocatable", "--python", base, str(staged)]
+            installing = [uv, "pip", "install", "--quiet", "--python", str(staged / inner)]
+        else:
+            venv = [base, "-m", "venv", str(staged)]
+            installing = [str(staged / inner), "-m", "pip", "install", "--quiet"]
         if found is None:
             try:        # uv fetches a Python it lacks; offline, one try says so (its retries took 10 s)
                 _call(venv, f"no Python {chosen.python} here", env={"UV_HTTP_RETRIES": "0"})
@@ -187,10 +192,7 @@ def build(chosen: Plan, log: Log, root: Path | None = None) -> Path:
         if unresolved is not None:
             raise _reach.unreachable(unresolved[0], unresolved[1], "cannot install the recorded versions",
                                      reach.known, ReplayError)
-        installing = [uv, "pip", "install", "--quiet", "--python"] if uv is not None else [str(staged / inner), "-m",
-                                                                                           "pip", "install", "--quiet"]
-        _call([*installing, *([str(staged / inner)] if uv is not None else []), *deps, *args],
-              "cannot install the recorded versions", install.env(tool), reach)
+        _call([*installing, *deps, *args], "cannot install the recorded versions", install.env(tool), reach)
         (staged / COMPLETE).write_text(json.dumps({"python": chosen.python, "requirements": chosen.requirements,
                                                    "sources": install.sources.describe()}, indent=1) + "\n")
         # Run as `python -m`, a venv survives the move (its console scripts' shebangs would not).
@@ -233,8 +235,7 @@ def _no_python(chosen: Plan, failed: ReplayError, search: interpreters.Search) -
     why = failed.message.removeprefix(f"no Python {version} here: ").removeprefix("cause: ")
     if failed.host is not None:         # _call names the host only where the network was the cause
         why = f"uv could not download one: cannot reach {failed.host} ({why})"
-    found = "" if search.found is None else f" (uv was given {search.found.path})"
-    return ReplayError(f"no Python {version} here{found}: looked in {', '.join(search.looked)}; {why}"[:800],
+    return ReplayError(f"no Python {version} here: looked in {', '.join(search.looked)}; {why}"[:800],
                        hint=f"the record ran on Python {full}: install a Python {version}, with uv "
                             f"(`uv python install {version}`, where {failed.host or 'its download host'} is "
                             f"reachable), pyenv (`pyenv install {version}`) or the system's packages (e.g. "
