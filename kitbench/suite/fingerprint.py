@@ -188,11 +188,14 @@ def packages(found: Lock | None) -> list[Package]:
     return sorted(seen.values(), key=lambda e: normalize(e["name"]))
 
 
-def collect(machine: Probe) -> Environment:
-    """The whole fingerprint, torch's part included (torch is imported by now)."""
+def collect(machine: Probe, known: Environment | None = None) -> Environment:
+    """The whole fingerprint, torch's part included (torch is imported by now), on ``known``, the part
+    ``host`` read before (the packages are read once a run: tens of milliseconds)."""
+    import copy
+
     import torch
 
-    found = host(machine)
+    found = copy.deepcopy(known) if known is not None else host(machine)
     found["cpu_identity"]["isa"] = torch.backends.cpu.get_cpu_capability()
     if torch.cuda.is_available():
         found["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]

@@ -247,9 +247,11 @@ def _run_checks_torch(options: Options, machine: Probe, progress: Progress, path
         device = devices.resolve(options.device, machine)
         init_s = _init_device(device)
     except KitbenchError:
-        record["environment"] = fingerprint.collect(machine)       # the record says what was here all the same
+        # The record says what was here all the same.
+        record["environment"] = fingerprint.collect(machine, record["environment"])
         raise
-    record["device"], record["device_init_s"], record["environment"] = str(device), init_s, fingerprint.collect(machine)
+    record["device"], record["device_init_s"] = str(device), init_s
+    record["environment"] = fingerprint.collect(machine, record["environment"])
     progress.done()
     ctx = Context(device=device, machine=machine, options=options, progress=progress,
                   data_root=data_root, data_digests=digests)
