@@ -289,7 +289,7 @@ def run(chosen: Plan, python: Path, out: Path, log: Log) -> RunRecord:
     with tempfile.TemporaryDirectory(prefix="kitbench-path.") as kit:
         _link_package(Path(kit))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [kit, os.environ.get("PYTHONPATH")])),
-               "KITBENCH_LOCK_WHY": f"replay of {chosen.source} (plan {chosen.key})",
+               "KITBENCH_LOCK_WHY": f"replay of {chosen.source} (environment {key(chosen)})",
                # the override the venv was built under, as a session's record says it
                **installer.record_of(installer.around(chosen.index), {})}
         if chosen.target:
