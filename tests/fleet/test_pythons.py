@@ -118,3 +118,28 @@ def test_a_build_whose_index_is_out_of_reach_names_the_host_and_the_fix(
     assert caught.value.hint is not None and caught.value.hint.startswith(
         "set KITBENCH_PYTORCH_INDEX to a mirror of PyTorch's index")
     assert said[0] == "nox > Running session cpu"
+
+
+def test_a_nodes_build_whose_index_is_out_of_reach_names_the_host(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The other architecture's build, on its node through srun: its nox output comes back in Slurm's error,
+    and the failure is said the same one way (host, cause, fix)."""
+    from kitbench.errors import KitbenchError, SlurmError
+    from kitbench.records import manifest
+
+    for name in ("KITBENCH_INDEX_URL", "KITBENCH_PYTORCH_INDEX", "HTTPS_PROXY", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+
+    def srun(args: list[str], timeout: float = 0) -> None:
+        raise SlurmError("srun: error: node2: task 0: Exited with exit code 1", command="srun",
+                         stderr="nox > Session cpu aborted: cannot install cpu's packages from "
+                                "https://mirror.invalid/simple: cannot reach mirror.invalid (it does not resolve: "
+                                "Name or service not known)\n")
+
+    monkeypatch.setattr(manifest, "checkout_root", lambda: tmp_path)
+    monkeypatch.setattr(slurm, "run", srun)
+    with pytest.raises(KitbenchError) as caught:
+        pythons._foreign_python("cpu", "aarch64", "node2", SlurmOptions(), lambda line: None, True)
+    assert caught.value.message == ("building cpu's aarch64 environment on node2 failed: cannot reach mirror.invalid "
+                                    "(Name or service not known)")
+    assert caught.value.host == "mirror.invalid"
