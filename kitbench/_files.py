@@ -187,3 +187,11 @@ def write(path: Path, data: bytes | str, replace: bool = False, what: str = "",
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+def cache_dir() -> Path:
+    """kitbench's cache: ``KITBENCH_CACHE``, else ``$XDG_CACHE_HOME/kitbench``, else ``~/.cache/kitbench``."""
+    given = os.environ.get("KITBENCH_CACHE")
+    if given:
+        return Path(given)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kitbench"

@@ -271,13 +271,16 @@ def get(url: str, accept: str, etag: str | None = None, last_modified: str | Non
             limit = (end if now >= end else min(started + TIMEOUT, end)) - started
             why = f"it took over {limit:.3g} s to answer" if limit > 0.01 else \
                 "the time given to all of the reads had run out before"
-            raise NetworkError(f"cannot reach {host(url)}: {why} {shown(url)}",
-                               hint="check the network or the index URL; install-cmd answers from the facts it has")\
-                from None
+            raise _unreachable(url, f"{why} {shown(url)}") from None
         text = str(why).replace(url, shown(url)).replace(asked, shown(url))
-        raise NetworkError(f"cannot reach {host(url)}: {text[:300] or type(why).__name__}",
-                           hint="check the network or the index URL; install-cmd answers from the facts it has")\
-            from None
+        raise _unreachable(url, text[:300] or type(why).__name__) from None
+
+
+def _unreachable(url: str, cause: str) -> NetworkError:
+    from kitbench import _reach
+
+    return _reach.unreachable(url, cause, "", _reach.Known(doing="index",
+                                                           then="install-cmd answers from the facts it has"))
 
 
 def _with_credentials(final: str, asked: urllib.parse.SplitResult) -> str:

@@ -25,6 +25,7 @@ class KitbenchError(Exception):
     """Base class: a one-line message, an optional hint, an exit code."""
 
     exit_code = 1
+    host: str | None = None     # a host that could not be reached, where that is the cause (kitbench._reach)
 
     def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(message)

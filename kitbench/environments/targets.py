@@ -16,16 +16,17 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from kitbench import _reach
 from kitbench._http import checked
 from kitbench.errors import KitbenchError, ManifestError, UsageError
 from kitbench.machine.builds import build
 from kitbench.records import manifest
 
-INDEX_VARIABLE = "KITBENCH_INDEX_URL"
+INDEX_VARIABLE = _reach.INDEX_VARIABLE
 PYPI = "pypi"
 PYPI_SIMPLE = "https://pypi.org/simple"
 PYTORCH_INDEX = "https://download.pytorch.org/whl"
-PYTORCH_INDEX_VARIABLE = "KITBENCH_PYTORCH_INDEX"     # a mirror of PyTorch's index: its URL for PYTORCH_INDEX
+PYTORCH_INDEX_VARIABLE = _reach.PYTORCH_VARIABLE     # a mirror of PyTorch's index: its URL for PYTORCH_INDEX
 
 
 @dataclass(frozen=True)
@@ -212,37 +213,14 @@ def get(name: str) -> Target:
 
 
 def check_index(target: Target, os_name: str, timeout_s: float = 3.0) -> None:
-    """Fail at once, naming the override, when the index the target installs from cannot
-    even be resolved: pip would retry for a while and then print a raw DNS error. Nothing
-    is checked where pip's own configuration or a proxy decides where requests go."""
-    import socket
-    import threading
-    import urllib.parse
-    import urllib.request
-
+    """Fail at once, naming the host and what gets past it, when the index the target installs from cannot
+    even be resolved: pip would retry for a while and then print a raw DNS error. Nothing is checked where
+    pip's own configuration or a proxy decides where requests go."""
     from kitbench._http import shown
 
     url = target.index_for(os_name)
-    host = urllib.parse.urlsplit(url).hostname if url else None
-    if host is None or urllib.request.getproxies().get(urllib.parse.urlsplit(url or "").scheme):
-        return
-    failed: list[str] = []
-
-    def lookup() -> None:
-        try:
-            socket.getaddrinfo(host, 443)
-            failed.append("")
-        except OSError as exc:
-            failed.append(exc.strerror or str(exc))
-
-    # getaddrinfo takes no timeout, and an unreachable resolver makes it wait for its own.
-    thread = threading.Thread(target=lookup, daemon=True)
-    thread.start()
-    thread.join(timeout_s)
-    why = failed[0] if failed else f"no answer within {timeout_s:g} s"
-    if why:
-        raise KitbenchError(f"cannot reach {target.name}'s package index {shown(url or '')}: its host {host} "
-                            f"does not resolve ({why})",
-                            hint=f"where PyTorch's index is out of reach, install through your pip or uv "
-                            f"configuration (a mirror, a proxy): {INDEX_VARIABLE}=default nox -s {target.name}; "
-                            f"or set {PYTORCH_INDEX_VARIABLE} to a mirror of PyTorch's index")
+    failed = _reach.first_unresolved([url], timeout_s)
+    if failed is not None:
+        raise _reach.unreachable(failed[0], failed[1],
+                                 f"cannot install {target.name}'s packages from {shown(failed[0])}",
+                                 _reach.Known(again=f"nox -s {target.name}"), KitbenchError)

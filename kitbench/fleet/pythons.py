@@ -241,7 +241,9 @@ def _foreign_python(target: str, arch: str, node: str, options: SlurmOptions, lo
                    "nox", "--envdir", str(envdir), "-s", target, "--install-only", "-f", str(checkout / "noxfile.py")],
                   timeout=BUILD_TIMEOUT_S)
     except SlurmError as failed:
-        raise KitbenchError(f"building {target}'s {arch} environment on {node} failed: {failed.message}",
+        doing = f"building {target}'s {arch} environment on {node} failed"
+        _unreachable(f"{failed.message}\n{failed.stderr}", doing)
+        raise KitbenchError(f"{doing}: {failed.message}",
                             hint=f"the {arch} nodes need python3 with nox (pipx install nox); or build it there "
                                  f"yourself and pass --venv {arch}=PATH") from None
     if executable_arch(python) != arch:
@@ -265,5 +267,17 @@ def _build_with_nox(checkout: Path, target: str, log: Callable[[str], None]) -> 
         raise KitbenchError(f"cannot start nox: {exc.strerror or exc}",
                             hint="python3 -m pip install nox") from None
     if done.returncode != 0:
+        _unreachable(done.stdout, f"nox -s {target} --install-only failed")
         raise KitbenchError(f"nox -s {target} --install-only failed (exit {done.returncode})",
                             hint="see its output above; python3 -m pip install nox if nox is missing")
+
+
+def _unreachable(said: str, doing: str) -> None:
+    """A build that failed because an index was out of reach is said as every such failure is (kitbench._reach):
+    the host, the cause, and what gets past it, which the build's own output names only among its lines."""
+    from kitbench import _reach
+
+    cause = _reach.network_cause(said)
+    host = _reach.host_in(said) if cause is not None else None
+    if cause is not None and host is not None:
+        raise _reach.unreachable(host, cause, doing, _reach.Known(), KitbenchError)

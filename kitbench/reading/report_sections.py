@@ -153,11 +153,30 @@ def _status(record: RunRecord) -> str:
     """``ok``, or the status with its one-line reason: a failed run is a result too, never a row of dashes."""
     if record["status"] == "ok":
         return "ok"
-    reason = record.get("error") or next((f"{name}: {check.get('summary') or check['status']}"
-                                          for name, check in record["checks"].items()
-                                          if isinstance(check, dict) and check.get("status") != "ok"), None)
+    failure = record.get("failure")
+    reason = (failure and failure["message"]) or record.get("error") or next(
+        (f"{name}: {check.get('summary') or check['status']}" for name, check in record["checks"].items()
+         if isinstance(check, dict) and check.get("status") != "ok"), None)
     line = " ".join(str(reason or "no reason recorded").split())
     return f"{record['status']}: {line[:200]}{'...' if len(line) > 200 else ''}"
+
+
+def _failures(items: list[Item]) -> Section | None:
+    """What stopped each run that holds a ``failure`` (kitbench.run/3): where, why, the host out of reach, the
+    fix it was told, and the checks it left unrun; its environment is in the environments section as any other."""
+    rows = []
+    for item in items:
+        found = item.record.get("failure") if item.record is not None else None
+        if found:
+            rows.append([item.label, found["stage"], found["error"], found["message"], found["host"] or "-",
+                         found["hint"] or "-", ", ".join(found["not_run"]) or "-"])
+    if not rows:
+        return None
+    section = Section("failures", "Failures", "Runs that stopped, and why, as each record keeps it: the checks "
+                      "that could run without what failed ran, and are in the sections above.")
+    section.tables.append(Table(["record", "stage", "error", "what failed", "host out of reach", "fix", "not run"],
+                                _capped(rows, "failures", section.notes)))
+    return section
 
 
 def _verdicts(members: list[tuple[Item, Row]]) -> str:
@@ -491,6 +510,6 @@ def sections_of(items: list[Item], table: list[Row]) -> list[Section]:
 
     order = sorted(range(len(items)), key=lambda at: not finished(items[at]))
     items, table = [items[at] for at in order], [table[at] for at in order]
-    found = [_machines(items, table), _availability(items), _transfers(items), _mnist(items), _sweep(items),
-             _ddp(items), _environments(items), _records(items)]
+    found = [_machines(items, table), _failures(items), _availability(items), _transfers(items), _mnist(items),
+             _sweep(items), _ddp(items), _environments(items), _records(items)]
     return [s for s in found if s is not None]

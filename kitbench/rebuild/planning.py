@@ -9,8 +9,6 @@ one, or the target's rebuilt, provided the target still pins the recorded torch 
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,13 +39,6 @@ class Plan:
     image: str | None = None           # a container record: the image it ran in, and its id
     image_id: str | None = None
     data: Path | None = None           # MNIST: this user's own (KITBENCH_DATA or the cache), never the record's
-
-    @property
-    def key(self) -> str:
-        # "split": built with the hashed lines hash-checked apart from the others; a venv built before, when one
-        # unhashed line turned every hash off, is not this plan's.
-        text = json.dumps([self.python, self.requirements, self.exact, self.index, "split"])
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 

@@ -14,6 +14,8 @@ id, else the target's image rebuilt (as ``kitbench container`` builds it).
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import secrets
@@ -24,10 +26,12 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
-from kitbench import _files
+from kitbench import _files, _reach
 from kitbench.environments import installer, targets
 from kitbench.errors import RecordError, ReplayError, clean
+from kitbench.machine import interpreters
 from kitbench.machine.probe import Probe
 from kitbench.reading.verify import Comparison
 from kitbench.rebuild.planning import Plan, plan
@@ -42,11 +46,13 @@ _GRACE_S = 15.0                 # the replayed kitbench stops its own children (
 _PINNED = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]+")
 _UV_MARKS = "\u00d7\u2570\u2500\u25b6 "          # the box-drawing uv puts before its reasons
 _PACKAGE = Path(__file__).resolve().parent.parent          # this kitbench package
-_OFFLINE = ("lookup address", "dns error", "name resolution", "network is unreachable", "client error (connect)")
+COMPLETE = "kitbench-complete.json"      # written last into a cached environment: it is whole
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get(CACHE_VARIABLE) or Path.home() / ".cache" / "kitbench" / "replay")
+    """``KITBENCH_REPLAY_CACHE``, else ``replay/`` in kitbench's cache (``KITBENCH_CACHE``, else
+    ``$XDG_CACHE_HOME/kitbench``, else ``~/.cache/kitbench``)."""
+    return Path(os.environ.get(CACHE_VARIABLE) or _files.cache_dir() / "replay")
 
 
 
@@ -70,9 +76,18 @@ def _uv() -> str | None:
     return shutil.which("uv")
 
 
-def _call(command: list[str], what: str, env: dict[str, str] | None = None) -> None:
+class _Reach(NamedTuple):
+    """What a network failure of an install is told with: what the record knows, the indexes it reads."""
+
+    known: _reach.Known
+    urls: tuple[str, ...]
+
+
+def _call(command: list[str], what: str, env: dict[str, str] | None = None, reach: _Reach | None = None) -> None:
     """uv, pip or venv through kitbench._proc: output bounded and decoded, an hour at most, its session
-    killed when kitbench is interrupted (the build's folder is then removed by ``build``)."""
+    killed when kitbench is interrupted (the build's folder is then removed by ``build``). A failure to
+    reach a host is said by ``_reach``, naming the host (from the output, else the first of ``reach``'s
+    indexes that does not resolve) and what gets past it."""
     from kitbench import _proc
 
     try:
@@ -86,76 +101,111 @@ def _call(command: list[str], what: str, env: dict[str, str] | None = None) -> N
                           ) from None
     if done.returncode != 0:
         lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+        cause = _reach.network_cause(done.stderr)
+        host = _reach.host_in(done.stderr) if cause is not None else None
+        if cause is not None and reach is not None:
+            unresolved = _reach.first_unresolved(reach.urls) if host is None else None
+            host = host or (unresolved[0] if unresolved else None)
+            if host is not None:
+                raise _reach.unreachable(host, clean(cause), what, reach.known, ReplayError)
         # uv's reason ("Because there is no version of numpy==0.0.999 ...") over its headline, and
         # over the "hint:" uv prints last (for a Python it cannot provide: "retry on a newer uv").
         telling = ("ecause", "mismatch", "not found", "No matching", "No interpreter")
-        # Offline, the deepest cause says so ("failed to lookup address information"), not the headline.
-        offline = next((line for line in reversed(lines) if any(word in line.lower() for word in _OFFLINE)), None)
-        why = offline or next((line for line in lines if any(word in line for word in telling)),
-                              lines[-1] if lines else "")
+        why = cause or next((line for line in lines if any(word in line for word in telling)),
+                            lines[-1] if lines else "")
         if "==" not in why and any("hash" in line.lower() for line in lines):
             # pip's hash refusal ends "Got 4721f391...": the package is on an earlier line of its own.
             named = next((m[0] for line in lines if (m := _PINNED.search(line))), None)
             why = f"{named}: {why}" if named else why
-        raise ReplayError(f"{what}: {clean(why.lstrip(_UV_MARKS).strip().removeprefix('error: ')[:300])}")
+        failed = ReplayError(f"{what}: {clean(why.lstrip(_UV_MARKS).strip().removeprefix('error: ')[:300])}")
+        failed.host = host
+        raise failed
+
+
+def _recorded_index(record: RunRecord) -> str | None:
+    """The record's index_override, where it is an index URL (or ``default``): a record's words reach the hint."""
+    from kitbench._http import checked, shown
+    from kitbench.errors import UsageError
+
+    found = record["environment"].get("index_override")
+    if not isinstance(found, str) or found == "default":
+        return found if isinstance(found, str) else None
+    try:
+        return shown(checked(found, "the record's index_override"))
+    except UsageError:
+        return None
+
+
+def key(chosen: Plan) -> str:
+    """The cached environment's name: a digest of what is installed and from where (the interpreter's X.Y,
+    every pinned line with its hashes, the indexes in force now), so that identical pins share one venv."""
+    import hashlib
+
+    sources = installer.around(chosen.index)
+    # "split": the hashed lines installed hash-checked apart from the others; a venv built before, when one
+    # unhashed line turned every hash off, is not this plan's.
+    text = json.dumps([chosen.python, chosen.requirements, chosen.exact, sources.torch, sources.default,
+                       sources.configured, "split"])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def build(chosen: Plan, log: Log, root: Path | None = None) -> Path:
-    """The environment's interpreter: reused when this plan was built before, else built anew
-    into a temporary directory that becomes the cache entry only once complete."""
+    """The environment's interpreter: reused when this plan was built before (its ``COMPLETE`` file, written
+    last, is there), else built anew into a temporary directory that becomes the cache entry only once complete."""
     root = root or cache_root()
-    final = root / chosen.key
+    tool = "uv" if (uv := _uv()) is not None else "pip"
+    # The target's PyTorch index for the torch family, PyPI (or the user's index) for the rest, as the
+    # nox sessions install: every pin exact (no dependency of its own) where the record lists them all.
+    # Hash checking is all or nothing per install (pip turns it on for every line when one has a hash):
+    # the hashed lines are one install, with --require-hashes, the unhashed another.
+    hashed = [line for line in chosen.requirements if " --hash=" in line]
+    plain = [line for line in chosen.requirements if " --hash=" not in line]
+    sources = installer.around(chosen.index)
+    installs = [installer.Install(lines, checked, sources, {}, "") for lines, checked in ((hashed, True),
+                                                                                        (plain, False)) if lines]
+    final = root / key(chosen)
     inner = "Scripts/python.exe" if sys.platform == "win32" else "bin/python"    # a venv's interpreter
     python = final / inner
-    if python.exists():
+    if (final / COMPLETE).is_file() and python.exists():
         log(f"reusing {final}")
         return python
+    reach = _Reach(_reach.Known(recorded=_recorded_index(chosen.record), again=f"kitbench replay {chosen.source}"),
+                   tuple(url for url in (sources.torch, sources.default) if url))
     root.mkdir(parents=True, exist_ok=True)
-    building = Path(tempfile.mkdtemp(prefix=f".{chosen.key}.", dir=root))
+    building = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=root))
     try:
         staged = building / "venv"
-        tool = "uv" if (uv := _uv()) is not None else "pip"
-        # The target's PyTorch index for the torch family, PyPI (or the user's index) for the rest, as the
-        # nox sessions install: every pin exact (no dependency of its own) where the record lists them all.
-        # Hash checking is all or nothing per install (pip turns it on for every line when one has a hash):
-        # the hashed lines are one install, with --require-hashes, the unhashed another.
-        hashed = [line for line in chosen.requirements if " --hash=" in line]
-        plain = [line for line in chosen.requirements if " --hash=" not in line]
-        installs = [installer.Install(lines, checked, installer.around(chosen.index), {}, "")
-                    for lines, checked in ((hashed, True), (plain, False)) if lines]
         log(f"building {len(chosen.requirements)} pins for Python {chosen.python} into {final}"
             + (f" ({len(hashed)} hash-checked)" if hashed else ""))
+        search = _python(chosen, uv, log)
+        found = search.found
+        if found is None and uv is None:
+            raise _no_python(chosen, ReplayError("no uv to provide one"), search)
+        base = str(found.path) if found is not None else chosen.python      # a bare X.Y: uv provides one
         if uv is not None:
-            try:        # uv fetches a Python it lacks; offline, one try says so (its retries took 10 s)
-                _call([uv, "venv", "--quiet", "--relocatable", "--python", chosen.python, str(staged)],
-                      f"no Python {chosen.python} here", env={"UV_HTTP_RETRIES": "0"})
-            except ReplayError as failed:
-                raise _no_python(chosen, failed.message) from None
-            for n, install in enumerate(installs):
-                _call([uv, "pip", "install", "--quiet", "--python", str(staged / inner),
-                       *_install_args(chosen, install, building / f"install{n}", tool)],
-                      "cannot install the recorded versions", install.env(tool))
+            venv = [uv, "venv", "--quiet", "--relocatable", "--python", base, str(staged)]
+            installing = [uv, "pip", "install", "--quiet", "--python", str(staged / inner)]
         else:
-            interpreter = shutil.which(f"python{chosen.python}")
-            if interpreter is None:
-                raise _no_python(chosen, f"no Python {chosen.python} here (no python{chosen.python} on PATH, "
-                                         "and no uv to provide one)")
-            try:        # a pyenv shim is on PATH whether or not its Python is selected
-                _call([interpreter, "-m", "venv", str(staged)], f"no working Python {chosen.python} here: "
-                      f"python{chosen.python} on PATH says")
+            venv = [base, "-m", "venv", str(staged)]
+            installing = [str(staged / inner), "-m", "pip", "install", "--quiet"]
+        if found is None:
+            try:        # uv fetches a Python it lacks; offline, one try says so (its retries took 10 s)
+                _call(venv, f"no Python {chosen.python} here", env={"UV_HTTP_RETRIES": "0"})
             except ReplayError as failed:
-                raise _no_python(chosen, failed.message) from None
-            for n, install in enumerate(installs):
-                _call([str(staged / inner), "-m", "pip", "install", "--quiet",
-                       *_install_args(chosen, install, building / f"install{n}", tool)],
-                      "cannot install the recorded versions", install.env(tool))
+                raise _no_python(chosen, failed, search) from None
+        else:
+            _call(venv, f"cannot make an environment with {found.path} (Python {found.version}, {found.where})")
+        unresolved = _reach.first_unresolved(reach.urls)        # said in seconds, not after the installer's retries
+        if unresolved is not None:
+            raise _reach.unreachable(unresolved[0], unresolved[1], "cannot install the recorded versions",
+                                     reach.known, ReplayError)
+        for n, install in enumerate(installs):
+            _call([*installing, *_install_args(chosen, install, building / f"install{n}", tool)],
+                  "cannot install the recorded versions", install.env(tool), reach)
+        (staged / COMPLETE).write_text(json.dumps({"python": chosen.python, "requirements": chosen.requirements,
+                                                   "sources": sources.describe()}, indent=1) + "\n")
         # Run as `python -m`, a venv survives the move (its console scripts' shebangs would not).
-        try:
-            os.replace(staged, final)
-        except OSError:
-            if not python.exists():
-                raise
-            log(f"another replay built {final} meanwhile: reusing it")     # the same plan, the same pins
+        _settle(staged, final, log)
         return python
     finally:
         shutil.rmtree(building, ignore_errors=True)
@@ -168,18 +218,44 @@ def _install_args(chosen: Plan, install: installer.Install, folder: Path, tool: 
     return ["--no-deps", *args] if chosen.exact and not install.hashed else args
 
 
-def _no_python(chosen: Plan, said: str) -> ReplayError:
-    """The Python a record needs, missing here: which one, how to get one, and whether a download
-    failed only because this machine is offline; before anything is installed."""
+def _settle(staged: Path, final: Path, log: Log) -> None:
+    """``staged`` (complete) into ``final``: where an incomplete one is in the way (an interrupted build of an
+    older kitbench, a folder half deleted), it is moved aside and removed; where another replay finished the same
+    plan meanwhile, that one is kept."""
+    if final.exists() and not (final / COMPLETE).is_file():
+        aside = final.with_name(f".{final.name}.incomplete.{secrets.token_hex(3)}")
+        with contextlib.suppress(OSError):
+            os.replace(final, aside)
+            log(f"{final} was not complete: rebuilt")
+        shutil.rmtree(aside, ignore_errors=True)
+    try:
+        os.replace(staged, final)
+    except OSError:
+        if not (final / COMPLETE).is_file():
+            raise
+        log(f"another replay built {final} meanwhile: reusing it")     # the same plan, the same pins
+
+
+def _python(chosen: Plan, uv: str | None, log: Log) -> interpreters.Search:
+    """A Python of the record's X.Y where people keep them (kitbench.machine.interpreters), said when found."""
+    search = interpreters.find(chosen.python, uv)
+    if search.found is not None:
+        log(f"Python {search.found.version}: {search.found.path} ({search.found.where})")
+    return search
+
+
+def _no_python(chosen: Plan, failed: ReplayError, search: interpreters.Search) -> ReplayError:
+    """The Python a record needs, missing here: where it was looked for, why uv could not provide one (which
+    host it could not reach, where that was the cause), and how to get one; before anything is installed."""
     version, full = chosen.python, chosen.record["environment"]["python"]
-    offline = any(word in said.lower() for word in _OFFLINE)
-    why = said.removeprefix(f"no Python {version} here: ").removeprefix("cause: ")
-    message = (f"no Python {version} here, and uv cannot download one: this machine is offline ({why[-160:]})"
-               if offline else said)
-    return ReplayError(message, hint=f"the record ran on Python {full}: install a Python {version}, with uv "
-                                     f"(`uv python install {version}`, where the internet is reachable) or "
-                                     f"the system's packages (e.g. `apt install python{version}-venv`), "
-                                     "then replay again; nothing was built")
+    why = failed.message.removeprefix(f"no Python {version} here: ").removeprefix("cause: ")
+    if failed.host is not None:         # _call names the host only where the network was the cause
+        why = f"uv could not download one: cannot reach {failed.host} ({why})"
+    return ReplayError(f"no Python {version} here: looked in {', '.join(search.looked)}; {why}"[:800],
+                       hint=f"the record ran on Python {full}: install a Python {version}, with uv "
+                            f"(`uv python install {version}`, where {failed.host or 'its download host'} is "
+                            f"reachable), pyenv (`pyenv install {version}`) or the system's packages (e.g. "
+                            f"`apt install python{version}-venv`), then replay again; nothing was built")
 
 
 @dataclass
@@ -229,7 +305,7 @@ def run(chosen: Plan, python: Path, out: Path, log: Log) -> RunRecord:
     with tempfile.TemporaryDirectory(prefix="kitbench-path.") as kit:
         _link_package(Path(kit))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [kit, os.environ.get("PYTHONPATH")])),
-               "KITBENCH_LOCK_WHY": f"replay of {chosen.source} (plan {chosen.key})",
+               "KITBENCH_LOCK_WHY": f"replay of {chosen.source} (environment {key(chosen)})",
                # the override the venv was built under, as a session's record says it
                **installer.record_of(installer.around(chosen.index), {})}
         if chosen.target:

@@ -28,9 +28,10 @@ from kitbench import _files
 from kitbench.errors import OutputRefused, RecordError, RecordReadError, UsageError
 from kitbench.records.types import RunRecord
 
-SCHEMA = "kitbench.run/2"
-# /2 adds optional fields only (environment.packages and .lock, replay_of): /1 records read as they were.
-READABLE = ("kitbench.run/1", SCHEMA)
+SCHEMA = "kitbench.run/3"
+# /2 adds optional fields only (environment.packages and .lock, replay_of), as /3 does (failure: what stopped
+# a run, as data): older records read as they were.
+READABLE = ("kitbench.run/1", "kitbench.run/2", SCHEMA)
 RESULTS_VARIABLE = "KITBENCH_RESULTS"
 TARGET_VARIABLE = "KITBENCH_TARGET"
 STATUSES = ("ok", "failed", "interrupted", "diverged")

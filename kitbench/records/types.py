@@ -280,8 +280,17 @@ class Checks(TypedDict, total=False):
     ddp: DdpCheck
 
 
+class Failure(TypedDict):
+    stage: Literal["data", "setup"]
+    error: str                      # kitbench's kind of error (DataError, DeviceUnavailableError, ...)
+    message: str
+    hint: str | None
+    host: str | None                # the host that could not be reached, where that was the cause
+    not_run: list[str]              # the checks it stopped
+
+
 class RunRecord(TypedDict):
-    schema: Literal["kitbench.run/1", "kitbench.run/2"]
+    schema: Literal["kitbench.run/1", "kitbench.run/2", "kitbench.run/3"]
     status: Status
     started_at: str
     ended_at: str | None
@@ -292,6 +301,7 @@ class RunRecord(TypedDict):
     checks: Checks
     device_init_s: NotRequired[float | None]
     error: NotRequired[str | None]
+    failure: NotRequired[Failure | None]
     nonfinite: NotRequired[list[str]]
     replay_of: NotRequired[ReplayOf | None]
     run_id: NotRequired[str]

@@ -12,6 +12,7 @@ import os
 from functools import cache
 from pathlib import Path
 
+from kitbench import _reach
 from kitbench.errors import DataError
 from kitbench.records import manifest
 
@@ -133,6 +134,9 @@ def _download(root: Path) -> None:
         MNIST(str(root), train=True, download=True)
         MNIST(str(root), train=False, download=True)
     except (OSError, RuntimeError) as exc:
-        raise DataError(f"could not download MNIST into {root}: {download_cause(exc)}",
-                        hint="on an offline machine, copy MNIST/raw into a folder and point --data "
-                             "(or KITBENCH_DATA) at it") from None
+        offline = "on an offline machine, copy MNIST/raw into a folder and point --data (or KITBENCH_DATA) at it"
+        cause, hosts = _reach.network_cause(str(exc)), _reach.hosts_in(str(exc))
+        if cause is not None and hosts:      # every mirror torchvision tried, and why the last failed
+            raise _reach.unreachable(" and ".join(hosts), cause, f"could not download MNIST into {root}",
+                                     _reach.Known(doing="download", then=offline), DataError) from None
+        raise DataError(f"could not download MNIST into {root}: {download_cause(exc)}", hint=offline) from None

@@ -49,8 +49,11 @@ def _ram_bytes() -> int | None:
 
 def host(machine: Probe) -> Environment:
     """The part of the fingerprint known before torch is imported: what a record holds
-    from its first write, so that even a run stopped during ``import torch`` says where it ran."""
+    from its first write, so that even a run stopped during ``import torch``, or failed in its
+    set-up, says where it ran and what was installed (the packages, torch's among them, the lock and
+    the index override). ``torch`` is torch's own ``__version__``, known once it is imported."""
     cpu = cast(CpuIdentity, cpus.identity())        # cpus builds it key by key (tests/test_cpus.py)
+    found_lock, named, why = lock()
     return {
         "kitbench": __version__,
         "git_revision": git_revision(),
@@ -77,6 +80,7 @@ def host(machine: Probe) -> Environment:
         "image_id": os.environ.get(_IMAGE_VARIABLES["image_id"]),
         "base_image_id": os.environ.get(_IMAGE_VARIABLES["base_image_id"]),
         "manifest_sha256": os.environ.get(_IMAGE_VARIABLES["manifest_sha256"]),
+        "lock": named, "lock_why": why, "packages": packages(found_lock), "index_override": index_override(),
     }
 
 
@@ -184,11 +188,14 @@ def packages(found: Lock | None) -> list[Package]:
     return sorted(seen.values(), key=lambda e: normalize(e["name"]))
 
 
-def collect(machine: Probe) -> Environment:
-    """The whole fingerprint, torch's part included (torch is imported by now)."""
+def collect(machine: Probe, known: Environment | None = None) -> Environment:
+    """The whole fingerprint, torch's part included (torch is imported by now), on ``known``, the part
+    ``host`` read before (the packages are read once a run: tens of milliseconds)."""
+    import copy
+
     import torch
 
-    found = host(machine)
+    found = copy.deepcopy(known) if known is not None else host(machine)
     found["cpu_identity"]["isa"] = torch.backends.cpu.get_cpu_capability()
     if torch.cuda.is_available():
         found["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
@@ -207,9 +214,6 @@ def collect(machine: Probe) -> Environment:
         "interop_threads": torch.get_num_interop_threads(),
         "settings": cast(Settings, determinism.settings()),   # torch's names, key by key
     })
-    found_lock, named, why = lock()
-    found.update({"lock": named, "lock_why": why, "packages": packages(found_lock),
-                  "index_override": index_override()})
     return found
 
 

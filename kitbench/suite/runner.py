@@ -10,16 +10,16 @@ import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import Any, Final, Literal, cast
 
 from kitbench._installed import optional_hint
 from kitbench._signals import sigterm_raises
-from kitbench.errors import Interrupted, KitbenchError, MissingDependency, Terminated, UsageError
+from kitbench.errors import DataError, Interrupted, KitbenchError, MissingDependency, Terminated, UsageError
 from kitbench.machine import cpus
 from kitbench.machine.probe import Probe
 from kitbench.machine.probe import probe as probe_machine
 from kitbench.records import record as records
-from kitbench.records.types import RunOptions, RunRecord
+from kitbench.records.types import Failure, RunOptions, RunRecord
 from kitbench.suite import checks, data, determinism, fingerprint
 from kitbench.suite.checks.base import LOOPS, MODELS, Context, NoProgress, Options, Progress
 from kitbench.suite.devices import parse_spec
@@ -32,7 +32,8 @@ MAX_SEED = 2**63 - 2             # torch seeds are 64-bit; the warm-up uses seed
 MAX_EPOCHS = 1000
 MAX_BATCH = 2**20
 # records.SCHEMA as the Literal that RunRecord's "schema" takes (tests/test_types.py keeps the two equal).
-SCHEMA: Final = "kitbench.run/2"
+SCHEMA: Final = "kitbench.run/3"
+DATA_CHECKS = ("mnist", "ddp")   # the checks that train on MNIST: the others run without it
 
 
 def validate(options: Options) -> None:
@@ -147,8 +148,10 @@ def run(options: Options, out: Path | None = None, progress: Progress | None = N
     """Run the selected checks in order; return the record, also written to its file.
 
     The record's file is claimed (``records.claim``) and written before torch is
-    imported. A failing check is recorded and the suite goes on; an error in the
-    set-up writes the record as ``failed`` with the error and raises it; an
+    imported. A failing check is recorded and the suite goes on; MNIST missing (not
+    there, and not to be downloaded) fails the checks that train on it, after the
+    others have run; an error in the set-up writes the record as ``failed`` with the
+    error, as a sentence (``error``) and as data (``failure``), and raises it; an
     interruption writes it as ``interrupted`` and raises ``Interrupted``.
     """
     validate(options)
@@ -182,6 +185,8 @@ def run(options: Options, out: Path | None = None, progress: Progress | None = N
                                   exit_code=code) from None
             except KitbenchError as error:
                 record["status"], record["ended_at"], record["error"] = "failed", records.utc_now(), error.message
+                record.setdefault("failure", failure("setup", error, [c for c in options.checks
+                                                                      if c not in record["checks"]]))
                 records.write_atomic(path, record)
                 raise
             finally:
@@ -191,16 +196,38 @@ def run(options: Options, out: Path | None = None, progress: Progress | None = N
     return Finished(path, record)
 
 
+def failure(stage: Literal["data", "setup"], error: KitbenchError, not_run: list[str]) -> Failure:
+    """What stopped a run, as the record keeps it: where, kitbench's kind of error, its words, and the host that
+    could not be reached where that was the cause."""
+    return {"stage": stage, "error": type(error).__name__, "message": error.message, "hint": error.hint,
+            "host": error.host, "not_run": not_run}
+
+
 def _run_checks(options: Options, machine: Probe, progress: Progress, path: Path, record: RunRecord) -> None:
-    data_root, digests = (data.prepare(options.data, options.offline)
-                          if {"mnist", "ddp"} & set(options.checks) else (None, {}))
+    data_root: Path | None = None
+    digests: dict[str, str] = {}
+    missing: DataError | None = None
+    if set(DATA_CHECKS) & set(options.checks):
+        try:
+            data_root, digests = data.prepare(options.data, options.offline)
+        except DataError as error:      # the checks that need no MNIST still run, and the record says why
+            missing = error
     # Before torch, so that CUDA cannot initialise before cuBLAS's workspace is set.
     with determinism.mode(options.deterministic, options.threads or cpus.usable_cores()):
-        _run_checks_torch(options, machine, progress, path, record, data_root, digests)
+        _run_checks_torch(options, machine, progress, path, record, data_root, digests, missing)
+    if missing is not None:
+        not_run = [c for c in options.checks if c in DATA_CHECKS]
+        record["failure"] = failure("data", missing, not_run)
+        ran = [c for c in options.checks if c not in DATA_CHECKS]
+        told = DataError(missing.message, hint=f"{missing.hint}; the record {path} holds " + (
+            f"the checks that ran ({', '.join(ran)}) and this machine's environment" if ran else
+            "this machine's environment"))
+        told.host = missing.host
+        raise told
 
 
 def _run_checks_torch(options: Options, machine: Probe, progress: Progress, path: Path, record: RunRecord,
-                      data_root: Path | None, digests: dict[str, str]) -> None:
+                      data_root: Path | None, digests: dict[str, str], missing: DataError | None) -> None:
     progress.start("importing torch")
     import torch
 
@@ -209,9 +236,15 @@ def _run_checks_torch(options: Options, machine: Probe, progress: Progress, path
     if options.threads is not None:
         torch.set_num_threads(options.threads)
     progress.start(f"initialising the device ({options.device})")     # CUDA's first call can take minutes
-    device = devices.resolve(options.device, machine)
-    init_s, environment = _init_device(device), fingerprint.collect(machine)
-    record["device"], record["device_init_s"], record["environment"] = str(device), init_s, environment
+    try:
+        device = devices.resolve(options.device, machine)
+        init_s = _init_device(device)
+    except KitbenchError:
+        # The record says what was here all the same.
+        record["environment"] = fingerprint.collect(machine, record["environment"])
+        raise
+    record["device"], record["device_init_s"] = str(device), init_s
+    record["environment"] = fingerprint.collect(machine, record["environment"])
     progress.done()
     ctx = Context(device=device, machine=machine, options=options, progress=progress,
                   data_root=data_root, data_digests=digests)
@@ -221,6 +254,10 @@ def _run_checks_torch(options: Options, machine: Probe, progress: Progress, path
     # dataclass to its reader type, field by field.
     written = cast("dict[str, dict[str, Any]]", record["checks"])
     for name in options.checks:
+        if missing is not None and name in DATA_CHECKS:
+            written[name] = {"status": "failed", "summary": f"not run: {missing.message}"}
+            records.write_atomic(path, record)
+            continue
         try:
             result = dataclasses.asdict(checks.get(name)(ctx))
         except KitbenchError as error:   # e.g. a device that fails mid-check: this check's finding

@@ -287,7 +287,9 @@ def test_offline_a_refresh_fails_in_seconds_with_one_error_line_and_install_cmd_
     assert time.monotonic() - started < 5
     err = capsys.readouterr().err
     assert [line for line in err.splitlines() if line.startswith("ERROR:")] == [
-        f"ERROR: cannot reach 127.0.0.1:{port}: [Errno 111] Connection refused"]
+        f"ERROR: cannot reach 127.0.0.1:{port} ([Errno 111] Connection refused)"]
+    assert f"hint: KITBENCH_PYTORCH_INDEX=http://127.0.0.1:{port}/whl/ is in force and names it: check that " \
+           "mirror; install-cmd answers from the facts it has" in err
     assert main(["install-cmd", "--refresh", "--os", "linux", "--python-version", "3.12", "--no-gpu"]) == 0
     out, err = capsys.readouterr()
     assert out.startswith("pip install torch==2.15.0 ")

@@ -93,3 +93,53 @@ def test_executable_arch_reads_the_elf_header(tmp_path: Path) -> None:
     (tmp_path / "script").write_text("#!/bin/sh\n")
     assert pythons.executable_arch(tmp_path / "script") is None
     assert pythons.executable_arch(tmp_path / "absent") is None
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a shell script stands in for nox")
+def test_a_build_whose_index_is_out_of_reach_names_the_host_and_the_fix(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """nox's own abort (its session's preflight, as a node without DNS prints it) is said the one way every
+    network failure is: the host and what gets past it, not "failed (exit 1), see above"."""
+    from kitbench.errors import KitbenchError
+
+    for name in ("KITBENCH_INDEX_URL", "KITBENCH_PYTORCH_INDEX", "HTTPS_PROXY", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    nox = tmp_path / "nox"
+    nox.write_text("#!/bin/sh\necho 'nox > Running session cpu'\necho \"nox > Session cpu aborted: cannot install "
+                   "cpu's packages from https://download.pytorch.org/whl/cpu: cannot reach download.pytorch.org (it "
+                   "does not resolve: Temporary failure in name resolution)\"\nexit 1\n")
+    nox.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(nox))
+    said: list[str] = []
+    with pytest.raises(KitbenchError) as caught:
+        pythons._build_with_nox(tmp_path, "cpu", said.append)
+    assert caught.value.message.startswith("nox -s cpu --install-only failed: cannot reach download.pytorch.org (")
+    assert caught.value.host == "download.pytorch.org"
+    assert caught.value.hint is not None and caught.value.hint.startswith(
+        "set KITBENCH_PYTORCH_INDEX to a mirror of PyTorch's index")
+    assert said[0] == "nox > Running session cpu"
+
+
+def test_a_nodes_build_whose_index_is_out_of_reach_names_the_host(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The other architecture's build, on its node through srun: its nox output comes back in Slurm's error,
+    and the failure is said the same one way (host, cause, fix)."""
+    from kitbench.errors import KitbenchError, SlurmError
+    from kitbench.records import manifest
+
+    for name in ("KITBENCH_INDEX_URL", "KITBENCH_PYTORCH_INDEX", "HTTPS_PROXY", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+
+    def srun(args: list[str], timeout: float = 0) -> None:
+        raise SlurmError("srun: error: node2: task 0: Exited with exit code 1", command="srun",
+                         stderr="nox > Session cpu aborted: cannot install cpu's packages from "
+                                "https://mirror.invalid/simple: cannot reach mirror.invalid (it does not resolve: "
+                                "Name or service not known)\n")
+
+    monkeypatch.setattr(manifest, "checkout_root", lambda: tmp_path)
+    monkeypatch.setattr(slurm, "run", srun)
+    with pytest.raises(KitbenchError) as caught:
+        pythons._foreign_python("cpu", "aarch64", "node2", SlurmOptions(), lambda line: None, True)
+    assert caught.value.message == ("building cpu's aarch64 environment on node2 failed: cannot reach mirror.invalid "
+                                    "(Name or service not known)")
+    assert caught.value.host == "mirror.invalid"

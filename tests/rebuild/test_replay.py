@@ -72,7 +72,7 @@ def test_a_cpu_record_is_replayed_for_real(cpu_record: Path, tmp_path: Path, mon
     versions = {p["name"]: p["version"] for p in new["environment"].get("packages", [])}
     assert all(versions.get(p["name"]) == p["version"] for p in old["environment"].get("packages", [])
                if p["name"] != "kitbench")
-    assert [e.name for e in (tmp_path / "cache").iterdir()] == [planning.plan(cpu_record, probe()).key]
+    assert [e.name for e in (tmp_path / "cache").iterdir()] == [replay.key(planning.plan(cpu_record, probe()))]
     # The same plan again: the cached environment, nothing rebuilt.
     said: list[str] = []
     python = replay.build(planning.plan(cpu_record, probe()), said.append, tmp_path / "cache")
@@ -100,7 +100,8 @@ def test_a_python_this_machine_cannot_provide_is_refused(cpu_record: Path, tmp_p
     future = _edited(cpu_record, tmp_path / "future.json", python="3.99.0")
     assert _cli.main(["replay", str(future)]) == 2
     err = capsys.readouterr().err.splitlines()
-    assert err[-2].startswith("ERROR: no Python 3.99 here: No interpreter found for Python 3.99")  # not uv's hint
+    assert err[-2].startswith("ERROR: no Python 3.99 here: looked in PATH, pyenv (")
+    assert "; No interpreter found for Python 3.99" in err[-2]      # not uv's hint
     assert err[-1].startswith("hint: the record ran on Python 3.99.0: install a Python 3.99")
     assert list((tmp_path / "cache").iterdir()) == []
 
@@ -196,7 +197,7 @@ def test_the_hashed_lines_are_one_install_with_require_hashes_and_the_others_ano
     chosen = planning.plan(_hashed_and_one_local(tmp_path, count=3), probe(), local_by_name=True)
     calls: list[list[str]] = []
 
-    def fake_call(command: list[str], what: str, env: dict[str, str] | None = None) -> None:
+    def fake_call(command: list[str], what: str, env: dict[str, str] | None = None, reach: object = None) -> None:
         calls.append(command)
         if "venv" in command:
             Path(command[-1]).mkdir()
@@ -365,12 +366,13 @@ def test_the_replayed_run_gets_this_kitbench_and_nothing_else_of_the_callers(
     assert not seen["folder"].exists()          # gone with the run
 
 
-def _fake_uv(monkeypatch: pytest.MonkeyPatch, envs: list[dict[str, str] | None] | None = None) -> list[list[str]]:
+def _fake_uv(monkeypatch: pytest.MonkeyPatch, envs: list[dict[str, str] | None] | None = None,
+             find: bool = False) -> list[list[str]]:
     """replay's build with uv's calls recorded instead of run (the venv folder made, as uv would); the
     environment each is given, in ``envs``."""
     calls: list[list[str]] = []
 
-    def fake_call(command: list[str], what: str, env: dict[str, str] | None = None) -> None:
+    def fake_call(command: list[str], what: str, env: dict[str, str] | None = None, reach: Any = None) -> None:
         calls.append(command)
         if envs is not None:
             envs.append(env)
@@ -379,7 +381,16 @@ def _fake_uv(monkeypatch: pytest.MonkeyPatch, envs: list[dict[str, str] | None] 
 
     monkeypatch.setattr(replay, "_call", fake_call)
     monkeypatch.setattr(replay, "_uv", lambda: "uv")
+    monkeypatch.setattr(replay._reach, "first_unresolved", lambda urls: None)      # nothing is reached
+    if not find:
+        _no_interpreters(monkeypatch)
     return calls
+
+
+def _no_interpreters(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Python of any version found where people keep them: uv is asked for one (as a bare X.Y)."""
+    monkeypatch.setattr(replay.interpreters, "find", lambda version, uv=None: replay.interpreters.Search(
+        None, ("PATH", "pyenv (/nowhere)"), ()))
 
 
 def test_the_build_installs_into_the_venvs_own_interpreter_on_windows(
@@ -388,7 +399,7 @@ def test_the_build_installs_into_the_venvs_own_interpreter_on_windows(
     calls = _fake_uv(monkeypatch)
     monkeypatch.setattr(sys, "platform", "win32")
     python = replay.build(chosen, lambda line: None, tmp_path)
-    assert python == tmp_path / chosen.key / "Scripts" / "python.exe"
+    assert python.relative_to(tmp_path).parts[1:] == ("Scripts", "python.exe")
     assert calls[1][calls[1].index("--python") + 1].endswith(str(Path("venv", "Scripts", "python.exe")))
 
 
@@ -482,9 +493,11 @@ def test_an_installer_s_output_is_bounded_and_decoded_and_its_time_limited(
     loud = _fake(tmp_path, "head -c 8000000 /dev/zero | tr '\\0' '\\377' >&2\n"
                            "printf '\\nerror: Because \\033[2J\\377 no wheel\\n' >&2\nexit 1\n")
     monkeypatch.setattr(replay, "_uv", lambda: str(loud))
+    _no_interpreters(monkeypatch)
     assert _cli.main(["replay", str(cpu_record)]) == 2
     err = capsys.readouterr().err
-    assert err.splitlines()[-2] == "ERROR: no Python 3.11 here: Because \\x1b[2J\ufffd no wheel", err[-300:]
+    assert err.splitlines()[-2] == ("ERROR: no Python 3.11 here: looked in PATH, pyenv (/nowhere); Because "
+                                    "\\x1b[2J\ufffd no wheel"), err[-300:]
     assert "Traceback" not in err and list((tmp_path / "cache").iterdir()) == []
     hung = _fake(tmp_path, f"sleep 300 & echo $! > {tmp_path}/child\nwait\n")
     monkeypatch.setattr(replay, "_uv", lambda: str(hung))
@@ -907,32 +920,66 @@ _UV_OFFLINE = """error: No interpreter found for Python 3.12 in managed installa
 """
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="a shell script stands in for uv and for a pyenv shim")
+@pytest.mark.skipif(sys.platform == "win32", reason="a shell script stands in for uv")
 @pytest.mark.parametrize(("uv", "first"), [
-    (True, "ERROR: no Python 3.12 here, and uv cannot download one: this machine is offline (failed to lookup "
-           "address information: Name or service not known)"),
-    (False, "ERROR: no working Python 3.12 here: python3.12 on PATH says: pyenv: python3.12: command not found")])
+    (True, "ERROR: no Python 3.12 here: looked in PATH, pyenv (/nowhere); uv could not download one: cannot reach "
+           "github.com (failed to lookup address information: Name or service not known)"),
+    (False, "ERROR: no Python 3.12 here: looked in PATH, pyenv (/nowhere); no uv to provide one")])
 def test_a_python_that_is_not_here_is_named_with_how_to_get_one(
         uv: bool, first: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    """The light install replaying a Python 3.12 record: uv offline (its output as seen on a machine without
-    DNS), or no uv and a pyenv shim that has no 3.12 selected (pyenv's own words)."""
+    """The light install replaying a Python 3.12 record where no 3.12 is found: uv cannot download one (its
+    output as seen on a machine without DNS: the host it could not reach is named, not "offline"), or no uv."""
     monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
     record = _edited(OLD_RECORDS[0], tmp_path / "r.json", os="linux", arch="x86_64", python="3.12.3")
+    _no_interpreters(monkeypatch)
     if uv:
         fake = _fake(tmp_path, f"test \"$UV_HTTP_RETRIES\" = 0 || exit 3\ncat >&2 <<'EOF'\n{_UV_OFFLINE}EOF\nexit 2\n")
         monkeypatch.setattr(replay, "_uv", lambda: str(fake))
     else:
-        shim = _fake(tmp_path, "echo 'pyenv: python3.12: command not found' >&2\nexit 127\n")
         monkeypatch.setattr(replay, "_uv", lambda: None)
-        monkeypatch.setattr(replay.shutil, "which", lambda name: str(shim) if name == "python3.12" else None)
     monkeypatch.setattr(replay, "_check_data", lambda root: None)
     assert _cli.main(["replay", str(record)]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err[-2] == first
     assert err[-1].startswith("hint: the record ran on Python 3.12.3: install a Python 3.12, with uv "
                               "(`uv python install 3.12`") and err[-1].endswith("nothing was built")
+    assert ("where github.com is reachable" in err[-1]) == uv
     assert list((tmp_path / "cache").iterdir()) == []
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="shell scripts stand in for the Pythons")
+def test_a_python_is_found_in_pyenv_where_the_shim_on_path_has_none_selected(
+        cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyenv's shim on PATH fails (no 3.12 selected), a file named python3.12 that is another Python is passed
+    over, and pyenv's installed 3.12.1 is the one the environment is made with: each candidate is asked its
+    version by running it."""
+    from kitbench.machine import interpreters
+
+    shims, root = tmp_path / "shims", tmp_path / "pyenv"
+    shims.mkdir()
+    (shims / "python3.12").write_text("#!/bin/sh\necho 'pyenv: python3.12: command not found' >&2\nexit 127\n")
+    for version, says in (("3.12.1", "3.12.1"), ("3.12.9", "3.11.9")):
+        folder = root / "versions" / version / "bin"
+        folder.mkdir(parents=True)
+        (folder / "python3.12").write_text(f"#!/bin/sh\necho {says}\n")
+    for script in [shims / "python3.12", *root.glob("versions/*/bin/python3.12")]:
+        script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shims}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PYENV_ROOT", str(root))
+    monkeypatch.setattr(interpreters, "PREFIXES", ())
+    monkeypatch.setattr(interpreters, "CONDA_HOMES", ())
+    monkeypatch.delenv("CONDA_PREFIX", raising=False)
+    search = interpreters.find("3.12")
+    assert search.found == interpreters.Found(root / "versions" / "3.12.1" / "bin" / "python3.12", "3.12.1", "pyenv")
+    assert search.refused == (f"{shims / 'python3.12'}: did not run",
+                              f"{root / 'versions' / '3.12.9' / 'bin' / 'python3.12'}: Python 3.11.9")
+    calls = _fake_uv(monkeypatch, find=True)
+    chosen = planning.plan(_edited(cpu_record, tmp_path / "r.json", python="3.12.3"), probe())
+    said: list[str] = []
+    replay.build(chosen, said.append, tmp_path / "cache")
+    assert calls[0][calls[0].index("--python") + 1] == str(root / "versions" / "3.12.1" / "bin" / "python3.12")
+    assert f"Python 3.12.1: {root / 'versions' / '3.12.1' / 'bin' / 'python3.12'} (pyenv)" in said
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="a shell script stands in for pip")
@@ -979,3 +1026,119 @@ def test_a_multi_node_record_replays_standalone_and_joins_no_rendezvous(
     assert not chosen.exists()
     argv = records.read(out)["argv"]
     assert "--rdzv-endpoint" not in argv and "--nnodes" not in argv and argv[argv.index("--data") + 1] != str(chosen)
+
+
+def test_identical_pins_reuse_one_environment_and_an_incomplete_one_is_rebuilt(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache follows XDG_CACHE_HOME; two records with the same pins share one environment, found complete
+    by the file written last; one without that file is rebuilt; another index in force is another environment."""
+    for name in (replay.CACHE_VARIABLE, "KITBENCH_CACHE", "KITBENCH_INDEX_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert replay.cache_root() == tmp_path / "xdg" / "kitbench" / "replay"
+    calls = _fake_uv(monkeypatch)
+    made = replay._call
+
+    def venv_with_python(command: list[str], what: str, env: dict[str, str] | None = None, reach: Any = None) -> None:
+        made(command, what, env, reach)
+        if command[1] == "venv":
+            (Path(command[-1]) / "bin").mkdir()
+            (Path(command[-1]) / "bin" / "python").touch()
+
+    monkeypatch.setattr(replay, "_call", venv_with_python)
+    first = _edited(OLD_RECORDS[0], tmp_path / "a.json", os="linux", arch="x86_64")
+    second = _edited(OLD_RECORDS[0], tmp_path / "b.json", os="linux", arch="x86_64", cpu="another CPU")
+    said: list[str] = []
+    python = replay.build(planning.plan(first, probe()), said.append)
+    folder = python.parent.parent
+    assert folder.parent == replay.cache_root() and len(calls) == 2
+    complete = json.loads((folder / replay.COMPLETE).read_text())
+    assert complete["requirements"] == planning.plan(first, probe()).requirements
+    assert replay.build(planning.plan(second, probe()), said.append) == python and len(calls) == 2
+    assert said[-1] == f"reusing {folder}"
+    (folder / replay.COMPLETE).unlink()         # as a build of an older kitbench, or one half deleted, leaves it
+    assert replay.build(planning.plan(first, probe()), said.append) == python and len(calls) == 4
+    assert f"{folder} was not complete: rebuilt" in said and (folder / replay.COMPLETE).is_file()
+    assert [p.name for p in replay.cache_root().iterdir()] == [folder.name]      # nothing left beside it
+    monkeypatch.setenv("KITBENCH_INDEX_URL", "https://mirror.invalid/simple")
+    assert replay.build(planning.plan(first, probe()), said.append) != python and len(calls) == 6
+
+
+@needs_uv
+def test_a_real_environment_of_a_tiny_pure_python_package_is_built_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """uv for real, with a pin of six from PyPI (or the configured index) standing in for a record's torch."""
+    import dataclasses
+
+    from kitbench import _reach
+
+    if _reach.first_unresolved(["https://pypi.org/simple"]) is not None and not os.environ.get("UV_DEFAULT_INDEX"):
+        pytest.skip("PyPI does not resolve here and no UV_DEFAULT_INDEX names another index")
+    for name in ("KITBENCH_INDEX_URL", "KITBENCH_PYTORCH_INDEX"):
+        monkeypatch.delenv(name, raising=False)
+    chosen = dataclasses.replace(planning.plan(_edited(OLD_RECORDS[0], tmp_path / "r.json", os="linux",
+                                                       arch="x86_64"), probe()),
+                                 python=f"{sys.version_info[0]}.{sys.version_info[1]}",
+                                 requirements=["six==1.17.0"], exact=True, index=None)
+    said: list[str] = []
+    started = time.monotonic()
+    python = replay.build(chosen, said.append, tmp_path / "cache")
+    built_s = time.monotonic() - started
+    assert subprocess.run([str(python), "-c", "import six; print(six.__version__)"], capture_output=True,
+                          text=True, check=True).stdout == "1.17.0\n"
+    started = time.monotonic()
+    assert replay.build(chosen, said.append, tmp_path / "cache") == python
+    assert said[-1] == f"reusing {python.parent.parent}" and time.monotonic() - started < built_s
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a shell script stands in for uv")
+@pytest.mark.parametrize("resolved", [False, True])
+def test_an_index_out_of_reach_is_named_with_the_records_override_as_a_hint(
+        resolved: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A replay without the override of a record built from PyPI's simple index: the host that could not be
+    reached is named, in seconds where it does not resolve (before the installer's retries), else from the
+    installer's own output; the hint offers the record's index_override as a command, and nothing obeys it."""
+    for name in ("KITBENCH_INDEX_URL", "HTTPS_PROXY", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("KITBENCH_PYTORCH_INDEX", "https://whl.invalid/whl")
+    monkeypatch.setenv(replay.CACHE_VARIABLE, str(tmp_path / "cache"))
+    record = _edited(OLD_RECORDS[0], tmp_path / "r.json", os="linux", arch="x86_64", target="cpu",
+                     index_override="https://pypi.org/simple")
+    uv = _fake(tmp_path, 'if [ "$1" = venv ]; then mkdir -p "$(eval echo \\${$#})"; exit 0; fi\n'
+                         f"echo \"$UV_DEFAULT_INDEX\" > {tmp_path}/default\n"
+                         "cat >&2 <<'EOF'\nerror: Failed to fetch: `https://whl.invalid/whl/cpu/torch/`\n"
+                         "  Caused by: dns error: failed to lookup address information: Name or service not known\n"
+                         "EOF\nexit 2\n")
+    monkeypatch.setattr(replay, "_uv", lambda: str(uv))
+    monkeypatch.setattr(replay, "_check_data", lambda root: None)
+    _no_interpreters(monkeypatch)
+    if resolved:        # as where a resolver answers for the host and the connection fails later
+        monkeypatch.setattr(replay._reach, "first_unresolved", lambda urls: None)
+    started = time.monotonic()
+    assert _cli.main(["replay", str(record)]) == 2
+    assert time.monotonic() - started < 10
+    err = capsys.readouterr().err.splitlines()
+    cause = ("dns error: failed to lookup address information: Name or service not known)" if resolved else
+             "it does not resolve: ")
+    assert err[-2].startswith(f"ERROR: cannot install the recorded versions: cannot reach whl.invalid ({cause}")
+    assert err[-1] == (
+        "hint: KITBENCH_PYTORCH_INDEX=https://whl.invalid/whl is in force and names it: check that mirror; or the "
+        "record's environment was built from https://pypi.org/simple (its index_override): "
+        f"`KITBENCH_INDEX_URL=https://pypi.org/simple kitbench replay {record}` installs from there, if you trust "
+        "that index (kitbench never takes it by itself); or set KITBENCH_INDEX_URL to an index this machine "
+        "reaches, or to default for your pip or uv configuration (a mirror, a proxy): "
+        f"`KITBENCH_INDEX_URL=default kitbench replay {record}`")
+    # Never obeyed: the installer was given no index of the record's (uv's default stays its own).
+    assert not resolved or (tmp_path / "default").read_text() == "\n"
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+@pytest.mark.parametrize(("recorded", "offered"), [
+    ("https://user:secret@mirror.invalid/simple", "https://mirror.invalid/simple"),     # never the token
+    ("https://pypi.org/simple\n--index-url http://evil.invalid/", None),                 # not a URL: not offered
+    ("default", "default"), (None, None)])
+def test_a_records_index_override_is_offered_only_as_a_clean_url(recorded: str | None, offered: str | None,
+                                                                   tmp_path: Path) -> None:
+    data = json.loads(OLD_RECORDS[0].read_text())
+    data["environment"]["index_override"] = recorded
+    assert replay._recorded_index(data) == offered

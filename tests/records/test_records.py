@@ -191,6 +191,7 @@ def _schema() -> dict[str, typing.Any]:
 
 _TYPED = [
     (_types.RunRecord, ()), (_types.RunOptions, ("properties", "options")),
+    (_types.Failure, ("properties", "failure")),
     (_types.Environment, ("$defs", "environment")),
     (_types.MnistRun, ("$defs", "mnist_run")),
     (_types.Transfer, ("$defs", "moves", "properties", "transfers", "items")),

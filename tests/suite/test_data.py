@@ -47,3 +47,32 @@ def test_before_a_build_a_missing_mnist_is_said_with_where_to_put_it(tmp_path: P
     for name in data.expected_checksums():
         (raw / name).write_bytes(b"")
     assert data.ahead() is None
+
+
+def test_a_download_no_mirror_answered_names_every_host_and_the_fix(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """torchvision's own failure (both mirrors out of reach) is said by kitbench._reach: the hosts, the cause,
+    and what gets past them; the error carries the hosts for the record (``failure.host``)."""
+    import sys
+    import types
+
+    message = ("Error downloading train-images-idx3-ubyte.gz:\n"
+               "Tried https://ossci-datasets.invalid/mnist/, got:\n"
+               f"{urllib.error.URLError('[Errno -2] Name or service not known')}\n"
+               "Tried http://yann.invalid/exdb/mnist/, got:\n"
+               f"{urllib.error.URLError('[Errno -2] Name or service not known')}\n")
+
+    def mnist(root: str, train: bool, download: bool) -> None:
+        raise RuntimeError(message)
+
+    fake = types.ModuleType("torchvision.datasets")
+    fake.MNIST = mnist  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "torchvision.datasets", fake)
+    with pytest.raises(DataError) as caught:
+        data._download(tmp_path / "data")
+    assert caught.value.message == (f"could not download MNIST into {tmp_path / 'data'}: cannot reach "
+                                    "ossci-datasets.invalid and yann.invalid (<urlopen error [Errno -2] Name or "
+                                    "service not known>)")
+    assert caught.value.host == "ossci-datasets.invalid and yann.invalid"
+    assert caught.value.hint is not None and caught.value.hint.endswith(
+        "copy MNIST/raw into a folder and point --data (or KITBENCH_DATA) at it")

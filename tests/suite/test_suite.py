@@ -25,7 +25,7 @@ def quick_record(mnist_root: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 def test_record_is_versioned_and_complete(quick_record: dict) -> None:
-    assert quick_record["schema"] == "kitbench.run/2"
+    assert quick_record["schema"] == "kitbench.run/3"
     assert quick_record["status"] == "ok"
     assert list(quick_record["checks"]) == ["availability", "moves", "mnist"]
     env = quick_record["environment"]
@@ -176,3 +176,88 @@ def test_accelerator_suite_measures_both_directions(mnist_root: Path, tmp_path: 
     assert {"h2d", "d2h"} <= {t["direction"] for t in moves["transfers"]}
     assert moves["mismatch_error"]
     assert record["checks"]["mnist"]["speedups"]
+
+
+@pytest.fixture
+def session_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a nox session passes to the run it starts (noxfile._suite_env and installer.record_of)."""
+    from kitbench.environments import locks
+
+    monkeypatch.setenv("KITBENCH_TARGET", "cpu")
+    monkeypatch.setenv("KITBENCH_INDEX_OVERRIDE", "https://pypi.org/simple")
+    monkeypatch.setenv(locks.LOCK_WHY_VARIABLE, "no lock for cpu on this platform")
+
+
+def test_without_mnist_the_other_checks_run_and_the_record_says_what_failed(
+        tmp_path: Path, session_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No MNIST (KITBENCH_DATA an empty folder) and --offline: availability and moves still run, torch is
+    imported and the environment recorded (its packages, the index override, whether torch is the target's
+    build); the record says what failed as data, the error names the record, and it reads back under the schema."""
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv("KITBENCH_DATA", str(tmp_path / "empty"))
+    out = tmp_path / "r.json"
+    with pytest.raises(DataError, match="--offline forbids a download") as caught:
+        suite.run(Options(device="cpu", quick=True, offline=True), out)
+    assert caught.value.hint is not None and caught.value.hint.endswith(
+        f"the record {out} holds the checks that ran (availability, moves) and this machine's environment")
+    record = records.read(out)
+    assert record["schema"] == "kitbench.run/3" and record["status"] == "failed"
+    assert {name: check["status"] for name, check in record["checks"].items()} == {
+        "availability": "ok", "moves": "ok", "mnist": "failed"}
+    assert record["checks"]["mnist"]["summary"].startswith(f"not run: no MNIST at {tmp_path / 'empty'}")
+    env = record["environment"]
+    assert env["torch"] and env["index_override"] == "https://pypi.org/simple" and env["target"] == "cpu"
+    assert isinstance(env.get("build_matches_target"), bool) and env.get("lock_why")
+    assert any(p["name"] == "torch" for p in env.get("packages", []))
+    assert record.get("failure") == {"stage": "data", "error": "DataError", "message": record["error"],
+                                     "hint": "point --data (or KITBENCH_DATA) at a directory holding MNIST/raw, "
+                                             "or drop --offline", "host": None, "not_run": ["mnist"]}
+
+
+def test_an_mnist_download_that_reaches_no_host_names_it_in_the_record(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """torchvision's download host out of reach (its own words): the record's failure names the host, and
+    `kitbench report` shows it in its Failures section."""
+    import sys
+    import types
+    import urllib.error
+
+    from kitbench._cli import main
+
+    def unreachable(root: str, train: bool, download: bool) -> None:
+        raise RuntimeError("Error downloading train-images-idx3-ubyte.gz:\nTried https://mnist.invalid/mnist/, "
+                           f"got:\n{urllib.error.URLError('[Errno -2] Name or service not known')}\n")
+
+    fake = types.ModuleType("torchvision.datasets")
+    fake.MNIST = unreachable  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "torchvision.datasets", fake)
+    out = tmp_path / "r.json"
+    with pytest.raises(DataError, match=r"cannot reach mnist\.invalid"):
+        suite.run(Options(checks=("availability", "mnist"), device="cpu", quick=True, data=tmp_path / "data"), out)
+    failure = records.read(out).get("failure")
+    assert failure is not None and failure["host"] == "mnist.invalid" and failure["stage"] == "data"
+    assert main(["report", str(out), "--format", "markdown", "-o", str(tmp_path / "report.md")]) == 0
+    page = (tmp_path / "report.md").read_text()
+    assert "## Failures" in page and "mnist.invalid" in page and "failed: could not download MNIST" in page
+
+
+def test_a_device_that_is_not_here_fails_the_set_up_and_the_record_keeps_the_environment(
+        tmp_path: Path, session_env: None) -> None:
+    """A set-up failure after torch is imported (a GPU asked for where there is none) is kept as data too,
+    with torch's part of the environment, and every asked check named as not run."""
+    import torch
+
+    from kitbench.errors import DeviceUnavailableError
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device: --device cuda is usable here")
+    out = tmp_path / "r.json"
+    with pytest.raises(DeviceUnavailableError):
+        suite.run(Options(checks=("availability", "moves"), device="cuda", quick=True), out)
+    record = records.read(out)
+    failure = record.get("failure")
+    assert record["status"] == "failed" and record["checks"] == {}
+    assert failure is not None and failure["stage"] == "setup" and failure["error"] == "DeviceUnavailableError"
+    assert failure["not_run"] == ["availability", "moves"] and failure["message"] == record["error"]
+    assert record["environment"]["torch"] == torch.__version__ and "threads" in record["environment"]
+    assert record["environment"].get("index_override") == "https://pypi.org/simple"
