@@ -81,6 +81,7 @@ def test_default_record_path_follows_target_and_results_root(tmp_path: Path) -> 
     assert str(written[0]) in done.stdout
 
 
+@pytest.mark.integration
 def test_sigterm_leaves_an_interrupted_record(mnist_root: Path, tmp_path: Path,
                                               spawn: Callable[..., subprocess.Popen[str]]) -> None:
     out = tmp_path / "r.json"
@@ -382,6 +383,7 @@ def test_a_setup_error_makes_a_failed_record(tmp_path: Path, capsys: pytest.Capt
     assert record["error"].startswith("device 'cuda' is not usable here")
 
 
+@pytest.mark.integration
 def test_a_diverging_run_is_not_ok(tiny_mnist: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "r.json"
     assert _main("run", "--check", "mnist", "--device", "cpu", "--data", str(tiny_mnist), "--offline",
