@@ -9,6 +9,7 @@
 #     "uv>=0.5",
 #     "pyyaml>=6",
 #     "fastjsonschema>=2.19",
+#     "packaging>=22",
 #     "typing_extensions>=4.6; python_version < '3.11'",
 #     "tomli>=1.1; python_version < '3.11'",
 #     "docker>=7",

@@ -33,13 +33,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from packaging.utils import parse_wheel_filename
+from packaging.version import Version
+
 from kitbench import _files, _http
 from kitbench.advice import facts, vendors
 from kitbench.advice.facts import read_json
 from kitbench.errors import NetworkError, UsageError
 from kitbench.machine import drivers
 from kitbench.machine.builds import build
-from kitbench.machine.versions import version_tuple
 from kitbench.records import manifest
 
 PACKAGES = ("torch", "torchvision", "torchaudio")
@@ -83,16 +85,17 @@ def python_tag(interpreter: str, abi: str) -> str:
 
 
 def parse_wheel(filename: str) -> Wheel | None:
-    """PEP 427's ``name-version(-build)?-python-abi-platform.whl``; None for anything else."""
-    if not filename.endswith(".whl"):
+    """A wheel's file name as PEP 427 and packaging read it; None for anything else (a name with a space or a
+    control character too, which packaging would strip around a version)."""
+    unquoted = urllib.parse.unquote(filename)
+    if not unquoted.isprintable() or " " in unquoted:
         return None
-    parts = urllib.parse.unquote(filename[:-4]).split("-")
-    if len(parts) not in (5, 6):
+    try:
+        name, version, _, tags = parse_wheel_filename(unquoted)
+    except ValueError:       # InvalidWheelFilename: not a wheel's name, or its version is not PEP 440's
         return None
-    name, version, interpreters, abi, platforms = parts[0], parts[1], parts[-3], parts[-2], parts[-1]
-    public, _, local = version.partition("+")
-    return Wheel(name.lower().replace("_", "-"), public, local,
-                 tuple(python_tag(i, abi) for i in interpreters.split(".")), tuple(platforms.split(".")))
+    pythons = sorted({python_tag(t.interpreter, t.abi) for t in tags}, key=tag_key)
+    return Wheel(name, version.public, version.local or "", tuple(pythons), tuple(sorted({t.platform for t in tags})))
 
 
 def tag_key(tag: str) -> tuple[int, str]:
@@ -256,9 +259,9 @@ def summarize(files: list[File], package: str, dropped: list[str] | None = None)
     builds: dict[tuple[str, str], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for entry in files:
         wheel = parse_wheel(entry.filename)
-        if wheel is None or entry.yanked or wheel.name != package:
+        if entry.yanked or (wheel is not None and wheel.name != package) or not entry.filename.endswith(".whl"):
             continue
-        if not (re.fullmatch(facts.INDEX_VERSION, wheel.version) and (
+        if wheel is None or not (re.fullmatch(facts.INDEX_VERSION, wheel.version) and (
                 not wheel.local or re.fullmatch(facts.BUILD_LABEL, wheel.local))
                 and all(map(_TAG.fullmatch, wheel.pythons + wheel.platforms))):
             if dropped is not None:
@@ -302,7 +305,7 @@ def _pairs(releases: dict[str, dict[str, Any]], known: dict[str, str], get: Call
     """version -> the torch it requires, from .metadata where served: the newest few unknown versions per refresh."""
     pairs = dict(known)
     unknown = sorted((v for v, r in releases.items() if v not in pairs and r["metadata"] and _FINAL.match(v)),
-                     key=version_tuple, reverse=True)[:_METADATA_PER_REFRESH]
+                     key=Version, reverse=True)[:_METADATA_PER_REFRESH]
     for version in unknown:
         try:
             text = get(releases[version]["metadata"]).decode("utf-8", "replace")
@@ -409,7 +412,7 @@ def _pair(torch: str, candidates: dict[str, dict[str, Any]], requires: dict[str,
     """The torchvision (or torchaudio) released with ``torch``, and how that is known."""
     by_metadata = [v for v, t in requires.items() if t == torch]
     if by_metadata:
-        return max(by_metadata, key=version_tuple), "its Requires-Dist (PEP 658 metadata)"
+        return max(by_metadata, key=Version), "its Requires-Dist (PEP 658 metadata)"
     if not uploaded:
         return None
     when = datetime.datetime.fromisoformat(uploaded.replace("Z", "+00:00"))
@@ -451,8 +454,9 @@ def derive(files: dict[str, dict[str, Any]], baked: set[str]) -> list[dict[str, 
 
     index = files.get("pytorch-torch.json") or {}
     found = []
-    for version, entry in sorted(index.get("releases", {}).items(), key=lambda i: version_tuple(i[0]), reverse=True):
-        if not _FINAL.match(version) or version in baked or version_tuple(version) < (2, 0):
+    final = {v: e for v, e in index.get("releases", {}).items() if _FINAL.match(v)}
+    for version, entry in sorted(final.items(), key=lambda i: Version(i[0]), reverse=True):
+        if version in baked or Version(version) < Version("2"):
             continue
         pypi = releases("pypi", "torch").get(version, {})
         uploaded = pypi.get("uploaded") or entry.get("uploaded", "")

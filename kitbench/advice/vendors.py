@@ -15,7 +15,6 @@ from typing import NamedTuple
 from kitbench import _files
 from kitbench.errors import ManifestError
 from kitbench.machine.probe.amd import AmdGpu
-from kitbench.machine.versions import version_tuple
 from kitbench.records import manifest
 
 
@@ -39,7 +38,9 @@ class VendorFacts(NamedTuple):
         since = self.xpu_since.get(os)
         if since is None or arch != self.xpu_arch:
             return False
-        return release == "nightly" or version_tuple(release) >= version_tuple(since)
+        from packaging.version import Version    # not at import: see "Start-up" in docs/architecture.md
+
+        return release == "nightly" or Version(release) >= Version(since)
 
     def rocm_missing(self, gpus: Sequence[AmdGpu], compute: str) -> tuple[list[str], list[AmdGpu]]:
         """The gfx the ``compute`` build lacks among the GPUs that decide, and the integrated GPUs left
