@@ -26,8 +26,8 @@ FORMAT = 1          # of releases.json: one written in another form is refused, 
 
 
 class Derived(NamedTuple):
-    """A release known only from the cache, in the terms selector.Release and wheels.Wheels need. A named tuple,
-    not a dataclass: as immutable, and far cheaper to define, which install-cmd's start-up pays."""
+    """A release known only from the cache, in the terms selector.Release and wheels.Wheels need (a named tuple:
+    "Start-up" in docs/architecture.md)."""
 
     version: str
     torchvision: str

@@ -18,7 +18,7 @@ from kitbench.machine.probe.amd import AmdGpu
 from kitbench.records import manifest
 
 
-# Named tuples, not dataclasses: as immutable, and far cheaper to define, which install-cmd's start-up pays.
+# Named tuples, not dataclasses: "Start-up" in docs/architecture.md.
 class VendorFacts(NamedTuple):
     rocm: dict[str, tuple[str, ...]]              # compute -> gfx architectures
     rocm_sources: dict[str, str]
@@ -38,7 +38,7 @@ class VendorFacts(NamedTuple):
         since = self.xpu_since.get(os)
         if since is None or arch != self.xpu_arch:
             return False
-        from packaging.version import Version    # not at import: see "Start-up" in docs/architecture.md
+        from packaging.version import Version  # not at import: see "Start-up" in docs/architecture.md
 
         return release == "nightly" or Version(release) >= Version(since)
 

@@ -44,8 +44,7 @@ _PYTHON_TAG = re.compile(r"^cp([0-9])([0-9]+)(t|-abi3)?$")
 Version = tuple[int, ...]
 
 
-# The types below are named tuples, not dataclasses: as immutable, and far cheaper to define, which
-# install-cmd's start-up pays on every run.
+# Named tuples, not dataclasses: "Start-up" in docs/architecture.md.
 class Host(NamedTuple):
     """What decides whether a wheel installs; ``None`` is a fact the question leaves unknown."""
 
@@ -333,7 +332,7 @@ def python_allowed(spec: str, python: Version) -> bool:
 
 @cache
 def _requires_python(spec: str) -> "SpecifierSet | None":
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet    # see "Start-up" in docs/architecture.md
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # see "Start-up" in docs/architecture.md
 
     try:
         return SpecifierSet(spec)

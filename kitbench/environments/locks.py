@@ -277,7 +277,7 @@ class Lock:
 
 def normalize(name: str) -> str:
     """A package's name as PEP 503 compares it (packaging's reading)."""
-    from packaging.utils import canonicalize_name    # packaging.utils reads tags too: only where a name is asked
+    from packaging.utils import canonicalize_name  # packaging.utils reads tags too: only where a name is asked
 
     return canonicalize_name(name)
 

@@ -71,8 +71,8 @@ def docker_dir() -> Path:
 
 
 class Manifest(NamedTuple):
-    """A validated manifest: its parsed data, where it came from, its bytes. A named tuple, not a dataclass: as
-    immutable, and far cheaper to define, which install-cmd's start-up pays."""
+    """A validated manifest: its parsed data, where it came from, its bytes (a named tuple: "Start-up" in
+    docs/architecture.md)."""
 
     path: Path
     data: dict[str, Any]
