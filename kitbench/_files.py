@@ -27,6 +27,18 @@ from pathlib import Path
 
 from kitbench.errors import KitbenchError, OutputRefused, RecordError
 
+CACHE_VARIABLE = "KITBENCH_CACHE"
+
+
+def cache_dir() -> Path:
+    """The one folder of everything kitbench keeps for later (compiled validators, manifests, the fact cache,
+    MNIST, replayed environments): ``KITBENCH_CACHE``, else ``$XDG_CACHE_HOME/kitbench``, else
+    ``~/.cache/kitbench``; read at each call."""
+    given = os.environ.get(CACHE_VARIABLE)
+    if given:
+        return Path(given)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kitbench"
+
 ReadError = Callable[..., KitbenchError]
 
 

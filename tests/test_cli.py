@@ -104,7 +104,8 @@ def test_sigterm_leaves_an_interrupted_record(mnist_root: Path, tmp_path: Path,
 def test_help_teaches() -> None:
     done = kitbench("run", "--help")
     assert done.returncode == 0
-    for word in ("--check", "--loop", "resident", "KITBENCH_RESULTS", "examples:"):
+    for word in ("--check", "--loop", "resident", "KITBENCH_RESULTS", "examples:", "KITBENCH_DATA, else data/ in",
+                 "(KITBENCH_CACHE, else $XDG_CACHE_HOME/kitbench, else ~/.cache/kitbench)"):
         assert word in done.stdout
 
 

@@ -1,7 +1,7 @@
 """Reading the indexes themselves into the fact cache (``kitbench facts refresh``), so advice keeps up with releases.
 
 ``refresh`` reads, for torch, torchvision and torchaudio, two sources, and keeps each in its own file under
-``$XDG_CACHE_HOME/kitbench/facts/`` (JSON, with the URL and the date it was read):
+``facts/`` of kitbench's cache folder (``kitbench._files.cache_dir``; JSON, with the URL and the date it was read):
 
 * ``pypi-<package>.json``: the simple API where pip reads it (``PIP_INDEX_URL``, pip.conf's ``index-url``,
   else PyPI), in its JSON form (PEP 691): releases, wheel tags, Requires-Python, upload dates, yanked
@@ -381,7 +381,7 @@ def refresh(packages: tuple[str, ...] = PACKAGES, done: Callable[[Outcome], None
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create the facts cache {folder}: {exc.strerror or exc}",
-                         hint="set XDG_CACHE_HOME to a writable folder") from None
+                         hint="set KITBENCH_CACHE to a writable folder") from None
     outcomes: list[Outcome] = []
     failed: dict[str, NetworkError] = {}
     for source in every:

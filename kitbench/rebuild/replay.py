@@ -45,7 +45,7 @@ _OFFLINE = ("lookup address", "dns error", "name resolution", "network is unreac
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get(CACHE_VARIABLE) or Path.home() / ".cache" / "kitbench" / "replay")
+    return Path(os.environ.get(CACHE_VARIABLE) or _files.cache_dir() / "replay")
 
 
 

@@ -12,6 +12,7 @@ import os
 from functools import cache
 from pathlib import Path
 
+from kitbench import _files
 from kitbench.errors import DataError
 from kitbench.records import manifest
 
@@ -22,8 +23,7 @@ MEAN, STD = 0.1307, 0.3081     # the normalization every MNIST tutorial uses
 def default_root() -> Path:
     if os.environ.get(DATA_VARIABLE):
         return Path(os.environ[DATA_VARIABLE])
-    cache_home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache_home / "kitbench" / "data"
+    return _files.cache_dir() / "data"
 
 
 def normalize_root(path: Path) -> Path:
