@@ -248,7 +248,6 @@ def test_a_ddp_run_that_measured_nothing_sound_is_not_ok(mnist_root: Path, tmp_p
     assert _anything_left(tree) == []
 
 
-@pytest.mark.integration
 def test_deterministic_mode_reaches_every_rank(mnist_root: Path, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """Each rank is a process of its own: --deterministic is passed to it and set there, before CUDA could start."""
