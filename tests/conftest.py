@@ -4,6 +4,7 @@ import contextlib
 import hashlib
 import itertools
 import os
+import shlex
 import shutil
 import signal
 import struct
@@ -106,11 +107,21 @@ def _refuse_in_the_fast_tier(what: str) -> None:
                     pytrace=False)
 
 
+def _argv(args: Any) -> list[str]:
+    """Popen's ``args`` as words: a string is a shell's command line (or one program), bytes and paths decoded."""
+    if isinstance(args, (str, bytes, os.PathLike)):
+        text = os.fsdecode(args)
+        try:
+            return shlex.split(text)
+        except ValueError:      # unbalanced quotes: the shell will say so; the first word still names the program
+            return text.split()
+    return [os.fsdecode(a) for a in args]
+
+
 class _FastTierPopen(subprocess.Popen):  # type: ignore[type-arg]
     def __init__(self, args: Any, *rest: Any, **options: Any) -> None:
         if _running:
-            argv = [os.fspath(args)] if isinstance(args, (str, os.PathLike)) else [os.fspath(a) for a in args]
-            what = launched(argv)
+            what = launched(_argv(args))
             if what is not None:
                 _refuse_in_the_fast_tier(f"starts {what}")
         super().__init__(args, *rest, **options)

@@ -8,7 +8,7 @@ import types
 from pathlib import Path
 
 import pytest
-from conftest import launched
+from conftest import _argv, launched
 
 PY = sys.executable
 
@@ -32,6 +32,13 @@ PY = sys.executable
 ])
 def test_what_belongs_to_the_integration_tier(argv: list[str], started: str | None) -> None:
     assert launched(argv) == started
+
+
+def test_popen_arguments_of_every_form_are_read_as_words() -> None:
+    assert launched(_argv("docker build -t x .")) == "docker"        # shell=True's command line
+    assert launched(_argv(b"/usr/bin/srun hostname")) == "srun"
+    assert launched(_argv([Path("/usr/local/bin/torchrun"), b"-m", "w"])) == "torchrun"
+    assert _argv("echo 'unbalanced") == ["echo", "'unbalanced"]
 
 
 def test_a_shell_script_standing_in_for_a_launcher_starts_nothing(tmp_path: Path) -> None:
