@@ -36,7 +36,7 @@ def cache_dir() -> Path:
     ``~/.cache/kitbench``; read at each call."""
     given = os.environ.get(CACHE_VARIABLE)
     if given:
-        return Path(given)
+        return Path(given).expanduser()       # a quoted ~ reaches here unexpanded
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kitbench"
 
 ReadError = Callable[..., KitbenchError]

@@ -169,6 +169,19 @@ def test_one_cache_folder_for_everything_kitbench_keeps(tmp_path: Path, monkeypa
         mine, mine / "facts", mine / "data", mine / "replay")
     monkeypatch.setenv(_files.CACHE_VARIABLE, "")         # empty: not given
     assert _files.cache_dir() == tmp_path / "xdg" / "kitbench"
+    monkeypatch.setenv(_files.CACHE_VARIABLE, "~/kb")     # quoted, so no shell expanded it
+    assert _files.cache_dir() == tmp_path / "home" / "kb"
+
+
+def test_a_cache_folder_that_is_a_file_still_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Nothing can be kept there: install-cmd answers all the same (validators compiled in memory, manifests
+    parsed), and the file is left as it was."""
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv(_files.CACHE_VARIABLE, str(tmp_path / "file"))
+    assert main(["install-cmd", "--os", "linux", "--no-gpu"]) == 0
+    assert capsys.readouterr().out.startswith("pip install torch==")
+    assert (tmp_path / "file").read_text() == ""
 
 
 def test_the_validators_and_manifests_are_kept_in_the_cache_folder(tmp_path: Path,
