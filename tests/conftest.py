@@ -51,6 +51,7 @@ _LAUNCHERS = frozenset({"torchrun", "nox", "docker", "dockerd", "srun", "sbatch"
 _LAUNCHER_MODULES = frozenset({"nox", "torch.distributed.run", "torch.distributed.launch"})
 _KITBENCH_VERBS = frozenset({"replay", "container", "fleet"})   # build environments, images, or go through Slurm
 _TRAINING_CHECKS = frozenset({"mnist", "ddp"})
+_WRAPPERS = frozenset({"env", "timeout", "nice", "setsid", "stdbuf", "runuser"})
 _INTEGRATION_MARKERS = ("docker", "accelerator")
 _running: list[pytest.Item] = []      # the test being set up, run or torn down
 _original: dict[str, Any] = {}
@@ -77,6 +78,8 @@ def launched(argv: Sequence[str]) -> str | None:
     program = Path(argv[0]).name
     if program in _LAUNCHERS:
         return program
+    if program in _WRAPPERS:        # env -u X A=1 torchrun ..., timeout 60 nox ...: what they run
+        return next(filter(None, (launched(argv[i:]) for i in range(1, len(argv)))), None)
     kitbench: list[str] | None = argv[1:] if program == "kitbench" else None
     if "-m" in argv[:-1]:
         module = argv[argv.index("-m") + 1]

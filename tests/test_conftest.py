@@ -28,6 +28,10 @@ PY = sys.executable
     ([PY, "-m", "kitbench", "run", "--epochs", "-3"], None),
     ([PY, "-m", "kitbench", "install-cmd", "--no-gpu"], None),
     ([PY, "-c", "print('nox')"], None),
+    (["env", "-u", "X", "A=1", "torchrun", "-m", "w"], "torchrun"),
+    (["timeout", "60", PY, "-m", "nox"], "nox"),
+    (["runuser", "-u", "munge", "--", "/usr/sbin/munged"], "munged"),
+    (["env", "A=1"], None),
     ([], None),
 ])
 def test_what_belongs_to_the_integration_tier(argv: list[str], started: str | None) -> None:
