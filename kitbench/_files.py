@@ -27,6 +27,18 @@ from pathlib import Path
 
 from kitbench.errors import KitbenchError, OutputRefused, RecordError
 
+CACHE_VARIABLE = "KITBENCH_CACHE"
+
+
+def cache_dir() -> Path:
+    """The one folder of everything kitbench keeps for later (compiled validators, manifests, the fact cache,
+    MNIST, replayed environments): ``KITBENCH_CACHE``, else ``$XDG_CACHE_HOME/kitbench``, else
+    ``~/.cache/kitbench``; read at each call."""
+    given = os.environ.get(CACHE_VARIABLE)
+    if given:
+        return Path(given).expanduser()       # a quoted ~ reaches here unexpanded
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kitbench"
+
 ReadError = Callable[..., KitbenchError]
 
 
@@ -187,11 +199,3 @@ def write(path: Path, data: bytes | str, replace: bool = False, what: str = "",
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
-
-
-def cache_dir() -> Path:
-    """kitbench's cache: ``KITBENCH_CACHE``, else ``$XDG_CACHE_HOME/kitbench``, else ``~/.cache/kitbench``."""
-    given = os.environ.get("KITBENCH_CACHE")
-    if given:
-        return Path(given)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kitbench"

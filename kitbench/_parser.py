@@ -24,7 +24,8 @@ examples:
 
 The record is written to --out, default a new results/<target>/<UTC time>-<id>.json
 (KITBENCH_RESULTS moves the root; KITBENCH_TARGET names the target).
-MNIST is read from --data, default KITBENCH_DATA or ~/.cache/kitbench/data.
+MNIST is read from --data, default KITBENCH_DATA, else data/ in kitbench's cache folder
+(KITBENCH_CACHE, else $XDG_CACHE_HOME/kitbench, else ~/.cache/kitbench).
 """
 
 
@@ -281,7 +282,8 @@ def _facts(sub: Any, name: str, summary: str) -> None:
     facts = sub.add_parser(name, help=summary,
                            description="install-cmd answers from facts baked into kitbench (envs/wheels.yaml, "
                                        "envs/releases/) and from a cache of the indexes themselves "
-                                       "($XDG_CACHE_HOME/kitbench/facts/), which refresh fills.")
+                                       "(facts/ in KITBENCH_CACHE, else $XDG_CACHE_HOME/kitbench, else "
+                                       "~/.cache/kitbench), which refresh fills.")
     # The metavar is argparse's own usage text; named, a missing verb's error says it, not the dest's name.
     verbs = facts.add_subparsers(dest="facts_command", metavar="{refresh}", required=True, parser_class=_Parser)
     verbs.add_parser("refresh", help="read PyPI (where pip reads) and PyTorch's index (KITBENCH_PYTORCH_INDEX) "

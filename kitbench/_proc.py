@@ -26,7 +26,7 @@ MAX_BYTES = 1 << 20         # per stream: far above any answer kitbench parses, 
 MAX_LINE = 4096             # bytes of one streamed line: a progress line, not a program's whole output
 
 
-class Done(NamedTuple):        # not a dataclass: the probe runs nvidia-smi at install-cmd's start-up
+class Done(NamedTuple):        # not a dataclass: "Start-up" in docs/architecture.md (the probe runs nvidia-smi)
     returncode: int
     stdout: str
     stderr: str             # empty with merge=True: stderr went to stdout

@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import os
+import shlex
 import shutil
 import signal
 import struct
@@ -43,6 +45,131 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.longrepr = f"a prerequisite CI provides is missing (KITBENCH_PREREQUISITES=required): {reason}"
 
 
+# The two tiers (pyproject.toml's markers): a test that launches torchrun, Docker, Slurm or nox, or trains a
+# model, is an integration test; the rest (-m "not integration") is the change-test loop. A Docker or an
+# accelerator test is one by its marker. An unmarked test that starts any of them, itself or through a fixture
+# it asks for, fails, naming what it started: before it starts it (a launch), or at the first epoch (training).
+_LAUNCHERS = frozenset({"torchrun", "nox", "docker", "dockerd", "srun", "sbatch", "salloc", "slurmctld", "slurmd",
+                        "munged"})
+_LAUNCHER_MODULES = frozenset({"nox", "torch.distributed.run", "torch.distributed.launch"})
+_KITBENCH_VERBS = frozenset({"replay", "container", "fleet"})   # build environments, images, or go through Slurm
+_TRAINING_CHECKS = frozenset({"mnist", "ddp"})
+_WRAPPERS = frozenset({"env", "timeout", "nice", "setsid", "stdbuf", "runuser"})
+_INTEGRATION_MARKERS = ("docker", "accelerator")
+_running: list[pytest.Item] = []      # the test being set up, run or torn down
+_original: dict[str, Any] = {}
+
+
+def _stand_in(program: str) -> bool:
+    """A shell script a test wrote in place of the real program (every launcher above is a binary or Python)."""
+    found = shutil.which(program)
+    try:
+        with open(found or program, "rb") as file:
+            first = file.readline(200)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and first.split()[0].rsplit(b"/", 1)[-1] in (b"sh", b"bash", b"dash")
+
+
+def launched(argv: Sequence[str]) -> str | None:
+    """What of the integration tier ``argv`` starts, or None: a launcher (by its program or its ``-m`` module),
+    or a kitbench command that trains (``run`` naming the mnist or ddp check, or its default checks and a data
+    folder) or builds (replay, container, fleet)."""
+    argv = list(argv)
+    if not argv or _stand_in(argv[0]):
+        return None
+    program = Path(argv[0]).name
+    if program in _LAUNCHERS:
+        return program
+    if program in _WRAPPERS:        # env -u X A=1 torchrun ..., timeout 60 nox ...: what they run
+        return next(filter(None, (launched(argv[i:]) for i in range(1, len(argv)))), None)
+    kitbench: list[str] | None = argv[1:] if program == "kitbench" else None
+    if "-m" in argv[:-1]:
+        module = argv[argv.index("-m") + 1]
+        if module in _LAUNCHER_MODULES:
+            return module
+        if module == "kitbench":
+            kitbench = argv[argv.index("-m") + 2:]
+    verb = next((a for a in kitbench or () if not a.startswith("-")), None)
+    if kitbench is None or verb is None:
+        return None
+    if verb in _KITBENCH_VERBS:
+        return f"kitbench {verb}"
+    if verb != "run" or {"-h", "--help"} & set(kitbench):
+        return None
+    pairs = list(itertools.pairwise(kitbench))
+    given = dict(pairs)
+    checks = {value for flag, value in pairs if flag == "--check"}
+    checks |= {a.removeprefix("--check=") for a in kitbench if a.startswith("--check=")}
+    # Its default checks train on the data it is given; a refusal of a bad argument trains nothing.
+    if checks & _TRAINING_CHECKS or (not checks and Path(given.get("--data", "/nonexistent")).is_dir()):
+        return "kitbench run (it trains)"
+    return None
+
+
+def _refuse_in_the_fast_tier(what: str) -> None:
+    if _running and not _running[-1].get_closest_marker("integration"):
+        pytest.fail(f"{_running[-1].nodeid} {what}: mark it @pytest.mark.integration (its module: pytestmark)",
+                    pytrace=False)
+
+
+def _argv(args: Any) -> list[str]:
+    """Popen's ``args`` as words: a string is a shell's command line (or one program), bytes and paths decoded."""
+    if isinstance(args, (str, bytes, os.PathLike)):
+        text = os.fsdecode(args)
+        try:
+            return shlex.split(text)
+        except ValueError:      # unbalanced quotes: the shell will say so; the first word still names the program
+            return text.split()
+    return [os.fsdecode(a) for a in args]
+
+
+class _FastTierPopen(subprocess.Popen):  # type: ignore[type-arg]
+    def __init__(self, args: Any, *rest: Any, **options: Any) -> None:
+        if _running:
+            what = launched(_argv(args))
+            if what is not None:
+                _refuse_in_the_fast_tier(f"starts {what}")
+        super().__init__(args, *rest, **options)
+
+
+def _guarded_get(name: str) -> Any:
+    """checks.get, with the MNIST trainer's epoch refusing to run in an unmarked test."""
+    found = _original["get"](name)
+    training = sys.modules.get("kitbench.suite.checks.mnist_training")
+    if training is not None and getattr(training._epoch, "__name__", "") != "_guarded_epoch":
+        epoch = training._epoch
+
+        def _guarded_epoch(*args: Any, **kwargs: Any) -> Any:
+            _refuse_in_the_fast_tier("trains a model")
+            return epoch(*args, **kwargs)
+
+        training._epoch = _guarded_epoch
+    return found
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if any(item.get_closest_marker(name) for name in _INTEGRATION_MARKERS):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    _running.append(item)
+    try:
+        yield
+    finally:
+        _running.pop()
+
+
+def pytest_sessionstart() -> None:
+    from kitbench.suite import checks
+
+    subprocess.Popen = _FastTierPopen  # type: ignore[misc]
+    _original["get"], checks.get = checks.get, _guarded_get
+
+
 @pytest.fixture
 def resources() -> Path:
     return RESOURCES
@@ -54,6 +181,23 @@ def mnist_root() -> Path:
     if not (SHARED_MNIST / "MNIST" / "raw" / "train-images-idx3-ubyte").is_file():
         pytest.skip(f"real MNIST not found at {SHARED_MNIST} (set KITBENCH_DATA)")
     return SHARED_MNIST
+
+
+@pytest.fixture(scope="session")
+def runs(mnist_root: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Records of real CPU runs, shared by every test that reads one: twice the same (a, b), then another seed
+    and another learning rate."""
+    from kitbench.suite import runner as suite
+    from kitbench.suite.checks.base import Options
+
+    base = dict(checks=("moves", "mnist"), device="cpu", data=mnist_root, offline=True, quick=True,
+                loops=("resident",), train_limit=1500, epochs=2, threads=1)
+    made = {}
+    for name, changes in (("a", {}), ("b", {}), ("seed", {"seed": 1}), ("lr", {"lr": 0.05})):
+        out = tmp_path_factory.mktemp(name) / f"{name}.json"
+        suite.run(Options(**{**base, **changes}), out)
+        made[name] = out
+    return made
 
 
 @pytest.fixture

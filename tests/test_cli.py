@@ -82,6 +82,7 @@ def test_default_record_path_follows_target_and_results_root(tmp_path: Path) -> 
     assert str(written[0]) in done.stdout
 
 
+@pytest.mark.integration
 def test_sigterm_leaves_an_interrupted_record(mnist_root: Path, tmp_path: Path,
                                               spawn: Callable[..., subprocess.Popen[str]]) -> None:
     out = tmp_path / "r.json"
@@ -104,7 +105,8 @@ def test_sigterm_leaves_an_interrupted_record(mnist_root: Path, tmp_path: Path,
 def test_help_teaches() -> None:
     done = kitbench("run", "--help")
     assert done.returncode == 0
-    for word in ("--check", "--loop", "resident", "KITBENCH_RESULTS", "examples:"):
+    for word in ("--check", "--loop", "resident", "KITBENCH_RESULTS", "examples:", "KITBENCH_DATA, else data/ in",
+                 "(KITBENCH_CACHE, else $XDG_CACHE_HOME/kitbench, else ~/.cache/kitbench)"):
         assert word in done.stdout
 
 
@@ -125,14 +127,47 @@ def test_install_cmd_imports_only_what_it_needs(tmp_path: Path) -> None:
             "    print('modules:', *sys.modules, file=sys.stderr)\n")
     env = {**os.environ, "KITBENCH_CACHE": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path)}
     never = {"dataclasses", "inspect", "kitbench.suite", "hashlib", "json", "yaml", "fastjsonschema",
-             "kitbench.advice.indexes", "urllib.request", "tomlkit", "kitbench._toml"} | \
-        ({"platform"} if sys.platform == "linux" else set())
+             "kitbench.advice.indexes", "urllib.request", "tomlkit", "kitbench._toml", "packaging.tags"}
+    never |= {"platform"} if sys.platform == "linux" else set()
     for args in (["install-cmd", "--os", "linux", "--driver", "570.86.10", "--gpu-cc", "9.0"], ["install-cmd"]):
         for _ in range(2):      # the first keeps the manifests, as any install-cmd before it would have
             done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env,
                                   timeout=300, check=False)
         modules = next(line for line in done.stderr.splitlines() if line.startswith("modules: ")).split()
         assert done.stdout.startswith("pip install torch==") and not never & set(modules), (args, done.stderr)
+
+
+def test_in_process_install_cmd_turns_the_collector_back_on(monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """The collector is off while install-cmd answers ("Start-up" in docs/architecture.md), and a caller's
+    ``main([...])`` gets it back as it was: on, nothing frozen; off stays off; a refusal turns it back on too."""
+    import gc
+
+    from kitbench import _cli
+
+    during: list[bool] = []
+    answer = _cli._main
+
+    def watched(argv: list[str] | None) -> int:
+        during.append(gc.isenabled())
+        return answer(argv)
+
+    monkeypatch.setattr(_cli, "_main", watched)
+    frozen = gc.get_freeze_count()
+    assert gc.isenabled()
+    assert _cli.main(["install-cmd", "--os", "linux", "--no-gpu"]) == 0
+    assert gc.isenabled() and gc.get_freeze_count() == frozen
+    assert _cli.main(["install-cmd", "--os", "beos"]) != 0
+    assert gc.isenabled() and gc.get_freeze_count() == frozen
+    assert _cli.main(["compare", "--no-such-option"]) != 0
+    assert during == [False, False, True]          # only install-cmd runs without it
+    gc.disable()
+    try:
+        assert _cli.main(["install-cmd", "--os", "linux", "--no-gpu"]) == 0
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    capsys.readouterr()
 
 
 def test_probe_json_without_torch() -> None:
@@ -384,6 +419,7 @@ def test_a_setup_error_makes_a_failed_record(tmp_path: Path, capsys: pytest.Capt
     assert record["error"].startswith("device 'cuda' is not usable here")
 
 
+@pytest.mark.integration
 def test_a_diverging_run_is_not_ok(tiny_mnist: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "r.json"
     assert _main("run", "--check", "mnist", "--device", "cpu", "--data", str(tiny_mnist), "--offline",

@@ -89,3 +89,10 @@ def test_quoted_install_commands_are_today_s(page: str, args: list[str], output:
         pytest.skip(f"{page}: a transcript of the machine it ran on")
     assert _cli.main(args) == 0
     assert capsys.readouterr().out.strip() == output.strip()
+
+
+def test_the_fast_tier_the_readme_names_is_a_marker_pytest_knows(request: pytest.FixtureRequest) -> None:
+    """The README's change-test loop deselects a marker pyproject.toml registers (an unknown one selects all)."""
+    named = set(re.findall(r'-m "not (\w+)"', (REPO / "README.md").read_text()))
+    assert named == {"integration"}
+    assert any(m.startswith("integration:") for m in request.config.getini("markers"))

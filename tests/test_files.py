@@ -148,3 +148,52 @@ def test_a_small_kernel_file_is_read_or_none_never_an_error(tmp_path: Path) -> N
     assert read_small(tmp_path / "model") == "Radeon \ufffd RX\n"
     assert read_small(tmp_path / "absent") is None
     assert read_small(tmp_path) is None          # a directory where a file was expected
+
+
+def test_one_cache_folder_for_everything_kitbench_keeps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """KITBENCH_CACHE, else $XDG_CACHE_HOME/kitbench, else ~/.cache/kitbench: read by every cache's user."""
+    from kitbench.advice import facts
+    from kitbench.rebuild import replay
+    from kitbench.suite import data
+
+    monkeypatch.undo()          # conftest's stand-in fact cache: the real lookup here
+    for name in (_files.CACHE_VARIABLE, "XDG_CACHE_HOME", data.DATA_VARIABLE, replay.CACHE_VARIABLE):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert _files.cache_dir() == tmp_path / "home" / ".cache" / "kitbench"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert _files.cache_dir() == tmp_path / "xdg" / "kitbench"
+    monkeypatch.setenv(_files.CACHE_VARIABLE, str(tmp_path / "mine"))
+    mine = tmp_path / "mine"
+    assert (_files.cache_dir(), facts.cache_dir(), data.default_root(), replay.cache_root()) == (
+        mine, mine / "facts", mine / "data", mine / "replay")
+    monkeypatch.setenv(_files.CACHE_VARIABLE, "")         # empty: not given
+    assert _files.cache_dir() == tmp_path / "xdg" / "kitbench"
+    monkeypatch.setenv(_files.CACHE_VARIABLE, "~/kb")     # quoted, so no shell expanded it
+    assert _files.cache_dir() == tmp_path / "home" / "kb"
+
+
+def test_a_cache_folder_that_is_a_file_still_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Nothing can be kept there: install-cmd answers all the same (validators compiled in memory, manifests
+    parsed), and the file is left as it was."""
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv(_files.CACHE_VARIABLE, str(tmp_path / "file"))
+    assert main(["install-cmd", "--os", "linux", "--no-gpu"]) == 0
+    assert capsys.readouterr().out.startswith("pip install torch==")
+    assert (tmp_path / "file").read_text() == ""
+
+
+def test_the_validators_and_manifests_are_kept_in_the_cache_folder(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from kitbench.records import manifest, schemas
+
+    monkeypatch.setenv(_files.CACHE_VARIABLE, str(tmp_path / "c"))
+    schemas.validator("suite")
+    manifest.load(manifest.envs_dir() / "suite.yaml", "suite")
+    assert [p.parent.name for p in sorted((tmp_path / "c").rglob("*.*"))] == ["manifests", "validators"]
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "manifests").symlink_to(tmp_path / "elsewhere")     # never written through: still answers
+    monkeypatch.setenv(_files.CACHE_VARIABLE, str(tmp_path / "d"))
+    assert manifest.load(manifest.envs_dir() / "suite.yaml", "suite").data["requirements"]
+    assert not (tmp_path / "elsewhere").exists()

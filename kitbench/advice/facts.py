@@ -1,6 +1,6 @@
 """The wheel and build facts install-cmd answers from beyond the baked ones: the user's cache of the indexes.
 
-``kitbench.advice.indexes`` fills ``$XDG_CACHE_HOME/kitbench/facts/`` (``kitbench facts refresh``): one file per
+``kitbench.advice.indexes`` fills ``facts/`` in kitbench's cache folder (``kitbench facts refresh``): one file per
 source, and ``releases.json`` derived from them, the releases in the form install-cmd reads. This module
 is what install-cmd imports: it reads that one small file, and only when it exists (a stat otherwise),
 so start-up does not grow; nothing here touches the network. A release that ``envs/releases/`` covers is
@@ -27,8 +27,8 @@ FORMAT = 2          # of releases.json: one written in another form is refused, 
 
 
 class Derived(NamedTuple):
-    """A release known only from the cache, in the terms selector.Release and wheels.Wheels need. A named tuple,
-    not a dataclass: as immutable, and far cheaper to define, which install-cmd's start-up pays."""
+    """A release known only from the cache, in the terms selector.Release and wheels.Wheels need (a named tuple:
+    "Start-up" in docs/architecture.md)."""
 
     version: str
     torchvision: str
@@ -44,7 +44,7 @@ class Derived(NamedTuple):
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "kitbench", "facts")
+    return _files.cache_dir() / "facts"
 
 
 MAX_BYTES = 8 * 2**20       # the largest cache file kitbench writes is tens of kB; more is not ours

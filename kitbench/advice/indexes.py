@@ -1,7 +1,7 @@
 """Reading the indexes themselves into the fact cache (``kitbench facts refresh``), so advice keeps up with releases.
 
 ``refresh`` reads, for torch, torchvision and torchaudio, two sources, and keeps each in its own file under
-``$XDG_CACHE_HOME/kitbench/facts/`` (JSON, with the URL and the date it was read):
+``facts/`` of kitbench's cache folder (``kitbench._files.cache_dir``; JSON, with the URL and the date it was read):
 
 * ``pypi-<package>.json``: the simple API where pip reads it (``PIP_INDEX_URL``, pip.conf's ``index-url``,
   else PyPI), in its JSON form (PEP 691): releases, wheel tags, Requires-Python, upload dates, yanked
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-from packaging.version import InvalidVersion
+from packaging.version import InvalidVersion, Version
 
 from kitbench import _files, _http
 from kitbench.advice import facts, vendors, wheels
@@ -42,7 +42,6 @@ from kitbench.advice.facts import read_json
 from kitbench.errors import NetworkError, UsageError
 from kitbench.machine import drivers
 from kitbench.machine.builds import build, page_order
-from kitbench.machine.versions import version_tuple
 from kitbench.records import manifest
 
 PACKAGES = ("torch", "torchvision", "torchaudio")
@@ -88,7 +87,9 @@ def python_tag(interpreter: str, abi: str) -> str:
 def parse_wheel(filename: str) -> Wheel | None:
     """PEP 427's ``name-version(-build)?-python-abi-platform.whl`` as packaging reads it (the name as it is: a
     percent sign is no escape here, and decoding one could smuggle a ``-`` or a quote into a tag); None for
-    anything else."""
+    anything else (a name with a space or a control character too)."""
+    if not filename.isprintable() or " " in filename:      # packaging would strip these around a version
+        return None
     try:
         name, version, _, tags = parse_wheel_filename(filename)
     except (InvalidWheelFilename, InvalidVersion):
@@ -263,7 +264,7 @@ def summarize(files: list[File], package: str, dropped: list[str] | None = None)
             dropped.append(f"a wheel name that does not parse ({entry.filename[:80]})")
         if wheel is None or entry.yanked or wheel.name != package:
             continue
-        if not (re.fullmatch(facts.INDEX_VERSION, wheel.version) and (
+        if wheel is None or not (re.fullmatch(facts.INDEX_VERSION, wheel.version) and (
                 not wheel.local or re.fullmatch(facts.BUILD_LABEL, wheel.local))
                 and all(map(_TAG.fullmatch, wheel.pythons + wheel.platforms))):
             if dropped is not None:
@@ -317,7 +318,7 @@ def _pairs(releases: dict[str, dict[str, Any]], known: dict[str, str], get: Call
     """version -> the torch it requires, from .metadata where served: the newest few unknown versions per refresh."""
     pairs = dict(known)
     unknown = sorted((v for v, r in releases.items() if v not in pairs and r["metadata"] and _FINAL.match(v)),
-                     key=version_tuple, reverse=True)[:_METADATA_PER_REFRESH]
+                     key=Version, reverse=True)[:_METADATA_PER_REFRESH]
     for version in unknown:
         try:
             text = get(releases[version]["metadata"]).decode("utf-8", "replace")
@@ -393,7 +394,7 @@ def refresh(packages: tuple[str, ...] = PACKAGES, done: Callable[[Outcome], None
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create the facts cache {folder}: {exc.strerror or exc}",
-                         hint="set XDG_CACHE_HOME to a writable folder") from None
+                         hint="set KITBENCH_CACHE to a writable folder") from None
     outcomes: list[Outcome] = []
     failed: dict[str, NetworkError] = {}
     for source in every:
@@ -425,7 +426,7 @@ def _pair(torch: str, candidates: dict[str, dict[str, Any]], requires: dict[str,
     """The torchvision (or torchaudio) released with ``torch``, and how that is known."""
     by_metadata = [v for v, t in requires.items() if t == torch]
     if by_metadata:
-        return max(by_metadata, key=version_tuple), "its Requires-Dist (PEP 658 metadata)"
+        return max(by_metadata, key=Version), "its Requires-Dist (PEP 658 metadata)"
     if not uploaded:
         return None
     when = datetime.datetime.fromisoformat(uploaded.replace("Z", "+00:00"))
@@ -461,8 +462,9 @@ def derive(files: dict[str, dict[str, Any]], baked: set[str]) -> list[dict[str, 
 
     index = files.get("pytorch-torch.json") or {}
     found = []
-    for version, entry in sorted(index.get("releases", {}).items(), key=lambda i: version_tuple(i[0]), reverse=True):
-        if not _FINAL.match(version) or version in baked or version_tuple(version) < (2, 0):
+    final = {v: e for v, e in index.get("releases", {}).items() if _FINAL.match(v)}
+    for version, entry in sorted(final.items(), key=lambda i: Version(i[0]), reverse=True):
+        if version in baked or Version(version) < Version("2"):
             continue
         pypi = releases("pypi", "torch").get(version, {})
         uploaded = pypi.get("uploaded") or entry.get("uploaded", "")

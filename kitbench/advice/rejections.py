@@ -20,8 +20,8 @@ Cause = Literal[
 
 
 class Rejection(NamedTuple):
-    """One build passed over: which, why (``cause``), and the facts its words need (the rest empty). A named
-    tuple, not a dataclass: as immutable, and a fifth of the cost to define on install-cmd's start-up."""
+    """One build passed over: which, why (``cause``), and the facts its words need (the rest empty) (a named
+    tuple: "Start-up" in docs/architecture.md)."""
 
     build: str
     cause: Cause

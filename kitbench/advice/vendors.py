@@ -15,11 +15,10 @@ from typing import NamedTuple
 from kitbench import _files
 from kitbench.errors import ManifestError
 from kitbench.machine.probe.amd import AmdGpu
-from kitbench.machine.versions import version_tuple
 from kitbench.records import manifest
 
 
-# Named tuples, not dataclasses: as immutable, and far cheaper to define, which install-cmd's start-up pays.
+# Named tuples, not dataclasses: "Start-up" in docs/architecture.md.
 class VendorFacts(NamedTuple):
     rocm: dict[str, tuple[str, ...]]              # compute -> gfx architectures
     rocm_sources: dict[str, str]
@@ -39,7 +38,9 @@ class VendorFacts(NamedTuple):
         since = self.xpu_since.get(os)
         if since is None or arch != self.xpu_arch:
             return False
-        return release == "nightly" or version_tuple(release) >= version_tuple(since)
+        from packaging.version import Version  # not at import: see "Start-up" in docs/architecture.md
+
+        return release == "nightly" or Version(release) >= Version(since)
 
     def rocm_missing(self, gpus: Sequence[AmdGpu], compute: str) -> tuple[list[str], list[AmdGpu]]:
         """The gfx the ``compute`` build lacks among the GPUs that decide, and the integrated GPUs left

@@ -9,7 +9,9 @@ A fact the question leaves unknown (another machine's glibc, say) constrains not
 Where PyPI has no torch wheel for the machine's OS and chip at all (Windows on Arm), what installs is what
 PyTorch's own index is recorded serving there (``envs/index_tags.yaml``'s ``wheels``): torch, and each of its
 companions only where that index is recorded serving it too.
-Nothing here imports torch or ``packaging``: the tags torch uses are few and regular. What torch pulls in on
+Requires-Python and the releases' order are read by ``packaging`` (imported where first asked); the platform
+tags are this module's own reading: their floors are another machine's glibc or macOS, which
+``packaging.tags`` (this interpreter's tags) cannot answer. What torch pulls in on
 Linux (triton, the CUDA runtime packages: ``envs/runtime_tags.yaml``, ``envs/scripts/fetch_runtime_tags.py``)
 is read only for a Linux answer with a known glibc, and decides a build, not a release: the CPU build pulls
 none of it in.
@@ -19,12 +21,15 @@ none of it in.
 import re
 from functools import cache
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from kitbench import _files
 from kitbench.advice import facts
 from kitbench.machine.probe import Probe
 from kitbench.records import manifest
+
+if TYPE_CHECKING:
+    from packaging.specifiers import SpecifierSet
 
 # What a pinned command names; torchaudio where the release had one (and the facts record it).
 PACKAGES = ("torch", "torchvision", "torchaudio")
@@ -35,13 +40,11 @@ _WINDOWS_ARCH = {"amd64": "x86_64", "arm64": "aarch64"}
 _PLATFORM = re.compile(r"^(?:(manylinux1|manylinux2010|manylinux2014)|(manylinux|musllinux|macosx)_([0-9]+)_([0-9]+)"
                        r"|win|linux)_(\w+)$")
 _PYTHON_TAG = re.compile(r"^cp([0-9])([0-9]+)(t|-abi3)?$")
-_CLAUSE = re.compile(r"^\s*(>=|<=|==|!=|>|<|~=)\s*([0-9.]+)\s*$")
 
 Version = tuple[int, ...]
 
 
-# The types below are named tuples, not dataclasses: as immutable, and far cheaper to define, which
-# install-cmd's start-up pays on every run.
+# Named tuples, not dataclasses: "Start-up" in docs/architecture.md.
 class Host(NamedTuple):
     """What decides whether a wheel installs; ``None`` is a fact the question leaves unknown."""
 
@@ -307,7 +310,9 @@ def _load(source: _files.Stamp, cache_source: _files.Stamp) -> Facts:     # cach
         versions = {"torch": derived.version, "torchvision": derived.torchvision,
                     "torchaudio": derived.torchaudio or ""}
         found.setdefault(derived.version, _wheels(versions, derived.wheels))
-    ordered = dict(sorted(found.items(), key=lambda item: parse_version(item[0])))
+    from packaging.version import Version as Release
+
+    ordered = dict(sorted(found.items(), key=lambda item: Release(item[0])))
     return Facts(source=data["source"], read=data["read"], releases=ordered)
 
 
@@ -318,22 +323,21 @@ def _wheels(versions: dict[str, str], packages: dict[str, dict[str, str]]) -> di
 
 
 def python_allowed(spec: str, python: Version) -> bool:
-    """``python`` (major, minor) meets Requires-Python ``spec``; a clause naming a patch
-    release (``!=3.14.1``) cannot exclude a whole minor version, so it is passed."""
-    for clause in filter(None, (c.strip() for c in spec.split(","))):
-        match = _CLAUSE.match(clause)
-        if match is None:
-            continue
-        op, text = match.groups()
-        bound = parse_version(text)
-        ours = python + (0,) * (len(bound) - len(python))
-        short = bound[:len(python)]
-        ok = {">=": ours >= bound, ">": ours > bound and python > short, "<=": python <= short, "<": python < short,
-              "==": python == short, "!=": len(bound) > len(python) or python != short,
-              "~=": ours >= bound}[op]
-        if not ok:
-            return False
-    return True
+    """``python`` (major, minor) meets Requires-Python ``spec``, taken as its first release (3.14 as 3.14.0: a
+    clause excluding a later patch, ``!=3.14.1``, leaves 3.14 allowed). A spec that is not PEP 440's constrains
+    nothing, as pip ignores one."""
+    allowed = _requires_python(spec)
+    return allowed is None or allowed.contains(show(python))
+
+
+@cache
+def _requires_python(spec: str) -> "SpecifierSet | None":
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # see "Start-up" in docs/architecture.md
+
+    try:
+        return SpecifierSet(spec)
+    except InvalidSpecifier:
+        return None
 
 
 def python_of_tag(tag: str) -> tuple[Version, str] | None:

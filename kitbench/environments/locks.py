@@ -276,7 +276,10 @@ class Lock:
 
 
 def normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+    """A package's name as PEP 503 compares it (packaging's reading)."""
+    from packaging.utils import canonicalize_name  # packaging.utils reads tags too: only where a name is asked
+
+    return canonicalize_name(name)
 
 
 # A lock is input kitbench did not write (a checkout's, KITBENCH_LOCK's): every field it derives

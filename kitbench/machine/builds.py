@@ -23,9 +23,8 @@ _UNKNOWN = ("unknown", "", "nothing known")
 
 
 class Build(NamedTuple):
-    """One build: its tag, kind, and its toolkit's version (CUDA 12.6: (12, 6); ROCm 7.14: (7, 14); else ()).
-    A named tuple, immutable as a frozen dataclass is, and a fraction of its cost to define on install-cmd's
-    start-up."""
+    """One build: its tag, kind, and its toolkit's version (CUDA 12.6: (12, 6); ROCm 7.14: (7, 14); else ())
+    (a named tuple: "Start-up" in docs/architecture.md)."""
 
     tag: str
     kind: str

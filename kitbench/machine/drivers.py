@@ -12,7 +12,7 @@ from kitbench.machine.versions import parse_capability, parse_cuda, parse_driver
 from kitbench.records import manifest
 
 
-# Named tuples, not dataclasses: as immutable, and far cheaper to define, which install-cmd's start-up pays.
+# Named tuples, not dataclasses: "Start-up" in docs/architecture.md.
 class DriverRequirement(NamedTuple):
     """What a CUDA version asks of the driver on one OS."""
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kitbench import _files
 from kitbench._numbers import is_whole
-from kitbench.errors import ManifestError
+from kitbench.errors import ManifestError, RecordError
 from kitbench.records import schemas
 
 if TYPE_CHECKING:
@@ -79,8 +79,8 @@ def docker_dir() -> Path:
 
 
 class Manifest(NamedTuple):
-    """A validated manifest: its parsed data, where it came from, its bytes. A named tuple, not a dataclass: as
-    immutable, and far cheaper to define, which install-cmd's start-up pays."""
+    """A validated manifest: its parsed data, where it came from, its bytes (a named tuple: "Start-up" in
+    docs/architecture.md)."""
 
     path: Path
     data: dict[str, Any]
@@ -117,8 +117,10 @@ class _Kept(NamedTuple):
     def keep(self, data: dict[str, Any]) -> None:
         if self.file is None:
             return
-        with contextlib.suppress(OSError, ValueError):      # ValueError: a YAML date, which marshal cannot keep
-            schemas.write_atomically(self.file, marshal.dumps((*self.source, data)))
+        # Kept or not, the answer stands (ValueError: a YAML date, which marshal cannot keep).
+        with contextlib.suppress(OSError, RecordError, ValueError):
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            _files.write(self.file, marshal.dumps((*self.source, data)), replace=True)
 
 
 def _remembered(raw: bytes, schema: str) -> _Kept:
@@ -131,7 +133,7 @@ def _remembered(raw: bytes, schema: str) -> _Kept:
         text = (Path(schemas.__file__).parent / f"{schema}.schema.json").read_bytes()
     except OSError:
         return _Kept(None, (raw, b""), None)
-    file = schemas.cache_dir() / "manifests" / f"{schema}-{zlib.crc32(raw):08x}.marshal"
+    file = _files.cache_dir() / "manifests" / f"{schema}-{zlib.crc32(raw):08x}.marshal"
     try:
         kept = marshal.loads(file.read_bytes())
     except (OSError, ValueError, EOFError, TypeError):

@@ -12,7 +12,7 @@ import os
 from functools import cache
 from pathlib import Path
 
-from kitbench import _reach
+from kitbench import _files, _reach
 from kitbench.errors import DataError
 from kitbench.records import manifest
 
@@ -23,8 +23,7 @@ MEAN, STD = 0.1307, 0.3081     # the normalization every MNIST tutorial uses
 def default_root() -> Path:
     if os.environ.get(DATA_VARIABLE):
         return Path(os.environ[DATA_VARIABLE])
-    cache_home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache_home / "kitbench" / "data"
+    return _files.cache_dir() / "data"
 
 
 def normalize_root(path: Path) -> Path:

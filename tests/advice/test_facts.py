@@ -142,7 +142,7 @@ def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Index]:
     port = server.server_address[1]
     monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{port}/simple")
     monkeypatch.setenv(indexes.PYTORCH_VARIABLE, f"http://127.0.0.1:{port}/whl/")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("KITBENCH_CACHE", str(tmp_path / "cache" / "kitbench"))
     monkeypatch.delenv(facts.MAX_AGE_VARIABLE, raising=False)
     monkeypatch.setattr(facts, "cache_dir", CACHE_DIR)
     yield server
@@ -280,7 +280,7 @@ def test_offline_a_refresh_fails_in_seconds_with_one_error_line_and_install_cmd_
     port = _closed_port()
     monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{port}/simple/")
     monkeypatch.setenv(indexes.PYTORCH_VARIABLE, f"http://127.0.0.1:{port}/whl/")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("KITBENCH_CACHE", str(tmp_path / "kitbench"))
     monkeypatch.setattr(facts, "cache_dir", CACHE_DIR)
     started = time.monotonic()
     assert main(["facts", "refresh"]) == 1
@@ -334,7 +334,7 @@ def test_facts_older_than_sixty_days_say_so_once_with_how_to_refresh(tmp_path: P
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     import datetime
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("KITBENCH_CACHE", str(tmp_path / "kitbench"))
     monkeypatch.setattr(facts, "cache_dir", CACHE_DIR)
     read = datetime.datetime(2026, 11, 24, tzinfo=datetime.timezone.utc)
     assert facts.stale_note("2026-11-24", now=read + datetime.timedelta(days=60)) is None
@@ -397,7 +397,7 @@ def test_pypi_is_read_where_pip_reads_it(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def test_without_a_cache_nothing_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("KITBENCH_CACHE", str(tmp_path / "kitbench"))
     monkeypatch.setattr(facts, "cache_dir", CACHE_DIR)
     assert facts.cached() == {} and facts.derived() == [] and facts.checked() is None
 
@@ -406,7 +406,7 @@ def test_without_a_cache_nothing_is_read(tmp_path: Path, monkeypatch: pytest.Mon
                                   '{"format": 1, "releases": 7}', "[1, 2", '{"format": 1, "checked": "soon"}'])
 def test_a_cache_in_another_form_is_a_note_and_install_cmd_answers_from_the_baked_facts(
         text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("KITBENCH_CACHE", str(tmp_path / "kitbench"))
     monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{_closed_port()}/simple/")
     monkeypatch.setenv(indexes.PYTORCH_VARIABLE, f"http://127.0.0.1:{_closed_port()}/whl/")
     monkeypatch.setattr(facts, "cache_dir", CACHE_DIR)
@@ -474,7 +474,7 @@ def test_a_tampered_cache_never_reaches_the_command_users_eval(
 
 
 def test_a_cache_file_too_large_to_be_ours_is_refused_unread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("KITBENCH_CACHE", str(tmp_path / "kitbench"))
     monkeypatch.setattr(facts, "cache_dir", CACHE_DIR)
     folder = CACHE_DIR()
     folder.mkdir(parents=True)

@@ -501,6 +501,22 @@ def test_requires_python_clauses() -> None:
     assert not wheels.python_allowed("<3.12", (3, 12))
 
 
+@pytest.mark.parametrize(("spec", "python", "allowed"), [
+    (">=3.10,!=3.14.*", (3, 14), False),      # a whole minor excluded (the hand reader skipped the clause)
+    (">=3.10,!=3.14.*", (3, 13), True),
+    ("~=3.9", (4, 0), False),                 # compatible release: 3.9 and later 3.x only
+    ("~=3.9", (3, 13), True),
+    ("~=3.9.2", (3, 10), False),
+    ("==3.11.*", (3, 11), True),
+    ("==3.11.*", (3, 12), False),
+    (">3.10", (3, 10), False),
+    ("", (3, 8), True),
+    (">=3.", (3, 8), True),                   # not PEP 440: constrains nothing, as pip ignores it
+])
+def test_requires_python_as_packaging_reads_it(spec: str, python: tuple[int, int], allowed: bool) -> None:
+    assert wheels.python_allowed(spec, python) is allowed
+
+
 def test_platform_tags() -> None:
     assert wheels.platform("manylinux1_x86_64").floor == (2, 5)
     assert wheels.platform("manylinux_2_28_aarch64").arches == ("aarch64",)

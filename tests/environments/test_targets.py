@@ -99,6 +99,7 @@ def _nox_list(env_dir: Path) -> str:
     return done.stdout
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(("breakage", "words"), [
     (lambda envs: (envs / "targets" / "cpu.yaml").write_text("kind: venv\nkind: docker\n"),
      "cpu.yaml:2: duplicate key 'kind' (first on line 1)"),
@@ -116,6 +117,7 @@ def test_nox_with_a_broken_manifest_says_one_line(envs_copy: Path, breakage: obj
     assert len(errors) == 1 and words in errors[0], done.stderr
 
 
+@pytest.mark.integration
 def test_nox_lists_a_session_per_target_with_its_description() -> None:
     listing = _nox_list(REPO / "envs")
     for name in ("cpu", "cuda118", "cuda126", "mps", "tests", "lint", "bench"):
@@ -123,6 +125,7 @@ def test_nox_lists_a_session_per_target_with_its_description() -> None:
     assert targets.get("cuda118").description in listing
 
 
+@pytest.mark.integration
 def test_adding_a_yaml_file_adds_a_session(envs_copy: Path) -> None:
     text = (envs_copy / "targets" / "cpu.yaml").read_text()
     (envs_copy / "targets" / "cpu-py312.yaml").write_text(
@@ -168,6 +171,7 @@ def test_a_target_file_name_must_be_a_plain_name(envs_copy: Path) -> None:
         targets.load_all()
 
 
+@pytest.mark.integration
 def test_a_nox_installed_apart_reads_the_noxfile_s_own_dependencies(tmp_path: Path) -> None:
     """nox from pipx or `uv tool` has none of kitbench's dependencies: it must build them from the
     noxfile's inline metadata and list the sessions, not fail on `import yaml`."""

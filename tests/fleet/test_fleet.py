@@ -23,6 +23,7 @@ from kitbench._cli import main
 from kitbench.errors import SlurmError
 from kitbench.fleet import slurm
 
+pytestmark = pytest.mark.integration     # a real Slurm cluster (tests/slurm_local.py)
 NODES = ["n1", "n2", "n3"]
 
 

@@ -15,6 +15,7 @@ from kitbench.reading import compare, inputs
 from kitbench.records import record as records
 
 
+@pytest.mark.integration
 def test_rows_and_environment_diff(runs: dict[str, Path]) -> None:
     table = compare.rows(inputs.load([str(runs["a"]), str(runs["b"])]))
     assert [r.status for r in table] == ["ok", "ok"]
@@ -23,6 +24,7 @@ def test_rows_and_environment_diff(runs: dict[str, Path]) -> None:
     assert table[1].differs == []
 
 
+@pytest.mark.integration
 def test_the_baseline_is_the_first_ok_record(runs: dict[str, Path], tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     """A failed run's environment may be half known (torch None): it is never what the others are measured from."""
@@ -108,6 +110,7 @@ def test_a_long_difference_names_what_fits_and_counts_the_rest() -> None:
     assert line.endswith(" more") and line.count(".json") + int(line.rsplit("+", 1)[1].split()[0]) == 9
 
 
+@pytest.mark.integration
 def test_one_bad_file_among_good_ones_is_a_row(runs: dict[str, Path], tmp_path: Path) -> None:
     shutil.copy(runs["a"], tmp_path / "good.json")
     (tmp_path / "cut.json").write_text(runs["a"].read_text()[:200])
@@ -118,6 +121,7 @@ def test_one_bad_file_among_good_ones_is_a_row(runs: dict[str, Path], tmp_path: 
     assert "not a complete JSON record" in by_name["cut.json"].status
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("fmt", ["table", "markdown", "csv", "json"])
 def test_compare_cli_formats(runs: dict[str, Path], fmt: str) -> None:
     done = subprocess.run([sys.executable, "-m", "kitbench", "compare", str(runs["a"]), str(runs["seed"]),
@@ -131,6 +135,7 @@ def test_compare_cli_formats(runs: dict[str, Path], fmt: str) -> None:
         assert "fnn/resident" in done.stdout
 
 
+@pytest.mark.integration
 def test_plot_is_written(runs: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "compare.png"
     done = subprocess.run([sys.executable, "-m", "kitbench", "compare", str(runs["a"]), str(runs["b"]),
@@ -189,6 +194,7 @@ def test_a_plot_of_records_without_mnist_draws_no_empty_legend(tmp_path: Path,
     assert fig.axes[0].get_legend() is None and (tmp_path / "c.png").stat().st_size > 0
 
 
+@pytest.mark.integration
 def test_a_plot_of_more_records_than_it_can_hold_is_refused_before_any_output(
         runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
         another_run: typing.Callable[[Path, Path], Path]) -> None:
@@ -223,6 +229,7 @@ def test_reference_bands_warn_below_70_percent_of_the_link() -> None:
     assert compare.link_warnings(None, 1.0, 1.0) == []
 
 
+@pytest.mark.integration
 def test_compare_cli_shows_the_link_warning(runs: dict[str, Path], tmp_path: Path) -> None:
     record = records.read(runs["a"])
     record["environment"]["gpu_links"] = ["PCIe 3 x16"]
@@ -237,6 +244,7 @@ def test_compare_cli_shows_the_link_warning(runs: dict[str, Path], tmp_path: Pat
     assert "32% of PCIe 3 x16's 15.8 GB/s peak" in done.stdout
 
 
+@pytest.mark.integration
 def test_mps_records_name_unified_memory_and_get_no_band(runs: dict[str, Path]) -> None:
     record = records.read(runs["a"])
     record["device"] = "mps"

@@ -13,6 +13,8 @@ import pytest
 from kitbench.errors import RecordError
 from kitbench.reading import inputs
 
+KEPT = Path(__file__).resolve().parents[2] / "docs" / "records"
+
 
 def test_nothing_readable_is_a_one_line_error(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
@@ -24,14 +26,15 @@ def test_nothing_readable_is_a_one_line_error(tmp_path: Path) -> None:
         inputs.load([str(bad)])
 
 
-def test_a_results_directory_skips_what_is_not_a_run_record(runs: dict[str, Path], tmp_path: Path,
+def test_a_results_directory_skips_what_is_not_a_run_record(tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     from kitbench._cli import main
 
     results = tmp_path / "results"
     (results / "cpu").mkdir(parents=True)
-    shutil.copy(runs["a"], results / "cpu" / "a.json")
-    (results / "cpu" / "cut.json").write_text(runs["a"].read_text()[:200])   # a record cut short: still a row
+    kept = KEPT / "h100-fnn.json"
+    shutil.copy(kept, results / "cpu" / "a.json")
+    (results / "cpu" / "cut.json").write_text(kept.read_text()[:200])   # a record cut short: still a row
     fleet = results / "fleet" / "41"
     (fleet / "bundle" / "cuda126").mkdir(parents=True)
     for command, name in ((["probe", "--json"], "n1.probe.json"), (["install-cmd", "--json"], "n1.install.json")):

@@ -18,6 +18,7 @@ from kitbench.suite import runner as suite
 from kitbench.suite.checks.base import Options
 
 
+@pytest.mark.integration
 def test_same_seed_reproduces_bitwise(runs: dict[str, Path]) -> None:
     verdict = verify(records.read(runs["a"]), records.read(runs["b"]))
     assert verdict.reproduced
@@ -27,6 +28,7 @@ def test_same_seed_reproduces_bitwise(runs: dict[str, Path]) -> None:
     assert verdict.first_divergence is None
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(("name", "option", "first"), [
     ("seed", "option seed: 0 -> 1", "configuration: not comparable, the runs were configured differently: "
                                     "seed 0 vs 1"),
@@ -43,6 +45,7 @@ def test_changed_seed_or_rate_names_the_first_difference(runs: dict[str, Path], 
     assert option in verdict.differences
 
 
+@pytest.mark.integration
 def test_cross_device_tolerance_is_used_when_builds_differ(runs: dict[str, Path], tmp_path: Path) -> None:
     other = records.read(runs["b"])
     other["environment"]["torch"] = "2.9.1+cu126"
@@ -53,6 +56,7 @@ def test_cross_device_tolerance_is_used_when_builds_differ(runs: dict[str, Path]
     assert {c.rule for c in verdict.comparisons} == {"within rtol 0.05"}
 
 
+@pytest.mark.integration
 def test_verify_cli_exit_codes(runs: dict[str, Path]) -> None:
     same = subprocess.run([sys.executable, "-m", "kitbench", "verify", str(runs["a"]), str(runs["b"])],
                           capture_output=True, text=True, check=False)
@@ -116,6 +120,7 @@ def _verify_cli(*paths: Path) -> subprocess.CompletedProcess[str]:
                           text=True, check=False)
 
 
+@pytest.mark.integration
 def test_deterministic_runs_have_identical_digests_and_verify_naming_the_parameters(
         deterministic: dict[str, Path]) -> None:
     a, b = records.read(deterministic["a"]), records.read(deterministic["b"])
@@ -135,6 +140,7 @@ def test_deterministic_runs_have_identical_digests_and_verify_naming_the_paramet
     assert "not compared: timings" in done.stdout
 
 
+@pytest.mark.integration
 def test_one_ulp_of_the_learning_rate_is_not_reproduced(deterministic: dict[str, Path], tmp_path: Path) -> None:
     verdict = verify(records.read(deterministic["a"]), records.read(deterministic["ulp"]))
     assert not verdict.reproduced
@@ -153,6 +159,7 @@ def test_one_ulp_of_the_learning_rate_is_not_reproduced(deterministic: dict[str,
     assert params.detail and params.detail.startswith("tensor ") and " differs first (" in params.detail
 
 
+@pytest.mark.integration
 def test_every_size_of_a_sweep_is_compared(deterministic: dict[str, Path], tmp_path: Path) -> None:
     ref = records.read(deterministic["sweep"])
     same = verify(ref, records.read(deterministic["sweep2"]))
@@ -180,6 +187,7 @@ def test_every_size_of_a_sweep_is_compared(deterministic: dict[str, Path], tmp_p
     assert "equal (bitwise): fnn/resident on cpu, batch 64: parameters: bitwise identical" in done.stdout
 
 
+@pytest.mark.integration
 def test_a_sweep_against_a_single_run_names_the_runs_without_partner(deterministic: dict[str, Path]) -> None:
     verdict = verify(records.read(deterministic["sweep"]), records.read(deterministic["a"]))
     assert not verdict.reproduced
@@ -189,6 +197,7 @@ def test_a_sweep_against_a_single_run_names_the_runs_without_partner(determinist
     assert verdict.first_divergence == partners[0]
 
 
+@pytest.mark.integration
 def test_deterministic_and_default_runs_fall_to_the_tolerance_naming_the_settings(
         runs: dict[str, Path], deterministic: dict[str, Path]) -> None:
     verdict = verify(records.read(runs["a"]), records.read(deterministic["a"]))
@@ -449,6 +458,7 @@ def test_a_length_difference_names_what_differs(edit: typing.Any, words: str, tm
     assert "Traceback" not in out and "training length" not in out
 
 
+@pytest.mark.integration
 def test_a_side_without_a_parameter_digest_is_compared_exactly_never_called_bitwise(runs: dict[str, Path]) -> None:
     other = records.read(runs["b"])
     for run in other["checks"]["mnist"]["runs"]:

@@ -52,6 +52,7 @@ def _edited(source: Path, dest: Path, **environment: Any) -> Path:
     return dest
 
 
+@pytest.mark.integration
 @needs_uv
 def test_a_cpu_record_is_replayed_for_real(cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                            capsys: pytest.CaptureFixture[str]) -> None:
@@ -79,6 +80,7 @@ def test_a_cpu_record_is_replayed_for_real(cpu_record: Path, tmp_path: Path, mon
     assert python.is_file() and said == [f"reusing {python.parent.parent}"]
 
 
+@pytest.mark.integration
 @needs_uv
 def test_a_version_no_index_serves_cannot_be_rebuilt(cpu_record: Path, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch,
@@ -92,6 +94,7 @@ def test_a_version_no_index_serves_cannot_be_rebuilt(cpu_record: Path, tmp_path:
     assert list((tmp_path / "cache").iterdir()) == []          # nothing half-built left
 
 
+@pytest.mark.integration
 @needs_uv
 def test_a_python_this_machine_cannot_provide_is_refused(cpu_record: Path, tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch,
@@ -318,6 +321,7 @@ def test_out_naming_a_directory_puts_the_record_inside_it_or_is_refused(tmp_path
     assert replay.out_path(str(tmp_path / "x.json"), source) == tmp_path / "x.json"
 
 
+@pytest.mark.integration
 def test_a_mac_record_is_planned_for_this_platform_and_says_so(cpu_record: Path, tmp_path: Path) -> None:
     mac = _edited(cpu_record, tmp_path / "mac.json", os="macos", arch="arm64", torch="2.14.1")
     plan = planning.plan(mac, probe())
@@ -335,6 +339,7 @@ def test_a_v1_record_is_planned_from_its_torch_and_the_targets_pins() -> None:
     assert "--out" not in plan.run_args and plan.run_args[:2] == ["--check", "mnist"]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("old", OLD_RECORDS, ids=lambda p: p.name)
 def test_v1_records_are_still_compared_and_verified(old: Path, cpu_record: Path, tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str],
@@ -348,6 +353,7 @@ def test_v1_records_are_still_compared_and_verified(old: Path, cpu_record: Path,
         assert _cli.main(["verify", str(old), str(another_run(old, tmp_path / "again.json"))]) == 0
 
 
+@pytest.mark.integration
 def test_the_replayed_run_gets_this_kitbench_and_nothing_else_of_the_callers(
         cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An installed kitbench's parent folder is site-packages: on PYTHONPATH, the caller's torch and numpy
@@ -393,6 +399,7 @@ def _no_interpreters(monkeypatch: pytest.MonkeyPatch) -> None:
         None, ("PATH", "pyenv (/nowhere)"), ()))
 
 
+@pytest.mark.integration
 def test_the_build_installs_into_the_venvs_own_interpreter_on_windows(
         cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     chosen = planning.plan(cpu_record, probe())
@@ -403,6 +410,7 @@ def test_the_build_installs_into_the_venvs_own_interpreter_on_windows(
     assert calls[1][calls[1].index("--python") + 1].endswith(str(Path("venv", "Scripts", "python.exe")))
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(("override", "index"), [
     (None, {"UV_INDEX": "https://download.pytorch.org/whl/cpu", "UV_INDEX_STRATEGY": "unsafe-best-match"}),
     ("https://mirror.example/simple", {"UV_DEFAULT_INDEX": "https://mirror.example/simple"})])
@@ -482,6 +490,7 @@ def _fake(tmp_path: Path, body: str) -> Path:
     return script
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(sys.platform == "win32", reason="a shell script stands in for uv")
 def test_an_installer_s_output_is_bounded_and_decoded_and_its_time_limited(
         cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -509,6 +518,7 @@ def test_an_installer_s_output_is_bounded_and_decoded_and_its_time_limited(
     assert not _alive(int((tmp_path / "child").read_text())) and list((tmp_path / "cache").iterdir()) == []
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(sys.platform == "win32", reason="a shell script stands in for the rebuilt Python")
 def test_the_replayed_run_streams_its_progress_escaped_and_stops_with_everything_it_started(
         cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -525,6 +535,7 @@ def test_the_replayed_run_streams_its_progress_escaped_and_stops_with_everything
     assert not _alive(int((tmp_path / "child").read_text()))
 
 
+@pytest.mark.integration
 def test_compare_lists_each_package_and_setting_difference_once(cpu_record: Path) -> None:
     env = records.read(cpu_record)["environment"]
     other = json.loads(json.dumps(env))
@@ -535,6 +546,7 @@ def test_compare_lists_each_package_and_setting_difference_once(cpu_record: Path
                                         "setting OMP_NUM_THREADS: None -> 4"]
 
 
+@pytest.mark.integration
 @needs_uv
 def test_sigterm_mid_build_leaves_no_half_built_environment(cpu_record: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
@@ -558,6 +570,7 @@ def test_sigterm_mid_build_leaves_no_half_built_environment(cpu_record: Path, tm
     assert list(cache.iterdir()) == []
 
 
+@pytest.mark.integration
 @needs_uv
 def test_a_wheel_whose_hash_differs_from_the_records_is_refused(cpu_record: Path, tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch,
@@ -603,6 +616,7 @@ def _replay(args: list[str], env: dict[str, str], monkeypatch: pytest.MonkeyPatc
     return _cli.main(["replay", *args])
 
 
+@pytest.mark.integration
 @pytest.mark.docker
 def test_a_container_record_is_replayed_in_its_own_image(container_record: tuple[Path, dict[str, str]],
                                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -624,6 +638,7 @@ def test_a_container_record_is_replayed_in_its_own_image(container_record: tuple
     assert "a file is already there" in capsys.readouterr().err
 
 
+@pytest.mark.integration
 @pytest.mark.docker
 def test_a_container_record_whose_image_is_gone_is_rebuilt_and_says_so(
         container_record: tuple[Path, dict[str, str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -642,6 +657,7 @@ def test_a_container_record_whose_image_is_gone_is_rebuilt_and_says_so(
     ({"target": "cpu"}, "of target 'cpu', which is not a docker target of this kitbench"),
     ({"arch": "aarch64"}, "the record ran in a linux-aarch64 container, this is linux-x86_64"),
 ])
+@pytest.mark.integration
 def test_a_container_record_that_cannot_be_rebuilt_is_refused_before_docker(
         cpu_record: Path, edits: dict[str, str], words: str, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -669,6 +685,7 @@ def _v1(source: Path, dest: Path, **environment: Any) -> Path:
     return dest
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("second", ["http://127.0.0.1:{port}/evil-0.1.tar.gz", "--index-url http://127.0.0.1:{port}/"])
 @pytest.mark.parametrize("field", ["torch", "torchvision"])
 def test_a_version_that_is_not_one_is_refused_and_no_host_is_reached(
@@ -708,6 +725,7 @@ def test_a_version_that_is_not_one_is_refused_and_no_host_is_reached(
     ({"python": "3.11\n--index-url x"}, "python '3.11\\n--index-url x'"),
     ({"image_id": "sha256:zz"}, "image_id 'sha256:zz'"),
 ])
+@pytest.mark.integration
 def test_record_words_are_checked_in_one_place_and_shown_escaped(
         environment: dict[str, str], shown: str, cpu_record: Path, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
@@ -763,6 +781,7 @@ def quick_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("quick-cache")       # one build for the quick record and its GPU twin
 
 
+@pytest.mark.integration
 @needs_uv
 def test_a_record_without_mnist_is_replayed_and_says_what_was_compared(
         quick_record: Path, quick_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -826,6 +845,7 @@ def test_without_the_gpu_a_records_cpu_runs_are_verified_and_its_gpu_runs_said_n
     assert "the record's 6 MNIST runs on NVIDIA H200 (not here)" in outcome.not_compared
 
 
+@pytest.mark.integration
 @needs_uv
 def test_a_gpu_record_on_a_machine_without_it_compares_what_the_cpu_can_show(
         quick_record: Path, quick_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -848,6 +868,7 @@ def test_a_gpu_record_on_a_machine_without_it_compares_what_the_cpu_can_show(
     assert printed[-1] == f"reproduced what a machine without NVIDIA H200 can show ({out})"
 
 
+@pytest.mark.integration
 def test_missing_mnist_or_an_unusable_cache_is_cannot_rebuild_never_a_verdict(
         cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     real = os.environ.get("KITBENCH_DATA")
@@ -869,6 +890,7 @@ def test_missing_mnist_or_an_unusable_cache_is_cannot_rebuild_never_a_verdict(
     assert "KITBENCH_RESULTS" not in err
 
 
+@pytest.mark.integration
 def test_a_refusal_of_verify_or_a_failed_rerun_is_exit_2_never_reproduced(cpu_record: Path, tmp_path: Path) -> None:
     chosen = planning.plan(cpu_record, probe())
     twice = json.loads(cpu_record.read_text())
@@ -991,6 +1013,7 @@ def test_a_hash_mismatch_names_its_package(tmp_path: Path) -> None:
         replay._call([str(pip)], "cannot install")
 
 
+@pytest.mark.integration
 def test_a_multi_node_record_replays_standalone_and_joins_no_rendezvous(
         cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """The record names a rendezvous (a listener here) and a data folder: the replay (this interpreter

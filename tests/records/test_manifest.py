@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kitbench import _files
 from kitbench.environments import targets
 from kitbench.errors import ManifestError
 from kitbench.records import manifest
@@ -156,14 +157,14 @@ def test_validators_are_compiled_once_into_the_cache_and_work_without_one(
 
     from kitbench.records import schemas
 
-    monkeypatch.setenv(schemas.CACHE_VARIABLE, str(tmp_path / "cache"))
+    monkeypatch.setenv(_files.CACHE_VARIABLE, str(tmp_path / "cache"))
     validate = schemas.validator("mnist")
     kept = list((tmp_path / "cache" / "validators").glob("kitbench_validator_mnist_*.py"))
     assert len(kept) == 1 and "def validate" in kept[0].read_text()
     with pytest.raises(fastjsonschema.JsonSchemaValueException):
         validate({"no such key": 1})
     # A cache that cannot be written (a file where the folder would be) costs only speed.
-    monkeypatch.setenv(schemas.CACHE_VARIABLE, str(kept[0]))
+    monkeypatch.setenv(_files.CACHE_VARIABLE, str(kept[0]))
     with pytest.raises(fastjsonschema.JsonSchemaValueException):
         schemas.validator("mnist")({"no such key": 1})
 
@@ -173,7 +174,7 @@ def test_a_manifest_read_once_is_read_back_from_the_cache_until_it_changes(
     """install-cmd's start-up: the YAML parser and the validators are not even imported for a manifest kept."""
     from kitbench.records import schemas
 
-    monkeypatch.setenv(schemas.CACHE_VARIABLE, str(tmp_path / "cache"))
+    monkeypatch.setenv(_files.CACHE_VARIABLE, str(tmp_path / "cache"))
     first = _load(tmp_path, GOOD)
     (kept,) = (tmp_path / "cache" / "manifests").glob("target-*.marshal")
 
@@ -184,7 +185,7 @@ def test_a_manifest_read_once_is_read_back_from_the_cache_until_it_changes(
     again = _load(tmp_path, GOOD)
     assert again.data == first.data and again.sha256 == first.sha256
     monkeypatch.undo()
-    monkeypatch.setenv(schemas.CACHE_VARIABLE, str(tmp_path / "cache"))
+    monkeypatch.setenv(_files.CACHE_VARIABLE, str(tmp_path / "cache"))
     # Changed bytes are read and validated anew: a wrong value kept nowhere is refused.
     with pytest.raises(ManifestError, match="kind"):
         _load(tmp_path, GOOD.replace("kind: venv", "kind: nonsense"))

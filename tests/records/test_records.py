@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kitbench import _files
 from kitbench.errors import KitbenchError, RecordError, RecordReadError, UsageError
 from kitbench.reading import compare, inputs
 from kitbench.reading.verify import verify
@@ -395,7 +396,7 @@ def test_the_validator_cache_is_keyed_by_the_schemas_content(tmp_path: Path,
 
     from kitbench.records import schemas
 
-    monkeypatch.setenv(schemas.CACHE_VARIABLE, str(tmp_path))
+    monkeypatch.setenv(_files.CACHE_VARIABLE, str(tmp_path))
     text = (REPO / "kitbench" / "records" / "schemas" / "run.schema.json").read_text()
     validate = schemas.validator("run")     # this cache folder is new: compiled here, not reused
     key = hashlib.sha256(f"{fastjsonschema.VERSION}\0{text}".encode()).hexdigest()[:16]

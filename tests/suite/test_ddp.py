@@ -75,6 +75,7 @@ def ddp_record(mnist_root: Path, tmp_path_factory: pytest.TempPathFactory) -> di
     return dict(suite.run(options, out).record)
 
 
+@pytest.mark.integration
 def test_gloo_with_one_and_two_processes(ddp_record: dict) -> None:
     ddp = ddp_record["checks"]["ddp"]
     assert ddp["status"] == "ok", ddp["summary"]
@@ -98,6 +99,7 @@ def test_gloo_with_one_and_two_processes(ddp_record: dict) -> None:
     assert ("noise between repeats" in ddp["summary"]) == rows[2]["efficiency_noise"]
 
 
+@pytest.mark.integration
 def test_all_reduce_bus_bandwidth_follows_nccl_tests(ddp_record: dict) -> None:
     (gloo,) = ddp_record["checks"]["ddp"]["runs"]
     sizes = [b["bytes"] for b in gloo["allreduce"]]
@@ -109,6 +111,7 @@ def test_all_reduce_bus_bandwidth_follows_nccl_tests(ddp_record: dict) -> None:
     assert "gloo" in gloo["reference"]
 
 
+@pytest.mark.integration
 def test_without_gpus_the_multi_gpu_part_says_why(ddp_record: dict) -> None:
     import torch
 
@@ -123,6 +126,7 @@ def _ddp_cli(*args: str, data: Path, out: Path) -> list[str]:
             "--data", str(data), "--limit", "2000", "--out", str(out), *args]
 
 
+@pytest.mark.integration
 def test_two_nodes_over_loopback(mnist_root: Path, tmp_path: Path,
                                 spawn: Callable[..., subprocess.Popen[str]]) -> None:
     endpoint = f"127.0.0.1:{_free_port()}"
@@ -140,6 +144,7 @@ def test_two_nodes_over_loopback(mnist_root: Path, tmp_path: Path,
         assert [b["world_size"] for b in gloo["allreduce"]] == [2] * 8
 
 
+@pytest.mark.integration
 def test_a_crashed_rank_fails_the_check_and_leaves_no_process(mnist_root: Path, tmp_path: Path, tree: dict[str, str],
                                                               spawn: Callable[..., subprocess.Popen[str]]) -> None:
     out = tmp_path / "r.json"
@@ -161,6 +166,7 @@ def test_a_crashed_rank_fails_the_check_and_leaves_no_process(mnist_root: Path, 
     assert _anything_left(tree) == []
 
 
+@pytest.mark.integration
 def test_a_port_held_by_another_program_is_one_line(mnist_root: Path, tmp_path: Path, tree: dict[str, str]) -> None:
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", 0))
@@ -200,6 +206,7 @@ def _full(data: Path, out: Path, *args: str) -> list[str]:
             "--data", str(data), "--nproc", "2", "--out", str(out), *args]
 
 
+@pytest.mark.integration
 def test_sigterm_during_ddp_leaves_no_rank_and_nothing_in_tmp(mnist_root: Path, tmp_path: Path, tree: dict[str, str],
                                                                spawn: Callable[..., subprocess.Popen[str]]) -> None:
     out, scratch = tmp_path / "r.json", tmp_path / "tmp"
@@ -228,6 +235,7 @@ def test_sigterm_during_ddp_leaves_no_rank_and_nothing_in_tmp(mnist_root: Path, 
                                                            "is not finite"),
     (("--limit", "64", "--batch-size", "64", "--nproc", "1"), "gloo: fnn at world size 1 timed nothing"),
 ])
+@pytest.mark.integration
 def test_a_ddp_run_that_measured_nothing_sound_is_not_ok(mnist_root: Path, tmp_path: Path, tree: dict[str, str],
                                                           args: tuple[str, ...], words: str) -> None:
     out = tmp_path / "r.json"

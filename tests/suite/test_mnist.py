@@ -21,6 +21,7 @@ def swept(mnist_root: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     return dict(suite.run(options, tmp_path_factory.mktemp("sweep") / "r.json").record)
 
 
+@pytest.mark.integration
 def test_every_size_runs_with_the_linear_scaling_rule(swept: dict) -> None:
     mnist = swept["checks"]["mnist"]
     assert mnist["status"] == "ok", mnist["summary"]
@@ -37,6 +38,7 @@ def test_every_size_runs_with_the_linear_scaling_rule(swept: dict) -> None:
     assert {c["text"] for c in mnist["crossovers"]} == {"no accelerator here: nothing to cross"}
 
 
+@pytest.mark.integration
 def test_the_graphed_loop_matches_the_resident_loop(swept: dict) -> None:
     ratios = swept["checks"]["mnist"]["graph_ratios"]
     assert [g["batch_size"] for g in ratios] == [16, 64]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.integration     # torch.compile builds and runs the training step
 
 from kitbench.suite import models  # noqa: E402
 from kitbench.suite.checks import steps  # noqa: E402

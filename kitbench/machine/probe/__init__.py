@@ -50,8 +50,8 @@ class Gpu(NamedTuple):          # not a dataclass: see Probe
 
 
 class Probe(NamedTuple):
-    """The machine facts; ``sources`` maps a field name to where it was read. A named tuple, not a dataclass
-    (nor are its GPUs): as immutable, and far cheaper to define, which install-cmd's start-up pays."""
+    """The machine facts; ``sources`` maps a field name to where it was read (a named tuple, as its GPUs are:
+    "Start-up" in docs/architecture.md)."""
 
     os: str                      # linux | macos | windows
     os_version: str

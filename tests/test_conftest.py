@@ -1,0 +1,89 @@
+"""The two test tiers (tests/conftest.py): what an unmarked test may not start, and that it cannot."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from conftest import _argv, launched
+
+PY = sys.executable
+
+
+@pytest.mark.parametrize(("argv", "started"), [
+    (["torchrun", "--standalone", "-m", "x"], "torchrun"),
+    (["/usr/bin/docker", "build", "."], "docker"),
+    (["sbatch", "--wrap", "true"], "sbatch"),
+    ([PY, "-m", "nox", "-l"], "nox"),
+    ([PY, "-m", "torch.distributed.run", "--nproc-per-node=2", "-m", "w"], "torch.distributed.run"),
+    ([PY, "-m", "kitbench", "run", "--check", "mnist", "--quick"], "kitbench run (it trains)"),
+    ([PY, "-m", "kitbench", "run", "--check=ddp"], "kitbench run (it trains)"),
+    ([PY, "-m", "kitbench", "run", "--device", "cpu", "--data", "."], "kitbench run (it trains)"),
+    (["kitbench", "replay", "r.json"], "kitbench replay"),
+    ([PY, "-m", "kitbench", "run", "--check", "availability", "--check", "moves"], None),
+    ([PY, "-m", "kitbench", "run", "--check", "mnist", "--help"], None),
+    ([PY, "-m", "kitbench", "run", "--epochs", "-3"], None),
+    ([PY, "-m", "kitbench", "install-cmd", "--no-gpu"], None),
+    ([PY, "-c", "print('nox')"], None),
+    (["env", "-u", "X", "A=1", "torchrun", "-m", "w"], "torchrun"),
+    (["timeout", "60", PY, "-m", "nox"], "nox"),
+    (["runuser", "-u", "munge", "--", "/usr/sbin/munged"], "munged"),
+    (["env", "A=1"], None),
+    ([], None),
+])
+def test_what_belongs_to_the_integration_tier(argv: list[str], started: str | None) -> None:
+    assert launched(argv) == started
+
+
+def test_popen_arguments_of_every_form_are_read_as_words() -> None:
+    assert launched(_argv("docker build -t x .")) == "docker"        # shell=True's command line
+    assert launched(_argv(b"/usr/bin/srun hostname")) == "srun"
+    assert launched(_argv([Path("/usr/local/bin/torchrun"), b"-m", "w"])) == "torchrun"
+    assert _argv("echo 'unbalanced") == ["echo", "'unbalanced"]
+
+
+def test_a_shell_script_standing_in_for_a_launcher_starts_nothing(tmp_path: Path) -> None:
+    fake = tmp_path / "sbatch"
+    fake.write_text("#!/bin/sh\necho 'Submitted batch job 1'\n")
+    fake.chmod(0o755)
+    assert launched([str(fake), "job.sh"]) is None
+    assert subprocess.run([str(fake)], capture_output=True, text=True, check=True).stdout == "Submitted batch job 1\n"
+
+
+def test_an_unmarked_test_cannot_launch(tmp_path: Path) -> None:
+    with pytest.raises(pytest.fail.Exception, match=r"starts torchrun: mark it @pytest\.mark\.integration"):
+        subprocess.run(["torchrun", "--standalone", "-m", "nothing"], cwd=tmp_path, check=False)
+    with pytest.raises(pytest.fail.Exception, match="starts nox"):
+        subprocess.Popen([sys.executable, "-m", "nox", "-l"], cwd=tmp_path)
+
+
+def test_an_unmarked_test_cannot_train(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trainer's epoch, guarded once the suite asks for a check (a stand-in trainer: no torch imported)."""
+    import conftest
+
+    from kitbench.suite import checks
+
+    trainer = types.ModuleType("kitbench.suite.checks.mnist_training")
+    trainer._epoch = lambda: "trained"  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, trainer.__name__, trainer)
+    monkeypatch.setitem(conftest._original, "get", lambda name: name)
+    assert checks.get("mnist") == "mnist"
+    with pytest.raises(pytest.fail.Exception, match=r"trains a model: mark it @pytest\.mark\.integration"):
+        trainer._epoch()  # type: ignore[attr-defined]
+
+
+@pytest.mark.docker
+def test_a_docker_test_is_an_integration_test(request: pytest.FixtureRequest) -> None:
+    assert request.node.get_closest_marker("integration") is not None
+
+
+@pytest.mark.integration
+def test_an_integration_test_may_launch(tmp_path: Path) -> None:
+    """nox, as the integration tier starts it (its version only: nothing is built)."""
+    pytest.importorskip("nox", reason="nox is not installed beside this Python (nox -s tests installs it)")
+    done = subprocess.run([sys.executable, "-m", "nox", "--version"], cwd=tmp_path, capture_output=True, text=True,
+                          check=False, timeout=120)
+    assert done.returncode == 0, done.stderr
