@@ -845,7 +845,7 @@ def test_a_cache_whose_listing_names_no_usable_build_of_the_newest_is_the_same(
         "format": facts.FORMAT, "checked": "2026-11-20T00:00:00Z", "tried": "2026-11-20T00:00:00Z", "sources": [],
         "releases": [], "listed": {"index": "https://download.pytorch.org/whl/torch/", "read": "2026-11-20T00:00:00Z",
                                    "releases": {"2.15.0": builds}}}))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("KITBENCH_CACHE", str(tmp_path / "kitbench"))
     monkeypatch.setattr(facts, "cache_dir", CACHE_DIR)
     for machine, build in ((H100, "cu126"), (CPU_BOX, "cpu"), (MI300X, "rocm7.14")):
         assert main(["install-cmd", *machine]) == 0, machine
@@ -966,7 +966,7 @@ def test_a_listing_not_in_the_form_a_refresh_writes_is_left_out_with_a_note(
     (folder / "releases.json").write_text(json.dumps({
         "format": facts.FORMAT, "checked": "2026-11-20T00:00:00Z", "tried": "2026-11-20T00:00:00Z", "sources": [],
         "releases": [], "listed": listed}))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("KITBENCH_CACHE", str(tmp_path / "kitbench"))
     monkeypatch.setattr(facts, "cache_dir", CACHE_DIR)
     assert main(["install-cmd", *CPU_BOX]) == 0
     out, err = capsys.readouterr()
@@ -1003,7 +1003,7 @@ def test_whatever_the_listing_every_answer_is_a_listed_build_or_one_error_line(
             "format": facts.FORMAT, "checked": "2026-11-20T00:00:00Z", "tried": "2026-11-20T00:00:00Z",
             "sources": [], "releases": [], "listed": {"index": "https://download.pytorch.org/whl/torch/",
                                                       "read": "2026-11-20T00:00:00Z", "releases": listing}}))
-        monkeypatch.setenv("XDG_CACHE_HOME", home)
+        monkeypatch.setenv("KITBENCH_CACHE", str(Path(home) / "kitbench"))
         monkeypatch.setattr(facts, "cache_dir", CACHE_DIR)
         code = main(["install-cmd", "--json", *machine])
         out, err = capsys.readouterr()

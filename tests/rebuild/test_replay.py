@@ -970,6 +970,7 @@ def test_a_python_that_is_not_here_is_named_with_how_to_get_one(
     assert list((tmp_path / "cache").iterdir()) == []
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(sys.platform == "win32", reason="shell scripts stand in for the Pythons")
 def test_a_python_is_found_in_pyenv_where_the_shim_on_path_has_none_selected(
         cpu_record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
