@@ -82,7 +82,11 @@ def test_a_commit_no_parser_reads_is_passed_over(tmp_path: Path, capsys: pytest.
     assert "2.16\trelease\t" in out.read_text() and "\t\t\t" in out.read_text().split("2.16\t")[1]
 
 
-def test_no_clone_or_a_failing_git_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_no_clone_or_a_failing_git_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # git looks for a repository in every folder above; a temporary folder inside one (CI's run found one) is not
+    # the case this test is about.
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
     out = tmp_path / "build-matrix.tsv"
     code, _, err = _run(capsys, str(tmp_path / "nowhere"), str(out))
     assert code == 1 and err.startswith("ERROR: ") and "is no clone of pytorch/test-infra" in err
