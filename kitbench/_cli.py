@@ -221,9 +221,6 @@ def _cmd_install(args: argparse.Namespace) -> int:
         from kitbench.advice.wording import grouped
 
         sources = chosen.facts["sources"]
-        # Asked about another machine (its OS, chip or C library given), this host's kernel, WSL and container
-        # say nothing of it.
-        another = any(where in ("--os", "--glibc", "--arch", "--os-version") for where in sources.values())
         for key in ("os", "os_version", "arch", "python_arch", "python_version", "libc", "libc_version", "driver",
                     "gpu_capabilities", "rocm", "amd_gpus", "intel_gpus", "wsl", "container"):
             if key.startswith("libc") and chosen.os != "linux":
@@ -231,9 +228,8 @@ def _cmd_install(args: argparse.Namespace) -> int:
             value = chosen.facts[key]
             shown = ", ".join(value) if isinstance(value, list) else value
             where = sources.get({"gpu_capabilities": "gpus", "libc_version": "libc"}.get(key, key), "probe")
-            if another and key in ("os_version", "wsl", "container") and not where.startswith("--") \
-                    and "not this host" not in where:
-                continue
+            if value is None and key in ("os_version", "wsl", "container"):
+                continue        # another machine's: this host's kernel, WSL and container say nothing of it
             print(clean(f"# {key}: {shown if shown not in (None, '') else 'none'}  [{where}]"), file=sys.stderr)
         wheel_facts = chosen.facts["wheels"]
         assumed = " (this build is not on PyPI: assumed_from pypi, the same release's PyPI wheels)" \

@@ -27,6 +27,7 @@ from kitbench.advice.releases import (
 )
 from kitbench.advice.wording import (
     asked_reason,
+    assumed_host,
     assumed_tags,
     branch_floor,
     cpu_fallback,
@@ -86,7 +87,7 @@ from kitbench.advice.wording import (
 from kitbench.errors import SelectionError
 from kitbench.machine import builds, drivers
 from kitbench.machine.builds import build
-from kitbench.machine.probe import EMULATES, Probe, doubt
+from kitbench.machine.probe import EMULATES, Probe, another_machine, assumed_from_here, doubt
 from kitbench.machine.probe.intel import IntelGpu
 from kitbench.machine.versions import (
     arch_of_capability,
@@ -245,6 +246,9 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     assumed = assumed_tags(rel, wheel_compute, chosen.command, host, moved=moved)
     if assumed:
         chosen.notes.append(assumed)
+    here = assumed_from_here(machine)
+    if here:
+        chosen.notes.append(assumed_host(here, machine.os))
     return chosen
 
 
@@ -441,7 +445,7 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection,
         out.reasons.append(no_cuda_build(rel, wheels.place(wheels.host_of(machine, arch)), bool(machine.driver)))
     elif machine.sources.get("driver") == "--no-gpu":
         out.reasons.append(cpu_reason("no gpu", machine))
-    elif _another_machine(machine):
+    elif another_machine(machine):
         # The probe's findings (a container without GPUs, WSL) are this host's, not the machine asked about.
         out.reasons.append(cpu_reason("not given", machine))
     else:
@@ -452,11 +456,6 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection,
 def _cudas(available: list[str]) -> list[str]:
     """The CUDA builds among ``available``, newest CUDA first: the order auto mode tries them in."""
     return builds.newest_first(available, "cuda")
-
-
-def _another_machine(machine: Probe) -> bool:
-    """Whether the question describes another machine than this host (its OS, C library or chip given)."""
-    return any(where in ("--os", "--glibc", "--arch", "--os-version") for where in machine.sources.values())
 
 
 def _install_rejection(rel: Release, compute: str, host: wheels.Host) -> Rejection | None:

@@ -15,7 +15,7 @@ from kitbench.advice.rejections import Rejection
 from kitbench.errors import SelectionError, UsageError
 from kitbench.machine import builds, drivers
 from kitbench.machine.builds import build
-from kitbench.machine.probe import Probe, no_driver_reason
+from kitbench.machine.probe import Probe, another_machine, no_driver_reason
 from kitbench.machine.probe.amd import AmdGpu
 from kitbench.machine.probe.intel import IntelGpu
 from kitbench.machine.versions import arch_of_capability, parse_capability, serving_arch, version_tuple
@@ -248,6 +248,8 @@ def summary(reasons: list[str], notes: list[str]) -> list[str]:
         lines.append(f"{note.split(':')[0]}: {remedy}")
     elif note:
         lines.append(_clause(note))
+    # What the answer took from this host for another machine changes what it means: always said, last.
+    lines += [n for n in notes if n.startswith(_ASSUMED) and n not in lines]
     return lines
 
 
@@ -287,16 +289,34 @@ def wheel_facts(rel: releases.Release, text: str, host: wheels.Host, compute: st
 
 
 def machine_facts(machine: Probe) -> dict[str, Any]:
-    """What the answer says of the machine it is for (its ``facts``), each where it was read."""
-    return {"os": machine.os, "os_version": machine.os_version, "arch": machine.arch,
-            "python_arch": machine.python_arch, "rosetta": machine.rosetta, "wsl": machine.wsl,
-            "container": machine.container, "driver": machine.driver,
+    """What the answer says of the machine it is for (its ``facts``), each where it was read. For another machine
+    none of this host's own (its kernel, WSL, a container) is said of it: those are None unless given."""
+    own = not another_machine(machine)
+
+    def here(key: str, value: Any) -> Any:
+        given = machine.sources.get(key, "")
+        return value if own or given.startswith("--") or "not this host" in given else None
+
+    return {"os": machine.os, "os_version": here("os_version", machine.os_version), "arch": machine.arch,
+            "python_arch": machine.python_arch, "rosetta": machine.rosetta, "wsl": here("wsl", machine.wsl),
+            "container": here("container", machine.container), "driver": machine.driver,
             "gpu_capabilities": [g.capability for g in machine.gpus if g.capability],      # one per GPU
             "rocm": machine.rocm, "amd_gpus": [g.gfx or f"AMD {g.device_id or 'GPU'} (gfx unknown)"
                                                for g in machine.amd_gpus],
             "intel_gpus": [g.label for g in machine.intel_gpus], "sources": machine.sources,
             "python_version": machine.python_version, "libc": machine.libc,
             "libc_version": machine.libc_version}
+
+
+_ASSUMED = "assumed: "
+
+
+def assumed_host(found: dict[str, str], os: str) -> str:
+    """The line on another machine's answer that rests on this host's Python (and C library) because they were
+    not given."""
+    given = "--python-version" + (" and --glibc" if os == "linux" else "")
+    said = " and ".join(f"{name} {version}" for name, version in found.items())
+    return f"{_ASSUMED}{said}, this host's, as none was given for that machine ({given} give its own)"
 
 
 def rosetta_line(note: tuple[str, str]) -> str:

@@ -356,6 +356,26 @@ def _shipped(capability: tuple[int, int]) -> tuple[int, int]:
     return capability
 
 
+def another_machine(machine: Probe) -> bool:
+    """Whether ``machine`` describes another machine than this host: its OS, C library, chip or OS version given
+    (kitbench install-cmd's flags), so what the probe found here is not its."""
+    return any(where in ("--os", "--glibc", "--arch", "--os-version") for where in machine.sources.values())
+
+
+def assumed_from_here(machine: Probe) -> dict[str, str]:
+    """For another machine, what was taken from this host because it was not given: its Python's version and
+    (Linux) its C library, as ``{fact: value}``; empty for this host itself."""
+    if not another_machine(machine):
+        return {}
+    found = {}
+    if not machine.sources.get("python_version", "").startswith("--"):
+        found["Python"] = machine.python_version
+    if machine.os == "linux" and machine.libc and machine.libc_version \
+            and not machine.sources.get("libc", "").startswith("--"):
+        found[machine.libc] = machine.libc_version
+    return found
+
+
 def override(base: Probe, *, os: str | None = None, arch: str | None = None,
              python_arch: str | None = None, driver: str | None = None,
              gpu_capabilities: Sequence[str] = (), no_gpu: bool = False, gpu_gfx: Sequence[str] = (),
