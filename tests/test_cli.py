@@ -940,3 +940,35 @@ def test_verify_s_counts_and_conditions_are_worded_once() -> None:
     assert _compared(Comparison("x: test loss", "exact", True), "") == "equal (exact): x: test loss"
     assert _compared(Comparison("x: test loss", "bitwise", False), " (1 vs 2)") == \
         "DIFFERS (bitwise): x: test loss (1 vs 2)"
+
+
+def test_another_machine_s_answer_says_what_it_took_from_this_host(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 49: --os linux without --python-version and --glibc answers on this host's Python and C library; the
+    short answer says so, and --json says nothing of this host's kernel, WSL or container for that machine."""
+    from kitbench.machine import probe
+
+    here = probe.probe()
+    h100 = ["install-cmd", "--os", "linux", "--driver", "570.86.10", "--gpu-cc", "9.0"]
+    assert main(h100) == 0
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("# assumed: ")]
+    assert len(said) == 1 and f"Python {here.python_version}" in said[0] and "this host's" in said[0]
+    if here.libc == "glibc":
+        assert f"glibc {here.libc_version}" in said[0] and "--glibc" in said[0]
+    assert main([*h100, "--python-version", "3.12", "--glibc", "2.35"]) == 0
+    assert "assumed:" not in capsys.readouterr().err
+    assert main([*h100, "--json"]) == 0
+    facts = json.loads(capsys.readouterr().out)["facts"]
+    assert (facts["container"], facts["wsl"], facts["os_version"]) == (None, None, None)
+    assert main(["install-cmd", "--json"]) == 0         # this host itself: its own facts, nothing assumed
+    mine = json.loads(capsys.readouterr().out)
+    assert mine["facts"]["container"] == here.container and not any(n.startswith("assumed:") for n in mine["notes"])
+
+
+def test_a_gpu_no_build_has_kernels_for_is_told_so_not_told_to_update_its_driver(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A GTX 1080 on driver 535: CUDA 13 builds have no Pascal kernels (whatever the driver), which is what the
+    rejections say."""
+    assert main(["install-cmd", "--os", "linux", "--python-version", "3.12", "--glibc", "2.35", "--driver",
+                 "535.247.01", "--gpu-cc", "6.1", "--explain"]) == 0
+    err = capsys.readouterr().err
+    assert "# rejected cu132, cu130: no kernels for sm_61" in err and "< 580" not in err

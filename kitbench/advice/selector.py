@@ -473,6 +473,10 @@ def _cuda_rejection(rel: Release, machine: Probe, compute: str) -> Rejection | N
     assert cuda is not None
     if machine.driver is None:
         return Rejection(compute, "no driver")
+    # Kernels first: where the build has none for the GPU, no driver would make it run (a Pascal and CUDA 13).
+    kernel_less = _kernel_rejection(rel, machine, compute, cuda)
+    if kernel_less is not None:
+        return kernel_less
     for cc in machine.capabilities:
         generation = drivers.load().generation(cc)
         if generation is not None and generation.published and not generation.allows(machine.driver, machine.os):
@@ -481,6 +485,12 @@ def _cuda_rejection(rel: Release, machine: Probe, compute: str) -> Rejection | N
     need = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os)
     if not need.allows(machine.driver):
         return Rejection(compute, "driver floor", driver=machine.driver, floor=str(need.floor), cuda=cuda)
+    return None
+
+
+def _kernel_rejection(rel: Release, machine: Probe, compute: str, cuda: tuple[int, int]) -> Rejection | None:
+    """Why ``compute`` has no kernels for the machine's GPUs, whatever the driver; None where it has them (or
+    may: nothing on record says otherwise)."""
     arches = kernels(rel, machine, compute)
     if arches is not None:
         missing = [c for c in machine.capabilities if not capability_supported(parse_capability(c), arches)]
