@@ -385,12 +385,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _refresh() -> None:
-    from kitbench import _http
+    from kitbench import _reach
     from kitbench.advice import facts, indexes
 
     def report(done: indexes.Outcome) -> None:
         state = "unchanged (304)" if done.status == 304 else f"{done.releases} releases"
-        where = _http.shown(done.source.url)        # an index URL may carry a token, as pip takes it
+        where = _reach.shown(done.source.url)        # an index URL may carry a token, as pip takes it
         print(clean(f"# {done.source.kind} {done.source.package}: {state}, {done.seconds:.2f} s  [{where}]"),
               file=sys.stderr)
         for note in done.notes:     # an index's own words: cleaned, as all of its text is

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from kitbench._reach import Known, bare, host, port, shown, unreachable
 from kitbench.errors import NetworkError, UsageError
 
 TIMEOUT = 5.0       # seconds to connect and have the status line and headers: an index that answers at all does
@@ -84,38 +85,6 @@ def checked(url: str, given_as: str) -> str:
     if "@" in parts.path + parts.query + parts.fragment and "@" not in parts.netloc:
         raise refuse("a user or token in it holds / ? or #")
     return url
-
-
-def host(url: str) -> str:
-    """Where ``url`` points, for messages: host and port, never the credentials a URL may carry."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return "an unparsable URL"
-    return (parts.hostname or "a URL without a host")[:100] + (f":{parts.port}" if _port(parts) else "")
-
-
-def bare(url: str) -> str:
-    """``url`` without the ``user:token@`` it may carry: what kitbench writes to disk."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return "an unparsable URL"
-    if "@" not in parts.netloc:
-        return url
-    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
-
-
-def shown(url: str) -> str:
-    """``url`` for a message: bare, as pip shows index URLs, and of a length a line can hold."""
-    return bare(url)[:300]
-
-
-def _port(parts: urllib.parse.SplitResult) -> int | None:
-    try:
-        return parts.port
-    except ValueError:
-        return None
 
 
 class _Reader(io.RawIOBase):
@@ -277,17 +246,14 @@ def get(url: str, accept: str, etag: str | None = None, last_modified: str | Non
 
 
 def _unreachable(url: str, cause: str) -> NetworkError:
-    from kitbench import _reach
-
-    return _reach.unreachable(url, cause, "", _reach.Known(doing="index",
-                                                           then="install-cmd answers from the facts it has"))
+    return unreachable(url, cause, "", Known(doing="index", then="install-cmd answers from the facts it has"))
 
 
 def _with_credentials(final: str, asked: urllib.parse.SplitResult) -> str:
     """The page's URL, carrying the asked URL's credentials while it is on the same host: links on the
     page (a wheel's .metadata) resolve against it and reach that host as the page did, and no other."""
     parts = urllib.parse.urlsplit(final)
-    if asked.username is None or (parts.hostname, _port(parts)) != (asked.hostname, _port(asked)):
+    if asked.username is None or (parts.hostname, port(parts)) != (asked.hostname, port(asked)):
         return final
     return urllib.parse.urlunsplit(parts._replace(netloc=asked.netloc))
 

@@ -68,6 +68,38 @@ def _says(text: str) -> bool:
     return any(word in text.lower() for word in _WORDS)
 
 
+def host(url: str) -> str:
+    """Where ``url`` points, for messages: host and port, never the credentials a URL may carry."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return "an unparsable URL"
+    return (parts.hostname or "a URL without a host")[:100] + (f":{parts.port}" if port(parts) else "")
+
+
+def bare(url: str) -> str:
+    """``url`` without the ``user:token@`` it may carry: what kitbench writes to disk."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return "an unparsable URL"
+    if "@" not in parts.netloc:
+        return url
+    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+def shown(url: str) -> str:
+    """``url`` for a message: bare, as pip shows index URLs, and of a length a line can hold."""
+    return bare(url)[:300]
+
+
+def port(parts: urllib.parse.SplitResult) -> int | None:
+    try:
+        return parts.port
+    except ValueError:
+        return None
+
+
 def host_in(text: str) -> str | None:
     """The host of the last http(s) URL in a program's output (where it was going when it failed)."""
     found = hosts_in(text)
@@ -76,8 +108,6 @@ def host_in(text: str) -> str | None:
 
 def hosts_in(text: str) -> list[str]:
     """The hosts of the http(s) URLs in a program's output, each once, in order (the mirrors a download tried)."""
-    from kitbench._http import host
-
     return list(dict.fromkeys(host(url.rstrip(".,:;")) for url in _URL.findall(text)))
 
 
@@ -123,19 +153,16 @@ def first_unresolved(urls: Iterable[str | None], timeout_s: float = RESOLVE_TIME
 NOTHING_KNOWN = Known()
 
 
-def fixes(host: str, known: Known = NOTHING_KNOWN) -> list[str]:
-    """What would get past ``host``, most specific first, from the overrides in force and what ``known`` holds."""
-    from kitbench._http import host as host_of
-    from kitbench._http import shown
-
+def fixes(name: str, known: Known = NOTHING_KNOWN) -> list[str]:
+    """What would get past the host ``name``, most specific first, from the overrides in force and ``known``."""
     override, mirror = os.environ.get(INDEX_VARIABLE), os.environ.get(PYTORCH_VARIABLE)
     found = []
-    if override and override != "default" and host_of(override) == host:
+    if override and override != "default" and host(override) == name:
         found.append(f"{INDEX_VARIABLE}={shown(override)} is in force and names it: check that index, or unset "
                      f"{INDEX_VARIABLE}")
-    if mirror and host_of(mirror) == host:
+    if mirror and host(mirror) == name:
         found.append(f"{PYTORCH_VARIABLE}={shown(mirror)} is in force and names it: check that mirror")
-    if known.recorded and known.recorded != override and host_of(known.recorded) != host:
+    if known.recorded and known.recorded != override and host(known.recorded) != name:
         command = f"`{INDEX_VARIABLE}={shown(known.recorded)} {known.again}`" if known.again else \
             f"{INDEX_VARIABLE}={shown(known.recorded)}"
         built = ("under its machine's pip or uv configuration (its index_override: default)"
@@ -143,13 +170,13 @@ def fixes(host: str, known: Known = NOTHING_KNOWN) -> list[str]:
         found.append(f"the record's environment was built {built}: {command} installs from "
                      f"{'yours' if known.recorded == 'default' else 'there, if you trust that index'} "
                      "(kitbench never takes it by itself)")
-    if host == PYTORCH_HOST and not mirror and known.doing != "download":
+    if name == PYTORCH_HOST and not mirror and known.doing != "download":
         found.append(f"set {PYTORCH_VARIABLE} to a mirror of PyTorch's index (its whl/ tree)")
     if known.doing == "install" and not override:
         found.append(f"set {INDEX_VARIABLE} to an index this machine reaches, or to default for your pip or uv "
                      "configuration (a mirror, a proxy)" + (f": `{INDEX_VARIABLE}=default {known.again}`"
                                                             if known.again else ""))
-    elif known.doing == "index" and host != PYTORCH_HOST and not (mirror and host_of(mirror) == host):
+    elif known.doing == "index" and name != PYTORCH_HOST and not (mirror and host(mirror) == name):
         found.append("PIP_INDEX_URL (or pip's index-url) names the index read in PyPI's place")
     if os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy"):
         found.append("check the proxy HTTPS_PROXY names")
@@ -161,11 +188,9 @@ def unreachable(where: str, cause: str, doing: str, known: Known = NOTHING_KNOWN
                 error: type[E] = NetworkError) -> E:      # type: ignore[assignment]
     """The error for ``where`` (a URL or a host) out of reach: ``doing`` (what could not be done), the host
     and ``cause``, and a hint of ``fixes``; of the caller's class, with ``host`` set for a record to keep."""
-    from kitbench._http import host as host_of
-
     # A program's output names the host and the cause: data, shown escaped.
-    host, cause = clean(host_of(where) if "://" in where else where[:200])[:200], clean(cause)
-    hint = "; or ".join(fixes(host, known)) + (f"; {known.then}" if known.then else "")
-    found = error(f"{doing + ': ' if doing else ''}cannot reach {host} ({cause})", hint=hint)
-    found.host = host
+    name, cause = clean(host(where) if "://" in where else where[:200])[:200], clean(cause)
+    hint = "; or ".join(fixes(name, known)) + (f"; {known.then}" if known.then else "")
+    found = error(f"{doing + ': ' if doing else ''}cannot reach {name} ({cause})", hint=hint)
+    found.host = name
     return found

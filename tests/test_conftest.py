@@ -39,7 +39,7 @@ def test_what_belongs_to_the_integration_tier(argv: list[str], started: str | No
 
 
 def test_popen_arguments_of_every_form_are_read_as_words() -> None:
-    assert launched(_argv("docker build -t x .")) == "docker"        # shell=True's command line
+    assert launched(_argv("docker build -t x .")) == "docker"        # a whole command line given as one string
     assert launched(_argv(b"/usr/bin/srun hostname")) == "srun"
     assert launched(_argv([Path("/usr/local/bin/torchrun"), b"-m", "w"])) == "torchrun"
     assert _argv("echo 'unbalanced") == ["echo", "'unbalanced"]

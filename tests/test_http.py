@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from kitbench import _http
+from kitbench import _http, _reach
 from kitbench.errors import NetworkError, UsageError
 
 TOKEN = "s3cret-t0ken"
@@ -67,7 +67,7 @@ def test_credentials_in_the_url_authenticate_and_never_reach_a_message() -> None
             _http.get(f"http://me:{TOKEN}@{where}/simple/nothing/", "application/json")
     assert f"answered 401 Unauthorized for http://{where}/simple/nothing/" in refused.value.message
     assert TOKEN not in refused.value.message and "me:" not in refused.value.message
-    assert _http.host(f"https://me:{TOKEN}@mirror.example:8443/simple") == "mirror.example:8443"
+    assert _reach.host(f"https://me:{TOKEN}@mirror.example:8443/simple") == "mirror.example:8443"
 
 
 def test_a_redirect_to_another_host_gets_no_credentials() -> None:

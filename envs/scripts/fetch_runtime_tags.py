@@ -54,7 +54,7 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import BuildTag, canonicalize_name
 from packaging.version import Version
 
-from kitbench import _files, _http
+from kitbench import _files, _http, _reach
 from kitbench.advice import indexes, releases, wheels
 from kitbench.errors import NetworkError
 from kitbench.records import manifest
@@ -163,17 +163,17 @@ class _Ranges(io.RawIOBase):
         the whole's size, its bytes."""
         answer = _get(self.url, "*/*", byte_range=span)
         if answer.status != 206:
-            raise Unreadable(f"{_http.shown(self.url)} announces no core metadata and its server sends no parts of "
+            raise Unreadable(f"{_reach.shown(self.url)} announces no core metadata and its server sends no parts of "
                              f"it (answered {answer.status} to a byte range)")
         sent = _CONTENT_RANGE.fullmatch(answer.content_range or "")
         first, last, size = (int(n) for n in sent.groups()) if sent else (0, -1, 0)
         if not sent or not first <= last < size or last - first + 1 != len(answer.body) or (
                 last != size - 1 if first_asked is None else first != first_asked):
-            raise Unreadable(f"{_http.shown(self.url)}: a part whose Content-Range does not say what was sent "
+            raise Unreadable(f"{_reach.shown(self.url)}: a part whose Content-Range does not say what was sent "
                              f"({(answer.content_range or 'none')[:60]!r}, {len(answer.body):,} bytes)")
         self.read_bytes += len(answer.body)
         if self.read_bytes > WHEEL_BYTES:
-            raise Unreadable(f"{_http.shown(self.url)}: over {WHEEL_BYTES // 2**20} MB read for its core metadata")
+            raise Unreadable(f"{_reach.shown(self.url)}: over {WHEEL_BYTES // 2**20} MB read for its core metadata")
         return first, last, size, answer.body
 
     def readable(self) -> bool:
@@ -377,7 +377,7 @@ def rows(version: str) -> list[Row]:
     groups: dict[tuple[str, tuple[int, ...], tuple[Pulled, ...]], list[str]] = defaultdict(list)
     found = torch_wheels(version)
     if not found:
-        raise Unreadable(f"torch {version}: no Linux wheel on {_http.shown(indexes.pypi_index())}")
+        raise Unreadable(f"torch {version}: no Linux wheel on {_reach.shown(indexes.pypi_index())}")
     for (arch, python), (wheel, own) in sorted(found.items(), key=lambda i: (i[0][0], indexes.tag_key(i[0][1]))):
         here, mac = environment(python, arch), environment(python, arch, "Darwin")
         linux = tuple(r for r in requires_dist(wheel) if applies(Requirement(r), here)
@@ -426,7 +426,7 @@ def main(versions: list[str] | None = None, out: Path = OUT, deadline: float = D
     versions = versions or [rel.version for rel in list(releases.newest_first(derived=False))[::-1]]
     table = [row for version in versions for row in rows(version)]
     today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
-    data = {"source": f"{_http.bare(indexes.pypi_index())}<project>/ (PEP 691 JSON) and each wheel's core metadata "
+    data = {"source": f"{_reach.bare(indexes.pypi_index())}<project>/ (PEP 691 JSON) and each wheel's core metadata "
                       "(PEP 658, else the METADATA in the wheel, read by byte ranges); yanked files left out unless "
                       "pinned exactly",
             "read": today, "kind": "published", "releases": [_data(row) for row in table], "builds": _kept_builds(out)}

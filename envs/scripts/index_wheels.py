@@ -27,7 +27,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from kitbench import _files, _http
+from kitbench import _files, _reach
 from kitbench.advice import indexes
 from kitbench.records import manifest
 
@@ -92,8 +92,8 @@ def main() -> int:
     left_out: list[str] = []
     found, on_page = listed(base, releases, left_out)
     today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
-    url = f"{_http.bare(base)}cpu/{{{','.join(PACKAGES)}}}/"
-    print(f"PyTorch's index: {_http.shown(url)}")
+    url = f"{_reach.bare(base)}cpu/{{{','.join(PACKAGES)}}}/"
+    print(f"PyTorch's index: {_reach.shown(url)}")
     if left_out:
         print(f"{len(left_out)} listed file(s) whose name is no wheel's left out (the first: "
               f"{_shared.shown(left_out[0])})")

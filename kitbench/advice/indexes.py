@@ -36,7 +36,7 @@ from typing import Any
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from kitbench import _files, _http
+from kitbench import _files, _http, _reach
 from kitbench.advice import facts, vendors, wheels
 from kitbench.advice.facts import read_json
 from kitbench.errors import NetworkError, UsageError
@@ -218,8 +218,8 @@ def page_files(answer: _http.Response, dropped: list[str] | None = None) -> list
             if not isinstance(entries, list) or len(entries) > MAX_FILES:
                 raise ValueError(f"its files are not a list of at most {MAX_FILES:,}")
         except (ValueError, KeyError, TypeError) as bad:
-            raise NetworkError(f"{_http.host(answer.url)} served a malformed PEP 691 page for "
-                               f"{_http.shown(answer.url)}: {str(bad)[:200]}") from None
+            raise NetworkError(f"{_reach.host(answer.url)} served a malformed PEP 691 page for "
+                               f"{_reach.shown(answer.url)}: {str(bad)[:200]}") from None
         files = []
         for entry in entries:
             try:
@@ -240,8 +240,8 @@ def page_files(answer: _http.Response, dropped: list[str] | None = None) -> list
     except (AssertionError, ValueError) as bad:
         dropped.append(f"HTML that does not parse past {len(parser.files):,} files ({str(bad)[:80]})")
     if len(parser.files) > MAX_FILES:
-        raise NetworkError(f"{_http.host(answer.url)} listed more than {MAX_FILES:,} files in "
-                           f"{_http.shown(answer.url)}; no index page is that long")
+        raise NetworkError(f"{_reach.host(answer.url)} listed more than {MAX_FILES:,} files in "
+                           f"{_reach.shown(answer.url)}; no index page is that long")
     dropped.extend(parser.dropped)
     return parser.files
 
@@ -337,7 +337,7 @@ def refresh_source(source: Source, folder: Path, until: float | None = None) -> 
     given, and write its file atomically: only facts in the forms kitbench.advice.facts reads."""
     path = folder / source.file
     previous = _source_facts(read_json(path))
-    same = previous is not None and previous.get("url") == _http.bare(source.url)     # never a token on disk
+    same = previous is not None and previous.get("url") == _reach.bare(source.url)     # never a token on disk
     started = time.monotonic()
     answer = _http.get(source.url, _ACCEPT, etag=previous.get("etag") if same and previous else None,
                        last_modified=previous.get("last_modified") if same and previous else None, until=until)
@@ -348,14 +348,14 @@ def refresh_source(source: Source, folder: Path, until: float | None = None) -> 
         dropped: list[str] = []
         releases = summarize(page_files(answer, dropped), source.package, dropped)
         if dropped:
-            notes.append(f"{_http.shown(source.url)}: {len(dropped):,} entries left out, which do not parse "
+            notes.append(f"{_reach.shown(source.url)}: {len(dropped):,} entries left out, which do not parse "
                          f"(the first: {dropped[0]})")
         known = previous.get("requires", {}) if same and previous else {}
         requires = _pairs(releases, known, lambda url: _http.get(url, "*/*", until=until).body, notes) \
             if source.package != "torch" else {}
         for release in releases.values():     # read with the index's credentials; written without them
-            release["metadata"] = release["metadata"] and _http.bare(release["metadata"])
-        data = {"url": _http.bare(source.url), "read": _now(), "checked": _now(), "etag": answer.etag,
+            release["metadata"] = release["metadata"] and _reach.bare(release["metadata"])
+        data = {"url": _reach.bare(source.url), "read": _now(), "checked": _now(), "etag": answer.etag,
                 "last_modified": answer.last_modified, "releases": releases, "requires": requires}
     _files.write(path, json.dumps(data, sort_keys=True), replace=True, what="index facts")
     return Outcome(source, answer.status, time.monotonic() - started, len(data["releases"]), tuple(notes))
@@ -398,7 +398,7 @@ def refresh(packages: tuple[str, ...] = PACKAGES, done: Callable[[Outcome], None
     outcomes: list[Outcome] = []
     failed: dict[str, NetworkError] = {}
     for source in every:
-        host = _http.host(source.url)
+        host = _reach.host(source.url)
         if host in failed:
             continue
         try:
@@ -410,7 +410,7 @@ def refresh(packages: tuple[str, ...] = PACKAGES, done: Callable[[Outcome], None
     if failed:
         errors = list(failed.values())
         raise RefreshFailed(NetworkError("; ".join(e.message for e in errors), hint=errors[0].hint), outcomes,
-                            [s for s in every if _http.host(s.url) in failed])
+                            [s for s in every if _reach.host(s.url) in failed])
     return outcomes
 
 

@@ -66,9 +66,9 @@ class Sources:
 
 
 def _shown(url: str | None) -> str:
-    from kitbench import _http
+    from kitbench import _reach
 
-    return _http.shown(url) if url else ""
+    return _reach.shown(url) if url else ""
 
 
 def sources(target: Target, os_name: str) -> Sources:

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kitbench import _files, _http
+from kitbench import _files, _http, _reach
 from kitbench.environments import targets
 from kitbench.environments.targets import Target
 from kitbench.errors import KitbenchError, NetworkError, UsageError, clean
@@ -89,9 +89,9 @@ def macos_floor(torch_version: str, index: str = PYPI_SIMPLE) -> str:
         page = _http.get(f"{index}/torch/", "application/vnd.pypi.simple.v1+json", timeout=30)
         files = json.loads(page.body)["files"]
     except NetworkError as exc:
-        raise UsageError(f"cannot read torch's wheel list from {_http.shown(index)}: {exc.message}") from None
+        raise UsageError(f"cannot read torch's wheel list from {_reach.shown(index)}: {exc.message}") from None
     except (ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"cannot read torch's wheel list from {_http.shown(index)}: {exc}") from None
+        raise UsageError(f"cannot read torch's wheel list from {_reach.shown(index)}: {exc}") from None
     floors = [(int(m[1]), int(m[2])) for f in files
               if f["filename"].startswith(f"torch-{torch_version}-") and (m := _MACOS_TAG.search(f["filename"]))]
     if not floors:

@@ -117,7 +117,7 @@ def check_build(target: Target, version: str, cuda: str | None, os_name: str) ->
         matches = wanted is not None and cuda == f"{wanted[0]}.{wanted[1]}"
     cause = None
     if not matches:
-        from kitbench._http import shown
+        from kitbench._reach import shown
 
         override = os.environ.get(INDEX_VARIABLE)
         mirror = os.environ.get(PYTORCH_INDEX_VARIABLE)
@@ -216,7 +216,7 @@ def check_index(target: Target, os_name: str, timeout_s: float = 3.0) -> None:
     """Fail at once, naming the host and what gets past it, when the index the target installs from cannot
     even be resolved: pip would retry for a while and then print a raw DNS error. Nothing is checked where
     pip's own configuration or a proxy decides where requests go."""
-    from kitbench._http import shown
+    from kitbench._reach import shown
 
     url = target.index_for(os_name)
     failed = _reach.first_unresolved([url], timeout_s)

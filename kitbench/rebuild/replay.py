@@ -124,7 +124,8 @@ def _call(command: list[str], what: str, env: dict[str, str] | None = None, reac
 
 def _recorded_index(record: RunRecord) -> str | None:
     """The record's index_override, where it is an index URL (or ``default``): a record's words reach the hint."""
-    from kitbench._http import checked, shown
+    from kitbench._http import checked
+    from kitbench._reach import shown
     from kitbench.errors import UsageError
 
     found = record["environment"].get("index_override")

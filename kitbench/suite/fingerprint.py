@@ -137,7 +137,7 @@ def lock() -> tuple[Lock | None, LockInfo | None, str | None]:
 def index_override() -> str | None:
     """The ``KITBENCH_INDEX_URL`` the session installed under (``KITBENCH_INDEX_OVERRIDE``, credentials
     removed by the installer and again here: a record is shared), or None."""
-    from kitbench._http import shown
+    from kitbench._reach import shown
     from kitbench.environments.installer import OVERRIDE_VARIABLE
 
     value = os.environ.get(OVERRIDE_VARIABLE)
