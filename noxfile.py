@@ -46,11 +46,13 @@ try:
     from kitbench.records import manifest
     from kitbench.suite import data
 except ImportError as missing:  # kitbench's light dependencies live where nox runs
-    raise SystemExit(f"ERROR: noxfile: {missing}\nhint: run nox so that it reads the noxfile's inline "
-                     "dependencies (pipx run nox, or uvx nox), or install them beside nox: "
-                     "python3 -m pip install -e '.[docker]' nox uv") from None
+    raise SystemExit(
+        f"ERROR: noxfile: {missing}\nhint: run nox so that it reads the noxfile's inline "
+        "dependencies (pipx run nox, or uvx nox), or install them beside nox: "
+        "python3 -m pip install -e '.[docker]' nox uv"
+    ) from None
 
-nox.needs_version = ">=2025.5"     # inline script metadata, and uv-provided interpreters
+nox.needs_version = ">=2025.5"  # inline script metadata, and uv-provided interpreters
 nox.options.sessions = ["lint", "tests"]
 # uv builds a torch venv about four times as fast as pip (measured here: 18 s against 96 s,
 # cold); virtualenv and pip where uv is not installed. Hash-locked installs work with both.
@@ -100,21 +102,29 @@ def _plan(session: nox.Session, target: Target, os_name: str) -> installer.Insta
 def _check_build(session: nox.Session, target: Target, python: str = "python") -> None:
     """Say whether the torch just installed is the build the target names: an index override
     can put a CUDA build in a "CPU-only" environment, and nothing else would tell."""
-    found = session.run(python, "-c", "import torch; print(torch.__version__); print(torch.version.cuda or '')",
-                        silent=True, external=python != "python")
-    if found is None:       # --install-only: nothing was run
+    found = session.run(
+        python,
+        "-c",
+        "import torch; print(torch.__version__); print(torch.version.cuda or '')",
+        silent=True,
+        external=python != "python",
+    )
+    if found is None:  # --install-only: nothing was run
         return
     version, _, cuda = str(found).strip().partition("\n")
     check = targets.check_build(target, version, cuda.strip() or None, _machine().os)
     if check.matches:
         session.log(f"{target.name}: {check.got}, the {target.compute} build the target names")
     else:
-        session.warn(f"{target.name} names a {target.compute} build but got {check.got}: {check.cause}; "
-                     "the record says build_matches_target: false")
+        session.warn(
+            f"{target.name} names a {target.compute} build but got {check.got}: {check.cause}; "
+            "the record says build_matches_target: false"
+        )
 
 
 def _kit_errors(body: Callable[[nox.Session], None]) -> Callable[[nox.Session], None]:
     """A session body whose kitbench errors end the session with their one line, not a traceback."""
+
     @functools.wraps(body)
     def session(session: nox.Session) -> None:
         try:
@@ -149,8 +159,7 @@ def _venv_session(target: Target) -> Callable[[nox.Session], None]:
 def _docker_session(target: Target) -> Callable[[nox.Session], None]:
     def session(session: nox.Session) -> None:
         _preflight(session, target)
-        session.run(sys.executable, "-m", "kitbench", "container", target.name, "--", *session.posargs,
-                    external=True)
+        session.run(sys.executable, "-m", "kitbench", "container", target.name, "--", *session.posargs, external=True)
 
     return session
 
@@ -161,18 +170,32 @@ def _conda_session(target: Target) -> Callable[[nox.Session], None]:
         assert target.environment is not None
         tool = next(t for t in preflight.CONDA_TOOLS if shutil.which(t))
         prefix = ROOT / ".nox" / target.name
-        session.run(tool, "env", "update" if prefix.exists() else "create", "--prefix", str(prefix),
-                    "--file", str(target.environment), external=True)
+        session.run(
+            tool,
+            "env",
+            "update" if prefix.exists() else "create",
+            "--prefix",
+            str(prefix),
+            "--file",
+            str(target.environment),
+            external=True,
+        )
         python = str(prefix / "bin" / "python")
         targets.check_index(target, "macos")
         plan = _plan(session, target, "macos")
-        session.run(python, "-m", "pip", "install", *plan.write(Path(session.create_tmp()) / target.name, "pip"),
-                    env=plan.env("pip"), external=True)
+        session.run(
+            python,
+            "-m",
+            "pip",
+            "install",
+            *plan.write(Path(session.create_tmp()) / target.name, "pip"),
+            env=plan.env("pip"),
+            external=True,
+        )
         session.run(python, "-m", "pip", "install", "--no-deps", "-e", str(ROOT), external=True)
         _check_build(session, target, python)
         chosen = plan.record
-        session.run(python, "-m", "kitbench", "run", *session.posargs, env=_suite_env(target, chosen),
-                    external=True)
+        session.run(python, "-m", "kitbench", "run", *session.posargs, env=_suite_env(target, chosen), external=True)
 
     return session
 
@@ -188,8 +211,7 @@ def _register(target: Target) -> None:
     # build their own after pre-flight, so a host without conda or docker gets
     # kitbench's one-line reason rather than a failure inside nox.
     python = target.python if target.kind == "venv" else None
-    nox.session(name=target.name, python=python,
-                venv_backend=_VENV_BACKEND if target.kind == "venv" else "none")(func)
+    nox.session(name=target.name, python=python, venv_backend=_VENV_BACKEND if target.kind == "venv" else "none")(func)
 
 
 def _fail(error: KitbenchError) -> NoReturn:
@@ -217,10 +239,11 @@ def tests(session: nox.Session) -> None:
 @nox.session(python=_CPU_PYTHON, venv_backend=_VENV_BACKEND)
 @_kit_errors
 def lint(session: nox.Session) -> None:
-    """ruff and mypy over kitbench, its tests, this file and the fact scripts (envs/scripts), against the cpu
-    target's torch (mypy checks the calls into it)."""
+    """ruff (format and lint) and mypy over kitbench, its tests, this file and the fact scripts (envs/scripts),
+    against the cpu target's torch (mypy checks the calls into it)."""
     _install_suite(session, targets.get("cpu"))
     session.install(*_dev_requirements("dev"), *_dev_requirements("lint"))
+    session.run("ruff", "format", "--check", "kitbench", "tests", "noxfile.py", "envs/scripts")
     session.run("ruff", "check", "kitbench", "tests", "noxfile.py", "envs/scripts")
     session.run("mypy")
 
@@ -257,9 +280,33 @@ def bench(session: nox.Session) -> None:
     loops = ["--loop", "tutorial", "--loop", "resident", "--loop", "graphed"]
     session.run(*common, *loops, "--model", "fnn", "--epochs", "3", *session.posargs, env=env)
     session.run(*common, *loops, "--model", "cnn", "--epochs", "1", *session.posargs, env=env)
-    session.run(*common, "--sweep", "--loop", "resident", "--loop", "graphed", "--model", "fnn", "--model", "cnn",
-                *session.posargs, env=env)
-    session.run("python", "-m", "kitbench", "run", "--check", "ddp", "--model", "fnn", "--model", "cnn",
-                *session.posargs, env=env)
+    session.run(
+        *common,
+        "--sweep",
+        "--loop",
+        "resident",
+        "--loop",
+        "graphed",
+        "--model",
+        "fnn",
+        "--model",
+        "cnn",
+        *session.posargs,
+        env=env,
+    )
+    session.run(
+        "python",
+        "-m",
+        "kitbench",
+        "run",
+        "--check",
+        "ddp",
+        "--model",
+        "fnn",
+        "--model",
+        "cnn",
+        *session.posargs,
+        env=env,
+    )
     folder = Path(os.environ.get("KITBENCH_RESULTS") or "results") / "bench"
     session.run("python", "-m", "kitbench", "report", str(folder), "-o", str(folder / "report.html"), env=env)

@@ -53,14 +53,16 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
     else:
         from kitbench.advice import releases
 
-        releases.release(args.release)      # the nodes' install-cmd would refuse it, each in its own row
+        releases.release(args.release)  # the nodes' install-cmd would refuse it, each in its own row
         given = pythons.probe_given(args.python)
     if args.timeout is not None and not 0 < args.timeout < float("inf"):
-        raise UsageError(f"--timeout must be a positive number of seconds, not {args.timeout}",
-                         hint="for example --timeout 3600")
-    options = SlurmOptions(args.partition, args.account, args.time, args.gres, args.constraint, args.qos,
-                           tuple(args.sbatch_args))
-    options.lines()         # its refusals come before --per's, as before Slurm is asked anything
+        raise UsageError(
+            f"--timeout must be a positive number of seconds, not {args.timeout}", hint="for example --timeout 3600"
+        )
+    options = SlurmOptions(
+        args.partition, args.account, args.time, args.gres, args.constraint, args.qos, tuple(args.sbatch_args)
+    )
+    options.lines()  # its refusals come before --per's, as before Slurm is asked anything
     if args.per not in PER:
         raise UsageError(f"unknown --per {args.per!r}", hint=f"choose one of: {', '.join(PER)}")
     chosen = fleet.usable_nodes(args.per, options)
@@ -69,14 +71,29 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
     else:
         from kitbench.environments import targets
 
-        plan = fleet.plan_run_job(chosen, args.per, options, targets.get(args.target), args.run_args, log,
-                                  venvs=args.venv, runtime=args.containers, image=args.image, dry_run=args.dry_run)
+        plan = fleet.plan_run_job(
+            chosen,
+            args.per,
+            options,
+            targets.get(args.target),
+            args.run_args,
+            log,
+            venvs=args.venv,
+            runtime=args.containers,
+            image=args.image,
+            dry_run=args.dry_run,
+        )
     if args.dry_run:
         print(plan.script, end="")
         return 0
-    job, rows = fleet.launch(plan, _ui.fleet_task_line(["all nodes"] if plan.span else list(plan.nodes)), log,
-                             timeout_s=args.timeout, verify=getattr(args, "verify", False),
-                             reference=getattr(args, "reference", None))
+    job, rows = fleet.launch(
+        plan,
+        _ui.fleet_task_line(["all nodes"] if plan.span else list(plan.nodes)),
+        log,
+        timeout_s=args.timeout,
+        verify=getattr(args, "verify", False),
+        reference=getattr(args, "reference", None),
+    )
     code = _ui.fleet_results(job, plan.summary(), rows, majority_notes(rows), args.json)
     _fleet_report(job, rows)
     return code
@@ -111,13 +128,26 @@ def _cmd_run(args: argparse.Namespace) -> int:
     runargs.refuse_combinations(args)
     sizes = args.batch_size or (64,)
     options = Options(
-        checks=_once(args.checks, DEFAULT_CHECKS), device=args.device, data=args.data,
-        offline=args.offline, quick=args.quick, models=_once(args.models, ("fnn",)),
-        loops=_once(args.loops, DEFAULT_LOOPS), epochs=args.epochs, batch_size=sizes[0],
-        sweep=SWEEP if args.sweep else (sizes if len(sizes) > 1 else ()), seed=args.seed,
-        threads=args.threads, train_limit=args.limit if args.limit is not None else (6000 if args.quick else None),
-        lr=args.lr, nproc=args.nproc, nnodes=args.nnodes, rdzv_endpoint=args.rdzv_endpoint,
-        ddp_timeout=args.ddp_timeout, deterministic=args.deterministic)
+        checks=_once(args.checks, DEFAULT_CHECKS),
+        device=args.device,
+        data=args.data,
+        offline=args.offline,
+        quick=args.quick,
+        models=_once(args.models, ("fnn",)),
+        loops=_once(args.loops, DEFAULT_LOOPS),
+        epochs=args.epochs,
+        batch_size=sizes[0],
+        sweep=SWEEP if args.sweep else (sizes if len(sizes) > 1 else ()),
+        seed=args.seed,
+        threads=args.threads,
+        train_limit=args.limit if args.limit is not None else (6000 if args.quick else None),
+        lr=args.lr,
+        nproc=args.nproc,
+        nnodes=args.nnodes,
+        rdzv_endpoint=args.rdzv_endpoint,
+        ddp_timeout=args.ddp_timeout,
+        deterministic=args.deterministic,
+    )
     finished = suite.run(options, args.out, progress=_ui.progress(), force=args.force)
     if args.json:
         print(records.to_json(finished.record), end="")
@@ -136,26 +166,36 @@ def _check_fleet_run_local(args: argparse.Namespace) -> None:
     _check_fleet_run_args(args.run_args)
     target = targets.get(args.target)
     if args.containers not in fleet_containers.RUNTIMES:
-        raise UsageError(f"unknown --containers {args.containers!r}",
-                         hint=f"choose one of: {', '.join(fleet_containers.RUNTIMES)}")
+        raise UsageError(
+            f"unknown --containers {args.containers!r}", hint=f"choose one of: {', '.join(fleet_containers.RUNTIMES)}"
+        )
     if target.kind == "venv":
-        given = [flag for flag, value in (("--containers", args.containers != "auto"), ("--image", args.image))
-                 if value]
+        given = [
+            flag for flag, value in (("--containers", args.containers != "auto"), ("--image", args.image)) if value
+        ]
         if given:
-            raise UsageError(f"{' and '.join(given)} only act{'' if len(given) > 1 else 's'} on docker targets; "
-                             f"{target.name} is a venv target",
-                             hint="drop them, or name a docker target such as cuda126")
+            raise UsageError(
+                f"{' and '.join(given)} only act{'' if len(given) > 1 else 's'} on docker targets; "
+                f"{target.name} is a venv target",
+                hint="drop them, or name a docker target such as cuda126",
+            )
         plain, _ = pythons.per_arch(args.venv, "--venv")
         pythons.venv_folder(target.name, plain)
     elif target.kind != "docker":
-        raise UsageError(f"target {target.name!r} is a {target.kind} target: it cannot run on a Slurm cluster",
-                         hint="fleet run takes venv and docker targets")
+        raise UsageError(
+            f"target {target.name!r} is a {target.kind} target: it cannot run on a Slurm cluster",
+            hint="fleet run takes venv and docker targets",
+        )
     elif args.venv:
-        raise UsageError(f"--venv only acts on venv targets; {target.name} is a docker target",
-                         hint="drop it (a docker target runs in its image), or name a venv target such as cpu")
+        raise UsageError(
+            f"--venv only acts on venv targets; {target.name} is a docker target",
+            hint="drop it (a docker target runs in its image), or name a venv target such as cpu",
+        )
     elif args.containers == "oci" and args.image is not None:
-        raise UsageError("--image only acts with pyxis; Slurm's OCI support runs a bundle kitbench exports",
-                         hint="drop --image, or use --containers pyxis")
+        raise UsageError(
+            "--image only acts with pyxis; Slurm's OCI support runs a bundle kitbench exports",
+            hint="drop --image, or use --containers pyxis",
+        )
 
 
 def _check_fleet_run_args(run_args: Sequence[str]) -> None:
@@ -165,11 +205,21 @@ def _check_fleet_run_args(run_args: Sequence[str]) -> None:
 
     parsed = _parser.parse(["run", *run_args])
     runargs.refuse_combinations(parsed)
-    owned = [flag for flag, value in (("--out", parsed.out), ("--force", parsed.force), ("--nnodes", parsed.nnodes),
-                                      ("--rdzv-endpoint", parsed.rdzv_endpoint)) if value]
+    owned = [
+        flag
+        for flag, value in (
+            ("--out", parsed.out),
+            ("--force", parsed.force),
+            ("--nnodes", parsed.nnodes),
+            ("--rdzv-endpoint", parsed.rdzv_endpoint),
+        )
+        if value
+    ]
     if owned:
-        raise UsageError(f"fleet run sets {', '.join(owned)} itself; after -- they are refused",
-                         hint="each node's record is results/fleet/<job>/<node>.json; drop them after --")
+        raise UsageError(
+            f"fleet run sets {', '.join(owned)} itself; after -- they are refused",
+            hint="each node's record is results/fleet/<job>/<node>.json; drop them after --",
+        )
 
 
 def _cmd_container(args: argparse.Namespace) -> int:
@@ -178,13 +228,17 @@ def _cmd_container(args: argparse.Namespace) -> int:
 
     target = targets.get(args.target)
     if target.kind != "docker":
-        raise UsageError(f"target {target.name!r} is a {target.kind} target, not a docker one",
-                         hint=f"run it with: nox -s {target.name}")
+        raise UsageError(
+            f"target {target.name!r} is a {target.kind} target, not a docker one",
+            hint=f"run it with: nox -s {target.name}",
+        )
     if not args.build_only:
-        containers.host_data(args.run_args)     # no MNIST and --offline: said before a build of minutes
+        containers.host_data(args.run_args)  # no MNIST and --offline: said before a build of minutes
     result = images.build(target, log=lambda line: print(line, file=sys.stderr, flush=True))
-    print(f"image {result.tag} ({result.image_id[:19]}, {result.size_bytes / 2**30:.2f} GiB) "
-          f"from {result.base_image}", file=sys.stderr)
+    print(
+        f"image {result.tag} ({result.image_id[:19]}, {result.size_bytes / 2**30:.2f} GiB) from {result.base_image}",
+        file=sys.stderr,
+    )
     if args.build_only:
         return 0
     return containers.run(target, result, args.run_args, log=lambda line: print(line, flush=True))
@@ -194,8 +248,11 @@ def _check_machine_choices(args: argparse.Namespace) -> None:
     """install-cmd's words for another machine, each one of those it knows."""
     from kitbench.advice import selector
 
-    for name, value, choices in (("--os", args.os, selector.OSES), ("--arch", args.arch, selector.ARCHES),
-                                 ("--python-arch", args.python_arch, selector.ARCHES)):
+    for name, value, choices in (
+        ("--os", args.os, selector.OSES),
+        ("--arch", args.arch, selector.ARCHES),
+        ("--python-arch", args.python_arch, selector.ARCHES),
+    ):
         if value is not None:
             selector.check_choice(name, value, choices)
 
@@ -204,13 +261,30 @@ def _cmd_install(args: argparse.Namespace) -> int:
     from kitbench.advice.answer import answer
 
     _check_machine_choices(args)
-    given = dict(os=args.os, arch=args.arch, python_arch=args.python_arch, driver=args.driver,
-                 gpu_capabilities=args.gpu_cc, no_gpu=args.no_gpu, gpu_gfx=args.gpu_gfx, intel_gpu=args.intel_gpu,
-                 python_path=args.python_path, python_version=args.python_version, glibc=args.glibc,
-                 os_version=args.os_version)
-    chosen = answer(given, refresh=_refresh, force_refresh=args.refresh,
-                    not_refreshed=lambda error: print(f"note: {clean(_not_refreshed(error))}", file=sys.stderr),
-                    release_spec=args.release, package=args.package, compute=args.compute, fmt=args.fmt)
+    given = dict(
+        os=args.os,
+        arch=args.arch,
+        python_arch=args.python_arch,
+        driver=args.driver,
+        gpu_capabilities=args.gpu_cc,
+        no_gpu=args.no_gpu,
+        gpu_gfx=args.gpu_gfx,
+        intel_gpu=args.intel_gpu,
+        python_path=args.python_path,
+        python_version=args.python_version,
+        glibc=args.glibc,
+        os_version=args.os_version,
+    )
+    chosen = answer(
+        given,
+        refresh=_refresh,
+        force_refresh=args.refresh,
+        not_refreshed=lambda error: print(f"note: {clean(_not_refreshed(error))}", file=sys.stderr),
+        release_spec=args.release,
+        package=args.package,
+        compute=args.compute,
+        fmt=args.fmt,
+    )
     if args.json:
         import json
 
@@ -221,24 +295,44 @@ def _cmd_install(args: argparse.Namespace) -> int:
         from kitbench.advice.wording import grouped
 
         sources = chosen.facts["sources"]
-        for key in ("os", "os_version", "arch", "python_arch", "python_version", "libc", "libc_version", "driver",
-                    "gpu_capabilities", "rocm", "amd_gpus", "intel_gpus", "wsl", "container"):
+        for key in (
+            "os",
+            "os_version",
+            "arch",
+            "python_arch",
+            "python_version",
+            "libc",
+            "libc_version",
+            "driver",
+            "gpu_capabilities",
+            "rocm",
+            "amd_gpus",
+            "intel_gpus",
+            "wsl",
+            "container",
+        ):
             if key.startswith("libc") and chosen.os != "linux":
                 continue
             value = chosen.facts[key]
             shown = ", ".join(value) if isinstance(value, list) else value
             where = sources.get({"gpu_capabilities": "gpus", "libc_version": "libc"}.get(key, key), "probe")
             if value is None and key in ("os_version", "wsl", "container"):
-                continue        # another machine's: this host's kernel, WSL and container say nothing of it
+                continue  # another machine's: this host's kernel, WSL and container say nothing of it
             print(clean(f"# {key}: {shown if shown not in (None, '') else 'none'}  [{where}]"), file=sys.stderr)
         wheel_facts = chosen.facts["wheels"]
-        assumed = " (this build is not on PyPI: assumed_from pypi, the same release's PyPI wheels)" \
-            if wheel_facts["assumed_from"] else ""
+        assumed = (
+            " (this build is not on PyPI: assumed_from pypi, the same release's PyPI wheels)"
+            if wheel_facts["assumed_from"]
+            else ""
+        )
         print(clean(f"# wheels: {wheel_facts['source']}, read {wheel_facts['read']}{assumed}"), file=sys.stderr)
         refreshed = facts.checked()
         if refreshed is not None:
-            print(f"# fact cache: {facts.cache_dir() / 'releases.json'} (kitbench facts refresh), read "
-                  f"{refreshed.date().isoformat()}", file=sys.stderr)
+            print(
+                f"# fact cache: {facts.cache_dir() / 'releases.json'} (kitbench facts refresh), read "
+                f"{refreshed.date().isoformat()}",
+                file=sys.stderr,
+            )
         build = chosen.facts["build"]
         print(clean(f"# build: {build['kind']}, from {build['source']}"), file=sys.stderr)
         for line in grouped(chosen.rejected):
@@ -274,15 +368,23 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     skipped: list[Path] = []
     loaded = inputs.load(args.inputs, skipped)
     if args.plot:
-        plots.check_count(len(loaded))      # before any output: nothing half done
+        plots.check_count(len(loaded))  # before any output: nothing half done
     if skipped:
-        print(f"note: skipped {len(skipped)} *.json file(s) that are not run records (fleet plans, probe and "
-              f"install JSON, image bundles), e.g. {clean(skipped[0])}", file=sys.stderr)
+        print(
+            f"note: skipped {len(skipped)} *.json file(s) that are not run records (fleet plans, probe and "
+            f"install JSON, image bundles), e.g. {clean(skipped[0])}",
+            file=sys.stderr,
+        )
     table = compare.rows(loaded)
     if args.fmt == "json":
         # Each difference as an object (quantity, before: the baseline's, after: this record's).
-        print(json.dumps([{**dataclasses.asdict(r), "differs": [c._asdict() for c in r.differs]} for r in table],
-                         indent=2, default=str))
+        print(
+            json.dumps(
+                [{**dataclasses.asdict(r), "differs": [c._asdict() for c in r.differs]} for r in table],
+                indent=2,
+                default=str,
+            )
+        )
     else:
         _ui.comparison(table, args.fmt)
     if args.plot:
@@ -300,15 +402,19 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from kitbench.records import record as records
 
     (reference, ref_sha), (candidate, cand_sha) = (records.read_hashed(p) for p in (args.reference, args.candidate))
-    inputs.refuse_same_run([inputs.Loaded(args.reference, reference, ref_sha),
-                            inputs.Loaded(args.candidate, candidate, cand_sha)])
+    inputs.refuse_same_run(
+        [inputs.Loaded(args.reference, reference, ref_sha), inputs.Loaded(args.candidate, candidate, cand_sha)]
+    )
     verdict = verify(reference, candidate)
     if args.json:
         print(json.dumps({**dataclasses.asdict(verdict), "reproduced": verdict.reproduced}, indent=2))
     else:
         # Model names, packages and settings come from the records: data, shown escaped.
-        print(verdict.verdict.upper() if not verdict.reproduced else verdict.verdict,
-              f": {clean(verdict.first_divergence)}" if verdict.first_divergence else "", sep="")
+        print(
+            verdict.verdict.upper() if not verdict.reproduced else verdict.verdict,
+            f": {clean(verdict.first_divergence)}" if verdict.first_divergence else "",
+            sep="",
+        )
         print(f"  compared: {_counted(tally(verdict.comparisons))}")
         for c in verdict.comparisons:
             print(clean(f"  {_compared(c, f': {c.detail}' if c.detail else '')}"))
@@ -335,16 +441,22 @@ def _compared(c: Any, detail: str) -> str:
 def _counted(counts: Any) -> str:
     """verify's ``Tally`` in words: ``12 quantities: 11 agree (within rtol 0.05), 1 differs (within rtol 0.05)``;
     with several rules, each counted."""
+
     def part(by_rule: dict[str, int]) -> str:
         named = {(_CONDITIONS[rule][2] if rule in _CONDITIONS else rule): n for rule, n in by_rule.items()}
         if not named:
             return ""
-        return f" ({next(iter(named))})" if len(named) == 1 else \
-            " (" + ", ".join(f"{n} {name}" for name, n in named.items()) + ")"
+        return (
+            f" ({next(iter(named))})"
+            if len(named) == 1
+            else " (" + ", ".join(f"{n} {name}" for name, n in named.items()) + ")"
+        )
 
     agree, differ = sum(counts.agree.values()), sum(counts.differ.values())
-    return (f"{agree + differ} quantit{'y' if agree + differ == 1 else 'ies'}: {agree} agree{part(counts.agree)}, "
-            f"{differ} differ{'s' if differ == 1 else ''}{part(counts.differ)}")
+    return (
+        f"{agree + differ} quantit{'y' if agree + differ == 1 else 'ies'}: {agree} agree{part(counts.agree)}, "
+        f"{differ} differ{'s' if differ == 1 else ''}{part(counts.differ)}"
+    )
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
@@ -352,20 +464,29 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     from kitbench.reading.verify import tally
     from kitbench.rebuild import replay
 
-    outcome = replay.replay(args.record, args.out, probe(),
-                            lambda line: print(f"replay: {clean(line)}", file=sys.stderr), args.local_by_name)
+    outcome = replay.replay(
+        args.record,
+        args.out,
+        probe(),
+        lambda line: print(f"replay: {clean(line)}", file=sys.stderr),
+        args.local_by_name,
+    )
     for note in outcome.notes:
         print(f"note: {clean(note)}")
     for line in outcome.differences:
         print(f"environment differs: {clean(line)}")
-    if outcome.mnist:       # verify's many quantities counted in one line, each one that differs on its own
+    if outcome.mnist:  # verify's many quantities counted in one line, each one that differs on its own
         print(clean(f"compared: MNIST: {_counted(tally(outcome.mnist))}"))
     for c in [*(c for c in outcome.mnist if not c.equal), *outcome.compared]:
         print(clean(f"compared: {_compared(c, f' ({c.detail})' if c.detail else '')}"))
     if outcome.not_compared:
         print(clean(f"not compared: {'; '.join(outcome.not_compared)}"))
-    print(clean(f"{outcome.verdict if outcome.reproduced else outcome.verdict.upper()}"
-                f"{f': {outcome.first_divergence}' if outcome.first_divergence else ''} ({outcome.record})"))
+    print(
+        clean(
+            f"{outcome.verdict if outcome.reproduced else outcome.verdict.upper()}"
+            f"{f': {outcome.first_divergence}' if outcome.first_divergence else ''} ({outcome.record})"
+        )
+    )
     return 0 if outcome.reproduced else 1
 
 
@@ -374,12 +495,18 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from kitbench.reading import report
 
     built = report.build(args.inputs, args.fmt)
-    out = _files.destination(args.out, report.default_name(args.fmt), UsageError) if args.out else \
-        Path(report.default_name(args.fmt))
+    out = (
+        _files.destination(args.out, report.default_name(args.fmt), UsageError)
+        if args.out
+        else Path(report.default_name(args.fmt))
+    )
     report.write(out, built.text, args.force)
     if built.skipped:
-        print(f"note: skipped {len(built.skipped)} *.json file(s) that are not run records, "
-              f"e.g. {clean(built.skipped[0])}", file=sys.stderr)
+        print(
+            f"note: skipped {len(built.skipped)} *.json file(s) that are not run records, "
+            f"e.g. {clean(built.skipped[0])}",
+            file=sys.stderr,
+        )
     print(f"report: {clean(out)} ({built.records} records, sections: {', '.join(built.sections)})")
     return 0
 
@@ -390,16 +517,23 @@ def _refresh() -> None:
 
     def report(done: indexes.Outcome) -> None:
         state = "unchanged (304)" if done.status == 304 else f"{done.releases} releases"
-        where = _reach.shown(done.source.url)        # an index URL may carry a token, as pip takes it
-        print(clean(f"# {done.source.kind} {done.source.package}: {state}, {done.seconds:.2f} s  [{where}]"),
-              file=sys.stderr)
-        for note in done.notes:     # an index's own words: cleaned, as all of its text is
+        where = _reach.shown(done.source.url)  # an index URL may carry a token, as pip takes it
+        print(
+            clean(f"# {done.source.kind} {done.source.package}: {state}, {done.seconds:.2f} s  [{where}]"),
+            file=sys.stderr,
+        )
+        for note in done.notes:  # an index's own words: cleaned, as all of its text is
             print(f"note: {clean(note)}", file=sys.stderr)
 
     indexes.refresh(done=report)
     for rel in facts.derived():
-        print(clean(f"# torch {rel.version} with torchvision {rel.torchvision}: "
-                    f"{', '.join(rel.computes) or 'no builds'} (derived from the index)"), file=sys.stderr)
+        print(
+            clean(
+                f"# torch {rel.version} with torchvision {rel.torchvision}: "
+                f"{', '.join(rel.computes) or 'no builds'} (derived from the index)"
+            ),
+            file=sys.stderr,
+        )
     print(f"facts: {facts.cache_dir()}", file=sys.stderr)
 
 
@@ -411,8 +545,10 @@ def _not_refreshed(error: KitbenchError) -> str:
     if not read:
         return f"the facts were not refreshed: {error.message}; answering from those at hand"
     unread = error.unread if isinstance(error, indexes.RefreshFailed) else []
-    return (f"the facts were refreshed in part: read {_pages([o.source for o in read])}; not read "
-            f"{_pages(unread)}: {error.message}; answering from what was read and the facts at hand")
+    return (
+        f"the facts were refreshed in part: read {_pages([o.source for o in read])}; not read "
+        f"{_pages(unread)}: {error.message}; answering from what was read and the facts at hand"
+    )
 
 
 _INDEXES = {"pypi": "PyPI's", "pytorch": "PyTorch's index's"}
@@ -445,8 +581,14 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         if key == "gpus":
             value = ", ".join(f"{g['index']}: {g['name']} (sm {g['capability']})" for g in value) or "none"
         elif key == "amd_gpus":
-            value = ", ".join(f"{g['index']}: {g['gfx'] or 'gfx unknown'}"
-                              + (f" (PCI {g['device_id']})" if g["device_id"] else "") for g in value) or "none"
+            value = (
+                ", ".join(
+                    f"{g['index']}: {g['gfx'] or 'gfx unknown'}"
+                    + (f" (PCI {g['device_id']})" if g["device_id"] else "")
+                    for g in value
+                )
+                or "none"
+            )
         elif key == "intel_gpus":
             value = ", ".join(f"{g['address']}: {g['device_id'] or '?'}" for g in value) or "none"
         where = sources.get("libc" if key == "libc_version" else key)
@@ -459,7 +601,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 _NOT_A_MACHINE = {
     "--release": "the project's release is its own --release, for every machine: kitbench project --release 2.5.0",
     "--compute": "a project gives each machine the build install-cmd answers for it: describe the machine "
-                 "(--driver, --gpu-cc, --no-gpu, ...) and that decides its build",
+    "(--driver, --gpu-cc, --no-gpu, ...) and that decides its build",
     "--package": "a project is installed by uv (pyproject.toml) or pixi (pixi.toml), not by one package tool",
     "--format": "a project pins exact versions: there is no other format",
     "--json": "describe the machine only; the project's lines go to stdout",
@@ -484,38 +626,66 @@ def _project_machine(spec: str) -> tuple[str, Any]:
 
     name, sep, given = spec.partition("=")
     if not sep or not name or not given:
-        raise UsageError(f"--machine {_shown(spec)} is not NAME=FILE or NAME='FLAGS'",
-                         hint="e.g. --machine laptop=laptop.json or --machine ci='--os linux --no-gpu'")
+        raise UsageError(
+            f"--machine {_shown(spec)} is not NAME=FILE or NAME='FLAGS'",
+            hint="e.g. --machine laptop=laptop.json or --machine ci='--os linux --no-gpu'",
+        )
     if not given.lstrip().startswith("-"):
         return name, saved.load(Path(given))
     try:
         words = shlex.split(given)
-    except ValueError as bad:       # an unterminated quote or a trailing backslash
-        raise UsageError(f"--machine {_shown(name)}: its flags do not split as a shell would ({bad})",
-                         hint="close each quote in the machine's flags, e.g. --machine ci='--os linux --no-gpu'"
-                         ) from None
+    except ValueError as bad:  # an unterminated quote or a trailing backslash
+        raise UsageError(
+            f"--machine {_shown(name)}: its flags do not split as a shell would ({bad})",
+            hint="close each quote in the machine's flags, e.g. --machine ci='--os linux --no-gpu'",
+        ) from None
     for word in words:
         flag = word.partition("=")[0]
         # argparse takes an unambiguous prefix (--rel for --release): a prefix of a refused flag is refused too.
-        refused = flag if flag in _NOT_A_MACHINE else next(
-            (f for f in _NOT_A_MACHINE if flag.startswith("--") and len(flag) > 3 and f.startswith(flag)
-             and not any(m.startswith(flag) for m in _MACHINE_FLAGS)), None)
+        refused = (
+            flag
+            if flag in _NOT_A_MACHINE
+            else next(
+                (
+                    f
+                    for f in _NOT_A_MACHINE
+                    if flag.startswith("--")
+                    and len(flag) > 3
+                    and f.startswith(flag)
+                    and not any(m.startswith(flag) for m in _MACHINE_FLAGS)
+                ),
+                None,
+            )
+        )
         if refused:
-            raise UsageError(f"--machine {_shown(name)}: {refused} says nothing about a machine",
-                             hint=_NOT_A_MACHINE[refused])
+            raise UsageError(
+                f"--machine {_shown(name)}: {refused} says nothing about a machine", hint=_NOT_A_MACHINE[refused]
+            )
     try:
         args = _parser.parse(["install-cmd", *words])
     except UsageError as refused:
         # install-cmd's parser says so; the hint is the project's, naming the machine's flags.
-        raise UsageError(f"--machine {_shown(name)}: {refused.message}",
-                         hint="a machine's flags: --os, --arch, --python-arch, --python-version, --driver, --gpu-cc, "
-                              "--gpu-gfx, --intel-gpu, --no-gpu, --glibc, --os-version (see "
-                              "`kitbench install-cmd --help`, 'answer for another machine')") from None
+        raise UsageError(
+            f"--machine {_shown(name)}: {refused.message}",
+            hint="a machine's flags: --os, --arch, --python-arch, --python-version, --driver, --gpu-cc, "
+            "--gpu-gfx, --intel-gpu, --no-gpu, --glibc, --os-version (see "
+            "`kitbench install-cmd --help`, 'answer for another machine')",
+        ) from None
     _check_machine_choices(args)
-    return name, saved.described(os=args.os, arch=args.arch, python_arch=args.python_arch, driver=args.driver,
-                                 gpu_capabilities=args.gpu_cc, no_gpu=args.no_gpu, gpu_gfx=args.gpu_gfx,
-                                 intel_gpu=args.intel_gpu, python_path=args.python_path,
-                                 python_version=args.python_version, glibc=args.glibc, os_version=args.os_version)
+    return name, saved.described(
+        os=args.os,
+        arch=args.arch,
+        python_arch=args.python_arch,
+        driver=args.driver,
+        gpu_capabilities=args.gpu_cc,
+        no_gpu=args.no_gpu,
+        gpu_gfx=args.gpu_gfx,
+        intel_gpu=args.intel_gpu,
+        python_path=args.python_path,
+        python_version=args.python_version,
+        glibc=args.glibc,
+        os_version=args.os_version,
+    )
 
 
 def _cmd_project(args: argparse.Namespace) -> int:
@@ -528,13 +698,24 @@ def _cmd_project(args: argparse.Namespace) -> int:
     if args.fleet is not None:
         found = sorted(args.fleet.glob("*.probe.json"))
         if not found:
-            raise UsageError(f"no <node>.probe.json in {args.fleet}",
-                             hint="give the folder of a `kitbench fleet probe` job (results/fleet/<job>)")
+            raise UsageError(
+                f"no <node>.probe.json in {args.fleet}",
+                hint="give the folder of a `kitbench fleet probe` job (results/fleet/<job>)",
+            )
         # A node's name as a project's machine name: lowercase words joined by '-' (gpu_01 is gpu-01).
-        machines += [(re.sub(r"[^a-z0-9]+", "-", path.name.removesuffix(".probe.json").lower()).strip("-"),
-                      saved.load(path)) for path in found]
-    team, written = project_files.write(args.directory, machines, drop=args.drop, release_spec=args.release,
-                                        with_pixi=args.pixi, index=args.index, name=args.name)
+        machines += [
+            (re.sub(r"[^a-z0-9]+", "-", path.name.removesuffix(".probe.json").lower()).strip("-"), saved.load(path))
+            for path in found
+        ]
+    team, written = project_files.write(
+        args.directory,
+        machines,
+        drop=args.drop,
+        release_spec=args.release,
+        with_pixi=args.pixi,
+        index=args.index,
+        name=args.name,
+    )
     for path in written:
         print(f"wrote {path}", file=sys.stderr)
     for note in team.notes:
@@ -542,8 +723,10 @@ def _cmd_project(args: argparse.Namespace) -> int:
     width = max(len(m.name) for m in team.members)
     pixi = (args.directory / project_files.PIXI).exists()
     for member in team.members:
-        print(f"{member.name:{width}}  {member.uv:24}  # torch {dict(member.wheels.pins)['torch']} "
-              f"{member.chosen.compute}" + (f"; pixi: {member.pixi}" if pixi else ""))
+        print(
+            f"{member.name:{width}}  {member.uv:24}  # torch {dict(member.wheels.pins)['torch']} "
+            f"{member.chosen.compute}" + (f"; pixi: {member.pixi}" if pixi else "")
+        )
     return 0
 
 
@@ -566,23 +749,32 @@ def _this_machines_torch() -> tuple[list[str], str | None] | None:
         if word == "--index-url":
             index = next(rest, None)
         elif word.startswith("-"):
-            return None     # an option only pip's own words carry (--pre): the hint names the command instead
+            return None  # an option only pip's own words carry (--pre): the hint names the command instead
         else:
             packages.append(word)
     return packages, index
 
 
-_COMMANDS: dict[str, Any] = {"run": _cmd_run, "probe": _cmd_probe, "container": _cmd_container, "fleet": _cmd_fleet,
-                             "install-cmd": _cmd_install, "compare": _cmd_compare, "verify": _cmd_verify,
-                             "replay": _cmd_replay, "report": _cmd_report, "facts": _cmd_facts,
-                             "project": _cmd_project}
+_COMMANDS: dict[str, Any] = {
+    "run": _cmd_run,
+    "probe": _cmd_probe,
+    "container": _cmd_container,
+    "fleet": _cmd_fleet,
+    "install-cmd": _cmd_install,
+    "compare": _cmd_compare,
+    "verify": _cmd_verify,
+    "replay": _cmd_replay,
+    "report": _cmd_report,
+    "facts": _cmd_facts,
+    "project": _cmd_project,
+}
 
 
-_MAX_ARGUMENT = 4096        # PATH_MAX: no name, path or value kitbench takes is longer
+_MAX_ARGUMENT = 4096  # PATH_MAX: no name, path or value kitbench takes is longer
 
 
-EXIT_PIPE = 141         # 128 + SIGPIPE, as a shell reports a reader that went away (git does the same)
-EXIT_IO = 74            # sysexits' EX_IOERR: neither of verify's meanings (0 same, 1 different)
+EXIT_PIPE = 141  # 128 + SIGPIPE, as a shell reports a reader that went away (git does the same)
+EXIT_IO = 74  # sysexits' EX_IOERR: neither of verify's meanings (0 same, 1 different)
 
 
 @contextlib.contextmanager
@@ -605,15 +797,15 @@ def _uncollected(argv: Sequence[str] | None) -> Iterator[None]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    if sys.stderr is None:      # started with fd 2 closed: print(file=None) would write notes into stdout
-        sys.stderr = open(os.devnull, "w")      # noqa: SIM115 -- for the process's life; it takes fd 2 if free
-    if sys.stdout is None:      # started with fd 1 closed: the answer has nowhere to go, so nothing is done
+    if sys.stderr is None:  # started with fd 2 closed: print(file=None) would write notes into stdout
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 -- for the process's life; it takes fd 2 if free
+    if sys.stdout is None:  # started with fd 1 closed: the answer has nowhere to go, so nothing is done
         print(f"ERROR: cannot write the output: {os.strerror(errno.EBADF)}", file=sys.stderr)
         return EXIT_IO
     with sigterm_raises(), _uncollected(argv):
         try:
             code = _main(argv)
-            sys.stdout.flush()      # here, not at interpreter exit, where an error would be a traceback
+            sys.stdout.flush()  # here, not at interpreter exit, where an error would be a traceback
             return code
         except BrokenPipeError:
             # The reader went away (`kitbench compare ... | head -1`): nothing to say, and nowhere to say it.
@@ -642,13 +834,15 @@ def _main(argv: Sequence[str] | None) -> int:
     error: KitbenchError
     words = list(sys.argv[1:] if argv is None else argv)
     # Only `container` and `fleet run` take arguments after "--" (for the `kitbench run` they start).
-    passed = words[words.index("--") + 1:] if "--" in words else []
-    words = words[:words.index("--")] if "--" in words else words
+    passed = words[words.index("--") + 1 :] if "--" in words else []
+    words = words[: words.index("--")] if "--" in words else words
     try:
         for word in words + passed:
             if len(word) > _MAX_ARGUMENT:
-                raise UsageError(f"an argument of {len(word):,} characters ({word[:40]!r}...) is longer than any "
-                                 f"kitbench takes ({_MAX_ARGUMENT})")
+                raise UsageError(
+                    f"an argument of {len(word):,} characters ({word[:40]!r}...) is longer than any "
+                    f"kitbench takes ({_MAX_ARGUMENT})"
+                )
         args = _parser.parse(words)
         takes_run_args = args.command == "container" or (args.command == "fleet" and args.fleet_command == "run")
         if passed and not takes_run_args:
@@ -660,16 +854,18 @@ def _main(argv: Sequence[str] | None) -> int:
         root = (missing.name or "").partition(".")[0]
         if root not in _installed.OPTIONAL:
             raise
-        error = MissingDependency(root, f"kitbench {words[0] if words else ''}".strip(),
-                                  _installed.optional_hint(root))
+        error = MissingDependency(root, f"kitbench {words[0] if words else ''}".strip(), _installed.optional_hint(root))
     except KitbenchError as caught:
         error = caught
-    except OSError as failed:       # a results root that cannot be written, a full disk: never a traceback
+    except OSError as failed:  # a results root that cannot be written, a full disk: never a traceback
         if isinstance(failed, BrokenPipeError) or not failed.filename:
-            raise       # writing the output itself (a closed pipe, /dev/full): main's to answer, with its codes
-        error = KitbenchError(f"{failed.filename}: {failed.strerror or failed}", hint="check that the folder "
-                              "exists, is writable and has room (KITBENCH_RESULTS moves the results, KITBENCH_DATA "
-                              "the data)")
+            raise  # writing the output itself (a closed pipe, /dev/full): main's to answer, with its codes
+        error = KitbenchError(
+            f"{failed.filename}: {failed.strerror or failed}",
+            hint="check that the folder "
+            "exists, is writable and has room (KITBENCH_RESULTS moves the results, KITBENCH_DATA "
+            "the data)",
+        )
     if isinstance(error, MissingDependency) and error.module in ("torch", "torchvision"):
         error.hint = _installed.optional_hint(error.module, _this_machines_torch())
     # Messages quote records, paths and programs' words: data, escaped here for every error at once.

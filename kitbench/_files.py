@@ -36,8 +36,9 @@ def cache_dir() -> Path:
     ``~/.cache/kitbench``; read at each call."""
     given = os.environ.get(CACHE_VARIABLE)
     if given:
-        return Path(given).expanduser()       # a quoted ~ reaches here unexpanded
+        return Path(given).expanduser()  # a quoted ~ reaches here unexpanded
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kitbench"
+
 
 ReadError = Callable[..., KitbenchError]
 
@@ -47,8 +48,7 @@ def read(path: Path, limit: int, what: str = "file", error: ReadError = Kitbench
     return _read(path, limit, what, error, None)
 
 
-def read_part(path: Path, size: int, what: str = "file", error: ReadError = KitbenchError,
-              end: bool = False) -> bytes:
+def read_part(path: Path, size: int, what: str = "file", error: ReadError = KitbenchError, end: bool = False) -> bytes:
     """The first ``size`` bytes of the regular file ``path`` (its last, with ``end``: a log's tail, an
     executable's header), under the rules above but for its length, which may be any."""
     return _read(path, size, what, error, "end" if end else "start")
@@ -65,8 +65,10 @@ def _read(path: Path, limit: int, what: str, error: ReadError, part: str | None)
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise error(f"{shown} is not a regular file; kitbench reads {what}s only from files (not a FIFO, "
-                        "device or directory)")
+            raise error(
+                f"{shown} is not a regular file; kitbench reads {what}s only from files (not a FIFO, "
+                "device or directory)"
+            )
         if part is None and info.st_size > limit:
             raise error(f"{shown} is {info.st_size:,} bytes; a {what} is at most {limit:,}")
         if part == "end":
@@ -94,8 +96,9 @@ def decode(data: bytes, path: Path | str, what: str = "file", error: ReadError =
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise error(f"{str(path)[:300]} is not UTF-8 text (byte {exc.start:,} is 0x{data[exc.start]:02x}); "
-                    f"a {what} is") from None
+        raise error(
+            f"{str(path)[:300]} is not UTF-8 text (byte {exc.start:,} is 0x{data[exc.start]:02x}); a {what} is"
+        ) from None
 
 
 def read_text(path: Path, limit: int, what: str = "file", error: ReadError = KitbenchError) -> str:
@@ -138,6 +141,7 @@ def read_small(path: Path) -> str | None:
     except OSError:
         return None
 
+
 def _refused(path: Path, why: str, hint: str) -> OutputRefused:
     return OutputRefused(f"will not write {str(path)[:300]}: {why}", hint=hint)
 
@@ -158,12 +162,16 @@ def check_target(path: Path, replace: bool = False, ours: Callable[[Path], bool]
     if not stat.S_ISREG(mode):
         raise _refused(path, "it is not a regular file (a device, FIFO or socket)", "give a new file name")
     if not replace and info.st_size > 0 and not (ours is not None and ours(path)):
-        raise _refused(path, "a file is already there" + (", not one kitbench wrote" if ours else "")
-                       + "; it is left as it is", "pass --force to replace it, or give a new file name")
+        raise _refused(
+            path,
+            "a file is already there" + (", not one kitbench wrote" if ours else "") + "; it is left as it is",
+            "pass --force to replace it, or give a new file name",
+        )
 
 
-def write(path: Path, data: bytes | str, replace: bool = False, what: str = "",
-          ours: Callable[[Path], bool] | None = None) -> None:
+def write(
+    path: Path, data: bytes | str, replace: bool = False, what: str = "", ours: Callable[[Path], bool] | None = None
+) -> None:
     """Write ``data`` to ``path`` atomically under the rules above; failures are one RecordError."""
     import tempfile  # here: the readers above are on install-cmd's start-up path, writing is not
 
@@ -175,7 +183,7 @@ def write(path: Path, data: bytes | str, replace: bool = False, what: str = "",
         try:
             view = memoryview(payload)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -183,7 +191,7 @@ def write(path: Path, data: bytes | str, replace: bool = False, what: str = "",
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
-        check_target(path, replace, ours)     # again, just before: what appeared meanwhile is not replaced either
+        check_target(path, replace, ours)  # again, just before: what appeared meanwhile is not replaced either
         os.replace(tmp, path)
         tmp = None
         with contextlib.suppress(OSError):
@@ -193,8 +201,10 @@ def write(path: Path, data: bytes | str, replace: bool = False, what: str = "",
             finally:
                 os.close(folder)
     except OSError as exc:
-        raise RecordError(f"cannot write {what + ' to ' if what else ''}{str(path)[:300]}: {exc.strerror or exc}",
-                          hint="nothing was changed there; free some space or choose a writable place") from None
+        raise RecordError(
+            f"cannot write {what + ' to ' if what else ''}{str(path)[:300]}: {exc.strerror or exc}",
+            hint="nothing was changed there; free some space or choose a writable place",
+        ) from None
     finally:
         if tmp is not None:
             with contextlib.suppress(OSError):

@@ -31,9 +31,9 @@ from typing import Any
 from kitbench._reach import Known, bare, host, port, shown, unreachable
 from kitbench.errors import NetworkError, UsageError
 
-TIMEOUT = 5.0       # seconds to connect and have the status line and headers: an index that answers at all does
-DEADLINE = 30.0     # seconds for the whole exchange: torch's page is a few MB
-MAX_BYTES = 64 * 2**20     # torch's whole PEP 691 page is a few MB; a page without end is not an index
+TIMEOUT = 5.0  # seconds to connect and have the status line and headers: an index that answers at all does
+DEADLINE = 30.0  # seconds for the whole exchange: torch's page is a few MB
+MAX_BYTES = 64 * 2**20  # torch's whole PEP 691 page is a few MB; a page without end is not an index
 MAX_REDIRECTS = 5
 SCHEMES = ("http", "https")
 
@@ -41,12 +41,12 @@ SCHEMES = ("http", "https")
 @dataclass(frozen=True)
 class Response:
     url: str
-    status: int             # 200, or 304: unchanged since the validators sent
+    status: int  # 200, or 304: unchanged since the validators sent
     body: bytes
     content_type: str
     etag: str | None
     last_modified: str | None
-    content_range: str | None = None     # a 206's "bytes 0-99/530712279": the part sent, and the whole's size
+    content_range: str | None = None  # a 206's "bytes 0-99/530712279": the part sent, and the whole's size
 
 
 def _context() -> ssl.SSLContext:
@@ -64,10 +64,14 @@ def checked(url: str, given_as: str) -> str:
     """``url`` as kitbench may use it: http(s), a host that parses and that NFKC leaves alone, a port, no
     space or control character. Else one UsageError naming where it was given (``given_as``: the variable or
     file) and never quoting the URL itself, which may carry a token."""
+
     def refuse(why: str) -> UsageError:
-        return UsageError(f"{given_as} is not a usable index URL: {why}",
-                          hint="an http(s) URL such as https://host/simple; a user or token in it must be "
-                               "percent-encoded (/ as %2F, # as %23, @ as %40), as pip requires")
+        return UsageError(
+            f"{given_as} is not a usable index URL: {why}",
+            hint="an http(s) URL such as https://host/simple; a user or token in it must be "
+            "percent-encoded (/ as %2F, # as %23, @ as %40), as pip requires",
+        )
+
     if any(c.isspace() or unicodedata.category(c)[0] == "C" for c in url):
         raise refuse("it holds a space or a control character")
     try:
@@ -135,7 +139,7 @@ class _Connection(http.client.HTTPConnection):
         self.response_class = _responses(*ends)
 
     def connect(self) -> None:
-        self.timeout = _left(self._ends[0])      # connecting (and TLS's handshake) by the headers' deadline too
+        self.timeout = _left(self._ends[0])  # connecting (and TLS's handshake) by the headers' deadline too
         super().connect()
 
 
@@ -175,9 +179,11 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
         location = headers.get("Location") or headers.get("URI") or ""
         target = urllib.parse.urlsplit(urllib.parse.urljoin(req.full_url, location))
         if target.scheme.lower() not in SCHEMES:
-            raise NetworkError(f"{host(req.full_url)} redirected {shown(req.full_url)} to a "
-                               f"{target.scheme[:20] or 'schemeless'} URL; kitbench follows http(s) only",
-                               hint="check the index URL (PIP_INDEX_URL, KITBENCH_PYTORCH_INDEX)")
+            raise NetworkError(
+                f"{host(req.full_url)} redirected {shown(req.full_url)} to a "
+                f"{target.scheme[:20] or 'schemeless'} URL; kitbench follows http(s) only",
+                hint="check the index URL (PIP_INDEX_URL, KITBENCH_PYTORCH_INDEX)",
+            )
         return super().http_error_302(req, fp, code, msg, headers)
 
     http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
@@ -186,15 +192,28 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
 def _opener(ends: tuple[float, float]) -> urllib.request.OpenerDirector:
     """http(s) and nothing else: no file:, ftp: or data: handler, so no URL or redirect can reach them."""
     opener = urllib.request.OpenerDirector()
-    for handler in (urllib.request.ProxyHandler(), _HTTP(ends), _HTTPS(ends), _Redirects(),
-                    urllib.request.HTTPDefaultErrorHandler(), urllib.request.HTTPErrorProcessor(),
-                    urllib.request.UnknownHandler()):
+    for handler in (
+        urllib.request.ProxyHandler(),
+        _HTTP(ends),
+        _HTTPS(ends),
+        _Redirects(),
+        urllib.request.HTTPDefaultErrorHandler(),
+        urllib.request.HTTPErrorProcessor(),
+        urllib.request.UnknownHandler(),
+    ):
         opener.add_handler(handler)
     return opener
 
 
-def get(url: str, accept: str, etag: str | None = None, last_modified: str | None = None,
-        timeout: float | None = None, until: float | None = None, byte_range: str | None = None) -> Response:
+def get(
+    url: str,
+    accept: str,
+    etag: str | None = None,
+    last_modified: str | None = None,
+    timeout: float | None = None,
+    until: float | None = None,
+    byte_range: str | None = None,
+) -> Response:
     """GET ``url``; with ``etag``/``last_modified`` from an earlier read, an unchanged page is a 304. The
     whole exchange ends within ``timeout`` seconds (DEADLINE), and by ``until`` (a ``time.monotonic()``) where given:
     a caller's budget for several reads. Connecting and the headers have at most TIMEOUT of it. ``byte_range``
@@ -212,7 +231,7 @@ def get(url: str, accept: str, etag: str | None = None, last_modified: str | Non
     started = time.monotonic()
     end = min(started + (DEADLINE if timeout is None else timeout), until if until is not None else float("inf"))
     try:
-        checked(url, "a URL kitbench was to read")     # every caller's, never quoted: it may carry a token
+        checked(url, "a URL kitbench was to read")  # every caller's, never quoted: it may carry a token
     except UsageError as refused:
         raise NetworkError(refused.message, hint=refused.hint) from None
     asked = bare(url)
@@ -224,22 +243,39 @@ def get(url: str, accept: str, etag: str | None = None, last_modified: str | Non
             request.add_unredirected_header("Authorization", "Basic " + base64.b64encode(token.encode()).decode())
         headers_by = min(started + TIMEOUT, end)
         with _opener((headers_by, end)).open(request) as answer:
-            return Response(_with_credentials(answer.geturl(), parts), answer.status, _body(answer, asked),
-                            answer.headers.get("Content-Type", ""), answer.headers.get("ETag"),
-                            answer.headers.get("Last-Modified"), answer.headers.get("Content-Range"))
+            return Response(
+                _with_credentials(answer.geturl(), parts),
+                answer.status,
+                _body(answer, asked),
+                answer.headers.get("Content-Type", ""),
+                answer.headers.get("ETag"),
+                answer.headers.get("Last-Modified"),
+                answer.headers.get("Content-Range"),
+            )
     except urllib.error.HTTPError as failed:
         if failed.code == 304:
-            return Response(url, 304, b"", "", failed.headers.get("ETag") or etag,
-                            failed.headers.get("Last-Modified") or last_modified)
-        raise NetworkError(f"{host(url)} answered {failed.code} {str(failed.reason)[:100]} for {shown(url)}",
-                           hint="check the index URL (PIP_INDEX_URL, KITBENCH_PYTORCH_INDEX)") from None
+            return Response(
+                url,
+                304,
+                b"",
+                "",
+                failed.headers.get("ETag") or etag,
+                failed.headers.get("Last-Modified") or last_modified,
+            )
+        raise NetworkError(
+            f"{host(url)} answered {failed.code} {str(failed.reason)[:100]} for {shown(url)}",
+            hint="check the index URL (PIP_INDEX_URL, KITBENCH_PYTORCH_INDEX)",
+        ) from None
     except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as failed:
         why = getattr(failed, "reason", None) or failed
         now = time.monotonic()
         if isinstance(why, TimeoutError) or now >= end:
             limit = (end if now >= end else min(started + TIMEOUT, end)) - started
-            why = f"it took over {limit:.3g} s to answer" if limit > 0.01 else \
-                "the time given to all of the reads had run out before"
+            why = (
+                f"it took over {limit:.3g} s to answer"
+                if limit > 0.01
+                else "the time given to all of the reads had run out before"
+            )
             raise _unreachable(url, f"{why} {shown(url)}") from None
         text = str(why).replace(url, shown(url)).replace(asked, shown(url))
         raise _unreachable(url, text[:300] or type(why).__name__) from None
@@ -261,11 +297,13 @@ def _with_credentials(final: str, asked: urllib.parse.SplitResult) -> str:
 def _body(answer: Any, url: str) -> bytes:
     chunks: list[bytes] = []
     size = 0
-    while chunk := answer.read1(2**16):      # what has arrived: read() would wait for all 64 kB
+    while chunk := answer.read1(2**16):  # what has arrived: read() would wait for all 64 kB
         size += len(chunk)
         if size > MAX_BYTES:
-            raise NetworkError(f"{host(url)} sent more than {MAX_BYTES // 2**20} MB for {shown(url)}; an index "
-                               "page is never that large",
-                               hint="check the index URL (PIP_INDEX_URL, KITBENCH_PYTORCH_INDEX)")
+            raise NetworkError(
+                f"{host(url)} sent more than {MAX_BYTES // 2**20} MB for {shown(url)}; an index "
+                "page is never that large",
+                hint="check the index URL (PIP_INDEX_URL, KITBENCH_PYTORCH_INDEX)",
+            )
         chunks.append(chunk)
     return b"".join(chunks)

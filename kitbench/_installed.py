@@ -25,8 +25,8 @@ TORCH = frozenset({"torch", "torchvision", "numpy"})
 PROJECT = ("tomlkit", "packaging")
 OPTIONAL = TORCH | EXTRAS.keys() | set(PROJECT)
 
-_RECEIPT_LIMIT = 1 << 20        # a uv receipt is a few lines; a huge one is not uv's
-_SOURCE_KEYS = ("directory", "editable", "path", "git", "url")     # how uv's receipt names where a tool came from
+_RECEIPT_LIMIT = 1 << 20  # a uv receipt is a few lines; a huge one is not uv's
+_SOURCE_KEYS = ("directory", "editable", "path", "git", "url")  # how uv's receipt names where a tool came from
 
 
 class Installed(NamedTuple):
@@ -116,11 +116,13 @@ def where(how: Installed | None = None) -> str:
     """The environment :func:`add_command` installs into, in words."""
     how = installed() if how is None else how
     return {"pipx": "kitbench's pipx environment", "uv tool": "kitbench's uv tool environment"}.get(
-        how.tool, f"the Python kitbench runs in ({how.python})")
+        how.tool, f"the Python kitbench runs in ({how.python})"
+    )
 
 
-def optional_hint(module: str, answer: tuple[Sequence[str], str | None] | None = None,
-                  how: Installed | None = None) -> str:
+def optional_hint(
+    module: str, answer: tuple[Sequence[str], str | None] | None = None, how: Installed | None = None
+) -> str:
     """How to get ``module`` (one of :data:`OPTIONAL`) where kitbench runs. torch's family: ``answer``, the
     packages and index install-cmd answers for this machine, where known (a bare ``pip install torch`` gets
     PyPI's default build, a CUDA one on Linux whatever the machine has); else the way to install that answer."""
@@ -128,13 +130,19 @@ def optional_hint(module: str, answer: tuple[Sequence[str], str | None] | None =
     if module in EXTRAS:
         return add_command([EXTRAS[module]], how=how)
     if module in PROJECT:
-        return (f"{add_command(list(PROJECT), how=how)} (dependencies of kitbench that this Python was installed "
-                "without)")
+        return (
+            f"{add_command(list(PROJECT), how=how)} (dependencies of kitbench that this Python was installed without)"
+        )
     if answer is not None:
-        install = (f"install this machine's build (install-cmd's answer) into {where(how)}: "
-                   f"{add_command(*answer, how=how)}")
+        install = (
+            f"install this machine's build (install-cmd's answer) into {where(how)}: {add_command(*answer, how=how)}"
+        )
     else:
-        install = (f"install torch into {where(how)} with the packages and index `kitbench install-cmd` prints: "
-                   f"{add_command(['PACKAGES'], 'URL', how)}")
-    return (f"{install}; or run it in a target's pinned environment: `nox -s cpu -- ARGS` "
-            f"(`nox -R -s cpu -- ARGS` reuses it)")
+        install = (
+            f"install torch into {where(how)} with the packages and index `kitbench install-cmd` prints: "
+            f"{add_command(['PACKAGES'], 'URL', how)}"
+        )
+    return (
+        f"{install}; or run it in a target's pinned environment: `nox -s cpu -- ARGS` "
+        f"(`nox -R -s cpu -- ARGS` reuses it)"
+    )

@@ -7,7 +7,7 @@ ASCII digits only: ``str.isdigit()`` accepts ``'²'``, which ``int()`` refuses (
 
 from __future__ import annotations
 
-MAX_DIGITS = 40      # int() of a 100,000-digit string takes seconds; no count kitbench reads is near 10**40
+MAX_DIGITS = 40  # int() of a 100,000-digit string takes seconds; no count kitbench reads is near 10**40
 
 
 def is_whole(text: str) -> bool:

@@ -14,7 +14,7 @@ from pathlib import Path
 from kitbench import _files
 from kitbench.errors import KitbenchError
 
-MAX_CONFIG_BYTES = 2**20     # a pip.conf is a few lines
+MAX_CONFIG_BYTES = 2**20  # a pip.conf is a few lines
 
 
 def pip_configuration() -> dict[str, list[str]]:
@@ -51,8 +51,13 @@ def config_files() -> list[Path]:
         return []
     home = Path.home()
     xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
-    files = [Path("/etc/xdg/pip/pip.conf"), Path("/etc/pip.conf"), home / ".pip" / "pip.conf",
-             home / "Library" / "Application Support" / "pip" / "pip.conf", xdg / "pip" / "pip.conf"]
+    files = [
+        Path("/etc/xdg/pip/pip.conf"),
+        Path("/etc/pip.conf"),
+        home / ".pip" / "pip.conf",
+        home / "Library" / "Application Support" / "pip" / "pip.conf",
+        xdg / "pip" / "pip.conf",
+    ]
     if os.environ.get("APPDATA"):
         files.append(Path(os.environ["APPDATA"]) / "pip" / "pip.ini")
     if os.environ.get("VIRTUAL_ENV"):

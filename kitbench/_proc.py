@@ -22,20 +22,20 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
-MAX_BYTES = 1 << 20         # per stream: far above any answer kitbench parses, or any log tail it shows
-MAX_LINE = 4096             # bytes of one streamed line: a progress line, not a program's whole output
+MAX_BYTES = 1 << 20  # per stream: far above any answer kitbench parses, or any log tail it shows
+MAX_LINE = 4096  # bytes of one streamed line: a progress line, not a program's whole output
 
 
-class Done(NamedTuple):        # not a dataclass: "Start-up" in docs/architecture.md (the probe runs nvidia-smi)
+class Done(NamedTuple):  # not a dataclass: "Start-up" in docs/architecture.md (the probe runs nvidia-smi)
     returncode: int
     stdout: str
-    stderr: str             # empty with merge=True: stderr went to stdout
-    truncated: bool         # more was said than kept
+    stderr: str  # empty with merge=True: stderr went to stdout
+    truncated: bool  # more was said than kept
 
 
 def _kill_session(proc: subprocess.Popen[bytes]) -> None:
     killpg = getattr(os, "killpg", None)
-    if killpg is None:      # Windows (probe's nvidia-smi runs there): no sessions, the program itself is ended
+    if killpg is None:  # Windows (probe's nvidia-smi runs there): no sessions, the program itself is ended
         with contextlib.suppress(OSError):
             proc.kill()
     else:
@@ -47,6 +47,7 @@ def _kill_session(proc: subprocess.Popen[bytes]) -> None:
 def terminate(grace_s: float) -> Callable[[subprocess.Popen[bytes]], None]:
     """A ``stop`` for a program that cleans up after itself (another kitbench): SIGTERM to its session,
     ``grace_s`` to finish, then SIGKILL to whatever of the session is left."""
+
     def stop(proc: subprocess.Popen[bytes]) -> None:
         killpg = getattr(os, "killpg", None)
         if killpg is not None and proc.poll() is None:
@@ -54,7 +55,8 @@ def terminate(grace_s: float) -> Callable[[subprocess.Popen[bytes]], None]:
                 killpg(proc.pid, signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=grace_s)
-        _kill_session(proc)     # the group too: a child of the program may outlive it
+        _kill_session(proc)  # the group too: a child of the program may outlive it
+
     return stop
 
 
@@ -72,7 +74,7 @@ class _Lines:
             self.cut = False
         if not self.cut:
             self.partial += rest
-            if len(self.partial) >= MAX_LINE:       # no newline for a long time: shown cut, the rest dropped
+            if len(self.partial) >= MAX_LINE:  # no newline for a long time: shown cut, the rest dropped
                 self.emit(self.partial[:MAX_LINE].decode(errors="replace") + " [...]")
                 self.partial.clear()
                 self.cut = True
@@ -89,10 +91,19 @@ class _Lines:
         self.partial.clear()
 
 
-def run(argv: Sequence[str], timeout: float, *, env: Mapping[str, str] | None = None, merge: bool = False,
-        max_bytes: int = MAX_BYTES, stop: Callable[[subprocess.Popen[bytes]], None] = _kill_session,
-        on_line: Callable[[str], None] | None = None, tail: bool = False, cut: bool = False,
-        cwd: str | os.PathLike[str] | None = None) -> Done:
+def run(
+    argv: Sequence[str],
+    timeout: float,
+    *,
+    env: Mapping[str, str] | None = None,
+    merge: bool = False,
+    max_bytes: int = MAX_BYTES,
+    stop: Callable[[subprocess.Popen[bytes]], None] = _kill_session,
+    on_line: Callable[[str], None] | None = None,
+    tail: bool = False,
+    cut: bool = False,
+    cwd: str | os.PathLike[str] | None = None,
+) -> Done:
     """Run ``argv`` in a session of its own; OSError if it cannot start, TimeoutExpired after ``stop``.
 
     ``stop`` also runs when the caller is interrupted (KeyboardInterrupt, SIGTERM raised as one), so
@@ -101,9 +112,15 @@ def run(argv: Sequence[str], timeout: float, *, env: Mapping[str, str] | None = 
     ``max_bytes``, not its first (where a program says why it failed at the end, as uv and pip do).
     ``cut`` stops the program as soon as it says more than ``max_bytes`` (a short answer was expected).
     ``cwd``: the folder it runs in (a relative path in ``argv`` is found there too, as Popen finds it)."""
-    proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT if merge else subprocess.PIPE,
-                            env=dict(env) if env is not None else None, cwd=cwd, start_new_session=True)
+    proc = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if merge else subprocess.PIPE,
+        env=dict(env) if env is not None else None,
+        cwd=cwd,
+        start_new_session=True,
+    )
     kept: dict[int, bytearray] = {}
     truncated = False
     deadline = time.monotonic() + timeout
@@ -133,11 +150,11 @@ def run(argv: Sequence[str], timeout: float, *, env: Mapping[str, str] | None = 
                     if tail:
                         buffer += chunk[-max_bytes:]
                         truncated |= len(buffer) > max_bytes
-                        del buffer[:max(len(buffer) - max_bytes, 0)]
+                        del buffer[: max(len(buffer) - max_bytes, 0)]
                         continue
                     room = max_bytes - len(buffer)
                     truncated |= len(chunk) > room
-                    buffer += chunk[:max(room, 0)]
+                    buffer += chunk[: max(room, 0)]
                 if cut and truncated:
                     stop(proc)
                     break
@@ -149,6 +166,10 @@ def run(argv: Sequence[str], timeout: float, *, env: Mapping[str, str] | None = 
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
-    values = list(kept.values())        # stdout first, then stderr: the order they were registered in
-    return Done(proc.returncode, values[0].decode(errors="replace"),
-                values[1].decode(errors="replace") if len(values) > 1 else "", truncated)
+    values = list(kept.values())  # stdout first, then stderr: the order they were registered in
+    return Done(
+        proc.returncode,
+        values[0].decode(errors="replace"),
+        values[1].decode(errors="replace") if len(values) > 1 else "",
+        truncated,
+    )

@@ -25,9 +25,21 @@ PYTORCH_VARIABLE = "KITBENCH_PYTORCH_INDEX"
 PYTORCH_HOST = "download.pytorch.org"
 RESOLVE_TIMEOUT_S = 3.0
 # How uv, pip, urllib and curl word a host they could not reach (lower case): the deepest such line is the cause.
-_WORDS = ("lookup address", "dns error", "name resolution", "name or service not known", "nodename nor servname",
-          "no address associated", "could not resolve host", "network is unreachable", "connection refused",
-          "client error (connect)", "failed to establish a new connection", "timed out", "no route to host")
+_WORDS = (
+    "lookup address",
+    "dns error",
+    "name resolution",
+    "name or service not known",
+    "nodename nor servname",
+    "no address associated",
+    "could not resolve host",
+    "network is unreachable",
+    "connection refused",
+    "client error (connect)",
+    "failed to establish a new connection",
+    "timed out",
+    "no route to host",
+)
 _URL = re.compile(r"https?://[^\s'\"`<>()]+", re.I)
 
 E = TypeVar("E", bound=KitbenchError)
@@ -39,9 +51,9 @@ class Known(NamedTuple):
     # What was going on: "install" (an installer: KITBENCH_INDEX_URL applies), "index" (kitbench reading an
     # index page: the variable or pip setting that named it does), "download" (a file from elsewhere: MNIST).
     doing: Literal["install", "index", "download"] = "install"
-    recorded: str | None = None     # the record's index_override: offered, never obeyed
-    again: str | None = None        # the command to give again under a variable ("kitbench replay r.json")
-    then: str | None = None         # what holds meanwhile ("install-cmd answers from the facts it has")
+    recorded: str | None = None  # the record's index_override: offered, never obeyed
+    again: str | None = None  # the command to give again under a variable ("kitbench replay r.json")
+    then: str | None = None  # what holds meanwhile ("install-cmd answers from the facts it has")
 
 
 def network_cause(text: str) -> str | None:
@@ -58,8 +70,8 @@ def network_cause(text: str) -> str | None:
     first = last
     while first > 0 and _says(clauses[first - 1]):
         first -= 1
-    cause = ": ".join(clauses[first:last + 1]).strip(" '\"`")
-    while cause.count(")") > cause.count("(") and cause.endswith(")"):      # the end of a wrapping parenthesis
+    cause = ": ".join(clauses[first : last + 1]).strip(" '\"`")
+    while cause.count(")") > cause.count("(") and cause.endswith(")"):  # the end of a wrapping parenthesis
         cause = cause[:-1].rstrip(" '\"`")
     return cause[:200]
 
@@ -158,34 +170,46 @@ def fixes(name: str, known: Known = NOTHING_KNOWN) -> list[str]:
     override, mirror = os.environ.get(INDEX_VARIABLE), os.environ.get(PYTORCH_VARIABLE)
     found = []
     if override and override != "default" and host(override) == name:
-        found.append(f"{INDEX_VARIABLE}={shown(override)} is in force and names it: check that index, or unset "
-                     f"{INDEX_VARIABLE}")
+        found.append(
+            f"{INDEX_VARIABLE}={shown(override)} is in force and names it: check that index, or unset {INDEX_VARIABLE}"
+        )
     if mirror and host(mirror) == name:
         found.append(f"{PYTORCH_VARIABLE}={shown(mirror)} is in force and names it: check that mirror")
     if known.recorded and known.recorded != override and host(known.recorded) != name:
-        command = f"`{INDEX_VARIABLE}={shown(known.recorded)} {known.again}`" if known.again else \
-            f"{INDEX_VARIABLE}={shown(known.recorded)}"
-        built = ("under its machine's pip or uv configuration (its index_override: default)"
-                 if known.recorded == "default" else f"from {shown(known.recorded)} (its index_override)")
-        found.append(f"the record's environment was built {built}: {command} installs from "
-                     f"{'yours' if known.recorded == 'default' else 'there, if you trust that index'} "
-                     "(kitbench never takes it by itself)")
+        command = (
+            f"`{INDEX_VARIABLE}={shown(known.recorded)} {known.again}`"
+            if known.again
+            else f"{INDEX_VARIABLE}={shown(known.recorded)}"
+        )
+        built = (
+            "under its machine's pip or uv configuration (its index_override: default)"
+            if known.recorded == "default"
+            else f"from {shown(known.recorded)} (its index_override)"
+        )
+        found.append(
+            f"the record's environment was built {built}: {command} installs from "
+            f"{'yours' if known.recorded == 'default' else 'there, if you trust that index'} "
+            "(kitbench never takes it by itself)"
+        )
     if name == PYTORCH_HOST and not mirror and known.doing != "download":
         found.append(f"set {PYTORCH_VARIABLE} to a mirror of PyTorch's index (its whl/ tree)")
     if known.doing == "install" and not override:
-        found.append(f"set {INDEX_VARIABLE} to an index this machine reaches, or to default for your pip or uv "
-                     "configuration (a mirror, a proxy)" + (f": `{INDEX_VARIABLE}=default {known.again}`"
-                                                            if known.again else ""))
+        found.append(
+            f"set {INDEX_VARIABLE} to an index this machine reaches, or to default for your pip or uv "
+            "configuration (a mirror, a proxy)" + (f": `{INDEX_VARIABLE}=default {known.again}`" if known.again else "")
+        )
     elif known.doing == "index" and name != PYTORCH_HOST and not (mirror and host(mirror) == name):
         found.append("PIP_INDEX_URL (or pip's index-url) names the index read in PyPI's place")
     if os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy"):
         found.append("check the proxy HTTPS_PROXY names")
-    return found or ["check this machine's network and DNS" if known.doing != "download" else
-                     "check this machine's network and DNS, or proxy settings (HTTPS_PROXY)"]
+    return found or [
+        "check this machine's network and DNS"
+        if known.doing != "download"
+        else "check this machine's network and DNS, or proxy settings (HTTPS_PROXY)"
+    ]
 
 
-def unreachable(where: str, cause: str, doing: str, known: Known = NOTHING_KNOWN,
-                error: type[E] = NetworkError) -> E:      # type: ignore[assignment]
+def unreachable(where: str, cause: str, doing: str, known: Known = NOTHING_KNOWN, error: type[E] = NetworkError) -> E:  # type: ignore[assignment]
     """The error for ``where`` (a URL or a host) out of reach: ``doing`` (what could not be done), the host
     and ``cause``, and a hint of ``fixes``; of the caller's class, with ``host`` set for a record to keep."""
     # A program's output names the host and the cause: data, shown escaped.

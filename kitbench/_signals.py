@@ -18,7 +18,7 @@ def sigterm_raises() -> Iterator[None]:
 
     try:
         previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:       # not the main thread: leave signals alone
+    except ValueError:  # not the main thread: leave signals alone
         yield
         return
     try:

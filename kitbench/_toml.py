@@ -69,12 +69,14 @@ class Document:
         try:
             self._doc = tomlkit.parse(text.removeprefix(_BOM))
         except tomlkit.exceptions.TOMLKitError as bad:
-            raise KitbenchError(f"{where}: tomllib reads it, but tomlkit, which edits it, does not: {bad}",
-                                hint="move the file aside and run again, then copy your own parts back "
-                                     "(and tell kitbench's maintainers which TOML it was)") from None
+            raise KitbenchError(
+                f"{where}: tomllib reads it, but tomlkit, which edits it, does not: {bad}",
+                hint="move the file aside and run again, then copy your own parts back "
+                "(and tell kitbench's maintainers which TOML it was)",
+            ) from None
         self._above = _comments_to_headers(self._doc.body)
-        self._made: list[Table] = []      # the tables kitbench adds, each to end in a blank line
-        self._gone: Counter[str] = Counter()      # the comment lines of what kitbench takes out
+        self._made: list[Table] = []  # the tables kitbench adds, each to end in a blank line
+        self._gone: Counter[str] = Counter()  # the comment lines of what kitbench takes out
 
     def get(self, path: KeyPath) -> Any:
         """The value at ``path`` as the edits so far leave it; None where there is none."""
@@ -110,8 +112,9 @@ class Document:
         # The comments of what goes (a table of kitbench's, with those above its header) go with it.
         for piece in _physical(self._doc, path):
             inside = {id(t) for t in [piece, *_tables(piece.value.body)]} if isinstance(piece, Table) else set()
-            self._gone += _comment_lines(piece.as_string() + "".join(
-                text for table, text, _, _ in self._above if id(table) in inside))
+            self._gone += _comment_lines(
+                piece.as_string() + "".join(text for table, text, _, _ in self._above if id(table) in inside)
+            )
         parent, _ = self._parent(path[:-1])
         del parent[path[-1]]
         if len(path) > 1 and self.get(path[:-1]) == {}:
@@ -144,7 +147,7 @@ class Document:
             return
         _, headed = self._parent(path[:-1])
         places = [(piece, i) for piece in pieces for i in range(len(piece))]
-        home, at_piece = (places[at] if at < len(places) else (pieces[-1], len(pieces[-1])))
+        home, at_piece = places[at] if at < len(places) else (pieces[-1], len(pieces[-1]))
         for piece, i in reversed([places[k] for k in range(len(old)) if ours(old[k])]):
             del piece[i]
             if piece is home and i < at_piece:
@@ -168,29 +171,35 @@ class Document:
             last = table.value.body[-1][1] if table.value.body else None
             after = next((order[k + 1] for k, t in enumerate(order[:-1]) if t is table), None)
             # A blank line before the table that follows, where tomlkit gives it none.
-            if after is not None and last is not None and not isinstance(last, (Whitespace, Table, AoT)) \
-                    and not after.trivia.indent.startswith("\n"):
+            if (
+                after is not None
+                and last is not None
+                and not isinstance(last, (Whitespace, Table, AoT))
+                and not after.trivia.indent.startswith("\n")
+            ):
                 table.add(tomlkit.nl())
         for table, comments, supers, _ in self._above:
             first = next((t for t in supers if _has_header(t)), table)
             first.trivia.indent = comments + first.trivia.indent
         out = self._doc.as_string()
         if out.endswith("\n\n") and not self.original.removeprefix(_BOM).endswith("\n\n"):
-            out = out.rstrip("\n") + "\n"      # the blank line after a table kitbench added last
+            out = out.rstrip("\n") + "\n"  # the blank line after a table kitbench added last
         if "\r\n" in self.original and "\n" not in self.original.replace("\r\n", ""):
-            out = out.replace("\r\n", "\n").replace("\n", "\r\n")     # a file of CRLF lines stays one
+            out = out.replace("\r\n", "\n").replace("\n", "\r\n")  # a file of CRLF lines stays one
         try:
             read_back: dict[str, Any] = tomllib.loads(out)
         except tomllib.TOMLDecodeError as bad:
             read_back = {"not TOML": str(bad)}
         lost = _comment_lines(self.original) - _comment_lines(out) - self._gone
         if lost or not _same(read_back, self._want):
-            raise KitbenchError(f"{self.where}: kitbench could not place its entries without "
-                                + ("losing a comment" if lost else "changing what the rest of the file means")
-                                + "; nothing was written",
-                                hint="write the tables kitbench edits ([project], [tool.uv]) as [headers], not "
-                                     "dotted keys, and run again (and tell kitbench's maintainers which TOML "
-                                     "it was)")
+            raise KitbenchError(
+                f"{self.where}: kitbench could not place its entries without "
+                + ("losing a comment" if lost else "changing what the rest of the file means")
+                + "; nothing was written",
+                hint="write the tables kitbench edits ([project], [tool.uv]) as [headers], not "
+                "dotted keys, and run again (and tell kitbench's maintainers which TOML "
+                "it was)",
+            )
         return (_BOM if self.bom else "") + out
 
     def _plain(self, path: KeyPath) -> dict[str, Any]:
@@ -252,8 +261,9 @@ def _render_order(body: list[tuple[Any, Any]]) -> Iterator[tuple[list[tuple[Any,
 
 def _has_header(table: Table) -> bool:
     """Whether tomlkit writes ``table``'s header: one the file left out is written once it holds a key."""
-    return not table.is_super_table() or any(not isinstance(v, (Table, AoT, Whitespace, Null))
-                                             for _, v in table.value.body)
+    return not table.is_super_table() or any(
+        not isinstance(v, (Table, AoT, Whitespace, Null)) for _, v in table.value.body
+    )
 
 
 def _tables(body: list[tuple[Any, Any]]) -> Iterator[Table]:
@@ -283,8 +293,9 @@ def _comments_to_headers(body: list[tuple[Any, Any]]) -> list[Moved]:
             prev -= 1
         supers = [order[k][2] for k in range(prev, at)]
         run = prev
-        while run > 0 and isinstance(order[run - 1][2], (Comment, Whitespace)) and \
-                order[run - 1][0] is order[prev - 1][0]:
+        while (
+            run > 0 and isinstance(order[run - 1][2], (Comment, Whitespace)) and order[run - 1][0] is order[prev - 1][0]
+        ):
             run -= 1
         first = next((k for k in range(run, prev) if isinstance(order[k][2], Comment)), None)
         if first is None:
@@ -294,7 +305,7 @@ def _comments_to_headers(body: list[tuple[Any, Any]]) -> list[Moved]:
         for k in range(first, prev):
             where, i, _, _ = order[k]
             cleared.append((where, i, where[i]))
-            where[i] = (None, Whitespace(""))     # not removed: tomlkit indexes the keys after it by place
+            where[i] = (None, Whitespace(""))  # not removed: tomlkit indexes the keys after it by place
         above.append((table, text, supers, cleared))
     return above
 
@@ -325,8 +336,7 @@ def _item(value: object, headed: bool, made: list[Table], top: bool = True, in_a
     in it too), a list of more than one entry one entry a line as a person would lay it out, tables within
     lists and other tables inline, a list within a list on one line."""
     if isinstance(value, dict):
-        table: Table | InlineTable = (_made(tomlkit.table(), made)) if headed else \
-            tomlkit.inline_table()
+        table: Table | InlineTable = (_made(tomlkit.table(), made)) if headed else tomlkit.inline_table()
         for key, item in value.items():
             nested = isinstance(item, (dict, list))
             table[key] = _item(item, headed and isinstance(item, Headed), made) if nested else item

@@ -26,6 +26,7 @@ def _rich_console(stderr: bool = False) -> Any:
         from rich.console import Console
     except ImportError:
         return None
+
     class Quiet(Console):
         def on_broken_pipe(self) -> None:
             # rich's own exits 1 at once; a reader that went away (`| head`) is main's to answer, with 141.
@@ -98,8 +99,14 @@ class _RichProgress:
         from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
         from rich.progress import Progress as Bars
 
-        self._bars = Bars(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                          TimeElapsedColumn(), console=console, transient=True)
+        self._bars = Bars(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
         self._task: Any = None
 
     def start(self, label: str, total: float | None = None) -> None:
@@ -131,8 +138,13 @@ def table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]], wid
         from rich.table import Table
 
         # Fitted, the frame goes: its bars would take the columns' room.
-        shown = Table(title=title, title_justify="left", box=box.HEAVY_HEAD if width is None else box.SIMPLE_HEAD,
-                      pad_edge=width is None, show_edge=width is None)
+        shown = Table(
+            title=title,
+            title_justify="left",
+            box=box.HEAVY_HEAD if width is None else box.SIMPLE_HEAD,
+            pad_edge=width is None,
+            show_edge=width is None,
+        )
         for header in headers:
             shown.add_column(header, no_wrap=width is not None)
         for row in rows:
@@ -163,7 +175,7 @@ def fit(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> li
 def _cut(text: str, width: int) -> str:
     """``text`` in ``width`` characters, its middle left out: two file names that start alike still end apart."""
     head = (width - 1) // 2
-    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
+    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
 
 
 def _fmt(value: float | None, spec: str = ".2f") -> str:
@@ -178,22 +190,59 @@ def _floor(fraction: float | None) -> str:
 
 def run_summary(record: RunRecord, path: str) -> None:
     env = record["environment"]
-    print(clean(f"kitbench run on {record['device']}: torch {env['torch']} (CUDA {env.get('cuda') or 'none'}), "
-                f"{env['cpu']}, {env.get('threads')} threads"))
+    print(
+        clean(
+            f"kitbench run on {record['device']}: torch {env['torch']} (CUDA {env.get('cuda') or 'none'}), "
+            f"{env['cpu']}, {env.get('threads')} threads"
+        )
+    )
     if env.get("build_matches_target") is False:
-        print(f"  build_matches_target: false: target {env.get('target')} names {_named_build(env.get('target'))}, "
-              f"this torch is {env['torch']} (CUDA {env.get('cuda') or 'none'}): the numbers are not the target's")
-    table("checks", ("check", "status", "summary"),
-          [(name, result["status"], result["summary"])
-           for name, result in cast("dict[str, Check]", record["checks"]).items()])
+        print(
+            f"  build_matches_target: false: target {env.get('target')} names {_named_build(env.get('target'))}, "
+            f"this torch is {env['torch']} (CUDA {env.get('cuda') or 'none'}): the numbers are not the target's"
+        )
+    table(
+        "checks",
+        ("check", "status", "summary"),
+        [
+            (name, result["status"], result["summary"])
+            for name, result in cast("dict[str, Check]", record["checks"]).items()
+        ],
+    )
     runs = record["checks"].get("mnist", {}).get("runs", [])
     if runs:
-        table("MNIST (epoch: steady-state median; load and warm-up are one-time costs)",
-              ("device", "model", "loop", "batch", "epoch s", "samples/s", "data wait s", "floor %", "test acc",
-               "load s", "warm-up s"),
-              [(r["device"], r["model"], r["loop"], str(r["batch_size"]), _fmt(r["epoch_s"]),
-                _fmt(r["samples_per_s"], ",.0f"), _fmt(r["data_s"]), _floor(r["floor_fraction"]),
-                _fmt(r["test_acc"], ".4f"), _fmt(r["dataset_load_s"]), _fmt(r["warmup_s"])) for r in runs])
+        table(
+            "MNIST (epoch: steady-state median; load and warm-up are one-time costs)",
+            (
+                "device",
+                "model",
+                "loop",
+                "batch",
+                "epoch s",
+                "samples/s",
+                "data wait s",
+                "floor %",
+                "test acc",
+                "load s",
+                "warm-up s",
+            ),
+            [
+                (
+                    r["device"],
+                    r["model"],
+                    r["loop"],
+                    str(r["batch_size"]),
+                    _fmt(r["epoch_s"]),
+                    _fmt(r["samples_per_s"], ",.0f"),
+                    _fmt(r["data_s"]),
+                    _floor(r["floor_fraction"]),
+                    _fmt(r["test_acc"], ".4f"),
+                    _fmt(r["dataset_load_s"]),
+                    _fmt(r["warmup_s"]),
+                )
+                for r in runs
+            ],
+        )
     _mnist_extras(cast("dict[str, Any]", record["checks"]).get("mnist") or {})
     moves = record["checks"].get("moves", {})
     peaks: dict[tuple[str, str], Transfer] = {}
@@ -202,9 +251,20 @@ def run_summary(record: RunRecord, path: str) -> None:
         if key not in peaks or t["gb_per_s"] > peaks[key]["gb_per_s"]:
             peaks[key] = t
     if peaks:
-        table("transfers", ("direction", "memory", "peak GB/s", "IQR GB/s", "at size"),
-              [(direction, memory, _fmt(t["gb_per_s"]), f"{t['gb_per_s_q1']:.2f}-{t['gb_per_s_q3']:.2f}",
-                f"{t['bytes'] // 1024} KiB") for (direction, memory), t in peaks.items()])
+        table(
+            "transfers",
+            ("direction", "memory", "peak GB/s", "IQR GB/s", "at size"),
+            [
+                (
+                    direction,
+                    memory,
+                    _fmt(t["gb_per_s"]),
+                    f"{t['gb_per_s_q1']:.2f}-{t['gb_per_s_q3']:.2f}",
+                    f"{t['bytes'] // 1024} KiB",
+                )
+                for (direction, memory), t in peaks.items()
+            ],
+        )
     for line in moves.get("skipped", []):
         print(f"  {clean(line)}")
     _ddp_summary(cast("dict[str, Any]", record["checks"]).get("ddp") or {})
@@ -223,13 +283,24 @@ def _named_build(target: str | None) -> str:
         return "another build"
 
 
-_COLUMNS = (("target", "target", None), ("status", "status", None), ("machine", "machine", None),
-            ("torch", "torch", None), ("device", "device", None), ("MNIST", "mnist", None),
-            ("CPU epoch s", "cpu_epoch_s", ".2f"), ("accel epoch s", "accel_epoch_s", ".2f"),
-            ("speedup", "speedup", ".1f"), ("test acc", "test_acc", ".4f"),
-            ("H2D pinned GB/s", "h2d_pinned_gb_s", ".1f"), ("D2H pinned GB/s", "d2h_pinned_gb_s", ".1f"),
-            ("link", "link", None), ("crossover", "crossover", None), ("DDP efficiency", "ddp", None),
-            ("busbw GB/s", "busbw_gb_s", ".2f"))
+_COLUMNS = (
+    ("target", "target", None),
+    ("status", "status", None),
+    ("machine", "machine", None),
+    ("torch", "torch", None),
+    ("device", "device", None),
+    ("MNIST", "mnist", None),
+    ("CPU epoch s", "cpu_epoch_s", ".2f"),
+    ("accel epoch s", "accel_epoch_s", ".2f"),
+    ("speedup", "speedup", ".1f"),
+    ("test acc", "test_acc", ".4f"),
+    ("H2D pinned GB/s", "h2d_pinned_gb_s", ".1f"),
+    ("D2H pinned GB/s", "d2h_pinned_gb_s", ".1f"),
+    ("link", "link", None),
+    ("crossover", "crossover", None),
+    ("DDP efficiency", "ddp", None),
+    ("busbw GB/s", "busbw_gb_s", ".2f"),
+)
 
 
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
@@ -255,8 +326,9 @@ def comparison(rows: list[Any], fmt: str) -> None:
         writer.writerow([name for name, _, _ in _COLUMNS] + ["record", "differs"])
         for row, cells_of in zip(rows, cells, strict=True):
             texts = [cell if spec else csv_cell(cell) for cell, (_, _, spec) in zip(cells_of, _COLUMNS, strict=True)]
-            writer.writerow([*texts, csv_cell(clean(row.path)),
-                             csv_cell(clean("; ".join(line(c) for c in row.differs)))])
+            writer.writerow(
+                [*texts, csv_cell(clean(row.path)), csv_cell(clean("; ".join(line(c) for c in row.differs)))]
+            )
         return
     title = f"kitbench compare: {len(rows)} record{'s' if len(rows) != 1 else ''}" + (f" in {where}" if where else "")
     if fmt == "markdown":
@@ -266,12 +338,16 @@ def comparison(rows: list[Any], fmt: str) -> None:
         print("| " + " | ".join(["record", *(name for name, _, _ in columns)]) + " |")
         print("|" + "---|" * (len(columns) + 1))
         for r, name in zip(rows, names, strict=True):
-            print("| " + " | ".join(md_cell(c) for c in [name, *(_cell(r, a, s, short=True) for _, a, s in columns)])
-                  + " |")
+            print(
+                "| "
+                + " | ".join(md_cell(c) for c in [name, *(_cell(r, a, s, short=True) for _, a, s in columns)])
+                + " |"
+            )
     else:
         for part_title, part in _TABLES:
-            cells = [[name, *(_cell(r, a, s, short=True) for _, a, s in part)]
-                     for r, name in zip(rows, names, strict=True)]
+            cells = [
+                [name, *(_cell(r, a, s, short=True) for _, a, s in part)] for r, name in zip(rows, names, strict=True)
+            ]
             table(f"{title}: {part_title}", ["record", *(name for name, _, _ in part)], cells, width=COMPARE_WIDTH)
     by_path = dict(zip((r.path for r in rows), names, strict=True))
     for row in rows:
@@ -279,9 +355,13 @@ def comparison(rows: list[Any], fmt: str) -> None:
             print(_within(f"crossover, {by_path[row.path]}: {clean(row.crossover)}"))
     found = compare.differences(rows)
     if found.baseline is not None and found.groups:
-        print(_within(f"baseline (the first ok record): {by_path[found.baseline]}; {found.compared} other "
-                      f"record{'s' if found.compared != 1 else ''} compared with it, "
-                      f"{len(found.groups)} difference{'s' if len(found.groups) != 1 else ''}:"))
+        print(
+            _within(
+                f"baseline (the first ok record): {by_path[found.baseline]}; {found.compared} other "
+                f"record{'s' if found.compared != 1 else ''} compared with it, "
+                f"{len(found.groups)} difference{'s' if len(found.groups) != 1 else ''}:"
+            )
+        )
         for group in found.groups:
             print(_difference(group, found.compared, by_path))
     for row in rows:
@@ -294,13 +374,31 @@ def comparison(rows: list[Any], fmt: str) -> None:
 COMPARE_WIDTH = 160
 # Two tables, each with the record column: what each record ran on, and what it measured.
 _TABLES = (
-    ("what ran", (("status", "status", None), ("target", "target", None), ("machine", "machine", None),
-                  ("torch", "torch", None), ("device", "device", None))),
-    ("MNIST epoch s, pinned peak GB/s", (
-        ("MNIST", "mnist", None), ("CPU s", "cpu_epoch_s", ".2f"), ("accel s", "accel_epoch_s", ".2f"),
-        ("speedup", "speedup", ".1f"), ("test acc", "test_acc", ".4f"), ("H2D", "h2d_pinned_gb_s", ".1f"),
-        ("D2H", "d2h_pinned_gb_s", ".1f"), ("link", "link", None), ("DDP efficiency", "ddp", None),
-        ("busbw GB/s", "busbw_gb_s", ".2f"))),
+    (
+        "what ran",
+        (
+            ("status", "status", None),
+            ("target", "target", None),
+            ("machine", "machine", None),
+            ("torch", "torch", None),
+            ("device", "device", None),
+        ),
+    ),
+    (
+        "MNIST epoch s, pinned peak GB/s",
+        (
+            ("MNIST", "mnist", None),
+            ("CPU s", "cpu_epoch_s", ".2f"),
+            ("accel s", "accel_epoch_s", ".2f"),
+            ("speedup", "speedup", ".1f"),
+            ("test acc", "test_acc", ".4f"),
+            ("H2D", "h2d_pinned_gb_s", ".1f"),
+            ("D2H", "d2h_pinned_gb_s", ".1f"),
+            ("link", "link", None),
+            ("DDP efficiency", "ddp", None),
+            ("busbw GB/s", "busbw_gb_s", ".2f"),
+        ),
+    ),
 )
 # Words a CPU's or GPU's marketing name repeats on every row.
 _NOISE = ("(R)", "(TM)", " Processor", " CPU", "NVIDIA ")
@@ -322,9 +420,10 @@ def record_names(paths: Sequence[str]) -> tuple[str, list[str]]:
     import os.path
 
     try:
-        shared = os.path.commonpath([os.path.dirname(p) for p in paths]) if len(paths) > 1 else \
-            os.path.dirname(paths[0])
-    except (ValueError, IndexError):        # absolute and relative paths mixed, or no path at all
+        shared = (
+            os.path.commonpath([os.path.dirname(p) for p in paths]) if len(paths) > 1 else os.path.dirname(paths[0])
+        )
+    except (ValueError, IndexError):  # absolute and relative paths mixed, or no path at all
         shared = ""
     if not shared:
         return "", [clean(p) for p in paths]
@@ -341,13 +440,15 @@ def _within(text: str, width: int = COMPARE_WIDTH) -> str:
 def _value(value: object, width: int = 24) -> str:
     """A difference's value, long ones (a digest, a list of GPUs) cut: the records hold them in full."""
     text = clean(value)
-    return text if len(text) <= width else text[:width - 1] + "…"
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _difference(group: Any, compared: int, names: dict[str, str]) -> str:
     """One grouped difference, its records named while the line has room, the rest counted."""
-    head = (f"  {clean(group.quantity)}: {_value(group.before)} -> {_value(group.after)} in {len(group.paths)} of "
-            f"{compared}: ")
+    head = (
+        f"  {clean(group.quantity)}: {_value(group.before)} -> {_value(group.after)} in {len(group.paths)} of "
+        f"{compared}: "
+    )
     shown = [names[p] for p in group.paths]
     while shown:
         rest = len(group.paths) - len(shown)
@@ -358,28 +459,49 @@ def _difference(group: Any, compared: int, names: dict[str, str]) -> str:
     return head + f"+{len(group.paths)} more"
 
 
-
 def _mnist_extras(mnist: dict[str, Any]) -> None:
     if mnist.get("sweep"):
-        table("batch-size sweep (per-step time; the SGD rate scales with the batch: linear rule)",
-              ("model", "loop", "batch", "lr", "CPU step ms", "device step ms", "speedup", "CPU acc", "device acc"),
-              [(r["model"], r["loop"], str(r["batch_size"]), f"{r['lr']:g}", _ms(r["cpu_step_s"]),
-                _ms(r["device_step_s"]), _fmt(r["speedup"], ".2f"), _fmt(r["cpu_test_acc"], ".4f"),
-                _fmt(r["device_test_acc"], ".4f")) for r in mnist["sweep"]])
+        table(
+            "batch-size sweep (per-step time; the SGD rate scales with the batch: linear rule)",
+            ("model", "loop", "batch", "lr", "CPU step ms", "device step ms", "speedup", "CPU acc", "device acc"),
+            [
+                (
+                    r["model"],
+                    r["loop"],
+                    str(r["batch_size"]),
+                    f"{r['lr']:g}",
+                    _ms(r["cpu_step_s"]),
+                    _ms(r["device_step_s"]),
+                    _fmt(r["speedup"], ".2f"),
+                    _fmt(r["cpu_test_acc"], ".4f"),
+                    _fmt(r["device_test_acc"], ".4f"),
+                )
+                for r in mnist["sweep"]
+            ],
+        )
     for c in mnist.get("crossovers", []):
         print(f"  crossover {c['model']}/{c['loop']}: {c['text']}")
     for g in mnist.get("graph_ratios", []):
-        print(f"  graphed {g['model']} on {g['device']} (batch {g['batch_size']}): {g['graphed_speedup']:.2f}x the "
-              f"resident loop; {g['capture']}: {once(g['capture_s'])} once; first-epoch loss curve within "
-              f"{g['curve_gap']:.1e} of the resident loop's (tolerance {g['curve_rtol']:.0%})")
+        print(
+            f"  graphed {g['model']} on {g['device']} (batch {g['batch_size']}): {g['graphed_speedup']:.2f}x the "
+            f"resident loop; {g['capture']}: {once(g['capture_s'])} once; first-epoch loss curve within "
+            f"{g['curve_gap']:.1e} of the resident loop's (tolerance {g['curve_rtol']:.0%})"
+        )
     for r in mnist.get("runs", []):
         p = r.get("profile")
         if p:
-            kernels = "" if p["kernels_per_step"] is None else (
-                f", {p['kernels_per_step']:.0f} kernels, GPU busy {_ms(p['device_busy_s_per_step'])} ms, "
-                f"host overhead {_ms(p['host_overhead_s_per_step'])} ms")
-            print(f"  profile {r['model']}/{r['loop']} on {r['device']} (batch {r['batch_size']}): "
-                  f"{p['ops_per_step']:.0f} ops per step{kernels}, {_ms(p['wall_s_per_step'])} ms per step")
+            kernels = (
+                ""
+                if p["kernels_per_step"] is None
+                else (
+                    f", {p['kernels_per_step']:.0f} kernels, GPU busy {_ms(p['device_busy_s_per_step'])} ms, "
+                    f"host overhead {_ms(p['host_overhead_s_per_step'])} ms"
+                )
+            )
+            print(
+                f"  profile {r['model']}/{r['loop']} on {r['device']} (batch {r['batch_size']}): "
+                f"{p['ops_per_step']:.0f} ops per step{kernels}, {_ms(p['wall_s_per_step'])} ms per step"
+            )
     for line in mnist.get("skipped", []):
         print(f"  {clean(line)}")
 
@@ -390,21 +512,55 @@ def _ms(seconds: float | None) -> str:
 
 def _ddp_summary(ddp: dict[str, Any]) -> None:
     for run in ddp.get("runs", []):
-        table(f"DDP scaling: {run['backend']} on {run['device']}, {run['nodes']} node(s); threads per rank = "
-              "cores / ranks, so every world size uses the same cores",
-              ("model", "world", "per-rank batch", "global batch", "lr", "epoch s", "samples/s", "efficiency",
-               "test acc", "replicas"),
-              [(r["model"], str(r["world_size"]), str(r["per_rank_batch"]), str(r["global_batch"]), f"{r['lr']:g}",
-                _fmt(r["epoch_s"]), _fmt(r["samples_per_s"], ",.0f"),
-                # Above 100 % is noise between repeats (the check's summary says so); the table says it too.
-                "-" if r["efficiency"] is None else f"{r['efficiency']:.0%}"
-                + (" (noise)" if r.get("efficiency_noise") else ""), _fmt(r["test_acc"], ".4f"),
-                "identical" if r["identical"] else "DIFFER") for r in run["scaling"]])
+        table(
+            f"DDP scaling: {run['backend']} on {run['device']}, {run['nodes']} node(s); threads per rank = "
+            "cores / ranks, so every world size uses the same cores",
+            (
+                "model",
+                "world",
+                "per-rank batch",
+                "global batch",
+                "lr",
+                "epoch s",
+                "samples/s",
+                "efficiency",
+                "test acc",
+                "replicas",
+            ),
+            [
+                (
+                    r["model"],
+                    str(r["world_size"]),
+                    str(r["per_rank_batch"]),
+                    str(r["global_batch"]),
+                    f"{r['lr']:g}",
+                    _fmt(r["epoch_s"]),
+                    _fmt(r["samples_per_s"], ",.0f"),
+                    # Above 100 % is noise between repeats (the check's summary says so); the table says it too.
+                    "-"
+                    if r["efficiency"] is None
+                    else f"{r['efficiency']:.0%}" + (" (noise)" if r.get("efficiency_noise") else ""),
+                    _fmt(r["test_acc"], ".4f"),
+                    "identical" if r["identical"] else "DIFFER",
+                )
+                for r in run["scaling"]
+            ],
+        )
         if run["allreduce"]:
-            table(f"all-reduce ({run['backend']}; busbw = algbw x 2(n-1)/n; reference: {run['reference']})",
-                  ("world", "size", "time us", "algbw GB/s", "busbw GB/s"),
-                  [(str(b["world_size"]), _size(b["bytes"]), _fmt(b["time_s"] * 1e6, ".0f"), _fmt(b["algbw_gb_s"]),
-                    _fmt(b["busbw_gb_s"])) for b in run["allreduce"]])
+            table(
+                f"all-reduce ({run['backend']}; busbw = algbw x 2(n-1)/n; reference: {run['reference']})",
+                ("world", "size", "time us", "algbw GB/s", "busbw GB/s"),
+                [
+                    (
+                        str(b["world_size"]),
+                        _size(b["bytes"]),
+                        _fmt(b["time_s"] * 1e6, ".0f"),
+                        _fmt(b["algbw_gb_s"]),
+                        _fmt(b["busbw_gb_s"]),
+                    )
+                    for b in run["allreduce"]
+                ],
+            )
     for line in ddp.get("skipped", []):
         print(f"  {clean(line)}")
 
@@ -419,6 +575,7 @@ def stderr_line(text: str) -> None:
 
 def fleet_task_line(nodes: Sequence[str]) -> Any:
     """A line per change of a task's state: pending, running, then how it ended."""
+
     def show(task: Any) -> None:
         node = nodes[task.index] if task.index < len(nodes) else task.node
         ended = f", exit {task.exit_code}" if task.done and task.exit_code is not None else ""
@@ -441,21 +598,45 @@ def fleet_results(job: str, plan: dict[str, Any], rows: list[Any], notes: list[s
 
     ok = all(r.ok for r in rows) and bool(rows)
     if as_json:
-        out = [{k: (str(v) if k == "record_path" and v is not None else v)
-                for k, v in dataclasses.asdict(r).items()} for r in rows]
+        out = [
+            {k: (str(v) if k == "record_path" and v is not None else v) for k, v in dataclasses.asdict(r).items()}
+            for r in rows
+        ]
         print(json.dumps({"job": job, "ok": ok, "plan": plan, "tasks": out, "notes": notes}, indent=2))
         return 0 if ok else 1
     if plan["action"] == "probe":
-        table(f"kitbench fleet probe (job {job})", ("node", "state", "os/arch", "GPUs", "driver", "install"),
-              [(r.node, _state(r), f"{r.probe.get('os')}/{r.probe.get('arch')}" if r.probe else "-",
-                _gpus(r.probe) if r.probe else "-", str(r.probe.get("driver") or "none") if r.probe else "-",
-                r.install.get("command", "-") if r.install else (r.error or "-")) for r in rows])
+        table(
+            f"kitbench fleet probe (job {job})",
+            ("node", "state", "os/arch", "GPUs", "driver", "install"),
+            [
+                (
+                    r.node,
+                    _state(r),
+                    f"{r.probe.get('os')}/{r.probe.get('arch')}" if r.probe else "-",
+                    _gpus(r.probe) if r.probe else "-",
+                    str(r.probe.get("driver") or "none") if r.probe else "-",
+                    r.install.get("command", "-") if r.install else (r.error or "-"),
+                )
+                for r in rows
+            ],
+        )
     else:
         verify = any(r.verdict for r in rows)
         headers = ("node", "state", "record", *(("reproduced",) if verify else ()), "file")
-        table(f"kitbench fleet run {plan.get('target')} (job {job})", headers,
-              [(r.node, _state(r), r.record["status"] if r.record else (r.error or "-"),
-                *((r.verdict or "-",) if verify else ()), str(r.record_path or "-")) for r in rows])
+        table(
+            f"kitbench fleet run {plan.get('target')} (job {job})",
+            headers,
+            [
+                (
+                    r.node,
+                    _state(r),
+                    r.record["status"] if r.record else (r.error or "-"),
+                    *((r.verdict or "-",) if verify else ()),
+                    str(r.record_path or "-"),
+                )
+                for r in rows
+            ],
+        )
         _fleet_comparison(rows)
     for note in notes:
         print(f"differs: {clean(note)}")
@@ -483,10 +664,21 @@ def _fleet_comparison(rows: list[Any]) -> None:
     compared = compare.rows(loaded)
     comparison(compared, "table")
     # The seeds' table: what a lab writes by hand when it compares its machines.
-    table("machines", ("node", "machine", "memory GiB", "CPU epoch s", "accelerator epoch s", "speedup"),
-          [(r.node, row.machine or "-", _fmt(_ram_gib(r.record)), _fmt(row.cpu_epoch_s), _fmt(row.accel_epoch_s),
-            _fmt(row.speedup, ".1f")) for r, row in zip([r for r in rows if r.record is not None], compared,
-                                                        strict=True)])
+    table(
+        "machines",
+        ("node", "machine", "memory GiB", "CPU epoch s", "accelerator epoch s", "speedup"),
+        [
+            (
+                r.node,
+                row.machine or "-",
+                _fmt(_ram_gib(r.record)),
+                _fmt(row.cpu_epoch_s),
+                _fmt(row.accel_epoch_s),
+                _fmt(row.speedup, ".1f"),
+            )
+            for r, row in zip([r for r in rows if r.record is not None], compared, strict=True)
+        ],
+    )
 
 
 def _ram_gib(record: Any) -> float | None:

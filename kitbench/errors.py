@@ -25,7 +25,7 @@ class KitbenchError(Exception):
     """Base class: a one-line message, an optional hint, an exit code."""
 
     exit_code = 1
-    host: str | None = None     # a host that could not be reached, where that is the cause (kitbench._reach)
+    host: str | None = None  # a host that could not be reached, where that is the cause (kitbench._reach)
 
     def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(message)
@@ -42,8 +42,7 @@ class UsageError(KitbenchError):
 class ManifestError(KitbenchError):
     """A file in envs/ is missing, unparsable or does not match its schema."""
 
-    def __init__(self, path: Path | str, message: str, line: int | None = None,
-                 hint: str | None = None) -> None:
+    def __init__(self, path: Path | str, message: str, line: int | None = None, hint: str | None = None) -> None:
         where = f"{path}:{line}" if line is not None else str(path)
         super().__init__(f"{where}: {message}", hint)
         self.path = Path(path)

@@ -19,8 +19,9 @@ EVERY_S = 10.0
 class Heartbeat:
     """Calls ``say(seconds_since_start)`` whenever ``every`` seconds pass without ``beat()``."""
 
-    def __init__(self, say: Callable[[float], None], every: float | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, say: Callable[[float], None], every: float | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._say, self._every, self._clock = say, EVERY_S if every is None else every, clock
         self._stop = threading.Event()
         self._started = self._last = clock()
@@ -49,6 +50,7 @@ class Heartbeat:
     def __enter__(self) -> Heartbeat:
         return self.start()
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         self.stop()

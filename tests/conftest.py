@@ -49,14 +49,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 # model, is an integration test; the rest (-m "not integration") is the change-test loop. A Docker or an
 # accelerator test is one by its marker. An unmarked test that starts any of them, itself or through a fixture
 # it asks for, fails, naming what it started: before it starts it (a launch), or at the first epoch (training).
-_LAUNCHERS = frozenset({"torchrun", "nox", "docker", "dockerd", "srun", "sbatch", "salloc", "slurmctld", "slurmd",
-                        "munged"})
+_LAUNCHERS = frozenset(
+    {"torchrun", "nox", "docker", "dockerd", "srun", "sbatch", "salloc", "slurmctld", "slurmd", "munged"}
+)
 _LAUNCHER_MODULES = frozenset({"nox", "torch.distributed.run", "torch.distributed.launch"})
-_KITBENCH_VERBS = frozenset({"replay", "container", "fleet"})   # build environments, images, or go through Slurm
+_KITBENCH_VERBS = frozenset({"replay", "container", "fleet"})  # build environments, images, or go through Slurm
 _TRAINING_CHECKS = frozenset({"mnist", "ddp"})
 _WRAPPERS = frozenset({"env", "timeout", "nice", "setsid", "stdbuf", "runuser"})
 _INTEGRATION_MARKERS = ("docker", "accelerator")
-_running: list[pytest.Item] = []      # the test being set up, run or torn down
+_running: list[pytest.Item] = []  # the test being set up, run or torn down
 _original: dict[str, Any] = {}
 
 
@@ -81,7 +82,7 @@ def launched(argv: Sequence[str]) -> str | None:
     program = Path(argv[0]).name
     if program in _LAUNCHERS:
         return program
-    if program in _WRAPPERS:        # env -u X A=1 torchrun ..., timeout 60 nox ...: what they run
+    if program in _WRAPPERS:  # env -u X A=1 torchrun ..., timeout 60 nox ...: what they run
         return next(filter(None, (launched(argv[i:]) for i in range(1, len(argv)))), None)
     kitbench: list[str] | None = argv[1:] if program == "kitbench" else None
     if "-m" in argv[:-1]:
@@ -89,7 +90,7 @@ def launched(argv: Sequence[str]) -> str | None:
         if module in _LAUNCHER_MODULES:
             return module
         if module == "kitbench":
-            kitbench = argv[argv.index("-m") + 2:]
+            kitbench = argv[argv.index("-m") + 2 :]
     verb = next((a for a in kitbench or () if not a.startswith("-")), None)
     if kitbench is None or verb is None:
         return None
@@ -109,8 +110,9 @@ def launched(argv: Sequence[str]) -> str | None:
 
 def _refuse_in_the_fast_tier(what: str) -> None:
     if _running and not _running[-1].get_closest_marker("integration"):
-        pytest.fail(f"{_running[-1].nodeid} {what}: mark it @pytest.mark.integration (its module: pytestmark)",
-                    pytrace=False)
+        pytest.fail(
+            f"{_running[-1].nodeid} {what}: mark it @pytest.mark.integration (its module: pytestmark)", pytrace=False
+        )
 
 
 def _argv(args: Any) -> list[str]:
@@ -119,7 +121,7 @@ def _argv(args: Any) -> list[str]:
         text = os.fsdecode(args)
         try:
             return shlex.split(text)
-        except ValueError:      # unbalanced quotes: the shell will say so; the first word still names the program
+        except ValueError:  # unbalanced quotes: the shell will say so; the first word still names the program
             return text.split()
     return [os.fsdecode(a) for a in args]
 
@@ -190,8 +192,17 @@ def runs(mnist_root: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     from kitbench.suite import runner as suite
     from kitbench.suite.checks.base import Options
 
-    base = dict(checks=("moves", "mnist"), device="cpu", data=mnist_root, offline=True, quick=True,
-                loops=("resident",), train_limit=1500, epochs=2, threads=1)
+    base = dict(
+        checks=("moves", "mnist"),
+        device="cpu",
+        data=mnist_root,
+        offline=True,
+        quick=True,
+        loops=("resident",),
+        train_limit=1500,
+        epochs=2,
+        threads=1,
+    )
     made = {}
     for name, changes in (("a", {}), ("b", {}), ("seed", {"seed": 1}), ("lr", {"lr": 0.05})):
         out = tmp_path_factory.mktemp(name) / f"{name}.json"
@@ -240,7 +251,7 @@ def write_idx(raw: Path, prefix: str, count: int, seed: int = 0) -> None:
     for label in labels:
         image = bytearray(rng.randrange(0, 30) for _ in range(28 * 28))
         for row in range(label * 2 + 2, label * 2 + 6):
-            image[row * 28:(row + 1) * 28] = bytes([250] * 28)
+            image[row * 28 : (row + 1) * 28] = bytes([250] * 28)
         pixels += image
     (raw / f"{prefix}-images-idx3-ubyte").write_bytes(struct.pack(">IIII", 2051, count, 28, 28) + bytes(pixels))
     (raw / f"{prefix}-labels-idx1-ubyte").write_bytes(struct.pack(">II", 2049, count) + labels)
@@ -335,7 +346,6 @@ def spawn() -> Iterator[Callable[..., subprocess.Popen[str]]]:
                     os.killpg(proc.pid, stop)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.communicate(timeout=grace)
-
 
 
 def _another_run(source: Path, dest: Path) -> Path:

@@ -46,18 +46,56 @@ PYPI_JSON = "https://pypi.org/simple"
 _JSON = "application/vnd.pypi.simple.v1+json"
 # What PyTorch's index lists beside its own builds (https://download.pytorch.org/whl/cpu/ and its siblings):
 # the torch family, and the dependencies of its wheels it mirrors from PyPI.
-FAMILY = frozenset({
-    "torch", "torchvision", "torchaudio", "torchdata", "torchtext", "triton", "pytorch-triton",
-    "pytorch-triton-rocm", "pytorch-triton-xpu", "numpy", "sympy", "mpmath", "networkx", "jinja2", "markupsafe",
-    "filelock", "fsspec", "typing-extensions", "pillow", "setuptools", "cuda-bindings", "cuda-pathfinder",
-    "cuda-toolkit", "mkl", "tbb", "tcmlib", "umf", "intel-openmp", "dpcpp-cpp-rt", "onemkl-sycl-blas",
-})
+FAMILY = frozenset(
+    {
+        "torch",
+        "torchvision",
+        "torchaudio",
+        "torchdata",
+        "torchtext",
+        "triton",
+        "pytorch-triton",
+        "pytorch-triton-rocm",
+        "pytorch-triton-xpu",
+        "numpy",
+        "sympy",
+        "mpmath",
+        "networkx",
+        "jinja2",
+        "markupsafe",
+        "filelock",
+        "fsspec",
+        "typing-extensions",
+        "pillow",
+        "setuptools",
+        "cuda-bindings",
+        "cuda-pathfinder",
+        "cuda-toolkit",
+        "mkl",
+        "tbb",
+        "tcmlib",
+        "umf",
+        "intel-openmp",
+        "dpcpp-cpp-rt",
+        "onemkl-sycl-blas",
+    }
+)
 FAMILY_PREFIXES = ("nvidia-", "intel-", "onemkl-", "impi-")
 # The names it mirrors, each at one version older than kitbench's locks pin (PyTorch copies a version when
 # its wheels need one and seldom moves it): what a first-index resolution would wrongly take from there.
-MIRRORED = {"numpy": "2.1.2", "typing-extensions": "4.12.2", "jinja2": "3.1.4", "filelock": "3.13.1",
-            "fsspec": "2024.6.1", "sympy": "1.13.3", "networkx": "3.3", "pillow": "11.0.0", "markupsafe": "2.1.5",
-            "mpmath": "1.2.1", "setuptools": "70.2.0"}
+MIRRORED = {
+    "numpy": "2.1.2",
+    "typing-extensions": "4.12.2",
+    "jinja2": "3.1.4",
+    "filelock": "3.13.1",
+    "fsspec": "2024.6.1",
+    "sympy": "1.13.3",
+    "networkx": "3.3",
+    "pillow": "11.0.0",
+    "markupsafe": "2.1.5",
+    "mpmath": "1.2.1",
+    "setuptools": "70.2.0",
+}
 # A page that lists a file of another project (name -> the project whose file it lists): installers must
 # skip a file whose name is not the page's project.
 ODD = {"jinja2": "markupsafe"}
@@ -81,6 +119,7 @@ Pages = Callable[[str], dict[str, Any] | None]
 
 def recorded(folder: Path = RECORDED) -> Pages:
     """Pages from ``folder/<name>.json`` (PEP 691)."""
+
     def page(name: str) -> dict[str, Any] | None:
         path = folder / f"{name}.json"
         return json.loads(path.read_text()) if path.is_file() else None
@@ -138,7 +177,7 @@ def _send_file(handler: BaseHTTPRequestHandler, body: bytes) -> None:
         end = min(int(last), len(body) - 1) if first and last else len(body) - 1
         handler.send_response(206)
         handler.send_header("Content-Range", f"bytes {start}-{end}/{len(body)}")
-        body = body[start:end + 1]
+        body = body[start : end + 1]
     else:
         handler.send_response(200)
     handler.send_header("Content-Type", "application/octet-stream")
@@ -152,6 +191,7 @@ def serving(pages: Pages, serves: Callable[[str], bool] = in_family, files: File
     """An index at ``http://127.0.0.1:<port>/simple`` (port 0: the system's choice), for the ``with``; it
     answers under ``/whl/<compute>/`` as well, as PyTorch's does, and ``files``' under ``/files/<name>`` (a
     page's ``"url": "/files/<name>"``), byte ranges included, where given."""
+
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             if files is not None and self.path.startswith("/files/"):
@@ -167,7 +207,7 @@ def serving(pages: Pages, serves: Callable[[str], bool] = in_family, files: File
                 self.send_error(404)
                 return
             name = normalize(parts[-1])
-            if name != parts[-1]:         # PEP 503: the normalized name is the page
+            if name != parts[-1]:  # PEP 503: the normalized name is the page
                 self.send_response(301)
                 self.send_header("Location", "/" + "/".join([*parts[:-1], name]) + "/")
                 self.end_headers()
@@ -212,8 +252,11 @@ def record(wanted: dict[str, set[str]], folder: Path = RECORDED, upstream: str =
         for f in page["files"]:
             filename = f["filename"]
             try:
-                version = str(parse_wheel_filename(filename)[1] if filename.endswith(".whl")
-                              else parse_sdist_filename(filename)[1])
+                version = str(
+                    parse_wheel_filename(filename)[1]
+                    if filename.endswith(".whl")
+                    else parse_sdist_filename(filename)[1]
+                )
             except ValueError:
                 continue
             if version in versions:
@@ -232,8 +275,11 @@ def record_mirrored(folder: Path = MIRRORED_PAGES, upstream: str = PYPI_JSON) ->
         path = folder / f"{name}.json"
         page = json.loads(path.read_text())
         stray = json.loads((folder / f"{other}.json").read_text())["files"]
-        page["files"].append(next(f for f in stray if f["filename"].endswith("-py3-none-any.whl")) if any(
-            f["filename"].endswith("-py3-none-any.whl") for f in stray) else stray[0])
+        page["files"].append(
+            next(f for f in stray if f["filename"].endswith("-py3-none-any.whl"))
+            if any(f["filename"].endswith("-py3-none-any.whl") for f in stray)
+            else stray[0]
+        )
         path.write_text(json.dumps(page, indent=0, sort_keys=True) + "\n")
     return written
 
@@ -257,7 +303,7 @@ def _serve() -> None:
     import signal
 
     stop = {signal.SIGTERM, signal.SIGINT}
-    signal.pthread_sigmask(signal.SIG_BLOCK, stop)     # before the server's thread starts: it inherits the mask
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop)  # before the server's thread starts: it inherits the mask
     with serving(partial()) as url:
         print(url.removesuffix("/simple") + "/whl", flush=True)
         signal.sigwait(stop)

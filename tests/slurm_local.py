@@ -59,8 +59,10 @@ class Cluster:
 
 def _config(root: Path) -> str:
     host = socket.gethostname().split(".")[0]
-    nodes = "\n".join(f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={_PORTS[n]} CPUs=2 "
-                      f"RealMemory=2000 State=UNKNOWN" for n in NODES)
+    nodes = "\n".join(
+        f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={_PORTS[n]} CPUs=2 RealMemory=2000 State=UNKNOWN"
+        for n in NODES
+    )
     return f"""ClusterName=kitlab
 SlurmctldHost={host}(127.0.0.1)
 SlurmctldPort=16817
@@ -124,13 +126,18 @@ def up(root: Path, oci: bool = False) -> Cluster:
         oci_conf.write_text(_OCI.format(root=root))
     _munge()
     env = cluster.env()
-    subprocess.run(["slurmctld", "-c"], env=env, check=True)        # -c: a clean state, no jobs of old runs
+    subprocess.run(["slurmctld", "-c"], env=env, check=True)  # -c: a clean state, no jobs of old runs
     for node in NODES:
         subprocess.run(["slurmd", "-N", node], env=env, check=True)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        done = subprocess.run(["sinfo", "--noheader", "--format=%t", "--partition", PARTITION], env=env,
-                              capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            ["sinfo", "--noheader", "--format=%t", "--partition", PARTITION],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         states = done.stdout.split()
         if done.returncode == 0 and states and all(s == "idle" for s in states):
             return cluster

@@ -13,33 +13,36 @@ from conftest import _argv, launched
 PY = sys.executable
 
 
-@pytest.mark.parametrize(("argv", "started"), [
-    (["torchrun", "--standalone", "-m", "x"], "torchrun"),
-    (["/usr/bin/docker", "build", "."], "docker"),
-    (["sbatch", "--wrap", "true"], "sbatch"),
-    ([PY, "-m", "nox", "-l"], "nox"),
-    ([PY, "-m", "torch.distributed.run", "--nproc-per-node=2", "-m", "w"], "torch.distributed.run"),
-    ([PY, "-m", "kitbench", "run", "--check", "mnist", "--quick"], "kitbench run (it trains)"),
-    ([PY, "-m", "kitbench", "run", "--check=ddp"], "kitbench run (it trains)"),
-    ([PY, "-m", "kitbench", "run", "--device", "cpu", "--data", "."], "kitbench run (it trains)"),
-    (["kitbench", "replay", "r.json"], "kitbench replay"),
-    ([PY, "-m", "kitbench", "run", "--check", "availability", "--check", "moves"], None),
-    ([PY, "-m", "kitbench", "run", "--check", "mnist", "--help"], None),
-    ([PY, "-m", "kitbench", "run", "--epochs", "-3"], None),
-    ([PY, "-m", "kitbench", "install-cmd", "--no-gpu"], None),
-    ([PY, "-c", "print('nox')"], None),
-    (["env", "-u", "X", "A=1", "torchrun", "-m", "w"], "torchrun"),
-    (["timeout", "60", PY, "-m", "nox"], "nox"),
-    (["runuser", "-u", "munge", "--", "/usr/sbin/munged"], "munged"),
-    (["env", "A=1"], None),
-    ([], None),
-])
+@pytest.mark.parametrize(
+    ("argv", "started"),
+    [
+        (["torchrun", "--standalone", "-m", "x"], "torchrun"),
+        (["/usr/bin/docker", "build", "."], "docker"),
+        (["sbatch", "--wrap", "true"], "sbatch"),
+        ([PY, "-m", "nox", "-l"], "nox"),
+        ([PY, "-m", "torch.distributed.run", "--nproc-per-node=2", "-m", "w"], "torch.distributed.run"),
+        ([PY, "-m", "kitbench", "run", "--check", "mnist", "--quick"], "kitbench run (it trains)"),
+        ([PY, "-m", "kitbench", "run", "--check=ddp"], "kitbench run (it trains)"),
+        ([PY, "-m", "kitbench", "run", "--device", "cpu", "--data", "."], "kitbench run (it trains)"),
+        (["kitbench", "replay", "r.json"], "kitbench replay"),
+        ([PY, "-m", "kitbench", "run", "--check", "availability", "--check", "moves"], None),
+        ([PY, "-m", "kitbench", "run", "--check", "mnist", "--help"], None),
+        ([PY, "-m", "kitbench", "run", "--epochs", "-3"], None),
+        ([PY, "-m", "kitbench", "install-cmd", "--no-gpu"], None),
+        ([PY, "-c", "print('nox')"], None),
+        (["env", "-u", "X", "A=1", "torchrun", "-m", "w"], "torchrun"),
+        (["timeout", "60", PY, "-m", "nox"], "nox"),
+        (["runuser", "-u", "munge", "--", "/usr/sbin/munged"], "munged"),
+        (["env", "A=1"], None),
+        ([], None),
+    ],
+)
 def test_what_belongs_to_the_integration_tier(argv: list[str], started: str | None) -> None:
     assert launched(argv) == started
 
 
 def test_popen_arguments_of_every_form_are_read_as_words() -> None:
-    assert launched(_argv("docker build -t x .")) == "docker"        # a whole command line given as one string
+    assert launched(_argv("docker build -t x .")) == "docker"  # a whole command line given as one string
     assert launched(_argv(b"/usr/bin/srun hostname")) == "srun"
     assert launched(_argv([Path("/usr/local/bin/torchrun"), b"-m", "w"])) == "torchrun"
     assert _argv("echo 'unbalanced") == ["echo", "'unbalanced"]
@@ -84,6 +87,12 @@ def test_a_docker_test_is_an_integration_test(request: pytest.FixtureRequest) ->
 def test_an_integration_test_may_launch(tmp_path: Path) -> None:
     """nox, as the integration tier starts it (its version only: nothing is built)."""
     pytest.importorskip("nox", reason="nox is not installed beside this Python (nox -s tests installs it)")
-    done = subprocess.run([sys.executable, "-m", "nox", "--version"], cwd=tmp_path, capture_output=True, text=True,
-                          check=False, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "nox", "--version"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr

@@ -51,7 +51,7 @@ def _transcripts() -> list[tuple[str, list[str], str]]:
         for block in _blocks(page):
             for at, line in enumerate(block):
                 if line.startswith("$ kitbench install-cmd") and at + 1 < len(block):
-                    output = [out for out in block[at + 1:] if not out.startswith(("#", "note:", "$", "..."))]
+                    output = [out for out in block[at + 1 :] if not out.startswith(("#", "note:", "$", "..."))]
                     found.append((page.name, shlex.split(line[2:])[1:], output[0] if output else ""))
     return found
 
@@ -68,14 +68,16 @@ def test_every_kitbench_command_shown_parses(page: str, line: str) -> None:
     if any(arg in ("...", "ARGS") or arg.isupper() or any(c in arg for c in "<[|") for arg in args):
         pytest.skip(f"{page}: a synopsis with placeholders, not a command")
     # What follows "--" goes to the `kitbench run` that container and fleet run start.
-    passed = args[args.index("--") + 1:] if "--" in args else None
-    _parser.build().parse_args(args[:args.index("--")] if passed is not None else args)
+    passed = args[args.index("--") + 1 :] if "--" in args else None
+    _parser.build().parse_args(args[: args.index("--")] if passed is not None else args)
     if passed is not None:
         _parser.build().parse_args(["run", *passed])
 
 
-@pytest.mark.parametrize(("page", "line"), [
-    (page.name, line) for page in PAGES for block in _blocks(page) for line in block if _NOX.search(line)])
+@pytest.mark.parametrize(
+    ("page", "line"),
+    [(page.name, line) for page in PAGES for block in _blocks(page) for line in block if _NOX.search(line)],
+)
 def test_every_nox_session_named_exists(page: str, line: str) -> None:
     known = set(targets.load_all()) | _SESSIONS
     for session in _NOX.findall(line):
@@ -83,8 +85,9 @@ def test_every_nox_session_named_exists(page: str, line: str) -> None:
 
 
 @pytest.mark.parametrize(("page", "args", "output"), _transcripts())
-def test_quoted_install_commands_are_today_s(page: str, args: list[str], output: str,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_quoted_install_commands_are_today_s(
+    page: str, args: list[str], output: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     if "--os" not in args and not {"--driver", "--no-gpu", "--gpu-gfx", "--intel-gpu"} & set(args):
         pytest.skip(f"{page}: a transcript of the machine it ran on")
     assert _cli.main(args) == 0

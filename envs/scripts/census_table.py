@@ -24,9 +24,13 @@ from kitbench.machine.builds import build
 from kitbench.records import manifest
 
 # Where a wheel can install: (os, arch) as install-cmd's flags name them, and the census' name for it.
-PLATFORMS = (("linux", "x86_64", "linux-x86_64"), ("linux", "aarch64", "linux-aarch64"),
-             ("windows", "x86_64", "windows-x86_64"), ("macos", "arm64", "macos-arm64"),
-             ("macos", "x86_64", "macos-x86_64"))
+PLATFORMS = (
+    ("linux", "x86_64", "linux-x86_64"),
+    ("linux", "aarch64", "linux-aarch64"),
+    ("windows", "x86_64", "windows-x86_64"),
+    ("macos", "arm64", "macos-arm64"),
+    ("macos", "x86_64", "macos-x86_64"),
+)
 HEADER = """# The census: every PyTorch build kitbench knows, and what each rests on
 
 Generated from `envs/` by `envs/scripts/census_table.py` (do not edit: the weekly facts workflow rewrites it,
@@ -60,10 +64,13 @@ def _floor(compute: str) -> str:
 
 
 def _kernels(rel: releases.Release, compute: str) -> str:
-    lists = [(platform, found.get(compute)) for platform, found in (("x86_64", rel.kernels),
-                                                                     ("aarch64", rel.kernels_aarch64))]
-    return "; ".join(f"{platform}: {' '.join(a.removeprefix('sm_') for a in arches)}"
-                     for platform, arches in lists if arches)
+    lists = [
+        (platform, found.get(compute))
+        for platform, found in (("x86_64", rel.kernels), ("aarch64", rel.kernels_aarch64))
+    ]
+    return "; ".join(
+        f"{platform}: {' '.join(a.removeprefix('sm_') for a in arches)}" for platform, arches in lists if arches
+    )
 
 
 def _cell(text: str) -> str:
@@ -88,32 +95,54 @@ def rows() -> list[tuple[releases.Release, str, list[str], releases.Evidence]]:
 
 
 def render() -> str:
-    out = [HEADER, "## Builds", "",
-           "| release | build | platforms | kind | default answer | kernels (sm_) | driver floor (Linux / Windows) "
-           "| source |", "|---|---|---|---|---|---|---|---|"]
+    out = [
+        HEADER,
+        "## Builds",
+        "",
+        "| release | build | platforms | kind | default answer | kernels (sm_) | driver floor (Linux / Windows) "
+        "| source |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     census = rows()
     kinds: Counter[str] = Counter()
     for rel, compute, where, evidence in census:
         kinds[evidence.kind] += 1
-        answer = "yes" if rel.answerable(compute, where[0]) else (
-            "no: off the selector, no kernel list" if evidence.kind in manifest.ANSWERABLE else "no: named only")
+        answer = (
+            "yes"
+            if rel.answerable(compute, where[0])
+            else ("no: off the selector, no kernel list" if evidence.kind in manifest.ANSWERABLE else "no: named only")
+        )
         source = evidence.source + (f"; also: {evidence.also}" if evidence.also else "")
-        out.append(f"| {rel.version} | {compute}{'' if evidence.selector else ' (off the selector)'} | "
-                   f"{', '.join(where)} | {evidence.kind} | {answer} | {_kernels(rel, compute)} | {_floor(compute)} "
-                   f"| {_cell(source)} |")
-    out += ["", "## MPS: the macOS each release's MPS needs", "", "| from | macOS | kind | source |",
-            "|---|---|---|---|"]
+        out.append(
+            f"| {rel.version} | {compute}{'' if evidence.selector else ' (off the selector)'} | "
+            f"{', '.join(where)} | {evidence.kind} | {answer} | {_kernels(rel, compute)} | {_floor(compute)} "
+            f"| {_cell(source)} |"
+        )
+    out += [
+        "",
+        "## MPS: the macOS each release's MPS needs",
+        "",
+        "| from | macOS | kind | source |",
+        "|---|---|---|---|",
+    ]
     data = manifest.load(manifest.envs_dir() / "pytorch.yaml", "pytorch").data
     for row in data["mps"]:
         conflicts = f"; **the sources disagree**: {row['conflicts']}" if row.get("conflicts") else ""
         out.append(f"| {row['since']} | {row['macos']} | {row['kind']} | {_cell(row['source'] + conflicts)} |")
-    out += ["", "## NVIDIA GPU generations: the first driver (the first CUDA toolkit that compiles for them)", "",
-            "| generation | compute capability | Linux | Windows | kind | source |", "|---|---|---|---|---|---|"]
+    out += [
+        "",
+        "## NVIDIA GPU generations: the first driver (the first CUDA toolkit that compiles for them)",
+        "",
+        "| generation | compute capability | Linux | Windows | kind | source |",
+        "|---|---|---|---|---|---|",
+    ]
     for gen in manifest.load(manifest.envs_dir() / "drivers.yaml", "drivers").data["generations"]:
         first = drivers.load().generation(gen["capabilities"][0])
         assert first is not None
-        out.append(f"| {gen['name']} | {', '.join(gen['capabilities'])} | {first.floor('linux')} | "
-                   f"{first.floor('windows') or ''} | {gen['kind']} | {_cell(gen['source'])} |")
+        out.append(
+            f"| {gen['name']} | {', '.join(gen['capabilities'])} | {first.floor('linux')} | "
+            f"{first.floor('windows') or ''} | {gen['kind']} | {_cell(gen['source'])} |"
+        )
     out += ["", "## Rows by source kind", "", "| kind | rows |", "|---|---|"]
     out += [f"| {kind} | {kinds[kind]} |" for kind in manifest.SOURCE_KINDS]
     return "\n".join(out) + "\n"

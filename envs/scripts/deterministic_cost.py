@@ -24,14 +24,14 @@ from kitbench.suite import data, determinism, models
 from kitbench.suite.checks.mnist_training import resident_tensors
 from kitbench.suite.checks.steps import Step, eager
 
-_EPOCH_STEPS = 938      # 60,000 images in batches of 64
+_EPOCH_STEPS = 938  # 60,000 images in batches of 64
 
 
 def _block(step: Step, x: torch.Tensor, y: torch.Tensor, steps: int, batch: int) -> float:
     start = time.perf_counter()
     for i in range(steps):
         begin = (i * batch) % (len(x) - batch)
-        step(x[begin:begin + batch], y[begin:begin + batch])
+        step(x[begin : begin + batch], y[begin : begin + batch])
     return (time.perf_counter() - start) / steps
 
 
@@ -40,20 +40,27 @@ def measure(name: str, x: torch.Tensor, y: torch.Tensor, blocks: int, steps: int
     model = models.build(name)
     step = eager(model, models.optimizer(name, list(model.parameters())))
     times: dict[bool, list[float]] = {False: [], True: []}
-    for mode in (False, True):                   # warm-up, untimed
+    for mode in (False, True):  # warm-up, untimed
         with determinism.mode(mode, threads):
             _block(step, x, y, 5, 64)
-    torch.set_num_threads(threads)              # the same thread count in both modes
+    torch.set_num_threads(threads)  # the same thread count in both modes
     for index in range(blocks):
-        for mode in ((False, True) if index % 2 == 0 else (True, False)):
+        for mode in (False, True) if index % 2 == 0 else (True, False):
             with determinism.mode(mode, threads):
                 times[mode].append(_block(step, x, y, steps, 64))
     ratios = [d / n for n, d in zip(times[False], times[True], strict=True)]
-    return {"model": name, "threads": threads, "blocks": blocks, "steps_per_block": steps,
-            "default_epoch_s": statistics.median(times[False]) * _EPOCH_STEPS,
-            "deterministic_epoch_s": statistics.median(times[True]) * _EPOCH_STEPS,
-            "ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
-            "ratio_q1_q3": statistics.quantiles(ratios, n=4, method="inclusive")[::2]}
+    return {
+        "model": name,
+        "threads": threads,
+        "blocks": blocks,
+        "steps_per_block": steps,
+        "default_epoch_s": statistics.median(times[False]) * _EPOCH_STEPS,
+        "deterministic_epoch_s": statistics.median(times[True]) * _EPOCH_STEPS,
+        "ratio_median": statistics.median(ratios),
+        "ratio_min": min(ratios),
+        "ratio_max": max(ratios),
+        "ratio_q1_q3": statistics.quantiles(ratios, n=4, method="inclusive")[::2],
+    }
 
 
 def main() -> None:
@@ -65,10 +72,15 @@ def main() -> None:
     root, _ = data.prepare(None, offline=True)
     x, y = resident_tensors(Path(root), True, torch.device("cpu"), 20000)
     threads = cpus.usable_cores()
-    found = [measure("fnn", x, y, args.blocks, args.fnn_steps, threads),
-             measure("cnn", x, y, args.blocks, args.cnn_steps, threads)]
-    print(json.dumps({"torch": torch.__version__, "isa": torch.backends.cpu.get_cpu_capability(),
-                      "results": found}, indent=2))
+    found = [
+        measure("fnn", x, y, args.blocks, args.fnn_steps, threads),
+        measure("cnn", x, y, args.blocks, args.cnn_steps, threads),
+    ]
+    print(
+        json.dumps(
+            {"torch": torch.__version__, "isa": torch.backends.cpu.get_cpu_capability(), "results": found}, indent=2
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -64,13 +64,13 @@ import _shared
 OUT = Path(__file__).resolve().parent.parent / "runtime_tags.yaml"
 ARCHES = ("x86_64", "aarch64")
 _JSON = "application/vnd.pypi.simple.v1+json"
-_AHEAD = 2**16      # bytes read at once from a wheel: its zip's end record, or a small member with its header
-_ANY = "any"        # the platform tag of a pure wheel
-_SOMEWHERE = "x"    # a platform stand-in: which interpreter and ABI tags fit is asked apart from the platform
-DEADLINE = 900.0    # seconds for every read of a run together (the facts workflow's job has 30 minutes)
-WHEEL_BYTES = 16 * 2**20        # read from one wheel by ranges: its end, central directory and METADATA
-METADATA_BYTES = 2**20          # a core metadata file, inflated (torch's is some 10 kB)
-_CPYTHON = re.compile(r"cp3([0-9]{1,2})t?")     # the Python tags a row can name (environment() reads them)
+_AHEAD = 2**16  # bytes read at once from a wheel: its zip's end record, or a small member with its header
+_ANY = "any"  # the platform tag of a pure wheel
+_SOMEWHERE = "x"  # a platform stand-in: which interpreter and ABI tags fit is asked apart from the platform
+DEADLINE = 900.0  # seconds for every read of a run together (the facts workflow's job has 30 minutes)
+WHEEL_BYTES = 16 * 2**20  # read from one wheel by ranges: its end, central directory and METADATA
+METADATA_BYTES = 2**20  # a core metadata file, inflated (torch's is some 10 kB)
+_CPYTHON = re.compile(r"cp3([0-9]{1,2})t?")  # the Python tags a row can name (environment() reads them)
 _CONTENT_RANGE = re.compile(r"bytes ([0-9]{1,15})-([0-9]{1,15})/([0-9]{1,15})")
 HEADER = """\
 What each torch release's Linux wheels on PyPI pull in (torch's Requires-Dist for Linux, followed to
@@ -85,7 +85,7 @@ CUDA build not recorded there is taken to pull in what the release's PyPI wheels
 says so when that decides the answer. Read by install-cmd only for a Linux answer with a known glibc:
 a build whose runtime package needs a newer glibc than the machine's is passed over, naming it."""
 
-Floor = tuple[int, ...] | None      # the lowest glibc a package's wheels accept: () for any, None for no wheel
+Floor = tuple[int, ...] | None  # the lowest glibc a package's wheels accept: () for any, None for no wheel
 
 
 class Unreadable(_shared.Refused):
@@ -116,8 +116,8 @@ class Wheel:
 @dataclass(frozen=True)
 class Pulled:
     name: str
-    requirement: str    # name[extras]specifier, markers already decided for this Python
-    via: str            # the package whose Requires-Dist named it first; "" for torch's own
+    requirement: str  # name[extras]specifier, markers already decided for this Python
+    via: str  # the package whose Requires-Dist named it first; "" for torch's own
     floor: Floor
 
 
@@ -126,7 +126,7 @@ class Row:
     torch: str
     arch: str
     pythons: tuple[str, ...]
-    glibc: tuple[int, ...]          # torch's own wheel's tag floor
+    glibc: tuple[int, ...]  # torch's own wheel's tag floor
     requires: tuple[Pulled, ...]
 
     @property
@@ -141,7 +141,7 @@ def project(name: str) -> tuple[Wheel, ...]:
     for entry in indexes.page_files(_get(f"{indexes.pypi_index()}{name}/", _JSON)):
         parsed = _shared.wheel(entry.filename)
         if parsed is None:
-            continue        # an sdist, or a file name no installer reads as a wheel
+            continue  # an sdist, or a file name no installer reads as a wheel
         project_name, version, build, tags = parsed
         if project_name == name:
             found.append(Wheel(version, build, tags, entry))
@@ -163,14 +163,22 @@ class _Ranges(io.RawIOBase):
         the whole's size, its bytes."""
         answer = _get(self.url, "*/*", byte_range=span)
         if answer.status != 206:
-            raise Unreadable(f"{_reach.shown(self.url)} announces no core metadata and its server sends no parts of "
-                             f"it (answered {answer.status} to a byte range)")
+            raise Unreadable(
+                f"{_reach.shown(self.url)} announces no core metadata and its server sends no parts of "
+                f"it (answered {answer.status} to a byte range)"
+            )
         sent = _CONTENT_RANGE.fullmatch(answer.content_range or "")
         first, last, size = (int(n) for n in sent.groups()) if sent else (0, -1, 0)
-        if not sent or not first <= last < size or last - first + 1 != len(answer.body) or (
-                last != size - 1 if first_asked is None else first != first_asked):
-            raise Unreadable(f"{_reach.shown(self.url)}: a part whose Content-Range does not say what was sent "
-                             f"({(answer.content_range or 'none')[:60]!r}, {len(answer.body):,} bytes)")
+        if (
+            not sent
+            or not first <= last < size
+            or last - first + 1 != len(answer.body)
+            or (last != size - 1 if first_asked is None else first != first_asked)
+        ):
+            raise Unreadable(
+                f"{_reach.shown(self.url)}: a part whose Content-Range does not say what was sent "
+                f"({(answer.content_range or 'none')[:60]!r}, {len(answer.body):,} bytes)"
+            )
         self.read_bytes += len(answer.body)
         if self.read_bytes > WHEEL_BYTES:
             raise Unreadable(f"{_reach.shown(self.url)}: over {WHEEL_BYTES // 2**20} MB read for its core metadata")
@@ -188,7 +196,7 @@ class _Ranges(io.RawIOBase):
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         position = {io.SEEK_SET: 0, io.SEEK_CUR: self.position, io.SEEK_END: self.size}[whence] + offset
         if position < 0:
-            raise OSError(f"a seek to {position} (the zip's records point before the file)")    # zipfile's own
+            raise OSError(f"a seek to {position} (the zip's records point before the file)")  # zipfile's own
         self.position = position
         return self.position
 
@@ -199,7 +207,7 @@ class _Ranges(io.RawIOBase):
         if not self.start <= self.position <= self.position + want <= self.start + len(self.kept):
             end = min(self.size, self.position + max(want, _AHEAD)) - 1
             self.start, _, _, self.kept = self._part(f"{self.position}-{end}", self.position)
-        data = self.kept[self.position - self.start:self.position - self.start + want]
+        data = self.kept[self.position - self.start : self.position - self.start + want]
         self.position += len(data)
         return data
 
@@ -209,23 +217,29 @@ def _metadata_in(wheel: Wheel) -> bytes:
     shown = wheel.file.filename
     try:
         with zipfile.ZipFile(_Ranges(wheel.file.url)) as archive:
-            inside = [i for i in archive.infolist() if i.filename.count("/") == 1
-                      and i.filename.endswith(".dist-info/METADATA")]
+            inside = [
+                i
+                for i in archive.infolist()
+                if i.filename.count("/") == 1 and i.filename.endswith(".dist-info/METADATA")
+            ]
             if len(inside) != 1:
                 raise Unreadable(f"{shown} holds {len(inside)} .dist-info/METADATA files")
             if inside[0].file_size > METADATA_BYTES:
-                raise Unreadable(f"{shown}: its METADATA inflates to {inside[0].file_size:,} bytes; core metadata is "
-                                 f"at most {METADATA_BYTES:,}")
+                raise Unreadable(
+                    f"{shown}: its METADATA inflates to {inside[0].file_size:,} bytes; core metadata is "
+                    f"at most {METADATA_BYTES:,}"
+                )
             with archive.open(inside[0]) as member:
                 # No more than a byte past the cap is ever inflated, whatever the zip's records declare.
                 data = member.read(METADATA_BYTES + 1)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError, UnicodeDecodeError) as bad:
         raise Unreadable(f"{shown} is not a zip file as served ({str(bad)[:120]})") from None
-    except (NotImplementedError, RuntimeError) as bad:    # a compression method zipfile lacks, encryption
+    except (NotImplementedError, RuntimeError) as bad:  # a compression method zipfile lacks, encryption
         raise Unreadable(f"{shown}: its METADATA cannot be read ({str(bad)[:120]})") from None
     if len(data) > METADATA_BYTES:
-        raise Unreadable(f"{shown}: its METADATA inflates past {METADATA_BYTES:,} bytes; core metadata is not that "
-                         "large")
+        raise Unreadable(
+            f"{shown}: its METADATA inflates past {METADATA_BYTES:,} bytes; core metadata is not that large"
+        )
     return data
 
 
@@ -238,8 +252,9 @@ def requires_dist(wheel: Wheel) -> tuple[str, ...]:
     with contextlib.suppress(NetworkError):
         data = _get(wheel.file.url + ".metadata", "*/*").body if wheel.file.metadata else None
     if data is not None and len(data) > METADATA_BYTES:
-        raise Unreadable(f"{wheel.file.filename}.metadata is {len(data):,} bytes; core metadata is at most "
-                         f"{METADATA_BYTES:,}")
+        raise Unreadable(
+            f"{wheel.file.filename}.metadata is {len(data):,} bytes; core metadata is at most {METADATA_BYTES:,}"
+        )
     data = _metadata_in(wheel) if data is None else data
     text = _files.decode(data, wheel.file.filename, "core metadata file", Unreadable)
     found = tuple(HeaderParser().parsestr(text).get_all("Requires-Dist") or ())
@@ -254,20 +269,28 @@ def requires_dist(wheel: Wheel) -> tuple[str, ...]:
 def environment(python: str, arch: str, system: str = "Linux") -> dict[str, str]:
     """PEP 508's marker variables for CPython ``python`` (cp312, cp313t) on ``system``."""
     version = f"{python[2]}.{python[3:].rstrip('t')}"
-    return {"implementation_name": "cpython", "implementation_version": f"{version}.0",
-            "os_name": "nt" if system == "Windows" else "posix", "platform_machine": arch,
-            "platform_python_implementation": "CPython", "platform_release": "", "platform_system": system,
-            "platform_version": "", "python_full_version": f"{version}.0", "python_version": version,
-            "sys_platform": {"Linux": "linux", "Darwin": "darwin", "Windows": "win32"}[system], "extra": ""}
+    return {
+        "implementation_name": "cpython",
+        "implementation_version": f"{version}.0",
+        "os_name": "nt" if system == "Windows" else "posix",
+        "platform_machine": arch,
+        "platform_python_implementation": "CPython",
+        "platform_release": "",
+        "platform_system": system,
+        "platform_version": "",
+        "python_full_version": f"{version}.0",
+        "python_version": version,
+        "sys_platform": {"Linux": "linux", "Darwin": "darwin", "Windows": "win32"}[system],
+        "extra": "",
+    }
 
 
 def applies(requirement: Requirement, env: dict[str, str], extras: frozenset[str] = frozenset()) -> bool:
     marker = requirement.marker
     try:
         return marker is None or any(marker.evaluate({**env, "extra": e}) for e in ("", *sorted(extras)))
-    except UndefinedComparison as bad:      # python_version ~= "3": it parses, and no installer can decide it
-        raise Unreadable(f"a Requires-Dist whose marker cannot be decided ({str(requirement)[:120]}: {bad})") \
-            from None
+    except UndefinedComparison as bad:  # python_version ~= "3": it parses, and no installer can decide it
+        raise Unreadable(f"a Requires-Dist whose marker cannot be decided ({str(requirement)[:120]}: {bad})") from None
 
 
 @cache
@@ -275,8 +298,12 @@ def _fitting(python: str) -> frozenset[Tag]:
     """The interpreter and ABI tags pip takes on this CPython, on the stand-in platform and on ``any``."""
     version = (int(python[2]), int(python[3:].rstrip("t")))
     own = f"cp{version[0]}{version[1]}"
-    return frozenset([*cpython_tags(version, [own + ("t" if python.endswith("t") else "")], [_SOMEWHERE]),
-                      *compatible_tags(version, own, [_SOMEWHERE])])
+    return frozenset(
+        [
+            *cpython_tags(version, [own + ("t" if python.endswith("t") else "")], [_SOMEWHERE]),
+            *compatible_tags(version, own, [_SOMEWHERE]),
+        ]
+    )
 
 
 def _tag_floor(tag: Tag, python: str, arch: str) -> Floor:
@@ -301,8 +328,11 @@ def installable(name: str, specifier: str, python: str, arch: str) -> tuple[tupl
     minor = (int(python[2]), int(python[3:].rstrip("t")))
     found = []
     for wheel in project(name):
-        if wheel.version not in versions or (wheel.file.yanked and not exact) or not wheels.python_allowed(
-                wheel.file.requires_python, minor):
+        if (
+            wheel.version not in versions
+            or (wheel.file.yanked and not exact)
+            or not wheels.python_allowed(wheel.file.requires_python, minor)
+        ):
             continue
         floors = [f for t in wheel.tags for f in [_tag_floor(t, python, arch)] if f is not None]
         if floors:
@@ -325,17 +355,20 @@ def pulled(requires: tuple[str, ...], python: str, arch: str) -> tuple[Pulled, .
         requirement, via = queue.pop(0)
         name = canonicalize_name(requirement.name)
         if name == "torch":
-            continue        # triton 2.0.0 requires torch: the wheel being installed, held to its release
+            continue  # triton 2.0.0 requires torch: the wheel being installed, held to its release
         before = wanted.get(name)
-        now = (requirement.specifier & before[0], before[1] | requirement.extras, before[2]) if before else \
-            (requirement.specifier, frozenset(requirement.extras), via)
+        now = (
+            (requirement.specifier & before[0], before[1] | requirement.extras, before[2])
+            if before
+            else (requirement.specifier, frozenset(requirement.extras), via)
+        )
         if before and now[:2] == before[:2]:
             continue
         wanted[name] = now
         files = installable(name, str(now[0]), python, arch)
         if files:
             newest = max(files, key=lambda f: (f[0].version, f[0].build))[0]
-            for text in requires_dist(newest):      # each one parses: requires_dist says so
+            for text in requires_dist(newest):  # each one parses: requires_dist says so
                 found = Requirement(text)
                 if applies(found, env, now[1]):
                     queue.append((found, name))
@@ -344,7 +377,7 @@ def pulled(requires: tuple[str, ...], python: str, arch: str) -> tuple[Pulled, .
         floors = [f for _, f in installable(package, str(spec), python, arch)]
         floor = min(floors) if floors else None
         if via and floor == ():
-            continue        # pure Python, reached through another: never the floor
+            continue  # pure Python, reached through another: never the floor
         asked = f"[{','.join(sorted(extras))}]" if extras else ""
         result.append(Pulled(package, f"{package}{asked}{spec}", via, floor))
     return tuple(result)
@@ -364,8 +397,10 @@ def torch_wheels(version: str) -> dict[tuple[str, str], tuple[Wheel, tuple[int, 
                 continue
             python = indexes.python_tag(tag.interpreter, tag.abi)
             if not _CPYTHON.fullmatch(python):
-                raise Unreadable(f"{wheel.file.filename}: a Python tag ({python}) that names no CPython 3 minor; "
-                                 "torch's Linux wheels are built per CPython (cp312, cp313t)")
+                raise Unreadable(
+                    f"{wheel.file.filename}: a Python tag ({python}) that names no CPython 3 minor; "
+                    "torch's Linux wheels are built per CPython (cp312, cp313t)"
+                )
             key = (arch, python)
             if key not in chosen or wheel.build > chosen[key][0].build:
                 chosen[key] = (wheel, platform.floor or ())
@@ -380,17 +415,25 @@ def rows(version: str) -> list[Row]:
         raise Unreadable(f"torch {version}: no Linux wheel on {_reach.shown(indexes.pypi_index())}")
     for (arch, python), (wheel, own) in sorted(found.items(), key=lambda i: (i[0][0], indexes.tag_key(i[0][1]))):
         here, mac = environment(python, arch), environment(python, arch, "Darwin")
-        linux = tuple(r for r in requires_dist(wheel) if applies(Requirement(r), here)
-                      and not applies(Requirement(r), mac))
+        linux = tuple(
+            r for r in requires_dist(wheel) if applies(Requirement(r), here) and not applies(Requirement(r), mac)
+        )
         groups[arch, own, pulled(linux, python, arch)].append(python)
     return [Row(version, arch, tuple(pythons), own, deps) for (arch, own, deps), pythons in groups.items()]
 
 
 def _data(row: Row) -> dict[str, object]:
-    return {"torch": row.torch, "arch": row.arch, "pythons": " ".join(row.pythons), "glibc": shown(row.glibc),
-            "needs": shown(row.needs),
-            "requires": [{"requirement": dep.requirement, **({"via": dep.via} if dep.via else {}),
-                          "glibc": shown(dep.floor)} for dep in row.requires]}
+    return {
+        "torch": row.torch,
+        "arch": row.arch,
+        "pythons": " ".join(row.pythons),
+        "glibc": shown(row.glibc),
+        "needs": shown(row.needs),
+        "requires": [
+            {"requirement": dep.requirement, **({"via": dep.via} if dep.via else {}), "glibc": shown(dep.floor)}
+            for dep in row.requires
+        ],
+    }
 
 
 def _found(table: list[Row]) -> list[str]:
@@ -402,12 +445,18 @@ def _found(table: list[Row]) -> list[str]:
         names += [d.name for d in row.requires if d.floor and d.floor > row.glibc and d.name not in names]
     if not raised:
         return ["Found: nothing any covered release pulls in needs a newer glibc than torch's own wheel's tag."]
-    lines = ["Found: what torch pulls in needs a newer glibc than torch's own wheel's tag (for some or all of",
-             "its Pythons; tags only: envs/index_tags.yaml says where torch's binaries need more than theirs) on"]
+    lines = [
+        "Found: what torch pulls in needs a newer glibc than torch's own wheel's tag (for some or all of",
+        "its Pythons; tags only: envs/index_tags.yaml says where torch's binaries need more than theirs) on",
+    ]
     for (arch, own, needs), (versions, names) in raised.items():
-        lines += textwrap.wrap(f"{arch}, torch {', '.join(versions)}: {shown(own)} -> {shown(needs)}, by "
-                               f"{', '.join(names)}", 108, initial_indent="  ", subsequent_indent="    ",
-                               break_on_hyphens=False)
+        lines += textwrap.wrap(
+            f"{arch}, torch {', '.join(versions)}: {shown(own)} -> {shown(needs)}, by {', '.join(names)}",
+            108,
+            initial_indent="  ",
+            subsequent_indent="    ",
+            break_on_hyphens=False,
+        )
     return lines
 
 
@@ -426,10 +475,15 @@ def main(versions: list[str] | None = None, out: Path = OUT, deadline: float = D
     versions = versions or [rel.version for rel in list(releases.newest_first(derived=False))[::-1]]
     table = [row for version in versions for row in rows(version)]
     today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
-    data = {"source": f"{_reach.bare(indexes.pypi_index())}<project>/ (PEP 691 JSON) and each wheel's core metadata "
-                      "(PEP 658, else the METADATA in the wheel, read by byte ranges); yanked files left out unless "
-                      "pinned exactly",
-            "read": today, "kind": "published", "releases": [_data(row) for row in table], "builds": _kept_builds(out)}
+    data = {
+        "source": f"{_reach.bare(indexes.pypi_index())}<project>/ (PEP 691 JSON) and each wheel's core metadata "
+        "(PEP 658, else the METADATA in the wheel, read by byte ranges); yanked files left out unless "
+        "pinned exactly",
+        "read": today,
+        "kind": "published",
+        "releases": [_data(row) for row in table],
+        "builds": _kept_builds(out),
+    }
     header = "\n".join([HEADER, *_found(table)])
     _shared.write(out, _shared.dump(data, header, flow=True), "runtime_tags")
     print(f"wrote {out} ({len(versions)} releases, {len(table)} rows, read {today})")

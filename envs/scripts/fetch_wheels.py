@@ -32,7 +32,7 @@ from kitbench.advice import indexes, releases
 import _shared
 
 OUT = Path(__file__).resolve().parent.parent / "wheels.yaml"
-DEADLINE = 300.0        # seconds for every read together: three pages and a few .metadata files
+DEADLINE = 300.0  # seconds for every read together: three pages and a few .metadata files
 HEADER = """\
 The wheels PyPI holds for each torch release kitbench knows, and its paired torchvision and
 torchaudio: platform tag -> Python tags (cp310: CPython 3.10; cp313t: its free-threaded build;
@@ -56,9 +56,11 @@ def _package(package: str, version: str, data: dict[str, Any]) -> dict[str, str]
     found, requires = release.get("builds", {}).get("", {}), release.get("requires_python", [])
     # Some old uploads state no Requires-Python (torchaudio 2.0.1): nothing then bounds it but the tags.
     if not found or len(requires) > 1:
-        raise _shared.Refused(f"{package} {version}: {len(found)} platforms on PyPI and "
-                              f"{len(requires)} Requires-Python values; a release has wheels and one",
-                              hint="nothing was written; look at the release's files on PyPI")
+        raise _shared.Refused(
+            f"{package} {version}: {len(found)} platforms on PyPI and "
+            f"{len(requires)} Requires-Python values; a release has wheels and one",
+            hint="nothing was written; look at the release's files on PyPI",
+        )
     # py3-tagged wheels (torchvision from 0.29.2) leave the Python floor to Requires-Python.
     floor = _shared.requires_python(requires[0], f"{package} {version}") if requires else ""
     # One string per platform, not a list: a third of the YAML nodes, which install-cmd parses at start-up.

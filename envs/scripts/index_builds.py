@@ -56,12 +56,17 @@ def _edited(text: str, path: Path, listed: dict[str, tuple[str, ...]]) -> tuple[
             continue
         start, end = node.start_mark, node.end_mark
         if not isinstance(node, yaml.SequenceNode) or not node.flow_style or start.line != end.line:
-            raise _shared.Refused(f"{path}:{start.line + 1}: torch {version}'s wheels are not one [a, b] line, which "
-                                  "is what this script edits", hint="write them as one [a, b] line")
-        print(f"torch {version}: {', '.join(w for w in baked if w not in kept)} not on the index, taken out of "
-              f"{path.name}")
+            raise _shared.Refused(
+                f"{path}:{start.line + 1}: torch {version}'s wheels are not one [a, b] line, which "
+                "is what this script edits",
+                hint="write them as one [a, b] line",
+            )
+        print(
+            f"torch {version}: {', '.join(w for w in baked if w not in kept)} not on the index, taken out of "
+            f"{path.name}"
+        )
         line = lines[start.line]
-        lines[start.line] = f"{line[:start.column]}[{', '.join(kept)}]{line[end.column:]}"
+        lines[start.line] = f"{line[: start.column]}[{', '.join(kept)}]{line[end.column :]}"
         kept_by[version] = kept
     return "".join(lines), kept_by
 
@@ -77,11 +82,14 @@ def main() -> int:
         new, kept = _edited(text, path, listed)
         if not kept:
             continue
-        expected: dict[str, Any] = {**before, "releases": [
-            {**r, "wheels": kept.get(r["version"], r["wheels"])} for r in before["releases"]]}
-        if _shared.checked(new, path, "release") != expected:       # the edit changed nothing else
-            raise _shared.Refused(f"{path}: its wheels: lists could not be edited alone",
-                                  hint="write each as one [a, b] line")
+        expected: dict[str, Any] = {
+            **before,
+            "releases": [{**r, "wheels": kept.get(r["version"], r["wheels"])} for r in before["releases"]],
+        }
+        if _shared.checked(new, path, "release") != expected:  # the edit changed nothing else
+            raise _shared.Refused(
+                f"{path}: its wheels: lists could not be edited alone", hint="write each as one [a, b] line"
+            )
         _shared.write(path, new, "release")
     return 0
 

@@ -33,8 +33,8 @@ from kitbench.records import manifest
 
 import _shared
 
-PLATFORM = "win_arm64"          # the platforms index_tags.schema.json takes: the one PyPI has no torch wheel for
-_SECTION = "\nwheels:\n"        # the file's last part, the one this script writes
+PLATFORM = "win_arm64"  # the platforms index_tags.schema.json takes: the one PyPI has no torch wheel for
+_SECTION = "\nwheels:\n"  # the file's last part, the one this script writes
 PACKAGES = ("torch", "torchvision", "torchaudio")
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
@@ -63,15 +63,22 @@ def listed(base: str, releases: list[dict[str, str]], left_out: list[str]) -> tu
                 on_page.add(torch_of[public])
             if any(t.platform == PLATFORM for t in tags):
                 found[torch_of[public]][package][entry.filename] = tuple(
-                    indexes.python_tag(t.interpreter, t.abi) for t in tags if t.platform == PLATFORM)
+                    indexes.python_tag(t.interpreter, t.abi) for t in tags if t.platform == PLATFORM
+                )
     return found, on_page
 
 
 def _row(version: str, files: dict[str, dict[str, tuple[str, ...]]], url: str, today: str) -> dict[str, Any]:
     pythons = {p: " ".join(sorted({t for ts in f.values() for t in ts}, key=indexes.tag_key)) for p, f in files.items()}
     names = ", ".join(sorted(name for f in files.values() for name in f))
-    return {"torch": version, "platform": PLATFORM, "kind": "published", "read": today, "pythons": pythons,
-            "source": f"{url} as listed on {today}: {names}"}
+    return {
+        "torch": version,
+        "platform": PLATFORM,
+        "kind": "published",
+        "read": today,
+        "pythons": pythons,
+        "source": f"{url} as listed on {today}: {names}",
+    }
 
 
 def _undated(rows: list[dict[str, Any]]) -> list[str]:
@@ -86,8 +93,10 @@ def main() -> int:
     before = _shared.checked(text, path, "index_tags")
     head, section, _ = text.partition(_SECTION)
     if not section:
-        raise _shared.Refused(f"{path} has no {_SECTION.strip()} section at the start of a line",
-                              hint="it is the file's last part, the one this script writes: restore it")
+        raise _shared.Refused(
+            f"{path} has no {_SECTION.strip()} section at the start of a line",
+            hint="it is the file's last part, the one this script writes: restore it",
+        )
     base = indexes.pytorch_index()
     left_out: list[str] = []
     found, on_page = listed(base, releases, left_out)
@@ -95,8 +104,10 @@ def main() -> int:
     url = f"{_reach.bare(base)}cpu/{{{','.join(PACKAGES)}}}/"
     print(f"PyTorch's index: {_reach.shown(url)}")
     if left_out:
-        print(f"{len(left_out)} listed file(s) whose name is no wheel's left out (the first: "
-              f"{_shared.shown(left_out[0])})")
+        print(
+            f"{len(left_out)} listed file(s) whose name is no wheel's left out (the first: "
+            f"{_shared.shown(left_out[0])})"
+        )
     kept: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in before.get("wheels", []):
         kept[row["torch"]].append(row)
@@ -105,15 +116,19 @@ def main() -> int:
         if found.get(version, {}).get("torch"):
             kept[version] = [_row(version, found[version], url, today)]
             if _undated(had) != _undated(kept[version]):
-                print(f"torch {version}: the {PLATFORM} wheels of {', '.join(found[version])} as listed, in place of "
-                      f"{len(had)} recorded row(s)")
+                print(
+                    f"torch {version}: the {PLATFORM} wheels of {', '.join(found[version])} as listed, in place of "
+                    f"{len(had)} recorded row(s)"
+                )
         elif had:
             print(f"torch {version}: the index lists no {PLATFORM} wheel of it; its {len(had)} row(s) taken out")
     rows = [row for _, group in sorted(kept.items(), key=lambda item: Version(item[0])) for row in group]
     new = head + "\n" + _shared.dump({"wheels": rows})
     if _shared.checked(new, path, "index_tags") != {**before, "wheels": rows}:
-        raise _shared.Refused(f"{path}: the part before {_SECTION.strip()} does not read the same once the rows "
-                              "are written after it", hint="keep wheels: the file's last part")
+        raise _shared.Refused(
+            f"{path}: the part before {_SECTION.strip()} does not read the same once the rows are written after it",
+            hint="keep wheels: the file's last part",
+        )
     _shared.write(path, new, "index_tags")
     return 0
 

@@ -54,9 +54,11 @@ def expand(header: str) -> dict[str, list[str]]:
 
     def ids(name: str, within: tuple[str, ...] = ()) -> list[str]:
         if name in within or name not in bodies:
-            raise _shared.Refused(f"{name} is {'defined' if name in within else 'used'} in pciids.h "
-                                  f"{'through itself' if name in within else 'but not defined'}",
-                                  hint="read the header at another commit")
+            raise _shared.Refused(
+                f"{name} is {'defined' if name in within else 'used'} in pciids.h "
+                f"{'through itself' if name in within else 'but not defined'}",
+                hint="read the header at another commit",
+            )
         body = bodies[name]
         found = [f"0x{i[2:].lower()}" for i in _ID.findall(body)]
         for nested in _NESTED.findall(body):
@@ -71,13 +73,18 @@ def main(git_dir: str, commit: str, out: Path | None = None) -> int:
     macros = expand(_shared.git_show(git_dir, commit, "include/drm/intel/pciids.h"))
     missing = [macro for _, macro, _ in FAMILIES if macro not in macros]
     if missing:
-        raise _shared.Refused(f"pciids.h at {commit[:12]} defines no {', '.join(missing)}",
-                              hint="a family was renamed: update FAMILIES")
-    data = {"source": f"torvalds/linux@{commit[:8]} include/drm/intel/pciids.h (the ids of each family); the "
-                      "families from docs.pytorch.org/docs/2.15/notes/get_start_xpu.html, Hardware Prerequisite",
-            "read": date.today().isoformat(),
-            "families": [{"name": name, "macro": macro, "validated": validated, "ids": macros[macro]}
-                         for name, macro, validated in FAMILIES]}
+        raise _shared.Refused(
+            f"pciids.h at {commit[:12]} defines no {', '.join(missing)}", hint="a family was renamed: update FAMILIES"
+        )
+    data = {
+        "source": f"torvalds/linux@{commit[:8]} include/drm/intel/pciids.h (the ids of each family); the "
+        "families from docs.pytorch.org/docs/2.15/notes/get_start_xpu.html, Hardware Prerequisite",
+        "read": date.today().isoformat(),
+        "families": [
+            {"name": name, "macro": macro, "validated": validated, "ids": macros[macro]}
+            for name, macro, validated in FAMILIES
+        ],
+    }
     _shared.write(out, _shared.dump(data, HEADER, flow=True), "intel_gpus")
     print(f"wrote {out} ({len(FAMILIES)} families)")
     return 0

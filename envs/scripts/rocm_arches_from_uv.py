@@ -34,19 +34,28 @@ def entries(text: str, commit: str) -> list[dict[str, object]]:
     start = text.find("static LINUX_AMD_GPU_DRIVERS")
     end = text.find("});", start)
     if start < 0 or end < 0:
-        raise _shared.Refused(f"backend.rs at {commit[:12]} has no LINUX_AMD_GPU_DRIVERS table",
-                              hint="uv moved it: read it at another commit, or update this script")
+        raise _shared.Refused(
+            f"backend.rs at {commit[:12]} has no LINUX_AMD_GPU_DRIVERS table",
+            hint="uv moved it: read it at another commit, or update this script",
+        )
     names = {variant: name for name, variant in _RENAME.findall(text)}
     arches: dict[str, list[str]] = {}
     for variant, gfx in _PAIR.findall(text[start:end]):
         if variant not in names:
-            raise _shared.Refused(f"backend.rs at {commit[:12]}: TorchBackend::{variant} has no serde name",
-                                  hint="uv renamed its variants: update this script")
+            raise _shared.Refused(
+                f"backend.rs at {commit[:12]}: TorchBackend::{variant} has no serde name",
+                hint="uv renamed its variants: update this script",
+            )
         arches.setdefault(names[variant], []).append(gfx.lower())
-    return [{"compute": compute, "arches": found,
-             "source": f"astral-sh/uv@{commit[:8]} crates/uv-torch/src/backend.rs LINUX_AMD_GPU_DRIVERS "
-                       "(torch.cuda.get_arch_list() of that index's torch, as uv recorded it)"}
-            for compute, found in arches.items()]
+    return [
+        {
+            "compute": compute,
+            "arches": found,
+            "source": f"astral-sh/uv@{commit[:8]} crates/uv-torch/src/backend.rs LINUX_AMD_GPU_DRIVERS "
+            "(torch.cuda.get_arch_list() of that index's torch, as uv recorded it)",
+        }
+        for compute, found in arches.items()
+    ]
 
 
 def main(git_dir: str, commit: str) -> int:

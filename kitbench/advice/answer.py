@@ -17,9 +17,17 @@ from kitbench.errors import KitbenchError
 from kitbench.machine import probe
 
 
-def answer(given: dict[str, Any], *, refresh: Callable[[], None], force_refresh: bool,
-           not_refreshed: Callable[[KitbenchError], None], release_spec: str = "stable", package: str = "pip",
-           compute: str = "auto", fmt: str = "pinned") -> Selection:
+def answer(
+    given: dict[str, Any],
+    *,
+    refresh: Callable[[], None],
+    force_refresh: bool,
+    not_refreshed: Callable[[KitbenchError], None],
+    release_spec: str = "stable",
+    package: str = "pip",
+    compute: str = "auto",
+    fmt: str = "pinned",
+) -> Selection:
     """The install command for this machine with ``given`` facts put in place of probed ones (the
     keywords of ``probe.override``)."""
     if force_refresh or facts.due():

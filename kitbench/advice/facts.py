@@ -23,7 +23,7 @@ from kitbench.machine.builds import page_order
 
 MAX_AGE_VARIABLE = "KITBENCH_FACTS_MAX_AGE"
 STALE_DAYS = 60
-FORMAT = 2          # of releases.json: one written in another form is refused, never misread
+FORMAT = 2  # of releases.json: one written in another form is refused, never misread
 
 
 class Derived(NamedTuple):
@@ -33,21 +33,21 @@ class Derived(NamedTuple):
     version: str
     torchvision: str
     torchaudio: str | None
-    computes: tuple[str, ...]       # the builds install-cmd may offer, in pytorch.org's order
-    refused: tuple[str, ...]        # builds left out, each with the reason
+    computes: tuple[str, ...]  # the builds install-cmd may offer, in pytorch.org's order
+    refused: tuple[str, ...]  # builds left out, each with the reason
     macos_x86_64: bool
     aarch64_cuda: bool
-    xpu: bool                       # the index lists an XPU build of it
-    wheels: dict[str, dict[str, str]]   # package -> {requires_python, platform tag: Python tags}
-    note: str                       # what the answer rests on: index, date, how the packages were paired
-    origin: dict[str, str]          # index, read, wheels_from, wheels_read: where builds and tags were read, when
+    xpu: bool  # the index lists an XPU build of it
+    wheels: dict[str, dict[str, str]]  # package -> {requires_python, platform tag: Python tags}
+    note: str  # what the answer rests on: index, date, how the packages were paired
+    origin: dict[str, str]  # index, read, wheels_from, wheels_read: where builds and tags were read, when
 
 
 def cache_dir() -> Path:
     return _files.cache_dir() / "facts"
 
 
-MAX_BYTES = 8 * 2**20       # the largest cache file kitbench writes is tens of kB; more is not ours
+MAX_BYTES = 8 * 2**20  # the largest cache file kitbench writes is tens of kB; more is not ours
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
@@ -56,7 +56,7 @@ def read_json(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(_files.read(path, MAX_BYTES, "fact cache"))
     except (KitbenchError, ValueError):
-        return None         # absent, or not ours to trust: read afresh
+        return None  # absent, or not ours to trust: read afresh
     return data if isinstance(data, dict) else None
 
 
@@ -70,8 +70,10 @@ _COMPUTE = r"cpu|xpu|cu[0-9]{2,4}|rocm[0-9]{1,2}(\.[0-9]{1,2}){0,2}"
 # a version: ``+cu128``), a Requires-Python (PEP 440 specifiers, each a comparison and a version).
 INDEX_VERSION = r"[0-9]{1,8}(\.[0-9]{1,8}){0,5}((a|b|rc)[0-9]{1,8})?(\.post[0-9]{1,8})?(\.dev[0-9]{1,8})?"
 BUILD_LABEL = _COMPUTE
-REQUIRES_PYTHON = (r"\s*(~=|===|==|!=|<=|>=|<|>)\s*[0-9]{1,4}(\.[0-9]{1,4}){0,3}(\.\*)?"
-                   r"(\s*,\s*(~=|===|==|!=|<=|>=|<|>)\s*[0-9]{1,4}(\.[0-9]{1,4}){0,3}(\.\*)?){0,15}\s*")
+REQUIRES_PYTHON = (
+    r"\s*(~=|===|==|!=|<=|>=|<|>)\s*[0-9]{1,4}(\.[0-9]{1,4}){0,3}(\.\*)?"
+    r"(\s*,\s*(~=|===|==|!=|<=|>=|<|>)\s*[0-9]{1,4}(\.[0-9]{1,4}){0,3}(\.\*)?){0,15}\s*"
+)
 
 
 def moment(text: object) -> datetime.datetime | None:
@@ -90,12 +92,16 @@ def _checked(entry: dict[str, Any]) -> dict[str, Any]:
     versions = [entry["version"], entry["torchvision"], *([entry["torchaudio"]] if entry["torchaudio"] else [])]
     computes = entry["computes"]
     requires = [tags.get("requires_python") for tags in entry["wheels"].values()]
-    if not (all(isinstance(v, str) and re.fullmatch(_VERSION, v) for v in versions) and isinstance(computes, list)
-            and all(isinstance(c, str) and re.fullmatch(_COMPUTE, c) for c in computes)
-            and all(isinstance(r, str) and (not r or re.fullmatch(REQUIRES_PYTHON, r)) for r in requires)
-            and all(isinstance(t, str) for tags in entry["wheels"].values() for t in tags.values())
-            and isinstance(entry["refused"], list) and all(isinstance(w, str) for w in entry["refused"])
-            and all(isinstance(entry[k], str) for k in ("index", "read", "wheels_from", "wheels_read", "paired"))):
+    if not (
+        all(isinstance(v, str) and re.fullmatch(_VERSION, v) for v in versions)
+        and isinstance(computes, list)
+        and all(isinstance(c, str) and re.fullmatch(_COMPUTE, c) for c in computes)
+        and all(isinstance(r, str) and (not r or re.fullmatch(REQUIRES_PYTHON, r)) for r in requires)
+        and all(isinstance(t, str) for tags in entry["wheels"].values() for t in tags.values())
+        and isinstance(entry["refused"], list)
+        and all(isinstance(w, str) for w in entry["refused"])
+        and all(isinstance(entry[k], str) for k in ("index", "read", "wheels_from", "wheels_read", "paired"))
+    ):
         raise TypeError("a field the command would carry is not in an index's form")
     return entry
 
@@ -118,9 +124,9 @@ class Listing(NamedTuple):
 
 
 class _Cache(NamedTuple):
-    data: dict[str, Any]            # releases.json, or {} where it is not this kitbench's
+    data: dict[str, Any]  # releases.json, or {} where it is not this kitbench's
     derived: tuple[Derived, ...]
-    notes: tuple[str, ...]          # what was left out of it, and why
+    notes: tuple[str, ...]  # what was left out of it, and why
     listing: Listing = Listing("", {})
 
 
@@ -128,8 +134,14 @@ class _Cache(NamedTuple):
 def _load(source: _files.Stamp) -> _Cache:
     data = read_json(Path(source[0])) or {}
     if data.get("format") != FORMAT or not isinstance(data.get("releases"), list):
-        return _Cache({}, (), (f"{source[0]} is not the fact cache this kitbench writes, so it was left unread; "
-                               "`kitbench facts refresh` rewrites it",))
+        return _Cache(
+            {},
+            (),
+            (
+                f"{source[0]} is not the fact cache this kitbench writes, so it was left unread; "
+                "`kitbench facts refresh` rewrites it",
+            ),
+        )
     found, left_out = [], []
     for entry in data["releases"]:
         try:
@@ -137,14 +149,21 @@ def _load(source: _files.Stamp) -> _Cache:
         except (KeyError, TypeError, AttributeError):
             left_out.append(str(entry.get("version", "?") if isinstance(entry, dict) else "?")[:40])
     notes: tuple[str, ...] = (
-        f"{source[0]}: left out {len(left_out)} release(s) whose facts are not in the form a refresh writes "
-        f"({', '.join(left_out[:3])}); `kitbench facts refresh` rewrites it",) if left_out else ()
+        (
+            f"{source[0]}: left out {len(left_out)} release(s) whose facts are not in the form a refresh writes "
+            f"({', '.join(left_out[:3])}); `kitbench facts refresh` rewrites it",
+        )
+        if left_out
+        else ()
+    )
     try:
         listing = _listing(data.get("listed") or {})
     except (KeyError, TypeError, AttributeError):
         listing = Listing("", {})
-        notes += (f"{source[0]}: left out the builds PyTorch's index lists, which are not in the form a refresh "
-                  "writes; `kitbench facts refresh` rewrites it",)
+        notes += (
+            f"{source[0]}: left out the builds PyTorch's index lists, which are not in the form a refresh "
+            "writes; `kitbench facts refresh` rewrites it",
+        )
     return _Cache(data, tuple(found), notes, listing)
 
 
@@ -154,12 +173,20 @@ _PLACE = r"(linux|windows|macos)-(x86_64|aarch64|arm64)"
 def _listing(found: dict[str, Any]) -> Listing:
     where = f"{found['index']} as read on {found['read'][:10]}" if found else ""
     # In pytorch.org's order (ROCm's, CUDA's, each oldest first, then the rest): JSON's keys are written sorted.
-    releases = {version: {compute: tuple(builds[compute]) for compute in sorted(builds, key=page_order)}
-                for version, builds in found.get("releases", {}).items()}
+    releases = {
+        version: {compute: tuple(builds[compute]) for compute in sorted(builds, key=page_order)}
+        for version, builds in found.get("releases", {}).items()
+    }
     if not isinstance(where, str) or not all(
-            re.fullmatch(_VERSION, v) and all(isinstance(c, str) and re.fullmatch(_COMPUTE, c)
-                                              and all(isinstance(p, str) and re.fullmatch(_PLACE, p) for p in ps)
-                                              for c, ps in builds.items()) for v, builds in releases.items()):
+        re.fullmatch(_VERSION, v)
+        and all(
+            isinstance(c, str)
+            and re.fullmatch(_COMPUTE, c)
+            and all(isinstance(p, str) and re.fullmatch(_PLACE, p) for p in ps)
+            for c, ps in builds.items()
+        )
+        for v, builds in releases.items()
+    ):
         raise TypeError("a listed build is not in an index's form")
     return Listing(where, releases)
 
@@ -193,15 +220,26 @@ def notes() -> list[str]:
 
 
 def _derived(entry: dict[str, Any]) -> Derived:
-    note = (f"torch {entry['version']} is not in envs/releases/: its builds are derived from {entry['index']} "
-            f"as read on {entry['read'][:10]}, not copied from pytorch.org; torchvision {entry['torchvision']} "
-            f"is paired by {entry['paired']}")
+    note = (
+        f"torch {entry['version']} is not in envs/releases/: its builds are derived from {entry['index']} "
+        f"as read on {entry['read'][:10]}, not copied from pytorch.org; torchvision {entry['torchvision']} "
+        f"is paired by {entry['paired']}"
+    )
     if entry["refused"]:
         note += "; left out: " + "; ".join(entry["refused"])
-    return Derived(entry["version"], entry["torchvision"], entry["torchaudio"], tuple(entry["computes"]),
-                   tuple(entry["refused"]), bool(entry["macos_x86_64"]), bool(entry["aarch64_cuda"]),
-                   bool(entry["xpu"]), entry["wheels"], note,
-                   {k: entry[k] for k in ("index", "read", "wheels_from", "wheels_read")})
+    return Derived(
+        entry["version"],
+        entry["torchvision"],
+        entry["torchaudio"],
+        tuple(entry["computes"]),
+        tuple(entry["refused"]),
+        bool(entry["macos_x86_64"]),
+        bool(entry["aarch64_cuda"]),
+        bool(entry["xpu"]),
+        entry["wheels"],
+        note,
+        {k: entry[k] for k in ("index", "read", "wheels_from", "wheels_read")},
+    )
 
 
 def listing() -> Listing:
@@ -249,5 +287,7 @@ def stale_note(baked_read: str, now: datetime.datetime | None = None) -> str | N
     age = ((now or datetime.datetime.now(datetime.timezone.utc)) - newest).days
     if age <= STALE_DAYS:
         return None
-    return (f"the wheel and build facts are {age} days old (read {newest.date().isoformat()}): releases since may "
-            "be missing; `kitbench facts refresh` (or install-cmd --refresh) reads them from the indexes")
+    return (
+        f"the wheel and build facts are {age} days old (read {newest.date().isoformat()}): releases since may "
+        "be missing; `kitbench facts refresh` (or install-cmd --refresh) reads them from the indexes"
+    )

@@ -51,23 +51,23 @@ _JSON = "application/vnd.pypi.simple.v1+json"
 _ACCEPT = f"{_JSON}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
 _FINAL = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
 _REQUIRES_TORCH = re.compile(r"^Requires-Dist:\s*torch\s*\(?\s*==\s*([0-9.]+)", re.MULTILINE)
-_PAIRED_WITHIN = datetime.timedelta(days=3)   # torchvision/torchaudio are uploaded with their torch
-_TAG = re.compile(r"[A-Za-z0-9_]{1,80}(-abi3)?")     # a wheel's Python and platform tags (PEP 425)
-_METADATA_PER_REFRESH = 3       # .metadata files read per package and refresh: the newest unpaired versions
+_PAIRED_WITHIN = datetime.timedelta(days=3)  # torchvision/torchaudio are uploaded with their torch
+_TAG = re.compile(r"[A-Za-z0-9_]{1,80}(-abi3)?")  # a wheel's Python and platform tags (PEP 425)
+_METADATA_PER_REFRESH = 3  # .metadata files read per package and refresh: the newest unpaired versions
 
 
 @dataclass(frozen=True)
 class Wheel:
     name: str
-    version: str                    # without the local label
-    local: str                      # cu128, rocm7.2, cpu, xpu; "" for none
-    pythons: tuple[str, ...]        # cp310, cp313t (free-threaded), py3
+    version: str  # without the local label
+    local: str  # cu128, rocm7.2, cpu, xpu; "" for none
+    pythons: tuple[str, ...]  # cp310, cp313t (free-threaded), py3
     platforms: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class Source:
-    kind: str       # pypi | pytorch
+    kind: str  # pypi | pytorch
     package: str
     url: str
 
@@ -88,15 +88,20 @@ def parse_wheel(filename: str) -> Wheel | None:
     """PEP 427's ``name-version(-build)?-python-abi-platform.whl`` as packaging reads it (the name as it is: a
     percent sign is no escape here, and decoding one could smuggle a ``-`` or a quote into a tag); None for
     anything else (a name with a space or a control character too)."""
-    if not filename.isprintable() or " " in filename:      # packaging would strip these around a version
+    if not filename.isprintable() or " " in filename:  # packaging would strip these around a version
         return None
     try:
         name, version, _, tags = parse_wheel_filename(filename)
     except (InvalidWheelFilename, InvalidVersion):
         return None
     pythons = {python_tag(tag.interpreter, tag.abi) for tag in tags}
-    return Wheel(name, version.public, version.local or "", tuple(sorted(pythons, key=tag_key)),
-                 tuple(sorted({tag.platform for tag in tags})))
+    return Wheel(
+        name,
+        version.public,
+        version.local or "",
+        tuple(sorted(pythons, key=tag_key)),
+        tuple(sorted({tag.platform for tag in tags})),
+    )
 
 
 def tag_key(tag: str) -> tuple[int, str]:
@@ -105,6 +110,7 @@ def tag_key(tag: str) -> tuple[int, str]:
 
 
 # --- where the sources are -------------------------------------------------------------------------------------
+
 
 def pypi_index() -> str:
     from kitbench._pipconf import pip_configuration
@@ -125,11 +131,15 @@ def pytorch_index() -> str:
 
 def sources(packages: tuple[str, ...] = PACKAGES) -> list[Source]:
     pypi, pytorch = pypi_index(), pytorch_index()
-    return [Source(kind, package, base + package + "/")
-            for kind, base in (("pypi", pypi), ("pytorch", pytorch)) for package in packages]
+    return [
+        Source(kind, package, base + package + "/")
+        for kind, base in (("pypi", pypi), ("pytorch", pytorch))
+        for package in packages
+    ]
 
 
 # --- reading an index page --------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class File:
@@ -137,18 +147,19 @@ class File:
     url: str
     requires_python: str
     yanked: bool
-    metadata: bool      # PEP 658: url + ".metadata" serves the wheel's METADATA
-    uploaded: str       # ISO 8601, or "" where the index does not say (PEP 503 HTML)
+    metadata: bool  # PEP 658: url + ".metadata" serves the wheel's METADATA
+    uploaded: str  # ISO 8601, or "" where the index does not say (PEP 503 HTML)
 
 
-MAX_DEPTH = 16         # a PEP 691 page nests four deep; deeper is not an index, and json.loads would recurse
-MAX_FILES = 200_000     # torch's page on PyTorch's index lists some 20,000 files
+MAX_DEPTH = 16  # a PEP 691 page nests four deep; deeper is not an index, and json.loads would recurse
+MAX_FILES = 200_000  # torch's page on PyTorch's index lists some 20,000 files
 _OTHER_BYTES = bytes(b for b in range(256) if b not in b"[]{}")
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 
 
-def _file(base: str, filename: object, href: object, requires_python: object, yanked: bool, metadata: bool,
-          uploaded: object) -> File:
+def _file(
+    base: str, filename: object, href: object, requires_python: object, yanked: bool, metadata: bool, uploaded: object
+) -> File:
     """One entry of a page as a typed fact, or ValueError saying what of it does not parse."""
     if not isinstance(filename, str) or not isinstance(href, str) or not 0 < len(filename) <= 300:
         raise ValueError("an entry without a file name and URL")
@@ -156,17 +167,19 @@ def _file(base: str, filename: object, href: object, requires_python: object, ya
     if any(c.isspace() or ord(c) < 32 or 127 <= ord(c) < 160 for c in url) or len(url) > 2000:
         raise ValueError(f"a file URL with a space or a control character ({filename[:80]})")
     if urllib.parse.urlsplit(url).scheme.lower() not in _http.SCHEMES:
-        raise ValueError(f"a file URL that is not http(s) ({filename[:80]})")     # file:///dev/stdin is not a wheel
+        raise ValueError(f"a file URL that is not http(s) ({filename[:80]})")  # file:///dev/stdin is not a wheel
     if requires_python is None:
         requires_python = ""
     if not isinstance(requires_python, str) or (
-            requires_python and not re.fullmatch(facts.REQUIRES_PYTHON, requires_python)):
+        requires_python and not re.fullmatch(facts.REQUIRES_PYTHON, requires_python)
+    ):
         raise ValueError(f"a Requires-Python that does not parse ({str(requires_python)[:40]!r})")
     when = facts.moment(uploaded) if uploaded else None
     if uploaded and when is None:
         raise ValueError(f"an upload-time that is not a date with its time zone ({str(uploaded)[:40]!r})")
-    return File(filename, url, requires_python, yanked, metadata,
-                when.isoformat().replace("+00:00", "Z") if when else "")
+    return File(
+        filename, url, requires_python, yanked, metadata, when.isoformat().replace("+00:00", "Z") if when else ""
+    )
 
 
 class _Anchors(html.parser.HTMLParser):
@@ -193,8 +206,17 @@ class _Anchors(html.parser.HTMLParser):
         href = attrs.get("href") or ""
         name = "".join(self._text).strip() or urllib.parse.unquote(href.split("#")[0].rsplit("/", 1)[-1])
         try:
-            self.files.append(_file(self.base, name, href, attrs.get("data-requires-python"), "data-yanked" in attrs,
-                                    any(k in attrs for k in ("data-core-metadata", "data-dist-info-metadata")), ""))
+            self.files.append(
+                _file(
+                    self.base,
+                    name,
+                    href,
+                    attrs.get("data-requires-python"),
+                    "data-yanked" in attrs,
+                    any(k in attrs for k in ("data-core-metadata", "data-dist-info-metadata")),
+                    "",
+                )
+            )
         except ValueError as bad:
             self.dropped.append(str(bad))
 
@@ -218,17 +240,26 @@ def page_files(answer: _http.Response, dropped: list[str] | None = None) -> list
             if not isinstance(entries, list) or len(entries) > MAX_FILES:
                 raise ValueError(f"its files are not a list of at most {MAX_FILES:,}")
         except (ValueError, KeyError, TypeError) as bad:
-            raise NetworkError(f"{_reach.host(answer.url)} served a malformed PEP 691 page for "
-                               f"{_reach.shown(answer.url)}: {str(bad)[:200]}") from None
+            raise NetworkError(
+                f"{_reach.host(answer.url)} served a malformed PEP 691 page for "
+                f"{_reach.shown(answer.url)}: {str(bad)[:200]}"
+            ) from None
         files = []
         for entry in entries:
             try:
                 if not isinstance(entry, dict):
                     raise ValueError("an entry that is not an object")
-                files.append(_file(answer.url, entry.get("filename"), entry.get("url"), entry.get("requires-python"),
-                                   bool(entry.get("yanked")),
-                                   bool(entry.get("core-metadata") or entry.get("dist-info-metadata")),
-                                   entry.get("upload-time")))
+                files.append(
+                    _file(
+                        answer.url,
+                        entry.get("filename"),
+                        entry.get("url"),
+                        entry.get("requires-python"),
+                        bool(entry.get("yanked")),
+                        bool(entry.get("core-metadata") or entry.get("dist-info-metadata")),
+                        entry.get("upload-time"),
+                    )
+                )
             except ValueError as bad:
                 dropped.append(str(bad))
         return files
@@ -240,8 +271,10 @@ def page_files(answer: _http.Response, dropped: list[str] | None = None) -> list
     except (AssertionError, ValueError) as bad:
         dropped.append(f"HTML that does not parse past {len(parser.files):,} files ({str(bad)[:80]})")
     if len(parser.files) > MAX_FILES:
-        raise NetworkError(f"{_reach.host(answer.url)} listed more than {MAX_FILES:,} files in "
-                           f"{_reach.shown(answer.url)}; no index page is that long")
+        raise NetworkError(
+            f"{_reach.host(answer.url)} listed more than {MAX_FILES:,} files in "
+            f"{_reach.shown(answer.url)}; no index page is that long"
+        )
     dropped.extend(parser.dropped)
     return parser.files
 
@@ -264,9 +297,11 @@ def summarize(files: list[File], package: str, dropped: list[str] | None = None)
             dropped.append(f"a wheel name that does not parse ({entry.filename[:80]})")
         if wheel is None or entry.yanked or wheel.name != package:
             continue
-        if wheel is None or not (re.fullmatch(facts.INDEX_VERSION, wheel.version) and (
-                not wheel.local or re.fullmatch(facts.BUILD_LABEL, wheel.local))
-                and all(map(_TAG.fullmatch, wheel.pythons + wheel.platforms))):
+        if wheel is None or not (
+            re.fullmatch(facts.INDEX_VERSION, wheel.version)
+            and (not wheel.local or re.fullmatch(facts.BUILD_LABEL, wheel.local))
+            and all(map(_TAG.fullmatch, wheel.pythons + wheel.platforms))
+        ):
             if dropped is not None:
                 dropped.append(f"a wheel whose version, build or tags kitbench does not know ({entry.filename[:80]})")
             continue
@@ -281,19 +316,21 @@ def summarize(files: list[File], package: str, dropped: list[str] | None = None)
             builds[wheel.version, wheel.local][platform].update(wheel.pythons)
     for (version, local), platforms in builds.items():
         found[version].setdefault("builds", {})[local] = {
-            p: " ".join(sorted(tags, key=tag_key)) for p, tags in sorted(platforms.items())}
+            p: " ".join(sorted(tags, key=tag_key)) for p, tags in sorted(platforms.items())
+        }
     return found
 
 
 # --- refresh --------------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Outcome:
     source: Source
-    status: int         # 200 or 304
+    status: int  # 200 or 304
     seconds: float
     releases: int
-    notes: tuple[str, ...] = ()     # what of the page was left out, and why
+    notes: tuple[str, ...] = ()  # what of the page was left out, and why
 
 
 class RefreshFailed(NetworkError):
@@ -306,19 +343,23 @@ class RefreshFailed(NetworkError):
         self.read, self.unread = read, unread
 
 
-REFRESH_DEADLINE = 60.0     # seconds for a whole refresh, every page and .metadata file together
+REFRESH_DEADLINE = 60.0  # seconds for a whole refresh, every page and .metadata file together
 
 
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
 
 
-def _pairs(releases: dict[str, dict[str, Any]], known: dict[str, str], get: Callable[[str], bytes],
-           notes: list[str]) -> dict[str, str]:
+def _pairs(
+    releases: dict[str, dict[str, Any]], known: dict[str, str], get: Callable[[str], bytes], notes: list[str]
+) -> dict[str, str]:
     """version -> the torch it requires, from .metadata where served: the newest few unknown versions per refresh."""
     pairs = dict(known)
-    unknown = sorted((v for v, r in releases.items() if v not in pairs and r["metadata"] and _FINAL.match(v)),
-                     key=Version, reverse=True)[:_METADATA_PER_REFRESH]
+    unknown = sorted(
+        (v for v, r in releases.items() if v not in pairs and r["metadata"] and _FINAL.match(v)),
+        key=Version,
+        reverse=True,
+    )[:_METADATA_PER_REFRESH]
     for version in unknown:
         try:
             text = get(releases[version]["metadata"]).decode("utf-8", "replace")
@@ -337,10 +378,15 @@ def refresh_source(source: Source, folder: Path, until: float | None = None) -> 
     given, and write its file atomically: only facts in the forms kitbench.advice.facts reads."""
     path = folder / source.file
     previous = _source_facts(read_json(path))
-    same = previous is not None and previous.get("url") == _reach.bare(source.url)     # never a token on disk
+    same = previous is not None and previous.get("url") == _reach.bare(source.url)  # never a token on disk
     started = time.monotonic()
-    answer = _http.get(source.url, _ACCEPT, etag=previous.get("etag") if same and previous else None,
-                       last_modified=previous.get("last_modified") if same and previous else None, until=until)
+    answer = _http.get(
+        source.url,
+        _ACCEPT,
+        etag=previous.get("etag") if same and previous else None,
+        last_modified=previous.get("last_modified") if same and previous else None,
+        until=until,
+    )
     notes: list[str] = []
     if answer.status == 304 and previous is not None:
         data = dict(previous, checked=_now())
@@ -348,15 +394,27 @@ def refresh_source(source: Source, folder: Path, until: float | None = None) -> 
         dropped: list[str] = []
         releases = summarize(page_files(answer, dropped), source.package, dropped)
         if dropped:
-            notes.append(f"{_reach.shown(source.url)}: {len(dropped):,} entries left out, which do not parse "
-                         f"(the first: {dropped[0]})")
+            notes.append(
+                f"{_reach.shown(source.url)}: {len(dropped):,} entries left out, which do not parse "
+                f"(the first: {dropped[0]})"
+            )
         known = previous.get("requires", {}) if same and previous else {}
-        requires = _pairs(releases, known, lambda url: _http.get(url, "*/*", until=until).body, notes) \
-            if source.package != "torch" else {}
-        for release in releases.values():     # read with the index's credentials; written without them
+        requires = (
+            _pairs(releases, known, lambda url: _http.get(url, "*/*", until=until).body, notes)
+            if source.package != "torch"
+            else {}
+        )
+        for release in releases.values():  # read with the index's credentials; written without them
             release["metadata"] = release["metadata"] and _reach.bare(release["metadata"])
-        data = {"url": _reach.bare(source.url), "read": _now(), "checked": _now(), "etag": answer.etag,
-                "last_modified": answer.last_modified, "releases": releases, "requires": requires}
+        data = {
+            "url": _reach.bare(source.url),
+            "read": _now(),
+            "checked": _now(),
+            "etag": answer.etag,
+            "last_modified": answer.last_modified,
+            "releases": releases,
+            "requires": requires,
+        }
     _files.write(path, json.dumps(data, sort_keys=True), replace=True, what="index facts")
     return Outcome(source, answer.status, time.monotonic() - started, len(data["releases"]), tuple(notes))
 
@@ -368,19 +426,30 @@ def _source_facts(data: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
 
     def fits(version: str, release: Any) -> bool:
-        return (re.fullmatch(facts.INDEX_VERSION, version) is not None and isinstance(release, dict)
-                and all(isinstance(r, str) and re.fullmatch(facts.REQUIRES_PYTHON, r)
-                        for r in release.get("requires_python", []))
-                and (not release.get("uploaded") or facts.moment(release["uploaded"]) is not None)
-                and all((not label or re.fullmatch(facts.BUILD_LABEL, label)) and isinstance(tags, dict)
-                        and all(isinstance(t, str) and _TAG.fullmatch(p) for p, t in tags.items())
-                        for label, tags in (release.get("builds") or {}).items()))
+        return (
+            re.fullmatch(facts.INDEX_VERSION, version) is not None
+            and isinstance(release, dict)
+            and all(
+                isinstance(r, str) and re.fullmatch(facts.REQUIRES_PYTHON, r)
+                for r in release.get("requires_python", [])
+            )
+            and (not release.get("uploaded") or facts.moment(release["uploaded"]) is not None)
+            and all(
+                (not label or re.fullmatch(facts.BUILD_LABEL, label))
+                and isinstance(tags, dict)
+                and all(isinstance(t, str) and _TAG.fullmatch(p) for p, t in tags.items())
+                for label, tags in (release.get("builds") or {}).items()
+            )
+        )
 
     requires = data.get("requires")
-    return dict(data, releases={v: r for v, r in data["releases"].items() if fits(v, r)},
-                requires={v: t for v, t in requires.items()
-                          if isinstance(t, str) and re.fullmatch(facts.INDEX_VERSION, t)}
-                if isinstance(requires, dict) else {})
+    return dict(
+        data,
+        releases={v: r for v, r in data["releases"].items() if fits(v, r)},
+        requires={v: t for v, t in requires.items() if isinstance(t, str) and re.fullmatch(facts.INDEX_VERSION, t)}
+        if isinstance(requires, dict)
+        else {},
+    )
 
 
 def refresh(packages: tuple[str, ...] = PACKAGES, done: Callable[[Outcome], None] = lambda _: None) -> list[Outcome]:
@@ -388,13 +457,15 @@ def refresh(packages: tuple[str, ...] = PACKAGES, done: Callable[[Outcome], None
     within REFRESH_DEADLINE. A host that cannot be reached is tried once, not once per package: what the
     others gave is kept, then its NetworkError is raised."""
     until = time.monotonic() + REFRESH_DEADLINE
-    every = sources(packages)       # every URL parsed before anything is read
+    every = sources(packages)  # every URL parsed before anything is read
     folder = facts.cache_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"cannot create the facts cache {folder}: {exc.strerror or exc}",
-                         hint="set KITBENCH_CACHE to a writable folder") from None
+        raise UsageError(
+            f"cannot create the facts cache {folder}: {exc.strerror or exc}",
+            hint="set KITBENCH_CACHE to a writable folder",
+        ) from None
     outcomes: list[Outcome] = []
     failed: dict[str, NetworkError] = {}
     for source in every:
@@ -409,20 +480,28 @@ def refresh(packages: tuple[str, ...] = PACKAGES, done: Callable[[Outcome], None
     write_releases(folder)
     if failed:
         errors = list(failed.values())
-        raise RefreshFailed(NetworkError("; ".join(e.message for e in errors), hint=errors[0].hint), outcomes,
-                            [s for s in every if _reach.host(s.url) in failed])
+        raise RefreshFailed(
+            NetworkError("; ".join(e.message for e in errors), hint=errors[0].hint),
+            outcomes,
+            [s for s in every if _reach.host(s.url) in failed],
+        )
     return outcomes
 
 
 # --- deriving releases ----------------------------------------------------------------------------------------
 
+
 def _baked() -> set[str]:
-    return {entry["version"] for m in manifest.iter_manifests(manifest.envs_dir() / "releases", "release")
-            for entry in m.data["releases"]}
+    return {
+        entry["version"]
+        for m in manifest.iter_manifests(manifest.envs_dir() / "releases", "release")
+        for entry in m.data["releases"]
+    }
 
 
-def _pair(torch: str, candidates: dict[str, dict[str, Any]], requires: dict[str, str],
-          uploaded: str) -> tuple[str, str] | None:
+def _pair(
+    torch: str, candidates: dict[str, dict[str, Any]], requires: dict[str, str], uploaded: str
+) -> tuple[str, str] | None:
     """The torchvision (or torchaudio) released with ``torch``, and how that is known."""
     by_metadata = [v for v, t in requires.items() if t == torch]
     if by_metadata:
@@ -430,8 +509,11 @@ def _pair(torch: str, candidates: dict[str, dict[str, Any]], requires: dict[str,
     if not uploaded:
         return None
     when = datetime.datetime.fromisoformat(uploaded.replace("Z", "+00:00"))
-    near = [(abs(datetime.datetime.fromisoformat(r["uploaded"].replace("Z", "+00:00")) - when), v)
-            for v, r in candidates.items() if r.get("uploaded") and _FINAL.match(v)]
+    near = [
+        (abs(datetime.datetime.fromisoformat(r["uploaded"].replace("Z", "+00:00")) - when), v)
+        for v, r in candidates.items()
+        if r.get("uploaded") and _FINAL.match(v)
+    ]
     near = [(gap, v) for gap, v in near if gap <= _PAIRED_WITHIN]
     return (min(near)[1], "upload date") if near else None
 
@@ -442,8 +524,10 @@ def _refusal(compute: str) -> str | None:
         text = f"{cuda[0]}.{cuda[1]}"
         table = drivers.load()
         if table.requirement(text).floor is None or table.oldest_arch(text) is None:
-            return (f"{compute}: envs/drivers.yaml has no driver floor or oldest GPU architecture for CUDA {text}, "
-                    "so which machines it runs on is not known")
+            return (
+                f"{compute}: envs/drivers.yaml has no driver floor or oldest GPU architecture for CUDA {text}, "
+                "so which machines it runs on is not known"
+            )
     elif build(compute).kind == "rocm" and vendors.load().rocm_arches(compute) is None:
         return f"{compute}: envs/vendors.yaml has no gfx list for {compute}, so which GPUs it runs on is not known"
     return None
@@ -452,13 +536,16 @@ def _refusal(compute: str) -> str | None:
 def derive(files: dict[str, dict[str, Any]], baked: set[str]) -> list[dict[str, Any]]:
     """The releases PyTorch's index holds and ``baked`` lacks, newest first, from the source files
     (``files``: file name -> its data)."""
+
     def releases(kind: str, package: str) -> dict[str, dict[str, Any]]:
         found: dict[str, dict[str, Any]] = (files.get(f"{kind}-{package}.json") or {}).get("releases", {})
         return found
 
     def requires(package: str) -> dict[str, str]:
-        return {**(files.get(f"pytorch-{package}.json") or {}).get("requires", {}),
-                **(files.get(f"pypi-{package}.json") or {}).get("requires", {})}
+        return {
+            **(files.get(f"pytorch-{package}.json") or {}).get("requires", {}),
+            **(files.get(f"pypi-{package}.json") or {}).get("requires", {}),
+        }
 
     index = files.get("pytorch-torch.json") or {}
     found = []
@@ -473,31 +560,46 @@ def derive(files: dict[str, dict[str, Any]], baked: set[str]) -> list[dict[str, 
             candidates = {**releases("pytorch", package), **releases("pypi", package)}
             paired[package] = _pair(version, candidates, requires(package), uploaded)
         if paired["torchvision"] is None:
-            continue        # install-cmd names torch with its torchvision: without one there is no answer
+            continue  # install-cmd names torch with its torchvision: without one there is no answer
         vision = paired["torchvision"][0]
-        wheels = {"torch": _wheel_facts(pypi, entry),
-                  "torchvision": _wheel_facts(releases("pypi", "torchvision").get(vision, {}),
-                                              releases("pytorch", "torchvision").get(vision, {}))}
+        wheels = {
+            "torch": _wheel_facts(pypi, entry),
+            "torchvision": _wheel_facts(
+                releases("pypi", "torchvision").get(vision, {}), releases("pytorch", "torchvision").get(vision, {})
+            ),
+        }
         audio = paired["torchaudio"]
         if audio:
-            heard = _wheel_facts(releases("pypi", "torchaudio").get(audio[0], {}),
-                                 releases("pytorch", "torchaudio").get(audio[0], {}))
-            if len(heard) > 1:      # its wheels are checked as torchvision's are, where any was read
+            heard = _wheel_facts(
+                releases("pypi", "torchaudio").get(audio[0], {}), releases("pytorch", "torchaudio").get(audio[0], {})
+            )
+            if len(heard) > 1:  # its wheels are checked as torchvision's are, where any was read
                 wheels["torchaudio"] = heard
         builds = entry.get("builds", {})
-        offered = sorted({label or "cpu" for label in builds
-                          if build(label).kind in ("cuda", "rocm", "cpu") or not label}, key=page_order)
+        offered = sorted(
+            {label or "cpu" for label in builds if build(label).kind in ("cuda", "rocm", "cpu") or not label},
+            key=page_order,
+        )
         platforms = [p for tags in builds.values() for p in tags] + list((pypi.get("builds") or {}).get("", {}))
-        found.append({"version": version, "torchvision": vision, "torchaudio": audio[0] if audio else None,
-                      "computes": [c for c in offered if _refusal(c) is None],
-                      "refused": [why for c in offered for why in [_refusal(c)] if why],
-                      "xpu": any(build(label).kind == "xpu" for label in builds),
-                      "macos_x86_64": any(p.startswith("macosx") and p.endswith(("x86_64", "universal2"))
-                                          for p in platforms),
-                      "aarch64_cuda": any(p.endswith("aarch64") for label, tags in builds.items()
-                                          if build(label).kind == "cuda" for p in tags), "wheels": wheels,
-                      "paired": paired["torchvision"][1], "index": index.get("url", ""),
-                      "read": index.get("read", ""), **_wheels_from(files, pypi, index)})
+        found.append(
+            {
+                "version": version,
+                "torchvision": vision,
+                "torchaudio": audio[0] if audio else None,
+                "computes": [c for c in offered if _refusal(c) is None],
+                "refused": [why for c in offered for why in [_refusal(c)] if why],
+                "xpu": any(build(label).kind == "xpu" for label in builds),
+                "macos_x86_64": any(p.startswith("macosx") and p.endswith(("x86_64", "universal2")) for p in platforms),
+                "aarch64_cuda": any(
+                    p.endswith("aarch64") for label, tags in builds.items() if build(label).kind == "cuda" for p in tags
+                ),
+                "wheels": wheels,
+                "paired": paired["torchvision"][1],
+                "index": index.get("url", ""),
+                "read": index.get("read", ""),
+                **_wheels_from(files, pypi, index),
+            }
+        )
     return found
 
 
@@ -511,11 +613,16 @@ def listed(files: dict[str, dict[str, Any]], baked: set[str]) -> dict[str, Any]:
     for version, entry in index.get("releases", {}).items():
         if version not in baked:
             continue
-        places: dict[str, set[str]] = defaultdict(set)     # no label and "+cpu" are one build: cpu
+        places: dict[str, set[str]] = defaultdict(set)  # no label and "+cpu" are one build: cpu
         for label, tags in entry.get("builds", {}).items():
             if (build(label).kind in ("cuda", "rocm", "cpu", "xpu") or not label) and _refusal(label or "cpu") is None:
-                places[label or "cpu"].update(f"{p.os}-{arch}" for tag in tags for p in [wheels.platform(tag)]
-                                              if p.os != "unknown" for arch in p.arches)
+                places[label or "cpu"].update(
+                    f"{p.os}-{arch}"
+                    for tag in tags
+                    for p in [wheels.platform(tag)]
+                    if p.os != "unknown"
+                    for arch in p.arches
+                )
         # Listed with no build envs/ can answer, a release is listed all the same: it has no build to answer.
         found[version] = {compute: sorted(places[compute]) for compute in sorted(places, key=page_order)}
     return {"index": index.get("url", ""), "read": index.get("read", ""), "releases": found}
@@ -534,19 +641,21 @@ def _wheel_facts(pypi: dict[str, Any], index: dict[str, Any]) -> dict[str, str]:
         for tags in builds.values():
             for platform, pythons in tags.items():
                 platforms[platform].update(pythons.split())
-    return {"requires_python": requires,
-            **{p: " ".join(sorted(t, key=tag_key)) for p, t in sorted(platforms.items())}}
+    return {"requires_python": requires, **{p: " ".join(sorted(t, key=tag_key)) for p, t in sorted(platforms.items())}}
 
 
 def write_releases(folder: Path) -> None:
-    files = {path.name: data for path in sorted(folder.glob("*-*.json"))
-             for data in [_source_facts(read_json(path))] if data}
+    files = {
+        path.name: data for path in sorted(folder.glob("*-*.json")) for data in [_source_facts(read_json(path))] if data
+    }
     checked = min((d.get("checked", "") for d in files.values()), default="")
-    data = {"format": facts.FORMAT, "checked": checked, "tried": _now(),
-            "sources": sorted(str(d.get("url", "")) for d in files.values()),
-            "releases": [entry for entry in derive(files, _baked()) if facts.readable(entry)],
-            "listed": listed(files, _baked())}
+    data = {
+        "format": facts.FORMAT,
+        "checked": checked,
+        "tried": _now(),
+        "sources": sorted(str(d.get("url", "")) for d in files.values()),
+        "releases": [entry for entry in derive(files, _baked()) if facts.readable(entry)],
+        "listed": listed(files, _baked()),
+    }
     _files.write(folder / "releases.json", json.dumps(data, sort_keys=True), replace=True, what="release facts")
     facts.reload()
-
-

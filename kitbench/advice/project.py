@@ -40,10 +40,10 @@ _INDEX = re.compile(r"--(?:extra-)?index-url (\S+)")
 class Wheels:
     """What a machine installs: its platform, the torch family's pins, and the index they come from."""
 
-    platform: tuple[str, str]       # (os, the Python's arch)
+    platform: tuple[str, str]  # (os, the Python's arch)
     pins: tuple[tuple[str, str], ...]
-    index: str | None               # PyTorch's index of the build; None: PyPI, as the command installs it
-    build: str                      # the wheels' build: cpu for a Mac's (MPS is in them)
+    index: str | None  # PyTorch's index of the build; None: PyPI, as the command installs it
+    build: str  # the wheels' build: cpu for a Mac's (MPS is in them)
 
     @property
     def marker(self) -> str:
@@ -58,10 +58,10 @@ class Wheels:
 class Member:
     name: str
     machine: Probe
-    chosen: Selection           # the team's answer for it
-    own: Selection              # its answer alone (the team may hold it to an older release)
+    chosen: Selection  # the team's answer for it
+    own: Selection  # its answer alone (the team may hold it to an older release)
     wheels: Wheels
-    extra: str | None = None    # the extra it syncs, where its platform does not decide its build
+    extra: str | None = None  # the extra it syncs, where its platform does not decide its build
 
     @property
     def uv(self) -> str:
@@ -75,9 +75,9 @@ class Member:
 @dataclass
 class Team:
     members: list[Member]
-    release: str | None         # the one release every machine gets; None where none serves them all
+    release: str | None  # the one release every machine gets; None where none serves them all
     notes: list[str] = field(default_factory=list)
-    spec: str = "stable"        # the release asked for (stable, X.Y.Z), which ``release`` resolved
+    spec: str = "stable"  # the release asked for (stable, X.Y.Z), which ``release`` resolved
 
     @property
     def extras(self) -> list[str]:
@@ -88,13 +88,17 @@ def check_name(name: str) -> str:
     if not _NAME.fullmatch(name) or len(name) > 64:
         # Cut short: a name may be any length, and the message is one line.
         shown = repr(name) if len(name) <= 40 else f"{name[:40]!r}... ({len(name):,} characters)"
-        raise UsageError(f"machine name {shown} is not a lowercase word of at most 64 characters",
-                         hint="name each machine with lowercase letters, digits and '-', e.g. laptop, h100, ci "
-                              "(the name becomes a pixi environment)")
+        raise UsageError(
+            f"machine name {shown} is not a lowercase word of at most 64 characters",
+            hint="name each machine with lowercase letters, digits and '-', e.g. laptop, h100, ci "
+            "(the name becomes a pixi environment)",
+        )
     if name == "default":
-        raise UsageError("machine name 'default' is pixi's own environment's name",
-                         hint="name the machine after itself, e.g. laptop, h100, ci (pixi reserves 'default'); "
-                              "one the project remembers: --drop default, then give it again by another name")
+        raise UsageError(
+            "machine name 'default' is pixi's own environment's name",
+            hint="name the machine after itself, e.g. laptop, h100, ci (pixi reserves 'default'); "
+            "one the project remembers: --drop default, then give it again by another name",
+        )
     return name
 
 
@@ -102,11 +106,17 @@ def wheels(chosen: Selection) -> Wheels:
     """What ``chosen``'s command installs, read from the command itself."""
     pins = tuple((m[1], m[2]) for m in _PIN.finditer(chosen.command))
     if (chosen.os, chosen.arch) not in PLATFORMS or not any(name == "torch" for name, _ in pins):
-        raise SelectionError(f"no project form for {chosen.os} {chosen.arch}'s answer: {chosen.command}",
-                             hint="answer that machine with `kitbench install-cmd` and install it by hand")
+        raise SelectionError(
+            f"no project form for {chosen.os} {chosen.arch}'s answer: {chosen.command}",
+            hint="answer that machine with `kitbench install-cmd` and install it by hand",
+        )
     index = _INDEX.search(chosen.command)
-    return Wheels((chosen.os, chosen.arch), pins, index[1] if index else None,
-                  "cpu" if chosen.compute == "mps" else chosen.compute)
+    return Wheels(
+        (chosen.os, chosen.arch),
+        pins,
+        index[1] if index else None,
+        "cpu" if chosen.compute == "mps" else chosen.compute,
+    )
 
 
 def _serves(member: tuple[str, Probe, Selection], version: str) -> Selection | None:
@@ -127,8 +137,11 @@ def _answer(name: str, machine: Probe, release_spec: str) -> Selection:
         # Which of the team's machines it is: the selector's words are for a machine alone, and its hint for
         # install-cmd's flags on this host; a project's machine takes them inside its --machine, and the
         # project's release is the project's own --release.
-        hint = (refused.hint or "").replace("this machine", name).replace(
-            "--python-arch x86_64", f"add --python-arch x86_64 to --machine {name}='...'")
+        hint = (
+            (refused.hint or "")
+            .replace("this machine", name)
+            .replace("--python-arch x86_64", f"add --python-arch x86_64 to --machine {name}='...'")
+        )
         hint = re.sub(r"--release( [0-9A-Za-z.]+)?", lambda m: f"kitbench project --release{m[1] or ''}", hint)
         raise SelectionError(f"{name}: {refused.message}", hint=hint or None) from None
 
@@ -144,9 +157,11 @@ def plan(machines: Sequence[tuple[str, Probe]], release_spec: str = "stable") ->
     """The team's project: every machine's answer at the newest release that serves them all, or, where none
     does, each machine's own answer and a note naming the machine that holds the team back."""
     if not machines:
-        raise UsageError("no machine given",
-                         hint="name each machine: --machine laptop=laptop.json (`kitbench probe --json` on it) or "
-                              "--machine ci='--os linux --no-gpu'")
+        raise UsageError(
+            "no machine given",
+            hint="name each machine: --machine laptop=laptop.json (`kitbench probe --json` on it) or "
+            "--machine ci='--os linux --no-gpu'",
+        )
     names = [check_name(name) for name, _ in machines]
     twice = next((n for n in names if names.count(n) > 1), None)
     if twice:
@@ -157,8 +172,10 @@ def plan(machines: Sequence[tuple[str, Probe]], release_spec: str = "stable") ->
     if len({chosen.release for _, _, chosen in own}) > 1:
         team, note = _common(own)
         notes.append(note)
-    members = [Member(name, machine, chosen, mine, wheels(chosen)) for (name, machine, mine), chosen in
-               zip(own, team or [m[2] for m in own], strict=True)]
+    members = [
+        Member(name, machine, chosen, mine, wheels(chosen))
+        for (name, machine, mine), chosen in zip(own, team or [m[2] for m in own], strict=True)
+    ]
     _extras(members)
     return Team(members, team[0].release if team else None, notes, release_spec)
 
@@ -179,18 +196,24 @@ def _common(own: list[tuple[str, Probe, Selection]]) -> tuple[list[Selection] | 
         answers = [_serves(m, rel.version) for m in own]
         at_oldest = at_oldest or answers
         if all(answers):
-            newer = ", ".join(f"{name} {chosen.release} {chosen.compute}" for name, _, chosen in own
-                              if chosen.release != rel.version)
+            newer = ", ".join(
+                f"{name} {chosen.release} {chosen.compute}" for name, _, chosen in own if chosen.release != rel.version
+            )
             return [a for a in answers if a is not None], (
                 f"torch {rel.version} is the newest release that serves every machine ({holder}'s newest is "
-                f"{held.release}); alone, {newer} would get a newer one")
-    lacking = ", ".join(f"{name} gets {_compute_at(machine, held.release)} there, not its own "
-                        f"{chosen.compute} ({chosen.release})" for (name, machine, chosen), answer
-                        in zip(own, at_oldest, strict=True) if answer is None)
+                f"{held.release}); alone, {newer} would get a newer one"
+            )
+    lacking = ", ".join(
+        f"{name} gets {_compute_at(machine, held.release)} there, not its own {chosen.compute} ({chosen.release})"
+        for (name, machine, chosen), answer in zip(own, at_oldest, strict=True)
+        if answer is None
+    )
     # The selector's note on why its answer is not the newest release, else the reason for its build.
     why = next((n for n in held.notes if "newest" in n), held.reasons[0] if held.reasons else held.command)
-    return None, (f"no single release serves every machine: {holder} holds the team back at {held.release} ({why}), "
-                  f"and {lacking}; each machine gets its own release, pinned for its platform")
+    return None, (
+        f"no single release serves every machine: {holder} holds the team back at {held.release} ({why}), "
+        f"and {lacking}; each machine gets its own release, pinned for its platform"
+    )
 
 
 def _extras(members: list[Member]) -> None:

@@ -8,14 +8,14 @@ an NVIDIA driver is not told that its CUDA builds need one), never the words a u
 from typing import Literal, NamedTuple
 
 Cause = Literal[
-    "no driver",        # a CUDA build on a machine without an NVIDIA driver
-    "driver floor",     # the driver is older than the CUDA family's floor
-    "gpu floor",        # the driver is older than the first that drives the GPU's generation at all
-    "no kernels",       # the build's recorded list (CUDA's sm_, ROCm's gfx) lacks the GPUs' architectures
-    "toolkit range",    # no list recorded, and the build's CUDA cannot compile for the GPUs' architectures
-    "dropped before",   # no list recorded, and an older release's build of that CUDA had already dropped them
-    "install",          # the build's recorded index tags, or what it pulls in on Linux, do not install on this host
-    "unrecorded",       # listed on the index, not in envs/releases/, its kernel list not on record: named only
+    "no driver",  # a CUDA build on a machine without an NVIDIA driver
+    "driver floor",  # the driver is older than the CUDA family's floor
+    "gpu floor",  # the driver is older than the first that drives the GPU's generation at all
+    "no kernels",  # the build's recorded list (CUDA's sm_, ROCm's gfx) lacks the GPUs' architectures
+    "toolkit range",  # no list recorded, and the build's CUDA cannot compile for the GPUs' architectures
+    "dropped before",  # no list recorded, and an older release's build of that CUDA had already dropped them
+    "install",  # the build's recorded index tags, or what it pulls in on Linux, do not install on this host
+    "unrecorded",  # listed on the index, not in envs/releases/, its kernel list not on record: named only
 ]
 
 
@@ -25,11 +25,11 @@ class Rejection(NamedTuple):
 
     build: str
     cause: Cause
-    arches: tuple[str, ...] = ()        # the GPUs' architectures it has no kernels for: sm_90, gfx1031
-    driver: str = ""                    # the machine's NVIDIA driver, and the floor it missed
+    arches: tuple[str, ...] = ()  # the GPUs' architectures it has no kernels for: sm_90, gfx1031
+    driver: str = ""  # the machine's NVIDIA driver, and the floor it missed
     floor: str = ""
-    cuda: tuple[int, int] = (0, 0)      # the build's CUDA
-    span: tuple[str, str] = ("", "")    # the oldest and newest architectures that CUDA compiles for
-    earlier: str = ""                   # the older release whose recorded list had dropped them, and this one
+    cuda: tuple[int, int] = (0, 0)  # the build's CUDA
+    span: tuple[str, str] = ("", "")  # the oldest and newest architectures that CUDA compiles for
+    earlier: str = ""  # the older release whose recorded list had dropped them, and this one
     release: str = ""
-    detail: str = ""                    # the install refusal's own words, or where a ROCm gfx list was read
+    detail: str = ""  # the install refusal's own words, or where a ROCm gfx list was read

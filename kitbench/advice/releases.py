@@ -22,7 +22,7 @@ from kitbench.machine.probe import Probe
 from kitbench.machine.versions import version_tuple
 from kitbench.records import manifest
 
-_MAC = "mac"          # the quirk key of macOS commands
+_MAC = "mac"  # the quirk key of macOS commands
 
 
 class Evidence(NamedTuple):
@@ -37,7 +37,7 @@ class Evidence(NamedTuple):
     # False: a build pytorch.org's pages never showed (cu129 of 2.9 to 2.13), answered by default only where its
     # kernel list is on record: nothing but the wheel says which GPUs it serves.
     selector: bool = True
-    also: str = ""      # a second source, or one that disagrees
+    also: str = ""  # a second source, or one that disagrees
 
 
 class Release(NamedTuple):
@@ -46,7 +46,7 @@ class Release(NamedTuple):
 
     version: str
     torchvision: str
-    torchaudio: str | None      # None: no torchaudio was released with it
+    torchaudio: str | None  # None: no torchaudio was released with it
     wheels: tuple[str, ...]
     conda: tuple[str, ...]
     series: str
@@ -59,11 +59,11 @@ class Release(NamedTuple):
     quirks: dict[tuple[str, str], str]
     source: str
     unverified: dict[str, str]  # format -> why its commands could not be checked against pytorch.org's text
-    own_index: str = ""         # the index pattern; empty: envs/pytorch.yaml's
+    own_index: str = ""  # the index pattern; empty: envs/pytorch.yaml's
     # Per build, the evidence it exists (envs/releases' provenance rows). A build without a row rests on the
     # series' pinned_source, pytorch.org's page: docs.
     evidence: tuple[Evidence, ...] = ()
-    selector_aarch64_cell: bool = False     # Start Locally's plain-PyPI CUDA cell names an aarch64 command too
+    selector_aarch64_cell: bool = False  # Start Locally's plain-PyPI CUDA cell names an aarch64 command too
     # The Linux aarch64 (SBSA) builds' lists, where recorded (never mutated: a named tuple's default is shared).
     kernels_aarch64: dict[str, tuple[str, ...]] = {}  # noqa: RUF012
     # The builds PyTorch's index lists of this release (the fact cache's listing), XPU's included; None: not read.
@@ -75,12 +75,19 @@ class Release(NamedTuple):
         """What ``compute`` of this release rests on (on ``platform``, ``os-arch``, where its rows differ by
         platform): its kind, its source and what would confirm it. MPS is the macOS wheel's, the CPU build's."""
         wheel = "cpu" if compute == "mps" else compute
-        found = next((row for row in self.evidence if row.build == wheel
-                      and (not platform or not row.platforms or platform in row.platforms)), None)
+        found = next(
+            (
+                row
+                for row in self.evidence
+                if row.build == wheel and (not platform or not row.platforms or platform in row.platforms)
+            ),
+            None,
+        )
         if found is not None:
             return found
-        return Evidence(wheel, "docs", self.source,
-                        "a listing, a lock or the release branch's build matrix naming this build")
+        return Evidence(
+            wheel, "docs", self.source, "a listing, a lock or the release branch's build matrix naming this build"
+        )
 
     def answerable(self, compute: str, platform: str = "") -> bool:
         """Whether a default answer may name ``compute`` on ``platform``: its evidence is an artifact, code or
@@ -88,8 +95,7 @@ class Release(NamedTuple):
         evidence = self.provenance(compute, platform)
         if evidence.kind not in manifest.ANSWERABLE:
             return False
-        return evidence.selector or compute in (self.kernels_aarch64 if platform.endswith("-aarch64")
-                                                else self.kernels)
+        return evidence.selector or compute in (self.kernels_aarch64 if platform.endswith("-aarch64") else self.kernels)
 
     @property
     def nightly(self) -> bool:
@@ -104,18 +110,15 @@ def _pytorch() -> _files.Stamp:
     return _files.stamp(manifest.envs_dir() / "pytorch.yaml")
 
 
-
 @cache
 def _pytorch_data(source: _files.Stamp) -> dict[str, Any]:
     data: dict[str, Any] = manifest.load(Path(source[0]), "pytorch").data
     return data
 
 
-
 def index_pattern() -> str:
     pattern: str = _pytorch_data(_pytorch())["index"]
     return pattern
-
 
 
 class MpsFloor(NamedTuple):
@@ -141,44 +144,59 @@ def mps_floor(version: str) -> MpsFloor | None:
     return MpsFloor(found["macos"], found["kind"], found["source"], found.get("conflicts", "")) if found else None
 
 
-
 def nightly() -> Release:
     return _nightly(_pytorch())
-
 
 
 @cache
 def _nightly(source: _files.Stamp) -> Release:
     data = _pytorch_data(source)["nightly"]
-    why = (f"nightly builds change daily; this is their Start Locally matrix as of {data['as_of']} "
-           f"(torch {data['version']} then), from {data['source']}")
-    return Release(version="nightly", torchvision="", torchaudio=None, wheels=tuple(data["wheels"]), conda=(),
-                   series="nightly", pypi_linux="", pinned_pypi_without_index=False, macos_x86_64=False,
-                   aarch64_cuda=data.get("aarch64_cuda", False), selector_torchaudio=False, kernels={}, quirks={},
-                   source=data["source"], unverified={"selector": why}, own_index=data["index"],
-                   evidence=tuple(Evidence(c, "code", data["source"]) for c in (*data["wheels"], "xpu")))
-
+    why = (
+        f"nightly builds change daily; this is their Start Locally matrix as of {data['as_of']} "
+        f"(torch {data['version']} then), from {data['source']}"
+    )
+    return Release(
+        version="nightly",
+        torchvision="",
+        torchaudio=None,
+        wheels=tuple(data["wheels"]),
+        conda=(),
+        series="nightly",
+        pypi_linux="",
+        pinned_pypi_without_index=False,
+        macos_x86_64=False,
+        aarch64_cuda=data.get("aarch64_cuda", False),
+        selector_torchaudio=False,
+        kernels={},
+        quirks={},
+        source=data["source"],
+        unverified={"selector": why},
+        own_index=data["index"],
+        evidence=tuple(Evidence(c, "code", data["source"]) for c in (*data["wheels"], "xpu")),
+    )
 
 
 def _series_paths() -> list[Path]:
     """The release manifests (one per series, named after it), newest series first."""
     directory = manifest.envs_dir() / "releases"
     if not directory.is_dir():
-        raise ManifestError(directory, "no such manifest directory",
-                            hint=f"set {manifest.ENVS_VARIABLE} to the kit's envs/ directory")
+        raise ManifestError(
+            directory, "no such manifest directory", hint=f"set {manifest.ENVS_VARIABLE} to the kit's envs/ directory"
+        )
     paths = sorted(directory.glob("*.yaml"), key=lambda p: _series_key(p), reverse=True)
     if not paths:
         raise ManifestError(directory, "no release manifest", hint="envs/releases/<X.Y>.yaml, one per series")
     return paths
 
 
-
 def _series_key(path: Path) -> tuple[int, ...]:
     if not re.fullmatch(r"[0-9]+\.[0-9]+", path.stem):
-        raise ManifestError(path, "a release manifest is named after its series",
-                            hint="name it envs/releases/<X.Y>.yaml, e.g. 2.14.yaml")
+        raise ManifestError(
+            path,
+            "a release manifest is named after its series",
+            hint="name it envs/releases/<X.Y>.yaml, e.g. 2.14.yaml",
+        )
     return version_tuple(path.stem)
-
 
 
 def _series(path: Path) -> tuple[Release, ...]:
@@ -187,13 +205,12 @@ def _series(path: Path) -> tuple[Release, ...]:
     return _series_listed(_files.stamp(path), _files.stamp(facts.cache_dir() / "releases.json"))
 
 
-
 @cache
 def _series_listed(source: _files.Stamp, cache_source: _files.Stamp) -> tuple[Release, ...]:  # cache_source: a key
     where, listed = facts.listing()
-    return tuple(_as_listed(rel, listed[rel.version], where) if rel.version in listed else rel
-                 for rel in _series_read(source))
-
+    return tuple(
+        _as_listed(rel, listed[rel.version], where) if rel.version in listed else rel for rel in _series_read(source)
+    )
 
 
 def _as_listed(rel: Release, builds: dict[str, tuple[str, ...]], where: str) -> Release:
@@ -205,11 +222,13 @@ def _as_listed(rel: Release, builds: dict[str, tuple[str, ...]], where: str) -> 
     unnamed = tuple((c, places) for c, places in builds.items() if c not in rel.wheels and c != "xpu")
     wheels = sorted([c for c in rel.wheels if c in builds] + [c for c, _ in unnamed], key=page_order)
     listing = f"the listing of {where}"
-    evidence = tuple(row._replace(kind="artifact", source=listing, confirm="", also=row.source)
-                     for row in rel.evidence if row.build in builds)
+    evidence = tuple(
+        row._replace(kind="artifact", source=listing, confirm="", also=row.source)
+        for row in rel.evidence
+        if row.build in builds
+    )
     evidence += tuple(Evidence(c, "artifact", listing, platforms=places, selector=False) for c, places in unnamed)
     return rel._replace(wheels=tuple(wheels), evidence=evidence, listed=tuple(builds), unnamed=unnamed)
-
 
 
 @cache
@@ -217,34 +236,62 @@ def _series_read(source: _files.Stamp) -> tuple[Release, ...]:
     path = Path(source[0])
     data = manifest.load(path, "release").data
     if data["series"] != path.stem:
-        raise ManifestError(path, f"series {data['series']!r} in a file named {path.name}",
-                            hint="name each release manifest after its series")
+        raise ManifestError(
+            path,
+            f"series {data['series']!r} in a file named {path.name}",
+            hint="name each release manifest after its series",
+        )
     quirks: dict[tuple[str, str, str], str] = {
-        (q["release"], q["package"], q["compute"]): q["command"] for q in data.get("quirks", ())}
+        (q["release"], q["package"], q["compute"]): q["command"] for q in data.get("quirks", ())
+    }
 
     def kernels(version: str, platform: str) -> dict[str, tuple[str, ...]]:
-        return {k["compute"]: tuple(k["arches"]) for k in data.get("kernels", ())
-                if k.get("platform", "x86_64") == platform and version in k.get("releases", [version])}
+        return {
+            k["compute"]: tuple(k["arches"])
+            for k in data.get("kernels", ())
+            if k.get("platform", "x86_64") == platform and version in k.get("releases", [version])
+        }
 
     def evidence(version: str) -> tuple[Evidence, ...]:
-        return tuple(Evidence(c, p["kind"], p["source"], p.get("confirm", ""), tuple(p.get("platforms", ())),
-                              p.get("selector", True), p.get("also", ""))
-                     for p in data.get("provenance", ()) if version in p.get("releases", [version])
-                     for c in p["builds"])
-    found = [Release(
-        version=entry["version"], torchvision=entry["torchvision"], torchaudio=entry.get("torchaudio"),
-        wheels=tuple(entry["wheels"]), conda=tuple(entry.get("conda", ())), series=data["series"],
-        pypi_linux=data["pypi"]["linux"],
-        pinned_pypi_without_index=data.get("pinned_pypi_without_index", False),
-        macos_x86_64=data["macos_x86_64"], aarch64_cuda=data.get("aarch64_cuda", False),
-        selector_torchaudio=data.get("selector_torchaudio", True), kernels=kernels(entry["version"], "x86_64"),
-        kernels_aarch64=kernels(entry["version"], "aarch64"),
-        quirks={(p, c): cmd for (r, p, c), cmd in quirks.items() if r == entry["version"]},
-        source=data["pinned_source"], unverified=data.get("unverified", {}),
-        selector_aarch64_cell=entry.get("selector_aarch64_cell", False), evidence=evidence(entry["version"]))
-        for entry in data["releases"]]
-    return tuple(sorted(found, key=lambda r: r.key))
+        return tuple(
+            Evidence(
+                c,
+                p["kind"],
+                p["source"],
+                p.get("confirm", ""),
+                tuple(p.get("platforms", ())),
+                p.get("selector", True),
+                p.get("also", ""),
+            )
+            for p in data.get("provenance", ())
+            if version in p.get("releases", [version])
+            for c in p["builds"]
+        )
 
+    found = [
+        Release(
+            version=entry["version"],
+            torchvision=entry["torchvision"],
+            torchaudio=entry.get("torchaudio"),
+            wheels=tuple(entry["wheels"]),
+            conda=tuple(entry.get("conda", ())),
+            series=data["series"],
+            pypi_linux=data["pypi"]["linux"],
+            pinned_pypi_without_index=data.get("pinned_pypi_without_index", False),
+            macos_x86_64=data["macos_x86_64"],
+            aarch64_cuda=data.get("aarch64_cuda", False),
+            selector_torchaudio=data.get("selector_torchaudio", True),
+            kernels=kernels(entry["version"], "x86_64"),
+            kernels_aarch64=kernels(entry["version"], "aarch64"),
+            quirks={(p, c): cmd for (r, p, c), cmd in quirks.items() if r == entry["version"]},
+            source=data["pinned_source"],
+            unverified=data.get("unverified", {}),
+            selector_aarch64_cell=entry.get("selector_aarch64_cell", False),
+            evidence=evidence(entry["version"]),
+        )
+        for entry in data["releases"]
+    ]
+    return tuple(sorted(found, key=lambda r: r.key))
 
 
 def newest_first(derived: bool = True) -> Iterator[Release]:
@@ -259,7 +306,6 @@ def newest_first(derived: bool = True) -> Iterator[Release]:
     yield from extra
 
 
-
 def _derived() -> list[Release]:
     """The cache's releases that envs/releases/ lacks, newest first, as Releases answered from the facts alone:
     their index's builds, every command naming PyTorch's index but on macOS (which CUDA build plain PyPI
@@ -269,21 +315,35 @@ def _derived() -> list[Release]:
         path = manifest.envs_dir() / "releases" / f"{'.'.join(rel.version.split('.')[:2])}.yaml"
         if path.is_file() and any(r.version == rel.version for r in _series(path)):
             continue
-        found.append(Release(
-            version=rel.version, torchvision=rel.torchvision, torchaudio=rel.torchaudio, wheels=rel.computes,
-            conda=(), series=".".join(rel.version.split(".")[:2]), pypi_linux="", pinned_pypi_without_index=False,
-            macos_x86_64=rel.macos_x86_64, aarch64_cuda=rel.aarch64_cuda, selector_torchaudio=False, kernels={},
-            quirks={}, source=rel.note, unverified={"pinned": rel.note, "selector": rel.note},
-            evidence=tuple(Evidence(c, "artifact", rel.note) for c in (*rel.computes, *(("xpu",) if rel.xpu else ()))),
-            listed=(*rel.computes, *(("xpu",) if rel.xpu else ()))))
+        found.append(
+            Release(
+                version=rel.version,
+                torchvision=rel.torchvision,
+                torchaudio=rel.torchaudio,
+                wheels=rel.computes,
+                conda=(),
+                series=".".join(rel.version.split(".")[:2]),
+                pypi_linux="",
+                pinned_pypi_without_index=False,
+                macos_x86_64=rel.macos_x86_64,
+                aarch64_cuda=rel.aarch64_cuda,
+                selector_torchaudio=False,
+                kernels={},
+                quirks={},
+                source=rel.note,
+                unverified={"pinned": rel.note, "selector": rel.note},
+                evidence=tuple(
+                    Evidence(c, "artifact", rel.note) for c in (*rel.computes, *(("xpu",) if rel.xpu else ()))
+                ),
+                listed=(*rel.computes, *(("xpu",) if rel.xpu else ())),
+            )
+        )
     return found
-
 
 
 def releases() -> dict[str, Release]:
     """Every covered release, oldest first (reads every series)."""
     return {r.version: r for r in reversed(list(newest_first()))}
-
 
 
 def release(spec: str) -> Release:
@@ -304,7 +364,6 @@ def release(spec: str) -> Release:
     raise SelectionError(f"unknown release {spec!r}", hint=f"covered releases: {covered}, 'stable' or 'nightly'")
 
 
-
 def computes(rel: Release, os: str, arch: str, package: str) -> list[str]:
     """The compute platforms published for this release, OS, chip and package, in the page's order."""
     if package == "conda":
@@ -315,13 +374,11 @@ def computes(rel: Release, os: str, arch: str, package: str) -> list[str]:
         return [c for c in rel.conda if not (os == "linux" and arch == "aarch64" and c != "cpu")]
     if os == "macos":
         return _mac(rel, arch)
-    found = [c for c in rel.wheels if not (os == "windows" and build(c).kind == "rocm")
-             and _on(rel, c, os, arch)]
+    found = [c for c in rel.wheels if not (os == "windows" and build(c).kind == "rocm") and _on(rel, c, os, arch)]
     if arch == "aarch64":
         # aarch64 CUDA builds are Linux's (SBSA, Grace); Windows on Arm has the CPU build only.
         found = [c for c in found if c == "cpu" or (os == "linux" and rel.aarch64_cuda and build(c).kind == "cuda")]
     return found
-
 
 
 def _on(rel: Release, compute: str, os: str, arch: str) -> bool:
@@ -336,17 +393,14 @@ def answerable(rel: Release, found: list[str], os: str, arch: str) -> list[str]:
     return [c for c in found if rel.answerable(c, f"{os}-{arch}")]
 
 
-
 def unrecorded(rel: Release, compute: str) -> bool:
     """Whether ``compute`` is a CUDA build of ``rel`` that the index lists, envs/releases/ lacks, and whose kernel
     list is not on record: it exists, and is answered when named, never by default."""
     return build(compute).kind == "cuda" and compute in dict(rel.unnamed) and compute not in rel.kernels
 
 
-
 def _mac_ok(rel: Release, arch: str) -> bool:
     return arch == "arm64" or rel.macos_x86_64
-
 
 
 def _mac(rel: Release, arch: str) -> list[str]:
@@ -354,16 +408,13 @@ def _mac(rel: Release, arch: str) -> list[str]:
     return (["mps", "cpu"] if arch == "arm64" else ["cpu"]) if _mac_ok(rel, arch) else []
 
 
-
 def _index(rel: Release, compute: str) -> str:
     return (rel.own_index or index_pattern()).format(compute=compute)
-
 
 
 def _pypi_compute(rel: Release, os: str) -> str:
     """What a plain `pip install torch` gets on ``os``."""
     return rel.pypi_linux if os == "linux" else "cpu"
-
 
 
 def command(rel: Release, os: str, package: str, compute: str, fmt: str, only: tuple[str, ...] = ()) -> str:
@@ -389,12 +440,13 @@ def command(rel: Release, os: str, package: str, compute: str, fmt: str, only: t
     text = f"{installer} {names}" + ("" if plain else f" --index-url {_index(rel, compute)}")
     if fmt == "selector" and plain and os == "linux" and package == "pip" and rel.selector_aarch64_cell:
         # Verbatim, markup included: plain PyPI serves this CUDA build on x86_64 only.
-        return (f"For Linux x86 use:<br />{text}<br /><br />For Linux Aarch64:<br />{text} "
-                f"--index-url {_index(rel, compute)}")
+        return (
+            f"For Linux x86 use:<br />{text}<br /><br />For Linux Aarch64:<br />{text} "
+            f"--index-url {_index(rel, compute)}"
+        )
     if fmt == "pinned" and package == "pip":
         return rel.quirks.get(("pip", _MAC if os == "macos" else compute), text)
     return text
-
 
 
 def _names(rel: Release, fmt: str, only: tuple[str, ...] = ()) -> str:
@@ -402,7 +454,6 @@ def _names(rel: Release, fmt: str, only: tuple[str, ...] = ()) -> str:
         return "torch torchvision torchaudio" if rel.selector_torchaudio else "torch torchvision"
     pins = {"torch": rel.version, "torchvision": rel.torchvision, "torchaudio": rel.torchaudio}
     return " ".join(f"{name}=={pins[name]}" for name in only or pins if pins[name])
-
 
 
 def _conda(rel: Release, os: str, compute: str, fmt: str, cuda: tuple[int, int] | None) -> str:
@@ -421,19 +472,16 @@ def _conda(rel: Release, os: str, compute: str, fmt: str, cuda: tuple[int, int] 
     return rel.quirks.get(("conda", compute), text) if fmt == "pinned" else text
 
 
-
 def xpu_builds(rel: Release, os: str, arch: str, package: str) -> list[str]:
     """["xpu"] where this release has an XPU build here; Start Locally does not list it, so computes() doesn't."""
-    listed = rel.listed is None or "xpu" in rel.listed       # as every build: what the index lists, where read
+    listed = rel.listed is None or "xpu" in rel.listed  # as every build: what the index lists, where read
     return ["xpu"] if package != "conda" and listed and vendors.load().xpu(rel.version, os, arch) else []
-
 
 
 def kernels(rel: Release, machine: Probe, compute: str) -> tuple[str, ...] | None:
     # x86_64's lists are Windows' too (RELEASE.md's matrix gives them one row); aarch64 builds carry other
     # architectures (sm_110, no sm_75), recorded apart.
     return (rel.kernels_aarch64 if machine.arch == "aarch64" else rel.kernels).get(compute)
-
 
 
 def earlier_kernels(version: str, compute: str) -> tuple[str, tuple[str, ...]] | None:

@@ -126,16 +126,21 @@ def check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
         raise unknown_choice(name, value, choices)
 
 
-def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip", compute: str = "auto",
-           fmt: str = "pinned") -> Selection:
+def select(
+    machine: Probe, *, release_spec: str = "stable", package: str = "pip", compute: str = "auto", fmt: str = "pinned"
+) -> Selection:
     """The command for ``machine``; with ``compute='auto'`` the best platform it can run, explained."""
-    for name, value, choices in (("OS", machine.os, OSES), ("architecture", machine.arch, ARCHES),
-                                 ("package", package, PACKAGES), ("format", fmt, FORMATS)):
+    for name, value, choices in (
+        ("OS", machine.os, OSES),
+        ("architecture", machine.arch, ARCHES),
+        ("package", package, PACKAGES),
+        ("format", fmt, FORMATS),
+    ):
         check_choice(name, value, choices)
     rel = release(release_spec)
     if fmt == "selector" and package == "uv":
         raise no_uv_selector()
-    arch = machine.python_arch      # the interpreter's arch picks the wheel (Rosetta 2, Windows' x64 emulation)
+    arch = machine.python_arch  # the interpreter's arch picks the wheel (Rosetta 2, Windows' x64 emulation)
     host = wheels.host_of(machine, arch)
     notes: list[str] = []
     asked = rel
@@ -146,15 +151,27 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
         if rosetta is None:
             raise
         raise rosetta_refusal(error, rosetta) from None
-    moved = rel is not asked        # by the wheel facts (Python, C library, OS), not by the GPU below
+    moved = rel is not asked  # by the wheel facts (Python, C library, OS), not by the GPU below
     if rosetta is not None:
         notes.append(rosetta_line(rosetta))
     if release_spec == "stable" and compute == "auto":
         rel = _with_a_build(rel, machine, arch, package, host, notes)
     if release_spec == "stable" and compute == "auto" and _gpu_picks_release(machine):
         rel = _accelerated_release(rel, machine, arch, package, host, notes)
-    chosen = Selection(command="", compute="", release=rel.version, os=machine.os, arch=arch, package=package,
-                       format=fmt, verified=True, reasons=[], rejected=[], notes=notes, facts=machine_facts(machine))
+    chosen = Selection(
+        command="",
+        compute="",
+        release=rel.version,
+        os=machine.os,
+        arch=arch,
+        package=package,
+        format=fmt,
+        verified=True,
+        reasons=[],
+        rejected=[],
+        notes=notes,
+        facts=machine_facts(machine),
+    )
     only = None if rel.nightly else wheels.named(rel.version, host)
     if only is not None:
         # pytorch.org has no command for a platform only PyTorch's index serves: its pinned form, from that index.
@@ -164,8 +181,18 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
         if missing:
             # First: what the command leaves out is what its user most needs to know.
             inferred = [row for p in missing for row in [wheels.source_of(rel.version, host, p, inferred=True)] if row]
-            chosen.notes.insert(0, left_out(rel, host, only, missing, inferred, wheels.newest(host, tuple(missing)),
-                                            EMULATES.get((host.os, host.arch))))
+            chosen.notes.insert(
+                0,
+                left_out(
+                    rel,
+                    host,
+                    only,
+                    missing,
+                    inferred,
+                    wheels.newest(host, tuple(missing)),
+                    EMULATES.get((host.os, host.arch)),
+                ),
+            )
     if rel.nightly and fmt == "pinned":
         # A nightly has no pinned form: its version changes every day.
         chosen = chosen._replace(format="selector")
@@ -173,17 +200,18 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     if chosen.format == "selector" and not rel.nightly and rel.key != release("stable").key:
         # Start Locally's command names no version: run today it installs today's release, not this one.
         chosen.notes.append(unpinned_release(rel))
-    why = unverified(rel, chosen.format, machine.os) if only is None else None   # pytorch.org's text: not this one
+    why = unverified(rel, chosen.format, machine.os) if only is None else None  # pytorch.org's text: not this one
     if why:
         chosen = chosen._replace(verified=False)
         chosen.notes.append(why)
     if compute == "auto":
         passed: list[Rejection] = []
-        picked = _auto(rel, machine, arch, package, chosen, passed)     # fills passed
+        picked = _auto(rel, machine, arch, package, chosen, passed)  # fills passed
         chosen = chosen._replace(compute=picked, rejected=[rejected(r) for r in passed])
     else:
-        if compute not in computes(rel, machine.os, arch, package) and compute not in xpu_builds(rel, machine.os, arch,
-                                                                                         package):
+        if compute not in computes(rel, machine.os, arch, package) and compute not in xpu_builds(
+            rel, machine.os, arch, package
+        ):
             raise unavailable(rel, machine.os, arch, package, compute, host)
         chosen = chosen._replace(compute=compute)
         chosen.reasons.append(asked_reason(compute))
@@ -206,8 +234,12 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
             chosen.notes.append(will_not_run(compute, Rejection(compute, "no kernels", arches=tuple(missing))))
     if machine.os == "macos" and chosen.compute == "cpu" and arch == "arm64" and compute != "auto":
         chosen.notes.append(mps_default())
-    if compute == "auto" and chosen.compute == "cpu" and machine.driver and any(
-            build(c).kind == "cuda" for c in computes(rel, machine.os, arch, package)):
+    if (
+        compute == "auto"
+        and chosen.compute == "cpu"
+        and machine.driver
+        and any(build(c).kind == "cuda" for c in computes(rel, machine.os, arch, package))
+    ):
         found = _gpu_releases(machine, arch, package, host)
         gpu = next(found, None)
         if gpu:
@@ -221,13 +253,16 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
             if first is not None and first[0].key > rel.key:
                 chosen.notes.append(first_gpu_release(rel, *first))
     if build(chosen.compute).kind == "xpu":
-        chosen = chosen._replace(verified=False)   # no command kitbench checked against pytorch.org's text names xpu
+        chosen = chosen._replace(verified=False)  # no command kitbench checked against pytorch.org's text names xpu
         chosen.notes.append(xpu_note(rel, machine.os))
     if machine.driver is not None:
         for cc in machine.capabilities:
             generation = drivers.load().generation(cc)
-            if generation is not None and not generation.published and not generation.allows(machine.driver,
-                                                                                             machine.os):
+            if (
+                generation is not None
+                and not generation.published
+                and not generation.allows(machine.driver, machine.os)
+            ):
                 chosen.notes.append(inferred_gpu_floor(generation, cc, machine.driver, machine.os))
     if build(chosen.compute).kind == "cuda" and machine.capabilities and kernels(rel, machine, chosen.compute) is None:
         chosen.notes.append(unrecorded_kernels(chosen.compute, machine.capabilities))
@@ -241,8 +276,11 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     chosen = chosen._replace(command=command(rel, machine.os, package, wheel_compute, chosen.format, only or ()))
     chosen.facts["wheels"] = wheel_facts(rel, chosen.command, host, wheel_compute)
     evidence = rel.provenance(wheel_compute, f"{machine.os}-{arch}")
-    chosen.facts["build"] = {"kind": evidence.kind, "source": evidence.source,
-                             **({"confirm": evidence.confirm} if evidence.confirm else {})}
+    chosen.facts["build"] = {
+        "kind": evidence.kind,
+        "source": evidence.source,
+        **({"confirm": evidence.confirm} if evidence.confirm else {}),
+    }
     assumed = assumed_tags(rel, wheel_compute, chosen.command, host, moved=moved)
     if assumed:
         chosen.notes.append(assumed)
@@ -252,14 +290,15 @@ def select(machine: Probe, *, release_spec: str = "stable", package: str = "pip"
     return chosen
 
 
-def _with_a_build(newest: Release, machine: Probe, arch: str, package: str, host: wheels.Host,
-                  notes: list[str]) -> Release:
+def _with_a_build(
+    newest: Release, machine: Probe, arch: str, package: str, host: wheels.Host, notes: list[str]
+) -> Release:
     """For ``stable``: ``newest`` where auto mode finds a build of it for this machine; where PyTorch's index
     lists none of its builds for it, the newest release that installs here and has one, as for any release
     without a fitting build (a listing that drops a release's builds makes that release unusable here, not
     every answer). Other refusals stand (no conda packages: the hint names the release that has them)."""
     if newest.listed is None or (package == "conda" and not newest.conda):
-        return newest       # its refusal, if any, is said where the answer is made
+        return newest  # its refusal, if any, is said where the answer is made
     try:
         _accelerated(newest, machine, arch, package)
         return newest
@@ -284,8 +323,11 @@ def _installable(rel: Release, spec: str, host: wheels.Host, notes: list[str]) -
     why = wheels.refusal(checked, host)
     if why is None:
         return rel
-    inferred = wheels.source_of(checked, host, "torch", inferred=True) \
-        if spec == rel.version and wheels.index_only(checked, host) else None
+    inferred = (
+        wheels.source_of(checked, host, "torch", inferred=True)
+        if spec == rel.version and wheels.index_only(checked, host)
+        else None
+    )
     if inferred is not None:
         # Asked by name, a release whose wheels here are known only by inference is answered, and says so.
         notes.append(inferred_wheels(rel, host, inferred))
@@ -296,9 +338,14 @@ def _installable(rel: Release, spec: str, host: wheels.Host, notes: list[str]) -
     if spec == "stable" and newest is not None:
         notes.append(stable_moved(why, newest))
         return release(newest)
-    raise not_installable(why, newest, next(iter(facts.releases)), list(facts.releases)[-1],
-                          EMULATES.get((host.os, host.arch)),
-                          wheels.other_pythons(host) if newest is None and host.python else [])
+    raise not_installable(
+        why,
+        newest,
+        next(iter(facts.releases)),
+        list(facts.releases)[-1],
+        EMULATES.get((host.os, host.arch)),
+        wheels.other_pythons(host) if newest is None and host.python else [],
+    )
 
 
 def _gpu_picks_release(machine: Probe) -> bool:
@@ -306,23 +353,43 @@ def _gpu_picks_release(machine: Probe) -> bool:
     (driver floors and kernels differ by release), an AMD one on Linux (gfx lists do), an Intel one (the newest
     release's XPU build may rest on a nightly matrix alone, or be missing from PyPI's index's listing), or Apple
     Silicon of a known macOS (MPS's macOS floor rose twice). Not ROCm elsewhere."""
-    return (machine.os != "macos" and bool(machine.driver or machine.capabilities or machine.intel_gpus)) or (
-        machine.os == "linux" and bool(machine.amd_gpus or machine.rocm)) or (
-        machine.os == "macos" and machine.arch == "arm64" and not machine.rosetta
-        and machine.python_arch != "x86_64" and bool(machine.os_version))
+    return (
+        (machine.os != "macos" and bool(machine.driver or machine.capabilities or machine.intel_gpus))
+        or (machine.os == "linux" and bool(machine.amd_gpus or machine.rocm))
+        or (
+            machine.os == "macos"
+            and machine.arch == "arm64"
+            and not machine.rosetta
+            and machine.python_arch != "x86_64"
+            and bool(machine.os_version)
+        )
+    )
 
 
 def _accelerated(rel: Release, machine: Probe, arch: str, package: str) -> tuple[Selection, list[Rejection]]:
     """What auto mode makes of ``rel`` on ``machine``, worked out aside: its compute and reasons, and the
     builds it passed over."""
-    trial = Selection(command="", compute="cpu", release=rel.version, os=machine.os, arch=arch, package=package,
-                      format="pinned", verified=True, reasons=[], rejected=[], notes=[], facts={})
+    trial = Selection(
+        command="",
+        compute="cpu",
+        release=rel.version,
+        os=machine.os,
+        arch=arch,
+        package=package,
+        format="pinned",
+        verified=True,
+        reasons=[],
+        rejected=[],
+        notes=[],
+        facts={},
+    )
     passed: list[Rejection] = []
     return trial._replace(compute=_auto(rel, machine, arch, package, trial, passed)), passed
 
 
-def _accelerated_release(newest: Release, machine: Probe, arch: str, package: str, host: wheels.Host,
-                         notes: list[str]) -> Release:
+def _accelerated_release(
+    newest: Release, machine: Probe, arch: str, package: str, host: wheels.Host, notes: list[str]
+) -> Release:
     """For ``stable``: the newest release that installs here and runs on the machine's GPU; where none
     does, ``newest`` (its CPU build), with a note saying why. Walks back only as far as it must."""
     first, passed = _accelerated(newest, machine, arch, package)
@@ -330,19 +397,21 @@ def _accelerated_release(newest: Release, machine: Probe, arch: str, package: st
         return newest
     why = no_gpu_build(passed, first.reasons[-1])
     need = _driver_need(newest, machine, arch, package)
-    skipped: list[str] = []     # builds on the way back that would have been tried, were their kernels on record
+    skipped: list[str] = []  # builds on the way back that would have been tried, were their kernels on record
     for rel in newest_first():
         if rel.key >= newest.key or wheels.refusal(rel.version, host) is not None:
             continue
         try:
             trial, tried = _accelerated(rel, machine, arch, package)
         except SelectionError:
-            continue        # nothing of this release for this package here (no conda packages, say)
+            continue  # nothing of this release for this package here (no conda packages, say)
         # Falling back is worth it only for a build known to run: ROCm builds without a recorded gfx list are not.
-        if trial.compute != "cpu" and not (build(trial.compute).kind == "rocm" and machine.gfx
-                                           and vendors.load().rocm_arches(trial.compute) is None):
-            notes.append(older_mac_release(rel, newest, why) if machine.os == "macos"
-                         else older_release(rel, newest, why, need))
+        if trial.compute != "cpu" and not (
+            build(trial.compute).kind == "rocm" and machine.gfx and vendors.load().rocm_arches(trial.compute) is None
+        ):
+            notes.append(
+                older_mac_release(rel, newest, why) if machine.os == "macos" else older_release(rel, newest, why, need)
+            )
             notes.extend(skipped)
             return rel
         skipped += [skipped_unrecorded(rel, r.build, r.detail) for r in tried if r.cause == "unrecorded"]
@@ -359,9 +428,12 @@ def _kernel_less(machine: Probe, arch: str, package: str, host: wheels.Host) -> 
     found = []
     for cc in machine.capabilities:
         alone = machine._replace(driver="9999", gpus=tuple(g for g in machine.gpus if g.capability == cc))
-        if not any(build(compute).kind == "cuda" and _cuda_rejection(rel, alone, compute) is None
-                   for rel in newest_first() if wheels.refusal(rel.version, host) is None
-                   for compute in answerable(rel, computes(rel, machine.os, arch, package), machine.os, arch)):
+        if not any(
+            build(compute).kind == "cuda" and _cuda_rejection(rel, alone, compute) is None
+            for rel in newest_first()
+            if wheels.refusal(rel.version, host) is None
+            for compute in answerable(rel, computes(rel, machine.os, arch, package), machine.os, arch)
+        ):
             found.append(arch_of_capability(parse_capability(cc)))
     return found
 
@@ -377,8 +449,7 @@ def _driver_need(rel: Release, machine: Probe, arch: str, package: str) -> str |
         if cuda is None:
             continue
         need = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os)
-        if need.floor is not None and _cuda_rejection(rel, machine._replace(driver=need.floor),
-                                                      compute) is None:
+        if need.floor is not None and _cuda_rejection(rel, machine._replace(driver=need.floor), compute) is None:
             floors.append(need.floor)
     return min(floors, key=version_tuple) if floors else None
 
@@ -391,9 +462,14 @@ def _gpu_releases(machine: Probe, arch: str, package: str, host: wheels.Host) ->
             continue
         # The build that release's own answer would name: its newest CUDA that runs here and whose index
         # tags (where recorded) install here.
-        compute = next((c for c in _cudas(answerable(rel, computes(rel, machine.os, arch, package), machine.os, arch))
-                        if _cuda_rejection(rel, machine, c) is None
-                        and wheels.build_refusal(rel.version, c, host) is None), None)
+        compute = next(
+            (
+                c
+                for c in _cudas(answerable(rel, computes(rel, machine.os, arch, package), machine.os, arch))
+                if _cuda_rejection(rel, machine, c) is None and wheels.build_refusal(rel.version, c, host) is None
+            ),
+            None,
+        )
         if compute is not None:
             yield rel, compute
 
@@ -403,9 +479,12 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection,
     Only published builds: a build known by inference is answered only when asked for."""
     every = computes(rel, machine.os, arch, package)
     available = answerable(rel, every, machine.os, arch)
-    if machine.driver:      # a listed build left out of the default answer only for want of its kernel list
-        passed.extend(Rejection(c, "unrecorded", release=rel.version, detail=rel.provenance(c).source)
-                      for c in _cudas(every) if unrecorded(rel, c) and _cuda_rejection(rel, machine, c) is None)
+    if machine.driver:  # a listed build left out of the default answer only for want of its kernel list
+        passed.extend(
+            Rejection(c, "unrecorded", release=rel.version, detail=rel.provenance(c).source)
+            for c in _cudas(every)
+            if unrecorded(rel, c) and _cuda_rejection(rel, machine, c) is None
+        )
     if machine.os == "macos":
         if machine.rosetta or (machine.arch == "arm64" and machine.python_arch == "x86_64"):
             out.reasons.append(rosetta_reason())
@@ -420,8 +499,9 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection,
     cudas = _cudas(available)
     for candidate in cudas:
         # A build whose index tags are recorded is checked against them (2.6.0's cu126 needs glibc 2.28).
-        why = _cuda_rejection(rel, machine, candidate) or _install_rejection(rel, candidate,
-                                                                             wheels.host_of(machine, arch))
+        why = _cuda_rejection(rel, machine, candidate) or _install_rejection(
+            rel, candidate, wheels.host_of(machine, arch)
+        )
         if why:
             passed.append(why)
             branch = branch_floor(machine, candidate)
@@ -480,8 +560,14 @@ def _cuda_rejection(rel: Release, machine: Probe, compute: str) -> Rejection | N
     for cc in machine.capabilities:
         generation = drivers.load().generation(cc)
         if generation is not None and generation.published and not generation.allows(machine.driver, machine.os):
-            return Rejection(compute, "gpu floor", arches=_sm([cc]), driver=machine.driver,
-                             floor=str(generation.floor(machine.os)), detail=generation.name)
+            return Rejection(
+                compute,
+                "gpu floor",
+                arches=_sm([cc]),
+                driver=machine.driver,
+                floor=str(generation.floor(machine.os)),
+                detail=generation.name,
+            )
     need = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os)
     if not need.allows(machine.driver):
         return Rejection(compute, "driver floor", driver=machine.driver, floor=str(need.floor), cuda=cuda)
@@ -500,11 +586,15 @@ def _kernel_rejection(rel: Release, machine: Probe, compute: str, cuda: tuple[in
     bounds = drivers.load().arch_range(f"{cuda[0]}.{cuda[1]}")
     if bounds is not None:
         oldest, newest = bounds
-        beyond = [c for c in machine.capabilities
-                  if parse_capability(c) < oldest or parse_capability(c)[0] > newest[0]]
+        beyond = [c for c in machine.capabilities if parse_capability(c) < oldest or parse_capability(c)[0] > newest[0]]
         if beyond:
-            return Rejection(compute, "toolkit range", arches=_sm(beyond), cuda=cuda,
-                             span=(arch_of_capability(oldest), arch_of_capability(newest)))
+            return Rejection(
+                compute,
+                "toolkit range",
+                arches=_sm(beyond),
+                cuda=cuda,
+                span=(arch_of_capability(oldest), arch_of_capability(newest)),
+            )
     # Nor, probably, kernels an older release's build of the same CUDA had already dropped: PyTorch
     # drops old architectures per CUDA version (cu128 lost sm_50 to sm_61 in 2.8) and has not added one back.
     # Asked only for the architectures the newest CUDA has dropped, the ones PyTorch's builds shed (so a
@@ -523,8 +613,9 @@ def _rocm_missing(machine: Probe, compute: str) -> list[str]:
     return vendors.load().rocm_missing(machine.amd_gpus, compute)[0]
 
 
-def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, available: list[str],
-                 out: Selection, passed: list[Rejection]) -> str | None:
+def _vendor_auto(
+    rel: Release, machine: Probe, arch: str, package: str, available: list[str], out: Selection, passed: list[Rejection]
+) -> str | None:
     """An AMD or Intel GPU's build (its compute), or why it gets none (a "cpu: ..." reason), or None."""
     facts = vendors.load()
     if machine.amd_gpus or machine.rocm:
@@ -537,8 +628,9 @@ def _vendor_auto(rel: Release, machine: Probe, arch: str, package: str, availabl
         for candidate in rocms:
             missing = _rocm_missing(machine, candidate)
             if missing:
-                passed.append(Rejection(candidate, "no kernels", arches=tuple(missing),
-                                        detail=facts.rocm_sources[candidate]))
+                passed.append(
+                    Rejection(candidate, "no kernels", arches=tuple(missing), detail=facts.rocm_sources[candidate])
+                )
                 continue
             # As for CUDA: a build whose index tags are recorded is checked against them.
             installs = _install_rejection(rel, candidate, wheels.host_of(machine, arch))
@@ -580,10 +672,16 @@ def _other_rocm_release(rel: Release, machine: Probe, arch: str, out: Selection)
     """Name the newest other release with a ROCm build that has kernels for every GPU found."""
     facts = vendors.load()
     host = wheels.host_of(machine, arch)
-    found = next(((r.version, c) for r in newest_first() if r.version != rel.version
-                  and wheels.refusal(r.version, host) is None      # one that installs here, not just any
-                  for c in reversed(answerable(r, computes(r, machine.os, arch, "pip"), machine.os, arch))
-                  if build(c).kind == "rocm"
-                  and facts.rocm_arches(c) is not None and not _rocm_missing(machine, c)), None)
+    found = next(
+        (
+            (r.version, c)
+            for r in newest_first()
+            if r.version != rel.version
+            and wheels.refusal(r.version, host) is None  # one that installs here, not just any
+            for c in reversed(answerable(r, computes(r, machine.os, arch, "pip"), machine.os, arch))
+            if build(c).kind == "rocm" and facts.rocm_arches(c) is not None and not _rocm_missing(machine, c)
+        ),
+        None,
+    )
     if found:
         out.notes.append(other_rocm_release(*found, machine))

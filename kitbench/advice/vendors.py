@@ -20,13 +20,13 @@ from kitbench.records import manifest
 
 # Named tuples, not dataclasses: "Start-up" in docs/architecture.md.
 class VendorFacts(NamedTuple):
-    rocm: dict[str, tuple[str, ...]]              # compute -> gfx architectures
+    rocm: dict[str, tuple[str, ...]]  # compute -> gfx architectures
     rocm_sources: dict[str, str]
     hsa_override: tuple[tuple[str, str, str], ...]  # (family prefix, HSA_OVERRIDE_GFX_VERSION, the gfx it poses as)
-    xpu_since: dict[str, str]                     # os -> first release with XPU wheels
+    xpu_since: dict[str, str]  # os -> first release with XPU wheels
     xpu_arch: str
     xpu_source: str
-    integrated: frozenset[str] = frozenset()      # the gfx of AMD's integrated GPUs (APUs)
+    integrated: frozenset[str] = frozenset()  # the gfx of AMD's integrated GPUs (APUs)
     integrated_source: str = ""
 
     def rocm_arches(self, compute: str) -> tuple[str, ...] | None:
@@ -60,8 +60,10 @@ class VendorFacts(NamedTuple):
         """What to do about the integrated GPUs ``left`` out of choosing ``compute``: hide them from PyTorch."""
         keep = ",".join(str(g.index) for g in gpus if g not in left)
         shown = ", ".join(f"{g.gfx} (HIP device {g.index})" for g in left)
-        return (f"{shown}: an integrated GPU that {compute} has no kernels for, left out of the choice; "
-                f"hide it from PyTorch with HIP_VISIBLE_DEVICES={keep} ({self.integrated_source})")
+        return (
+            f"{shown}: an integrated GPU that {compute} has no kernels for, left out of the choice; "
+            f"hide it from PyTorch with HIP_VISIBLE_DEVICES={keep} ({self.integrated_source})"
+        )
 
     def override_hint(self, gfx: str, arches: tuple[str, ...]) -> str | None:
         """The HSA_OVERRIDE_GFX_VERSION a card of ``gfx`` might borrow kernels under, if the build has them;
@@ -70,20 +72,22 @@ class VendorFacts(NamedTuple):
             return None
         for family, version, poses_as in self.hsa_override:
             if gfx.startswith(family) and gfx != poses_as and poses_as in arches:
-                return (f"HSA_OVERRIDE_GFX_VERSION={version} makes {gfx} run {poses_as}'s kernels; "
-                        "AMD does not support it, results are yours to check")
+                return (
+                    f"HSA_OVERRIDE_GFX_VERSION={version} makes {gfx} run {poses_as}'s kernels; "
+                    "AMD does not support it, results are yours to check"
+                )
         return None
 
 
 class IntelFamily(NamedTuple):
     name: str
-    validated: bool     # on PyTorch's own list; else the same silicon as a family on it
+    validated: bool  # on PyTorch's own list; else the same silicon as a family on it
 
 
 class IntelFacts(NamedTuple):
     """The Intel GPUs PyTorch's XPU builds support (``envs/intel_gpus.yaml``), by PCI device id."""
 
-    families: dict[str, IntelFamily]      # "0x56a0" -> its family
+    families: dict[str, IntelFamily]  # "0x56a0" -> its family
     source: str
     read: str
 
@@ -105,8 +109,11 @@ def _intel_gpus(source: _files.Stamp) -> IntelFacts:
         family = IntelFamily(entry["name"], entry["validated"])
         for device in entry["ids"]:
             if device in families:
-                raise ManifestError(path, f"device id {device} is in {families[device].name!r} and {family.name!r}",
-                                    hint="each PCI device id belongs to one family")
+                raise ManifestError(
+                    path,
+                    f"device id {device} is in {families[device].name!r} and {family.name!r}",
+                    hint="each PCI device id belongs to one family",
+                )
             families[device] = family
     return IntelFacts(families, data["source"], data["read"])
 
@@ -122,5 +129,9 @@ def _load(source: _files.Stamp) -> VendorFacts:
         rocm={e["compute"]: tuple(e["arches"]) for e in data["rocm"]},
         rocm_sources={e["compute"]: e["source"] for e in data["rocm"]},
         hsa_override=tuple((e["family"], e["version"], e["as"]) for e in data["hsa_override"]),
-        xpu_since=dict(data["xpu"]["since"]), xpu_arch=data["xpu"]["arch"], xpu_source=data["xpu"]["source"],
-        integrated=frozenset(data["integrated"]["gfx"]), integrated_source=data["integrated"]["source"])
+        xpu_since=dict(data["xpu"]["since"]),
+        xpu_arch=data["xpu"]["arch"],
+        xpu_source=data["xpu"]["source"],
+        integrated=frozenset(data["integrated"]["gfx"]),
+        integrated_source=data["integrated"]["source"],
+    )

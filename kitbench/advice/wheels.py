@@ -37,8 +37,10 @@ PACKAGES = ("torch", "torchvision", "torchaudio")
 _LEGACY = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
 _ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "arm64"}
 _WINDOWS_ARCH = {"amd64": "x86_64", "arm64": "aarch64"}
-_PLATFORM = re.compile(r"^(?:(manylinux1|manylinux2010|manylinux2014)|(manylinux|musllinux|macosx)_([0-9]+)_([0-9]+)"
-                       r"|win|linux)_(\w+)$")
+_PLATFORM = re.compile(
+    r"^(?:(manylinux1|manylinux2010|manylinux2014)|(manylinux|musllinux|macosx)_([0-9]+)_([0-9]+)"
+    r"|win|linux)_(\w+)$"
+)
 _PYTHON_TAG = re.compile(r"^cp([0-9])([0-9]+)(t|-abi3)?$")
 
 Version = tuple[int, ...]
@@ -48,11 +50,11 @@ Version = tuple[int, ...]
 class Host(NamedTuple):
     """What decides whether a wheel installs; ``None`` is a fact the question leaves unknown."""
 
-    os: str                         # linux | macos | windows
-    arch: str                       # the interpreter's: x86_64 | aarch64 | arm64
-    python: Version | None = None   # (3, 10)
-    free_threaded: bool = False     # a free-threaded CPython (3.13t): only cpXYt (and py3) wheels install
-    libc: str | None = None         # glibc | musl (Linux)
+    os: str  # linux | macos | windows
+    arch: str  # the interpreter's: x86_64 | aarch64 | arm64
+    python: Version | None = None  # (3, 10)
+    free_threaded: bool = False  # a free-threaded CPython (3.13t): only cpXYt (and py3) wheels install
+    libc: str | None = None  # glibc | musl (Linux)
     libc_version: Version | None = None
     macos: Version | None = None
 
@@ -61,8 +63,8 @@ class Platform(NamedTuple):
     tag: str
     os: str
     arches: tuple[str, ...]
-    libc: str | None        # glibc | musl on Linux
-    floor: Version | None   # glibc's or macOS's
+    libc: str | None  # glibc | musl on Linux
+    floor: Version | None  # glibc's or macOS's
 
     @property
     def floor_text(self) -> str:
@@ -80,7 +82,7 @@ class Wheels(NamedTuple):
 class Facts(NamedTuple):
     source: str
     read: str
-    releases: dict[str, dict[str, Wheels]]     # torch version -> package -> wheels, oldest first
+    releases: dict[str, dict[str, Wheels]]  # torch version -> package -> wheels, oldest first
 
 
 def parse_version(text: str) -> Version:
@@ -114,11 +116,11 @@ class IndexWheels(NamedTuple):
     """Wheels of one release that PyTorch's index serves on a platform PyPI has none for, as one source says."""
 
     platform: Platform
-    pythons: dict[str, tuple[str, ...]]     # package -> its Python tags there
+    pythons: dict[str, tuple[str, ...]]  # package -> its Python tags there
     published: bool
     read: str
     source: str
-    confirm: str                            # for an inferred fact, what would confirm it
+    confirm: str  # for an inferred fact, what would confirm it
 
 
 class Runtime(NamedTuple):
@@ -126,17 +128,17 @@ class Runtime(NamedTuple):
     a row of ``envs/runtime_tags.yaml``, from PyPI's wheels (``releases``) or a build of PyTorch's index recorded
     from a real install (``builds``)."""
 
-    pythons: tuple[str, ...]                                # cp312, cp313t
-    requires: tuple[tuple[str, str, Version | None], ...]   # (requirement, via, glibc: () any, None no wheel)
+    pythons: tuple[str, ...]  # cp312, cp313t
+    requires: tuple[tuple[str, str, Version | None], ...]  # (requirement, via, glibc: () any, None no wheel)
     source: str
 
 
 class IndexTags(NamedTuple):
     """What PyPI's tags do not say about PyTorch's wheels (``envs/index_tags.yaml``)."""
 
-    glibc: dict[str, tuple[Version, str]]               # tag -> (the glibc its binaries need, source)
-    builds: dict[tuple[str, str], tuple[str, str]]      # (torch, compute) -> (its Linux x86_64 tag, source)
-    wheels: dict[str, tuple[IndexWheels, ...]]          # torch version -> the wheels only its index serves
+    glibc: dict[str, tuple[Version, str]]  # tag -> (the glibc its binaries need, source)
+    builds: dict[tuple[str, str], tuple[str, str]]  # (torch, compute) -> (its Linux x86_64 tag, source)
+    wheels: dict[str, tuple[IndexWheels, ...]]  # torch version -> the wheels only its index serves
 
 
 def index_tags() -> IndexTags:
@@ -148,11 +150,20 @@ def _index_tags(source: _files.Stamp) -> IndexTags:
     data = manifest.load(Path(source[0]), "index_tags").data
     found: dict[str, tuple[IndexWheels, ...]] = {}
     for e in data.get("wheels", ()):
-        row = IndexWheels(platform(e["platform"]), {p: tuple(t.split()) for p, t in e["pythons"].items()},
-                          e["kind"] == "published", e["read"], e["source"], e.get("confirm", ""))
+        row = IndexWheels(
+            platform(e["platform"]),
+            {p: tuple(t.split()) for p, t in e["pythons"].items()},
+            e["kind"] == "published",
+            e["read"],
+            e["source"],
+            e.get("confirm", ""),
+        )
         found[e["torch"]] = (*found.get(e["torch"], ()), row)
-    return IndexTags({e["tag"]: (parse_version(e["glibc"]), e["source"]) for e in data["glibc"]},
-                     {(e["torch"], e["compute"]): (e["linux_x86_64"], e["source"]) for e in data["builds"]}, found)
+    return IndexTags(
+        {e["tag"]: (parse_version(e["glibc"]), e["source"]) for e in data["glibc"]},
+        {(e["torch"], e["compute"]): (e["linux_x86_64"], e["source"]) for e in data["builds"]},
+        found,
+    )
 
 
 def _serves(platform: Platform, host: Host) -> bool:
@@ -187,8 +198,8 @@ def _index_wheels(version: str, host: Host) -> dict[str, Wheels]:
 class RuntimeTags(NamedTuple):
     """What torch's Linux wheels pull in (``envs/runtime_tags.yaml``)."""
 
-    releases: dict[tuple[str, ...], tuple[Runtime, ...]]    # (torch, arch) -> its PyPI wheels'
-    builds: dict[tuple[str, ...], tuple[Runtime, ...]]      # (torch, compute, arch) -> a recorded index build's
+    releases: dict[tuple[str, ...], tuple[Runtime, ...]]  # (torch, arch) -> its PyPI wheels'
+    builds: dict[tuple[str, ...], tuple[Runtime, ...]]  # (torch, compute, arch) -> a recorded index build's
 
 
 def runtime_tags() -> RuntimeTags:
@@ -200,14 +211,24 @@ def _runtime_tags(source: _files.Stamp) -> RuntimeTags:
     data = manifest.load(Path(source[0]), "runtime_tags").data
     pypi = f"envs/runtime_tags.yaml: PyPI's torch wheels' Requires-Dist, read {data['read']}"
     found = RuntimeTags({}, {})
-    for rows, section, key in ((found.releases, "releases", ("torch", "arch")),
-                               (found.builds, "builds", ("torch", "compute", "arch"))):
+    for rows, section, key in (
+        (found.releases, "releases", ("torch", "arch")),
+        (found.builds, "builds", ("torch", "compute", "arch")),
+    ):
         for entry in data[section]:
-            requires = tuple((r["requirement"], r.get("via", ""), None if r["glibc"] == "no wheel" else ()
-                              if r["glibc"] == "any" else parse_version(r["glibc"])) for r in entry["requires"])
+            requires = tuple(
+                (
+                    r["requirement"],
+                    r.get("via", ""),
+                    None if r["glibc"] == "no wheel" else () if r["glibc"] == "any" else parse_version(r["glibc"]),
+                )
+                for r in entry["requires"]
+            )
             at = tuple(entry[k] for k in key)
-            rows[at] = (*rows.get(at, ()), Runtime(tuple(entry["pythons"].split()), requires,
-                                                   entry.get("source", pypi)))
+            rows[at] = (
+                *rows.get(at, ()),
+                Runtime(tuple(entry["pythons"].split()), requires, entry.get("source", pypi)),
+            )
     return found
 
 
@@ -266,9 +287,15 @@ def runtime_refusal(version: str, compute: str, host: Host) -> str | None:
         rows = fits(table.releases.get((version, host.arch), ()))
     whys = [_runtime_refusal(row, f"torch {version}+{compute}", host) for row in rows]
     if not whys or None in whys:
-        return None         # a Python it is not known for leaves it unknown: every row must refuse
-    said = rows[0].source if recorded else (f"{rows[0].source}; no record of torch {version}+{compute}'s own "
-                                            "requirements, so they are taken to be its PyPI wheels'")
+        return None  # a Python it is not known for leaves it unknown: every row must refuse
+    said = (
+        rows[0].source
+        if recorded
+        else (
+            f"{rows[0].source}; no record of torch {version}+{compute}'s own "
+            "requirements, so they are taken to be its PyPI wheels'"
+        )
+    )
     return f"{whys[0]} ({said})"
 
 
@@ -279,14 +306,17 @@ def _runtime_refusal(row: Runtime, name: str, host: Host) -> str | None:
     if missing:
         requirement, via = missing[0]
         asked = f"Python {show(host.python)}{'t' if host.free_threaded else ''}" if host.python else "its Python"
-        return f"{name} pulls in {requirement}{f' (through {via})' if via else ''}, which has no {where} wheel " \
-               f"for {asked}"
+        return (
+            f"{name} pulls in {requirement}{f' (through {via})' if via else ''}, which has no {where} wheel for {asked}"
+        )
     above = [r for r in row.requires if (r[2] or ()) > host.libc_version]
     if not above:
         return None
     requirement, via, floor = max(above, key=lambda r: r[2] or ())
-    return (f"{name} pulls in {requirement}{f' (through {via})' if via else ''}, whose {where} wheels need glibc "
-            f"{show(floor or ())} or newer; this machine has glibc {show(host.libc_version)}")
+    return (
+        f"{name} pulls in {requirement}{f' (through {via})' if via else ''}, whose {where} wheels need glibc "
+        f"{show(floor or ())} or newer; this machine has glibc {show(host.libc_version)}"
+    )
 
 
 def recorded(version: str, compute: str) -> bool:
@@ -300,15 +330,18 @@ def load() -> Facts:
 
 
 @cache
-def _load(source: _files.Stamp, cache_source: _files.Stamp) -> Facts:     # cache_source: a key only (facts reads it)
+def _load(source: _files.Stamp, cache_source: _files.Stamp) -> Facts:  # cache_source: a key only (facts reads it)
     data = manifest.load(Path(source[0]), "wheels").data
     found: dict[str, dict[str, Wheels]] = {}
     for entry in data["releases"]:
         found[entry["torch"]] = _wheels(entry, entry["wheels"])
     # Releases the user's cache knows and the baked facts do not (kitbench facts refresh).
     for derived in facts.derived():
-        versions = {"torch": derived.version, "torchvision": derived.torchvision,
-                    "torchaudio": derived.torchaudio or ""}
+        versions = {
+            "torch": derived.version,
+            "torchvision": derived.torchvision,
+            "torchaudio": derived.torchaudio or "",
+        }
         found.setdefault(derived.version, _wheels(versions, derived.wheels))
     from packaging.version import Version as Release
 
@@ -317,9 +350,14 @@ def _load(source: _files.Stamp, cache_source: _files.Stamp) -> Facts:     # cach
 
 
 def _wheels(versions: dict[str, str], packages: dict[str, dict[str, str]]) -> dict[str, Wheels]:
-    return {package: Wheels(versions[package], tags["requires_python"],
-                            {platform(p): tuple(t.split()) for p, t in tags.items() if p != "requires_python"})
-            for package, tags in packages.items()}
+    return {
+        package: Wheels(
+            versions[package],
+            tags["requires_python"],
+            {platform(p): tuple(t.split()) for p, t in tags.items() if p != "requires_python"},
+        )
+        for package, tags in packages.items()
+    }
 
 
 def python_allowed(spec: str, python: Version) -> bool:
@@ -352,6 +390,7 @@ def python_of_tag(tag: str) -> tuple[Version, str] | None:
 def _python_ok(tags: tuple[str, ...], requires: str, python: Version, free_threaded: bool) -> bool:
     """A wheel tagged ``tags`` installs on this CPython: a free-threaded one takes cpXYt only (abi3 is the
     default build's stable ABI), the default build cpXY or an abi3 wheel of XY or older; py3 suits both."""
+
     def fits(tag: str) -> bool:
         found = python_of_tag(tag)
         if found is None:
@@ -421,31 +460,52 @@ def source_of(version: str, host: Host, package: str, inferred: bool = False) ->
     ``host``: a published one, else, with ``inferred``, an inferred one; None where none is recorded."""
     pypi = load().releases[version][package]
     rows = sorted(index_rows(version, host, inferred), key=lambda r: not r.published)
-    return next((r for r in rows if package in r.pythons and _refusal(
-        Wheels(pypi.version, pypi.requires_python, {r.platform: r.pythons[package]}), package, host) is None), None)
+    return next(
+        (
+            r
+            for r in rows
+            if package in r.pythons
+            and _refusal(Wheels(pypi.version, pypi.requires_python, {r.platform: r.pythons[package]}), package, host)
+            is None
+        ),
+        None,
+    )
 
 
 def _refusal(wheels: Wheels, package: str, host: Host) -> str | None:
     name = f"{package} {wheels.version}"
     fits = [p for p in wheels.tags if _serves(p, host)]
     if not fits:
-        last = [v for v, packages in load().releases.items()
-                if package in packages and any(_serves(p, host) for p in packages[package].tags)]
+        last = [
+            v
+            for v, packages in load().releases.items()
+            if package in packages and any(_serves(p, host) for p in packages[package].tags)
+        ]
         if last:
             return f"{name} has no {place(host)} wheels: the last is {package} {last[-1]}"
         # PyPI has none of any release here: the releases PyTorch's index is on record serving, which says only
         # what is on record (a release in a gap between them may exist unrecorded).
-        served = _index_served(package, host, _files.stamp(manifest.envs_dir() / "wheels.yaml"),
-                               _files.stamp(facts.cache_dir() / "releases.json"),
-                               _files.stamp(manifest.envs_dir() / "index_tags.yaml"))
+        served = _index_served(
+            package,
+            host,
+            _files.stamp(manifest.envs_dir() / "wheels.yaml"),
+            _files.stamp(facts.cache_dir() / "releases.json"),
+            _files.stamp(manifest.envs_dir() / "index_tags.yaml"),
+        )
         return f"{name} has no {place(host)} wheels" + (
             f" on record: PyPI has none, and PyTorch's index is on record serving {package} {', '.join(served)} "
-            "(envs/index_tags.yaml)" if served else "")
+            "(envs/index_tags.yaml)"
+            if served
+            else ""
+        )
     if host.os == "linux" and host.libc is not None:
         libc = [p for p in fits if p.libc in (None, host.libc)]
         if not libc:
-            return f"{name} has no wheel for musl (Alpine): its Linux wheels are manylinux, for glibc" \
-                if host.libc == "musl" else f"{name} has no wheel for {host.libc}"
+            return (
+                f"{name} has no wheel for musl (Alpine): its Linux wheels are manylinux, for glibc"
+                if host.libc == "musl"
+                else f"{name} has no wheel for {host.libc}"
+            )
         fits = libc
     if host.os == "linux" and host.libc_version is not None:
         needs = {p: _glibc_need(p) for p in fits}
@@ -454,18 +514,23 @@ def _refusal(wheels: Wheels, package: str, host: Host) -> str | None:
             low = min(fits, key=lambda p: needs[p][0] or ())
             need, why = needs[low]
             said = f"{low.tag}, tagged for glibc {low.floor_text or 'any'}: {why}" if why else low.tag
-            return (f"{name}'s Linux {host.arch} wheels need glibc {show(need or ())} or newer ({said}); "
-                    f"this machine has {host.libc or 'glibc'} {show(host.libc_version)}")
+            return (
+                f"{name}'s Linux {host.arch} wheels need glibc {show(need or ())} or newer ({said}); "
+                f"this machine has {host.libc or 'glibc'} {show(host.libc_version)}"
+            )
         fits = floored
     if host.os == "macos" and host.macos is not None:
         floored = [p for p in fits if p.floor is None or p.floor <= host.macos]
         if not floored:
             low = min(fits, key=lambda p: p.floor or ())
-            return (f"{name}'s macOS {host.arch} wheels need macOS {low.floor_text} or newer ({low.tag}); "
-                    f"this machine has macOS {show(host.macos)}")
+            return (
+                f"{name}'s macOS {host.arch} wheels need macOS {low.floor_text} or newer ({low.tag}); "
+                f"this machine has macOS {show(host.macos)}"
+            )
         fits = floored
-    if host.python is not None and not any(_python_ok(wheels.tags[p], wheels.requires_python, host.python,
-                                                      host.free_threaded) for p in fits):
+    if host.python is not None and not any(
+        _python_ok(wheels.tags[p], wheels.requires_python, host.python, host.free_threaded) for p in fits
+    ):
         asked = f"a free-threaded Python {show(host.python)}t" if host.free_threaded else f"Python {show(host.python)}"
         has = _pythons(wheels, fits, host.free_threaded)
         return f"{name} has no wheel for {asked} (it has {has if host.free_threaded else 'Python ' + has})"
@@ -495,7 +560,7 @@ def other_pythons(host: Host) -> list[Version]:
     """The Pythons of the host's build (default or free-threaded) that some release installs on, on its platform:
     what a host none installs on is told."""
     if newest(host._replace(python=None)) is None:
-        return []       # its Python is not what keeps every release off it (a musl or an old glibc is)
+        return []  # its Python is not what keeps every release off it (a musl or an old glibc is)
     found: set[Version] = set()
     for version, packages in load().releases.items():
         torch = (_index_wheels(version, host) if index_only(version, host) else packages).get("torch")
@@ -510,22 +575,27 @@ def floor(version: str, os: str, arch: str) -> Version | None:
     """The lowest OS (macOS) or glibc (Linux) version any of ``version``'s torch wheels for ``os`` and ``arch``
     installs on; None when it has none there (or the facts do not cover it)."""
     packages = load().releases.get(version)
-    floors = [p.floor for p in packages["torch"].tags if p.os == os and arch in p.arches and p.floor] \
-        if packages else []
+    floors = (
+        [p.floor for p in packages["torch"].tags if p.os == os and arch in p.arches and p.floor] if packages else []
+    )
     return min(floors) if floors else None
 
 
 def host_of(machine: Probe, arch: str | None = None, python: str | None = None) -> Host:
     """The facts of ``machine`` that decide which wheels install: ``arch`` and ``python`` replace
     the probed interpreter's (a target's own Python, say); an empty fact stays unknown."""
+
     def version(text: str | None) -> Version | None:
         numbers = tuple(int(p) for p in re.findall(r"[0-9]+", text or "")[:2])
         return numbers or None
 
     linux = machine.os == "linux"
-    return Host(os=machine.os, arch=arch or machine.python_arch,
-                python=version(python or machine.python_version),
-                free_threaded=(python or machine.python_version or "").endswith("t"),
-                libc=machine.libc if linux else None,
-                libc_version=version(machine.libc_version) if linux else None,
-                macos=version(machine.os_version) if machine.os == "macos" else None)
+    return Host(
+        os=machine.os,
+        arch=arch or machine.python_arch,
+        python=version(python or machine.python_version),
+        free_threaded=(python or machine.python_version or "").endswith("t"),
+        libc=machine.libc if linux else None,
+        libc_version=version(machine.libc_version) if linux else None,
+        macos=version(machine.os_version) if machine.os == "macos" else None,
+    )

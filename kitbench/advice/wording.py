@@ -22,56 +22,85 @@ from kitbench.machine.versions import arch_of_capability, parse_capability, serv
 from kitbench.records import manifest
 
 
-def unavailable(rel: releases.Release, os: str, arch: str, package: str, compute: str,
-                 host: wheels.Host | None = None) -> SelectionError:
+def unavailable(
+    rel: releases.Release, os: str, arch: str, package: str, compute: str, host: wheels.Host | None = None
+) -> SelectionError:
     available = releases.computes(rel, os, arch, package) + releases.xpu_builds(rel, os, arch, package)
     if package == "conda" and not rel.conda:
         last = max((r for r in releases.releases().values() if r.conda), key=lambda r: r.key)
         # The release the hint names must install here too (Python 3.14 has no 2.5.1 wheel).
-        fits = [r for r in releases.releases().values()
-                if r.conda and (host is None or wheels.refusal(r.version, host) is None)]
+        fits = [
+            r
+            for r in releases.releases().values()
+            if r.conda and (host is None or wheels.refusal(r.version, host) is None)
+        ]
         other = f" (or --release {max(fits, key=lambda r: r.key).version})" if fits else ""
-        return SelectionError(f"torch {rel.version} has no conda packages: PyTorch published them up to {last.version}",
-                              hint=f"use --package pip or uv{other}")
+        return SelectionError(
+            f"torch {rel.version} has no conda packages: PyTorch published them up to {last.version}",
+            hint=f"use --package pip or uv{other}",
+        )
     if build(compute).kind == "xpu" and build(compute).known and package != "conda" and os != "macos":
         since = ", ".join(f"{o} from {v}" for o, v in vendors.load().xpu_since.items())
-        return SelectionError(f"torch {rel.version} has no xpu build for {os} {arch}",
-                              hint=f"XPU wheels exist for x86_64 only: {since}")
+        return SelectionError(
+            f"torch {rel.version} has no xpu build for {os} {arch}", hint=f"XPU wheels exist for x86_64 only: {since}"
+        )
     if os == "macos" and build(compute).gpu:
-        return SelectionError(f"there are no {compute} builds for macOS",
-                              hint="macOS gets cpu (Intel, up to 2.2.2) or mps (Apple Silicon)")
+        return SelectionError(
+            f"there are no {compute} builds for macOS",
+            hint="macOS gets cpu (Intel, up to 2.2.2) or mps (Apple Silicon)",
+        )
     if os == "macos" and arch == "x86_64" and not available:
         last = max((r for r in releases.releases().values() if r.macos_x86_64), key=lambda r: r.key)
-        return SelectionError(f"torch {rel.version} has no macOS x86_64 wheels: the last is {last.version}",
-                              hint="use an arm64 Python on Apple Silicon, or --release " + last.version)
+        return SelectionError(
+            f"torch {rel.version} has no macOS x86_64 wheels: the last is {last.version}",
+            hint="use an arm64 Python on Apple Silicon, or --release " + last.version,
+        )
     if os == "windows" and build(compute).kind == "rocm":
         return SelectionError("ROCm builds exist only for Linux", hint=f"Windows gets: {', '.join(available)}")
     if not build(compute).known:
-        return SelectionError(f"unknown --compute {compute!r}", hint="auto, cpu, mps, xpu, cuXYZ (cu126) or rocmX.Y "
-                              f"(rocm6.4); torch {rel.version} has: {', '.join(available) or 'nothing'}")
+        return SelectionError(
+            f"unknown --compute {compute!r}",
+            hint="auto, cpu, mps, xpu, cuXYZ (cu126) or rocmX.Y "
+            f"(rocm6.4); torch {rel.version} has: {', '.join(available) or 'nothing'}",
+        )
     # The newest other release with that build, which installs here: what someone asking for cu128 wants.
-    elsewhere = next((r for r in releases.newest_first() if r.version != rel.version
-                  and compute in releases.computes(r, os, arch, package) + releases.xpu_builds(r, os, arch, package)
-                  and (host is None or wheels.refusal(r.version, host) is None)), None) if not rel.nightly else None
-    return SelectionError(f"torch {rel.version} has no {compute} build for {package} on {os} {arch}",
-                          hint=f"it has: {', '.join(available) or 'nothing'}"
-                          + (f"; torch {elsewhere.version} has {compute}: --release {elsewhere.version}" if elsewhere
-                             else ""))
-
+    elsewhere = (
+        next(
+            (
+                r
+                for r in releases.newest_first()
+                if r.version != rel.version
+                and compute in releases.computes(r, os, arch, package) + releases.xpu_builds(r, os, arch, package)
+                and (host is None or wheels.refusal(r.version, host) is None)
+            ),
+            None,
+        )
+        if not rel.nightly
+        else None
+    )
+    return SelectionError(
+        f"torch {rel.version} has no {compute} build for {package} on {os} {arch}",
+        hint=f"it has: {', '.join(available) or 'nothing'}"
+        + (f"; torch {elsewhere.version} has {compute}: --release {elsewhere.version}" if elsewhere else ""),
+    )
 
 
 def xpu_note(rel: releases.Release, os: str) -> str:
     """Why an xpu command is unverified: the builds a release manifest records (and its unverified
     note speaks of) are pytorch.org's, which has no XPU command; the XPU build comes from envs/vendors.yaml."""
-    who, matrix = ("nightly's", "the nightly build matrix has") if rel.nightly else \
-        (f"torch {rel.version}'s", "PyTorch's build matrix has")
+    who, matrix = (
+        ("nightly's", "the nightly build matrix has")
+        if rel.nightly
+        else (f"torch {rel.version}'s", "PyTorch's build matrix has")
+    )
     since = "" if rel.nightly else f" from {vendors.load().xpu_since[os]}"
     evidence = rel.provenance("xpu", f"{os}-x86_64")
     inferred = "" if rel.nightly else f"; that torch {rel.version} has them: {evidence.kind} ({evidence.source})"
-    return (f"xpu command unverified: it is none of the builds {who} commands are recorded for "
-            f"({', '.join(rel.wheels)}): it is the XPU index form, for the XPU wheels {matrix} for {os}{since} "
-            f"(envs/vendors.yaml){inferred}")
-
+    return (
+        f"xpu command unverified: it is none of the builds {who} commands are recorded for "
+        f"({', '.join(rel.wheels)}): it is the XPU index form, for the XPU wheels {matrix} for {os}{since} "
+        f"(envs/vendors.yaml){inferred}"
+    )
 
 
 def unknown_macos(rel: releases.Release, host: wheels.Host) -> str | None:
@@ -81,21 +110,25 @@ def unknown_macos(rel: releases.Release, host: wheels.Host) -> str | None:
         return None
     facts = wheels.load()
     checked = list(facts.releases)[-1] if rel.nightly else rel.version
-    lowest = [min(floors) for wheels_ in facts.releases.get(checked, {}).values()
-              for floors in [[p.floor for p in wheels_.tags if p.os == "macos" and host.arch in p.arches and p.floor]]
-              if floors]
+    lowest = [
+        min(floors)
+        for wheels_ in facts.releases.get(checked, {}).values()
+        for floors in [[p.floor for p in wheels_.tags if p.os == "macos" and host.arch in p.arches and p.floor]]
+        if floors
+    ]
     if not lowest:
         return None
-    need = max(lowest)      # torch's and torchvision's wheels must both install
-    text = (f"the macOS version was not given: torch {checked}'s macOS {host.arch} wheels need macOS "
-            f"{'.'.join(map(str, need))} or newer")
+    need = max(lowest)  # torch's and torchvision's wheels must both install
+    text = (
+        f"the macOS version was not given: torch {checked}'s macOS {host.arch} wheels need macOS "
+        f"{'.'.join(map(str, need))} or newer"
+    )
     older = (need[0] - 1, 0) if need[0] > 11 else (need[0], need[1] - 1) if need[1] else None
     fits = wheels.newest(host._replace(macos=older)) if older else None
     if older is None or fits is None:
-        return None         # no Mac of this arch that any release installs on is older than that
+        return None  # no Mac of this arch that any release installs on is older than that
     shown = str(older[0]) if older[0] > 10 else ".".join(map(str, older))
     return text + f"; on macOS {shown} the newest release that installs is {fits}: --os-version {shown}"
-
 
 
 def assumed_tags(rel: releases.Release, compute: str, text: str, host: wheels.Host, moved: bool) -> str | None:
@@ -108,10 +141,11 @@ def assumed_tags(rel: releases.Release, compute: str, text: str, host: wheels.Ho
     older = host.libc_version is not None and bool(floors) and host.libc_version < max(floors)
     if not (moved or older):
         return None
-    return (f"torch {rel.version}+{compute}'s Linux wheels are not on PyPI and no listing of them from PyTorch's "
-            f"index is recorded (envs/index_tags.yaml): they are taken to carry torch {rel.version}'s PyPI tags, and "
-            "that decided this answer; if pip finds no matching distribution, this build's own tags differ")
-
+    return (
+        f"torch {rel.version}+{compute}'s Linux wheels are not on PyPI and no listing of them from PyTorch's "
+        f"index is recorded (envs/index_tags.yaml): they are taken to carry torch {rel.version}'s PyPI tags, and "
+        "that decided this answer; if pip finds no matching distribution, this build's own tags differ"
+    )
 
 
 def branch_floor(machine: Probe, compute: str) -> str | None:
@@ -123,10 +157,11 @@ def branch_floor(machine: Probe, compute: str) -> str | None:
     floor = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os).floor
     if floor is None or floor.split(".")[0] != machine.driver or not any(version_tuple(floor)[1:]):
         return None
-    return (f"driver {machine.driver} is read as {machine.driver}.0.0, below CUDA {cuda[0]}'s floor {floor}, so "
-            f"the CUDA {cuda[0]} builds were passed over; a released {machine.driver} driver is {floor} or newer: "
-            "give its full version (nvidia-smi's driver_version)")
-
+    return (
+        f"driver {machine.driver} is read as {machine.driver}.0.0, below CUDA {cuda[0]}'s floor {floor}, so "
+        f"the CUDA {cuda[0]} builds were passed over; a released {machine.driver} driver is {floor} or newer: "
+        "give its full version (nvidia-smi's driver_version)"
+    )
 
 
 def cuda_reason(rel: releases.Release, machine: Probe, compute: str) -> str:
@@ -135,24 +170,35 @@ def cuda_reason(rel: releases.Release, machine: Probe, compute: str) -> str:
     need = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os)
     text = f"{compute}: the newest CUDA build of {rel.version} that driver {machine.driver} runs (floor {need.floor})"
     if need.below_toolkit(machine.driver):
-        text += (f"; note: below CUDA {need.cuda}'s own driver {need.toolkit}, so it runs by minor-version "
-                 "compatibility (no JIT of newer PTX)")
+        text += (
+            f"; note: below CUDA {need.cuda}'s own driver {need.toolkit}, so it runs by minor-version "
+            "compatibility (no JIT of newer PTX)"
+        )
     carried = releases.kernels(rel, machine, compute)
     if carried is None:
         bounds = drivers.load().arch_range(f"{cuda[0]}.{cuda[1]}")
-        text += ("; kernel lists are recorded for x86_64 wheels only" if machine.arch != "x86_64" else
-                 "; this build's kernel list is not recorded")
-        text += (f", so GPU architectures were checked only against CUDA {cuda[0]}.{cuda[1]}'s "
-                 f"({arch_of_capability(bounds[0])} to {arch_of_capability(bounds[1])})"
-                 if bounds is not None and machine.capabilities else ", so GPU architectures were not checked")
-        earlier = releases.earlier_kernels(rel.version, compute) if machine.arch == "x86_64" and any(
-            parse_capability(c) < max(drivers.load().arches)[2] for c in machine.capabilities) else None
+        text += (
+            "; kernel lists are recorded for x86_64 wheels only"
+            if machine.arch != "x86_64"
+            else "; this build's kernel list is not recorded"
+        )
+        text += (
+            f", so GPU architectures were checked only against CUDA {cuda[0]}.{cuda[1]}'s "
+            f"({arch_of_capability(bounds[0])} to {arch_of_capability(bounds[1])})"
+            if bounds is not None and machine.capabilities
+            else ", so GPU architectures were not checked"
+        )
+        earlier = (
+            releases.earlier_kernels(rel.version, compute)
+            if machine.arch == "x86_64"
+            and any(parse_capability(c) < max(drivers.load().arches)[2] for c in machine.capabilities)
+            else None
+        )
         if earlier is not None:
             text += f" and against torch {earlier[0]}'s {compute} list (recorded), which had not dropped them"
     elif machine.capabilities:
         text += "; kernels for " + ", ".join(_served(parse_capability(c), carried) for c in machine.capabilities)
     return text
-
 
 
 def _served(cc: tuple[int, int], kernels: tuple[str, ...]) -> str:
@@ -161,15 +207,12 @@ def _served(cc: tuple[int, int], kernels: tuple[str, ...]) -> str:
     return own if serving in (own, None) else f"{own} ({serving}'s, which run on it)"
 
 
-
 INTEL_SUPPORTED = "Arc A and B series, Data Center GPU Max and Flex, Core Ultra's Arc graphics"
-
 
 
 def intel_label(gpu: IntelGpu) -> str:
     family = vendors.intel_gpus().family(gpu.device_id) if gpu.device_id else None
     return f"{gpu.label} ({family.name})" if family else gpu.label
-
 
 
 def intel_source() -> str:
@@ -198,24 +241,29 @@ def because(why: Rejection) -> str:
     if why.cause == "driver floor":
         return f"driver {why.driver} < {why.floor} (CUDA {why.cuda[0]} family floor)"
     if why.cause == "gpu floor":
-        return (f"driver {why.driver} cannot drive {arches} ({why.detail}): update the driver to at least "
-                f"{why.floor}")
+        return f"driver {why.driver} cannot drive {arches} ({why.detail}): update the driver to at least {why.floor}"
     if why.cause == "toolkit range":
-        return (f"no kernels for {arches}: CUDA {why.cuda[0]}.{why.cuda[1]} compiles for {why.span[0]} to "
-                f"{why.span[1]} only")
+        return (
+            f"no kernels for {arches}: CUDA {why.cuda[0]}.{why.cuda[1]} compiles for {why.span[0]} to "
+            f"{why.span[1]} only"
+        )
     if why.cause == "dropped before":
-        return (f"no kernels for {arches} in torch {why.earlier}'s {why.build} already (its list, recorded; "
-                f"torch {why.release}'s is not)")
+        return (
+            f"no kernels for {arches} in torch {why.earlier}'s {why.build} already (its list, recorded; "
+            f"torch {why.release}'s is not)"
+        )
     if why.cause == "install":
         return why.detail
     if why.cause == "unrecorded":
-        return (f"listed ({why.detail}) but not in envs/releases/; its kernel list is not on record, so it is "
-                f"answered only when asked for (--release {why.release} --compute {why.build})")
+        return (
+            f"listed ({why.detail}) but not in envs/releases/; its kernel list is not on record, so it is "
+            f"answered only when asked for (--release {why.release} --compute {why.build})"
+        )
     return f"no kernels for {arches}" + (f" ({why.detail})" if why.detail else "")
 
 
 _UPDATE = "update the driver to at least "
-_SHORT = 110        # characters: a line a terminal shows whole
+_SHORT = 110  # characters: a line a terminal shows whole
 
 
 def _clause(text: str) -> str:
@@ -223,8 +271,8 @@ def _clause(text: str) -> str:
     first = text.split("; ")[0]
     if len(first) <= _SHORT:
         return first
-    cut = first.rfind(" (", 0, _SHORT)      # before a parenthesis of details, where there is one
-    return first[:cut] if cut > _SHORT // 3 else first[:_SHORT - 3].rstrip(" ,(:") + "..."
+    cut = first.rfind(" (", 0, _SHORT)  # before a parenthesis of details, where there is one
+    return first[:cut] if cut > _SHORT // 3 else first[: _SHORT - 3].rstrip(" ,(:") + "..."
 
 
 def summary(reasons: list[str], notes: list[str]) -> list[str]:
@@ -237,14 +285,14 @@ def summary(reasons: list[str], notes: list[str]) -> list[str]:
     note = (urgent or notes or [""])[0]
     if urgent and note.startswith("unconfirmed: ") and " alone (" in note:
         # Whole, it cites its source and what would confirm it: hundreds of characters. --explain has them.
-        lines.append(note[:note.index(" alone (")] + " alone, not seen in an artifact (--explain: from what)")
+        lines.append(note[: note.index(" alone (")] + " alone, not seen in an artifact (--explain: from what)")
     elif urgent and " (as recorded: " in note:
         # The listing it cites (file names, digests, search ids) is --explain's: the warning itself is the news.
-        lines.append(note[:note.index(" (as recorded: ")] + " (--explain: the listing)")
+        lines.append(note[: note.index(" (as recorded: ")] + " (--explain: the listing)")
     elif urgent:
         lines.append(note)
     elif _UPDATE in note:
-        remedy = note[note.rindex(_UPDATE):].split(";")[0].rstrip(")")
+        remedy = note[note.rindex(_UPDATE) :].split(";")[0].rstrip(")")
         lines.append(f"{note.split(':')[0]}: {remedy}")
     elif note:
         lines.append(_clause(note))
@@ -274,17 +322,28 @@ def wheel_facts(rel: releases.Release, text: str, host: wheels.Host, compute: st
     # unless the build's tags on PyTorch's index were recorded (envs/index_tags.yaml).
     recorded = "--index-url" in text and not rel.nightly and wheels.recorded(rel.version, compute)
     assumed = rel.nightly or "--index-url" in text or text.startswith("conda")
-    found = {"source": facts.source, "read": facts.read,
-             "assumed_from": "recorded index listing" if recorded else "pypi" if assumed else None,
-             "python": ".".join(map(str, host.python)) if host.python else None, "libc": host.libc,
-             "libc_version": ".".join(map(str, host.libc_version)) if host.libc_version else None,
-             "macos": ".".join(map(str, host.macos)) if host.macos else None}
-    row = wheels.source_of(rel.version, host, "torch", inferred=True) \
-        if not rel.nightly and wheels.index_only(rel.version, host) else None
+    found = {
+        "source": facts.source,
+        "read": facts.read,
+        "assumed_from": "recorded index listing" if recorded else "pypi" if assumed else None,
+        "python": ".".join(map(str, host.python)) if host.python else None,
+        "libc": host.libc,
+        "libc_version": ".".join(map(str, host.libc_version)) if host.libc_version else None,
+        "macos": ".".join(map(str, host.macos)) if host.macos else None,
+    }
+    row = (
+        wheels.source_of(rel.version, host, "torch", inferred=True)
+        if not rel.nightly and wheels.index_only(rel.version, host)
+        else None
+    )
     if row is not None:
         # A platform only PyTorch's index serves: the answer rests on what it is recorded serving, not on PyPI.
-        found.update(source=f"{row.source} (envs/index_tags.yaml)", read=row.read, assumed_from=None,
-                     kind="published" if row.published else "inferred")
+        found.update(
+            source=f"{row.source} (envs/index_tags.yaml)",
+            read=row.read,
+            assumed_from=None,
+            kind="published" if row.published else "inferred",
+        )
     return found
 
 
@@ -297,15 +356,24 @@ def machine_facts(machine: Probe) -> dict[str, Any]:
         given = machine.sources.get(key, "")
         return value if own or given.startswith("--") or "not this host" in given else None
 
-    return {"os": machine.os, "os_version": here("os_version", machine.os_version), "arch": machine.arch,
-            "python_arch": machine.python_arch, "rosetta": machine.rosetta, "wsl": here("wsl", machine.wsl),
-            "container": here("container", machine.container), "driver": machine.driver,
-            "gpu_capabilities": [g.capability for g in machine.gpus if g.capability],      # one per GPU
-            "rocm": machine.rocm, "amd_gpus": [g.gfx or f"AMD {g.device_id or 'GPU'} (gfx unknown)"
-                                               for g in machine.amd_gpus],
-            "intel_gpus": [g.label for g in machine.intel_gpus], "sources": machine.sources,
-            "python_version": machine.python_version, "libc": machine.libc,
-            "libc_version": machine.libc_version}
+    return {
+        "os": machine.os,
+        "os_version": here("os_version", machine.os_version),
+        "arch": machine.arch,
+        "python_arch": machine.python_arch,
+        "rosetta": machine.rosetta,
+        "wsl": here("wsl", machine.wsl),
+        "container": here("container", machine.container),
+        "driver": machine.driver,
+        "gpu_capabilities": [g.capability for g in machine.gpus if g.capability],  # one per GPU
+        "rocm": machine.rocm,
+        "amd_gpus": [g.gfx or f"AMD {g.device_id or 'GPU'} (gfx unknown)" for g in machine.amd_gpus],
+        "intel_gpus": [g.label for g in machine.intel_gpus],
+        "sources": machine.sources,
+        "python_version": machine.python_version,
+        "libc": machine.libc,
+        "libc_version": machine.libc_version,
+    }
 
 
 _ASSUMED = "assumed: "
@@ -335,16 +403,18 @@ def nightly_unpinned() -> str:
 
 def unpinned_release(rel: releases.Release) -> str:
     """Start Locally's command names no version: run today it installs today's release, not ``rel``."""
-    return (f"the Start Locally form names no version: it is the command pytorch.org showed for torch "
-            f"{rel.version}, and run today pip takes the newest torch it finds that installs here, "
-            f"which may be newer; --format pinned installs {rel.version} itself")
+    return (
+        f"the Start Locally form names no version: it is the command pytorch.org showed for torch "
+        f"{rel.version}, and run today pip takes the newest torch it finds that installs here, "
+        f"which may be newer; --format pinned installs {rel.version} itself"
+    )
 
 
 def unverified(rel: releases.Release, fmt: str, os: str) -> str | None:
     """Why ``rel``'s command in ``fmt`` is unverified (its manifest's note); None where it is verified."""
     why = rel.unverified.get(fmt)
     if why and os == "macos" and not rel.nightly:
-        why = why.split(";")[0]       # a release's note goes on about its Linux and Windows builds
+        why = why.split(";")[0]  # a release's note goes on about its Linux and Windows builds
     return f"torch {rel.version}, {fmt} form unverified: {why}" if why else None
 
 
@@ -353,8 +423,10 @@ _KIND_WORDS = {"docs": "a page describing it", "inferred": "an inference"}
 
 def inferred_build(rel: releases.Release, evidence: releases.Evidence) -> str:
     """The one line on a build asked for that rests on docs or an inference alone (never a default answer's)."""
-    return (f"unconfirmed: torch {rel.version} {evidence.build} rests on {_KIND_WORDS[evidence.kind]} alone "
-            f"({evidence.source}); confirmed by {evidence.confirm}")
+    return (
+        f"unconfirmed: torch {rel.version} {evidence.build} rests on {_KIND_WORDS[evidence.kind]} alone "
+        f"({evidence.source}); confirmed by {evidence.confirm}"
+    )
 
 
 def unrecorded_kernels(compute: str, capabilities: Sequence[str]) -> str:
@@ -363,14 +435,18 @@ def unrecorded_kernels(compute: str, capabilities: Sequence[str]) -> str:
     sms = ", ".join(arch_of_capability(parse_capability(c)) for c in capabilities)
     cuda = build(compute).cuda
     toolkit = f"CUDA {cuda[0]}.{cuda[1]}'s" if cuda else "its CUDA's"
-    return (f"unconfirmed: {compute}'s kernel list is not on record: {sms} was checked against {toolkit} range "
-            "only; torch.cuda.get_arch_list() after installing confirms it")
+    return (
+        f"unconfirmed: {compute}'s kernel list is not on record: {sms} was checked against {toolkit} range "
+        "only; torch.cuda.get_arch_list() after installing confirms it"
+    )
 
 
 def inferred_gpu_floor(generation: drivers.Generation, capability: str, driver: str, os: str) -> str:
     """The note on a GPU whose generation's driver floor is only inferred, where the driver is below it."""
-    return (f"{generation.name} GPUs (compute capability {capability}) may need driver >= {generation.floor(os)}, "
-            f"not {driver} (inferred, from {generation.source}; confirmed by {generation.confirm})")
+    return (
+        f"{generation.name} GPUs (compute capability {capability}) may need driver >= {generation.floor(os)}, "
+        f"not {driver} (inferred, from {generation.source}; confirmed by {generation.confirm})"
+    )
 
 
 def asked_reason(compute: str) -> str:
@@ -389,8 +465,9 @@ def will_not_install(compute: str, why: str) -> str:
 
 def xpu_will_not_run(gpus: Sequence[IntelGpu]) -> str:
     """The warning for xpu asked for on a machine whose Intel GPUs the XPU builds do not support."""
-    return (f"warning: xpu will not run on this machine: "
-            f"{', '.join(g.label for g in gpus)} is none of the GPUs it supports")
+    return (
+        f"warning: xpu will not run on this machine: {', '.join(g.label for g in gpus)} is none of the GPUs it supports"
+    )
 
 
 def mps_default() -> str:
@@ -399,20 +476,26 @@ def mps_default() -> str:
 
 def newer_gpu_release(rel: releases.Release, newest: releases.Release, compute: str) -> str:
     """Where ``rel`` runs only on the CPU here: the newest release with a build (``compute``) that runs on the GPU."""
-    return (f"no build of torch {rel.version} runs on this GPU; the newest that does is "
-            f"torch {newest.version} with {compute} (--release {newest.version})")
+    return (
+        f"no build of torch {rel.version} runs on this GPU; the newest that does is "
+        f"torch {newest.version} with {compute} (--release {newest.version})"
+    )
 
 
 def first_gpu_release(rel: releases.Release, first: releases.Release, compute: str) -> str:
     """Where every release that runs on the GPU is newer than ``rel``: the oldest of them, ``first``."""
-    return (f"this GPU is newer than every build of torch {rel.version}: torch "
-            f"{first.version} ({compute}) is the first release with its kernels")
+    return (
+        f"this GPU is newer than every build of torch {rel.version}: torch "
+        f"{first.version} ({compute}) is the first release with its kernels"
+    )
 
 
 def unconfirmed_gpus(unsure: str) -> str:
     """Where the probe could not confirm the GPU list (``unsure``: why, in the probe's words)."""
-    return (f"the GPU list is unconfirmed ({unsure}): this answer is for the GPUs listed; "
-            "--driver and --gpu-cc (once per GPU) answer for the machine as you know it")
+    return (
+        f"the GPU list is unconfirmed ({unsure}): this answer is for the GPUs listed; "
+        "--driver and --gpu-cc (once per GPU) answer for the machine as you know it"
+    )
 
 
 def nightly_refusal(checked: str, why: str) -> str:
@@ -425,13 +508,17 @@ def stable_moved(why: str, newest: str) -> str:
     return f"{why}; {newest} is the newest release that installs here"
 
 
-def not_installable(why: str, newest: str | None, oldest: str, latest: str, foreign: str | None,
-                    pythons: Sequence[wheels.Version] = ()) -> SelectionError:
+def not_installable(
+    why: str, newest: str | None, oldest: str, latest: str, foreign: str | None, pythons: Sequence[wheels.Version] = ()
+) -> SelectionError:
     """The refusal of a release that does not install here: the newest that does (``newest``), else the span of
     releases covered (``oldest`` to ``latest``), the Pythons some release installs on here (``pythons``) and the
     Python (``foreign`` arch) that runs here under emulation."""
-    hint = (f"the newest release that installs here is {newest}: --release {newest}" if newest else
-            f"no release from {oldest} to {latest} installs here")
+    hint = (
+        f"the newest release that installs here is {newest}: --release {newest}"
+        if newest
+        else f"no release from {oldest} to {latest} installs here"
+    )
     if newest is None and pythons:
         hint += f"; one does on Python {_span(pythons)}"
     if newest is None and foreign is not None:
@@ -446,25 +533,38 @@ def _span(versions: Sequence[wheels.Version]) -> str:
 
 def index_command(host: wheels.Host) -> str:
     """Why the command for a platform only PyTorch's index serves is kitbench's own: pytorch.org has none."""
-    return (f"pytorch.org has no {wheels.place(host)} command: this pinned one names the wheels PyTorch's index "
-            "is recorded serving there (envs/index_tags.yaml)")
+    return (
+        f"pytorch.org has no {wheels.place(host)} command: this pinned one names the wheels PyTorch's index "
+        "is recorded serving there (envs/index_tags.yaml)"
+    )
 
 
 def inferred_wheels(rel: releases.Release, host: wheels.Host, row: wheels.IndexWheels) -> str:
     """The one line on a release asked for whose wheels here are known only by inference."""
-    return (f"unconfirmed: torch {rel.version}'s {wheels.place(host)} wheels for Python "
-            f"{wheels.show(host.python or ())} rest on an inference alone ({row.source}); confirmed by {row.confirm}")
+    return (
+        f"unconfirmed: torch {rel.version}'s {wheels.place(host)} wheels for Python "
+        f"{wheels.show(host.python or ())} rest on an inference alone ({row.source}); confirmed by {row.confirm}"
+    )
 
 
-def left_out(rel: releases.Release, host: wheels.Host, named: Sequence[str], missing: Sequence[str],
-             inferred: Sequence[wheels.IndexWheels], having: str | None, foreign: str | None) -> str:
+def left_out(
+    rel: releases.Release,
+    host: wheels.Host,
+    named: Sequence[str],
+    missing: Sequence[str],
+    inferred: Sequence[wheels.IndexWheels],
+    having: str | None,
+    foreign: str | None,
+) -> str:
     """Why a command names only some of a release's packages (``named``, not ``missing``): no wheel of the others for
     this platform is on record, though one may be (``inferred``); the newest release that has them here
     (``having``), and the Python (``foreign`` arch) that gets them under emulation."""
     versions = {"torchvision": rel.torchvision, "torchaudio": rel.torchaudio}
     python = f" for Python {wheels.show(host.python)}" if host.python else ""
-    text = (f"{' and '.join(named)} only: no {wheels.place(host)} wheel of "
-            f"{' or '.join(f'{p} {versions[p]}' for p in missing)}{python} is on record (envs/index_tags.yaml)")
+    text = (
+        f"{' and '.join(named)} only: no {wheels.place(host)} wheel of "
+        f"{' or '.join(f'{p} {versions[p]}' for p in missing)}{python} is on record (envs/index_tags.yaml)"
+    )
     text += "".join(f"; one may be unrecorded, inferred from {row.source}" for row in inferred)
     others = " and ".join(missing)
     if having is not None:
@@ -487,30 +587,40 @@ def _driver_floor(newest: releases.Release, floor: str | None) -> str:
 def older_release(rel: releases.Release, newest: releases.Release, why: str, floor: str | None) -> str:
     """Why the answer is ``rel``, not ``newest``: no build of ``newest`` runs on the GPU (``why``, from
     ``no_gpu_build``), and the driver its CUDA builds need where that is all that keeps them off (``floor``)."""
-    return (f"torch {rel.version}, not the newest release ({newest.version}): no build of "
-            f"{newest.version} runs on this GPU ({why})" + _driver_floor(newest, floor))
+    return (
+        f"torch {rel.version}, not the newest release ({newest.version}): no build of "
+        f"{newest.version} runs on this GPU ({why})" + _driver_floor(newest, floor)
+    )
 
 
-def no_build_here(newest: releases.Release, rel: releases.Release, package: str, host: wheels.Host,
-                  listing: str) -> str:
+def no_build_here(
+    newest: releases.Release, rel: releases.Release, package: str, host: wheels.Host, listing: str
+) -> str:
     """Why the answer is ``rel``, not ``newest``: PyTorch's index (``listing``: where and when it was read) lists
     no build of ``newest`` that auto mode could name for this machine."""
-    return (f"torch {rel.version}, not the newest release ({newest.version}): PyTorch's index lists no "
-            f"{newest.version} build for {package} on {wheels.place(host)} ({listing})")
+    return (
+        f"torch {rel.version}, not the newest release ({newest.version}): PyTorch's index lists no "
+        f"{newest.version} build for {package} on {wheels.place(host)} ({listing})"
+    )
 
 
 def unnamed_build(rel: releases.Release, compute: str, source: str, recorded: bool) -> str:
     """The line on a build asked for that PyTorch's index lists and envs/releases/ does not name."""
-    kernels = ("its kernel list is on record" if recorded else
-               "its kernel list is not on record, so no default answer names it until it is")
+    kernels = (
+        "its kernel list is on record"
+        if recorded
+        else "its kernel list is not on record, so no default answer names it until it is"
+    )
     return f"torch {rel.version} {compute} is not in envs/releases/: {source} lists it; {kernels}"
 
 
 def skipped_unrecorded(rel: releases.Release, compute: str, source: str) -> str:
     """The line on an older release's build, skipped on the way back, that would have been tried had its kernel
     list been on record."""
-    return (f"torch {rel.version} {compute} ({source} lists it; not in envs/releases/) was not tried: its kernel "
-            f"list is not on record (--release {rel.version} --compute {compute} answers it)")
+    return (
+        f"torch {rel.version} {compute} ({source} lists it; not in envs/releases/) was not tried: its kernel "
+        f"list is not on record (--release {rel.version} --compute {compute} answers it)"
+    )
 
 
 def older_mac_release(rel: releases.Release, newest: releases.Release, why: str) -> str:
@@ -519,27 +629,37 @@ def older_mac_release(rel: releases.Release, newest: releases.Release, why: str)
     return f"torch {rel.version}, not the newest release ({newest.version}): {why}"
 
 
-def cpu_fallback(newest: releases.Release, why: str, floor: str | None, kernel_less: list[str],
-                 unserved: list[str]) -> str:
+def cpu_fallback(
+    newest: releases.Release, why: str, floor: str | None, kernel_less: list[str], unserved: list[str]
+) -> str:
     """Why the answer is ``newest``'s CPU build: as ``older_release``, and the NVIDIA architectures
     (``kernel_less``) and AMD gfx (``unserved``) that no release that installs here has kernels for."""
-    return (f"the CPU build: no release that installs here runs on this GPU (torch {newest.version}: {why})"
-            + _driver_floor(newest, floor)
-            + (f"; no release that installs here has kernels for {', '.join(kernel_less)}" if kernel_less
-               else "")
-            + (f"; no covered release has {', '.join(unserved)} kernels (ROCm builds before 6.0 have no "
-               "recorded gfx list)" if unserved else ""))
+    return (
+        f"the CPU build: no release that installs here runs on this GPU (torch {newest.version}: {why})"
+        + _driver_floor(newest, floor)
+        + (f"; no release that installs here has kernels for {', '.join(kernel_less)}" if kernel_less else "")
+        + (
+            f"; no covered release has {', '.join(unserved)} kernels (ROCm builds before 6.0 have no recorded gfx list)"
+            if unserved
+            else ""
+        )
+    )
 
 
 def rosetta_reason() -> str:
-    return ("x86_64 Python under Rosetta on Apple Silicon: no MPS, and macOS x86_64 wheels "
-            "stopped at 2.2.2; install an arm64 Python")
+    return (
+        "x86_64 Python under Rosetta on Apple Silicon: no MPS, and macOS x86_64 wheels "
+        "stopped at 2.2.2; install an arm64 Python"
+    )
 
 
 def mac_reason(compute: str) -> str:
     """Why a Mac gets ``compute``: mps with an arm64 Python, else cpu."""
-    return ("mps: Apple Silicon with an arm64 Python; the macOS wheels carry MPS" if compute == "mps" else
-            "cpu: macOS on x86_64 has no GPU backend")
+    return (
+        "mps: Apple Silicon with an arm64 Python; the macOS wheels carry MPS"
+        if compute == "mps"
+        else "cpu: macOS on x86_64 has no GPU backend"
+    )
 
 
 def mps_too_old(rel: releases.Release, need: releases.MpsFloor, has: str) -> str:
@@ -547,8 +667,10 @@ def mps_too_old(rel: releases.Release, need: releases.MpsFloor, has: str) -> str
     say so, that the sources disagree."""
     if need.kind in manifest.ANSWERABLE:
         return f"cpu: MPS in torch {rel.version} needs macOS {need.macos} or newer; this Mac has macOS {has}"
-    return (f"cpu: MPS in torch {rel.version} needs macOS {need.macos} or newer by {_KIND_WORDS[need.kind]} "
-            f"({need.source}), and this Mac has macOS {has}; the sources disagree: {need.conflicts}")
+    return (
+        f"cpu: MPS in torch {rel.version} needs macOS {need.macos} or newer by {_KIND_WORDS[need.kind]} "
+        f"({need.source}), and this Mac has macOS {has}; the sources disagree: {need.conflicts}"
+    )
 
 
 def cpu_reason(why: Literal["no cuda fits", "no gpu", "not given", "no driver"], machine: Probe) -> str:
@@ -578,12 +700,23 @@ def amd_seen(machine: Probe) -> str:
 
 def no_rocm_build(rel: releases.Release, machine: Probe, arch: str, package: str, where: str) -> str:
     """Why an AMD GPU (found at ``where``) gets cpu where ``rel`` has no ROCm build for this OS or package."""
-    inferred = [c for c in builds.newest_first(releases.computes(rel, machine.os, arch, package), "rocm")
-                if not rel.answerable(c, f"{machine.os}-{arch}")]
-    why = "ROCm builds exist only for Linux" if machine.os != "linux" else (
-        "PyTorch's conda packages have no ROCm build" if package == "conda" else
-        f"torch {rel.version}'s ROCm builds rest on no artifact or code ({', '.join(inferred)}: --compute "
-        f"{inferred[0]} names one)" if inferred else f"torch {rel.version} has no ROCm build for {machine.os} {arch}")
+    inferred = [
+        c
+        for c in builds.newest_first(releases.computes(rel, machine.os, arch, package), "rocm")
+        if not rel.answerable(c, f"{machine.os}-{arch}")
+    ]
+    why = (
+        "ROCm builds exist only for Linux"
+        if machine.os != "linux"
+        else (
+            "PyTorch's conda packages have no ROCm build"
+            if package == "conda"
+            else f"torch {rel.version}'s ROCm builds rest on no artifact or code ({', '.join(inferred)}: --compute "
+            f"{inferred[0]} names one)"
+            if inferred
+            else f"torch {rel.version} has no ROCm build for {machine.os} {arch}"
+        )
+    )
     return f"cpu: {amd_seen(machine)} [{where}], but {why}"
 
 
@@ -593,11 +726,12 @@ def rocm_reason(rel: releases.Release, machine: Probe, compute: str, where: str,
     facts = vendors.load()
     text = f"{compute}: the newest ROCm build of {rel.version} "
     if not machine.gfx:
-        text += (f"(ROCm {machine.rocm} found at /opt/rocm" if machine.rocm else f"({amd_seen(machine)} [{where}]")
+        text += f"(ROCm {machine.rocm} found at /opt/rocm" if machine.rocm else f"({amd_seen(machine)} [{where}]"
         return text + "; GPU architectures were not checked: the kernel did not name them)"
     if facts.rocm_arches(compute) is None:
-        return text + (f"(for {amd_seen(machine)} [{where}]; this build's gfx list is not recorded, so it was not "
-                       "checked)")
+        return text + (
+            f"(for {amd_seen(machine)} [{where}]; this build's gfx list is not recorded, so it was not checked)"
+        )
     deciding = ", ".join(dict.fromkeys(g.gfx for g in machine.amd_gpus if g.gfx and g not in left))
     return text + f"with kernels for {deciding} [{where}] ({facts.rocm_sources[compute]})"
 
@@ -619,38 +753,54 @@ def other_rocm_release(version: str, compute: str, machine: Probe) -> str:
 
 def intel_unsupported(unserved: Sequence[IntelGpu], where: str) -> str:
     """Why Intel GPUs (found at ``where``) that the XPU builds do not support get cpu."""
-    return (f"cpu: {', '.join(g.label for g in unserved)} [{where}] is none of the GPUs PyTorch's XPU "
-            f"builds support ({INTEL_SUPPORTED}; {intel_source()}): UHD, Iris Xe and older Intel graphics "
-            "run the CPU build")
+    return (
+        f"cpu: {', '.join(g.label for g in unserved)} [{where}] is none of the GPUs PyTorch's XPU "
+        f"builds support ({INTEL_SUPPORTED}; {intel_source()}): UHD, Iris Xe and older Intel graphics "
+        "run the CPU build"
+    )
 
 
 def intel_left_out(unserved: Sequence[IntelGpu], served: Sequence[IntelGpu]) -> str:
     """The Intel GPUs the XPU builds do not support, beside ``served`` ones that they do."""
-    return (f"{', '.join(g.label for g in unserved)}: none of the GPUs the XPU builds support, left "
-            f"out ({intel_source()}); the xpu build is for {', '.join(intel_label(g) for g in served)}")
+    return (
+        f"{', '.join(g.label for g in unserved)}: none of the GPUs the XPU builds support, left "
+        f"out ({intel_source()}); the xpu build is for {', '.join(intel_label(g) for g in served)}"
+    )
 
 
 def xpu_reason(rel: releases.Release, machine: Probe, arch: str, served: Sequence[IntelGpu], where: str) -> str:
     """Why auto mode picked xpu for the Intel GPUs (``served``, found at ``where``)."""
-    unchecked = ("; its device id is not known, so it was not checked against the GPUs the XPU builds "
-                 "support (--intel-gpu DEVICE_ID checks it)") if any(g.device_id is None for g in served) else ""
-    return (f"xpu: {', '.join(intel_label(g) for g in served)} [{where}]; torch {rel.version} has an XPU build for "
-            f"{machine.os} {arch} ({vendors.load().xpu_source}){unchecked}")
+    unchecked = (
+        (
+            "; its device id is not known, so it was not checked against the GPUs the XPU builds "
+            "support (--intel-gpu DEVICE_ID checks it)"
+        )
+        if any(g.device_id is None for g in served)
+        else ""
+    )
+    return (
+        f"xpu: {', '.join(intel_label(g) for g in served)} [{where}]; torch {rel.version} has an XPU build for "
+        f"{machine.os} {arch} ({vendors.load().xpu_source}){unchecked}"
+    )
 
 
-def no_xpu_build(rel: releases.Release, machine: Probe, arch: str, package: str, served: Sequence[IntelGpu],
-                 where: str) -> str:
+def no_xpu_build(
+    rel: releases.Release, machine: Probe, arch: str, package: str, served: Sequence[IntelGpu], where: str
+) -> str:
     """Why supported Intel GPUs (``served``, found at ``where``) get cpu: ``rel`` has no XPU build here."""
     since = ", ".join(f"{o} from {v}" for o, v in vendors.load().xpu_since.items())
-    return (f"cpu: {', '.join(intel_label(g) for g in served)} [{where}], but torch {rel.version} has no XPU build "
-            f"for {machine.os} {arch}" + (" with conda" if package == "conda" else "")
-            + f" (XPU wheels: x86_64, {since})")
+    return (
+        f"cpu: {', '.join(intel_label(g) for g in served)} [{where}], but torch {rel.version} has no XPU build "
+        f"for {machine.os} {arch}" + (" with conda" if package == "conda" else "") + f" (XPU wheels: x86_64, {since})"
+    )
 
 
 def xpu_unconfirmed(rel: releases.Release, served: Sequence[IntelGpu], where: str) -> str:
     """Why supported Intel GPUs get cpu: ``rel``'s XPU build rests on docs or an inference alone."""
-    return (f"cpu: {', '.join(intel_label(g) for g in served)} [{where}], but torch {rel.version}'s XPU build rests on "
-            "no artifact or code (--compute xpu names it)")
+    return (
+        f"cpu: {', '.join(intel_label(g) for g in served)} [{where}], but torch {rel.version}'s XPU build rests on "
+        "no artifact or code (--compute xpu names it)"
+    )
 
 
 def unknown_choice(name: str, value: str, choices: tuple[str, ...]) -> UsageError:
@@ -658,5 +808,7 @@ def unknown_choice(name: str, value: str, choices: tuple[str, ...]) -> UsageErro
 
 
 def no_uv_selector() -> UsageError:
-    return UsageError("--format selector reproduces pytorch.org, which has no uv command",
-                      hint="use --format pinned with --package uv")
+    return UsageError(
+        "--format selector reproduces pytorch.org, which has no uv command",
+        hint="use --format pinned with --package uv",
+    )

@@ -42,7 +42,7 @@ from kitbench.environments.locks import LOCK_VARIABLE, LOCK_WHY_VARIABLE, lock_p
 from kitbench.environments.targets import Target
 
 PYTORCH_INDEX_VARIABLE = targets.PYTORCH_INDEX_VARIABLE
-OVERRIDE_VARIABLE = "KITBENCH_INDEX_OVERRIDE"   # set by the sessions: the override in force, for the record
+OVERRIDE_VARIABLE = "KITBENCH_INDEX_OVERRIDE"  # set by the sessions: the override in force, for the record
 
 
 @dataclass(frozen=True)
@@ -90,10 +90,12 @@ def override_warning(target: Target, chosen: Sources) -> str | None:
     """What a session says once under ``KITBENCH_INDEX_URL``: the target may get another build than it names."""
     if chosen.override is None:
         return None
-    return (f"{targets.INDEX_VARIABLE}={chosen.override}: every package, torch included, comes from "
-            f"{chosen.describe()}, not from {target.name}'s index; it may serve another build than "
-            f"{target.compute} (PyPI's torch is a CUDA build on Linux and Windows), and the record says so "
-            "(environment.index_override)")
+    return (
+        f"{targets.INDEX_VARIABLE}={chosen.override}: every package, torch included, comes from "
+        f"{chosen.describe()}, not from {target.name}'s index; it may serve another build than "
+        f"{target.compute} (PyPI's torch is a CUDA build on Linux and Windows), and the record says so "
+        "(environment.index_override)"
+    )
 
 
 def choose(target: Target, platform: str) -> tuple[Path | None, str | None]:
@@ -101,8 +103,10 @@ def choose(target: Target, platform: str) -> tuple[Path | None, str | None]:
     not a lock of this target's build (``locks.check_build``)."""
     path = lock_path(target, platform)
     if not path.is_file():
-        return None, (f"no lock for {target.name} on {platform}: a lock is committed only where it was resolved "
-                      "against the files its users get (nox -s lock, where PyTorch's index answers)")
+        return None, (
+            f"no lock for {target.name} on {platform}: a lock is committed only where it was resolved "
+            "against the files its users get (nox -s lock, where PyTorch's index answers)"
+        )
     found = locks.read(path)
     locks.check_build(found, target)
     return path, None
@@ -112,8 +116,10 @@ def requirements(lock: Path) -> list[str]:
     """The lock as hash-pinned requirement lines (``name==version --hash=sha256:...``), which uv and
     pip both install from any index that serves those files."""
     found = locks.read(lock)
-    return [f"{name}=={version}" + "".join(f" --hash={h}" for h in hashes)
-            for (name, version), hashes in sorted(found.hashes.items())]
+    return [
+        f"{name}=={version}" + "".join(f" --hash={h}" for h in hashes)
+        for (name, version), hashes in sorted(found.hashes.items())
+    ]
 
 
 @dataclass(frozen=True)
@@ -151,8 +157,11 @@ class Install:
         """The indexes, as the installer's own environment variables: the default (the override's) and, for a
         hash-pinned set, the PyTorch index beside it, each file from whichever serves it (the hash says what it
         is). uv's resolved installs name the PyTorch index in their pyproject.toml, scoped to the family."""
-        default = ({"UV_DEFAULT_INDEX" if tool == "uv" else "PIP_INDEX_URL": self.sources.default}
-                   if self.sources.default else {})
+        default = (
+            {"UV_DEFAULT_INDEX" if tool == "uv" else "PIP_INDEX_URL": self.sources.default}
+            if self.sources.default
+            else {}
+        )
         if not self.sources.torch or (tool == "uv" and (self._reads_lock() or not self.hashed)):
             return default
         if tool == "uv":
@@ -191,8 +200,18 @@ def suite(target: Target, platform: str, os_name: str) -> Install:
     lock, why = choose(target, platform)
     if lock is None:
         # A build's runtime that only PyTorch's index carries is named, so that it is sourced from there too.
-        return Install([*target.pins(), *locks.companions(chosen.torch)], False, chosen,
-                       record_of(chosen, {LOCK_WHY_VARIABLE: why or ""}),
-                       f"no usable lock ({why}): resolving the pins from {chosen.describe()}")
-    return Install(requirements(lock), True, chosen, record_of(chosen, {LOCK_VARIABLE: str(lock)}),
-                   f"{lock.name}, hash-checked, from {chosen.describe()}", lock=lock)
+        return Install(
+            [*target.pins(), *locks.companions(chosen.torch)],
+            False,
+            chosen,
+            record_of(chosen, {LOCK_WHY_VARIABLE: why or ""}),
+            f"no usable lock ({why}): resolving the pins from {chosen.describe()}",
+        )
+    return Install(
+        requirements(lock),
+        True,
+        chosen,
+        record_of(chosen, {LOCK_VARIABLE: str(lock)}),
+        f"{lock.name}, hash-checked, from {chosen.describe()}",
+        lock=lock,
+    )

@@ -33,16 +33,19 @@ from kitbench.machine.builds import build
 from kitbench.records import manifest
 
 # kitbench's (os, arch) -> uv's --python-platform.
-UV_PLATFORMS = {("linux", "x86_64"): "x86_64-unknown-linux-gnu",
-                ("linux", "aarch64"): "aarch64-unknown-linux-gnu",
-                ("macos", "arm64"): "aarch64-apple-darwin",
-                ("windows", "x86_64"): "x86_64-pc-windows-msvc"}
+UV_PLATFORMS = {
+    ("linux", "x86_64"): "x86_64-unknown-linux-gnu",
+    ("linux", "aarch64"): "aarch64-unknown-linux-gnu",
+    ("macos", "arm64"): "aarch64-apple-darwin",
+    ("windows", "x86_64"): "x86_64-pc-windows-msvc",
+}
 PYPI_SIMPLE = targets.PYPI_SIMPLE
-LOCK_VARIABLE = "KITBENCH_LOCK"          # set by the nox sessions: the lock the environment was built from
+LOCK_VARIABLE = "KITBENCH_LOCK"  # set by the nox sessions: the lock the environment was built from
 LOCK_WHY_VARIABLE = "KITBENCH_LOCK_WHY"  # ... or why there was none
 # The names that come from PyTorch's index and nowhere else (those uv's --torch-backend scopes to it).
-FAMILY = frozenset({"torch", "torchvision", "torchaudio", "triton", "pytorch-triton", "pytorch-triton-rocm",
-                    "pytorch-triton-xpu"})
+FAMILY = frozenset(
+    {"torch", "torchvision", "torchaudio", "triton", "pytorch-triton", "pytorch-triton-rocm", "pytorch-triton-xpu"}
+)
 # What a build's torch wheels require that only PyTorch's index carries: named directly, so that the
 # installer takes them from there too (uv applies sources to the names it is given, not to their dependencies).
 _COMPANIONS = {"rocm": ("pytorch-triton-rocm",), "xpu": ("pytorch-triton-xpu",)}
@@ -92,8 +95,11 @@ def macos_floor(torch_version: str, index: str = PYPI_SIMPLE) -> str:
         raise UsageError(f"cannot read torch's wheel list from {_reach.shown(index)}: {exc.message}") from None
     except (ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"cannot read torch's wheel list from {_reach.shown(index)}: {exc}") from None
-    floors = [(int(m[1]), int(m[2])) for f in files
-              if f["filename"].startswith(f"torch-{torch_version}-") and (m := _MACOS_TAG.search(f["filename"]))]
+    floors = [
+        (int(m[1]), int(m[2]))
+        for f in files
+        if f["filename"].startswith(f"torch-{torch_version}-") and (m := _MACOS_TAG.search(f["filename"]))
+    ]
     if not floors:
         raise UsageError(f"{index} serves no macOS arm64 wheel of torch {torch_version}")
     major, minor = min(floors)
@@ -114,11 +120,17 @@ def scoped_project(requirements: list[str], family: list[str], torch_index: str 
     """``requirements`` as a project uv reads (``uv pip install|compile -r pyproject.toml``), the names in
     ``family`` taken from ``torch_index`` alone, an explicit index (uv's documented way to scope an index to
     some packages: https://docs.astral.sh/uv/guides/integration/pytorch/), everything else from the default."""
-    text = ('[project]\nname = "kitbench-environment"\nversion = "0"\ndependencies = [\n'
-            + "".join(f"    {json.dumps(line)},\n" for line in requirements) + "]\n")
+    text = (
+        '[project]\nname = "kitbench-environment"\nversion = "0"\ndependencies = [\n'
+        + "".join(f"    {json.dumps(line)},\n" for line in requirements)
+        + "]\n"
+    )
     if torch_index:
-        text += ("\n[tool.uv.sources]\n" + "".join(f'{name} = {{ index = "pytorch" }}\n' for name in family)
-                 + f'\n[[tool.uv.index]]\nname = "pytorch"\nurl = {json.dumps(torch_index)}\nexplicit = true\n')
+        text += (
+            "\n[tool.uv.sources]\n"
+            + "".join(f'{name} = {{ index = "pytorch" }}\n' for name in family)
+            + f'\n[[tool.uv.index]]\nname = "pytorch"\nurl = {json.dumps(torch_index)}\nexplicit = true\n'
+        )
     return text
 
 
@@ -151,8 +163,9 @@ def companions(index: str | None) -> tuple[str, ...]:
     return _COMPANIONS.get(build(index.rstrip("/").rsplit("/", 1)[-1]).kind, ())
 
 
-def compile_lock(uv: str, target: Target, os_name: str, arch: str, where: Where,
-                 macos_floor_version: str | None = None) -> Outcome:
+def compile_lock(
+    uv: str, target: Target, os_name: str, arch: str, where: Where, macos_floor_version: str | None = None
+) -> Outcome:
     """Resolve one pair with uv and write its lock; a failed resolution, or one whose files are not the
     target's build (PyPI's CUDA torch where the target names cpu), skips it, said why, and leaves the last
     lock as it was."""
@@ -164,9 +177,19 @@ def compile_lock(uv: str, target: Target, os_name: str, arch: str, where: Where,
     if os_name == "macos" and macos_floor_version:
         env["MACOSX_DEPLOYMENT_TARGET"] = macos_floor_version
         how.append(f"MACOSX_DEPLOYMENT_TARGET={macos_floor_version}")
-    common = [uv, "pip", "compile", "--quiet", "--generate-hashes", "--no-header", "--python-platform",
-              UV_PLATFORMS[os_name, arch], "--python-version", target.python,
-              *(["--default-index", where.default] if where.default else [])]
+    common = [
+        uv,
+        "pip",
+        "compile",
+        "--quiet",
+        "--generate-hashes",
+        "--no-header",
+        "--python-platform",
+        UV_PLATFORMS[os_name, arch],
+        "--python-version",
+        target.python,
+        *(["--default-index", where.default] if where.default else []),
+    ]
     pins = [*target.pins(), *companions(where.torch)]
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "pyproject.toml").write_text(scoped_project(pins, family(pins), where.torch))
@@ -174,16 +197,19 @@ def compile_lock(uv: str, target: Target, os_name: str, arch: str, where: Where,
         # from exactly those pins (--no-deps, the same scoping), so the two cannot differ.
         ok, why = _uv([*common, "--emit-index-annotation", "-o", "resolved.txt", "pyproject.toml"], env, tmp)
         if not ok:
-            return Outcome(target.name, platform, None,
-                           f"could not resolve against {where.torch or where.default or 'the default index'}: "
-                           f"{_last(why)[:300]}")
+            return Outcome(
+                target.name,
+                platform,
+                None,
+                f"could not resolve against {where.torch or where.default or 'the default index'}: {_last(why)[:300]}",
+            )
         resolved = Path(tmp, "resolved.txt").read_text()
         exact = [m[0] for line in resolved.splitlines() if (m := _PIN.match(line))]
         Path(tmp, "exact", "pyproject.toml").parent.mkdir()
-        Path(tmp, "exact", "pyproject.toml").write_text(
-            scoped_project(exact, family(exact), where.torch))
-        ok, why = _uv([*common, "--no-deps", "--format", "pylock.toml", "-o", "pylock.toml",
-                       "exact/pyproject.toml"], env, tmp)
+        Path(tmp, "exact", "pyproject.toml").write_text(scoped_project(exact, family(exact), where.torch))
+        ok, why = _uv(
+            [*common, "--no-deps", "--format", "pylock.toml", "-o", "pylock.toml", "exact/pyproject.toml"], env, tmp
+        )
         if not ok:
             return Outcome(target.name, platform, None, f"uv could not write the pylock.toml: {_last(why)[:300]}")
         # A mirror of PyTorch's index (KITBENCH_PYTORCH_INDEX) is named as the index it mirrors.
@@ -191,12 +217,19 @@ def compile_lock(uv: str, target: Target, os_name: str, arch: str, where: Where,
         real = named if where.torch and named and named != targets.PYPI else where.torch
         indexes = {name: real if url == where.torch and real else url for name, url in _indexes(resolved).items()}
         text = _with_indexes(Path(tmp, "pylock.toml").read_text(), indexes)
-        tool = {"target": target.name, "platform": platform, "python-platform": UV_PLATFORMS[os_name, arch],
-                "indexes": [i for i in (real, where.default or PYPI_SIMPLE) if i],
-                "resolved-with": f"uv pip compile {' '.join(how)}"}
-        body = (f"# kitbench lock for target {target.name} on {platform}, written by `nox -s lock`.\n"
-                + text.rstrip("\n") + "\n\n[tool.kitbench]\n"
-                + "".join(f"{key} = {_toml(value)}\n" for key, value in tool.items()))
+        tool = {
+            "target": target.name,
+            "platform": platform,
+            "python-platform": UV_PLATFORMS[os_name, arch],
+            "indexes": [i for i in (real, where.default or PYPI_SIMPLE) if i],
+            "resolved-with": f"uv pip compile {' '.join(how)}",
+        }
+        body = (
+            f"# kitbench lock for target {target.name} on {platform}, written by `nox -s lock`.\n"
+            + text.rstrip("\n")
+            + "\n\n[tool.kitbench]\n"
+            + "".join(f"{key} = {_toml(value)}\n" for key, value in tool.items())
+        )
         path = lock_path(target, platform)
         draft = Path(tmp, path.name)
         draft.write_text(body)
@@ -254,8 +287,7 @@ def lock_all(uv: str, where: Callable[[Target, str], Where], log: Callable[[Outc
                 try:
                     floor = floors.setdefault(target.torch, macos_floor(target.torch))
                 except KitbenchError as error:
-                    found.append(Outcome(target.name, platform_name(os_name, arch, target.python), None,
-                                         error.message))
+                    found.append(Outcome(target.name, platform_name(os_name, arch, target.python), None, error.message))
                     log(found[-1])
                     continue
             found.append(compile_lock(uv, target, os_name, arch, where(target, os_name), floor))
@@ -268,10 +300,10 @@ class Lock:
     path: Path
     target: str
     platform: str
-    index: str                                   # the lock's first index: the target's (PyTorch's or PyPI)
+    index: str  # the lock's first index: the target's (PyTorch's or PyPI)
     sha256: str
-    hashes: dict[tuple[str, str], list[str]]     # (normalized name, version) -> sha256 hashes
-    indexes: dict[str, str] = field(default_factory=dict)   # normalized name -> the index it came from
+    hashes: dict[tuple[str, str], list[str]]  # (normalized name, version) -> sha256 hashes
+    indexes: dict[str, str] = field(default_factory=dict)  # normalized name -> the index it came from
     wheels: dict[str, list[str]] = field(default_factory=dict)  # normalized name -> its wheels' file names
 
 
@@ -284,9 +316,11 @@ def normalize(name: str) -> str:
 
 # A lock is input kitbench did not write (a checkout's, KITBENCH_LOCK's): every field it derives
 # requirement lines, paths or records from is checked against its standard's form first.
-_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")                     # PEP 508
-_VERSION = re.compile(r"(?:[0-9]+!)?[0-9]+(?:\.[0-9]+)*(?:(?:a|b|rc)[0-9]+)?(?:\.post[0-9]+)?(?:\.dev[0-9]+)?"
-                      r"(?:\+[a-z0-9]+(?:\.[a-z0-9]+)*)?")                          # PEP 440, normalized
+_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")  # PEP 508
+_VERSION = re.compile(
+    r"(?:[0-9]+!)?[0-9]+(?:\.[0-9]+)*(?:(?:a|b|rc)[0-9]+)?(?:\.post[0-9]+)?(?:\.dev[0-9]+)?"
+    r"(?:\+[a-z0-9]+(?:\.[a-z0-9]+)*)?"
+)  # PEP 440, normalized
 _URL = re.compile(r"https?://[^\s\"'\\<>]+")
 _HEX = re.compile(r"[0-9a-f]{64}")
 _ANY_SHA256 = re.compile(r'sha256 = "([^"\n]*)"')
@@ -305,8 +339,10 @@ def _checked(path: Path, fields: dict[str, str], block: str) -> None:
     elif url := next((u for u in _ANY_URL.findall(block) if not _URL.fullmatch(u)), None):
         bad = f"URL {url[:120]!r} of {fields['name']} (http or https, no spaces)"
     if bad:
-        raise UsageError(f"{path}: not a lock kitbench installs: {clean(bad)}",
-                         hint="nox -s lock writes them; a lock from elsewhere is refused field by field")
+        raise UsageError(
+            f"{path}: not a lock kitbench installs: {clean(bad)}",
+            hint="nox -s lock writes them; a lock from elsewhere is refused field by field",
+        )
 
 
 def read(path: Path) -> Lock:
@@ -320,7 +356,7 @@ def read(path: Path) -> Lock:
     for line in tool_text.splitlines():
         key, sep, value = line.partition(" = ")
         if sep:
-            with contextlib.suppress(ValueError):     # a value of another shape: not one kitbench reads
+            with contextlib.suppress(ValueError):  # a value of another shape: not one kitbench reads
                 tool[key.strip()] = json.loads(value)
     hashes: dict[tuple[str, str], list[str]] = {}
     indexes: dict[str, str] = {}
@@ -338,14 +374,21 @@ def read(path: Path) -> Lock:
     found = tool.get("indexes")
     platform = tool.get("platform")
     if not isinstance(found, list) or not found or not isinstance(platform, str) or not hashes:
-        raise UsageError(f"{path} is not a kitbench lock (PEP 751 packages and a [tool.kitbench] table)",
-                         hint="nox -s lock writes them")
+        raise UsageError(
+            f"{path} is not a kitbench lock (PEP 751 packages and a [tool.kitbench] table)",
+            hint="nox -s lock writes them",
+        )
     target = tool.get("target")
-    if not all(isinstance(url, str) and _URL.fullmatch(url) for url in found) \
-            or not re.fullmatch(r"[a-z]+-[a-z0-9_]+-py[0-9]+\.[0-9]+", platform) \
-            or not (isinstance(target, str) and re.fullmatch(r"[a-z0-9][a-z0-9_-]*", target)):
-        raise UsageError(f"{path}: not a lock kitbench installs: its [tool.kitbench] target, platform or indexes "
-                         "are not of their form", hint="nox -s lock writes them")
+    if (
+        not all(isinstance(url, str) and _URL.fullmatch(url) for url in found)
+        or not re.fullmatch(r"[a-z]+-[a-z0-9_]+-py[0-9]+\.[0-9]+", platform)
+        or not (isinstance(target, str) and re.fullmatch(r"[a-z0-9][a-z0-9_-]*", target))
+    ):
+        raise UsageError(
+            f"{path}: not a lock kitbench installs: its [tool.kitbench] target, platform or indexes "
+            "are not of their form",
+            hint="nox -s lock writes them",
+        )
     return Lock(path, target, platform, str(found[0]), hashlib.sha256(raw).hexdigest(), hashes, indexes, wheels)
 
 
@@ -364,15 +407,18 @@ def check_build(lock: Lock, target: Target) -> None:
     elif declared == targets.PYPI and tag:
         why = f"it pins torch {torch}, where {target.name} takes PyPI's build on {os_name}"
     elif declared != targets.PYPI and tag != target.compute:
-        why = (f"it pins torch {torch}, not the +{target.compute} build of {declared}"
-               + (" (PyPI's build)" if not tag else ""))
-    elif build(target.compute).kind != "cuda" and (cuda := sorted(
-            name for name, _ in lock.hashes if name.startswith(("nvidia-", "cuda-")))):
+        why = f"it pins torch {torch}, not the +{target.compute} build of {declared}" + (
+            " (PyPI's build)" if not tag else ""
+        )
+    elif build(target.compute).kind != "cuda" and (
+        cuda := sorted(name for name, _ in lock.hashes if name.startswith(("nvidia-", "cuda-")))
+    ):
         why = f"it pins CUDA packages ({', '.join(cuda[:3])}{', ...' if len(cuda) > 3 else ''})"
     if why:
-        raise UsageError(f"{lock.path.name} is not a lock of {target.name}'s {target.compute} build: {why}",
-                         hint=f"delete it and the target resolves its pins; nox -s lock rewrites it where "
-                              f"{declared} answers")
+        raise UsageError(
+            f"{lock.path.name} is not a lock of {target.name}'s {target.compute} build: {why}",
+            hint=f"delete it and the target resolves its pins; nox -s lock rewrites it where {declared} answers",
+        )
 
 
 def where(target: Target, os_name: str) -> Where:

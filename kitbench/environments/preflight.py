@@ -38,11 +38,15 @@ def host_reasons(target: Target, machine: Probe, which: Callable[[str], str | No
         made_for = ", ".join(sorted({h.os for h in target.hosts}))
         return [f"it is made for {made_for}, this host runs {machine.os}"]
     if not any(machine.arch in h.arch for h in hosts):
-        return [f"it is made for {'/'.join(a for h in hosts for a in h.arch)} on {machine.os}, "
-                f"this host is {machine.arch}"]
+        return [
+            f"it is made for {'/'.join(a for h in hosts for a in h.arch)} on {machine.os}, this host is {machine.arch}"
+        ]
     if target.kind in ("venv", "conda") and machine.python_arch != machine.arch:
-        reasons.append(f"this Python is {machine.python_arch} on an {machine.arch} machine"
-                       + (" (Rosetta)" if machine.rosetta else "") + f": use an {machine.arch} Python")
+        reasons.append(
+            f"this Python is {machine.python_arch} on an {machine.arch} machine"
+            + (" (Rosetta)" if machine.rosetta else "")
+            + f": use an {machine.arch} Python"
+        )
     for host in hosts:
         if host.min_os_version and version_tuple(machine.os_version) < version_tuple(host.min_os_version):
             reasons.append(f"it needs {machine.os} >= {host.min_os_version}, this host has {machine.os_version}")
@@ -60,11 +64,14 @@ def host_reasons(target: Target, machine: Probe, which: Callable[[str], str | No
     if target.cuda:
         need = drivers.load().requirement(target.cuda, machine.os)
         if machine.driver is None:
-            reasons.append(no_driver_reason(container=machine.container, wsl=machine.wsl)
-                           + f" (CUDA {target.cuda} needs >= {need.floor})")
+            reasons.append(
+                no_driver_reason(container=machine.container, wsl=machine.wsl)
+                + f" (CUDA {target.cuda} needs >= {need.floor})"
+            )
         elif need.floor and not need.allows(machine.driver):
-            reasons.append(f"NVIDIA driver {machine.driver} is older than {need.floor}, "
-                           f"the floor for CUDA {target.cuda}")
+            reasons.append(
+                f"NVIDIA driver {machine.driver} is older than {need.floor}, the floor for CUDA {target.cuda}"
+            )
     reasons.extend(_vendor_reasons(target, machine))
     return reasons
 
@@ -77,8 +84,11 @@ def _vendor_reasons(target: Target, machine: Probe) -> list[str]:
         # An integrated GPU beside a discrete one does not decide (as in install-cmd's choice).
         missing, left = vendors.load().rocm_missing(machine.amd_gpus, target.compute)
         if missing:
-            aside = "".join(f" ({g.gfx}, HIP device {g.index}, an integrated GPU it has no kernels for either, was "
-                            "left out: it does not decide)" for g in left)
+            aside = "".join(
+                f" ({g.gfx}, HIP device {g.index}, an integrated GPU it has no kernels for either, was "
+                "left out: it does not decide)"
+                for g in left
+            )
             return [f"its {target.compute} build has no kernels for {', '.join(missing)}{aside}"]
     if build(target.compute).kind == "xpu" and not machine.intel_gpus:
         return ["no Intel GPU found (PCI vendor 0x8086, display class)"]

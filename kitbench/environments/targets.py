@@ -26,7 +26,7 @@ INDEX_VARIABLE = _reach.INDEX_VARIABLE
 PYPI = "pypi"
 PYPI_SIMPLE = "https://pypi.org/simple"
 PYTORCH_INDEX = "https://download.pytorch.org/whl"
-PYTORCH_INDEX_VARIABLE = _reach.PYTORCH_VARIABLE     # a mirror of PyTorch's index: its URL for PYTORCH_INDEX
+PYTORCH_INDEX_VARIABLE = _reach.PYTORCH_VARIABLE  # a mirror of PyTorch's index: its URL for PYTORCH_INDEX
 
 
 @dataclass(frozen=True)
@@ -57,19 +57,25 @@ class Target:
 
     def pins(self) -> list[str]:
         """Every exact pin installed into the environment, torch first."""
-        return [f"torch=={self.torch}", f"torchvision=={self.torchvision}",
-                *self.requirements, *suite_requirements(self.python)]
+        return [
+            f"torch=={self.torch}",
+            f"torchvision=={self.torchvision}",
+            *self.requirements,
+            *suite_requirements(self.python),
+        ]
 
     def declared_index(self, os_name: str) -> str | None:
         """The manifest's index for ``os_name`` (None: PyPI), its ``https://download.pytorch.org/whl``
         part replaced by ``KITBENCH_PYTORCH_INDEX`` where that names a mirror (or stand-in) of PyTorch's."""
         url = self.index.get(os_name)
         if url is None:
-            raise UsageError(f"target {self.name!r} names no package index for {os_name}",
-                             hint=f"it is made for: {', '.join(sorted(self.index))}")
+            raise UsageError(
+                f"target {self.name!r} names no package index for {os_name}",
+                hint=f"it is made for: {', '.join(sorted(self.index))}",
+            )
         mirror = os.environ.get(PYTORCH_INDEX_VARIABLE)
         if mirror and url.startswith(PYTORCH_INDEX + "/"):
-            return checked(mirror, PYTORCH_INDEX_VARIABLE).rstrip("/") + url[len(PYTORCH_INDEX):]
+            return checked(mirror, PYTORCH_INDEX_VARIABLE).rstrip("/") + url[len(PYTORCH_INDEX) :]
         return None if url == PYPI else url
 
     def index_for(self, os_name: str) -> str | None:
@@ -81,7 +87,7 @@ class Target:
         return self.declared_index(os_name)
 
 
-MAX_LOCK_BYTES = 16 * 2**20     # the largest lock is about 40 KB; KITBENCH_LOCK may name anything
+MAX_LOCK_BYTES = 16 * 2**20  # the largest lock is about 40 KB; KITBENCH_LOCK may name anything
 
 
 @dataclass(frozen=True)
@@ -89,8 +95,8 @@ class BuildCheck:
     """Whether an installed torch is the build a target asks for, and if not, why not."""
 
     matches: bool
-    got: str            # e.g. "torch 2.14.1 (CUDA 13.0 build from plain PyPI)"
-    cause: str | None   # what put another build there, when it is not the target's
+    got: str  # e.g. "torch 2.14.1 (CUDA 13.0 build from plain PyPI)"
+    cause: str | None  # what put another build there, when it is not the target's
 
 
 def installed_build(version: str, cuda: str | None) -> str:
@@ -123,9 +129,13 @@ def check_build(target: Target, version: str, cuda: str | None, os_name: str) ->
         mirror = os.environ.get(PYTORCH_INDEX_VARIABLE)
         declared = target.index.get(os_name)
         # Shown without the user:token@ an index URL may carry: this line is logged.
-        cause = (f"{INDEX_VARIABLE}={shown(override)} replaced the target's index ({declared})" if override
-                 else f"{PYTORCH_INDEX_VARIABLE}={shown(mirror)} stood in for PyTorch's index ({declared})" if mirror
-                 else f"the target's index ({declared}) served another build")
+        cause = (
+            f"{INDEX_VARIABLE}={shown(override)} replaced the target's index ({declared})"
+            if override
+            else f"{PYTORCH_INDEX_VARIABLE}={shown(mirror)} stood in for PyTorch's index ({declared})"
+            if mirror
+            else f"the target's index ({declared}) served another build"
+        )
     return BuildCheck(matches, installed_build(version, cuda), cause)
 
 
@@ -144,15 +154,16 @@ def suite_requirements(python: str | None = None) -> tuple[str, ...]:
 def _suite_requirements(envs: Path, python: str | None) -> tuple[str, ...]:
     data = manifest.load(envs / "suite.yaml", "suite").data
     older = dict(pin.split("==", 1) for pin in data.get("python", {}).get(python, []))
-    return tuple(f"{name}=={older.get(name, version)}" for name, version in
-                 (pin.split("==", 1) for pin in data["requirements"]))
+    return tuple(
+        f"{name}=={older.get(name, version)}" for name, version in (pin.split("==", 1) for pin in data["requirements"])
+    )
 
 
 def _from_manifest(loaded: manifest.Manifest) -> Target:
     from kitbench.records.record import check_name
 
     try:
-        check_name(loaded.path.stem)     # it names the target's results folder and nox session
+        check_name(loaded.path.stem)  # it names the target's results folder and nox session
     except UsageError as error:
         raise ManifestError(loaded.path, error.message, hint=error.hint) from None
     data: dict[str, Any] = loaded.data
@@ -185,7 +196,7 @@ def _check_environment(path: Path, python: str, target_path: Path) -> None:
     """A conda environment file must exist and agree with its target's python pin."""
     if not path.exists():
         raise ManifestError(target_path, f"environment file {path} does not exist")
-    data = manifest.read(path)[0]       # as every manifest is read: bounded, strict UTF-8, no aliases
+    data = manifest.read(path)[0]  # as every manifest is read: bounded, strict UTF-8, no aliases
     deps = data.get("dependencies", [])
     pythons = [d for d in deps if isinstance(d, str) and d.replace(" ", "").startswith("python=")]
     if not pythons:
@@ -221,6 +232,10 @@ def check_index(target: Target, os_name: str, timeout_s: float = 3.0) -> None:
     url = target.index_for(os_name)
     failed = _reach.first_unresolved([url], timeout_s)
     if failed is not None:
-        raise _reach.unreachable(failed[0], failed[1],
-                                 f"cannot install {target.name}'s packages from {shown(failed[0])}",
-                                 _reach.Known(again=f"nox -s {target.name}"), KitbenchError)
+        raise _reach.unreachable(
+            failed[0],
+            failed[1],
+            f"cannot install {target.name}'s packages from {shown(failed[0])}",
+            _reach.Known(again=f"nox -s {target.name}"),
+            KitbenchError,
+        )

@@ -24,7 +24,7 @@ from kitbench.fleet import slurm
 from kitbench.rebuild.containers import AMD_DEVICES, DATA_INSIDE, RESULTS_INSIDE
 
 RUNTIMES = ("auto", "pyxis", "oci")
-IMAGE_PYTHON = "/opt/venv/bin/python"       # docker/Dockerfile's venv
+IMAGE_PYTHON = "/opt/venv/bin/python"  # docker/Dockerfile's venv
 
 
 def detect(choice: str = "auto") -> str:
@@ -38,24 +38,40 @@ def detect(choice: str = "auto") -> str:
         return "pyxis"
     if "--container" in help_text:
         return "oci"
-    raise KitbenchError("this cluster's srun runs no containers (neither pyxis nor Slurm's OCI support)",
-                        hint="install pyxis/enroot, or configure oci.conf; or use a venv target such as cpu")
+    raise KitbenchError(
+        "this cluster's srun runs no containers (neither pyxis nor Slurm's OCI support)",
+        hint="install pyxis/enroot, or configure oci.conf; or use a venv target such as cpu",
+    )
 
 
-def command(runtime: str, where: str, environment: dict[str, str], data: Path | None,
-            results: Path, amd: bool = False) -> list[str]:
+def command(
+    runtime: str, where: str, environment: dict[str, str], data: Path | None, results: Path, amd: bool = False
+) -> list[str]:
     """The task's command up to the image's Python: ``where`` is the bundle (oci) or the image
     reference (pyxis). The environment is given on the command line: Slurm's OCI runs do not
     pass the job's environment into the container. ``amd``: a ROCm target, which needs the nodes'
     ``/dev/kfd`` and ``/dev/dri`` inside (as ``kitbench container`` passes them to Docker)."""
-    env = {**environment, "KITBENCH_RESULTS": RESULTS_INSIDE, "HOME": "/tmp",
-           **({"KITBENCH_DATA": DATA_INSIDE} if data is not None else {})}
+    env = {
+        **environment,
+        "KITBENCH_RESULTS": RESULTS_INSIDE,
+        "HOME": "/tmp",
+        **({"KITBENCH_DATA": DATA_INSIDE} if data is not None else {}),
+    }
     assignments = ["env", *(f"{k}={v}" for k, v in env.items())]
     if runtime == "pyxis":
-        mounts = f"{results}:{RESULTS_INSIDE}" + (f",{data}:{DATA_INSIDE}:ro" if data is not None else "") + \
-            "".join(f",{d}:{d}" for d in (AMD_DEVICES if amd else ()))
-        return ["srun", f"--container-image={where}", f"--container-mounts={mounts}", "--container-workdir=/tmp",
-                *assignments, IMAGE_PYTHON]
+        mounts = (
+            f"{results}:{RESULTS_INSIDE}"
+            + (f",{data}:{DATA_INSIDE}:ro" if data is not None else "")
+            + "".join(f",{d}:{d}" for d in (AMD_DEVICES if amd else ()))
+        )
+        return [
+            "srun",
+            f"--container-image={where}",
+            f"--container-mounts={mounts}",
+            "--container-workdir=/tmp",
+            *assignments,
+            IMAGE_PYTHON,
+        ]
     return ["srun", f"--container={where}", *assignments, IMAGE_PYTHON]
 
 
@@ -63,8 +79,9 @@ def bundle_folder(target: str, image_id: str, results: Path) -> Path:
     return results / "bundles" / f"{target}-{image_id.split(':')[-1][:12]}"
 
 
-def bundle(image_id: str, target: str, results: Path, data: Path | None, log: Callable[[str], None],
-           amd: bool = False) -> Path:
+def bundle(
+    image_id: str, target: str, results: Path, data: Path | None, log: Callable[[str], None], amd: bool = False
+) -> Path:
     """An OCI bundle of the image under ``results/bundles/``: the rootfs exported once per image,
     config.json written each time (the mounts follow the results and data folders)."""
     from kitbench.rebuild import images
@@ -80,8 +97,9 @@ def bundle(image_id: str, target: str, results: Path, data: Path | None, log: Ca
     return folder
 
 
-def spec(env: list[str], results: Path, data: Path | None, amd: bool = False,
-         proc_devices: Path = Path("/proc/devices")) -> dict[str, Any]:
+def spec(
+    env: list[str], results: Path, data: Path | None, amd: bool = False, proc_devices: Path = Path("/proc/devices")
+) -> dict[str, Any]:
     """runc's default spec, adjusted for a batch task: no terminal, the host's network (a
     multi-node run needs it), the image's environment, results and data bind-mounted."""
     config = _runc_default()
@@ -91,9 +109,13 @@ def spec(env: list[str], results: Path, data: Path | None, amd: bool = False,
     config.setdefault("linux", {})["namespaces"] = [n for n in namespaces if n.get("type") != "network"]
     binds = [(results, RESULTS_INSIDE, "rw")] + ([(data, DATA_INSIDE, "ro")] if data is not None else [])
     binds += [(Path(d), d, "rw") for d in (AMD_DEVICES if amd else ())]
-    config["mounts"] = [*config.get("mounts", []),
-                        *({"destination": inside, "type": "bind", "source": str(outside),
-                           "options": ["rbind", mode]} for outside, inside, mode in binds)]
+    config["mounts"] = [
+        *config.get("mounts", []),
+        *(
+            {"destination": inside, "type": "bind", "source": str(outside), "options": ["rbind", mode]}
+            for outside, inside, mode in binds
+        ),
+    ]
     if amd:
         # runc's default spec denies every device: allow the GPUs' render nodes (DRM, major 226) and
         # ROCm's compute interface, whose major the kernel chooses (read from this host, as the nodes run one).
@@ -120,14 +142,19 @@ _RUNC_HINT = "check that `runc spec` works here (the same runtime oci.conf names
 def _runc_default() -> dict[str, Any]:
     runc = shutil.which("runc")
     if runc is None:
-        raise KitbenchError("runc is not installed here, and an OCI bundle needs its default spec",
-                            hint="apt-get install runc (the same runtime oci.conf names on the nodes)")
+        raise KitbenchError(
+            "runc is not installed here, and an OCI bundle needs its default spec",
+            hint="apt-get install runc (the same runtime oci.conf names on the nodes)",
+        )
     with tempfile.TemporaryDirectory() as tmp:
         try:
             done = _proc.run([runc, "spec", "--bundle", tmp], _RUNC_SPEC_TIMEOUT_S)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            failed = f"did not answer in {_RUNC_SPEC_TIMEOUT_S:.0f} s" if isinstance(exc, subprocess.TimeoutExpired) \
+            failed = (
+                f"did not answer in {_RUNC_SPEC_TIMEOUT_S:.0f} s"
+                if isinstance(exc, subprocess.TimeoutExpired)
                 else f"cannot start: {exc.strerror or exc}"
+            )
             raise KitbenchError(f"runc spec {failed}", hint=_RUNC_HINT) from None
         if done.returncode != 0:
             said = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]

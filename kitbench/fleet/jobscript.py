@@ -33,9 +33,18 @@ class SlurmOptions:
     extra: tuple[str, ...] = ()
 
     def lines(self) -> list[str]:
-        named = [(f"--{key}", value) for key, value in (
-            ("partition", self.partition), ("account", self.account), ("time", self.time), ("gres", self.gres),
-            ("constraint", self.constraint), ("qos", self.qos)) if value is not None]
+        named = [
+            (f"--{key}", value)
+            for key, value in (
+                ("partition", self.partition),
+                ("account", self.account),
+                ("time", self.time),
+                ("gres", self.gres),
+                ("constraint", self.constraint),
+                ("qos", self.qos),
+            )
+            if value is not None
+        ]
         out = []
         for flag, value in named:
             _check_word(flag, value)
@@ -52,15 +61,24 @@ class SlurmOptions:
     def srun_args(self) -> list[str]:
         """The same choices for a single ``srun`` step (an environment's build): where and on whose account,
         not what the suite's tasks ask for (GPUs, extra sbatch options)."""
-        return [f"--{key}={value}" for key, value in (
-            ("partition", self.partition), ("account", self.account), ("time", self.time), ("qos", self.qos))
-            if value is not None]
+        return [
+            f"--{key}={value}"
+            for key, value in (
+                ("partition", self.partition),
+                ("account", self.account),
+                ("time", self.time),
+                ("qos", self.qos),
+            )
+            if value is not None
+        ]
 
 
 def _check_word(flag: str, value: str) -> None:
     if not value or any(c in value for c in "\n\r\0") or len(value) > 256:
-        raise UsageError(f"{flag} {value[:40]!r} cannot be an sbatch option value",
-                         hint="one line, no control characters, at most 256 characters")
+        raise UsageError(
+            f"{flag} {value[:40]!r} cannot be an sbatch option value",
+            hint="one line, no control characters, at most 256 characters",
+        )
 
 
 # sbatch's --time formats (its man page): minutes, minutes:seconds, hours:minutes:seconds, days-hours,
@@ -71,25 +89,32 @@ _TIME = re.compile(r"[0-9]+(:[0-9]+){0,2}|[0-9]+-[0-9]+(:[0-9]+){0,2}|unlimited|
 
 def _check_time(value: str) -> None:
     if not _TIME.fullmatch(value):
-        raise UsageError(f"--time {value[:40]!r} is not a Slurm time limit",
-                         hint="minutes, minutes:seconds, hours:minutes:seconds, days-hours, days-hours:minutes, "
-                              "days-hours:minutes:seconds or UNLIMITED, e.g. --time 30 or --time 1-12:00:00")
+        raise UsageError(
+            f"--time {value[:40]!r} is not a Slurm time limit",
+            hint="minutes, minutes:seconds, hours:minutes:seconds, days-hours, days-hours:minutes, "
+            "days-hours:minutes:seconds or UNLIMITED, e.g. --time 30 or --time 1-12:00:00",
+        )
 
 
 @dataclass(frozen=True)
 class Plan:
-    action: str                         # probe | run
+    action: str  # probe | run
     per: str
-    nodes: tuple[str, ...]              # task i runs on nodes[i]
+    nodes: tuple[str, ...]  # task i runs on nodes[i]
     script: str
-    results: Path                       # results/fleet (shared storage)
+    results: Path  # results/fleet (shared storage)
     target: str | None = None
-    span: bool = False                  # one job across the nodes (DDP), not an array
+    span: bool = False  # one job across the nodes (DDP), not an array
 
     def summary(self) -> dict[str, Any]:
         """What gather needs to read the job back: saved beside its results, shown with them."""
-        return {"action": self.action, "per": self.per, "target": self.target, "nodes": list(self.nodes),
-                "span": self.span}
+        return {
+            "action": self.action,
+            "per": self.per,
+            "target": self.target,
+            "nodes": list(self.nodes),
+            "span": self.span,
+        }
 
 
 def check_per(per: str) -> None:
@@ -118,35 +143,53 @@ def _template() -> str:
     return resources.files("kitbench.fleet").joinpath("templates/fleet-job.sh").read_text()
 
 
-def render(action: str, per: str, nodes: Sequence[str], results: Path, command: str,
-           options: SlurmOptions, environment: dict[str, str], span: bool = False) -> str:
+def render(
+    action: str,
+    per: str,
+    nodes: Sequence[str],
+    results: Path,
+    command: str,
+    options: SlurmOptions,
+    environment: dict[str, str],
+    span: bool = False,
+) -> str:
     """The job script, from the one template; every value is quoted for the shell. An array
     (a task per node) unless ``span``: then one job over every node, one srun task per node."""
     if span:
         shape = f"one job over {len(nodes)} nodes, one srun task per node, joined by torchrun's c10d rendezvous"
-        layout = (f"#SBATCH --nodes={len(nodes)}\n#SBATCH --nodelist={','.join(nodes)}\n"
-                  "#SBATCH --ntasks-per-node=1")
+        layout = f"#SBATCH --nodes={len(nodes)}\n#SBATCH --nodelist={','.join(nodes)}\n#SBATCH --ntasks-per-node=1"
         # The rendezvous lives on the first node, at the address Slurm knows it by; the port follows the job.
-        prologue = ('head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)\n'
-                    'head_addr=$(scontrol show node "$head" | sed -n \'s/.*NodeAddr=\\([^ ]*\\).*/\\1/p\')\n'
-                    'port=$((29500 + SLURM_JOB_ID % 1000))')
+        prologue = (
+            'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)\n'
+            "head_addr=$(scontrol show node \"$head\" | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p')\n"
+            "port=$((29500 + SLURM_JOB_ID % 1000))"
+        )
     else:
-        shape = (f"one Slurm array task per {per} ({len(nodes)} tasks); kitbench pins\n# task i to node i of the "
-                 "list below after submitting the array held, then releases it")
+        shape = (
+            f"one Slurm array task per {per} ({len(nodes)} tasks); kitbench pins\n# task i to node i of the "
+            "list below after submitting the array held, then releases it"
+        )
         layout = f"#SBATCH --array=0-{len(nodes) - 1}\n#SBATCH --ntasks=1"
         prologue = ""
     values = {
-        "action": action, "shape": shape, "layout": layout, "prologue": prologue,
+        "action": action,
+        "shape": shape,
+        "layout": layout,
+        "prologue": prologue,
         "log_name": "%j_0" if span else "%A_%a",
-        "plan": " ".join(f"{i}={n}" for i, n in enumerate(nodes)), "version": __version__,
-        "logs": str(results / "logs"), "results": shlex.quote(str(results)),
+        "plan": " ".join(f"{i}={n}" for i, n in enumerate(nodes)),
+        "version": __version__,
+        "logs": str(results / "logs"),
+        "results": shlex.quote(str(results)),
         "sbatch_lines": "\n".join(options.lines()),
         "environment": "\n".join(f"export {k}={shlex.quote(v)}" for k, v in environment.items()),
         "command": command,
     }
     if any(c.isspace() for c in str(results)):
-        raise UsageError(f"the results root {results} has a space in it, which #SBATCH --output cannot carry",
-                         hint="set KITBENCH_RESULTS to a path without spaces")
+        raise UsageError(
+            f"the results root {results} has a space in it, which #SBATCH --output cannot carry",
+            hint="set KITBENCH_RESULTS to a path without spaces",
+        )
     return re.sub(r"{{(\w+)}}", lambda m: values[m.group(1)], _template())
 
 
@@ -154,26 +197,40 @@ def _python(python: Path) -> str:
     return shlex.quote(str(python))
 
 
-def plan_probe(nodes: Sequence[str], per: str, options: SlurmOptions, pythons: dict[str, Path],
-               install_args: Sequence[str] = ()) -> Plan:
+def plan_probe(
+    nodes: Sequence[str], per: str, options: SlurmOptions, pythons: dict[str, Path], install_args: Sequence[str] = ()
+) -> Plan:
     results = fleet_root()
     dispatch = arch_dispatch({arch: str(p) for arch, p in pythons.items()}) if len(pythons) > 1 else ""
     py = '"$py"' if dispatch else _python(next(iter(pythons.values())))
     extra = " ".join(shlex.quote(a) for a in install_args)
-    command = (f'{dispatch}{py} -m kitbench probe --json > "$out/$node.probe.json" && '
-               f'{py} -m kitbench install-cmd --json {extra} > "$out/$node.install.json"').replace("  ", " ")
+    command = (
+        f'{dispatch}{py} -m kitbench probe --json > "$out/$node.probe.json" && '
+        f'{py} -m kitbench install-cmd --json {extra} > "$out/$node.install.json"'
+    ).replace("  ", " ")
     return Plan("probe", per, tuple(nodes), render("probe", per, nodes, results, command, options, {}), results)
 
 
 def spans_nodes(run_args: Sequence[str]) -> bool:
     """Whether the suite asked for is one run across nodes (the DDP check), not one per node."""
-    return any(a == "ddp" and i and run_args[i - 1] == "--check" for i, a in enumerate(run_args)) or \
-        "--check=ddp" in run_args
+    return (
+        any(a == "ddp" and i and run_args[i - 1] == "--check" for i, a in enumerate(run_args))
+        or "--check=ddp" in run_args
+    )
 
 
-def plan_run(nodes: Sequence[str], per: str, options: SlurmOptions, target: str, manifest_sha256: str,
-             command_prefix: Sequence[str], run_args: Sequence[str], environment: dict[str, str],
-             record_dir: str = "$out", pythons: dict[str, str] | None = None) -> Plan:
+def plan_run(
+    nodes: Sequence[str],
+    per: str,
+    options: SlurmOptions,
+    target: str,
+    manifest_sha256: str,
+    command_prefix: Sequence[str],
+    run_args: Sequence[str],
+    environment: dict[str, str],
+    record_dir: str = "$out",
+    pythons: dict[str, str] | None = None,
+) -> Plan:
     """``command_prefix`` runs Python in the target's environment: a venv's python, or
     ``srun --container...`` and the image's; ``record_dir`` is where the shared results
     folder of this job is seen from there. With ``--check ddp`` the job spans the nodes:
@@ -186,11 +243,15 @@ def plan_run(nodes: Sequence[str], per: str, options: SlurmOptions, target: str,
     prefix = '"$py"' if dispatch else " ".join(shlex.quote(p) for p in command_prefix)
     if span:
         # Each node's task writes its own record and exit status, named by the node it runs on.
-        inner = (f'{dispatch}{prefix} -m kitbench run --force --out "$0/$SLURMD_NODENAME.json" --nnodes '
-                 f'"$SLURM_NNODES" --rdzv-endpoint "$1" {args}; code=$?; echo "$code" > "$2/$SLURMD_NODENAME.exit"; '
-                 'exit "$code"')
-        command = (f'srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c {shlex.quote(inner)} '
-                   f'"{record_dir}" "$head_addr:$port" "$out"')
+        inner = (
+            f'{dispatch}{prefix} -m kitbench run --force --out "$0/$SLURMD_NODENAME.json" --nnodes '
+            f'"$SLURM_NNODES" --rdzv-endpoint "$1" {args}; code=$?; echo "$code" > "$2/$SLURMD_NODENAME.exit"; '
+            'exit "$code"'
+        )
+        command = (
+            f"srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c {shlex.quote(inner)} "
+            f'"{record_dir}" "$head_addr:$port" "$out"'
+        )
     else:
         # --force: a task Slurm requeues replaces its own earlier record, nothing else.
         command = f'{dispatch}{prefix} -m kitbench run --force --out "{record_dir}/$node.json" {args}'.rstrip()
@@ -207,5 +268,7 @@ def arch_dispatch(pythons: dict[str, str]) -> str:
     """Shell that sets ``$py`` to this node's environment by ``uname -m``, or ends the task in words:
     one job for a cluster of two architectures, each node running the environment built for it."""
     cases = " ".join(f"{arch}) py={shlex.quote(python)};;" for arch, python in sorted(pythons.items()))
-    return (f'case "$(uname -m)" in {cases} *) echo "kitbench: no environment built for $(uname -m) '
-            f'(built: {", ".join(sorted(pythons))})" >&2; exit 3;; esac; ')
+    return (
+        f'case "$(uname -m)" in {cases} *) echo "kitbench: no environment built for $(uname -m) '
+        f'(built: {", ".join(sorted(pythons))})" >&2; exit 3;; esac; '
+    )

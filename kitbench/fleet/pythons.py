@@ -55,9 +55,11 @@ def refuse_foreign(arches: dict[str, str | None], shipped: str | None, what: str
             foreign.setdefault(arch_name(arch), []).append(node)
     if foreign:
         named = "; ".join(f"{', '.join(nodes)} {arch}" for arch, nodes in sorted(foreign.items()))
-        raise UsageError(f"{what} is built for {arch_name(shipped)}, but these nodes are not: {named}",
-                         hint="an image runs on one architecture: leave them out (--partition, --constraint), or "
-                              "run a venv target (cpu, rocm, xpu), whose environment kitbench builds on each")
+        raise UsageError(
+            f"{what} is built for {arch_name(shipped)}, but these nodes are not: {named}",
+            hint="an image runs on one architecture: leave them out (--partition, --constraint), or "
+            "run a venv target (cpu, rocm, xpu), whose environment kitbench builds on each",
+        )
 
 
 def by_arch(arches: dict[str, str | None]) -> dict[str, list[str]]:
@@ -86,15 +88,17 @@ def per_arch(values: Sequence[str], flag: str) -> tuple[Path | None, dict[str, P
         elif plain is None:
             plain = Path(value)
         else:
-            raise UsageError(f"{flag} is given twice without an architecture",
-                             hint=f"one plain {flag} PATH, and {flag} ARCH=PATH for each other architecture")
+            raise UsageError(
+                f"{flag} is given twice without an architecture",
+                hint=f"one plain {flag} PATH, and {flag} ARCH=PATH for each other architecture",
+            )
     return plain, named
 
 
 def _runnable(path: Path) -> bool:
     try:
         return path.is_file() and os.access(path, os.X_OK)
-    except OSError:         # ENAMETOOLONG and the like: no Python there either
+    except OSError:  # ENAMETOOLONG and the like: no Python there either
         return False
 
 
@@ -105,14 +109,18 @@ def venv_folder(target: str, venv: Path | None) -> Path:
 
     if venv is not None:
         if not _runnable(venv / "bin" / "python"):
-            raise UsageError(f"--venv {venv}: no Python there ({venv / 'bin' / 'python'} is not an executable file)",
-                             hint="--venv names a virtual environment with torch and kitbench, on storage every "
-                                  f"node shares; or leave it out to use the checkout's .nox/{target}")
+            raise UsageError(
+                f"--venv {venv}: no Python there ({venv / 'bin' / 'python'} is not an executable file)",
+                hint="--venv names a virtual environment with torch and kitbench, on storage every "
+                f"node shares; or leave it out to use the checkout's .nox/{target}",
+            )
         return venv
     checkout = manifest.checkout_root()
     if checkout is None:
-        raise UsageError(f"kitbench runs from an installed wheel: say where {target}'s environment is",
-                         hint="--venv PATH (a venv with torch and kitbench, on storage every node shares)")
+        raise UsageError(
+            f"kitbench runs from an installed wheel: say where {target}'s environment is",
+            hint="--venv PATH (a venv with torch and kitbench, on storage every node shares)",
+        )
     return checkout / ".nox" / target
 
 
@@ -126,9 +134,11 @@ def probe_python(python: Path | None) -> Path:
     except OSError:
         found = python
     if not _runnable(found):
-        raise UsageError(f"--python {python}: no such executable" + (f" ({found})" if found != python else ""),
-                         hint="give a Python interpreter (or a virtual environment's folder) on storage every node "
-                              "shares; without --python the one running kitbench is used")
+        raise UsageError(
+            f"--python {python}: no such executable" + (f" ({found})" if found != python else ""),
+            hint="give a Python interpreter (or a virtual environment's folder) on storage every node "
+            "shares; without --python the one running kitbench is used",
+        )
     return found.absolute()
 
 
@@ -136,8 +146,7 @@ def probe_given(values: Sequence[str]) -> dict[str | None, Path]:
     """``--python [ARCH=]PATH`` (repeatable) as the Pythons that probe the nodes: one per architecture
     named, and the plain one (``None``: this one unless given)."""
     plain, named = per_arch(values, "--python")
-    return {**{arch: given_python(path, arch, "--python") for arch, path in named.items()},
-            None: probe_python(plain)}
+    return {**{arch: given_python(path, arch, "--python") for arch, path in named.items()}, None: probe_python(plain)}
 
 
 def venv_python(target: str, venv: Path | None, log: Callable[[str], None], build: bool = True) -> Path:
@@ -161,8 +170,14 @@ def venv_python(target: str, venv: Path | None, log: Callable[[str], None], buil
     return python.absolute()
 
 
-def venv_pythons(target: str, venvs: Sequence[str], arches: dict[str, str | None], options: SlurmOptions,
-                 log: Callable[[str], None], build: bool = True) -> dict[str, Path]:
+def venv_pythons(
+    target: str,
+    venvs: Sequence[str],
+    arches: dict[str, str | None],
+    options: SlurmOptions,
+    log: Callable[[str], None],
+    build: bool = True,
+) -> dict[str, Path]:
     """A venv target's Python for each architecture among the nodes. The plain ``--venv`` (default: the
     checkout's ``.nox/<target>``) serves the architecture it is built for; another is ``--venv ARCH=PATH``,
     else built once through Slurm itself on a node of that architecture, into the shared checkout's
@@ -192,9 +207,10 @@ def given_python(path: Path, arch: str, flag: str = "--venv") -> Path:
         python = path
     shipped = executable_arch(python)
     if not _runnable(python) or (shipped is not None and shipped != arch):
-        raise UsageError(f"{flag} {arch}={path}: no {arch} Python there" + (f" ({python} is {shipped})" if shipped
-                                                                            else ""),
-                         hint=f"name a Python (or virtual environment) built on a {arch} node, on shared storage")
+        raise UsageError(
+            f"{flag} {arch}={path}: no {arch} Python there" + (f" ({python} is {shipped})" if shipped else ""),
+            hint=f"name a Python (or virtual environment) built on a {arch} node, on shared storage",
+        )
     return python.absolute()
 
 
@@ -211,22 +227,26 @@ def probe_pythons(given: dict[str | None, Path], arches: dict[str, str | None]) 
     for arch, nodes in by_arch(arches).items():
         python = given.get(arch) or (local if arch in (local_arch, "unknown") else None)
         if python is None:
-            raise UsageError(f"the Python {local} is built for {local_arch}, but these nodes are not: "
-                             f"{', '.join(nodes)} {arch}",
-                             hint=f"--python {arch}=PATH: a Python with kitbench built on a {arch} node, on storage "
-                                  "every node shares (the probe needs no torch); or leave them out (--partition)")
+            raise UsageError(
+                f"the Python {local} is built for {local_arch}, but these nodes are not: {', '.join(nodes)} {arch}",
+                hint=f"--python {arch}=PATH: a Python with kitbench built on a {arch} node, on storage "
+                "every node shares (the probe needs no torch); or leave them out (--partition)",
+            )
         found[arch] = python
     return found
 
 
-def _foreign_python(target: str, arch: str, node: str, options: SlurmOptions, log: Callable[[str], None],
-                    build: bool) -> Path:
+def _foreign_python(
+    target: str, arch: str, node: str, options: SlurmOptions, log: Callable[[str], None], build: bool
+) -> Path:
     from kitbench.records import manifest
 
     checkout = manifest.checkout_root()
     if checkout is None:
-        raise UsageError(f"the nodes include {arch} ones ({node}, ...) and kitbench runs from an installed wheel",
-                         hint=f"--venv {arch}=PATH: a {arch} environment with torch and kitbench on shared storage")
+        raise UsageError(
+            f"the nodes include {arch} ones ({node}, ...) and kitbench runs from an installed wheel",
+            hint=f"--venv {arch}=PATH: a {arch} environment with torch and kitbench on shared storage",
+        )
     envdir = checkout / ".nox" / arch
     python = envdir / target / "bin" / "python"
     if executable_arch(python) == arch:
@@ -237,19 +257,39 @@ def _foreign_python(target: str, arch: str, node: str, options: SlurmOptions, lo
     log(f"building {target}'s {arch} environment once, on {node} (srun), in {envdir / target}")
     # python3 and nox on the node, as the README's Quickstart needs on any machine; the noxfile does the rest.
     try:
-        slurm.run(["srun", f"--nodelist={node}", "--nodes=1", "--ntasks=1", *options.srun_args(), "python3", "-m",
-                   "nox", "--envdir", str(envdir), "-s", target, "--install-only", "-f", str(checkout / "noxfile.py")],
-                  timeout=BUILD_TIMEOUT_S)
+        slurm.run(
+            [
+                "srun",
+                f"--nodelist={node}",
+                "--nodes=1",
+                "--ntasks=1",
+                *options.srun_args(),
+                "python3",
+                "-m",
+                "nox",
+                "--envdir",
+                str(envdir),
+                "-s",
+                target,
+                "--install-only",
+                "-f",
+                str(checkout / "noxfile.py"),
+            ],
+            timeout=BUILD_TIMEOUT_S,
+        )
     except SlurmError as failed:
         doing = f"building {target}'s {arch} environment on {node} failed"
         _unreachable(f"{failed.message}\n{failed.stderr}", doing)
-        raise KitbenchError(f"{doing}: {failed.message}",
-                            hint=f"the {arch} nodes need python3 with nox (pipx install nox); or build it there "
-                                 f"yourself and pass --venv {arch}=PATH") from None
+        raise KitbenchError(
+            f"{doing}: {failed.message}",
+            hint=f"the {arch} nodes need python3 with nox (pipx install nox); or build it there "
+            f"yourself and pass --venv {arch}=PATH",
+        ) from None
     if executable_arch(python) != arch:
-        raise KitbenchError(f"the environment built on {node} is not {arch}: {python} is "
-                            f"{executable_arch(python) or 'missing'}",
-                            hint=f"pass --venv {arch}=PATH, an environment built on a {arch} node")
+        raise KitbenchError(
+            f"the environment built on {node} is not {arch}: {python} is {executable_arch(python) or 'missing'}",
+            hint=f"pass --venv {arch}=PATH, an environment built on a {arch} node",
+        )
     return python.absolute()
 
 
@@ -259,17 +299,18 @@ def _build_with_nox(checkout: Path, target: str, log: Callable[[str], None]) -> 
     try:
         done = _proc.run(command, BUILD_TIMEOUT_S, merge=True, tail=True, on_line=lambda line: log(line.rstrip()))
     except subprocess.TimeoutExpired:
-        raise KitbenchError(f"nox -s {target} --install-only did not finish in {BUILD_TIMEOUT_S / 60:.0f} minutes "
-                            "and was stopped",
-                            hint=f"build it yourself (nox -s {target} --install-only, which reuses what it "
-                                 "downloaded) and run again") from None
+        raise KitbenchError(
+            f"nox -s {target} --install-only did not finish in {BUILD_TIMEOUT_S / 60:.0f} minutes and was stopped",
+            hint=f"build it yourself (nox -s {target} --install-only, which reuses what it downloaded) and run again",
+        ) from None
     except OSError as exc:
-        raise KitbenchError(f"cannot start nox: {exc.strerror or exc}",
-                            hint="python3 -m pip install nox") from None
+        raise KitbenchError(f"cannot start nox: {exc.strerror or exc}", hint="python3 -m pip install nox") from None
     if done.returncode != 0:
         _unreachable(done.stdout, f"nox -s {target} --install-only failed")
-        raise KitbenchError(f"nox -s {target} --install-only failed (exit {done.returncode})",
-                            hint="see its output above; python3 -m pip install nox if nox is missing")
+        raise KitbenchError(
+            f"nox -s {target} --install-only failed (exit {done.returncode})",
+            hint="see its output above; python3 -m pip install nox if nox is missing",
+        )
 
 
 def _unreachable(said: str, doing: str) -> None:

@@ -22,8 +22,8 @@ from kitbench.records import record as records
 from kitbench.records.types import RunRecord
 
 _TAIL = 8
-_TAIL_BYTES = 64 * 1024     # a log's last lines: enough for _TAIL of them, however long the log
-_MAX_BYTES = 4 * 2**20      # a plan, a probe or an install JSON is a few kB; more is not a node's
+_TAIL_BYTES = 64 * 1024  # a log's last lines: enough for _TAIL of them, however long the log
+_MAX_BYTES = 4 * 2**20  # a plan, a probe or an install JSON is a few kB; more is not a node's
 _OK_VERDICTS = ("reproduced", "reference", "n/a: no MNIST run to compare")
 
 
@@ -31,16 +31,16 @@ _OK_VERDICTS = ("reproduced", "reference", "n/a: no MNIST run to compare")
 class TaskResult:
     index: int
     node: str
-    state: str                          # Slurm's: COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL, ...
+    state: str  # Slurm's: COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL, ...
     exit_code: int | None
     reason: str | None = None
-    record: RunRecord | None = None     # fleet run
+    record: RunRecord | None = None  # fleet run
     record_path: Path | None = None
-    probe: dict[str, Any] | None = None     # fleet probe
+    probe: dict[str, Any] | None = None  # fleet probe
     install: dict[str, Any] | None = None
-    error: str | None = None            # why the task's output is missing or unreadable
+    error: str | None = None  # why the task's output is missing or unreadable
     stderr_tail: list[str] = field(default_factory=list)
-    verdict: str | None = None          # --verify: reference | reproduced | not reproduced: ... | ...
+    verdict: str | None = None  # --verify: reference | reproduced | not reproduced: ... | ...
 
     @property
     def ok(self) -> bool:
@@ -56,20 +56,27 @@ def load_plan(job: str) -> dict[str, Any]:
         raise UsageError(f"{job[:40]!r} is not a Slurm job id", hint="e.g. kitbench fleet gather 1234")
     path = fleet_root() / job / "fleet.json"
     if not path.exists() and not path.is_symlink():
-        raise UsageError(f"no fleet job {job} under {fleet_root()}",
-                         hint="run gather with the KITBENCH_RESULTS the job was submitted with")
+        raise UsageError(
+            f"no fleet job {job} under {fleet_root()}",
+            hint="run gather with the KITBENCH_RESULTS the job was submitted with",
+        )
     try:
         plan = json.loads(_files.read_text(path, _MAX_BYTES, "fleet plan"))
     except ValueError as exc:
         raise KitbenchError(f"{path} is unreadable: {str(exc)[:200]}") from None
-    if not (isinstance(plan, dict) and isinstance(plan.get("nodes"), list) and plan.get("action") in ("run", "probe")
-            and all(isinstance(n, str) and n and "/" not in n and n not in (".", "..") for n in plan["nodes"])):
+    if not (
+        isinstance(plan, dict)
+        and isinstance(plan.get("nodes"), list)
+        and plan.get("action") in ("run", "probe")
+        and all(isinstance(n, str) and n and "/" not in n and n not in (".", "..") for n in plan["nodes"])
+    ):
         raise KitbenchError(f"{path} is not a fleet plan kitbench writes (a job, its action and its nodes)")
     return plan
 
 
-def gather(job: str, states: Sequence[slurm.TaskState] | None = None, verify: bool = False,
-           reference: str | None = None) -> tuple[dict[str, Any], list[TaskResult]]:
+def gather(
+    job: str, states: Sequence[slurm.TaskState] | None = None, verify: bool = False, reference: str | None = None
+) -> tuple[dict[str, Any], list[TaskResult]]:
     """Every task of ``job`` as a row: Slurm's state and exit code, what the task wrote, the
     tail of its stderr where it failed; with ``verify``, each record against the reference's."""
     plan = load_plan(job)
@@ -86,8 +93,11 @@ def gather(job: str, states: Sequence[slurm.TaskState] | None = None, verify: bo
             except KitbenchError:
                 text = ""
             code = int(text) if is_whole(text) else None
-        state = task.state if task is not None else ("COMPLETED" if code == 0 else "FAILED" if code is not None
-                                                     else "UNKNOWN")
+        state = (
+            task.state
+            if task is not None
+            else ("COMPLETED" if code == 0 else "FAILED" if code is not None else "UNKNOWN")
+        )
         row = TaskResult(index, node, state, code, task.reason if task else None)
         if plan["action"] == "probe":
             row.probe, row.error = _json_file(folder / f"{node}.probe.json")
@@ -145,19 +155,25 @@ def _tail(path: Path) -> list[str]:
 def _verify(rows: list[TaskResult], reference: str | None) -> None:
     """Each node's record against the reference node's, with ``kitbench verify``'s rules."""
     candidates = [r for r in rows if r.record is not None]
-    ref = next((r for r in candidates if r.node == reference), None) if reference else \
-        next((r for r in candidates if r.record and r.record["status"] == "ok"), None)
+    ref = (
+        next((r for r in candidates if r.node == reference), None)
+        if reference
+        else next((r for r in candidates if r.record and r.record["status"] == "ok"), None)
+    )
     if reference and ref is None:
-        raise UsageError(f"--reference {reference!r} has no record in this job",
-                         hint=f"nodes with records: {', '.join(r.node for r in candidates) or 'none'}")
+        raise UsageError(
+            f"--reference {reference!r} has no record in this job",
+            hint=f"nodes with records: {', '.join(r.node for r in candidates) or 'none'}",
+        )
     for row in rows:
         if row.record is None or ref is None or ref.record is None:
             row.verdict = "no record" if row.record is None else "no reference"
         elif row is ref:
             row.verdict = "reference"
         else:
-            if not (ref.record["checks"].get("mnist", {}).get("runs") and
-                    row.record["checks"].get("mnist", {}).get("runs")):
+            if not (
+                ref.record["checks"].get("mnist", {}).get("runs") and row.record["checks"].get("mnist", {}).get("runs")
+            ):
                 row.verdict = "n/a: no MNIST run to compare"
                 continue
             try:
@@ -184,8 +200,9 @@ def majority_notes(rows: Sequence[TaskResult]) -> list[str]:
             notes.append(f"{row.node}: driver {driver} is older than most nodes' {common_driver}")
         if row.probe.get("gpus") and compute == "cpu":
             why = (row.install.get("reasons") or ["no build fits"])[-1]
-            notes.append(f"{row.node}: has GPUs, but no build of torch {row.install.get('release')} runs on them "
-                         f"({why})")
+            notes.append(
+                f"{row.node}: has GPUs, but no build of torch {row.install.get('release')} runs on them ({why})"
+            )
         elif common_compute and compute != common_compute and len(probed) > 1:
             notes.append(f"{row.node}: needs {compute} where most nodes take {common_compute}")
     return notes

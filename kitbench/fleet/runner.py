@@ -44,45 +44,78 @@ def usable_nodes(per: str, options: SlurmOptions) -> list[str]:
     check_per(per)
     chosen = [n.name for n in choose(slurm.nodes(options.partition), per, options.constraint)]
     if not chosen:
-        raise UsageError("no usable node" + (f" in partition {options.partition!r}" if options.partition else ""),
-                         hint="sinfo --Node shows each node's state; down and drained nodes are left out")
+        raise UsageError(
+            "no usable node" + (f" in partition {options.partition!r}" if options.partition else ""),
+            hint="sinfo --Node shows each node's state; down and drained nodes are left out",
+        )
     return chosen
 
 
 def _arches(nodes: Sequence[str], log: Log) -> dict[str, str | None]:
     arches = slurm.node_arches(nodes)
-    if len(by_arch(arches)) > 1:      # one is in the probe's table; two change how the job runs
+    if len(by_arch(arches)) > 1:  # one is in the probe's table; two change how the job runs
         log(describe_arches(arches))
     return arches
 
 
-def plan_probe_job(nodes: Sequence[str], per: str, options: SlurmOptions, pythons: dict[str | None, Path],
-                   release: str, log: Log) -> Plan:
+def plan_probe_job(
+    nodes: Sequence[str], per: str, options: SlurmOptions, pythons: dict[str | None, Path], release: str, log: Log
+) -> Plan:
     """The probe job: ``kitbench probe`` and ``install-cmd --release`` on each node, by the Python
     given for its architecture (``pythons[None]``: the plain one)."""
     arches = _arches(nodes, log)
     return plan_probe(nodes, per, options, probe_pythons(pythons, arches), ["--release", release])
 
 
-def plan_run_job(nodes: Sequence[str], per: str, options: SlurmOptions, target: Target, run_args: Sequence[str],
-                 log: Log, *, venvs: Sequence[str] = (), runtime: str = "auto", image: str | None = None,
-                 dry_run: bool = False) -> Plan:
+def plan_run_job(
+    nodes: Sequence[str],
+    per: str,
+    options: SlurmOptions,
+    target: Target,
+    run_args: Sequence[str],
+    log: Log,
+    *,
+    venvs: Sequence[str] = (),
+    runtime: str = "auto",
+    image: str | None = None,
+    dry_run: bool = False,
+) -> Plan:
     """The job a run would submit, with what it runs in built first: a venv target's environment
     for each architecture, a docker target's image (and, for Slurm's OCI, its bundle). A dry run
     builds nothing: it shows the script with the names those would have."""
     if target.kind == "venv":
         pythons = venv_pythons(target.name, venvs, _arches(nodes, log), options, log, build=not dry_run)
         environment = {k: v for k, v in (("KITBENCH_DATA", os.environ.get("KITBENCH_DATA")),) if v}
-        return plan_run(nodes, per, options, target.name, target.sha256, [str(next(iter(pythons.values())))],
-                        run_args, environment, pythons={arch: str(python) for arch, python in pythons.items()})
+        return plan_run(
+            nodes,
+            per,
+            options,
+            target.name,
+            target.sha256,
+            [str(next(iter(pythons.values())))],
+            run_args,
+            environment,
+            pythons={arch: str(python) for arch, python in pythons.items()},
+        )
     if target.kind != "docker":
-        raise UsageError(f"target {target.name!r} is a {target.kind} target: it cannot run on a Slurm cluster",
-                         hint="fleet run takes venv and docker targets")
+        raise UsageError(
+            f"target {target.name!r} is a {target.kind} target: it cannot run on a Slurm cluster",
+            hint="fleet run takes venv and docker targets",
+        )
     return _plan_docker(nodes, per, options, target, run_args, log, runtime, image, dry_run)
 
 
-def _plan_docker(nodes: Sequence[str], per: str, options: SlurmOptions, target: Target, run_args: Sequence[str],
-                 log: Log, runtime: str, image: str | None, dry_run: bool) -> Plan:
+def _plan_docker(
+    nodes: Sequence[str],
+    per: str,
+    options: SlurmOptions,
+    target: Target,
+    run_args: Sequence[str],
+    log: Log,
+    runtime: str,
+    image: str | None,
+    dry_run: bool,
+) -> Plan:
     runtime = containers.detect(runtime)
     amd = build(target.compute).kind == "rocm"
     mnist = data.default_root().resolve()
@@ -102,15 +135,36 @@ def _plan_docker(nodes: Sequence[str], per: str, options: SlurmOptions, target: 
         where = str(containers.bundle_folder(target.name, image_id, results))
     else:
         where = str(containers.bundle(image_id, target.name, results, shared_data, log, amd))
-    environment = {"KITBENCH_TARGET": target.name, "KITBENCH_MANIFEST_SHA256": target.sha256,
-                   "KITBENCH_IMAGE": tag, "KITBENCH_IMAGE_ID": image_id, "KITBENCH_BASE_IMAGE_ID": base_id}
+    environment = {
+        "KITBENCH_TARGET": target.name,
+        "KITBENCH_MANIFEST_SHA256": target.sha256,
+        "KITBENCH_IMAGE": tag,
+        "KITBENCH_IMAGE_ID": image_id,
+        "KITBENCH_BASE_IMAGE_ID": base_id,
+    }
     prefix = containers.command(runtime, where, environment, shared_data, results, amd)
-    return plan_run(nodes, per, options, target.name, target.sha256, prefix, run_args, {},
-                    record_dir=f"{suite_in_image.RESULTS_INSIDE}/$SLURM_ARRAY_JOB_ID")
+    return plan_run(
+        nodes,
+        per,
+        options,
+        target.name,
+        target.sha256,
+        prefix,
+        run_args,
+        {},
+        record_dir=f"{suite_in_image.RESULTS_INSIDE}/$SLURM_ARRAY_JOB_ID",
+    )
 
 
-def launch(plan: Plan, on_change: Callable[[slurm.TaskState], None], log: Log, *, timeout_s: float | None = None,
-           verify: bool = False, reference: str | None = None) -> tuple[str, list[TaskResult]]:
+def launch(
+    plan: Plan,
+    on_change: Callable[[slurm.TaskState], None],
+    log: Log,
+    *,
+    timeout_s: float | None = None,
+    verify: bool = False,
+    reference: str | None = None,
+) -> tuple[str, list[TaskResult]]:
     """Submit ``plan``, wait for its tasks (see ``wait``) and gather them: the job id and its rows."""
     job = submit(plan)
     log(f"submitted job {job}: {len(plan.nodes)} task(s) on {', '.join(plan.nodes)}; results in {plan.results / job}")
@@ -119,12 +173,13 @@ def launch(plan: Plan, on_change: Callable[[slurm.TaskState], None], log: Log, *
     return job, rows
 
 
-def gather_job(job: str, log: Log, *, verify: bool = False,
-               reference: str | None = None) -> tuple[dict[str, Any], list[TaskResult]]:
+def gather_job(
+    job: str, log: Log, *, verify: bool = False, reference: str | None = None
+) -> tuple[dict[str, Any], list[TaskResult]]:
     """A finished or detached job gathered: its saved plan and a row per task. The records are on
     shared storage: a controller that is gone, or a machine without Slurm that mounts them, still
     gathers what the tasks wrote."""
-    load_plan(job)       # an unknown job is said before Slurm is asked
+    load_plan(job)  # an unknown job is said before Slurm is asked
     try:
         states = slurm.tasks(job)
     except SlurmError as error:
@@ -141,9 +196,10 @@ def submit(plan: Plan) -> str:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         script = logs / f"{stamp}-{plan.action}.sh"
     except OSError as exc:
-        raise KitbenchError(f"cannot write the job script under {logs}: {exc.strerror or exc}",
-                            hint="KITBENCH_RESULTS must be a writable directory on storage every node shares"
-                            ) from None
+        raise KitbenchError(
+            f"cannot write the job script under {logs}: {exc.strerror or exc}",
+            hint="KITBENCH_RESULTS must be a writable directory on storage every node shares",
+        ) from None
     _files.write(script, plan.script)
     job = slurm.submit_held(str(script))
     try:
@@ -160,8 +216,11 @@ def submit(plan: Plan) -> str:
 def _write_plan(job: str, plan: Plan, script: Path) -> None:
     folder = plan.results / job
     folder.mkdir(parents=True, exist_ok=True)
-    _files.write(folder / "fleet.json", json.dumps(
-        {"job": job, **plan.summary(), "script": str(script), "submitted_at": records.utc_now()}, indent=2) + "\n")
+    _files.write(
+        folder / "fleet.json",
+        json.dumps({"job": job, **plan.summary(), "script": str(script), "submitted_at": records.utc_now()}, indent=2)
+        + "\n",
+    )
 
 
 def _cancel_quietly(job: str) -> None:
@@ -169,13 +228,19 @@ def _cancel_quietly(job: str) -> None:
         slurm.cancel(job)
 
 
-WAIT_GRACE_S = 600.0       # beyond the job's time limit: the queue, and the last files reaching shared storage
+WAIT_GRACE_S = 600.0  # beyond the job's time limit: the queue, and the last files reaching shared storage
 POLL_MAX_S = 30.0
 
 
-def wait(job: str, count: int, on_change: Callable[[slurm.TaskState], None], poll_s: float = 1.0,
-         clock: Callable[[], float] = time.monotonic, timeout_s: float | None = None,
-         sleep: Callable[[float], None] = time.sleep) -> list[slurm.TaskState]:
+def wait(
+    job: str,
+    count: int,
+    on_change: Callable[[slurm.TaskState], None],
+    poll_s: float = 1.0,
+    clock: Callable[[], float] = time.monotonic,
+    timeout_s: float | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[slurm.TaskState]:
     """Poll the array until every task has ended, reporting each change of state.
 
     Polls back off from ``poll_s`` to ``POLL_MAX_S`` while nothing changes. The wait is
@@ -198,20 +263,26 @@ def wait(job: str, count: int, on_change: Callable[[slurm.TaskState], None], pol
             if len(states) >= count and all(t.done for t in states):
                 return states
             if not states and seen:
-                return states       # forgotten by the controller, no accounting: the files say the rest
+                return states  # forgotten by the controller, no accounting: the files say the rest
             limit = timeout_s
             if limit is None:
                 limit = next((t.time_limit_s + WAIT_GRACE_S for t in states if t.time_limit_s is not None), None)
             waited = clock() - started
             if limit is not None and waited >= limit:
-                raise SlurmError(f"job {job} has not finished after {waited:.0f} s"
-                                 f"{' (--timeout)' if timeout_s is not None else ' (its time limit and a margin)'}; "
-                                 "it is left running", hint=f"kitbench fleet gather {job} once it ends; scancel {job} "
-                                 "stops it", command="fleet run")
+                raise SlurmError(
+                    f"job {job} has not finished after {waited:.0f} s"
+                    f"{' (--timeout)' if timeout_s is not None else ' (its time limit and a margin)'}; "
+                    "it is left running",
+                    hint=f"kitbench fleet gather {job} once it ends; scancel {job} stops it",
+                    command="fleet run",
+                )
             delay = poll_s if changed else min(delay * 2, POLL_MAX_S)
             sleep(delay if limit is None else max(0.0, min(delay, limit - waited)))
     except KeyboardInterrupt as stop:
         _cancel_quietly(job)
         code = Terminated.exit_code if isinstance(stop, Terminated) else 130
-        raise Interrupted(f"interrupted: job {job} cancelled (scancel); finished records are kept",
-                          hint=f"kitbench fleet gather {job} shows what finished", exit_code=code) from None
+        raise Interrupted(
+            f"interrupted: job {job} cancelled (scancel); finished records are kept",
+            hint=f"kitbench fleet gather {job} shows what finished",
+            exit_code=code,
+        ) from None

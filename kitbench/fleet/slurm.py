@@ -20,8 +20,17 @@ from kitbench import _proc
 from kitbench._numbers import is_whole
 from kitbench.errors import SlurmError
 
-TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
-            "BOOT_FAIL", "DEADLINE")
+TERMINAL = (
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "PREEMPTED",
+    "OUT_OF_MEMORY",
+    "BOOT_FAIL",
+    "DEADLINE",
+)
 _TIMEOUT_S = 60
 
 
@@ -29,9 +38,9 @@ _TIMEOUT_S = 60
 class Node:
     name: str
     partitions: tuple[str, ...]
-    gres: str               # "(null)" where none
-    features: str           # "(null)" where none
-    state: str              # idle, mixed, allocated, down, drained, ...
+    gres: str  # "(null)" where none
+    features: str  # "(null)" where none
+    state: str  # idle, mixed, allocated, down, drained, ...
 
     @property
     def usable(self) -> bool:
@@ -41,12 +50,12 @@ class Node:
 @dataclass(frozen=True)
 class TaskState:
     index: int
-    state: str              # PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL, ...
-    exit_code: int | None   # the task's own exit status; None until it ends
+    state: str  # PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL, ...
+    exit_code: int | None  # the task's own exit status; None until it ends
     signal: int | None
     node: str | None
-    reason: str | None      # why it is pending or ended (Slurm's Reason)
-    time_limit_s: float | None = None   # the job's TimeLimit; None where unlimited or not told
+    reason: str | None  # why it is pending or ended (Slurm's Reason)
+    time_limit_s: float | None = None  # the job's TimeLimit; None where unlimited or not told
 
     @property
     def done(self) -> bool:
@@ -54,23 +63,46 @@ class TaskState:
 
 
 _KNOWN = (
-    (re.compile(r"Could not establish a configuration source|Unable to contact slurm controller|"
-                r"Connection refused|Socket timed out|Zero Bytes were transmitted", re.I),
-     "cannot reach a Slurm controller", "check SLURM_CONF and that slurmctld is running (sinfo should answer)"),
-    (re.compile(r"invalid partition specified: (\S+)|Partition (\S+) not found|Invalid partition name", re.I),
-     "Slurm refused the partition{0}", "list the partitions with: sinfo --summarize"),
-    (re.compile(r"Invalid feature specification", re.I),
-     "Slurm refused the constraint: no node has those features",
-     "list each node's features with: sinfo --Node --format='%N %f'"),
-    (re.compile(r"Invalid generic resource \(gres\) specification", re.I),
-     "Slurm refused the --gres request", "list each node's GRES with: sinfo --Node --format='%N %G'"),
-    (re.compile(r"Invalid account or account/partition combination", re.I),
-     "Slurm refused the account", "check --account against: sacctmgr show assoc user=$USER"),
+    (
+        re.compile(
+            r"Could not establish a configuration source|Unable to contact slurm controller|"
+            r"Connection refused|Socket timed out|Zero Bytes were transmitted",
+            re.I,
+        ),
+        "cannot reach a Slurm controller",
+        "check SLURM_CONF and that slurmctld is running (sinfo should answer)",
+    ),
+    (
+        re.compile(r"invalid partition specified: (\S+)|Partition (\S+) not found|Invalid partition name", re.I),
+        "Slurm refused the partition{0}",
+        "list the partitions with: sinfo --summarize",
+    ),
+    (
+        re.compile(r"Invalid feature specification", re.I),
+        "Slurm refused the constraint: no node has those features",
+        "list each node's features with: sinfo --Node --format='%N %f'",
+    ),
+    (
+        re.compile(r"Invalid generic resource \(gres\) specification", re.I),
+        "Slurm refused the --gres request",
+        "list each node's GRES with: sinfo --Node --format='%N %G'",
+    ),
+    (
+        re.compile(r"Invalid account or account/partition combination", re.I),
+        "Slurm refused the account",
+        "check --account against: sacctmgr show assoc user=$USER",
+    ),
     (re.compile(r"Invalid qos specification", re.I), "Slurm refused the QOS", "check --qos with: sacctmgr show qos"),
-    (re.compile(r"Requested time limit is invalid|Invalid time limit", re.I),
-     "Slurm refused the time limit", "use minutes or [D-]HH:MM:SS, within the partition's MaxTime"),
-    (re.compile(r"Requested node configuration is not available", re.I),
-     "no node of this partition can satisfy the request", "compare --gres and --constraint with: sinfo --Node --long"),
+    (
+        re.compile(r"Requested time limit is invalid|Invalid time limit", re.I),
+        "Slurm refused the time limit",
+        "use minutes or [D-]HH:MM:SS, within the partition's MaxTime",
+    ),
+    (
+        re.compile(r"Requested node configuration is not available", re.I),
+        "no node of this partition can satisfy the request",
+        "compare --gres and --constraint with: sinfo --Node --long",
+    ),
 )
 
 
@@ -85,8 +117,11 @@ def _translate(command: str, stderr: str) -> SlurmError:
     lines = [line.strip()[:300] for line in text.splitlines() if line.strip()] or ["no output"]
     # Only the first line is on the ERROR line and nothing of Slurm's was printed: the hint
     # carries the rest, never a pointer to output that is not there.
-    hint = ("Slurm went on: " + " | ".join(lines[1:4]) if len(lines) > 1 else
-            f"that is all {command} said; scontrol ping shows whether the controller answers")
+    hint = (
+        "Slurm went on: " + " | ".join(lines[1:4])
+        if len(lines) > 1
+        else f"that is all {command} said; scontrol ping shows whether the controller answers"
+    )
     return SlurmError(f"{command} failed: {lines[0]}", hint=hint, command=command, stderr=text)
 
 
@@ -95,16 +130,23 @@ def run(args: Sequence[str], timeout: float = _TIMEOUT_S) -> str:
     conf = os.environ.get("SLURM_CONF")
     if conf and not os.path.isfile(conf):
         # Slurm's commands would retry for a minute before saying so.
-        raise SlurmError(f"SLURM_CONF={conf} does not exist", hint="point SLURM_CONF at the cluster's slurm.conf, "
-                         "or unset it to use the default", command=args[0])
+        raise SlurmError(
+            f"SLURM_CONF={conf} does not exist",
+            hint="point SLURM_CONF at the cluster's slurm.conf, or unset it to use the default",
+            command=args[0],
+        )
     if shutil.which(args[0]) is None:
-        raise SlurmError(f"{args[0]} is not on PATH: this machine is not a Slurm submit host",
-                         hint="run kitbench fleet on a cluster's login node (where sbatch works)", command=args[0])
+        raise SlurmError(
+            f"{args[0]} is not on PATH: this machine is not a Slurm submit host",
+            hint="run kitbench fleet on a cluster's login node (where sbatch works)",
+            command=args[0],
+        )
     try:
         done = _proc.run(args, timeout)
     except subprocess.TimeoutExpired:
-        raise SlurmError(f"{args[0]} did not answer within {timeout:.0f} s", hint="is slurmctld overloaded or down?",
-                         command=args[0]) from None
+        raise SlurmError(
+            f"{args[0]} did not answer within {timeout:.0f} s", hint="is slurmctld overloaded or down?", command=args[0]
+        ) from None
     except OSError as exc:
         raise SlurmError(f"cannot run {args[0]}: {exc.strerror or exc}", command=args[0]) from None
     if done.returncode != 0:
@@ -127,7 +169,7 @@ def nodes(partition: str | None = None) -> list[Node]:
         old = found.get(name)
         found[name] = Node(name, (*(old.partitions if old else ()), part), gres, features, state)
     if partition and not found:
-        run(["scontrol", "show", "partition", partition])     # Slurm's own refusal of an unknown partition
+        run(["scontrol", "show", "partition", partition])  # Slurm's own refusal of an unknown partition
     return [found[n] for n in sorted(found, key=_natural)]
 
 
@@ -176,11 +218,17 @@ def parse_scontrol(text: str) -> list[TaskState]:
         state = fields.get("JobState", "UNKNOWN")
         node = fields.get("NodeList")
         reason = fields.get("Reason")
-        found.append(TaskState(int(fields["ArrayTaskId"]), state, int(code) if state in TERMINAL else None,
-                               int(sig) if is_whole(sig) and int(sig) else None,
-                               None if node in (None, "(null)", "") else node,
-                               None if reason in (None, "None") else reason,
-                               duration_s(fields.get("TimeLimit", ""))))
+        found.append(
+            TaskState(
+                int(fields["ArrayTaskId"]),
+                state,
+                int(code) if state in TERMINAL else None,
+                int(sig) if is_whole(sig) and int(sig) else None,
+                None if node in (None, "(null)", "") else node,
+                None if reason in (None, "None") else reason,
+                duration_s(fields.get("TimeLimit", "")),
+            )
+        )
     return sorted(found, key=lambda t: t.index)
 
 
@@ -195,11 +243,11 @@ def duration_s(text: str) -> float | None:
         return None
     days, first, second, third = (int(g) if g else None for g in match.groups())
     assert first is not None
-    if days is not None:                 # D-H[:M[:S]]
+    if days is not None:  # D-H[:M[:S]]
         return float(((days * 24 + first) * 60 + (second or 0)) * 60 + (third or 0))
-    if third is not None:                # H:M:S
+    if third is not None:  # H:M:S
         return float((first * 60 + (second or 0)) * 60 + third)
-    return float(first * 60 + (second or 0))     # M or M:S
+    return float(first * 60 + (second or 0))  # M or M:S
 
 
 def parse_node_arches(text: str) -> dict[str, str | None]:
@@ -229,9 +277,16 @@ def parse_sacct(text: str) -> list[TaskState]:
             continue
         state = job.get("state", {}).get("current", "UNKNOWN")
         exit_code = job.get("exit_code", {})
-        found.append(TaskState(task, str(state), exit_code.get("return_code"),
-                               (exit_code.get("signal") or {}).get("signal_id"), job.get("nodes") or None,
-                               job.get("state", {}).get("reason")))
+        found.append(
+            TaskState(
+                task,
+                str(state),
+                exit_code.get("return_code"),
+                (exit_code.get("signal") or {}).get("signal_id"),
+                job.get("nodes") or None,
+                job.get("state", {}).get("reason"),
+            )
+        )
     return sorted(found, key=lambda t: t.index)
 
 
@@ -246,4 +301,4 @@ def tasks(job: str) -> list[TaskState]:
     try:
         return parse_sacct(run(["sacct", "--json", "--jobs", job]))
     except SlurmError:
-        return []       # accounting is optional; the tasks' own files say the rest
+        return []  # accounting is optional; the tasks' own files say the rest

@@ -30,7 +30,7 @@ class Build(NamedTuple):
     kind: str
     version: tuple[int, ...]
     needs: str
-    known: bool         # the tag is in its kind's whole form (cu126, not cu12 or cuda)
+    known: bool  # the tag is in its kind's whole form (cu126, not cu12 or cuda)
 
     @property
     def index_path(self) -> str:
@@ -52,7 +52,7 @@ class Build(NamedTuple):
 def build(tag: str) -> Build:
     """The build a tag names; pure, so each tag is parsed once. No regular expression: install-cmd's start-up."""
     name, prefix, needs = next((k for k in KINDS if tag.startswith(k[1])), _UNKNOWN)
-    rest = tag[len(prefix):]
+    rest = tag[len(prefix) :]
     parts = rest.split(".")
     version: tuple[int, ...] = ()
     if name == "cuda" and rest.isascii() and rest.isdigit() and len(rest) >= 2:
@@ -61,8 +61,13 @@ def build(tag: str) -> Build:
     elif name == "rocm" and all(p.isascii() and p.isdigit() for p in parts):
         version = tuple(int(p) for p in parts)
     # The whole form: cu and three digits (cu126), rocm and two or three numbers (rocm6.4, rocm5.4.2), or the bare name.
-    known = (len(rest) == 3 and bool(version) if name == "cuda" else len(version) in (2, 3) if name == "rocm"
-             else name != "unknown" and not rest)
+    known = (
+        len(rest) == 3 and bool(version)
+        if name == "cuda"
+        else len(version) in (2, 3)
+        if name == "rocm"
+        else name != "unknown" and not rest
+    )
     return Build(tag, name, version, needs, known)
 
 

@@ -30,11 +30,10 @@ _CGROUP = Path("sys/fs/cgroup")
 
 @dataclass(frozen=True)
 class Cores:
-    usable: int                 # min(affinity, cgroup quota rounded up); at least 1
-    online: int | None          # os.cpu_count(): the machine's, whatever this process may use
-    affinity: int | None        # CPUs in this process's affinity mask; None where the OS has no such call
-    cgroup_cpus: float | None   # the CPU bandwidth quota in CPUs (quota / period); None when unlimited
-
+    usable: int  # min(affinity, cgroup quota rounded up); at least 1
+    online: int | None  # os.cpu_count(): the machine's, whatever this process may use
+    affinity: int | None  # CPUs in this process's affinity mask; None where the OS has no such call
+    cgroup_cpus: float | None  # the CPU bandwidth quota in CPUs (quota / period); None when unlimited
 
 
 def _own_cgroups(root: Path) -> dict[str, str]:
@@ -114,14 +113,18 @@ def usable_cores() -> int:
 def memory_available(root: Path = Path("/")) -> int | None:
     """Bytes this process could still allocate: the kernel's MemAvailable, or less where its
     cgroup (v2 ``memory.max``, a container's or a Slurm job's limit) leaves less; None unknown."""
-    found = [int(line.split()[1]) * 1024 for line in (read_small(root / "proc/meminfo") or "").splitlines()
-             if line.startswith("MemAvailable:") and is_whole(line.split()[1])]
+    found = [
+        int(line.split()[1]) * 1024
+        for line in (read_small(root / "proc/meminfo") or "").splitlines()
+        if line.startswith("MemAvailable:") and is_whole(line.split()[1])
+    ]
     own = _own_cgroups(root)
     # (v2 hierarchy, v1 memory controller): the limit and what is charged against it, where
     # "max" (v2) or 2**63 rounded to a page (v1) means no limit.
-    for base, path, names in ((root / _CGROUP, own.get(""), ("memory.max", "memory.current")),
-                              (root / _CGROUP / "memory", own.get("memory"),
-                               ("memory.limit_in_bytes", "memory.usage_in_bytes"))):
+    for base, path, names in (
+        (root / _CGROUP, own.get(""), ("memory.max", "memory.current")),
+        (root / _CGROUP / "memory", own.get("memory"), ("memory.limit_in_bytes", "memory.usage_in_bytes")),
+    ):
         for folder in _ancestors(base, path) if path is not None else []:
             limit, used = (read_small(folder / name) for name in names)
             if limit and used and is_whole(limit.strip()) and is_whole(used.strip()) and int(limit) < 2**62:
@@ -178,9 +181,14 @@ def identity(root: Path = Path("/"), lscpu: dict[str, str] | None = None) -> dic
         model = _sysctl("machdep.cpu.brand_string")
         vendor = "Apple" if model and model.startswith("Apple") else vendor
     found: dict[str, Any] = {
-        "vendor": vendor, "model": model or platform.processor() or platform.machine() or None,
-        "family": info.get("cpu family"), "model_number": info.get("model"), "stepping": info.get("stepping"),
-        "implementer": implementer, "part": part, "variant": info.get("CPU variant"),
+        "vendor": vendor,
+        "model": model or platform.processor() or platform.machine() or None,
+        "family": info.get("cpu family"),
+        "model_number": info.get("model"),
+        "stepping": info.get("stepping"),
+        "implementer": implementer,
+        "part": part,
+        "variant": info.get("CPU variant"),
         "revision": info.get("CPU revision"),
     }
     found = {k: v for k, v in found.items() if v is not None}

@@ -17,8 +17,8 @@ class DriverRequirement(NamedTuple):
     """What a CUDA version asks of the driver on one OS."""
 
     cuda: str
-    floor: str | None       # minor-version-compatibility floor of the family
-    toolkit: str | None     # the driver the toolkit itself shipped with
+    floor: str | None  # minor-version-compatibility floor of the family
+    toolkit: str | None  # the driver the toolkit itself shipped with
 
     def allows(self, driver: str) -> bool:
         return self.floor is not None and parse_driver(driver) >= parse_driver(self.floor)
@@ -34,7 +34,7 @@ class Generation(NamedTuple):
     name: str
     capabilities: tuple[tuple[int, int], ...]
     floors: dict[str, str | None]
-    published: bool         # False: docs or an inference, said but never deciding
+    published: bool  # False: docs or an inference, said but never deciding
     source: str
     confirm: str = ""
 
@@ -52,7 +52,7 @@ class DriverTable(NamedTuple):
     source: str
     # (first CUDA, last CUDA, the oldest and the newest compute capability it compiles for)
     arches: tuple[tuple[tuple[int, int], tuple[int, int], tuple[int, int], tuple[int, int]], ...] = ()
-    capabilities: tuple[tuple[int, int], ...] = ()     # every one a GPU has shipped with
+    capabilities: tuple[tuple[int, int], ...] = ()  # every one a GPU has shipped with
     generations: tuple[Generation, ...] = ()
 
     def generation(self, capability: str) -> Generation | None:
@@ -68,8 +68,7 @@ class DriverTable(NamedTuple):
     def arch_range(self, cuda: str) -> tuple[tuple[int, int], tuple[int, int]] | None:
         """The oldest and the newest compute capability this CUDA compiles kernels for."""
         version = parse_cuda(cuda)
-        return next(((oldest, newest) for first, last, oldest, newest in self.arches if first <= version <= last),
-                    None)
+        return next(((oldest, newest) for first, last, oldest, newest in self.arches if first <= version <= last), None)
 
     def requirement(self, cuda: str, os: str = "linux") -> DriverRequirement:
         version = parse_cuda(cuda)
@@ -90,23 +89,41 @@ def _load(source: _files.Stamp) -> DriverTable:
         (parse_cuda(row["first"]), parse_cuda(row["last"]), {"linux": row["linux"], "windows": row["windows"]})
         for row in data["families"]
     )
-    toolkits = {parse_cuda(row["cuda"]): {"linux": row["linux"], "windows": row["windows"]}
-                for row in data["toolkits"]}
-    arches = tuple((parse_cuda(row["first"]), parse_cuda(row["last"]), parse_cuda(row["oldest"]),
-                    parse_cuda(row["newest"])) for row in data["architectures"])
-    generations = tuple(Generation(row["name"], tuple(parse_capability(c) for c in row["capabilities"]),
-                                   _first_drivers(toolkits, row["toolkit"], source[0]),
-                                   row["kind"] in manifest.ANSWERABLE, row["source"], row.get("confirm", ""))
-                        for row in data.get("generations", ()))
-    return DriverTable(families=families, toolkits=toolkits, source=data["source"], arches=arches,
-                       capabilities=tuple(parse_capability(c) for c in data["capabilities"]), generations=generations)
+    toolkits = {parse_cuda(row["cuda"]): {"linux": row["linux"], "windows": row["windows"]} for row in data["toolkits"]}
+    arches = tuple(
+        (parse_cuda(row["first"]), parse_cuda(row["last"]), parse_cuda(row["oldest"]), parse_cuda(row["newest"]))
+        for row in data["architectures"]
+    )
+    generations = tuple(
+        Generation(
+            row["name"],
+            tuple(parse_capability(c) for c in row["capabilities"]),
+            _first_drivers(toolkits, row["toolkit"], source[0]),
+            row["kind"] in manifest.ANSWERABLE,
+            row["source"],
+            row.get("confirm", ""),
+        )
+        for row in data.get("generations", ())
+    )
+    return DriverTable(
+        families=families,
+        toolkits=toolkits,
+        source=data["source"],
+        arches=arches,
+        capabilities=tuple(parse_capability(c) for c in data["capabilities"]),
+        generations=generations,
+    )
 
 
-def _first_drivers(toolkits: dict[tuple[int, int], dict[str, str | None]], toolkit: str,
-                   where: str) -> dict[str, str | None]:
+def _first_drivers(
+    toolkits: dict[tuple[int, int], dict[str, str | None]], toolkit: str, where: str
+) -> dict[str, str | None]:
     """A generation's first drivers: those of the first toolkit that compiles for it."""
     found = toolkits.get(parse_cuda(toolkit))
     if found is None:
-        raise ManifestError(Path(where), f"generation toolkit {toolkit} is not among the toolkits",
-                            hint="add that toolkit's row (its drivers, from NVIDIA's CUDA release notes, Table 3)")
+        raise ManifestError(
+            Path(where),
+            f"generation toolkit {toolkit} is not among the toolkits",
+            hint="add that toolkit's row (its drivers, from NVIDIA's CUDA release notes, Table 3)",
+        )
     return found

@@ -22,14 +22,14 @@ ASK_TIMEOUT_S = 10.0
 
 class Found(NamedTuple):
     path: Path
-    version: str        # X.Y.Z, as it said when run
-    where: str          # where it was found: "PATH", "pyenv", "uv", "/usr/bin", "conda"
+    version: str  # X.Y.Z, as it said when run
+    where: str  # where it was found: "PATH", "pyenv", "uv", "/usr/bin", "conda"
 
 
 class Search(NamedTuple):
     found: Found | None
-    looked: tuple[str, ...]         # every place asked, in order (for a message)
-    refused: tuple[str, ...]        # candidates that ran and were not X.Y, or did not run: path and why
+    looked: tuple[str, ...]  # every place asked, in order (for a message)
+    refused: tuple[str, ...]  # candidates that ran and were not X.Y, or did not run: path and why
 
 
 def pyenv_root() -> Path:
@@ -40,7 +40,7 @@ def _candidates(version: str, uv: str | None) -> Iterator[tuple[str, Path]]:
     name = f"python{version}"
     on_path = shutil.which(name)
     yield "PATH", Path(on_path) if on_path else Path()
-    for folder in sorted((pyenv_root() / "versions").glob(f"{version}*"), reverse=True):   # the newest patch first
+    for folder in sorted((pyenv_root() / "versions").glob(f"{version}*"), reverse=True):  # the newest patch first
         yield "pyenv", folder / "bin" / name
     if uv is not None:
         yield "uv", _uv_find(uv, version)

@@ -24,11 +24,15 @@ def parse_driver(text: str, given_as: str | None = None) -> tuple[int, int, int]
         windows = re.fullmatch(r"\s*[0-9]+\.[0-9]+\.([0-9]+)\.([0-9]{4})\s*", text)
         # Windows' Device Manager writes 572.16 as 32.0.15.7216: the last five digits are NVIDIA's version.
         digits = "".join(windows.groups())[-5:] if windows else ""
-        hint = (f"that is Windows' form of NVIDIA's {digits[:3]}.{digits[3:]}: --driver {digits[:3]}.{digits[3:]}"
-                if len(digits) == 5 else "expected up to three numbers of at most 4 digits, as nvidia-smi's "
-                "driver_version: 535.104.05 (or a branch: 580)")
-        raise UsageError(f"malformed NVIDIA driver version {text!r}" + (f" ({given_as})" if given_as else ""),
-                         hint=hint)
+        hint = (
+            f"that is Windows' form of NVIDIA's {digits[:3]}.{digits[3:]}: --driver {digits[:3]}.{digits[3:]}"
+            if len(digits) == 5
+            else "expected up to three numbers of at most 4 digits, as nvidia-smi's "
+            "driver_version: 535.104.05 (or a branch: 580)"
+        )
+        raise UsageError(
+            f"malformed NVIDIA driver version {text!r}" + (f" ({given_as})" if given_as else ""), hint=hint
+        )
     major, minor, patch = (int(part) if part else 0 for part in match.groups())
     return major, minor, patch
 
@@ -37,8 +41,9 @@ def parse_capability(text: str) -> tuple[int, int]:
     """``'8.6'``, ``'sm_86'`` or ``'86'`` -> ``(8, 6)``; ``'10'`` -> ``(10, 0)``, ``'sm_100'`` -> ``(10, 0)``."""
     match = _CC.match(text)
     if match is None:
-        raise UsageError(f"malformed compute capability {text!r}",
-                         hint="expected MAJOR.MINOR like 8.6 or 10.0 (or sm_86, sm_100)")
+        raise UsageError(
+            f"malformed compute capability {text!r}", hint="expected MAJOR.MINOR like 8.6 or 10.0 (or sm_86, sm_100)"
+        )
     major, minor, compact = match.groups()
     if compact is None:
         return int(major), int(minor)
@@ -90,7 +95,8 @@ def serving_arch(cc: tuple[int, int], arch_list: list[str] | tuple[str, ...]) ->
         major, minor = int(digits[:-1]), int(digits[-1])
         if kind == "sm" and (major, minor) == cc:
             return arch
-        if found is None and ((kind == "sm" and major == cc[0] and minor <= cc[1])
-                              or (kind == "compute" and (major, minor) <= cc)):
+        if found is None and (
+            (kind == "sm" and major == cc[0] and minor <= cc[1]) or (kind == "compute" and (major, minor) <= cc)
+        ):
             found = arch
     return found

@@ -27,7 +27,7 @@ class Row:
     machine: str | None = None
     torch: str | None = None
     device: str | None = None
-    mnist: str | None = None             # model/loop the epoch columns describe
+    mnist: str | None = None  # model/loop the epoch columns describe
     cpu_epoch_s: float | None = None
     accel_epoch_s: float | None = None
     speedup: float | None = None
@@ -35,12 +35,12 @@ class Row:
     h2d_pinned_gb_s: float | None = None
     d2h_pinned_gb_s: float | None = None
     link: str | None = None
-    crossover: str | None = None         # e.g. "fnn/resident from batch 256": where the accelerator starts to win
-    ddp: str | None = None               # e.g. "gloo x2 fnn 30%": the largest world size's scaling efficiency
-    busbw_gb_s: float | None = None      # the peak all-reduce bus bandwidth
+    crossover: str | None = None  # e.g. "fnn/resident from batch 256": where the accelerator starts to win
+    ddp: str | None = None  # e.g. "gloo x2 fnn 30%": the largest world size's scaling efficiency
+    busbw_gb_s: float | None = None  # the peak all-reduce bus bandwidth
     differs: list[Change] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    baseline: bool = False               # the record the others' differences are measured from
+    baseline: bool = False  # the record the others' differences are measured from
 
 
 _Key = TypeVar("_Key")
@@ -58,8 +58,10 @@ def _peaks(points: Iterable[tuple[_Key, int, float]]) -> dict[_Key, tuple[int, f
 def transfer_peaks(record: RunRecord) -> dict[tuple[str, str], tuple[int, float]]:
     """The moves check's peak bandwidth per (direction, memory): (bytes, GB/s); compare's row and the
     report's table read it here."""
-    return _peaks(((t["direction"], t["memory"]), t["bytes"], t["gb_per_s"])
-                  for t in record["checks"].get("moves", {}).get("transfers", []))
+    return _peaks(
+        ((t["direction"], t["memory"]), t["bytes"], t["gb_per_s"])
+        for t in record["checks"].get("moves", {}).get("transfers", [])
+    )
 
 
 def allreduce_peaks(run: DdpRun) -> dict[int, tuple[int, float]]:
@@ -77,15 +79,19 @@ def _epochs(record: RunRecord) -> tuple[str | None, float | None, float | None, 
     cpu = next((r for r in same if r["device"] == "cpu"), None)
     accel = next((r for r in same if r["device"] != "cpu"), None)
     best = accel or cpu
-    return (f"{model}/{loop}", cpu["epoch_s"] if cpu else None, accel["epoch_s"] if accel else None,
-            best["test_acc"] if best else None)
+    return (
+        f"{model}/{loop}",
+        cpu["epoch_s"] if cpu else None,
+        accel["epoch_s"] if accel else None,
+        best["test_acc"] if best else None,
+    )
 
 
 def _ddp(record: RunRecord) -> tuple[str | None, float | None]:
     runs = record["checks"].get("ddp", {}).get("runs", [])
     if not runs:
         return None, None
-    run = runs[-1]              # NCCL where it ran, else gloo
+    run = runs[-1]  # NCCL where it ran, else gloo
     last = [r for r in run["scaling"] if r["world_size"] == max(run["world_sizes"], default=0)]
     label = None
     if last:
@@ -120,14 +126,30 @@ def rows(loaded: Sequence[Loaded]) -> list[Row]:
         ddp, busbw = _ddp(rec)
         crossings = rec["checks"].get("mnist", {}).get("crossovers", [])
         crossover = "; ".join(f"{c['model']}/{c['loop']} {c['text']}" for c in crossings) or None
-        out.append(Row(
-            path=str(item.path), status=rec["status"], target=env.get("target"),
-            machine=f"{env.get('cpu')} x{env.get('cpu_count')}; {gpus}", torch=env.get("torch"),
-            device=rec["device"], mnist=config, cpu_epoch_s=cpu_s, accel_epoch_s=accel_s,
-            speedup=cpu_s / accel_s if cpu_s and accel_s else None, test_acc=acc,
-            h2d_pinned_gb_s=h2d, d2h_pinned_gb_s=d2h, link=link, crossover=crossover, ddp=ddp, busbw_gb_s=busbw,
-            differs=changes(reference, env) if reference is not None and env is not reference else [],
-            warnings=link_warnings(link, h2d, d2h, links=links), baseline=rec is base))
+        out.append(
+            Row(
+                path=str(item.path),
+                status=rec["status"],
+                target=env.get("target"),
+                machine=f"{env.get('cpu')} x{env.get('cpu_count')}; {gpus}",
+                torch=env.get("torch"),
+                device=rec["device"],
+                mnist=config,
+                cpu_epoch_s=cpu_s,
+                accel_epoch_s=accel_s,
+                speedup=cpu_s / accel_s if cpu_s and accel_s else None,
+                test_acc=acc,
+                h2d_pinned_gb_s=h2d,
+                d2h_pinned_gb_s=d2h,
+                link=link,
+                crossover=crossover,
+                ddp=ddp,
+                busbw_gb_s=busbw,
+                differs=changes(reference, env) if reference is not None and env is not reference else [],
+                warnings=link_warnings(link, h2d, d2h, links=links),
+                baseline=rec is base,
+            )
+        )
     return out
 
 
@@ -169,12 +191,16 @@ def _links() -> _Links:
     """envs/links.yaml: GB/s per PCIe lane by generation, the band a pinned peak should reach, and what
     Apple's unified memory is called."""
     data = manifest.load(manifest.envs_dir() / "links.yaml", "links").data
-    return ({row["gen"]: row["lane_gb_s"] for row in data["pcie"]}, (data["band"][0], data["band"][1]),
-            data["apple_unified_memory"])
+    return (
+        {row["gen"]: row["lane_gb_s"] for row in data["pcie"]},
+        (data["band"][0], data["band"][1]),
+        data["apple_unified_memory"],
+    )
 
 
-def link_warnings(link: str | None, h2d: float | None, d2h: float | None, *,
-                  links: Callable[[], _Links] = _links) -> list[str]:
+def link_warnings(
+    link: str | None, h2d: float | None, d2h: float | None, *, links: Callable[[], _Links] = _links
+) -> list[str]:
     """A warning per direction whose pinned peak is below the band of its link; ``links`` reads links.yaml."""
     match = re.fullmatch(r"PCIe ([0-9]{1,2}) x([0-9]{1,2})", link or "")
     if match is None:
@@ -183,6 +209,9 @@ def link_warnings(link: str | None, h2d: float | None, d2h: float | None, *,
     peak = lanes.get(int(match[1]), 0.0) * int(match[2])
     if not peak:
         return []
-    return [f"{name} pinned {value:.1f} GB/s is {value / peak:.0%} of {link}'s {peak:.1f} GB/s peak "
-            f"(expected {low:.0%}-{high:.0%}): check the slot's link width and NUMA placement"
-            for name, value in (("H2D", h2d), ("D2H", d2h)) if value is not None and value < low * peak]
+    return [
+        f"{name} pinned {value:.1f} GB/s is {value / peak:.0%} of {link}'s {peak:.1f} GB/s peak "
+        f"(expected {low:.0%}-{high:.0%}): check the slot's link width and NUMA placement"
+        for name, value in (("H2D", h2d), ("D2H", d2h))
+        if value is not None and value < low * peak
+    ]

@@ -10,8 +10,23 @@ from kitbench.environments.locks import normalize
 from kitbench.records.types import Environment
 
 # The fingerprint fields that most often explain a difference in numbers.
-DIFF_FIELDS = ("target", "torch", "torch_build", "cuda", "cudnn", "driver", "gpus", "cpu", "cpu_count", "threads",
-               "image", "image_id", "manifest_sha256", "python", "os_version")
+DIFF_FIELDS = (
+    "target",
+    "torch",
+    "torch_build",
+    "cuda",
+    "cudnn",
+    "driver",
+    "gpus",
+    "cpu",
+    "cpu_count",
+    "threads",
+    "image",
+    "image_id",
+    "manifest_sha256",
+    "python",
+    "os_version",
+)
 
 
 class Change(NamedTuple):
@@ -28,8 +43,11 @@ def changes(a: Environment, b: Environment) -> list[Change]:
     compared only where both records list them (a /1 record does not)."""
     found = [Change(key, a.get(key), b.get(key)) for key in DIFF_FIELDS if a.get(key) != b.get(key)]
     if "packages" in a and "packages" in b:
-        found += _keyed("package", {normalize(p["name"]): p["version"] for p in a["packages"]},
-                        {normalize(p["name"]): p["version"] for p in b["packages"]})
+        found += _keyed(
+            "package",
+            {normalize(p["name"]): p["version"] for p in a["packages"]},
+            {normalize(p["name"]): p["version"] for p in b["packages"]},
+        )
     settings_a, settings_b = a.get("settings"), b.get("settings")
     if isinstance(settings_a, dict) and isinstance(settings_b, dict):
         found += _keyed("setting", settings_a, settings_b)
@@ -46,5 +64,8 @@ def diff(a: Environment, b: Environment) -> list[str]:
 
 
 def _keyed(kind: str, a: Mapping[str, object], b: Mapping[str, object]) -> list[Change]:
-    return [Change(f"{kind} {key}", a.get(key, "absent"), b.get(key, "absent"))
-            for key in sorted(a.keys() | b.keys()) if a.get(key, "absent") != b.get(key, "absent")]
+    return [
+        Change(f"{kind} {key}", a.get(key, "absent"), b.get(key, "absent"))
+        for key in sorted(a.keys() | b.keys())
+        if a.get(key, "absent") != b.get(key, "absent")
+    ]

@@ -23,24 +23,24 @@ from kitbench.records.types import RunRecord
 class Loaded:
     path: Path
     record: RunRecord | None
-    sha256: str = ""                # of the very bytes the record was parsed from
+    sha256: str = ""  # of the very bytes the record was parsed from
     error: str | None = None
-    hint: str | None = None         # the error's: raised again when no record could be read
+    hint: str | None = None  # the error's: raised again when no record could be read
 
 
 GIVE_RECORDS = "give run records or directories holding them (kitbench run writes them under results/)"
 _RECORD_HEAD = re.compile(rb'"schema"\s*:\s*"kitbench\.run/')
-_HEAD_BYTES = 4096      # the writer puts "schema" first; a record's opening bytes name it
+_HEAD_BYTES = 4096  # the writer puts "schema" first; a record's opening bytes name it
 
 
 def is_record(path: Path) -> bool:
     """Whether a file opens as a run record (of any version, whole or cut short) by its
     first bytes: a cheap test for files found in a directory, beside fleet plans, probe
     and install JSON, and the files of exported OCI bundles."""
-    try:        # non-blocking: a FIFO swapped in for the file is read as empty, never waited on
+    try:  # non-blocking: a FIFO swapped in for the file is read as empty, never waited on
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError:
-        return True     # unreadable: kept, so its row says why
+        return True  # unreadable: kept, so its row says why
     try:
         return _RECORD_HEAD.search(os.read(fd, _HEAD_BYTES)) is not None
     except OSError:
@@ -64,7 +64,7 @@ def expand(inputs: Sequence[str], skipped: list[Path] | None = None) -> list[Pat
                 raise RecordError(f"no run records in directory {path}{others}", hint=GIVE_RECORDS)
             found += runs
             if skipped is not None:
-                kept = set(runs)    # 5,000 records: a list here made this quadratic
+                kept = set(runs)  # 5,000 records: a list here made this quadratic
                 skipped += [p for p in inside if p not in kept]
         elif path.exists():
             found.append(path)
@@ -112,7 +112,7 @@ def refuse_same_run(loaded: Sequence[Loaded]) -> None:
     records with their own run ids are two runs. A run is never its own reproduction, nor counted twice on a
     page (exit 2, as for records that cannot be compared)."""
     seen: dict[object, Path] = {}
-    contents: dict[str, tuple[Path | None, Path | None]] = {}     # its first record, its first without a run id
+    contents: dict[str, tuple[Path | None, Path | None]] = {}  # its first record, its first without a run id
     without_id = any(item.record is not None and not item.record.get("run_id") for item in loaded)
     for item in loaded:
         if item.record is None:
@@ -126,8 +126,15 @@ def refuse_same_run(loaded: Sequence[Loaded]) -> None:
         keys += [("bytes", item.sha256)] + ([("id", run_id)] if run_id else [])
         for key in keys:
             if key in seen:
-                _refuse(seen[key], item.path, {"file": "are the same file", "bytes": "hold the same bytes (a copy)",
-                                               "id": "carry the same run id (one run, copied)"}[str(key[0])])
+                _refuse(
+                    seen[key],
+                    item.path,
+                    {
+                        "file": "are the same file",
+                        "bytes": "hold the same bytes (a copy)",
+                        "id": "carry the same run id (one run, copied)",
+                    }[str(key[0])],
+                )
             seen[key] = item.path
         if not without_id:
             continue
@@ -141,6 +148,7 @@ def refuse_same_run(loaded: Sequence[Loaded]) -> None:
 
 
 def _refuse(first: Path, then: Path, how: str) -> None:
-    raise RecordReadError(f"{str(first)[:200]} and {str(then)[:200]} {how}: one run, not two",
-                          hint="a run is never its own reproduction: compare it with another run "
-                               "(kitbench replay makes one)")
+    raise RecordReadError(
+        f"{str(first)[:200]} and {str(then)[:200]} {how}: one run, not two",
+        hint="a run is never its own reproduction: compare it with another run (kitbench replay makes one)",
+    )

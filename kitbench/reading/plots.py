@@ -33,9 +33,11 @@ def _plots_hint() -> str:
     # venv a test made in the session's temporary folder) is any Python.
     if Path(sys.prefix).parent.name != ".nox":
         return _installed.optional_hint("matplotlib")
-    return (f"install it into this environment: {_installed.add_command(['matplotlib'])} (`nox -R` keeps it, "
-            f"a fresh `nox -s` rebuilds the environment without it); or run compare from any Python that has "
-            f"kitbench and matplotlib: it needs no torch")
+    return (
+        f"install it into this environment: {_installed.add_command(['matplotlib'])} (`nox -R` keeps it, "
+        f"a fresh `nox -s` rebuilds the environment without it); or run compare from any Python that has "
+        f"kitbench and matplotlib: it needs no torch"
+    )
 
 
 def check_target(out: Path, force: bool = False) -> None:
@@ -49,9 +51,11 @@ def check_target(out: Path, force: bool = False) -> None:
     plt.close("all")
     suffix = out.suffix.lower().lstrip(".")
     if suffix not in formats:
-        raise UsageError(f"--plot {str(out)[:200]}: {'no' if not suffix else 'unknown'} image format "
-                         f"{('.' + suffix) if suffix else ''}".rstrip(),
-                         hint=f"end the name with one of: {', '.join('.' + f for f in sorted(formats))}")
+        raise UsageError(
+            f"--plot {str(out)[:200]}: {'no' if not suffix else 'unknown'} image format "
+            f"{('.' + suffix) if suffix else ''}".rstrip(),
+            hint=f"end the name with one of: {', '.join('.' + f for f in sorted(formats))}",
+        )
     if not _is_dir(out.parent):
         raise UsageError(f"--plot {out}: no such directory {out.parent}", hint="create it first")
 
@@ -59,7 +63,7 @@ def check_target(out: Path, force: bool = False) -> None:
 def _is_dir(path: Path) -> bool:
     try:
         return path.is_dir()
-    except OSError:         # ENAMETOOLONG, ELOOP, EACCES...: not a directory kitbench can write in
+    except OSError:  # ENAMETOOLONG, ELOOP, EACCES...: not a directory kitbench can write in
         return False
 
 
@@ -70,8 +74,10 @@ MAX_RECORDS = 100
 
 def check_count(count: int) -> None:
     if count > MAX_RECORDS:
-        raise UsageError(f"--plot draws at most {MAX_RECORDS} records, and {count:,} were given",
-                         hint="kitbench report draws any number of them on one page; or compare fewer")
+        raise UsageError(
+            f"--plot draws at most {MAX_RECORDS} records, and {count:,} were given",
+            hint="kitbench report draws any number of them on one page; or compare fewer",
+        )
 
 
 def _name(row: Row) -> str:
@@ -92,10 +98,18 @@ def comparison(loaded: Sequence[Loaded], table: Sequence[Row], out: Path, force:
 
     good = [(item, row) for item, row in zip(loaded, table, strict=True) if item.record is not None]
     labels = [f"{row.target}\n{Path(row.path).stem}" if row.target else Path(row.path).stem for _, row in good]
-    buses = [(row, run) for item, row in good if item.record
-             for run in item.record["checks"].get("ddp", {}).get("runs", []) if run["allreduce"]]
-    swept = [(row, item.record["checks"].get("mnist", {}).get("runs", [])) for item, row in good if item.record
-             and len({r["batch_size"] for r in item.record["checks"].get("mnist", {}).get("runs", [])}) > 1]
+    buses = [
+        (row, run)
+        for item, row in good
+        if item.record
+        for run in item.record["checks"].get("ddp", {}).get("runs", [])
+        if run["allreduce"]
+    ]
+    swept = [
+        (row, item.record["checks"].get("mnist", {}).get("runs", []))
+        for item, row in good
+        if item.record and len({r["batch_size"] for r in item.record["checks"].get("mnist", {}).get("runs", [])}) > 1
+    ]
     panels = 2 + bool(buses) + bool(swept)
     fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 5), constrained_layout=True)
     epochs, bandwidth = axes[0], axes[1]
@@ -104,9 +118,14 @@ def comparison(loaded: Sequence[Loaded], table: Sequence[Row], out: Path, force:
         for row, runs in swept:
             for config in sorted({(r["model"], r["loop"], r["device"]) for r in runs}):
                 # Records from before step_s: an epoch over its number of batches.
-                points = sorted((r["batch_size"], 1e3 * (r.get("step_s") or
-                                                         r["epoch_s"] / -(-r["train_samples"] // r["batch_size"])))
-                                for r in runs if (r["model"], r["loop"], r["device"]) == config)
+                points = sorted(
+                    (
+                        r["batch_size"],
+                        1e3 * (r.get("step_s") or r["epoch_s"] / -(-r["train_samples"] // r["batch_size"])),
+                    )
+                    for r in runs
+                    if (r["model"], r["loop"], r["device"]) == config
+                )
                 xs, ys = zip(*points, strict=True)
                 ax.plot(xs, ys, marker="o", markersize=3, label=f"{_name(row)}: {'/'.join(config)}")
         ax.set_xscale("log", base=2)
@@ -129,8 +148,14 @@ def comparison(loaded: Sequence[Loaded], table: Sequence[Row], out: Path, force:
         axes[2].grid(True, which="major", alpha=0.3)
         _legend(axes[2], 7)
     # One bar per MNIST run (model, loop, device) and environment.
-    configs = sorted({(r["model"], r["loop"], r["device"]) for item, _ in good if item.record
-                      for r in item.record["checks"].get("mnist", {}).get("runs", [])})
+    configs = sorted(
+        {
+            (r["model"], r["loop"], r["device"])
+            for item, _ in good
+            if item.record
+            for r in item.record["checks"].get("mnist", {}).get("runs", [])
+        }
+    )
     width = 0.8 / max(1, len(configs))
     upright = len(configs) > 1
     for n, (model, loop, device) in enumerate(configs):
@@ -138,13 +163,19 @@ def comparison(loaded: Sequence[Loaded], table: Sequence[Row], out: Path, force:
         for item, _ in good:
             assert item.record is not None
             runs = item.record["checks"].get("mnist", {}).get("runs", [])
-            values.append(next((r["epoch_s"] for r in runs if (r["model"], r["loop"], r["device"]) ==
-                                (model, loop, device)), 0.0))
+            values.append(
+                next((r["epoch_s"] for r in runs if (r["model"], r["loop"], r["device"]) == (model, loop, device)), 0.0)
+            )
         offset = (n - (len(configs) - 1) / 2) * width
         bars = epochs.bar([i + offset for i in range(len(good))], values, width, label=f"{model}/{loop} on {device}")
         # Side by side, horizontal labels of neighbouring bars run into each other ("1.571.56"): upright then.
-        epochs.bar_label(bars, labels=[f"{v:.2f}" if v else "" for v in values], fontsize=7 if upright else 8,
-                         rotation=90 if upright else 0, padding=2)
+        epochs.bar_label(
+            bars,
+            labels=[f"{v:.2f}" if v else "" for v in values],
+            fontsize=7 if upright else 8,
+            rotation=90 if upright else 0,
+            padding=2,
+        )
     epochs.set_xticks(range(len(good)), labels, fontsize=8)
     epochs.set_ylabel("steady-state epoch time (s, lower is better)")
     epochs.set_title("MNIST epoch by environment")

@@ -16,7 +16,7 @@ from kitbench.reading import compare, inputs, report_html, report_markdown
 from kitbench.reading.report_sections import Item, sections_of
 
 FORMATS = ("html", "markdown")
-MARKER = "<!-- kitbench-report -->"      # the first line of every page: what may be replaced without --force
+MARKER = "<!-- kitbench-report -->"  # the first line of every page: what may be replaced without --force
 
 
 def _short_names(paths: Sequence[Path]) -> list[str]:
@@ -25,7 +25,7 @@ def _short_names(paths: Sequence[Path]) -> list[str]:
         absolute = [os.path.abspath(p) for p in paths]
         base = os.path.commonpath([os.path.dirname(p) for p in absolute])
         return [os.path.relpath(p, base) for p in absolute]
-    except ValueError:       # different drives on Windows
+    except ValueError:  # different drives on Windows
         return [str(p) for p in paths]
 
 
@@ -47,16 +47,19 @@ def build(names: Sequence[str], fmt: str = "html") -> Report:
         loaded = inputs.load(names, skipped)
     except RecordReadError:
         raise
-    except RecordError as error:    # no records at all: bad input, as for compare
+    except RecordError as error:  # no records at all: bad input, as for compare
         raise RecordReadError(error.message, hint=error.hint or inputs.GIVE_RECORDS) from None
     short = _short_names([x.path for x in loaded])
     # Each hash is of the bytes the record was parsed from: a file replaced meanwhile cannot lend its hash.
     items = [Item(name, x.sha256 or "-", x.record, x.error) for name, x in zip(short, loaded, strict=True)]
     sections = sections_of(items, compare.rows(loaded))
     unreadable = sum(1 for i in items if i.record is None)
-    lead = [f"{len(items):,} records", f"{unreadable:,} unreadable" if unreadable else "",
-            f"{len(skipped):,} other *.json files skipped" if skipped else "",
-            f"quick runs: {sum(1 for i in items if i.quick):,}" if any(i.quick for i in items) else ""]
+    lead = [
+        f"{len(items):,} records",
+        f"{unreadable:,} unreadable" if unreadable else "",
+        f"{len(skipped):,} other *.json files skipped" if skipped else "",
+        f"quick runs: {sum(1 for i in items if i.quick):,}" if any(i.quick for i in items) else "",
+    ]
     summary = "; ".join(p for p in lead if p)
     render = report_html.render if fmt == "html" else report_markdown.render
     # The marker heads every page, whatever its format: it is what write may replace without --force.
@@ -90,4 +93,3 @@ def _is_report(path: Path) -> bool:
 
 def default_name(fmt: str) -> str:
     return "report.md" if fmt == "markdown" else "report.html"
-

@@ -8,8 +8,9 @@ from kitbench import __version__
 from kitbench.reading import svg
 from kitbench.reading.report_sections import Section
 
-_CONTROL = svg.CONTROL      # C0, C1, DEL, line separators, bidi overrides: text from records is data
-_CSS = """
+_CONTROL = svg.CONTROL  # C0, C1, DEL, line separators, bidi overrides: text from records is data
+_CSS = (
+    """
 :root{color-scheme:light dark;--fg:#1b1f24;--bg:#fff;--muted:#57606a;--rule:#d0d7de;--head:#f6f8fa;
 --c0:#0969da;--c1:#cf222e;--c2:#1a7f37;--c3:#8250df;--c4:#bc4c00;--c5:#1b7c83;--c6:#bf3989;--c7:#6e7781;
 --c8:#9a6700;--c9:#1f2f8f;--c10:#6f7f00;--c11:#7c3a1e}
@@ -32,11 +33,15 @@ border:1px solid var(--rule);background:var(--bg)}
 svg text{fill:var(--fg);font-size:11px}svg .title{font-weight:600;font-size:12px}
 svg .axis rect,svg .axis line{stroke:var(--muted)}svg .axis .grid{stroke:var(--rule)}
 svg .marker line{stroke:var(--fg)}svg .line{stroke-width:1.8}svg .band{stroke:none;opacity:.18}
-""" + "".join(f"svg .s{i}{{stroke:var(--c{i});fill:var(--c{i})}}svg polyline.s{i}{{fill:none}}"
-                 for i in range(svg.PALETTE)) + """
+"""
+    + "".join(
+        f"svg .s{i}{{stroke:var(--c{i});fill:var(--c{i})}}svg polyline.s{i}{{fill:none}}" for i in range(svg.PALETTE)
+    )
+    + """
 @media print{body{margin:0;max-width:none;font-size:10px}nav{display:none}section{break-inside:avoid-page}
 svg.chart{break-inside:avoid;width:48%}a{color:inherit;text-decoration:none}}
 """
+)
 
 
 _NOWRAP = 24
@@ -47,22 +52,33 @@ def _h(text: str) -> str:
 
 
 def render(sections: list[Section], summary: str) -> str:
-    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-           '<meta name="viewport" content="width=device-width, initial-scale=1">',
-           '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src \'unsafe-inline\'">',
-           f"<title>kitbench report: {_h(summary)}</title><style>{_CSS}</style></head><body>",
-           f'<header><h1>kitbench report</h1><p class="lead">{_h(summary)}. Built by kitbench {_h(__version__)} '
-           "from the records listed at the end; every number is read from them.</p>",
-           "<nav>" + "".join(f'<a href="#{s.key}">{_h(s.title)}</a>' for s in sections) + "</nav></header>"]
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">",
+        f"<title>kitbench report: {_h(summary)}</title><style>{_CSS}</style></head><body>",
+        f'<header><h1>kitbench report</h1><p class="lead">{_h(summary)}. Built by kitbench {_h(__version__)} '
+        "from the records listed at the end; every number is read from them.</p>",
+        "<nav>" + "".join(f'<a href="#{s.key}">{_h(s.title)}</a>' for s in sections) + "</nav></header>",
+    ]
     for s in sections:
         out.append(f'<section id="{s.key}"><h2>{_h(s.title)}</h2><p class="intro">{_h(s.intro)}</p>')
         for t in s.tables:
-            out.append('<div class="scroll"><table>' + (f"<caption>{_h(t.caption)}</caption>" if t.caption else "")
-                       + "<thead><tr>" + "".join(f'<th scope="col">{_h(c)}</th>' for c in t.header)
-                       + "</tr></thead><tbody>")
+            out.append(
+                '<div class="scroll"><table>'
+                + (f"<caption>{_h(t.caption)}</caption>" if t.caption else "")
+                + "<thead><tr>"
+                + "".join(f'<th scope="col">{_h(c)}</th>' for c in t.header)
+                + "</tr></thead><tbody>"
+            )
             # Short cells (a number and its unit, "fnn/resident") never wrap: broken mid-word they misread.
-            out += ["<tr>" + "".join(f"<td>{_h(c)}</td>" if len(c) <= _NOWRAP else f'<td class="w">{_h(c)}</td>'
-                                     for c in row) + "</tr>" for row in t.rows]
+            out += [
+                "<tr>"
+                + "".join(f"<td>{_h(c)}</td>" if len(c) <= _NOWRAP else f'<td class="w">{_h(c)}</td>' for c in row)
+                + "</tr>"
+                for row in t.rows
+            ]
             out.append("</tbody></table></div>")
         if s.charts:
             out.append('<div class="charts">' + "".join(s.charts) + "</div>")

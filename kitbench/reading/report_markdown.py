@@ -6,10 +6,24 @@ from __future__ import annotations
 from kitbench.reading import svg
 from kitbench.reading.report_sections import Section
 
-_CONTROL = svg.CONTROL      # C0, C1, DEL, line separators, bidi overrides: text from records is data
-_MD_ESCAPES = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("`", "\\`"), ("*", "\\*"),
-               ("_", "\\_"), ("[", "\\["), ("]", "\\]"), ("~", "\\~"), ("$", "\\$"), ("#", "\\#"),
-               ("://", "&#58;//"), ("@", "&#64;"), ("www.", "www&#46;"))
+_CONTROL = svg.CONTROL  # C0, C1, DEL, line separators, bidi overrides: text from records is data
+_MD_ESCAPES = (
+    ("&", "&amp;"),
+    ("<", "&lt;"),
+    (">", "&gt;"),
+    ("|", "\\|"),
+    ("`", "\\`"),
+    ("*", "\\*"),
+    ("_", "\\_"),
+    ("[", "\\["),
+    ("]", "\\]"),
+    ("~", "\\~"),
+    ("$", "\\$"),
+    ("#", "\\#"),
+    ("://", "&#58;//"),
+    ("@", "&#64;"),
+    ("www.", "www&#46;"),
+)
 
 
 def md_cell(text: str) -> str:
@@ -23,8 +37,12 @@ def md_cell(text: str) -> str:
 
 
 def render(sections: list[Section], summary: str) -> str:
-    out = ["# kitbench report", "", f"{md_cell(summary)}. Every number is read from the records listed "
-           "under Records.", ""]
+    out = [
+        "# kitbench report",
+        "",
+        f"{md_cell(summary)}. Every number is read from the records listed under Records.",
+        "",
+    ]
     for s in sections:
         out += [f"## {s.title}", "", md_cell(s.intro), ""]
         for t in s.tables:

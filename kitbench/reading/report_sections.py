@@ -21,10 +21,10 @@ from kitbench.reading.compare import Row, allreduce_peaks, transfer_peaks
 from kitbench.reading.verify import verify
 from kitbench.records.types import RunRecord
 
-MAX_CHARTS = 12             # records drawn per chart section
-MAX_ROWS = 200              # rows per table
-MAX_VARIANTS = 8            # environment combinations, one column each
-IMPLAUSIBLE = 0.5           # a sweep's test accuracy below this share of its model's best in the record is marked
+MAX_CHARTS = 12  # records drawn per chart section
+MAX_ROWS = 200  # rows per table
+MAX_VARIANTS = 8  # environment combinations, one column each
+IMPLAUSIBLE = 0.5  # a sweep's test accuracy below this share of its model's best in the record is marked
 
 
 @dataclass
@@ -40,7 +40,7 @@ class Section:
     title: str
     intro: str = ""
     tables: list[Table] = field(default_factory=list)
-    charts: list[str] = field(default_factory=list)      # SVG, HTML only
+    charts: list[str] = field(default_factory=list)  # SVG, HTML only
     notes: list[str] = field(default_factory=list)
 
 
@@ -79,15 +79,18 @@ def _secs(value: float | None) -> str:
 def _gpu_memory(record: RunRecord) -> list[str]:
     """The GPUs' memory as torch measured it (the availability check's devices), e.g. "79 GiB GPU" (the
     machine column names the GPU), "2x 79 GiB GPU" for two alike."""
-    sizes = Counter(f"{d['total_memory_mib'] / 1024:.0f} GiB GPU" for d in _devices(record)
-                    if isinstance(d.get("total_memory_mib"), int))
+    sizes = Counter(
+        f"{d['total_memory_mib'] / 1024:.0f} GiB GPU"
+        for d in _devices(record)
+        if isinstance(d.get("total_memory_mib"), int)
+    )
     return [f"{n}x {size}" if n > 1 else size for size, n in sizes.items()]
 
 
 def _mem(record: RunRecord, gpus: list[str]) -> str:
     """RAM (/proc/meminfo, every run) and ``gpus``: the GPU memory torch measured in some record of this
     machine, since only a run with the availability check measures it: one machine, one value on every row."""
-    ram = dict(record["environment"]).get("ram_bytes")     # written by every run, though not typed
+    ram = dict(record["environment"]).get("ram_bytes")  # written by every run, though not typed
     parts = [f"{ram / 2**30:.0f} GiB RAM"] if isinstance(ram, int) else []
     return ", ".join(parts + gpus) or "-"
 
@@ -118,6 +121,7 @@ def _chart_items(items: list[Item], has: Callable[[RunRecord], bool], what: str,
 
 # Sections ---------------------------------------------------------------------------------------
 
+
 def _machines(items: list[Item], table: list[Row]) -> Section | None:
     groups: dict[tuple[str | None, ...], list[tuple[Item, Row]]] = {}
     for item, row in zip(items, table, strict=True):
@@ -126,9 +130,13 @@ def _machines(items: list[Item], table: list[Row]) -> Section | None:
             groups.setdefault(key, []).append((item, row))
     if not groups:
         return None
-    section = Section("machines", "Machines", "One row per machine, target and configuration; the epoch columns "
-                      "are the first MNIST model and loop of the group's first record. Where several records share "
-                      "a configuration, each is verified against the first.")
+    section = Section(
+        "machines",
+        "Machines",
+        "One row per machine, target and configuration; the epoch columns "
+        "are the first MNIST model and loop of the group's first record. Where several records share "
+        "a configuration, each is verified against the first.",
+    )
     measured: dict[str | None, list[str]] = {}
     for item, row in zip(items, table, strict=True):
         if item.record is not None and _gpu_memory(item.record):
@@ -137,14 +145,40 @@ def _machines(items: list[Item], table: list[Row]) -> Section | None:
     for members in groups.values():
         item, row = members[0]
         assert item.record is not None
-        rows.append([row.machine or "-", _status(item.record), _mem(item.record, measured.get(row.machine, [])),
-                     row.target or "-", row.torch or "-",
-                     row.device or "-",
-                     row.mnist or "-", _secs(row.cpu_epoch_s), _secs(row.accel_epoch_s),
-                     "-" if row.speedup is None else f"{row.speedup:.2f}x", _run_kind(m for m, _ in members),
-                     str(len(members)), _verdicts(members), item.label])
-    header = ["machine", "status", "memory", "target", "torch", "device", "MNIST", "CPU epoch", "accelerator epoch",
-              "speedup", "run", "records", "verify", "first record"]
+        rows.append(
+            [
+                row.machine or "-",
+                _status(item.record),
+                _mem(item.record, measured.get(row.machine, [])),
+                row.target or "-",
+                row.torch or "-",
+                row.device or "-",
+                row.mnist or "-",
+                _secs(row.cpu_epoch_s),
+                _secs(row.accel_epoch_s),
+                "-" if row.speedup is None else f"{row.speedup:.2f}x",
+                _run_kind(m for m, _ in members),
+                str(len(members)),
+                _verdicts(members),
+                item.label,
+            ]
+        )
+    header = [
+        "machine",
+        "status",
+        "memory",
+        "target",
+        "torch",
+        "device",
+        "MNIST",
+        "CPU epoch",
+        "accelerator epoch",
+        "speedup",
+        "run",
+        "records",
+        "verify",
+        "first record",
+    ]
     section.tables.append(Table(header, _capped(rows, "machines", section.notes)))
     return section
 
@@ -154,9 +188,18 @@ def _status(record: RunRecord) -> str:
     if record["status"] == "ok":
         return "ok"
     failure = record.get("failure")
-    reason = (failure and failure["message"]) or record.get("error") or next(
-        (f"{name}: {check.get('summary') or check['status']}" for name, check in record["checks"].items()
-         if isinstance(check, dict) and check.get("status") != "ok"), None)
+    reason = (
+        (failure and failure["message"])
+        or record.get("error")
+        or next(
+            (
+                f"{name}: {check.get('summary') or check['status']}"
+                for name, check in record["checks"].items()
+                if isinstance(check, dict) and check.get("status") != "ok"
+            ),
+            None,
+        )
+    )
     line = " ".join(str(reason or "no reason recorded").split())
     return f"{record['status']}: {line[:200]}{'...' if len(line) > 200 else ''}"
 
@@ -168,14 +211,31 @@ def _failures(items: list[Item]) -> Section | None:
     for item in items:
         found = item.record.get("failure") if item.record is not None else None
         if found:
-            rows.append([item.label, found["stage"], found["error"], found["message"], found["host"] or "-",
-                         found["hint"] or "-", ", ".join(found["not_run"]) or "-"])
+            rows.append(
+                [
+                    item.label,
+                    found["stage"],
+                    found["error"],
+                    found["message"],
+                    found["host"] or "-",
+                    found["hint"] or "-",
+                    ", ".join(found["not_run"]) or "-",
+                ]
+            )
     if not rows:
         return None
-    section = Section("failures", "Failures", "Runs that stopped, and why, as each record keeps it: the checks "
-                      "that could run without what failed ran, and are in the sections above.")
-    section.tables.append(Table(["record", "stage", "error", "what failed", "host out of reach", "fix", "not run"],
-                                _capped(rows, "failures", section.notes)))
+    section = Section(
+        "failures",
+        "Failures",
+        "Runs that stopped, and why, as each record keeps it: the checks "
+        "that could run without what failed ran, and are in the sections above.",
+    )
+    section.tables.append(
+        Table(
+            ["record", "stage", "error", "what failed", "host out of reach", "fix", "not run"],
+            _capped(rows, "failures", section.notes),
+        )
+    )
     return section
 
 
@@ -208,19 +268,28 @@ def _availability(items: list[Item]) -> Section | None:
             continue
         data = dict(check)
         found = [str(data.get("selected_device") or "no accelerator selected")]
-        found += [f"{d.get('name')} (sm {d.get('capability')}, kernels in wheel: {d.get('kernels_in_wheel')})"
-                  for d in _devices(item.record)]
+        found += [
+            f"{d.get('name')} (sm {d.get('capability')}, kernels in wheel: {d.get('kernels_in_wheel')})"
+            for d in _devices(item.record)
+        ]
         # MPS's reason is news only on a Mac; elsewhere it is always "exists only on macOS".
         relevant = ("cuda_reason", "mps_reason") if item.record["environment"]["os"] == "macos" else ("cuda_reason",)
         why = "; ".join(str(data[k]) for k in relevant if data.get(k)) or "-"
-        rows.append([item.label, check["status"], "; ".join(found), why, str(data.get("fix") or "-"),
-                     check["summary"]])
+        rows.append([item.label, check["status"], "; ".join(found), why, str(data.get("fix") or "-"), check["summary"]])
     if not rows:
         return None
-    section = Section("availability", "Availability", "What each record found, why an accelerator is unusable, "
-                      "and the install command that fixes it (when the build is at fault).")
-    section.tables.append(Table(["record", "status", "found", "why unusable", "fix", "summary"],
-                                _capped(rows, "availability", section.notes)))
+    section = Section(
+        "availability",
+        "Availability",
+        "What each record found, why an accelerator is unusable, "
+        "and the install command that fixes it (when the build is at fault).",
+    )
+    section.tables.append(
+        Table(
+            ["record", "status", "found", "why unusable", "fix", "summary"],
+            _capped(rows, "availability", section.notes),
+        )
+    )
     return section
 
 
@@ -231,24 +300,34 @@ def _transfers(items: list[Item]) -> Section | None:
     held = _holding(items, has)
     if not held:
         return None
-    section = Section("transfers", "Host and device transfers", "Median bandwidth against transfer size, both "
-                      "directions, pageable and pinned memory; the shaded band is the interquartile range.")
+    section = Section(
+        "transfers",
+        "Host and device transfers",
+        "Median bandwidth against transfer size, both "
+        "directions, pageable and pinned memory; the shaded band is the interquartile range.",
+    )
     rows = []
     for item, record in held:
         for (direction, memory), (size, peak) in transfer_peaks(record).items():
             rows.append([item.label, direction, memory, f"{peak:.2f}", f"{size / 1024:,.0f} KiB"])
-    section.tables.append(Table(["record", "direction", "memory", "peak GB/s", "at size"],
-                                _capped(rows, "transfers", section.notes)))
+    section.tables.append(
+        Table(["record", "direction", "memory", "peak GB/s", "at size"], _capped(rows, "transfers", section.notes))
+    )
     for item in _chart_items(items, has, "transfers", section.notes):
         assert item.record is not None
         series: dict[tuple[str, str], svg.Series] = {}
         for t in item.record["checks"]["moves"].get("transfers", []):
-            s = series.setdefault((t["direction"], t["memory"]), svg.Series(
-                f"{t['direction']} {t['memory']}", [], [], dashed=t["memory"] == "pageable"))
+            s = series.setdefault(
+                (t["direction"], t["memory"]),
+                svg.Series(f"{t['direction']} {t['memory']}", [], [], dashed=t["memory"] == "pageable"),
+            )
             s.points.append((t["bytes"] / 1024, t["gb_per_s"]))
             s.band.append((t["bytes"] / 1024, t["gb_per_s_q1"], t["gb_per_s_q3"]))
-        section.charts.append(svg.line_chart(f"transfers: {item.label}", list(series.values()), "size (KiB)",
-                                             "GB/s", log_x=True, log_y=True))
+        section.charts.append(
+            svg.line_chart(
+                f"transfers: {item.label}", list(series.values()), "size (KiB)", "GB/s", log_x=True, log_y=True
+            )
+        )
     return section
 
 
@@ -268,17 +347,49 @@ def _mnist(items: list[Item]) -> Section | None:
     held = _holding(items, has)
     if not held:
         return None
-    section = Section("mnist", "MNIST training", "Epoch time (the median of the record's epochs) per loop and "
-                      "model; one-time costs (dataset load, warm-up, compile or capture) are kept apart from it.")
+    section = Section(
+        "mnist",
+        "MNIST training",
+        "Epoch time (the median of the record's epochs) per loop and "
+        "model; one-time costs (dataset load, warm-up, compile or capture) are kept apart from it.",
+    )
     rows = []
     for item, record in held:
         for r in record["checks"]["mnist"].get("runs", []):
-            rows.append([item.label, r["model"], r["loop"], r["device"], str(r["batch_size"]), str(r["epochs"]),
-                         f"{r['train_samples']:,}", _secs(r["epoch_s"]), _num(r["samples_per_s"]),
-                         _num(r["final_loss"]), f"{r['test_acc']:.4f}", _secs(r["dataset_load_s"]),
-                         _secs(r["warmup_s"]), _secs(_float(dict(r).get("capture_s")))])    # graphed runs only
-    header = ["record", "model", "loop", "device", "batch", "epochs", "samples", "epoch", "samples/s",
-              "final loss", "test acc", "dataset load", "warm-up", "compile/capture"]
+            rows.append(
+                [
+                    item.label,
+                    r["model"],
+                    r["loop"],
+                    r["device"],
+                    str(r["batch_size"]),
+                    str(r["epochs"]),
+                    f"{r['train_samples']:,}",
+                    _secs(r["epoch_s"]),
+                    _num(r["samples_per_s"]),
+                    _num(r["final_loss"]),
+                    f"{r['test_acc']:.4f}",
+                    _secs(r["dataset_load_s"]),
+                    _secs(r["warmup_s"]),
+                    _secs(_float(dict(r).get("capture_s"))),
+                ]
+            )  # graphed runs only
+    header = [
+        "record",
+        "model",
+        "loop",
+        "device",
+        "batch",
+        "epochs",
+        "samples",
+        "epoch",
+        "samples/s",
+        "final loss",
+        "test acc",
+        "dataset load",
+        "warm-up",
+        "compile/capture",
+    ]
     section.tables.append(Table(header, _capped(rows, "MNIST runs", section.notes)))
     for item in _chart_items(items, has, "MNIST loss curves", section.notes):
         assert item.record is not None
@@ -286,9 +397,13 @@ def _mnist(items: list[Item]) -> Section | None:
         for r in item.record["checks"]["mnist"].get("runs", []):
             n = len(r["loss_curve"])
             span = r["epochs"] / n if n else 1.0
-            curves.append(svg.Series(f"{r['model']}/{r['loop']} {r['device']}",
-                                     [((i + 1) * span, v) for i, v in enumerate(r["loss_curve"]) if v is not None],
-                                     dashed=r["device"] == "cpu"))
+            curves.append(
+                svg.Series(
+                    f"{r['model']}/{r['loop']} {r['device']}",
+                    [((i + 1) * span, v) for i, v in enumerate(r["loss_curve"]) if v is not None],
+                    dashed=r["device"] == "cpu",
+                )
+            )
         section.charts.append(svg.line_chart(f"training loss: {item.label}", curves, "epoch", "loss"))
     return section
 
@@ -300,8 +415,12 @@ def _sweep(items: list[Item]) -> Section | None:
     held = _holding(items, has)
     if not held:
         return None
-    section = Section("sweep", "Batch-size sweep", "Time per optimizer step against batch size; a dotted line "
-                      "marks the batch from which the accelerator is faster than the CPU.")
+    section = Section(
+        "sweep",
+        "Batch-size sweep",
+        "Time per optimizer step against batch size; a dotted line "
+        "marks the batch from which the accelerator is faster than the CPU.",
+    )
     rows = []
     flagged = 0
     for item, record in held:
@@ -314,26 +433,51 @@ def _sweep(items: list[Item]) -> Section | None:
             if r["test_acc"] < IMPLAUSIBLE * best[r["model"]]:
                 flagged += 1
                 steps = dict(r).get("steps")
-                accuracy += (f" (low: {r['model']} reached {best[r['model']]:.2f} in this record"
-                             + (f"; {steps} optimizer steps" if isinstance(steps, int) else "") + ")")
-            rows.append([item.label, r["model"], r["loop"], r["device"], str(r["batch_size"]),
-                         "-" if r.get("step_s") is None else f"{_num(r['step_s'] * 1e3)} ms", _secs(r["epoch_s"]),
-                         accuracy])
+                accuracy += (
+                    f" (low: {r['model']} reached {best[r['model']]:.2f} in this record"
+                    + (f"; {steps} optimizer steps" if isinstance(steps, int) else "")
+                    + ")"
+                )
+            rows.append(
+                [
+                    item.label,
+                    r["model"],
+                    r["loop"],
+                    r["device"],
+                    str(r["batch_size"]),
+                    "-" if r.get("step_s") is None else f"{_num(r['step_s'] * 1e3)} ms",
+                    _secs(r["epoch_s"]),
+                    accuracy,
+                ]
+            )
     if flagged:
-        section.notes.append(f"{flagged} test accuracies are below {IMPLAUSIBLE:.0%} of the best of their model in "
-                             "the same record and are marked low: a sweep trains every batch size on the same "
-                             "samples for the same epochs, so a large batch takes few optimizer steps (60,000 samples "
-                             "at batch 1024 are 59; --limit 8000 makes them 8), with a learning rate scaled to the "
-                             "batch: their step times stand, their accuracy is no verdict on the batch size.")
-    section.tables.append(Table(["record", "model", "loop", "device", "batch", "step", "epoch", "test acc"],
-                                _capped(rows, "sweep", section.notes)))
+        section.notes.append(
+            f"{flagged} test accuracies are below {IMPLAUSIBLE:.0%} of the best of their model in "
+            "the same record and are marked low: a sweep trains every batch size on the same "
+            "samples for the same epochs, so a large batch takes few optimizer steps (60,000 samples "
+            "at batch 1024 are 59; --limit 8000 makes them 8), with a learning rate scaled to the "
+            "batch: their step times stand, their accuracy is no verdict on the batch size."
+        )
+    section.tables.append(
+        Table(
+            ["record", "model", "loop", "device", "batch", "step", "epoch", "test acc"],
+            _capped(rows, "sweep", section.notes),
+        )
+    )
     crossings = []
     for item, record in held:
-        crossings += [[item.label, f"{c['model']}/{c['loop']}", c["text"]]
-                      for c in record["checks"]["mnist"].get("crossovers", [])]
+        crossings += [
+            [item.label, f"{c['model']}/{c['loop']}", c["text"]]
+            for c in record["checks"]["mnist"].get("crossovers", [])
+        ]
     if crossings:
-        section.tables.append(Table(["record", "model/loop", "crossover"],
-                                    _capped(crossings, "crossovers", section.notes), "where the accelerator wins"))
+        section.tables.append(
+            Table(
+                ["record", "model/loop", "crossover"],
+                _capped(crossings, "crossovers", section.notes),
+                "where the accelerator wins",
+            )
+        )
     for item in _chart_items(items, has, "sweep", section.notes):
         assert item.record is not None
         mnist = item.record["checks"]["mnist"]
@@ -344,11 +488,24 @@ def _sweep(items: list[Item]) -> Section | None:
                 continue
             key = (r["model"], r["loop"], r["device"])
             series.setdefault(key, svg.Series(" ".join(key), [], dashed=r["device"] == "cpu")).points.append(
-                (float(r["batch_size"]), step * 1e3))
-        markers = [svg.Marker(float(c["batch_size"]), f"{c['model']}/{c['loop']}")
-                   for c in mnist.get("crossovers", []) if c["batch_size"] is not None]
-        section.charts.append(svg.line_chart(f"step time: {item.label}", list(series.values()), "batch size",
-                                             "ms per step", log_x=True, log_y=True, markers=markers))
+                (float(r["batch_size"]), step * 1e3)
+            )
+        markers = [
+            svg.Marker(float(c["batch_size"]), f"{c['model']}/{c['loop']}")
+            for c in mnist.get("crossovers", [])
+            if c["batch_size"] is not None
+        ]
+        section.charts.append(
+            svg.line_chart(
+                f"step time: {item.label}",
+                list(series.values()),
+                "batch size",
+                "ms per step",
+                log_x=True,
+                log_y=True,
+                markers=markers,
+            )
+        )
     return section
 
 
@@ -359,18 +516,44 @@ def _ddp(items: list[Item]) -> Section | None:
     held = _holding(items, has)
     if not held:
         return None
-    section = Section("ddp", "Distributed data parallel", "Scaling efficiency per world size (samples/s per "
-                      "rank against one rank), and all-reduce bus bandwidth against message size.")
+    section = Section(
+        "ddp",
+        "Distributed data parallel",
+        "Scaling efficiency per world size (samples/s per "
+        "rank against one rank), and all-reduce bus bandwidth against message size.",
+    )
     rows = []
     for item, record in held:
         for run in record["checks"]["ddp"].get("runs", []):
             for s in run["scaling"]:
-                rows.append([item.label, run["backend"], run["device"], str(run["nodes"]), s["model"],
-                             str(s["world_size"]), str(s["global_batch"]), _secs(s["epoch_s"]),
-                             _num(s["samples_per_s"]), "-" if s["efficiency"] is None else f"{s['efficiency']:.0%}",
-                             "yes" if s["identical"] else "NO"])
-    header = ["record", "backend", "device", "nodes", "model", "world size", "global batch", "epoch", "samples/s",
-              "efficiency", "replicas identical"]
+                rows.append(
+                    [
+                        item.label,
+                        run["backend"],
+                        run["device"],
+                        str(run["nodes"]),
+                        s["model"],
+                        str(s["world_size"]),
+                        str(s["global_batch"]),
+                        _secs(s["epoch_s"]),
+                        _num(s["samples_per_s"]),
+                        "-" if s["efficiency"] is None else f"{s['efficiency']:.0%}",
+                        "yes" if s["identical"] else "NO",
+                    ]
+                )
+    header = [
+        "record",
+        "backend",
+        "device",
+        "nodes",
+        "model",
+        "world size",
+        "global batch",
+        "epoch",
+        "samples/s",
+        "efficiency",
+        "replicas identical",
+    ]
     section.tables.append(Table(header, _capped(rows, "DDP", section.notes)))
     for item, record in held:
         asked = str(record["options"].get("device") or "auto")
@@ -379,17 +562,24 @@ def _ddp(items: list[Item]) -> Section | None:
         skipped = [str(line) for line in said] if isinstance(said, list) else []
         wanted = asked not in ("auto", "cpu") or (asked == "auto" and bool(record["environment"].get("gpus")))
         if wanted and on_cpu and not any(run["device"] != "cpu" for run in record["checks"]["ddp"]["runs"]):
-            section.notes.append(f"{item.label}: asked for --device {asked}, DDP ran {on_cpu[0]} on the CPU: "
-                                 + ("; ".join(skipped) if skipped else "no accelerator run was recorded")
-                                 + " (a multi-GPU run needs two or more GPUs on the node).")
-    peaks = []          # the all-reduce in a table too: Markdown has no charts, and charts stop at MAX_CHARTS
+            section.notes.append(
+                f"{item.label}: asked for --device {asked}, DDP ran {on_cpu[0]} on the CPU: "
+                + ("; ".join(skipped) if skipped else "no accelerator run was recorded")
+                + " (a multi-GPU run needs two or more GPUs on the node)."
+            )
+    peaks = []  # the all-reduce in a table too: Markdown has no charts, and charts stop at MAX_CHARTS
     for item, record in held:
         for run in record["checks"]["ddp"].get("runs", []):
             for world, (size, peak) in allreduce_peaks(run).items():
                 peaks.append([item.label, run["backend"], str(world), f"{peak:.2f}", f"{size / 1024:,.0f} KiB"])
     if peaks:
-        section.tables.append(Table(["record", "backend", "world size", "peak bus GB/s", "at size"],
-                                    _capped(peaks, "all-reduce", section.notes), "all-reduce bus bandwidth"))
+        section.tables.append(
+            Table(
+                ["record", "backend", "world size", "peak bus GB/s", "at size"],
+                _capped(peaks, "all-reduce", section.notes),
+                "all-reduce bus bandwidth",
+            )
+        )
     for item in _chart_items(items, has, "DDP", section.notes):
         assert item.record is not None
         for run in item.record["checks"]["ddp"].get("runs", []):
@@ -397,18 +587,34 @@ def _ddp(items: list[Item]) -> Section | None:
             for s in run["scaling"]:
                 if s["efficiency"] is not None:
                     scaling.setdefault(s["model"], svg.Series(f"{run['backend']} {s['model']}", [])).points.append(
-                        (float(s["world_size"]), s["efficiency"] * 100))
+                        (float(s["world_size"]), s["efficiency"] * 100)
+                    )
             if scaling:
-                section.charts.append(svg.line_chart(f"scaling efficiency: {item.label}", list(scaling.values()),
-                                                     "world size (ranks)", "efficiency %",
-                                                     x_ticks=[float(n) for n in run["world_sizes"]]))
+                section.charts.append(
+                    svg.line_chart(
+                        f"scaling efficiency: {item.label}",
+                        list(scaling.values()),
+                        "world size (ranks)",
+                        "efficiency %",
+                        x_ticks=[float(n) for n in run["world_sizes"]],
+                    )
+                )
             series: dict[int, svg.Series] = {}
             for b in run["allreduce"]:
-                series.setdefault(b["world_size"], svg.Series(f"{run['backend']} x{b['world_size']}", [])
-                                  ).points.append((b["bytes"] / 1024, b["busbw_gb_s"]))
+                series.setdefault(
+                    b["world_size"], svg.Series(f"{run['backend']} x{b['world_size']}", [])
+                ).points.append((b["bytes"] / 1024, b["busbw_gb_s"]))
             if series:
-                section.charts.append(svg.line_chart(f"all-reduce: {item.label}", list(series.values()),
-                                                     "message size (KiB)", "bus GB/s", log_x=True, log_y=True))
+                section.charts.append(
+                    svg.line_chart(
+                        f"all-reduce: {item.label}",
+                        list(series.values()),
+                        "message size (KiB)",
+                        "bus GB/s",
+                        log_x=True,
+                        log_y=True,
+                    )
+                )
     return section
 
 
@@ -421,11 +627,16 @@ def _environments(items: list[Item]) -> Section | None:
     values = [_flat(i.record, with_packages) for i in readable if i.record is not None]
     keys = sorted({k for v in values for k in v})
     differing = [k for k in keys if len({v.get(k, "-") for v in values}) > 1]
-    section = Section("environments", "Environments", "The environment and option fields that differ between "
-                      "the records: one column per distinct combination, named by its first record.")
+    section = Section(
+        "environments",
+        "Environments",
+        "The environment and option fields that differ between "
+        "the records: one column per distinct combination, named by its first record.",
+    )
     if not with_packages and any("packages" in i.record["environment"] for i in readable if i.record is not None):
-        section.notes.append("Packages are not compared: only some of these records list them "
-                             "(kitbench.run/1 records do not).")
+        section.notes.append(
+            "Packages are not compared: only some of these records list them (kitbench.run/1 records do not)."
+        )
     if not differing:
         section.notes.append(f"All {len(readable):,} records share every environment and option field.")
         return section
@@ -436,13 +647,17 @@ def _environments(items: list[Item]) -> Section | None:
         section.notes.append(f"environments: the first {MAX_VARIANTS} of {len(combos):,} combinations are shown.")
     shown = list(combos.items())[:MAX_VARIANTS]
     # One column per combination, one row per field: the fields outnumber the combinations that fit a page.
-    header = ["field", *(members[0].label + (f" and {len(members) - 1:,} more" if len(members) > 1 else "")
-                         for _, members in shown)]
+    header = [
+        "field",
+        *(members[0].label + (f" and {len(members) - 1:,} more" if len(members) > 1 else "") for _, members in shown),
+    ]
     rows = [[key, *(_short(combo[at]) for combo, _ in shown)] for at, key in enumerate(differing)]
     section.tables.append(Table(header, _capped(rows, "environment fields", section.notes)))
     if any(_short(combo[at]) != combo[at] for combo, _ in shown for at in range(len(differing))):
-        section.notes.append("Hashes (sha256, git revisions, GPU UUIDs) are shown by their first 12 characters; "
-                             "the records hold them whole.")
+        section.notes.append(
+            "Hashes (sha256, git revisions, GPU UUIDs) are shown by their first 12 characters; "
+            "the records hold them whole."
+        )
     return section
 
 
@@ -451,8 +666,11 @@ _HASH = re.compile(r"(sha256:|GPU-)?[0-9a-f][0-9a-f-]{19,}")
 
 def _short(value: str) -> str:
     """A long hash as its first 12 characters: a page 1,400 px wide holds 8 environments side by side."""
-    return f"{value[:12 + value.find(':') + 1 if value.startswith('sha256:') else 12]}…" \
-        if _HASH.fullmatch(value) else value
+    return (
+        f"{value[: 12 + value.find(':') + 1 if value.startswith('sha256:') else 12]}…"
+        if _HASH.fullmatch(value)
+        else value
+    )
 
 
 def _flat(record: RunRecord, with_packages: bool) -> dict[str, str]:
@@ -494,10 +712,19 @@ def _records(items: list[Item]) -> Section:
         if rec is None:
             rows.append([item.name, item.sha256, f"unreadable: {item.error}", "-", "-", "-"])
         else:
-            rows.append([item.name, item.sha256, rec["status"], "quick" if item.quick else "full",
-                         rec["started_at"], "kitbench " + " ".join(rec["argv"])])
-    section.tables.append(Table(["file", "sha256", "status", "run", "started", "command line"],
-                                _capped(rows, "records", section.notes)))
+            rows.append(
+                [
+                    item.name,
+                    item.sha256,
+                    rec["status"],
+                    "quick" if item.quick else "full",
+                    rec["started_at"],
+                    "kitbench " + " ".join(rec["argv"]),
+                ]
+            )
+    section.tables.append(
+        Table(["file", "sha256", "status", "run", "started", "command line"], _capped(rows, "records", section.notes))
+    )
     return section
 
 
@@ -505,11 +732,21 @@ def sections_of(items: list[Item], table: list[Row]) -> list[Section]:
     """The page's sections in their order, those that some record holds; ``table``: compare's rows of ``items``.
     A record that did not finish ok comes after those that did, in every section: a run that could not get
     MNIST is a result too, but never the page's first machine or first environment, a column of dashes."""
+
     def finished(item: Item) -> bool:
         return item.record is not None and item.record["status"] == "ok"
 
     order = sorted(range(len(items)), key=lambda at: not finished(items[at]))
     items, table = [items[at] for at in order], [table[at] for at in order]
-    found = [_machines(items, table), _failures(items), _availability(items), _transfers(items), _mnist(items),
-             _sweep(items), _ddp(items), _environments(items), _records(items)]
+    found = [
+        _machines(items, table),
+        _failures(items),
+        _availability(items),
+        _transfers(items),
+        _mnist(items),
+        _sweep(items),
+        _ddp(items),
+        _environments(items),
+        _records(items),
+    ]
     return [s for s in found if s is not None]

@@ -24,15 +24,15 @@ def escape(text: str) -> str:
 
 
 WIDTH, HEIGHT = 560, 300
-_LEFT, _RIGHT, _TOP, _BOTTOM = 64, 150, 28, 44       # the right margin holds the legend
-PALETTE = 12        # distinct colours: a suite's loss chart has 12 series (2 models, 3 loops, 2 devices)
+_LEFT, _RIGHT, _TOP, _BOTTOM = 64, 150, 28, 44  # the right margin holds the legend
+PALETTE = 12  # distinct colours: a suite's loss chart has 12 series (2 models, 3 loops, 2 devices)
 
 
 @dataclass
 class Series:
     name: str
     points: list[tuple[float, float]]
-    band: list[tuple[float, float, float]] = field(default_factory=list)   # (x, low, high), drawn shaded
+    band: list[tuple[float, float, float]] = field(default_factory=list)  # (x, low, high), drawn shaded
     dashed: bool = False
 
 
@@ -48,7 +48,7 @@ def _ticks(low: float, high: float, log: bool) -> list[float]:
     if log:
         first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
         step = max(1, (last - first) // 6)
-        return [10.0 ** e for e in range(first, last + 1, step)]
+        return [10.0**e for e in range(first, last + 1, step)]
     if high <= low:
         return [low]
     raw = (high - low) / 5
@@ -63,12 +63,12 @@ def _label(value: float) -> str:
         return "0"
     if abs(value) >= 1e4 or abs(value) < 1e-3:
         exponent = math.floor(math.log10(abs(value)))
-        mantissa = value / 10 ** exponent
+        mantissa = value / 10**exponent
         return f"1e{exponent}" if math.isclose(mantissa, 1) else f"{mantissa:.3g}e{exponent}"
     return f"{value:.4g}"
 
 
-MAX_POINTS = 2 * WIDTH      # per line: two to a pixel column; a 1.5-million-step loss curve is not 30 MB of SVG
+MAX_POINTS = 2 * WIDTH  # per line: two to a pixel column; a 1.5-million-step loss curve is not 30 MB of SVG
 
 T = TypeVar("T")
 
@@ -81,18 +81,29 @@ def _thinned(points: list[T]) -> list[T]:
     return points[::step] + ([points[-1]] if (len(points) - 1) % step else [])
 
 
-def line_chart(title: str, series: Sequence[Series], x_label: str, y_label: str, log_x: bool = False,
-               log_y: bool = False, markers: Sequence[Marker] = (), x_ticks: Sequence[float] = ()) -> str:
+def line_chart(
+    title: str,
+    series: Sequence[Series],
+    x_label: str,
+    y_label: str,
+    log_x: bool = False,
+    log_y: bool = False,
+    markers: Sequence[Marker] = (),
+    x_ticks: Sequence[float] = (),
+) -> str:
     """One chart as an ``<svg>`` element; points that a log axis cannot place are left out.
     ``x_ticks`` replaces the computed ticks, for counts such as world sizes."""
+
     def usable(x: float, y: float) -> bool:
         return math.isfinite(x) and math.isfinite(y) and (x > 0 or not log_x) and (y > 0 or not log_y)
 
     xs = [x for s in series for x, y in s.points if usable(x, y)]
     ys = [y for s in series for x, y in s.points if usable(x, y)]
     ys += [v for s in series for x, lo, hi in s.band for v in (lo, hi) if usable(x, v)]
-    out = [f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{escape(title)}" '
-           f'xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>']
+    out = [
+        f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{escape(title)}" '
+        f'xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>'
+    ]
     if not xs:
         out.append(f'<text x="{WIDTH / 2}" y="{HEIGHT / 2}" text-anchor="middle">no points to draw</text></svg>')
         return "".join(out)
@@ -124,15 +135,21 @@ def line_chart(title: str, series: Sequence[Series], x_label: str, y_label: str,
     out.append(f'<g class="axis"><rect x="{_LEFT}" y="{_TOP}" width="{plot_w}" height="{plot_h}" fill="none"/>')
     for t in xt:
         if x0 <= t <= x1:
-            out.append(f'<line x1="{px(t)}" x2="{px(t)}" y1="{_TOP + plot_h}" y2="{_TOP + plot_h + 4}"/>'
-                       f'<text x="{px(t)}" y="{_TOP + plot_h + 16}" text-anchor="middle">{_label(t)}</text>')
+            out.append(
+                f'<line x1="{px(t)}" x2="{px(t)}" y1="{_TOP + plot_h}" y2="{_TOP + plot_h + 4}"/>'
+                f'<text x="{px(t)}" y="{_TOP + plot_h + 16}" text-anchor="middle">{_label(t)}</text>'
+            )
     for t in yt:
         if y0 <= t <= y1:
-            out.append(f'<line class="grid" x1="{_LEFT}" x2="{_LEFT + plot_w}" y1="{py(t)}" y2="{py(t)}"/>'
-                       f'<text x="{_LEFT - 6}" y="{py(t) + 4}" text-anchor="end">{_label(t)}</text>')
-    out.append(f'<text x="{_LEFT + plot_w / 2}" y="{HEIGHT - 6}" text-anchor="middle">{escape(x_label)}</text>'
-               f'<text transform="translate(14 {_TOP + plot_h / 2}) rotate(-90)" text-anchor="middle">'
-               f'{escape(y_label)}</text></g>')
+            out.append(
+                f'<line class="grid" x1="{_LEFT}" x2="{_LEFT + plot_w}" y1="{py(t)}" y2="{py(t)}"/>'
+                f'<text x="{_LEFT - 6}" y="{py(t) + 4}" text-anchor="end">{_label(t)}</text>'
+            )
+    out.append(
+        f'<text x="{_LEFT + plot_w / 2}" y="{HEIGHT - 6}" text-anchor="middle">{escape(x_label)}</text>'
+        f'<text transform="translate(14 {_TOP + plot_h / 2}) rotate(-90)" text-anchor="middle">'
+        f"{escape(y_label)}</text></g>"
+    )
     for i, s in enumerate(series):
         colour = f"s{i % PALETTE}"
         # Past the palette a colour comes back, dotted: no two series drawn alike.
@@ -143,18 +160,26 @@ def line_chart(title: str, series: Sequence[Series], x_label: str, y_label: str,
             out.append(f'<polygon class="band {colour}" points="{" ".join(edge)}"/>')
         points = [f"{px(x)},{py(y)}" for x, y in _thinned([(x, y) for x, y in s.points if usable(x, y)])]
         if points:
-            out.append(f'<polyline class="line {colour}" fill="none"{dash} points="{" ".join(points)}">'
-                       f'<title>{escape(s.name)}</title></polyline>')
+            out.append(
+                f'<polyline class="line {colour}" fill="none"{dash} points="{" ".join(points)}">'
+                f"<title>{escape(s.name)}</title></polyline>"
+            )
             if len(points) <= 24:
-                out += [f'<circle class="dot {colour}" cx="{p.split(",")[0]}" cy="{p.split(",")[1]}" r="2.5"/>'
-                        for p in points]
+                out += [
+                    f'<circle class="dot {colour}" cx="{p.split(",")[0]}" cy="{p.split(",")[1]}" r="2.5"/>'
+                    for p in points
+                ]
         ly = _TOP + 6 + 16 * i
         lx = WIDTH - _RIGHT + 8
-        out.append(f'<line class="line {colour}"{dash} x1="{lx}" x2="{lx + 18}" y1="{ly}" y2="{ly}"/>'
-                   f'<text class="legend" x="{lx + 22}" y="{ly + 4}">{escape(s.name[:22])}</text>')
+        out.append(
+            f'<line class="line {colour}"{dash} x1="{lx}" x2="{lx + 18}" y1="{ly}" y2="{ly}"/>'
+            f'<text class="legend" x="{lx + 22}" y="{ly + 4}">{escape(s.name[:22])}</text>'
+        )
     for m in markers:
         if x0 <= m.x <= x1 and (m.x > 0 or not log_x):
-            out.append(f'<g class="marker"><line x1="{px(m.x)}" x2="{px(m.x)}" y1="{_TOP}" y2="{_TOP + plot_h}" '
-                       f'stroke-dasharray="2 3"/><text x="{px(m.x) + 3}" y="{_TOP + 12}">{escape(m.label)}</text></g>')
+            out.append(
+                f'<g class="marker"><line x1="{px(m.x)}" x2="{px(m.x)}" y1="{_TOP}" y2="{_TOP + plot_h}" '
+                f'stroke-dasharray="2 3"/><text x="{px(m.x) + 3}" y="{_TOP + 12}">{escape(m.label)}</text></g>'
+            )
     out.append("</svg>")
     return "".join(out)

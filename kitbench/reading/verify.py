@@ -13,49 +13,69 @@ from kitbench.errors import UsageError
 from kitbench.reading.envdiff import diff
 from kitbench.records.types import Environment, MnistRun, RunRecord
 
-CROSS_DEVICE_RTOL = 0.05        # loss agreement demanded across devices or builds
+CROSS_DEVICE_RTOL = 0.05  # loss agreement demanded across devices or builds
 
 # What verify leaves out of every comparison (it says so on every verdict); the fields a pair's runs do
 # not both record are added per pair.
-NOT_COMPARED = ("timings (epoch_s, epoch_s_all, step_s, samples_per_s, data_s, dataset_load_s, warmup_s, eval_s, "
-                "capture_s, compute_floor_s, floor_fraction, matmul_gflops, profile, device_init_s)",
-                "the MNIST check's speedup, loop-ratio and graph-ratio tables (timings) and its data_root",
-                "capture (which mechanism captured a graphed step)", "the availability and moves checks",
-                "the ddp check (its replicas' own digests are checked within a run)",
-                "the sweep and crossover tables (each batch size's run is compared instead)")
+NOT_COMPARED = (
+    "timings (epoch_s, epoch_s_all, step_s, samples_per_s, data_s, dataset_load_s, warmup_s, eval_s, "
+    "capture_s, compute_floor_s, floor_fraction, matmul_gflops, profile, device_init_s)",
+    "the MNIST check's speedup, loop-ratio and graph-ratio tables (timings) and its data_root",
+    "capture (which mechanism captured a graphed step)",
+    "the availability and moves checks",
+    "the ddp check (its replicas' own digests are checked within a run)",
+    "the sweep and crossover tables (each batch size's run is compared instead)",
+)
 # What a run was asked to do: a pair that differs in any of these (or in the MNIST data) is not comparable.
 _CONFIGURATION = ("batch_size", "epochs", "train_samples", "lr", "steps")
 _BUILD = ("torch", "torch_build", "cuda", "cudnn")
 # The CPU identity that decides which kernels run; the core counts do not (threads are compared apart).
-_CPU_IDENTITY = ("vendor", "model", "family", "model_number", "stepping", "implementer", "part", "variant",
-                 "revision", "isa")
+_CPU_IDENTITY = (
+    "vendor",
+    "model",
+    "family",
+    "model_number",
+    "stepping",
+    "implementer",
+    "part",
+    "variant",
+    "revision",
+    "isa",
+)
 # Settings that do not decide which kernels run: which GPU a process sees, and thread counts the rule
 # compares apart (a CPU run's intra-op threads; the inter-op pool splits no reduction here).
-_NOT_KERNEL_SETTINGS = {"CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "num_threads",
-                        "num_interop_threads"}
+_NOT_KERNEL_SETTINGS = {
+    "CUDA_VISIBLE_DEVICES",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "num_threads",
+    "num_interop_threads",
+}
 _OPTIONS = ("seed", "epochs", "batch_size", "sweep", "lr", "train_limit", "threads", "deterministic")
-_WITHOUT_DIGESTS = ("the loss curve, epoch losses, final training loss, test loss and test accuracy: exact on the CPU "
-            f"with the same torch, CPU model and threads, within rtol {CROSS_DEVICE_RTOL} otherwise; parameters "
-            "not compared")
+_WITHOUT_DIGESTS = (
+    "the loss curve, epoch losses, final training loss, test loss and test accuracy: exact on the CPU "
+    f"with the same torch, CPU model and threads, within rtol {CROSS_DEVICE_RTOL} otherwise; parameters "
+    "not compared"
+)
 
 
 @dataclass
 class Comparison:
     """One compared quantity, the rule applied to it, and what came out."""
 
-    quantity: str           # e.g. "fnn/resident on cpu, batch 64: training loss curve"
-    rule: str               # "bitwise" (parameter digests), "exact" (recorded numbers) or "within rtol 0.05"
+    quantity: str  # e.g. "fnn/resident on cpu, batch 64: training loss curve"
+    rule: str  # "bitwise" (parameter digests), "exact" (recorded numbers) or "within rtol 0.05"
     equal: bool
     detail: str | None = None
 
 
 @dataclass
 class Verdict:
-    verdict: str                    # reproduced | not reproduced | both diverged
-    first_divergence: str | None    # None when reproduced
+    verdict: str  # reproduced | not reproduced | both diverged
+    first_divergence: str | None  # None when reproduced
     comparisons: list[Comparison] = field(default_factory=list)
     differences: list[str] = field(default_factory=list)
-    rules: list[str] = field(default_factory=list)          # which rule each pair of runs got, and why
+    rules: list[str] = field(default_factory=list)  # which rule each pair of runs got, and why
     not_compared: list[str] = field(default_factory=list)
 
     @property
@@ -72,8 +92,9 @@ class Tally(NamedTuple):
 
 
 def tally(comparisons: Sequence[Comparison]) -> Tally:
-    return Tally(dict(Counter(c.rule for c in comparisons if c.equal)),
-                 dict(Counter(c.rule for c in comparisons if not c.equal)))
+    return Tally(
+        dict(Counter(c.rule for c in comparisons if c.equal)), dict(Counter(c.rule for c in comparisons if not c.equal))
+    )
 
 
 _Key = tuple[str, str, str, int]
@@ -86,20 +107,26 @@ def _runs(record: RunRecord, name: str = "record") -> dict[_Key, MnistRun]:
     for run in record["checks"].get("mnist", {}).get("runs", []):
         key = (run["model"], run["loop"], run["device"], run["batch_size"])
         if key in found:
-            raise UsageError(f"the {name} holds two MNIST runs of {_label(key)!r}: which one it vouches "
-                             "for is not defined", hint="it was not written by kitbench or was edited since")
+            raise UsageError(
+                f"the {name} holds two MNIST runs of {_label(key)!r}: which one it vouches for is not defined",
+                hint="it was not written by kitbench or was edited since",
+            )
         found[key] = run
     return found
 
 
 def _label(key: _Key, other_device: str | None = None) -> str:
     model, loop, device, batch = key
-    return f"{model}/{loop} on {device}" + (f" vs {other_device}" if other_device and other_device != device
-                                             else "") + f", batch {batch}"
+    return (
+        f"{model}/{loop} on {device}"
+        + (f" vs {other_device}" if other_device and other_device != device else "")
+        + f", batch {batch}"
+    )
 
 
-def _pairs(ref_runs: dict[_Key, MnistRun], cand_runs: dict[_Key, MnistRun]
-           ) -> tuple[list[tuple[_Key, MnistRun, MnistRun]], list[_Key], list[_Key]]:
+def _pairs(
+    ref_runs: dict[_Key, MnistRun], cand_runs: dict[_Key, MnistRun]
+) -> tuple[list[tuple[_Key, MnistRun, MnistRun]], list[_Key], list[_Key]]:
     """Runs paired by model, loop, device and batch size; then what is left paired across devices
     by model, loop and batch size (the cross-device comparison); then the runs with no partner."""
     pairs = [(key, ref_runs[key], cand_runs[key]) for key in ref_runs if key in cand_runs]
@@ -151,23 +178,31 @@ def _rule(env_a: Environment, env_b: Environment, ref: MnistRun, cand: MnistRun)
     if device == "cpu" and env_a.get("threads") != env_b.get("threads"):
         obstacles.append(f"threads differ ({env_a.get('threads')} vs {env_b.get('threads')})")
     # A setting one record does not name (written before kitbench recorded it) is unknown, not different.
-    kernel_settings = sorted(k for k in {*(set_a or {}), *(set_b or {})} - _NOT_KERNEL_SETTINGS
-                             if set_a is not None and set_b is not None and k in set_a and k in set_b
-                             and set_a.get(k) != set_b.get(k))
+    kernel_settings = sorted(
+        k
+        for k in {*(set_a or {}), *(set_b or {})} - _NOT_KERNEL_SETTINGS
+        if set_a is not None and set_b is not None and k in set_a and k in set_b and set_a.get(k) != set_b.get(k)
+    )
     if kernel_settings:
         obstacles.append("settings differ: " + ", ".join(kernel_settings))
-    deterministic = bool(set_a and set_b and set_a.get("deterministic_algorithms")
-                         and set_b.get("deterministic_algorithms"))
+    deterministic = bool(
+        set_a and set_b and set_a.get("deterministic_algorithms") and set_b.get("deterministic_algorithms")
+    )
     if obstacles:
         return f"within rtol {CROSS_DEVICE_RTOL}", "; ".join(obstacles)
     identity = f"same build ({env_a.get('torch')}), same hardware ({hw_a})" + (
-        f" and threads ({env_a.get('threads')})" if device == "cpu" else "")
+        f" and threads ({env_a.get('threads')})" if device == "cpu" else ""
+    )
     if deterministic:
         return "bitwise", f"both deterministic (--deterministic), {identity}" + (
-            "" if full else "; a record names the hardware by model name only")
+            "" if full else "; a record names the hardware by model name only"
+        )
     if device == "cpu":
-        return "bitwise", f"CPU, {identity}; not in deterministic mode (the CPU's kernels run " \
-                          "deterministically in practice; PyTorch promises it only with --deterministic)"
+        return (
+            "bitwise",
+            f"CPU, {identity}; not in deterministic mode (the CPU's kernels run "
+            "deterministically in practice; PyTorch promises it only with --deterministic)",
+        )
     return f"within rtol {CROSS_DEVICE_RTOL}", f"{device} without --deterministic on both sides"
 
 
@@ -185,27 +220,36 @@ def verify(reference: RunRecord, candidate: RunRecord) -> Verdict:
     not_compared = list(NOT_COMPARED)
     if not ref_runs or not cand_runs:
         if standing:
-            return Verdict("not reproduced", f"{standing[0].quantity}: {standing[0].detail}", standing,
-                           not_compared=not_compared)
+            return Verdict(
+                "not reproduced", f"{standing[0].quantity}: {standing[0].detail}", standing, not_compared=not_compared
+            )
         raise UsageError("both records need MNIST runs to verify", hint="run with --check mnist")
     pairs, only_ref, only_cand = _pairs(ref_runs, cand_runs)
     if not pairs:
         if standing:
-            return Verdict("not reproduced", f"{standing[0].quantity}: {standing[0].detail}", standing,
-                           not_compared=not_compared)
-        raise UsageError("the records share no MNIST model, loop and batch size",
-                         hint="run both with the same --model/--loop/--batch-size")
+            return Verdict(
+                "not reproduced", f"{standing[0].quantity}: {standing[0].detail}", standing, not_compared=not_compared
+            )
+        raise UsageError(
+            "the records share no MNIST model, loop and batch size",
+            hint="run both with the same --model/--loop/--batch-size",
+        )
     env_a, env_b = reference["environment"], candidate["environment"]
     options_a, options_b = reference["options"], candidate["options"]
-    differences = [f"option {k}: {options_a.get(k)} -> {options_b.get(k)}" for k in _OPTIONS
-                   if options_a.get(k) != options_b.get(k)]
-    differences += diff(env_a, env_b)       # each setting that differs among them, once
+    differences = [
+        f"option {k}: {options_a.get(k)} -> {options_b.get(k)}"
+        for k in _OPTIONS
+        if options_a.get(k) != options_b.get(k)
+    ]
+    differences += diff(env_a, env_b)  # each setting that differs among them, once
     rules: list[str] = []
     for name, record in (("reference", reference), ("candidate", candidate)):
         runs = record["checks"].get("mnist", {}).get("runs", [])
         if "settings" not in record["environment"] or any(r.get("params_sha256") is None for r in runs):
-            rules.append(f"the {name} has no parameter digests or settings (written before kitbench recorded "
-                         f"them): compared by the rules for records without them: {_WITHOUT_DIGESTS}")
+            rules.append(
+                f"the {name} has no parameter digests or settings (written before kitbench recorded "
+                f"them): compared by the rules for records without them: {_WITHOUT_DIGESTS}"
+            )
     comparisons: list[Comparison] = list(standing)
     data, data_unrecorded = _data(reference, candidate)
     if options_a.get("seed") != options_b.get("seed"):
@@ -214,11 +258,23 @@ def verify(reference: RunRecord, candidate: RunRecord) -> Verdict:
     if data_unrecorded:
         not_compared.append(data_unrecorded)
     for key in only_ref:
-        comparisons.append(Comparison(f"{_label(key)}: partner", "paired", False,
-                                      "the candidate has no run of this model, loop, device and batch size"))
+        comparisons.append(
+            Comparison(
+                f"{_label(key)}: partner",
+                "paired",
+                False,
+                "the candidate has no run of this model, loop, device and batch size",
+            )
+        )
     for key in only_cand:
-        comparisons.append(Comparison(f"{_label(key)}: partner", "paired", False,
-                                      "the reference has no run of this model, loop, device and batch size"))
+        comparisons.append(
+            Comparison(
+                f"{_label(key)}: partner",
+                "paired",
+                False,
+                "the reference has no run of this model, loop, device and batch size",
+            )
+        )
     both_diverged = True
     unrecorded: list[str] = []
     for key, ref, cand in pairs:
@@ -239,8 +295,12 @@ def verify(reference: RunRecord, candidate: RunRecord) -> Verdict:
     first = next((f"{c.quantity}: {c.detail}" for c in comparisons if not c.equal), None)
     if first is None:
         return Verdict("reproduced", None, comparisons, differences, rules, not_compared)
-    if both_diverged and not only_ref and not only_cand and \
-            all(c.equal or c.quantity.endswith("divergence") for c in comparisons):
+    if (
+        both_diverged
+        and not only_ref
+        and not only_cand
+        and all(c.equal or c.quantity.endswith("divergence") for c in comparisons)
+    ):
         return Verdict("both diverged", first, comparisons, differences, rules, not_compared)
     return Verdict("not reproduced", first, comparisons, differences, rules, not_compared)
 
@@ -253,19 +313,25 @@ def _standing(record: RunRecord, name: str) -> list[Comparison]:
     status, error = record["status"], record.get("error")
     runs = record["checks"].get("mnist", {}).get("runs", [])
     if status in ("failed", "interrupted"):
-        why = f": {str(error)[:300]}" if error else \
-            " (stopped before it finished)" if status == "interrupted" else ""
-        found.append(Comparison(f"the {name}'s status", "ok", False,
-                                f"{status}{why}; a record that is not ok vouches for no result"))
+        why = f": {str(error)[:300]}" if error else " (stopped before it finished)" if status == "interrupted" else ""
+        found.append(
+            Comparison(
+                f"the {name}'s status", "ok", False, f"{status}{why}; a record that is not ok vouches for no result"
+            )
+        )
     elif status == "diverged" and not any(_diverged_at(run) is not None for run in runs):
-        found.append(Comparison(f"the {name}'s status", "ok", False,
-                                "diverged, yet none of its MNIST runs records a divergence"))
+        found.append(
+            Comparison(f"the {name}'s status", "ok", False, "diverged, yet none of its MNIST runs records a divergence")
+        )
     for check_name, check in record["checks"].items():
         state = cast(Mapping[str, Any], check).get("status")
         if state == "failed" or (check_name == "mnist" and state != "ok" and runs):
             summary = str(cast(Mapping[str, Any], check).get("summary") or "")[:300]
-            found.append(Comparison(f"the {name}'s {check_name} check", "ok", False,
-                                    f"{state}" + (f": {summary}" if summary else "")))
+            found.append(
+                Comparison(
+                    f"the {name}'s {check_name} check", "ok", False, f"{state}" + (f": {summary}" if summary else "")
+                )
+            )
     return found
 
 
@@ -280,14 +346,22 @@ def _data(reference: RunRecord, candidate: RunRecord) -> tuple[list[str], str | 
     a, b = digests
     if a is None or b is None:
         return [], f"the MNIST data (its sha256 is not recorded by {_lacking(a is not None, b is not None, 'record')})"
-    return [f"data {name} sha256 {a.get(name, 'absent')} vs {b.get(name, 'absent')}"
-            for name in sorted(a.keys() | b.keys()) if a.get(name) != b.get(name)], None
+    return [
+        f"data {name} sha256 {a.get(name, 'absent')} vs {b.get(name, 'absent')}"
+        for name in sorted(a.keys() | b.keys())
+        if a.get(name) != b.get(name)
+    ], None
 
 
 def _lacking(in_reference: bool, in_candidate: bool, kind: str = "run") -> str:
     """Which side lacks a field: the reference, the candidate, or either (neither has it)."""
-    return f"either {kind}" if not (in_reference or in_candidate) else \
-        "the reference" if not in_reference else "the candidate"
+    return (
+        f"either {kind}"
+        if not (in_reference or in_candidate)
+        else "the reference"
+        if not in_reference
+        else "the candidate"
+    )
 
 
 def _configuration(ref: MnistRun, cand: MnistRun) -> tuple[list[str], list[str]]:
@@ -312,48 +386,110 @@ def _diverged_at(run: MnistRun) -> int | None:
     return next((i for i, v in enumerate(curve) if v is None), None) if None in curve else None
 
 
-def _compare_run(label: str, ref: MnistRun, cand: MnistRun, rule: str, data: list[str]
-                 ) -> tuple[list[Comparison], bool, list[str]]:
+def _compare_run(
+    label: str, ref: MnistRun, cand: MnistRun, rule: str, data: list[str]
+) -> tuple[list[Comparison], bool, list[str]]:
     """The comparisons of one pair of runs, whether both diverged identically, and what of the pair
     was not compared. ``data``: how the records' MNIST data differs."""
     exact = rule in ("bitwise", "exact")
     number_rule = "exact" if exact else rule
     differ, skipped = _configuration(ref, cand)
     if differ or data:
-        return [Comparison(f"{label}: configuration", "equal", False,
-                           "not comparable, the runs were configured differently: " + "; ".join(data + differ))
-                ], False, skipped
+        return (
+            [
+                Comparison(
+                    f"{label}: configuration",
+                    "equal",
+                    False,
+                    "not comparable, the runs were configured differently: " + "; ".join(data + differ),
+                )
+            ],
+            False,
+            skipped,
+        )
     at_ref, at_cand = _diverged_at(ref), _diverged_at(cand)
     if at_ref is not None or at_cand is not None:
         if at_ref == at_cand:
             same = _first_difference(ref["loss_curve"][:at_ref], cand["loss_curve"][:at_cand], exact) is None
-            return [Comparison(f"{label}: divergence", number_rule, False,
-                               f"both diverged at step {at_ref}" + ("" if same else ", after different curves"))
-                    ], same, skipped
-        return [Comparison(f"{label}: divergence", number_rule, False,
-                           f"the reference diverged at step {at_ref}, the candidate at {at_cand}")], False, skipped
+            return (
+                [
+                    Comparison(
+                        f"{label}: divergence",
+                        number_rule,
+                        False,
+                        f"both diverged at step {at_ref}" + ("" if same else ", after different curves"),
+                    )
+                ],
+                same,
+                skipped,
+            )
+        return (
+            [
+                Comparison(
+                    f"{label}: divergence",
+                    number_rule,
+                    False,
+                    f"the reference diverged at step {at_ref}, the candidate at {at_cand}",
+                )
+            ],
+            False,
+            skipped,
+        )
     per_epoch = max(1, len(ref["loss_curve"]) // ref["epochs"])
     curve_a, curve_b = ref["loss_curve"], cand["loss_curve"]
-    found = [_sequence(f"{label}: training loss curve", number_rule, curve_a, curve_b, "points",
-                       lambda i: f"epoch {i // per_epoch + 1}: {curve_a[i]} vs {curve_b[i]} (curve point {i})")]
+    found = [
+        _sequence(
+            f"{label}: training loss curve",
+            number_rule,
+            curve_a,
+            curve_b,
+            "points",
+            lambda i: f"epoch {i // per_epoch + 1}: {curve_a[i]} vs {curve_b[i]} (curve point {i})",
+        )
+    ]
     if "epoch_losses" in ref and "epoch_losses" in cand:
         losses_a, losses_b = ref["epoch_losses"], cand["epoch_losses"]
-        found.append(_sequence(f"{label}: epoch losses", number_rule, losses_a, losses_b, "epochs",
-                               lambda i: f"epoch {i + 1}: {losses_a[i]} vs {losses_b[i]}"))
+        found.append(
+            _sequence(
+                f"{label}: epoch losses",
+                number_rule,
+                losses_a,
+                losses_b,
+                "epochs",
+                lambda i: f"epoch {i + 1}: {losses_a[i]} vs {losses_b[i]}",
+            )
+        )
     else:
         skipped.append(f"epoch losses: not recorded by {_lacking('epoch_losses' in ref, 'epoch_losses' in cand)}")
-    for name, what in (("final_loss", "final training loss"), ("test_loss", "test loss"),
-                       ("test_acc", "test accuracy")):
+    for name, what in (
+        ("final_loss", "final training loss"),
+        ("test_loss", "test loss"),
+        ("test_acc", "test accuracy"),
+    ):
         x, y = cast(Mapping[str, Any], ref)[name], cast(Mapping[str, Any], cand)[name]
         same = _close(x, y, exact)
         found.append(Comparison(f"{label}: {what}", number_rule, same, None if same else f"{x} vs {y}"))
     acc_a, acc_b = ref["epoch_test_acc"], cand["epoch_test_acc"]
-    found.append(_sequence(f"{label}: test accuracy per epoch", number_rule, acc_a, acc_b, "epochs",
-                           lambda i: f"epoch {i + 1}: {acc_a[i]} vs {acc_b[i]}"))
+    found.append(
+        _sequence(
+            f"{label}: test accuracy per epoch",
+            number_rule,
+            acc_a,
+            acc_b,
+            "epochs",
+            lambda i: f"epoch {i + 1}: {acc_a[i]} vs {acc_b[i]}",
+        )
+    )
     digest_a, digest_b = ref.get("params_sha256"), cand.get("params_sha256")
     if rule == "bitwise" and digest_a is not None and digest_b is not None:
-        found.append(Comparison(f"{label}: parameters", "bitwise", digest_a == digest_b,
-                                "bitwise identical" if digest_a == digest_b else _first_tensor(ref, cand)))
+        found.append(
+            Comparison(
+                f"{label}: parameters",
+                "bitwise",
+                digest_a == digest_b,
+                "bitwise identical" if digest_a == digest_b else _first_tensor(ref, cand),
+            )
+        )
     elif exact:
         skipped.append(f"parameters: no digest in {_lacking(digest_a is not None, digest_b is not None)}")
     else:
@@ -361,8 +497,14 @@ def _compare_run(label: str, ref: MnistRun, cand: MnistRun, rule: str, data: lis
     return found, False, skipped
 
 
-def _sequence(quantity: str, rule: str, a: Sequence[float | None], b: Sequence[float | None], unit: str,
-              where: Callable[[int], str]) -> Comparison:
+def _sequence(
+    quantity: str,
+    rule: str,
+    a: Sequence[float | None],
+    b: Sequence[float | None],
+    unit: str,
+    where: Callable[[int], str],
+) -> Comparison:
     """One recorded sequence compared under ``rule``: its length first, then its values."""
     if len(a) != len(b):
         return Comparison(quantity, rule, False, f"{len(a)} vs {len(b)} {unit} (the same configuration)")

@@ -13,8 +13,9 @@ from kitbench.records.types import RunRecord
 _EXACT = "exact"
 
 
-def compare(reference: RunRecord, candidate: RunRecord, same_hardware: bool = True) -> tuple[list[Comparison],
-                                                                                               list[str]]:
+def compare(
+    reference: RunRecord, candidate: RunRecord, same_hardware: bool = True
+) -> tuple[list[Comparison], list[str]]:
     """(comparisons, not compared) of the checks both records ran but MNIST (verify's): each check's status;
     availability's torch build, usable devices (where ``same_hardware``) and kernel against the float64
     reference; moves' correctness (a tensor on the wrong device refused alike, the round trip's device);
@@ -45,28 +46,47 @@ def _same(quantity: str, a: object, b: object) -> Comparison:
 
 
 def _availability(ref: dict[str, Any], cand: dict[str, Any], same_hardware: bool, left: list[str]) -> list[Comparison]:
-    found = [_same("availability: torch version and build", (ref.get("torch_version"), ref.get("build_tag")),
-                   (cand.get("torch_version"), cand.get("build_tag")))]
+    found = [
+        _same(
+            "availability: torch version and build",
+            (ref.get("torch_version"), ref.get("build_tag")),
+            (cand.get("torch_version"), cand.get("build_tag")),
+        )
+    ]
     if same_hardware:
+
         def usable(check: dict[str, Any]) -> list[str]:
             return [f"{d.get('name')} (sm {d.get('capability')})" for d in check.get("devices") or []]
 
-        found.append(_same("availability: usable devices", (ref.get("selected_device"), usable(ref)),
-                           (cand.get("selected_device"), usable(cand))))
+        found.append(
+            _same(
+                "availability: usable devices",
+                (ref.get("selected_device"), usable(ref)),
+                (cand.get("selected_device"), usable(cand)),
+            )
+        )
     else:
-        left.append(f"availability's usable devices (the record's {ref.get('selected_device')} is not on this "
-                    "machine)")
+        left.append(f"availability's usable devices (the record's {ref.get('selected_device')} is not on this machine)")
     a, b = ref.get("kernel"), cand.get("kernel")
     if isinstance(a, dict) and isinstance(b, dict):
         where = a.get("device") if a.get("device") == b.get("device") else f"{a.get('device')} vs {b.get('device')}"
-        found.append(Comparison(f"availability: the matmul kernel against float64 on {where}",
-                                f"each within its tolerance {a.get('tolerance')}",
-                                bool(a.get("passed")) == bool(b.get("passed")),
-                                f"relative error {_shown(a.get('relative_error'))} -> "
-                                f"{_shown(b.get('relative_error'))}"))
+        found.append(
+            Comparison(
+                f"availability: the matmul kernel against float64 on {where}",
+                f"each within its tolerance {a.get('tolerance')}",
+                bool(a.get("passed")) == bool(b.get("passed")),
+                f"relative error {_shown(a.get('relative_error'))} -> {_shown(b.get('relative_error'))}",
+            )
+        )
     elif isinstance(a, dict) or isinstance(b, dict):
-        found.append(Comparison("availability: the kernel check", _EXACT, False,
-                                "ran in one record only" + ("" if same_hardware else " (the GPU is not here)")))
+        found.append(
+            Comparison(
+                "availability: the kernel check",
+                _EXACT,
+                False,
+                "ran in one record only" + ("" if same_hardware else " (the GPU is not here)"),
+            )
+        )
     return found
 
 
@@ -79,20 +99,38 @@ def _moves(ref: dict[str, Any], cand: dict[str, Any], same_hardware: bool, left:
     if not same_hardware:
         left.append("moves' device-mismatch refusal and round trip with copies (they need the record's GPU)")
         return []
-    return [_same("moves: a tensor on the wrong device is refused", ref.get("mismatch_error") is not None,
-                  cand.get("mismatch_error") is not None),
-            _same("moves: the round trip's device", (ref.get("round_trip") or {}).get("device"),
-                  (cand.get("round_trip") or {}).get("device"))]
+    return [
+        _same(
+            "moves: a tensor on the wrong device is refused",
+            ref.get("mismatch_error") is not None,
+            cand.get("mismatch_error") is not None,
+        ),
+        _same(
+            "moves: the round trip's device",
+            (ref.get("round_trip") or {}).get("device"),
+            (cand.get("round_trip") or {}).get("device"),
+        ),
+    ]
 
 
 def _ddp(ref: dict[str, Any], cand: dict[str, Any], left: list[str]) -> list[Comparison]:
     def identical(check: dict[str, Any]) -> dict[tuple[str, str, int], bool]:
-        return {(str(run.get("backend")), str(s.get("model")), int(s.get("world_size") or 0)): bool(s.get("identical"))
-                for run in check.get("runs") or [] for s in run.get("scaling") or []}
+        return {
+            (str(run.get("backend")), str(s.get("model")), int(s.get("world_size") or 0)): bool(s.get("identical"))
+            for run in check.get("runs") or []
+            for s in run.get("scaling") or []
+        }
 
     had, has = identical(ref), identical(cand)
-    found = [_same(f"ddp: {backend} {model} x{world}: replicas identical", had[(backend, model, world)],
-                   has[(backend, model, world)]) for backend, model, world in had if (backend, model, world) in has]
+    found = [
+        _same(
+            f"ddp: {backend} {model} x{world}: replicas identical",
+            had[(backend, model, world)],
+            has[(backend, model, world)],
+        )
+        for backend, model, world in had
+        if (backend, model, world) in has
+    ]
     missing = sorted({key[0] for key in had if key not in has})
     if missing:
         left.append(f"ddp's {', '.join(missing)} runs (the rerun has none: another device or fewer GPUs)")

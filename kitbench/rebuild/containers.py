@@ -24,8 +24,8 @@ from kitbench.records import record as records
 from kitbench.suite import data
 from kitbench.suite.fingerprint import git_revision
 
-RESULTS_INSIDE = "/results"     # the Dockerfile's KITBENCH_RESULTS
-DATA_INSIDE = "/data"           # and KITBENCH_DATA
+RESULTS_INSIDE = "/results"  # the Dockerfile's KITBENCH_RESULTS
+DATA_INSIDE = "/data"  # and KITBENCH_DATA
 
 
 def run(target: Target, result: BuildResult, run_args: Sequence[str], log: Log) -> int:
@@ -43,15 +43,19 @@ def run(target: Target, result: BuildResult, run_args: Sequence[str], log: Log) 
         if download:
             data_root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ContainerError(f"cannot create {exc.filename}: {exc.strerror}", hint="set KITBENCH_RESULTS (records) "
-                             "or KITBENCH_DATA (MNIST) to a writable folder") from None
+        raise ContainerError(
+            f"cannot create {exc.filename}: {exc.strerror}",
+            hint="set KITBENCH_RESULTS (records) or KITBENCH_DATA (MNIST) to a writable folder",
+        ) from None
     # The target's own folder, not the results root: the image's user need not be able to enter
     # the root (a folder of mode 700, a home directory), only the folder it writes to.
-    mounts = [Mount(f"{RESULTS_INSIDE}/{target.name}", str(results_dir), type="bind"),
-              Mount(DATA_INSIDE, str(data_root), type="bind", read_only=not download)]
+    mounts = [
+        Mount(f"{RESULTS_INSIDE}/{target.name}", str(results_dir), type="bind"),
+        Mount(DATA_INSIDE, str(data_root), type="bind", read_only=not download),
+    ]
     # Records (and MNIST) owned by whoever ran kitbench, root included: the folders are the user's
     # own (`--data /etc` is one), so kitbench never changes their owner to suit the image's user.
-    getuid = getattr(os, "getuid", None)      # absent on Windows, whose Docker maps no host uids
+    getuid = getattr(os, "getuid", None)  # absent on Windows, whose Docker maps no host uids
     user = None if getuid is None else f"{getuid()}:{os.getgid()}"
     gpus = gpu_options(target, DeviceRequest)
     # With GPUs asked for, a GPU that does not work is an error, never a quiet run on the CPU
@@ -59,18 +63,28 @@ def run(target: Target, result: BuildResult, run_args: Sequence[str], log: Log) 
     if gpus and not any(a == "--device" or a.startswith("--device=") for a in run_args):
         run_args = ["--device", "cuda", *run_args]
     # The code in the image is the code built from this checkout a moment ago.
-    environment = {"KITBENCH_IMAGE": result.tag, "KITBENCH_IMAGE_ID": result.image_id,
-                   "KITBENCH_BASE_IMAGE_ID": images.base_image_id(result),
-                   "KITBENCH_GIT_REV": git_revision() or ""}
+    environment = {
+        "KITBENCH_IMAGE": result.tag,
+        "KITBENCH_IMAGE_ID": result.image_id,
+        "KITBENCH_BASE_IMAGE_ID": images.base_image_id(result),
+        "KITBENCH_GIT_REV": git_revision() or "",
+    }
     # The suite names its record (and MNIST) by their paths inside; the user needs the host's.
     inside = {RESULTS_INSIDE: results_dir.parent, DATA_INSIDE: data_root}
     lines = engine.Lines(lambda line: log(host_paths(line, inside)))
     # A chunk may end inside a multi-byte character.
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     with engine.errors(target, result.base_image):
-        container = client.containers.create(result.tag, ["run", *run_args], mounts=mounts, user=user,
-                                             environment=environment, **gpus,
-                                             network_mode=os.environ.get(engine.NETWORK_VARIABLE), shm_size="1g")
+        container = client.containers.create(
+            result.tag,
+            ["run", *run_args],
+            mounts=mounts,
+            user=user,
+            environment=environment,
+            **gpus,
+            network_mode=os.environ.get(engine.NETWORK_VARIABLE),
+            shm_size="1g",
+        )
         try:
             # A refused start (no GPU runtime, driver too old) must not leave the container behind.
             container.start()
@@ -89,7 +103,7 @@ def run(target: Target, result: BuildResult, run_args: Sequence[str], log: Log) 
     return status
 
 
-AMD_DEVICES = ("/dev/kfd", "/dev/dri")     # ROCm's compute interface, and each GPU's render node
+AMD_DEVICES = ("/dev/kfd", "/dev/dri")  # ROCm's compute interface, and each GPU's render node
 
 
 def gpu_options(target: Target, device_request: Callable[..., Any], dev: Path = Path("/dev")) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from kitbench.rebuild import engine
 from kitbench.rebuild.engine import Log
 from kitbench.records import manifest
 
-APP_INSIDE = "/opt/kitbench"          # docker/Dockerfile copies app/ (the package and envs/) there
+APP_INSIDE = "/opt/kitbench"  # docker/Dockerfile copies app/ (the package and envs/) there
 _DOCKERFILE = "docker/Dockerfile"
 
 
@@ -37,7 +37,7 @@ class BuildResult:
     image_id: str
     base_image: str
     size_bytes: int
-    arch: str | None = None     # the image's architecture, as Docker names it (amd64, arm64)
+    arch: str | None = None  # the image's architecture, as Docker names it (amd64, arm64)
 
 
 def image_tag(target: Target) -> str:
@@ -51,12 +51,16 @@ def base_image(target: Target) -> tuple[str, str | None]:
     if override:
         return override, None
     if target.base_image is None:
-        raise ContainerError(f"target {target.name!r} names no base image",
-                             hint=f"add image.base to {target.path} or set {engine.BASE_VARIABLE}")
+        raise ContainerError(
+            f"target {target.name!r} names no base image",
+            hint=f"add image.base to {target.path} or set {engine.BASE_VARIABLE}",
+        )
     if target.image_digest:
         return f"{target.base_image.partition('@')[0]}@{target.image_digest}", None
-    return target.base_image, (f"{target.name}'s base image {target.base_image} is pulled by tag: the target "
-                               "declares no image.digest, so a rebuild may start from another image")
+    return target.base_image, (
+        f"{target.name}'s base image {target.base_image} is pulled by tag: the target "
+        "declares no image.digest, so a rebuild may start from another image"
+    )
 
 
 def image_install(target: Target, python: str | None = None) -> installer.Install:
@@ -75,9 +79,13 @@ def base_python(client: Any, image: str) -> str | None:
     """The X.Y of ``python3`` in a replaced base image (CI's Debian has 3.11 where the target's Ubuntu has
     3.10); None where it has none (nvidia/cuda: the Dockerfile installs the distribution's, the target's)."""
     try:
-        out = client.containers.run(image, ["python3", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                                    remove=True, network_mode="none")
-    except Exception:       # no python3 there, or an image this engine cannot run: the build will say so
+        out = client.containers.run(
+            image,
+            ["python3", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            remove=True,
+            network_mode="none",
+        )
+    except Exception:  # no python3 there, or an image this engine cannot run: the build will say so
         return None
     text = out.decode(errors="replace").strip() if isinstance(out, bytes) else ""
     return text if re.fullmatch(r"3\.[0-9]{1,2}", text) else None
@@ -123,16 +131,21 @@ def context_tar(install: installer.Install | None = None) -> io.BytesIO:
     # From a checkout: the package, envs/ and metadata. From a wheel: the installed
     # package, which carries its envs/ inside (the same filter selects only it).
     source = manifest.checkout_root() or Path(__file__).resolve().parents[2]
-    patterns = [line.strip() for line in (folder / "Dockerfile.dockerignore").read_text().splitlines()
-                if line.strip() and not line.startswith("#")]
+    patterns = [
+        line.strip()
+        for line in (folder / "Dockerfile.dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     ca = b""
     if os.environ.get(engine.CA_VARIABLE):
         path = Path(os.environ[engine.CA_VARIABLE])
         try:
             ca = _files.read(path, 16 * 2**20, "CA bundle")
         except KitbenchError as exc:
-            raise ContainerError(f"{engine.CA_VARIABLE}={path} cannot be read: {exc.message}",
-                                 hint="point it at a PEM bundle, e.g. /etc/ssl/certs/ca-certificates.crt") from None
+            raise ContainerError(
+                f"{engine.CA_VARIABLE}={path} cannot be read: {exc.message}",
+                hint="point it at a PEM bundle, e.g. /etc/ssl/certs/ca-certificates.crt",
+            ) from None
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         tar.add(str(folder / "Dockerfile"), arcname=_DOCKERFILE)
@@ -141,8 +154,11 @@ def context_tar(install: installer.Install | None = None) -> io.BytesIO:
                 tar.add(str(source / name), arcname=f"app/{name}", recursive=False)
         wanted = "".join(f"{line}\n" for line in install.requirements).encode() if install else b""
         indexes = install.pip_conf().encode() if install else b""
-        for name, body in (("extra/ca-bundle.crt", ca), ("extra/requirements.txt", wanted),
-                           ("extra/pip.conf", indexes)):
+        for name, body in (
+            ("extra/ca-bundle.crt", ca),
+            ("extra/requirements.txt", wanted),
+            ("extra/pip.conf", indexes),
+        ):
             info = tarfile.TarInfo(name)
             info.size = len(body)
             info.mode = 0o644
@@ -151,8 +167,9 @@ def context_tar(install: installer.Install | None = None) -> io.BytesIO:
     return buffer
 
 
-def follow_build(chunks: Iterable[dict[str, Any]], log: Log, *, target: Target | None = None,
-                 base: str | None = None) -> str | None:
+def follow_build(
+    chunks: Iterable[dict[str, Any]], log: Log, *, target: Target | None = None, base: str | None = None
+) -> str | None:
     """Stream a build's decoded chunks to ``log`` line by line; return the built
     image's id (None if the stream named none), or raise the build's error translated."""
     step = ""
@@ -196,12 +213,21 @@ def build(target: Target, log: Log) -> BuildResult:
             previous = client.images.get(tag).id
         except docker.errors.ImageNotFound:
             previous = None
-        stream = client.api.build(fileobj=context_tar(install), custom_context=True, dockerfile=_DOCKERFILE,
-                                  tag=tag, buildargs=args, decode=True, rm=True, forcerm=True,
-                                  network_mode=os.environ.get(engine.NETWORK_VARIABLE))
+        stream = client.api.build(
+            fileobj=context_tar(install),
+            custom_context=True,
+            dockerfile=_DOCKERFILE,
+            tag=tag,
+            buildargs=args,
+            decode=True,
+            rm=True,
+            forcerm=True,
+            network_mode=os.environ.get(engine.NETWORK_VARIABLE),
+        )
         # A base image pulling or a wheel downloading inside a RUN step prints nothing for minutes.
         last = [f"Step 1: FROM {args['BASE_IMAGE']}"]
         with Heartbeat(lambda s: log(f"... building {tag}: still at {last[0][:100]} after {s:.0f} s")) as beat:
+
             def shown(line: str) -> None:
                 log(line)
                 beat.beat()
@@ -229,8 +255,13 @@ def existing(image_id: str, tag: str, target: Target) -> BuildResult | None:
             image = client.images.get(image_id)
         except docker.errors.ImageNotFound:
             return None
-    return BuildResult(tag if tag in image.tags else image.id, image.id, base, image.attrs.get("Size", 0),
-                       image.attrs.get("Architecture"))
+    return BuildResult(
+        tag if tag in image.tags else image.id,
+        image.id,
+        base,
+        image.attrs.get("Size", 0),
+        image.attrs.get("Architecture"),
+    )
 
 
 def base_image_id(result: BuildResult) -> str:
@@ -253,8 +284,10 @@ def export_rootfs(image_id: str, dest: Path, log: Log) -> list[str]:
     try:
         partial.mkdir(parents=True, exist_ok=False)
     except FileExistsError:
-        raise ContainerError(f"{partial} exists: another export is under way, or one was cut short",
-                             hint=f"wait for it, or remove {partial}") from None
+        raise ContainerError(
+            f"{partial} exists: another export is under way, or one was cut short",
+            hint=f"wait for it, or remove {partial}",
+        ) from None
     try:
         log(f"exporting {image.tags[0] if image.tags else image_id[:19]} into {dest} (once per image)")
         # tar, not tarfile: device nodes, hard links and ownership as the image has them, at disk speed.
@@ -265,8 +298,10 @@ def export_rootfs(image_id: str, dest: Path, log: Log) -> list[str]:
                     untar.stdin.write(chunk)
             untar.stdin.close()
         if untar.returncode != 0:
-            raise ContainerError(f"unpacking the image into {partial} failed (tar exit {untar.returncode})",
-                                 hint="is there room on the shared storage? a CUDA image is about 7 GB")
+            raise ContainerError(
+                f"unpacking the image into {partial} failed (tar exit {untar.returncode})",
+                hint="is there room on the shared storage? a CUDA image is about 7 GB",
+            )
         partial.rename(dest)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)

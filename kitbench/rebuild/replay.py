@@ -40,20 +40,19 @@ from kitbench.records.types import RunRecord
 
 CACHE_VARIABLE = "KITBENCH_REPLAY_CACHE"
 Log = Callable[[str], None]
-INSTALL_TIMEOUT_S = 3600.0      # uv or pip: torch's wheels over a slow link take minutes, never an hour
-RUN_TIMEOUT_S = 3600.0          # the replayed run: at least this, or 10 times what the record's run took
-_GRACE_S = 15.0                 # the replayed kitbench stops its own children (DDP ranks) on SIGTERM first
+INSTALL_TIMEOUT_S = 3600.0  # uv or pip: torch's wheels over a slow link take minutes, never an hour
+RUN_TIMEOUT_S = 3600.0  # the replayed run: at least this, or 10 times what the record's run took
+_GRACE_S = 15.0  # the replayed kitbench stops its own children (DDP ranks) on SIGTERM first
 _PINNED = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]+")
-_UV_MARKS = "\u00d7\u2570\u2500\u25b6 "          # the box-drawing uv puts before its reasons
-_PACKAGE = Path(__file__).resolve().parent.parent          # this kitbench package
-COMPLETE = "kitbench-complete.json"      # written last into a cached environment: it is whole
+_UV_MARKS = "\u00d7\u2570\u2500\u25b6 "  # the box-drawing uv puts before its reasons
+_PACKAGE = Path(__file__).resolve().parent.parent  # this kitbench package
+COMPLETE = "kitbench-complete.json"  # written last into a cached environment: it is whole
 
 
 def cache_root() -> Path:
     """``KITBENCH_REPLAY_CACHE``, else ``replay/`` in kitbench's cache (``KITBENCH_CACHE``, else
     ``$XDG_CACHE_HOME/kitbench``, else ``~/.cache/kitbench``)."""
     return Path(os.environ.get(CACHE_VARIABLE) or _files.cache_dir() / "replay")
-
 
 
 def _check_data(root: Path) -> None:
@@ -65,11 +64,12 @@ def _check_data(root: Path) -> None:
     try:
         data.verify(root)
     except DataError as missing:
-        raise ReplayError(f"cannot rebuild the run: {missing.message}",
-                          hint="a replay reads MNIST from KITBENCH_DATA or the cache, never from a path the record "
-                               "names: `kitbench run --check mnist --limit 1` downloads it there once; nothing "
-                               "was built") from None
-
+        raise ReplayError(
+            f"cannot rebuild the run: {missing.message}",
+            hint="a replay reads MNIST from KITBENCH_DATA or the cache, never from a path the record "
+            "names: `kitbench run --check mnist --limit 1` downloads it there once; nothing "
+            "was built",
+        ) from None
 
 
 def _uv() -> str | None:
@@ -91,14 +91,19 @@ def _call(command: list[str], what: str, env: dict[str, str] | None = None, reac
     from kitbench import _proc
 
     try:
-        done = _proc.run(command, INSTALL_TIMEOUT_S, tail=True,      # the reason comes last
-                         env={**os.environ, **env} if env else None)
+        done = _proc.run(
+            command,
+            INSTALL_TIMEOUT_S,
+            tail=True,  # the reason comes last
+            env={**os.environ, **env} if env else None,
+        )
     except OSError as exc:
         raise ReplayError(f"{what}: cannot start {Path(command[0]).name}: {exc.strerror or exc}") from None
     except subprocess.TimeoutExpired:
-        raise ReplayError(f"{what}: {Path(command[0]).name} did not finish within {INSTALL_TIMEOUT_S:.0f} s and "
-                          "was stopped", hint="a slow or unanswering index: try again, or set KITBENCH_INDEX_URL"
-                          ) from None
+        raise ReplayError(
+            f"{what}: {Path(command[0]).name} did not finish within {INSTALL_TIMEOUT_S:.0f} s and was stopped",
+            hint="a slow or unanswering index: try again, or set KITBENCH_INDEX_URL",
+        ) from None
     if done.returncode != 0:
         lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
         cause = _reach.network_cause(done.stderr)
@@ -111,8 +116,9 @@ def _call(command: list[str], what: str, env: dict[str, str] | None = None, reac
         # uv's reason ("Because there is no version of numpy==0.0.999 ...") over its headline, and
         # over the "hint:" uv prints last (for a Python it cannot provide: "retry on a newer uv").
         telling = ("ecause", "mismatch", "not found", "No matching", "No interpreter")
-        why = cause or next((line for line in lines if any(word in line for word in telling)),
-                            lines[-1] if lines else "")
+        why = cause or next(
+            (line for line in lines if any(word in line for word in telling)), lines[-1] if lines else ""
+        )
         if "==" not in why and any("hash" in line.lower() for line in lines):
             # pip's hash refusal ends "Got 4721f391...": the package is on an earlier line of its own.
             named = next((m[0] for line in lines if (m := _PINNED.search(line))), None)
@@ -145,8 +151,9 @@ def key(chosen: Plan) -> str:
     sources = installer.around(chosen.index)
     # "split": the hashed lines installed hash-checked apart from the others; a venv built before, when one
     # unhashed line turned every hash off, is not this plan's.
-    text = json.dumps([chosen.python, chosen.requirements, chosen.exact, sources.torch, sources.default,
-                       sources.configured, "split"])
+    text = json.dumps(
+        [chosen.python, chosen.requirements, chosen.exact, sources.torch, sources.default, sources.configured, "split"]
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -162,27 +169,34 @@ def build(chosen: Plan, log: Log, root: Path | None = None) -> Path:
     hashed = [line for line in chosen.requirements if " --hash=" in line]
     plain = [line for line in chosen.requirements if " --hash=" not in line]
     sources = installer.around(chosen.index)
-    installs = [installer.Install(lines, checked, sources, {}, "") for lines, checked in ((hashed, True),
-                                                                                        (plain, False)) if lines]
+    installs = [
+        installer.Install(lines, checked, sources, {}, "")
+        for lines, checked in ((hashed, True), (plain, False))
+        if lines
+    ]
     final = root / key(chosen)
-    inner = "Scripts/python.exe" if sys.platform == "win32" else "bin/python"    # a venv's interpreter
+    inner = "Scripts/python.exe" if sys.platform == "win32" else "bin/python"  # a venv's interpreter
     python = final / inner
     if (final / COMPLETE).is_file() and python.exists():
         log(f"reusing {final}")
         return python
-    reach = _Reach(_reach.Known(recorded=_recorded_index(chosen.record), again=f"kitbench replay {chosen.source}"),
-                   tuple(url for url in (sources.torch, sources.default) if url))
+    reach = _Reach(
+        _reach.Known(recorded=_recorded_index(chosen.record), again=f"kitbench replay {chosen.source}"),
+        tuple(url for url in (sources.torch, sources.default) if url),
+    )
     root.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=root))
     try:
         staged = building / "venv"
-        log(f"building {len(chosen.requirements)} pins for Python {chosen.python} into {final}"
-            + (f" ({len(hashed)} hash-checked)" if hashed else ""))
+        log(
+            f"building {len(chosen.requirements)} pins for Python {chosen.python} into {final}"
+            + (f" ({len(hashed)} hash-checked)" if hashed else "")
+        )
         search = _python(chosen, uv, log)
         found = search.found
         if found is None and uv is None:
             raise _no_python(chosen, ReplayError("no uv to provide one"), search)
-        base = str(found.path) if found is not None else chosen.python      # a bare X.Y: uv provides one
+        base = str(found.path) if found is not None else chosen.python  # a bare X.Y: uv provides one
         if uv is not None:
             venv = [uv, "venv", "--quiet", "--relocatable", "--python", base, str(staged)]
             installing = [uv, "pip", "install", "--quiet", "--python", str(staged / inner)]
@@ -190,21 +204,30 @@ def build(chosen: Plan, log: Log, root: Path | None = None) -> Path:
             venv = [base, "-m", "venv", str(staged)]
             installing = [str(staged / inner), "-m", "pip", "install", "--quiet"]
         if found is None:
-            try:        # uv fetches a Python it lacks; offline, one try says so (its retries took 10 s)
+            try:  # uv fetches a Python it lacks; offline, one try says so (its retries took 10 s)
                 _call(venv, f"no Python {chosen.python} here", env={"UV_HTTP_RETRIES": "0"})
             except ReplayError as failed:
                 raise _no_python(chosen, failed, search) from None
         else:
             _call(venv, f"cannot make an environment with {found.path} (Python {found.version}, {found.where})")
-        unresolved = _reach.first_unresolved(reach.urls)        # said in seconds, not after the installer's retries
+        unresolved = _reach.first_unresolved(reach.urls)  # said in seconds, not after the installer's retries
         if unresolved is not None:
-            raise _reach.unreachable(unresolved[0], unresolved[1], "cannot install the recorded versions",
-                                     reach.known, ReplayError)
+            raise _reach.unreachable(
+                unresolved[0], unresolved[1], "cannot install the recorded versions", reach.known, ReplayError
+            )
         for n, install in enumerate(installs):
-            _call([*installing, *_install_args(chosen, install, building / f"install{n}", tool)],
-                  "cannot install the recorded versions", install.env(tool), reach)
-        (staged / COMPLETE).write_text(json.dumps({"python": chosen.python, "requirements": chosen.requirements,
-                                                   "sources": sources.describe()}, indent=1) + "\n")
+            _call(
+                [*installing, *_install_args(chosen, install, building / f"install{n}", tool)],
+                "cannot install the recorded versions",
+                install.env(tool),
+                reach,
+            )
+        (staged / COMPLETE).write_text(
+            json.dumps(
+                {"python": chosen.python, "requirements": chosen.requirements, "sources": sources.describe()}, indent=1
+            )
+            + "\n"
+        )
         # Run as `python -m`, a venv survives the move (its console scripts' shebangs would not).
         _settle(staged, final, log)
         return python
@@ -234,7 +257,7 @@ def _settle(staged: Path, final: Path, log: Log) -> None:
     except OSError:
         if not (final / COMPLETE).is_file():
             raise
-        log(f"another replay built {final} meanwhile: reusing it")     # the same plan, the same pins
+        log(f"another replay built {final} meanwhile: reusing it")  # the same plan, the same pins
 
 
 def _python(chosen: Plan, uv: str | None, log: Log) -> interpreters.Search:
@@ -250,26 +273,28 @@ def _no_python(chosen: Plan, failed: ReplayError, search: interpreters.Search) -
     host it could not reach, where that was the cause), and how to get one; before anything is installed."""
     version, full = chosen.python, chosen.record["environment"]["python"]
     why = failed.message.removeprefix(f"no Python {version} here: ").removeprefix("cause: ")
-    if failed.host is not None:         # _call names the host only where the network was the cause
+    if failed.host is not None:  # _call names the host only where the network was the cause
         why = f"uv could not download one: cannot reach {failed.host} ({why})"
-    return ReplayError(f"no Python {version} here: looked in {', '.join(search.looked)}; {why}"[:800],
-                       hint=f"the record ran on Python {full}: install a Python {version}, with uv "
-                            f"(`uv python install {version}`, where {failed.host or 'its download host'} is "
-                            f"reachable), pyenv (`pyenv install {version}`) or the system's packages (e.g. "
-                            f"`apt install python{version}-venv`), then replay again; nothing was built")
+    return ReplayError(
+        f"no Python {version} here: looked in {', '.join(search.looked)}; {why}"[:800],
+        hint=f"the record ran on Python {full}: install a Python {version}, with uv "
+        f"(`uv python install {version}`, where {failed.host or 'its download host'} is "
+        f"reachable), pyenv (`pyenv install {version}`) or the system's packages (e.g. "
+        f"`apt install python{version}-venv`), then replay again; nothing was built",
+    )
 
 
 @dataclass
 class Outcome:
     record: Path
-    verdict: str                  # reproduced | not reproduced | both diverged
+    verdict: str  # reproduced | not reproduced | both diverged
     reproduced: bool
     first_divergence: str | None
-    differences: list[str]        # the environment diff: packages, hardware, settings
+    differences: list[str]  # the environment diff: packages, hardware, settings
     notes: list[str]
-    compared: list[Comparison] = field(default_factory=list)     # the availability and moves checks' quantities
+    compared: list[Comparison] = field(default_factory=list)  # the availability and moves checks' quantities
     not_compared: list[str] = field(default_factory=list)
-    mnist: list[Comparison] = field(default_factory=list)        # verify's, on the MNIST runs
+    mnist: list[Comparison] = field(default_factory=list)  # verify's, on the MNIST runs
 
 
 def default_out(source: Path) -> Path:
@@ -293,7 +318,7 @@ def _run_limit(record: RunRecord) -> float:
     try:
         ended, started = (str(record.get(key) or "").replace("Z", "+00:00") for key in ("ended_at", "started_at"))
         took = (datetime.fromisoformat(ended) - datetime.fromisoformat(started)).total_seconds()
-    except (TypeError, ValueError):     # an interrupted record has no end; a naive and an aware time don't subtract
+    except (TypeError, ValueError):  # an interrupted record has no end; a naive and an aware time don't subtract
         took = 0.0
     return max(RUN_TIMEOUT_S, min(10 * took, 7 * 86400.0))
 
@@ -305,10 +330,13 @@ def run(chosen: Plan, python: Path, out: Path, log: Log) -> RunRecord:
 
     with tempfile.TemporaryDirectory(prefix="kitbench-path.") as kit:
         _link_package(Path(kit))
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [kit, os.environ.get("PYTHONPATH")])),
-               "KITBENCH_LOCK_WHY": f"replay of {chosen.source} (environment {key(chosen)})",
-               # the override the venv was built under, as a session's record says it
-               **installer.record_of(installer.around(chosen.index), {})}
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [kit, os.environ.get("PYTHONPATH")])),
+            "KITBENCH_LOCK_WHY": f"replay of {chosen.source} (environment {key(chosen)})",
+            # the override the venv was built under, as a session's record says it
+            **installer.record_of(installer.around(chosen.index), {}),
+        }
         if chosen.target:
             env["KITBENCH_TARGET"] = chosen.target
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -323,8 +351,10 @@ def run(chosen: Plan, python: Path, out: Path, log: Log) -> RunRecord:
         except OSError as exc:
             raise ReplayError(f"cannot start the rebuilt environment's Python: {exc.strerror or exc}") from None
         except subprocess.TimeoutExpired:
-            raise ReplayError(f"the replayed run did not finish within {limit:.0f} s and was stopped",
-                              hint="the limit is 10 times the record's own run, an hour at least") from None
+            raise ReplayError(
+                f"the replayed run did not finish within {limit:.0f} s and was stopped",
+                hint="the limit is 10 times the record's own run, an hour at least",
+            ) from None
     if not out.is_file():
         raise ReplayError(f"the replayed run wrote no record at {out}")
     record = records.read(out)
@@ -340,7 +370,7 @@ def run_container(chosen: Plan, out: Path, log: Log) -> RunRecord:
     from kitbench.rebuild import containers, images
 
     assert chosen.target is not None and chosen.image is not None
-    _files.check_target(out)            # refused now, not after minutes of building
+    _files.check_target(out)  # refused now, not after minutes of building
     target = targets.get(chosen.target)
     found = images.existing(chosen.image_id, chosen.image, target) if chosen.image_id else None
     if found is not None:
@@ -349,8 +379,10 @@ def run_container(chosen: Plan, out: Path, log: Log) -> RunRecord:
     else:
         log(f"the recorded image {chosen.image} ({str(chosen.image_id)[:19]}) is not here: building {target.name}'s")
         result = images.build(target, log)
-        chosen.notes.append(f"the record's image ({str(chosen.image_id)[:19]}) is not on this machine: rebuilt as "
-                            f"{result.image_id[:19]}")
+        chosen.notes.append(
+            f"the record's image ({str(chosen.image_id)[:19]}) is not on this machine: rebuilt as "
+            f"{result.image_id[:19]}"
+        )
     name = f"replay-{secrets.token_hex(6)}.json"
     written = records.results_root() / target.name / name
     args = [*chosen.run_args, "--out", f"{containers.RESULTS_INSIDE}/{target.name}/{name}"]
@@ -360,8 +392,11 @@ def run_container(chosen: Plan, out: Path, log: Log) -> RunRecord:
         raise ReplayError(f"the replayed run wrote no record at {written}")
     record = records.read(written)
     out.parent.mkdir(parents=True, exist_ok=True)
-    _files.write(out, records.to_json({**record, "replay_of": {"path": str(chosen.source), "sha256": chosen.sha256}}),
-                 what="the record")
+    _files.write(
+        out,
+        records.to_json({**record, "replay_of": {"path": str(chosen.source), "sha256": chosen.sha256}}),
+        what="the record",
+    )
     written.unlink()
     log(f"the record moved to {out}, naming the one it replays")
     return records.read(out)
@@ -380,15 +415,21 @@ def check(chosen: Plan, new: RunRecord, out: Path) -> Outcome:
     trained = bool(old["checks"].get("mnist", {}).get("runs"))
     reran = bool(new["checks"].get("mnist", {}).get("runs")) if trained else bool(new["checks"])
     if new["status"] == "failed" and not reran:
-        raise ReplayError(f"cannot rebuild the run: the replayed run failed before "
-                          f"{'its MNIST runs' if trained else 'its checks'}: "
-                          f"{str(new.get('error') or 'no reason recorded')[:300]} ({out})",
-                          hint="the rebuilt environment is cached; nothing was compared")
+        raise ReplayError(
+            f"cannot rebuild the run: the replayed run failed before "
+            f"{'its MNIST runs' if trained else 'its checks'}: "
+            f"{str(new.get('error') or 'no reason recorded')[:300]} ({out})",
+            hint="the rebuilt environment is cached; nothing was compared",
+        )
     # This kitbench runs from its source (no metadata in the venv): said in the notes, not as a package gone.
     # A replay is built from the record, not from a target's manifest: the manifest's hash is not the run's.
     new_env = new["environment"]
-    differences = [line for line in diff(old["environment"], new_env) if not line.startswith("package kitbench:")
-                   and not (line.startswith("manifest_sha256:") and new_env.get("manifest_sha256") is None)]
+    differences = [
+        line
+        for line in diff(old["environment"], new_env)
+        if not line.startswith("package kitbench:")
+        and not (line.startswith("manifest_sha256:") and new_env.get("manifest_sha256") is None)
+    ]
     compared, not_compared = verify_checks.compare(old, new, same_hardware=chosen.missing is None)
     verdict, first, mnist_compared = "reproduced", None, []
     reference = old
@@ -405,20 +446,25 @@ def check(chosen: Plan, new: RunRecord, out: Path) -> Outcome:
             mnist = verify(reference, new)
         except UsageError as refused:
             if chosen.missing is None:
-                raise ReplayError(f"the replayed run cannot be compared with the record: {refused.message} ({out})",
-                                  hint=refused.hint) from None
+                raise ReplayError(
+                    f"the replayed run cannot be compared with the record: {refused.message} ({out})", hint=refused.hint
+                ) from None
             not_compared.append(f"MNIST's runs: {refused.message} (the record's ran on {chosen.missing})")
         else:
             verdict, first, mnist_compared = mnist.verdict, mnist.first_divergence, mnist.comparisons
             # verify leaves these checks out; compared above, by verify_checks.
-            not_compared = [line for line in mnist.not_compared
-                            if "availability and moves" not in line and not line.startswith("the ddp check")
-                            ] + not_compared
+            not_compared = [
+                line
+                for line in mnist.not_compared
+                if "availability and moves" not in line and not line.startswith("the ddp check")
+            ] + not_compared
     else:
         not_compared.append("MNIST (the record has no MNIST runs)")
     if not compared and not mnist_compared:
-        raise ReplayError(f"the replayed run shares nothing comparable with the record ({out})",
-                          hint="the rebuilt environment is cached; nothing was compared")
+        raise ReplayError(
+            f"the replayed run shares nothing comparable with the record ({out})",
+            hint="the rebuilt environment is cached; nothing was compared",
+        )
     if verdict == "reproduced":
         differing = next((c for c in compared if not c.equal), None)
         if differing is not None:
@@ -442,7 +488,7 @@ def replay(source: Path, given: str | None, machine: Probe, log: Log, local_by_n
     if chosen.here is not None:
         log(chosen.here)
     out = out_path(given, source)
-    try:        # a symlink, device or file at --out: refused now, not after the build; exit 2, not "differs"
+    try:  # a symlink, device or file at --out: refused now, not after the build; exit 2, not "differs"
         _files.check_target(out)
     except RecordError as refused:
         raise ReplayError(refused.message, hint="give another --out (replay never replaces a file)") from None
@@ -452,9 +498,9 @@ def replay(source: Path, given: str | None, machine: Probe, log: Log, local_by_n
         _check_data(chosen.data)
     try:
         python = build(chosen, log)
-    except OSError as failed:       # the cache: a file where its folder should be, a full or read-only disk
-        raise ReplayError(f"cannot rebuild the run: the replay cache {cache_root()}: "
-                          f"{failed.strerror or failed}",
-                          hint=f"set {CACHE_VARIABLE} to a writable directory") from None
+    except OSError as failed:  # the cache: a file where its folder should be, a full or read-only disk
+        raise ReplayError(
+            f"cannot rebuild the run: the replay cache {cache_root()}: {failed.strerror or failed}",
+            hint=f"set {CACHE_VARIABLE} to a writable directory",
+        ) from None
     return check(chosen, run(chosen, python, out, log), out)
-

@@ -62,6 +62,7 @@ def packaged(name: str) -> Path:
 # A manifest that does not read was edited or cut short: kitbench's own copy is the one to go back to.
 _RESTORE = "fix the file at that line, or restore it as shipped (git checkout, or reinstall kitbench)"
 
+
 def envs_dir() -> Path:
     """The manifest directory: ``$KITBENCH_ENVS``, else a checkout's ``envs/``, else the
     copy shipped in the wheel. A checkout wins so that editing ``envs/`` takes effect."""
@@ -111,7 +112,7 @@ class _Kept(NamedTuple):
     """A manifest's validated data as kept in the user's cache, with the bytes and the schema it was read with."""
 
     file: Path | None
-    source: tuple[bytes, bytes]     # the manifest's bytes, its schema's text
+    source: tuple[bytes, bytes]  # the manifest's bytes, its schema's text
     data: dict[str, Any] | None
 
     def keep(self, data: dict[str, Any]) -> None:
@@ -142,7 +143,7 @@ def _remembered(raw: bytes, schema: str) -> _Kept:
     return _Kept(file, (raw, text), kept[2] if same else None)
 
 
-MAX_BYTES = 4 * 2**20      # the largest manifest is about 40 KB
+MAX_BYTES = 4 * 2**20  # the largest manifest is about 40 KB
 
 
 def _refused(path: Path) -> Callable[..., ManifestError]:
@@ -173,8 +174,12 @@ def _refuse_aliases(root: "yaml.Node", path: Path) -> None:
     while stack:
         node = stack.pop()
         if id(node) in seen:
-            raise ManifestError(path, "YAML aliases (*name) are not taken in a manifest", node.start_mark.line + 1,
-                                hint="write the value out where it is used")
+            raise ManifestError(
+                path,
+                "YAML aliases (*name) are not taken in a manifest",
+                node.start_mark.line + 1,
+                hint="write the value out where it is used",
+            )
         seen.add(id(node))
         if isinstance(node, yaml.MappingNode):
             for key, value in node.value:
@@ -206,8 +211,9 @@ def parse(text: str, path: Path) -> tuple[dict[str, Any], "yaml.Node"]:
         raise ManifestError(path, "empty manifest", hint=_RESTORE)
     _refuse_duplicate_keys(root, path)
     if not isinstance(data, dict) or not isinstance(root, yaml.MappingNode):
-        raise ManifestError(path, f"expected a mapping at the top, found {type(data).__name__}",
-                            root.start_mark.line + 1, hint=_RESTORE)
+        raise ManifestError(
+            path, f"expected a mapping at the top, found {type(data).__name__}", root.start_mark.line + 1, hint=_RESTORE
+        )
     return data, root
 
 
@@ -223,8 +229,12 @@ def _refuse_duplicate_keys(root: "yaml.Node", path: Path) -> None:
             for key, value in node.value:
                 if isinstance(key, yaml.ScalarNode):
                     if key.value in seen:
-                        raise ManifestError(path, f"duplicate key {key.value!r} (first on line {seen[key.value]})",
-                                            key.start_mark.line + 1, hint="keep one of them")
+                        raise ManifestError(
+                            path,
+                            f"duplicate key {key.value!r} (first on line {seen[key.value]})",
+                            key.start_mark.line + 1,
+                            hint="keep one of them",
+                        )
                     seen[key.value] = key.start_mark.line + 1
                 stack.append(value)
         elif isinstance(node, yaml.SequenceNode):
@@ -246,9 +256,13 @@ def validate(data: dict[str, Any], root: "yaml.Node", schema: str, path: Path) -
         else:
             line = node_line(root, location)
         where = "/".join(str(p) for p in location)
-        raise ManifestError(path, f"{where + ': ' if where else ''}{_describe(error, definition)}", line,
-                            hint=f"fix it to match {schema}'s schema (kitbench/records/schemas/{schema}.schema.json), "
-                                 "or restore the file as shipped") from None
+        raise ManifestError(
+            path,
+            f"{where + ': ' if where else ''}{_describe(error, definition)}",
+            line,
+            hint=f"fix it to match {schema}'s schema (kitbench/records/schemas/{schema}.schema.json), "
+            "or restore the file as shipped",
+        ) from None
 
 
 def _extra_keys(value: object, definition: dict[str, Any]) -> list[str]:
@@ -305,7 +319,8 @@ def _child(node: "yaml.Node", part: str | int, key: bool = False) -> "yaml.Node 
 def iter_manifests(directory: Path, schema: str) -> Iterator[Manifest]:
     """Every ``*.yaml`` in ``directory``, validated, in name order."""
     if not directory.is_dir():
-        raise ManifestError(directory, "no such manifest directory",
-                            hint=f"set {ENVS_VARIABLE} to the kit's envs/ directory")
+        raise ManifestError(
+            directory, "no such manifest directory", hint=f"set {ENVS_VARIABLE} to the kit's envs/ directory"
+        )
     for path in sorted(directory.glob("*.yaml")):
         yield load(path, schema)

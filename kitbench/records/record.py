@@ -35,7 +35,7 @@ READABLE = ("kitbench.run/1", "kitbench.run/2", SCHEMA)
 RESULTS_VARIABLE = "KITBENCH_RESULTS"
 TARGET_VARIABLE = "KITBENCH_TARGET"
 STATUSES = ("ok", "failed", "interrupted", "diverged")
-MAX_BYTES = 32 * 2**20          # far above any real record (a full run is about 60 KB)
+MAX_BYTES = 32 * 2**20  # far above any real record (a full run is about 60 KB)
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
@@ -50,9 +50,11 @@ def results_root() -> Path:
 def check_name(name: str, what: str = "target name") -> str:
     """A name that becomes a directory under the results root: plain, never a path."""
     if not _PLAIN_NAME.fullmatch(name) or name in (".", ".."):
-        raise UsageError(f"{what} {name[:80]!r} is not a plain name",
-                         hint="use letters, digits, '.', '_' and '-' (at most 64, not starting with a dot); "
-                              "it names a directory under the results root")
+        raise UsageError(
+            f"{what} {name[:80]!r} is not a plain name",
+            hint="use letters, digits, '.', '_' and '-' (at most 64, not starting with a dot); "
+            "it names a directory under the results root",
+        )
     return name
 
 
@@ -71,8 +73,10 @@ def _create_exclusive(path: Path) -> None:
 
 
 def _write_error(path: Path, exc: OSError) -> RecordError:
-    return RecordError(f"cannot write the record to {str(path)[:300]}: {exc.strerror or exc}",
-                       hint="choose another --out, or set KITBENCH_RESULTS to a writable directory")
+    return RecordError(
+        f"cannot write the record to {str(path)[:300]}: {exc.strerror or exc}",
+        hint="choose another --out, or set KITBENCH_RESULTS to a writable directory",
+    )
 
 
 def claim(out: Path | None, force: bool = False, target: str | None = None) -> Path:
@@ -115,7 +119,7 @@ def _holder(out: Path) -> Path:
     return out.with_name(f".{out.name}.claim")
 
 
-_HELD: dict[Path, int] = {}     # the claims this process holds: their open, locked descriptors
+_HELD: dict[Path, int] = {}  # the claims this process holds: their open, locked descriptors
 
 
 def _hold(out: Path) -> None:
@@ -134,11 +138,11 @@ def _hold(out: Path) -> None:
             raise _taken(out, holder) from None
         _HELD[holder] = -1
         return
-    for _ in range(3):      # the claim file may be removed by its holder between our open and our lock
+    for _ in range(3):  # the claim file may be removed by its holder between our open and our lock
         fd = os.open(holder, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            if os.fstat(fd).st_ino == os.stat(holder).st_ino:      # still the file at that name: ours
+            if os.fstat(fd).st_ino == os.stat(holder).st_ino:  # still the file at that name: ours
                 _HELD[holder] = fd
                 return
         except BlockingIOError:
@@ -151,8 +155,10 @@ def _hold(out: Path) -> None:
 
 
 def _taken(out: Path, holder: Path) -> RecordError:
-    return RecordError(f"--out {out} is being written by another run (it holds {holder.name})",
-                       hint="wait for that run, or give another --out")
+    return RecordError(
+        f"--out {out} is being written by another run (it holds {holder.name})",
+        hint="wait for that run, or give another --out",
+    )
 
 
 def release(out: Path) -> None:
@@ -170,26 +176,39 @@ def release(out: Path) -> None:
 
 def _refuse_unless_replaceable(out: Path, force: bool) -> None:
     info = out.lstat()
-    kind = ("a symlink" if stat.S_ISLNK(info.st_mode) else "a directory" if stat.S_ISDIR(info.st_mode)
-            else None if stat.S_ISREG(info.st_mode) else "not a regular file (a device, FIFO or socket)")
+    kind = (
+        "a symlink"
+        if stat.S_ISLNK(info.st_mode)
+        else "a directory"
+        if stat.S_ISDIR(info.st_mode)
+        else None
+        if stat.S_ISREG(info.st_mode)
+        else "not a regular file (a device, FIFO or socket)"
+    )
     if kind is not None:
-        raise OutputRefused(f"--out {out} is {kind}; kitbench writes records only to regular files",
-                          hint="give a new file name such as run.json")
+        raise OutputRefused(
+            f"--out {out} is {kind}; kitbench writes records only to regular files",
+            hint="give a new file name such as run.json",
+        )
     try:
         read(out)
     except RecordError:
-        if info.st_size == 0:       # a claim a killed run left before its first write
+        if info.st_size == 0:  # a claim a killed run left before its first write
             if force:
                 return
-            raise OutputRefused(f"--out {out} is an empty file (a run killed before its first write leaves "
-                              "its claimed record so)", hint="pass --force to replace it, or give a new file "
-                                                             "name") from None
+            raise OutputRefused(
+                f"--out {out} is an empty file (a run killed before its first write leaves its claimed record so)",
+                hint="pass --force to replace it, or give a new file name",
+            ) from None
         else:
-            raise OutputRefused(f"--out {out} exists and is not a kitbench record; it is left as it is",
-                              hint="give a new file name such as run.json") from None
+            raise OutputRefused(
+                f"--out {out} exists and is not a kitbench record; it is left as it is",
+                hint="give a new file name such as run.json",
+            ) from None
     if not force:
-        raise OutputRefused(f"--out {out} already holds a kitbench record",
-                          hint="pass --force to replace it, or give a new file name")
+        raise OutputRefused(
+            f"--out {out} already holds a kitbench record", hint="pass --force to replace it, or give a new file name"
+        )
 
 
 def _finite(value: Any, where: str, found: list[str]) -> Any:
@@ -292,27 +311,34 @@ def _text(data: bytes | str, path: Path | str) -> str:
     """The record's text, refusing with the cause what no JSON parser message would name truly: an empty
     file, one of NUL bytes, bytes that are not UTF-8 (json.loads would take UTF-16 and -32 bytes too)."""
     if not data:
-        raise RecordReadError(f"{path} is empty (0 bytes)",
-                              hint="a kitbench run killed before its first write leaves its claimed record "
-                                   "empty, as does a copy or another tool stopped short: run it again "
-                                   "(`kitbench run --out` with --force reuses the name)")
+        raise RecordReadError(
+            f"{path} is empty (0 bytes)",
+            hint="a kitbench run killed before its first write leaves its claimed record "
+            "empty, as does a copy or another tool stopped short: run it again "
+            "(`kitbench run --out` with --force reuses the name)",
+        )
     nul = data.find(b"\0") if isinstance(data, bytes) else data.find("\0")
     if nul >= 0:
         only = not (data.strip(b"\0") if isinstance(data, bytes) else data.strip("\0"))
-        raise RecordReadError(f"{path} holds {f'only NUL bytes ({len(data):,})' if only else 'NUL bytes'}"
-                              f"{'' if only else f' (the first at byte {nul:,})'}: a record is UTF-8 text, "
-                              "which has none",
-                              hint="a file whose contents never reached the disk (a system crash after it "
-                                   "grew) reads back as NUL bytes, as does a preallocated one; kitbench writes "
-                                   "records whole (fsync, then rename): run it again" if only else
-                                   "it is not a kitbench record (UTF-16 or binary data?)")
+        raise RecordReadError(
+            f"{path} holds {f'only NUL bytes ({len(data):,})' if only else 'NUL bytes'}"
+            f"{'' if only else f' (the first at byte {nul:,})'}: a record is UTF-8 text, "
+            "which has none",
+            hint="a file whose contents never reached the disk (a system crash after it "
+            "grew) reads back as NUL bytes, as does a preallocated one; kitbench writes "
+            "records whole (fsync, then rename): run it again"
+            if only
+            else "it is not a kitbench record (UTF-16 or binary data?)",
+        )
     if isinstance(data, str):
         return data
     try:
-        return data.decode("utf-8-sig")     # a byte-order mark, as json.loads took before
+        return data.decode("utf-8-sig")  # a byte-order mark, as json.loads took before
     except UnicodeDecodeError as exc:
-        raise RecordReadError(f"{path} is not UTF-8 text (byte {exc.start:,} is 0x{data[exc.start]:02x})",
-                              hint="it is not a kitbench record; kitbench writes records as UTF-8") from None
+        raise RecordReadError(
+            f"{path} is not UTF-8 text (byte {exc.start:,} is 0x{data[exc.start]:02x})",
+            hint="it is not a kitbench record; kitbench writes records as UTF-8",
+        ) from None
 
 
 GIVE_A_RECORD = "give a record kitbench run wrote (it prints each one's path; by default under results/)"
@@ -323,35 +349,40 @@ def parse(text: bytes | str, path: Path | str) -> RunRecord:
     """Parse and validate a record's text; every failure is one RecordReadError naming the field."""
     text = _text(text, path)
     try:
-        data = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys,
-                          parse_float=_finite_float)
+        data = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys, parse_float=_finite_float)
     except json.JSONDecodeError as exc:
         if not text.strip():
-            raise RecordReadError(f"{path} holds only whitespace, no JSON",
-                                  hint="it is not a kitbench record; kitbench writes records whole") from None
-        if exc.pos == len(text) - len(text.lstrip()):       # refused at its first character: never JSON
-            raise RecordReadError(f"{path} is not JSON (line {exc.lineno}: {exc.msg})",
-                                  hint=f"it is not a kitbench record, which is a JSON file; {GIVE_A_RECORD}") from None
-        raise RecordReadError(f"{path} is not a complete JSON record (line {exc.lineno}: {exc.msg})",
-                              hint="it may be truncated; kitbench writes records atomically, so another tool "
-                                   "or a copy cut it short") from None
+            raise RecordReadError(
+                f"{path} holds only whitespace, no JSON",
+                hint="it is not a kitbench record; kitbench writes records whole",
+            ) from None
+        if exc.pos == len(text) - len(text.lstrip()):  # refused at its first character: never JSON
+            raise RecordReadError(
+                f"{path} is not JSON (line {exc.lineno}: {exc.msg})",
+                hint=f"it is not a kitbench record, which is a JSON file; {GIVE_A_RECORD}",
+            ) from None
+        raise RecordReadError(
+            f"{path} is not a complete JSON record (line {exc.lineno}: {exc.msg})",
+            hint="it may be truncated; kitbench writes records atomically, so another tool or a copy cut it short",
+        ) from None
     except ValueError as exc:
         raise RecordReadError(f"{path} is not strict JSON: {exc}", hint=_NOT_KITBENCHS) from None
     except RecursionError:
         raise RecordReadError(f"{path} is nested too deeply to be a kitbench record", hint=_NOT_KITBENCHS) from None
     if not isinstance(data, dict) or "schema" not in data:
-        raise RecordReadError(f"{path} is not a kitbench run record (no 'schema' field)",
-                              hint=f"it is JSON of another kind (a fleet plan, probe or install-cmd JSON?); "
-                                   f"{GIVE_A_RECORD}")
+        raise RecordReadError(
+            f"{path} is not a kitbench run record (no 'schema' field)",
+            hint=f"it is JSON of another kind (a fleet plan, probe or install-cmd JSON?); {GIVE_A_RECORD}",
+        )
     if data["schema"] not in READABLE:
-        raise RecordReadError(f"{path} has schema {str(data['schema'])[:80]!r}; this kitbench reads "
-                              f"{' and '.join(map(repr, READABLE))}",
-                              hint="use the kitbench version that wrote it")
+        raise RecordReadError(
+            f"{path} has schema {str(data['schema'])[:80]!r}; this kitbench reads {' and '.join(map(repr, READABLE))}",
+            hint="use the kitbench version that wrote it",
+        )
     validate(data, path)
     unsound = _unsound(data)
     if unsound is not None:
-        raise RecordReadError(f"{path}: field {unsound[:300]}",
-                              hint=_NOT_KITBENCHS)
+        raise RecordReadError(f"{path}: field {unsound[:300]}", hint=_NOT_KITBENCHS)
     return cast(RunRecord, data)
 
 
@@ -364,9 +395,10 @@ def validate(data: dict[str, Any], path: Path | str = "record") -> None:
     except fastjsonschema.JsonSchemaValueException as error:
         field = "/".join(str(p) for p in error.path[1:]) or "(top level)"
         message = str(error.message).replace("data.", "", 1).replace("data ", "", 1)
-        raise RecordReadError(f"{path}: field {field[:200]}: {message[:200]}",
-                              hint=f"the record does not match {SCHEMA}; it was not written by kitbench "
-                                   "or was edited since") from None
+        raise RecordReadError(
+            f"{path}: field {field[:200]}: {message[:200]}",
+            hint=f"the record does not match {SCHEMA}; it was not written by kitbench or was edited since",
+        ) from None
     except RecursionError:
         raise RecordReadError(f"{path} is nested too deeply to be a kitbench record") from None
 

@@ -111,8 +111,8 @@ class Package(TypedDict):
     name: str
     version: str
     installer: NotRequired[str | None]
-    source: NotRequired[str | None]        # index URL, direct URL or local path, where known
-    hashes: NotRequired[list[str]]         # the lock's hashes for this pin
+    source: NotRequired[str | None]  # index URL, direct URL or local path, where known
+    hashes: NotRequired[list[str]]  # the lock's hashes for this pin
 
 
 class LockInfo(TypedDict):
@@ -282,11 +282,11 @@ class Checks(TypedDict, total=False):
 
 class Failure(TypedDict):
     stage: Literal["data", "setup"]
-    error: str                      # kitbench's kind of error (DataError, DeviceUnavailableError, ...)
+    error: str  # kitbench's kind of error (DataError, DeviceUnavailableError, ...)
     message: str
     hint: str | None
-    host: str | None                # the host that could not be reached, where that was the cause
-    not_run: list[str]              # the checks it stopped
+    host: str | None  # the host that could not be reached, where that was the cause
+    not_run: list[str]  # the checks it stopped
 
 
 class RunRecord(TypedDict):

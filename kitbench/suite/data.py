@@ -17,7 +17,7 @@ from kitbench.errors import DataError
 from kitbench.records import manifest
 
 DATA_VARIABLE = "KITBENCH_DATA"
-MEAN, STD = 0.1307, 0.3081     # the normalization every MNIST tutorial uses
+MEAN, STD = 0.1307, 0.3081  # the normalization every MNIST tutorial uses
 
 
 def default_root() -> Path:
@@ -36,7 +36,7 @@ def normalize_root(path: Path) -> Path:
     return path
 
 
-MAX_RAW_BYTES = 64 * 2**20      # the largest raw MNIST file, train-images-idx3-ubyte, is 47,040,016 bytes
+MAX_RAW_BYTES = 64 * 2**20  # the largest raw MNIST file, train-images-idx3-ubyte, is 47,040,016 bytes
 
 
 def expected_checksums() -> dict[str, str]:
@@ -65,18 +65,22 @@ def verify(root: Path) -> dict[str, str]:
     for name, expected in expected_checksums().items():
         path = raw / name
         if not path.is_file():
-            raise DataError(f"MNIST file missing: {path}",
-                            hint="point --data (or KITBENCH_DATA) at the directory holding MNIST/raw")
+            raise DataError(
+                f"MNIST file missing: {path}", hint="point --data (or KITBENCH_DATA) at the directory holding MNIST/raw"
+            )
         size = path.stat().st_size
         if size > MAX_RAW_BYTES:
             # Hashing whatever --data names could take minutes (a disk image, a sparse file).
-            raise DataError(f"{path} is {size:,} bytes: no MNIST file is larger than {MAX_RAW_BYTES:,}",
-                            hint="the file is not MNIST; point --data (or KITBENCH_DATA) at the directory "
-                                 "holding MNIST/raw")
+            raise DataError(
+                f"{path} is {size:,} bytes: no MNIST file is larger than {MAX_RAW_BYTES:,}",
+                hint="the file is not MNIST; point --data (or KITBENCH_DATA) at the directory holding MNIST/raw",
+            )
         actual = _sha256(path)
         if actual != expected:
-            raise DataError(f"MNIST file {path} fails its SHA-256 check ({actual[:12]}... != {expected[:12]}...)",
-                            hint="the file is corrupt or not MNIST; delete it and download again")
+            raise DataError(
+                f"MNIST file {path} fails its SHA-256 check ({actual[:12]}... != {expected[:12]}...)",
+                hint="the file is corrupt or not MNIST; delete it and download again",
+            )
         found[name] = actual
     return found
 
@@ -93,8 +97,10 @@ def locate(path: Path | None, offline: bool) -> tuple[Path, bool]:
     root = normalize_root(path) if path is not None else default_root()
     absent = missing(root)
     if absent and offline:
-        raise DataError(f"no MNIST at {root} ({len(absent)} of 4 raw files missing) and --offline forbids a download",
-                        hint="point --data (or KITBENCH_DATA) at a directory holding MNIST/raw, or drop --offline")
+        raise DataError(
+            f"no MNIST at {root} ({len(absent)} of 4 raw files missing) and --offline forbids a download",
+            hint="point --data (or KITBENCH_DATA) at a directory holding MNIST/raw, or drop --offline",
+        )
     return root, bool(absent)
 
 
@@ -106,8 +112,10 @@ def ahead() -> str | None:
     if not absent:
         return None
     where = f"{DATA_VARIABLE}={root}" if os.environ.get(DATA_VARIABLE) else f"the cache ({root})"
-    return (f"MNIST is not in {where} ({len(absent)} of 4 raw files missing): the run's MNIST check will download "
-            f"it; on a machine that cannot, set {DATA_VARIABLE} to a folder holding MNIST/raw")
+    return (
+        f"MNIST is not in {where} ({len(absent)} of 4 raw files missing): the run's MNIST check will download "
+        f"it; on a machine that cannot, set {DATA_VARIABLE} to a folder holding MNIST/raw"
+    )
 
 
 def prepare(path: Path | None, offline: bool) -> tuple[Path, dict[str, str]]:
@@ -135,7 +143,12 @@ def _download(root: Path) -> None:
     except (OSError, RuntimeError) as exc:
         offline = "on an offline machine, copy MNIST/raw into a folder and point --data (or KITBENCH_DATA) at it"
         cause, hosts = _reach.network_cause(str(exc)), _reach.hosts_in(str(exc))
-        if cause is not None and hosts:      # every mirror torchvision tried, and why the last failed
-            raise _reach.unreachable(" and ".join(hosts), cause, f"could not download MNIST into {root}",
-                                     _reach.Known(doing="download", then=offline), DataError) from None
+        if cause is not None and hosts:  # every mirror torchvision tried, and why the last failed
+            raise _reach.unreachable(
+                " and ".join(hosts),
+                cause,
+                f"could not download MNIST into {root}",
+                _reach.Known(doing="download", then=offline),
+                DataError,
+            ) from None
         raise DataError(f"could not download MNIST into {root}: {download_cause(exc)}", hint=offline) from None

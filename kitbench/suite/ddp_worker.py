@@ -69,7 +69,7 @@ def _train(name: str, args: argparse.Namespace, device: torch.device, rank: int,
     test_x, test_y = resident_tensors(args.data, False, device, None)
     # One permutation for all ranks (same seed), each rank its strided shard: DistributedSampler's split.
     order = torch.randperm(len(x), generator=torch.Generator().manual_seed(args.seed))[rank::world].to(device)
-    torch.manual_seed(args.seed)           # identical initial weights (DDP also broadcasts rank 0's)
+    torch.manual_seed(args.seed)  # identical initial weights (DDP also broadcasts rank 0's)
     model = models.build(name).to(device)
     ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type in ("cuda", "xpu") else None)
     # The linear scaling rule for SGD, as the batch-size sweep applies it: the global batch grew world-fold.
@@ -78,7 +78,7 @@ def _train(name: str, args: argparse.Namespace, device: torch.device, rank: int,
     step = eager(ddp, opt)
     # Full batches of the smallest shard: every rank must take the same number of steps, or DDP waits forever.
     steps = max(1, (len(x) // world) // args.batch_size)
-    batches = [order[i * args.batch_size:(i + 1) * args.batch_size] for i in range(steps)]
+    batches = [order[i * args.batch_size : (i + 1) * args.batch_size] for i in range(steps)]
     losses = []
     # One untimed step first: DDP's bucket set-up and the first kernels are one-time costs.
     warm = step(x[batches[0]], y[batches[0]])
@@ -93,13 +93,24 @@ def _train(name: str, args: argparse.Namespace, device: torch.device, rank: int,
     acc, _ = evaluate(model, test_x, test_y)
     curve = torch.stack([warm, *losses]).float().cpu()
     digests = _checksums(model, device)
-    return {"model": name, "world_size": world, "per_rank_batch": args.batch_size,
-            "global_batch": args.batch_size * world, "lr": lr, "steps": steps, "samples": trained, "epoch_s": epoch_s,
-            "samples_per_s": trained / epoch_s if epoch_s > 0 else 0.0, "test_acc": acc,
-            "final_loss": float(curve[-max(1, len(curve) // 10):].mean()),
-            "finite": bool(torch.isfinite(curve).all()), "checksums": digests, "timed_steps": steps - 1,
-            "diverged_at_step": next((i for i, ok in enumerate(torch.isfinite(curve).tolist()) if not ok), None),
-            "identical": len(set(digests)) == 1}
+    return {
+        "model": name,
+        "world_size": world,
+        "per_rank_batch": args.batch_size,
+        "global_batch": args.batch_size * world,
+        "lr": lr,
+        "steps": steps,
+        "samples": trained,
+        "epoch_s": epoch_s,
+        "samples_per_s": trained / epoch_s if epoch_s > 0 else 0.0,
+        "test_acc": acc,
+        "final_loss": float(curve[-max(1, len(curve) // 10) :].mean()),
+        "finite": bool(torch.isfinite(curve).all()),
+        "checksums": digests,
+        "timed_steps": steps - 1,
+        "diverged_at_step": next((i for i, ok in enumerate(torch.isfinite(curve).tolist()) if not ok), None),
+        "identical": len(set(digests)) == 1,
+    }
 
 
 def _allreduce(device: torch.device, world: int, max_bytes: int) -> list[dict[str, Any]]:
@@ -123,8 +134,9 @@ def _allreduce(device: torch.device, world: int, max_bytes: int) -> list[dict[st
             samples.append(_time_max((time.perf_counter() - start) / inner, device))
         seconds = statistics.median(samples)
         algbw = size / seconds / 1e9
-        rows.append({"bytes": size, "time_s": seconds, "algbw_gb_s": algbw,
-                     "busbw_gb_s": algbw * 2 * (world - 1) / world})
+        rows.append(
+            {"bytes": size, "time_s": seconds, "algbw_gb_s": algbw, "busbw_gb_s": algbw * 2 * (world - 1) / world}
+        )
         size *= 4
     return rows
 
@@ -143,7 +155,7 @@ def _main(args: argparse.Namespace) -> None:
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
     wanted = os.environ.get("KITBENCH_DDP_BACKEND", "")
     cuda = torch.cuda.is_available() and wanted not in ("gloo", "xccl")
-    xpu = wanted == "xccl"          # Intel GPUs: the XPU build's collective library
+    xpu = wanted == "xccl"  # Intel GPUs: the XPU build's collective library
     device = torch.device("cuda" if cuda else "xpu", local_rank) if cuda or xpu else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
@@ -156,8 +168,12 @@ def _main(args: argparse.Namespace) -> None:
     dist.init_process_group(backend, timeout=timedelta(seconds=args.timeout))
     try:
         result: dict[str, Any] = {
-            "backend": backend, "device": device.type, "world_size": world, "nodes": world // local_world,
-            "threads_per_rank": threads, "torch": torch.__version__,
+            "backend": backend,
+            "device": device.type,
+            "world_size": world,
+            "nodes": world // local_world,
+            "threads_per_rank": threads,
+            "torch": torch.__version__,
             "runs": [_train(name, args, device, rank, world) for name in args.models.split(",")],
             "allreduce": _allreduce(device, world, args.max_bytes) if world > 1 else [],
         }

@@ -25,13 +25,22 @@ CUBLAS_WORKSPACE = ":4096:8"
 # The values cuBLAS documents as deterministic; a user's own choice among them is kept.
 _CUBLAS_DETERMINISTIC = (":4096:8", ":16:8")
 # Environment variables that change which kernels run or on how many threads; recorded as they were.
-ENVIRONMENT = ("CUBLAS_WORKSPACE_CONFIG", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTORCH_ENABLE_MPS_FALLBACK",
-               "CUDA_VISIBLE_DEVICES",
-               # Each changes the numbers: which ROCm kernels load (kitbench recommends it for unlisted gfx), TF32
-               # forced on or off under torch's back, and which instruction set oneDNN and MKL dispatch to (MKL_CBWR
-               # pins MKL's code path, its results then equal across CPUs).
-               "HSA_OVERRIDE_GFX_VERSION", "NVIDIA_TF32_OVERRIDE", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA",
-               "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR")
+ENVIRONMENT = (
+    "CUBLAS_WORKSPACE_CONFIG",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "PYTORCH_ENABLE_MPS_FALLBACK",
+    "CUDA_VISIBLE_DEVICES",
+    # Each changes the numbers: which ROCm kernels load (kitbench recommends it for unlisted gfx), TF32
+    # forced on or off under torch's back, and which instruction set oneDNN and MKL dispatch to (MKL_CBWR
+    # pins MKL's code path, its results then equal across CPUs).
+    "HSA_OVERRIDE_GFX_VERSION",
+    "NVIDIA_TF32_OVERRIDE",
+    "ONEDNN_MAX_CPU_ISA",
+    "DNNL_MAX_CPU_ISA",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "MKL_CBWR",
+)
 _NO_DETERMINISTIC = re.compile(r"^(\S+?)\(?\)? does not have a deterministic implementation")
 
 
@@ -80,13 +89,22 @@ def mode(enabled: bool, threads: int) -> Iterator[None]:
     cuda_up: bool = torch.cuda.is_initialized()  # type: ignore[no-untyped-call]
     if cuda_up and before_env not in _CUBLAS_DETERMINISTIC:
         _restore_env(before_env)
-        raise UsageError("CUDA was initialised before CUBLAS_WORKSPACE_CONFIG could be set: cuBLAS "
-                         "would not be deterministic in this process",
-                         hint=f"set CUBLAS_WORKSPACE_CONFIG={CUBLAS_WORKSPACE} before starting Python")
-    saved = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
-             torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic, torch.backends.mkldnn.deterministic,
-             torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
-             torch.get_float32_matmul_precision(), torch.get_num_threads())
+        raise UsageError(
+            "CUDA was initialised before CUBLAS_WORKSPACE_CONFIG could be set: cuBLAS "
+            "would not be deterministic in this process",
+            hint=f"set CUBLAS_WORKSPACE_CONFIG={CUBLAS_WORKSPACE} before starting Python",
+        )
+    saved = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.backends.cudnn.benchmark,
+        torch.backends.cudnn.deterministic,
+        torch.backends.mkldnn.deterministic,
+        torch.backends.cuda.matmul.allow_tf32,
+        torch.backends.cudnn.allow_tf32,
+        torch.get_float32_matmul_precision(),
+        torch.get_num_threads(),
+    )
     try:
         torch.use_deterministic_algorithms(True, warn_only=False)
         torch.backends.cudnn.benchmark = False
@@ -100,8 +118,13 @@ def mode(enabled: bool, threads: int) -> Iterator[None]:
         yield
     finally:
         torch.use_deterministic_algorithms(saved[0], warn_only=saved[1])
-        (torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic, torch.backends.mkldnn.deterministic,
-         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) = saved[2:7]
+        (
+            torch.backends.cudnn.benchmark,
+            torch.backends.cudnn.deterministic,
+            torch.backends.mkldnn.deterministic,
+            torch.backends.cuda.matmul.allow_tf32,
+            torch.backends.cudnn.allow_tf32,
+        ) = saved[2:7]
         torch.set_float32_matmul_precision(saved[7])
         torch.set_num_threads(saved[8])
         _restore_env(before_env)

@@ -31,16 +31,16 @@ _HIDDEN = ("", "-1", "none", "NoDevFiles")
 @dataclass(frozen=True)
 class CudaFacts:
     torch_version: str
-    built_cuda: str | None        # torch.version.cuda
-    built_hip: str | None         # torch.version.hip
-    visible_devices: str | None   # CUDA_VISIBLE_DEVICES as set, None if unset
+    built_cuda: str | None  # torch.version.cuda
+    built_hip: str | None  # torch.version.hip
+    visible_devices: str | None  # CUDA_VISIBLE_DEVICES as set, None if unset
     driver: str | None
     os: str
     in_container: bool
     wsl: bool
     available: bool
     device_count: int
-    init_warning: str | None      # what torch warned while probing CUDA
+    init_warning: str | None  # what torch warned while probing CUDA
     # HIP builds only: the ROCm runtime's own masks, and why /dev/kfd cannot be opened (None: it can)
     hip_visible_devices: str | None = None
     rocr_visible_devices: str | None = None
@@ -50,12 +50,12 @@ class CudaFacts:
 @dataclass(frozen=True)
 class XpuFacts:
     torch_version: str
-    built: bool                   # torch.xpu is compiled in (a +xpu build)
+    built: bool  # torch.xpu is compiled in (a +xpu build)
     available: bool
     device_count: int
     names: tuple[str, ...]
-    intel_gpus: int               # Intel GPUs the probe found on PCI
-    affinity_mask: str | None     # ZE_AFFINITY_MASK, Level Zero's device mask
+    intel_gpus: int  # Intel GPUs the probe found on PCI
+    affinity_mask: str | None  # ZE_AFFINITY_MASK, Level Zero's device mask
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ class MpsFacts:
     python_arch: str
     built: bool
     available: bool
-    torch: str = ""         # the installed torch's version, whose MPS floor envs/pytorch.yaml records
+    torch: str = ""  # the installed torch's version, whose MPS floor envs/pytorch.yaml records
 
 
 def cuda_unavailable_reason(f: CudaFacts) -> str | None:
@@ -79,8 +79,10 @@ def cuda_unavailable_reason(f: CudaFacts) -> str | None:
     if f.visible_devices is not None and f.visible_devices.strip() in _HIDDEN:
         return f"GPUs are hidden by CUDA_VISIBLE_DEVICES={f.visible_devices!r}"
     if f.built_hip is not None:
-        for name, value in (("HIP_VISIBLE_DEVICES", f.hip_visible_devices),
-                            ("ROCR_VISIBLE_DEVICES", f.rocr_visible_devices)):
+        for name, value in (
+            ("HIP_VISIBLE_DEVICES", f.hip_visible_devices),
+            ("ROCR_VISIBLE_DEVICES", f.rocr_visible_devices),
+        ):
             if value is not None and value.strip() in _HIDDEN:
                 return f"GPUs are hidden by {name}={value!r}"
         if f.kfd_problem:
@@ -90,8 +92,7 @@ def cuda_unavailable_reason(f: CudaFacts) -> str | None:
     if f.built_cuda is not None and f.driver is not None:
         need = drivers.load().requirement(f.built_cuda, f.os)
         if need.floor is not None and not need.allows(f.driver):
-            return (f"NVIDIA driver {f.driver} is too old for this wheel's CUDA {f.built_cuda} "
-                    f"(needs >= {need.floor})")
+            return f"NVIDIA driver {f.driver} is too old for this wheel's CUDA {f.built_cuda} (needs >= {need.floor})"
     if f.init_warning:
         return f"CUDA initialization failed: {f.init_warning.splitlines()[0]}"
     return "torch.cuda.is_available() is False and no device was found"
@@ -107,15 +108,19 @@ def xpu_unavailable_reason(f: XpuFacts) -> str | None:
         return f"GPUs are hidden by ZE_AFFINITY_MASK={f.affinity_mask!r}"
     if f.intel_gpus == 0:
         return "no Intel GPU found (PCI vendor 0x8086, display class)"
-    return ("torch.xpu.is_available() is False although an Intel GPU is on PCI: its driver (i915 or xe) "
-            "or the Level Zero runtime is missing, or this user cannot open /dev/dri/renderD* (render group)")
+    return (
+        "torch.xpu.is_available() is False although an Intel GPU is on PCI: its driver (i915 or xe) "
+        "or the Level Zero runtime is missing, or this user cannot open /dev/dri/renderD* (render group)"
+    )
 
 
 def kfd_problem(path: str = KFD_DEVICE) -> str | None:
     """Why the ROCm runtime cannot open ``path``, in the words that point at the fix; None when it can."""
     if not os.path.exists(path):
-        return (f"{path} is missing: the amdgpu driver is not loaded, or this container was started "
-                f"without --device={path} --device=/dev/dri")
+        return (
+            f"{path} is missing: the amdgpu driver is not loaded, or this container was started "
+            f"without --device={path} --device=/dev/dri"
+        )
     if not os.access(path, os.R_OK | os.W_OK):
         return f"no permission on {path}: add this user to the render and video groups"
     return None
@@ -135,8 +140,11 @@ def mps_unavailable_reason(f: MpsFacts) -> str | None:
     floor = mps_floor(f.torch or "0")
     need = floor.macos if floor else "12.3"
     if version_tuple(f.os_version) < version_tuple(need):
-        return (f"macOS {f.os_version} is older than {need}, the first whose MPS torch {f.torch} runs on"
-                if f.torch else f"macOS {f.os_version} is older than {need}, the first with MPS")
+        return (
+            f"macOS {f.os_version} is older than {need}, the first whose MPS torch {f.torch} runs on"
+            if f.torch
+            else f"macOS {f.os_version} is older than {need}, the first with MPS"
+        )
     if not f.built:
         return "this torch was built without MPS"
     return "torch.backends.mps.is_available() is False"
@@ -151,13 +159,22 @@ def cuda_facts(machine: Probe) -> CudaFacts:
         count = torch.cuda.device_count() if available else 0
     warning = next((str(w.message) for w in caught), None)
     hip = getattr(torch.version, "hip", None)
-    return CudaFacts(torch_version=torch.__version__, built_cuda=torch.version.cuda, built_hip=hip,
-                     visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"), driver=machine.driver,
-                     os=machine.os, in_container=machine.container, wsl=machine.wsl, available=available,
-                     device_count=count, init_warning=warning,
-                     hip_visible_devices=os.environ.get("HIP_VISIBLE_DEVICES"),
-                     rocr_visible_devices=os.environ.get("ROCR_VISIBLE_DEVICES"),
-                     kfd_problem=kfd_problem() if hip is not None and not available else None)
+    return CudaFacts(
+        torch_version=torch.__version__,
+        built_cuda=torch.version.cuda,
+        built_hip=hip,
+        visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+        driver=machine.driver,
+        os=machine.os,
+        in_container=machine.container,
+        wsl=machine.wsl,
+        available=available,
+        device_count=count,
+        init_warning=warning,
+        hip_visible_devices=os.environ.get("HIP_VISIBLE_DEVICES"),
+        rocr_visible_devices=os.environ.get("ROCR_VISIBLE_DEVICES"),
+        kfd_problem=kfd_problem() if hip is not None and not available else None,
+    )
 
 
 def xpu_facts(machine: Probe) -> XpuFacts:
@@ -167,17 +184,29 @@ def xpu_facts(machine: Probe) -> XpuFacts:
     available = built and bool(torch.xpu.is_available())
     count = int(torch.xpu.device_count()) if available else 0
     names = tuple(str(torch.xpu.get_device_name(i)) for i in range(count))
-    return XpuFacts(torch_version=torch.__version__, built=built, available=available, device_count=count,
-                    names=names, intel_gpus=len(machine.intel_gpus),
-                    affinity_mask=os.environ.get("ZE_AFFINITY_MASK"))
+    return XpuFacts(
+        torch_version=torch.__version__,
+        built=built,
+        available=available,
+        device_count=count,
+        names=names,
+        intel_gpus=len(machine.intel_gpus),
+        affinity_mask=os.environ.get("ZE_AFFINITY_MASK"),
+    )
 
 
 def mps_facts(machine: Probe) -> MpsFacts:
     import torch
 
-    return MpsFacts(os=machine.os, os_version=machine.os_version, arch=machine.arch,
-                    python_arch=machine.python_arch, built=torch.backends.mps.is_built(),
-                    available=torch.backends.mps.is_available(), torch=torch.__version__)
+    return MpsFacts(
+        os=machine.os,
+        os_version=machine.os_version,
+        arch=machine.arch,
+        python_arch=machine.python_arch,
+        built=torch.backends.mps.is_built(),
+        available=torch.backends.mps.is_available(),
+        torch=torch.__version__,
+    )
 
 
 def parse_spec(spec: str) -> tuple[str, int | None]:
@@ -259,4 +288,3 @@ def synchronize(device: torch.device) -> None:
 def pinning_supported(device: torch.device) -> bool:
     """Pinned host memory only helps (and only exists for copies) towards CUDA."""
     return device.type == "cuda"
-

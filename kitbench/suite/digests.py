@@ -20,8 +20,8 @@ TENSOR_DIGITS = 16
 
 @dataclass(frozen=True)
 class ParamDigest:
-    sha256: str                 # over every parameter
-    tensors: dict[str, str]     # name -> the first TENSOR_DIGITS hex digits of that tensor's own SHA-256
+    sha256: str  # over every parameter
+    tensors: dict[str, str]  # name -> the first TENSOR_DIGITS hex digits of that tensor's own SHA-256
 
 
 def _tensor_bytes(tensor: torch.Tensor) -> bytes:

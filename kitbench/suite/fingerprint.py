@@ -19,8 +19,13 @@ from kitbench.records.types import CpuIdentity, Environment, GpuIdentity, LockIn
 from kitbench.suite import determinism
 from kitbench.suite.devices import cudnn_version
 
-_IMAGE_VARIABLES = {"target": "KITBENCH_TARGET", "image": "KITBENCH_IMAGE", "image_id": "KITBENCH_IMAGE_ID",
-                    "base_image_id": "KITBENCH_BASE_IMAGE_ID", "manifest_sha256": "KITBENCH_MANIFEST_SHA256"}
+_IMAGE_VARIABLES = {
+    "target": "KITBENCH_TARGET",
+    "image": "KITBENCH_IMAGE",
+    "image_id": "KITBENCH_IMAGE_ID",
+    "base_image_id": "KITBENCH_BASE_IMAGE_ID",
+    "manifest_sha256": "KITBENCH_MANIFEST_SHA256",
+}
 
 
 def git_revision() -> str | None:
@@ -52,15 +57,18 @@ def host(machine: Probe) -> Environment:
     from its first write, so that even a run stopped during ``import torch``, or failed in its
     set-up, says where it ran and what was installed (the packages, torch's among them, the lock and
     the index override). ``torch`` is torch's own ``__version__``, known once it is imported."""
-    cpu = cast(CpuIdentity, cpus.identity())        # cpus builds it key by key (tests/test_cpus.py)
+    cpu = cast(CpuIdentity, cpus.identity())  # cpus builds it key by key (tests/test_cpus.py)
     found_lock, named, why = lock()
     return {
         "kitbench": __version__,
         "git_revision": git_revision(),
         "python": platform.python_version(),
         "python_arch": machine.python_arch,
-        "python_build": {"implementation": sys.implementation.name, "version": sys.version,
-                         "free_threaded": free_threaded()},
+        "python_build": {
+            "implementation": sys.implementation.name,
+            "version": sys.version,
+            "free_threaded": free_threaded(),
+        },
         "os": machine.os,
         "os_version": machine.os_version,
         "platform": platform.platform(),
@@ -80,7 +88,10 @@ def host(machine: Probe) -> Environment:
         "image_id": os.environ.get(_IMAGE_VARIABLES["image_id"]),
         "base_image_id": os.environ.get(_IMAGE_VARIABLES["base_image_id"]),
         "manifest_sha256": os.environ.get(_IMAGE_VARIABLES["manifest_sha256"]),
-        "lock": named, "lock_why": why, "packages": packages(found_lock), "index_override": index_override(),
+        "lock": named,
+        "lock_why": why,
+        "packages": packages(found_lock),
+        "index_override": index_override(),
     }
 
 
@@ -122,8 +133,14 @@ def lock() -> tuple[Lock | None, LockInfo | None, str | None]:
 
     path = os.environ.get(locks.LOCK_VARIABLE)
     if not path:
-        return None, None, (os.environ.get(locks.LOCK_WHY_VARIABLE)
-                            or f"not installed by a kitbench session ({locks.LOCK_VARIABLE} unset)")
+        return (
+            None,
+            None,
+            (
+                os.environ.get(locks.LOCK_WHY_VARIABLE)
+                or f"not installed by a kitbench session ({locks.LOCK_VARIABLE} unset)"
+            ),
+        )
     try:
         found = locks.read(Path(path))
     except (OSError, KitbenchError) as exc:
@@ -200,20 +217,23 @@ def collect(machine: Probe, known: Environment | None = None) -> Environment:
     if torch.cuda.is_available():
         found["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
         found["gpu_identity"] = [_gpu_identity(i) for i in range(torch.cuda.device_count())]
-    found.update({
-        "build_matches_target": _build_matches(found.get("target"), torch.__version__, torch.version.cuda,
-                                               machine.os),
-        "torch": torch.__version__,
-        "torch_build": torch.__version__.partition("+")[2] or None,
-        "torchvision": _torchvision_version(),
-        "cuda": torch.version.cuda,
-        "hip": getattr(torch.version, "hip", None),
-        "xpu_devices": _xpu_devices(),
-        "cudnn": cudnn_version(),
-        "threads": torch.get_num_threads(),
-        "interop_threads": torch.get_num_interop_threads(),
-        "settings": cast(Settings, determinism.settings()),   # torch's names, key by key
-    })
+    found.update(
+        {
+            "build_matches_target": _build_matches(
+                found.get("target"), torch.__version__, torch.version.cuda, machine.os
+            ),
+            "torch": torch.__version__,
+            "torch_build": torch.__version__.partition("+")[2] or None,
+            "torchvision": _torchvision_version(),
+            "cuda": torch.version.cuda,
+            "hip": getattr(torch.version, "hip", None),
+            "xpu_devices": _xpu_devices(),
+            "cudnn": cudnn_version(),
+            "threads": torch.get_num_threads(),
+            "interop_threads": torch.get_num_interop_threads(),
+            "settings": cast(Settings, determinism.settings()),  # torch's names, key by key
+        }
+    )
     return found
 
 
@@ -223,5 +243,8 @@ def _gpu_identity(index: int) -> GpuIdentity:
 
     props = torch.cuda.get_device_properties(index)
     uuid = str(getattr(props, "uuid", "") or "") or None
-    return {"name": props.name, "capability": f"{props.major}.{props.minor}",
-            "uuid": f"GPU-{uuid}" if uuid and not uuid.startswith("GPU-") else uuid}
+    return {
+        "name": props.name,
+        "capability": f"{props.major}.{props.minor}",
+        "uuid": f"GPU-{uuid}" if uuid and not uuid.startswith("GPU-") else uuid,
+    }

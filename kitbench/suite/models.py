@@ -24,10 +24,16 @@ def build(name: str) -> nn.Module:
     if name == "cnn":
         # The architecture of pytorch/examples' mnist/main.py.
         return nn.Sequential(
-            nn.Conv2d(1, 32, 3, 1), nn.ReLU(),
-            nn.Conv2d(32, 64, 3, 1), nn.ReLU(),
-            nn.MaxPool2d(2), nn.Dropout(0.25), nn.Flatten(),
-            nn.Linear(9216, 128), nn.ReLU(), nn.Dropout(0.5),
+            nn.Conv2d(1, 32, 3, 1),
+            nn.ReLU(),
+            nn.Conv2d(32, 64, 3, 1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Dropout(0.25),
+            nn.Flatten(),
+            nn.Linear(9216, 128),
+            nn.ReLU(),
+            nn.Dropout(0.5),
             nn.Linear(128, 10),
         )
     raise ValueError(f"unknown model {name!r}")
@@ -40,4 +46,3 @@ def optimizer(name: str, params: list[nn.Parameter], lr: float | None = None) ->
     if name == "cnn":
         return torch.optim.Adadelta(params, lr=RECIPE_LR[name] if lr is None else lr)
     return torch.optim.SGD(params, lr=RECIPE_LR[name] if lr is None else lr, momentum=0.9, fused=True)
-

@@ -24,16 +24,16 @@ from kitbench.suite import checks, data, determinism, fingerprint
 from kitbench.suite.checks.base import LOOPS, MODELS, Context, NoProgress, Options, Progress
 from kitbench.suite.devices import parse_spec
 
-MAX_THREADS_PER_CPU = 4          # beyond this torch's pool only thrashes (100,000 crashed it)
+MAX_THREADS_PER_CPU = 4  # beyond this torch's pool only thrashes (100,000 crashed it)
 # A gloo rank is a Python with torch imported: about 0.4 GiB of its own (measured on
 # torch 2.14.1, Linux x86_64, PSS after import), the model and its MNIST copy on top.
 RANK_BYTES = 512 * 2**20
-MAX_SEED = 2**63 - 2             # torch seeds are 64-bit; the warm-up uses seed + 1
+MAX_SEED = 2**63 - 2  # torch seeds are 64-bit; the warm-up uses seed + 1
 MAX_EPOCHS = 1000
 MAX_BATCH = 2**20
 # records.SCHEMA as the Literal that RunRecord's "schema" takes (tests/test_types.py keeps the two equal).
 SCHEMA: Final = "kitbench.run/3"
-DATA_CHECKS = ("mnist", "ddp")   # the checks that train on MNIST: the others run without it
+DATA_CHECKS = ("mnist", "ddp")  # the checks that train on MNIST: the others run without it
 
 
 def validate(options: Options) -> None:
@@ -51,25 +51,32 @@ def validate(options: Options) -> None:
     if options.lr is not None and not (math.isfinite(options.lr) and options.lr > 0):
         raise UsageError(f"--lr must be a positive finite number, not {options.lr}", hint="for example --lr 0.01")
     max_threads = MAX_THREADS_PER_CPU * cpus.usable_cores()
-    for label, value, most in (("--epochs", options.epochs, MAX_EPOCHS),
-                               ("--batch-size", options.batch_size, MAX_BATCH),
-                               ("--threads", options.threads, max_threads), ("--limit", options.train_limit, None)):
+    for label, value, most in (
+        ("--epochs", options.epochs, MAX_EPOCHS),
+        ("--batch-size", options.batch_size, MAX_BATCH),
+        ("--threads", options.threads, max_threads),
+        ("--limit", options.train_limit, None),
+    ):
         if value is not None and value < 1:
-            raise UsageError(f"{label} must be a positive whole number, not {value}",
-                             hint=f"for example {label} 1")
+            raise UsageError(f"{label} must be a positive whole number, not {value}", hint=f"for example {label} 1")
         if value is not None and most is not None and value > most:
-            raise UsageError(f"{label} {value} is more than this kit allows ({most})",
-                             hint=f"{label} at most {most}" + (f" ({MAX_THREADS_PER_CPU} per CPU here)"
-                                                              if label == "--threads" else ""))
+            raise UsageError(
+                f"{label} {value} is more than this kit allows ({most})",
+                hint=f"{label} at most {most}"
+                + (f" ({MAX_THREADS_PER_CPU} per CPU here)" if label == "--threads" else ""),
+            )
     for size in options.sweep:
         if not 1 <= size <= MAX_BATCH:
-            raise UsageError(f"--batch-size {size} must be between 1 and {MAX_BATCH}",
-                             hint="e.g. --batch-size 16,64,256")
+            raise UsageError(
+                f"--batch-size {size} must be between 1 and {MAX_BATCH}", hint="e.g. --batch-size 16,64,256"
+            )
     if not 0 <= options.seed <= MAX_SEED:
         raise UsageError(f"--seed must be between 0 and {MAX_SEED}, not {options.seed}", hint="for example --seed 0")
     if options.data is not None and options.offline and not data.normalize_root(options.data).exists():
-        raise UsageError(f"--data {options.data} does not exist and --offline forbids a download",
-                         hint="point --data (or KITBENCH_DATA) at the directory holding MNIST/raw")
+        raise UsageError(
+            f"--data {options.data} does not exist and --offline forbids a download",
+            hint="point --data (or KITBENCH_DATA) at the directory holding MNIST/raw",
+        )
     if options.nproc is not None:
         _bound_world(options.nproc)
     if options.nnodes is not None and not 1 <= options.nnodes <= 1024:
@@ -77,11 +84,15 @@ def validate(options: Options) -> None:
     if (options.nnodes or 1) > 1 and not options.rdzv_endpoint:
         raise UsageError("--nnodes above 1 needs --rdzv-endpoint HOST:PORT", hint="the rendezvous every node joins")
     if options.rdzv_endpoint is not None and not re.fullmatch(r"[\w.-]{1,253}:[0-9]{1,5}", options.rdzv_endpoint):
-        raise UsageError(f"--rdzv-endpoint {options.rdzv_endpoint[:80]!r} is not HOST:PORT",
-                         hint="for example --rdzv-endpoint 127.0.0.1:29511")
+        raise UsageError(
+            f"--rdzv-endpoint {options.rdzv_endpoint[:80]!r} is not HOST:PORT",
+            hint="for example --rdzv-endpoint 127.0.0.1:29511",
+        )
     if options.rdzv_endpoint is not None and not 1 <= int(options.rdzv_endpoint.rpartition(":")[2]) <= 65535:
-        raise UsageError(f"--rdzv-endpoint {options.rdzv_endpoint[:80]!r}: a port is between 1 and 65535",
-                         hint="for example --rdzv-endpoint 127.0.0.1:29511")
+        raise UsageError(
+            f"--rdzv-endpoint {options.rdzv_endpoint[:80]!r}: a port is between 1 and 65535",
+            hint="for example --rdzv-endpoint 127.0.0.1:29511",
+        )
     if options.rdzv_endpoint is not None:
         _resolves(options.rdzv_endpoint)
     if not 1 <= options.ddp_timeout <= 86400:
@@ -99,10 +110,11 @@ def _resolves(endpoint: str) -> None:
     try:
         socket.getaddrinfo(host, None)
     except (OSError, UnicodeError) as exc:
-        raise UsageError(f"--rdzv-endpoint {endpoint[:80]!r}: the host {host[:80]!r} does not resolve "
-                         f"({getattr(exc, 'strerror', None) or exc})",
-                         hint="name the first node as every node resolves it (its address, or its name in "
-                              "/etc/hosts or DNS)") from None
+        raise UsageError(
+            f"--rdzv-endpoint {endpoint[:80]!r}: the host {host[:80]!r} does not resolve "
+            f"({getattr(exc, 'strerror', None) or exc})",
+            hint="name the first node as every node resolves it (its address, or its name in /etc/hosts or DNS)",
+        ) from None
 
 
 def _bound_world(nproc: int) -> None:
@@ -112,13 +124,18 @@ def _bound_world(nproc: int) -> None:
     cores = cpus.usable_cores()
     most = min(64, MAX_THREADS_PER_CPU * cores)
     if not 1 <= nproc <= most:
-        raise UsageError(f"--nproc must be between 1 and {most} here ({MAX_THREADS_PER_CPU} per usable core, "
-                         f"{cores} here, 64 at most), not {nproc}", hint=f"for example --nproc {min(2, most)}")
+        raise UsageError(
+            f"--nproc must be between 1 and {most} here ({MAX_THREADS_PER_CPU} per usable core, "
+            f"{cores} here, 64 at most), not {nproc}",
+            hint=f"for example --nproc {min(2, most)}",
+        )
     free = cpus.memory_available()
     if free is not None and nproc * RANK_BYTES > free:
-        raise UsageError(f"--nproc {nproc} needs about {nproc * RANK_BYTES / 2**30:.1f} GiB for its ranks "
-                         f"({RANK_BYTES / 2**30:.1f} GiB each), and {free / 2**30:.1f} GiB is available",
-                         hint=f"at most --nproc {max(1, free // RANK_BYTES)} on this machine now")
+        raise UsageError(
+            f"--nproc {nproc} needs about {nproc * RANK_BYTES / 2**30:.1f} GiB for its ranks "
+            f"({RANK_BYTES / 2**30:.1f} GiB each), and {free / 2**30:.1f} GiB is available",
+            hint=f"at most --nproc {max(1, free // RANK_BYTES)} on this machine now",
+        )
 
 
 def options_record(options: Options) -> RunOptions:
@@ -126,13 +143,24 @@ def options_record(options: Options) -> RunOptions:
     the dataclass's order, so that mypy checks each against the reader's type (tests/test_types.py
     checks that none is left out)."""
     return {
-        "checks": list(options.checks), "device": options.device,
+        "checks": list(options.checks),
+        "device": options.device,
         "data": str(options.data) if options.data is not None else None,
-        "offline": options.offline, "quick": options.quick, "models": list(options.models),
-        "loops": list(options.loops), "epochs": options.epochs, "batch_size": options.batch_size,
-        "sweep": list(options.sweep), "seed": options.seed, "threads": options.threads,
-        "train_limit": options.train_limit, "lr": options.lr, "nproc": options.nproc, "nnodes": options.nnodes,
-        "rdzv_endpoint": options.rdzv_endpoint, "ddp_timeout": options.ddp_timeout,
+        "offline": options.offline,
+        "quick": options.quick,
+        "models": list(options.models),
+        "loops": list(options.loops),
+        "epochs": options.epochs,
+        "batch_size": options.batch_size,
+        "sweep": list(options.sweep),
+        "seed": options.seed,
+        "threads": options.threads,
+        "train_limit": options.train_limit,
+        "lr": options.lr,
+        "nproc": options.nproc,
+        "nnodes": options.nnodes,
+        "rdzv_endpoint": options.rdzv_endpoint,
+        "ddp_timeout": options.ddp_timeout,
         "deterministic": options.deterministic,
     }
 
@@ -143,8 +171,13 @@ class Finished:
     record: RunRecord
 
 
-def run(options: Options, out: Path | None = None, progress: Progress | None = None,
-        machine: Probe | None = None, force: bool = False) -> Finished:
+def run(
+    options: Options,
+    out: Path | None = None,
+    progress: Progress | None = None,
+    machine: Probe | None = None,
+    force: bool = False,
+) -> Finished:
     """Run the selected checks in order; return the record, also written to its file.
 
     The record's file is claimed (``records.claim``) and written before torch is
@@ -180,27 +213,36 @@ def run(options: Options, out: Path | None = None, progress: Progress | None = N
                 record["ended_at"] = records.utc_now()
                 records.write_atomic(path, record)
                 code = Terminated.exit_code if isinstance(stop, Terminated) else 130
-                raise Interrupted(f"{'terminated' if code == 143 else 'interrupted'}; the partial record is {path}",
-                                  hint="the record says status: interrupted and keeps the checks that finished",
-                                  exit_code=code) from None
+                raise Interrupted(
+                    f"{'terminated' if code == 143 else 'interrupted'}; the partial record is {path}",
+                    hint="the record says status: interrupted and keeps the checks that finished",
+                    exit_code=code,
+                ) from None
             except KitbenchError as error:
                 record["status"], record["ended_at"], record["error"] = "failed", records.utc_now(), error.message
-                record.setdefault("failure", failure("setup", error, [c for c in options.checks
-                                                                      if c not in record["checks"]]))
+                record.setdefault(
+                    "failure", failure("setup", error, [c for c in options.checks if c not in record["checks"]])
+                )
                 records.write_atomic(path, record)
                 raise
             finally:
-                progress.done()         # a phase cut short must not leave its heartbeat running
+                progress.done()  # a phase cut short must not leave its heartbeat running
         finally:
-            records.release(path)     # the claim on --out: another run may write it now
+            records.release(path)  # the claim on --out: another run may write it now
     return Finished(path, record)
 
 
 def failure(stage: Literal["data", "setup"], error: KitbenchError, not_run: list[str]) -> Failure:
     """What stopped a run, as the record keeps it: where, kitbench's kind of error, its words, and the host that
     could not be reached where that was the cause."""
-    return {"stage": stage, "error": type(error).__name__, "message": error.message, "hint": error.hint,
-            "host": error.host, "not_run": not_run}
+    return {
+        "stage": stage,
+        "error": type(error).__name__,
+        "message": error.message,
+        "hint": error.hint,
+        "host": error.host,
+        "not_run": not_run,
+    }
 
 
 def _run_checks(options: Options, machine: Probe, progress: Progress, path: Path, record: RunRecord) -> None:
@@ -210,7 +252,7 @@ def _run_checks(options: Options, machine: Probe, progress: Progress, path: Path
     if set(DATA_CHECKS) & set(options.checks):
         try:
             data_root, digests = data.prepare(options.data, options.offline)
-        except DataError as error:      # the checks that need no MNIST still run, and the record says why
+        except DataError as error:  # the checks that need no MNIST still run, and the record says why
             missing = error
     # Before torch, so that CUDA cannot initialise before cuBLAS's workspace is set.
     with determinism.mode(options.deterministic, options.threads or cpus.usable_cores()):
@@ -219,15 +261,29 @@ def _run_checks(options: Options, machine: Probe, progress: Progress, path: Path
         not_run = [c for c in options.checks if c in DATA_CHECKS]
         record["failure"] = failure("data", missing, not_run)
         ran = [c for c in options.checks if c not in DATA_CHECKS]
-        told = DataError(missing.message, hint=f"{missing.hint}; the record {path} holds " + (
-            f"the checks that ran ({', '.join(ran)}) and this machine's environment" if ran else
-            "this machine's environment"))
+        told = DataError(
+            missing.message,
+            hint=f"{missing.hint}; the record {path} holds "
+            + (
+                f"the checks that ran ({', '.join(ran)}) and this machine's environment"
+                if ran
+                else "this machine's environment"
+            ),
+        )
         told.host = missing.host
         raise told
 
 
-def _run_checks_torch(options: Options, machine: Probe, progress: Progress, path: Path, record: RunRecord,
-                      data_root: Path | None, digests: dict[str, str], missing: DataError | None) -> None:
+def _run_checks_torch(
+    options: Options,
+    machine: Probe,
+    progress: Progress,
+    path: Path,
+    record: RunRecord,
+    data_root: Path | None,
+    digests: dict[str, str],
+    missing: DataError | None,
+) -> None:
     progress.start("importing torch")
     import torch
 
@@ -235,7 +291,7 @@ def _run_checks_torch(options: Options, machine: Probe, progress: Progress, path
 
     if options.threads is not None:
         torch.set_num_threads(options.threads)
-    progress.start(f"initialising the device ({options.device})")     # CUDA's first call can take minutes
+    progress.start(f"initialising the device ({options.device})")  # CUDA's first call can take minutes
     try:
         device = devices.resolve(options.device, machine)
         init_s = _init_device(device)
@@ -246,8 +302,9 @@ def _run_checks_torch(options: Options, machine: Probe, progress: Progress, path
     record["device"], record["device_init_s"] = str(device), init_s
     record["environment"] = fingerprint.collect(machine, record["environment"])
     progress.done()
-    ctx = Context(device=device, machine=machine, options=options, progress=progress,
-                  data_root=data_root, data_digests=digests)
+    ctx = Context(
+        device=device, machine=machine, options=options, progress=progress, data_root=data_root, data_digests=digests
+    )
     records.write_atomic(path, record)
     # A check's result is its dataclass through asdict (or a failure's summary), filed under a name known
     # only at run time: mypy cannot hold that to ``Checks``, so tests/test_types.py holds every result
@@ -260,15 +317,21 @@ def _run_checks_torch(options: Options, machine: Probe, progress: Progress, path
             continue
         try:
             result = dataclasses.asdict(checks.get(name)(ctx))
-        except KitbenchError as error:   # e.g. a device that fails mid-check: this check's finding
+        except KitbenchError as error:  # e.g. a device that fails mid-check: this check's finding
             result = {"status": "failed", "summary": error.message + (f" ({error.hint})" if error.hint else "")}
-        except Exception as exc:   # a broken check is a finding, not a crash
-            result = {"status": "failed", "summary": f"{type(exc).__name__}: {exc}".splitlines()[0][:500],
-                      "traceback": traceback.format_exc()}
+        except Exception as exc:  # a broken check is a finding, not a crash
+            result = {
+                "status": "failed",
+                "summary": f"{type(exc).__name__}: {exc}".splitlines()[0][:500],
+                "traceback": traceback.format_exc(),
+            }
             op = determinism.nondeterministic_op(exc)
             if op is not None:
-                result.update(summary=f"{op} has no deterministic implementation on {device} (--deterministic "
-                                      "refuses to fall back to a nondeterministic one)", nondeterministic_op=op)
+                result.update(
+                    summary=f"{op} has no deterministic implementation on {device} (--deterministic "
+                    "refuses to fall back to a nondeterministic one)",
+                    nondeterministic_op=op,
+                )
         finally:
             progress.done()
         written[name] = result

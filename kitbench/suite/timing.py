@@ -15,8 +15,9 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def measure(fn: Callable[[], object], device: torch.device, *, repeats: int, warmup: int = 2,
-            inner: int = 1) -> Summary:
+def measure(
+    fn: Callable[[], object], device: torch.device, *, repeats: int, warmup: int = 2, inner: int = 1
+) -> Summary:
     """Seconds per call of ``fn``: ``warmup`` untimed calls, then ``repeats``
     samples of ``inner`` calls each, the device synchronized around every sample."""
     for _ in range(warmup):

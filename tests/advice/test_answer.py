@@ -24,6 +24,11 @@ def test_a_refresh_that_fails_is_a_note_and_the_answer_comes_from_the_facts_at_h
 
 def test_no_refresh_unless_asked_or_due(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KITBENCH_FACTS_MAX_AGE", raising=False)
-    chosen = answer({**H100, "no_gpu": False}, refresh=lambda: pytest.fail("refreshed"), force_refresh=False,
-                    not_refreshed=lambda error: pytest.fail(str(error)), compute="cpu")
+    chosen = answer(
+        {**H100, "no_gpu": False},
+        refresh=lambda: pytest.fail("refreshed"),
+        force_refresh=False,
+        not_refreshed=lambda error: pytest.fail(str(error)),
+        compute="cpu",
+    )
     assert chosen.compute == "cpu" and chosen.command.endswith("/whl/cpu")

@@ -45,8 +45,14 @@ class PyPI:
                 continue
             for python in pythons.split():
                 name = f"{package}-{version}-{_tags(python)}-{platform}.whl"
-                self.files[package].append({"filename": name, "url": f"/files/{name}", "hashes": {},
-                                            **({"requires-python": requires} if requires else {})})
+                self.files[package].append(
+                    {
+                        "filename": name,
+                        "url": f"/files/{name}",
+                        "hashes": {},
+                        **({"requires-python": requires} if requires else {}),
+                    }
+                )
 
     def page(self, name: str) -> dict[str, Any] | None:
         files = self.files.get(name)
@@ -81,13 +87,16 @@ def _main(out: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]
 
 
 def test_what_pypi_lists_is_written_as_the_file_records_it(
-        pypi: PyPI, out: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pypi: PyPI, out: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, said, _ = _main(out, capsys)
     assert code == 0 and said.startswith(f"wrote {out} (")
     written, recorded = manifest.load(out, "wheels").data, manifest.load(RECORDED, "wheels").data
     assert written["releases"] == recorded["releases"]
     assert written["source"].startswith("http://127.0.0.1:") and written["source"].endswith(
-        "/simple/{torch,torchvision,torchaudio}/ (PEP 691 JSON), yanked files left out")
+        "/simple/{torch,torchvision,torchaudio}/ (PEP 691 JSON), yanked files left out"
+    )
+
     # In the form the file is kept in, byte for byte, but for where and when it was read.
     def undated(text: str) -> list[str]:
         return [line for line in text.splitlines() if not line.startswith(("source: ", "read: "))]
@@ -95,14 +104,18 @@ def test_what_pypi_lists_is_written_as_the_file_records_it(
     assert undated(out.read_text()) == undated(RECORDED.read_text())
 
 
-@pytest.mark.parametrize("requires", [
-    "\x1c>=3.10",           # the sweep's: packaging strips it, YAML does not take it raw
-    ">=3.10\x1f",
-    ">=3.10,<3.15\x85",
-    ">=3.10, <3.15 \u2028",
-])
+@pytest.mark.parametrize(
+    "requires",
+    [
+        "\x1c>=3.10",  # the sweep's: packaging strips it, YAML does not take it raw
+        ">=3.10\x1f",
+        ">=3.10,<3.15\x85",
+        ">=3.10, <3.15 \u2028",
+    ],
+)
 def test_a_requires_python_packaging_would_strip_writes_nothing(
-        pypi: PyPI, out: Path, capsys: pytest.CaptureFixture[str], requires: str) -> None:
+    pypi: PyPI, out: Path, capsys: pytest.CaptureFixture[str], requires: str
+) -> None:
     for entry in pypi.files["torch"]:
         if entry["filename"].startswith("torch-2.12.0-"):
             entry["requires-python"] = requires
@@ -110,25 +123,31 @@ def test_a_requires_python_packaging_would_strip_writes_nothing(
     code, _, err = _main(out, capsys)
     assert code == 1 and out.read_bytes() == before
     lines = err.splitlines()
-    assert len(lines) == 2 and lines[0].startswith("ERROR: torch 2.12.0: a Requires-Python that is no PEP 440 "
-                                                   "specifier set") and lines[1].startswith("hint: ")
+    assert (
+        len(lines) == 2
+        and lines[0].startswith("ERROR: torch 2.12.0: a Requires-Python that is no PEP 440 specifier set")
+        and lines[1].startswith("hint: ")
+    )
 
 
 def test_two_requires_python_values_or_no_wheel_write_nothing(
-        pypi: PyPI, out: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pypi: PyPI, out: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     before = out.read_bytes()
     pypi.files["torchvision"][-1]["requires-python"] = ">=3.99"
     code, _, err = _main(out, capsys)
     assert code == 1 and err.startswith("ERROR: torchvision ") and "2 Requires-Python values" in err
-    pypi.files["torchvision"] = [e for e in pypi.files["torchvision"] if not e["filename"].startswith(
-        "torchvision-0.15.1-")]
+    pypi.files["torchvision"] = [
+        e for e in pypi.files["torchvision"] if not e["filename"].startswith("torchvision-0.15.1-")
+    ]
     code, _, err = _main(out, capsys)
     assert code == 1 and err.startswith("ERROR: torchvision 0.15.1: 0 platforms on PyPI")
     assert out.read_bytes() == before
 
 
 def test_an_index_that_does_not_answer_is_one_line(
-        out: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    out: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
     before = out.read_bytes()
     code, _, err = _main(out, capsys)

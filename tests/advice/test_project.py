@@ -33,7 +33,7 @@ from kitbench.machine.probe import Probe, saved
 
 RESOURCES = Path(__file__).resolve().parents[1] / "resources" / "project"
 PAGES = RESOURCES / "indexes"
-CI_PROBE = RESOURCES / "ci-linux-x86_64.probe.json"      # `kitbench probe --json` on a CPU-only Linux container
+CI_PROBE = RESOURCES / "ci-linux-x86_64.probe.json"  # `kitbench probe --json` on a CPU-only Linux container
 PIXI_SCHEMA = RESOURCES / "pixi-manifest.schema.json"
 UV = shutil.which("uv") or shutil.which("uv", path=str(Path(sys.executable).parent))
 needs_uv = pytest.mark.skipif(UV is None, reason="uv is not installed here: the project is resolved with it")
@@ -48,9 +48,11 @@ INTEL_MAC = "imac=--os macos --arch x86_64 --os-version 13.6 --python-version 3.
 RTX5090 = "rtx5090=--os linux --arch x86_64 --driver 575.51.02 --gpu-cc 12.0 --python-version 3.11"
 
 # PEP 508 environments of each platform (CPython's sys.platform and platform.machine() there).
-ENVIRONMENTS = {"macos-arm64": {"sys_platform": "darwin", "platform_machine": "arm64", "platform_system": "Darwin"},
-                "macos-x86_64": {"sys_platform": "darwin", "platform_machine": "x86_64", "platform_system": "Darwin"},
-                "linux-x86_64": {"sys_platform": "linux", "platform_machine": "x86_64", "platform_system": "Linux"}}
+ENVIRONMENTS = {
+    "macos-arm64": {"sys_platform": "darwin", "platform_machine": "arm64", "platform_system": "Darwin"},
+    "macos-x86_64": {"sys_platform": "darwin", "platform_machine": "x86_64", "platform_system": "Darwin"},
+    "linux-x86_64": {"sys_platform": "linux", "platform_machine": "x86_64", "platform_system": "Linux"},
+}
 PYTORCH = "https://download.pytorch.org/whl"
 # NVIDIA's CUDA toolkit release notes, table 3: driver 570.x runs CUDA up to 12.8, 575.x up to 12.9; CUDA 13
 # needs 580 or newer.
@@ -58,8 +60,13 @@ DRIVER_570_CUDA = (12, 8)
 DRIVER_575_CUDA = (12, 9)
 
 
-def _generate(folder: Path, *machines: str, index: str | None = None, extra: tuple[str, ...] = (),
-              capsys: pytest.CaptureFixture[str] | None = None) -> str:
+def _generate(
+    folder: Path,
+    *machines: str,
+    index: str | None = None,
+    extra: tuple[str, ...] = (),
+    capsys: pytest.CaptureFixture[str] | None = None,
+) -> str:
     argv = ["project", str(folder), *(f"--machine={m}" for m in machines), *extra]
     if index:
         argv += ["--index", index]
@@ -78,8 +85,14 @@ def stand_ins() -> Iterator[tuple[str, str]]:
 
 def _uv(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     assert UV is not None
-    done = subprocess.run([UV, *args], cwd=folder, capture_output=True, text=True, timeout=600,
-                          env={**_clean_env(), "UV_PYTHON_DOWNLOADS": "never"})
+    done = subprocess.run(
+        [UV, *args],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**_clean_env(), "UV_PYTHON_DOWNLOADS": "never"},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return done
 
@@ -96,10 +109,19 @@ def _torch(folder: Path, extra: str | None, platform: str) -> dict[str, Any]:
     if extra:
         args += ["--extra", extra]
     lock = tomllib.loads(_uv(folder, *args).stdout)
-    env = {**ENVIRONMENTS[platform], "python_version": "3.11", "python_full_version": "3.11.7",
-           "implementation_name": "cpython", "platform_python_implementation": "CPython", "os_name": "posix"}
-    found = [p for p in lock["packages"] if p["name"] == "torch" and Marker(p.get("marker", "python_version > '0'"))
-             .evaluate(env)]
+    env = {
+        **ENVIRONMENTS[platform],
+        "python_version": "3.11",
+        "python_full_version": "3.11.7",
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+        "os_name": "posix",
+    }
+    found = [
+        p
+        for p in lock["packages"]
+        if p["name"] == "torch" and Marker(p.get("marker", "python_version > '0'")).evaluate(env)
+    ]
     assert len(found) == 1, found
     entry: dict[str, Any] = found[0]
     return entry
@@ -113,8 +135,10 @@ def _installs(entry: dict[str, Any], platform: str) -> list[str]:
     found = []
     for wheel in entry["wheels"]:
         name = wheel.get("name") or wheel["url"].rsplit("/", 1)[-1]
-        if any(t.interpreter == "cp311" and t.platform.startswith(prefix) and t.platform.endswith(arch)
-               for t in parse_wheel_filename(name)[3]):
+        if any(
+            t.interpreter == "cp311" and t.platform.startswith(prefix) and t.platform.endswith(arch)
+            for t in parse_wheel_filename(name)[3]
+        ):
             found.append(name)
     return found
 
@@ -131,7 +155,8 @@ def _probe(spec: str) -> Probe:
 
 @needs_uv
 def test_three_machines_resolve_and_each_machine_s_export_pins_its_own_build(
-        tmp_path: Path, stand_ins: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, stand_ins: tuple[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     torch_index, pypi = stand_ins
     started = time.perf_counter()
     out = _generate(tmp_path, LAPTOP, H100, CI, index=torch_index, extra=("--pixi",), capsys=capsys)
@@ -140,8 +165,10 @@ def test_three_machines_resolve_and_each_machine_s_export_pins_its_own_build(
     _uv(tmp_path, "lock", "--default-index", pypi)
     locked = time.perf_counter() - started
     print(f"generate {generated:.2f} s, uv lock {locked:.2f} s", file=sys.stderr)
-    team = {m.name: m for m in project.plan([(n, _probe(s)) for n, s in
-                                             (("laptop", LAPTOP), ("h100", H100), ("ci", CI))]).members}
+    team = {
+        m.name: m
+        for m in project.plan([(n, _probe(s)) for n, s in (("laptop", LAPTOP), ("h100", H100), ("ci", CI))]).members
+    }
     release = team["laptop"].chosen.release
     # One release for the team: each machine at the release the selector gives it there.
     assert {m.chosen.release for m in team.values()} == {release}
@@ -158,7 +185,7 @@ def test_three_machines_resolve_and_each_machine_s_export_pins_its_own_build(
     h100 = team["h100"].chosen.compute
     assert lines["h100"].startswith(f"uv sync --extra {h100} ")
     cuda = (int(h100[2:-1]), int(h100[-1]))
-    assert h100.startswith("cu") and (12, 0) <= cuda <= DRIVER_570_CUDA      # sm_90 runs every CUDA 12 build
+    assert h100.startswith("cu") and (12, 0) <= cuda <= DRIVER_570_CUDA  # sm_90 runs every CUDA 12 build
     server = _torch(tmp_path, h100, "linux-x86_64")
     assert server["version"] == release and server["index"] == torch_index.format(compute=h100)
     assert lines["ci"].startswith("uv sync --extra cpu ")
@@ -173,21 +200,24 @@ def test_three_machines_resolve_and_each_machine_s_export_pins_its_own_build(
     _valid_pixi(tmp_path / "pixi.toml")
     pixi = tomllib.loads((tmp_path / "pixi.toml").read_text())
     assert pixi["feature"]["h100"]["system-requirements"] == {"cuda": f"{cuda[0]}.{cuda[1]}"}
-    assert pixi["feature"]["laptop"]["platforms"] == ["osx-arm64"] and "system-requirements" not in \
-        pixi["feature"]["ci"]
+    assert (
+        pixi["feature"]["laptop"]["platforms"] == ["osx-arm64"] and "system-requirements" not in pixi["feature"]["ci"]
+    )
     assert pixi["environments"] == {"laptop": ["laptop"], "h100": ["h100"], "ci": ["ci"]}
     # The Mac's from PyPI there too; the others from their build's index (here, the stand-in's).
     assert pixi["feature"]["laptop"]["pypi-dependencies"]["torch"] == f"=={release}"
-    assert pixi["feature"]["ci"]["pypi-dependencies"]["torch"] == {"version": f"=={release}",
-                                                                   "index": torch_index.format(compute="cpu")}
+    assert pixi["feature"]["ci"]["pypi-dependencies"]["torch"] == {
+        "version": f"=={release}",
+        "index": torch_index.format(compute="cpu"),
+    }
 
 
 @needs_uv
 def test_no_single_release_the_intel_mac_holds_the_team_back_and_each_gets_its_own(
-        tmp_path: Path, stand_ins: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, stand_ins: tuple[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     torch_index, pypi = stand_ins
-    code = main(["project", str(tmp_path), f"--machine={INTEL_MAC}", f"--machine={RTX5090}", "--index",
-                 torch_index])
+    code = main(["project", str(tmp_path), f"--machine={INTEL_MAC}", f"--machine={RTX5090}", "--index", torch_index])
     out = capsys.readouterr()
     assert code == 0, out.err
     # PyTorch's last macOS x86_64 wheels are 2.2.2 (pytorch/pytorch#114602: Intel Mac builds ended with 2.2);
@@ -220,8 +250,10 @@ def test_the_team_gets_the_newest_release_that_serves_every_machine_and_a_note_s
     team = project.plan([("laptop", laptop), ("ci", ci)])
     assert team.release == own and all(m.chosen.release == own for m in team.members)
     assert [m.chosen.compute for m in team.members] == ["mps", "cpu"] and team.extras == []
-    assert team.notes == [f"torch {own} is the newest release that serves every machine (ci's newest is {own}); "
-                          f"alone, laptop {select(laptop).release} mps would get a newer one"]
+    assert team.notes == [
+        f"torch {own} is the newest release that serves every machine (ci's newest is {own}); "
+        f"alone, laptop {select(laptop).release} mps would get a newer one"
+    ]
 
 
 def test_a_machine_named_twice_is_refused() -> None:
@@ -243,12 +275,14 @@ def _record() -> None:
 
     wanted: dict[str, set[str]] = {}
     teams: list[tuple[tuple[str, ...], tuple[str, ...]]] = [
-        ((LAPTOP, H100, CI), ()), ((LAPTOP, H100, CI), ("--release", "2.14.1")), ((INTEL_MAC, RTX5090), ())]
+        ((LAPTOP, H100, CI), ()),
+        ((LAPTOP, H100, CI), ("--release", "2.14.1")),
+        ((INTEL_MAC, RTX5090), ()),
+    ]
     with serving(live(), in_family) as torch_index:
         for machines, extra in teams:
             with tempfile.TemporaryDirectory() as folder:
-                _generate(Path(folder), *machines, index=torch_index.replace("/simple", "/whl/{compute}"),
-                          extra=extra)
+                _generate(Path(folder), *machines, index=torch_index.replace("/simple", "/whl/{compute}"), extra=extra)
                 _uv(Path(folder), "lock", "--default-index", PYPI_JSON)
                 for package in tomllib.loads((Path(folder) / "uv.lock").read_text())["package"]:
                     if "version" in package and package.get("source", {}).get("virtual") is None:
@@ -268,8 +302,15 @@ def test_two_windows_on_arm_pythons_of_one_release_get_extras_named_after_what_t
     """torch 2.10.0's torchvision has win_arm64 wheels for Python 3.12, not 3.11 (on record): the same build and
     release, torch alone on one machine. Its extra says so, not a release both share."""
     arm = {"os": "windows", "arch": "aarch64", "python_arch": "aarch64", "no_gpu": True}
-    team = project.plan([("new", saved.described(**arm, python_version="3.12")),
-                         ("old", saved.described(**arm, python_version="3.11"))], "2.10.0")
+    team = project.plan(
+        [
+            ("new", saved.described(**arm, python_version="3.12")),
+            ("old", saved.described(**arm, python_version="3.11")),
+        ],
+        "2.10.0",
+    )
     assert [(m.chosen.release, [p for p, _ in m.wheels.pins]) for m in team.members] == [
-        ("2.10.0", ["torch", "torchvision"]), ("2.10.0", ["torch"])]
+        ("2.10.0", ["torch", "torchvision"]),
+        ("2.10.0", ["torch"]),
+    ]
     assert [m.extra for m in team.members] == ["cpu", "cpu-torch"]

@@ -21,11 +21,14 @@ H100 = override(CI, driver="570.86.10", gpu_capabilities=["9.0"], python_version
 
 # What a person adds to the generated file: an entry of their own among the dependencies, a table of their
 # own in the middle, a key of their own in a table kitbench writes, an index of their own, a comment.
-HAND_EDITS = (('dependencies = [\n', 'dependencies = [\n    "rich>=13",\n'),
-              ("[tool.uv]\n",
-               '[project.scripts]\nteam = "team:main"  # our entry point\n\n[tool.uv]\npackage = false\n'))
-OWN_TABLES = ('\n# our linter\n[tool.ruff]\nline-length = 100   # wide\n\n'
-              '[[tool.uv.index]]\nname = "internal"\nurl = "https://pypi.internal/simple"\n')
+HAND_EDITS = (
+    ("dependencies = [\n", 'dependencies = [\n    "rich>=13",\n'),
+    ("[tool.uv]\n", '[project.scripts]\nteam = "team:main"  # our entry point\n\n[tool.uv]\npackage = false\n'),
+)
+OWN_TABLES = (
+    "\n# our linter\n[tool.ruff]\nline-length = 100   # wide\n\n"
+    '[[tool.uv.index]]\nname = "internal"\nurl = "https://pypi.internal/simple"\n'
+)
 
 
 def _write(folder: Path, *machines: tuple[str, Probe], **options: object) -> str:
@@ -74,8 +77,10 @@ def test_a_new_release_changes_the_pins_and_nothing_else(tmp_path: Path) -> None
     new = _write(tmp_path, release_spec="2.14.1")
     changed = [line for line in difflib.ndiff(old.splitlines(), new.splitlines()) if line[:1] in "+-"]
     # torchvision 0.29.0 pairs with torch 2.14.0 and 0.29.1 with 2.14.1 (PyPI: each requires its torch).
-    assert changed and all(("torch==2.14" in line or "torchvision==0.29" in line
-                            or line[2:].startswith(("release = ", "release_spec = "))) for line in changed), changed
+    assert changed and all(
+        ("torch==2.14" in line or "torchvision==0.29" in line or line[2:].startswith(("release = ", "release_spec = ")))
+        for line in changed
+    ), changed
     assert len([line for line in changed if line.startswith("+")]) == len(changed) // 2
     assert 'release_spec = "2.14.1"' in new
 
@@ -100,8 +105,9 @@ def test_a_person_s_entry_in_an_extra_of_kitbench_s_is_kept(tmp_path: Path) -> N
 
 
 def test_an_extra_of_a_person_s_own_named_as_a_build_is_refused_not_taken(tmp_path: Path) -> None:
-    (tmp_path / "pyproject.toml").write_text('[project]\nname = "team"\n\n[project.optional-dependencies]\n'
-                                             'cpu = ["onnxruntime"]\n')
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "team"\n\n[project.optional-dependencies]\ncpu = ["onnxruntime"]\n'
+    )
     with pytest.raises(UsageError, match="the extra 'cpu' is yours"):
         project_files.write(tmp_path, [("h100", H100), ("ci", CI)])
     assert (tmp_path / "pyproject.toml").read_text().endswith('cpu = ["onnxruntime"]\n')
@@ -111,7 +117,7 @@ def test_pixi_file_is_updated_in_place_too(tmp_path: Path) -> None:
     project_files.write(tmp_path, [("laptop", LAPTOP)], with_pixi=True)
     pixi = tmp_path / "pixi.toml"
     pixi.write_text(pixi.read_text() + '\n[tasks]\ntrain = "python train.py"  # ours\n')
-    project_files.write(tmp_path, [("ci", CI)])        # pixi.toml is kitbench's: updated without --pixi
+    project_files.write(tmp_path, [("ci", CI)])  # pixi.toml is kitbench's: updated without --pixi
     text = pixi.read_text()
     assert '[tasks]\ntrain = "python train.py"  # ours\n' in text
     assert "[feature.ci.pypi-dependencies]" in text and "[feature.laptop]" in text
@@ -127,7 +133,7 @@ def test_a_later_run_keeps_the_release_asked_and_the_mirror(tmp_path: Path) -> N
     text = _write(tmp_path, release_spec="stable", index="https://other.example/{compute}/simple")
     assert 'release_spec = "stable"' in text and "mirror.example" not in text
     assert 'url = "https://other.example/cpu/simple"' in text
-    text = _write(tmp_path, index="")       # back to PyTorch's own
+    text = _write(tmp_path, index="")  # back to PyTorch's own
     assert "other.example" not in text and 'url = "https://download.pytorch.org/whl/cpu"' in text
 
 
@@ -136,8 +142,17 @@ def test_the_release_asked_not_the_one_it_resolved_to_is_remembered(tmp_path: Pa
     assert 'release_spec = "stable"' in text
 
 
-@pytest.mark.parametrize("index", ["https://m/{Compute}", "https://m/{0}", "https://m/{", "https://m/{compute.x}",
-                                   "https://u:secret@m/{compute}", "file:///m/{compute}"])
+@pytest.mark.parametrize(
+    "index",
+    [
+        "https://m/{Compute}",
+        "https://m/{0}",
+        "https://m/{",
+        "https://m/{compute.x}",
+        "https://u:secret@m/{compute}",
+        "file:///m/{compute}",
+    ],
+)
 def test_an_unusable_mirror_is_refused_and_never_quoted(tmp_path: Path, index: str) -> None:
     with pytest.raises(UsageError, match="--index") as refused:
         project_files.write(tmp_path, [("ci", CI)], index=index)
@@ -168,18 +183,21 @@ def test_a_person_s_index_or_feature_named_as_kitbench_s_is_refused_not_taken(tm
     assert not (tmp_path / "pyproject.toml").exists()
 
 
-@pytest.mark.parametrize(("name", "text", "words"), [
-    ("pyproject.toml", "tool = 5\n", "tool is not a table"),
-    ("pyproject.toml", '[tool.uv]\nsources = "x"\n', "tool.uv.sources is not a table"),
-    ("pyproject.toml", '[tool.uv]\nindex = "x"\n', "tool.uv.index is not an array of tables"),
-    ("pyproject.toml", "[tool.uv]\nconflicts = [1]\n", "tool.uv.conflicts is not a list of lists"),
-    ("pyproject.toml", '[project]\ndependencies = "torch"\n', "project.dependencies is not a list of strings"),
-    ("pyproject.toml", "[project]\ndependencies = [1]\n", "project.dependencies is not a list of strings"),
-    ("pyproject.toml", "[tool.kitbench]\nrelease_spec = 3\n", "tool.kitbench.release_spec is not text"),
-    ("pyproject.toml", "[project]\nname = 3\n", "project.name is not text"),
-    ("pixi.toml", '[workspace]\nplatforms = "linux-64"\n', "workspace.platforms is not a list of strings"),
-    ("pixi.toml", "environments = 3\n", "environments is not a table"),
-])
+@pytest.mark.parametrize(
+    ("name", "text", "words"),
+    [
+        ("pyproject.toml", "tool = 5\n", "tool is not a table"),
+        ("pyproject.toml", '[tool.uv]\nsources = "x"\n', "tool.uv.sources is not a table"),
+        ("pyproject.toml", '[tool.uv]\nindex = "x"\n', "tool.uv.index is not an array of tables"),
+        ("pyproject.toml", "[tool.uv]\nconflicts = [1]\n", "tool.uv.conflicts is not a list of lists"),
+        ("pyproject.toml", '[project]\ndependencies = "torch"\n', "project.dependencies is not a list of strings"),
+        ("pyproject.toml", "[project]\ndependencies = [1]\n", "project.dependencies is not a list of strings"),
+        ("pyproject.toml", "[tool.kitbench]\nrelease_spec = 3\n", "tool.kitbench.release_spec is not text"),
+        ("pyproject.toml", "[project]\nname = 3\n", "project.name is not text"),
+        ("pixi.toml", '[workspace]\nplatforms = "linux-64"\n', "workspace.platforms is not a list of strings"),
+        ("pixi.toml", "environments = 3\n", "environments is not a table"),
+    ],
+)
 def test_a_table_or_key_of_the_wrong_shape_is_refused(tmp_path: Path, name: str, text: str, words: str) -> None:
     (tmp_path / name).write_text(text)
     with pytest.raises(UsageError, match=words):
@@ -197,60 +215,92 @@ def _team(folder: Path, **options: object) -> str:
 PERSONS_PYPROJECT = {
     "triple quotes in a one-line string": (
         '[project]\nname = "team"\ndescription = "uses \'\'\' quotes"\n\n[tool.mine]\nkeep = true\n',
-        ['description = "uses \'\'\' quotes"\n', "\n[tool.mine]\nkeep = true\n"]),
+        ["description = \"uses ''' quotes\"\n", "\n[tool.mine]\nkeep = true\n"],
+    ),
     "triple quotes in a comment": (
         '# a """ in a comment\n[project]\nname = "team"\n\n[tool.mine]\nkeep = 1  # \'\'\'\n',
-        ['# a """ in a comment\n', "[tool.mine]\nkeep = 1  # '''\n"]),
+        ['# a """ in a comment\n', "[tool.mine]\nkeep = 1  # '''\n"],
+    ),
     "a literal string of double quotes": (
         "[project]\nname = 'team'\nx = '\"\"\"'\n\n[tool.mine]\nkeep = true\n",
-        ["x = '\"\"\"'\n", "\n[tool.mine]\nkeep = true\n"]),
+        ['x = \'"""\'\n', "\n[tool.mine]\nkeep = true\n"],
+    ),
     "comments above and in the tables kitbench writes into": (
-        '[tool.ruff]\nline-length = 100\n\n# why we do not package\n[tool.uv]\npackage = false  # an app\n\n'
+        "[tool.ruff]\nline-length = 100\n\n# why we do not package\n[tool.uv]\npackage = false  # an app\n\n"
         '# the project itself, second\n[project]\nname = "team"\n# pins we own\ndependencies = [\n'
         '    "numpy>=2",  # our own pin\n    "rich",\n]\n',
-        ['# why we do not package\n[tool.uv]\npackage = false  # an app\n', '# the project itself, second\n[project]\n',
-         '# pins we own\ndependencies = [\n', '    "numpy>=2",  # our own pin\n    "rich",\n']),
+        [
+            "# why we do not package\n[tool.uv]\npackage = false  # an app\n",
+            "# the project itself, second\n[project]\n",
+            "# pins we own\ndependencies = [\n",
+            '    "numpy>=2",  # our own pin\n    "rich",\n',
+        ],
+    ),
     "a table with a quoted dotted key": (
         '[project]\nname = "team"\n\n[tool."kitbench.notes"]\nwho = "us"\n\n[tool.mine."a.b"]\nx = 1\n',
-        ['[tool."kitbench.notes"]\nwho = "us"\n', '[tool.mine."a.b"]\nx = 1\n']),
+        ['[tool."kitbench.notes"]\nwho = "us"\n', '[tool.mine."a.b"]\nx = 1\n'],
+    ),
     "a UTF-8 byte order mark": ('\ufeff[project]\nname = "team"\n', ['\ufeff[project]\nname = "team"\n']),
-    "root dotted keys": ('project.name = "team"\nproject.dependencies = ["numpy"]\n\n[tool.mine]\nx = 1\n',
-                         ['project.name = "team"\n', '[tool.mine]\nx = 1\n']),
+    "root dotted keys": (
+        'project.name = "team"\nproject.dependencies = ["numpy"]\n\n[tool.mine]\nx = 1\n',
+        ['project.name = "team"\n', "[tool.mine]\nx = 1\n"],
+    ),
     "an inline [tool] uv": ('[project]\nname = "team"\n\n[tool]\nuv = { package = false }\n', ["package = false"]),
     "a person's torch source as a table": (
         '[project]\nname = "team"\ndependencies = ["torch"]\n\n[tool.uv.sources.torch]\nindex = "mine"\n\n'
-        '[tool.uv.sources.mylib]\npath = "../mylib"\n', ['[tool.uv.sources.mylib]\npath = "../mylib"\n']),
+        '[tool.uv.sources.mylib]\npath = "../mylib"\n',
+        ['[tool.uv.sources.mylib]\npath = "../mylib"\n'],
+    ),
     "an escaped DEL and a line separator in a comment": (
         '[project]\nname = "team"\ndescription = "a\\u007fb"\n# one \u2028 two\n\n[tool.mine]\nx = 1\n',
-        ['description = "a\\u007fb"\n', "\n# one \u2028 two\n\n[tool.mine]\nx = 1\n"]),
+        ['description = "a\\u007fb"\n', "\n# one \u2028 two\n\n[tool.mine]\nx = 1\n"],
+    ),
     "floats, dates and infinities in the tables kitbench writes into": (
         '[project]\nname = "team"\nx-rate = 0.5\nx-when = 1979-05-27T07:32:00Z\n\n[tool.uv]\nx-inf = inf\n'
-        'x-nan = -nan\n', ["x-rate = 0.5\nx-when = 1979-05-27T07:32:00Z\n", "x-inf = inf\nx-nan = -nan\n"]),
+        "x-nan = -nan\n",
+        ["x-rate = 0.5\nx-when = 1979-05-27T07:32:00Z\n", "x-inf = inf\nx-nan = -nan\n"],
+    ),
     "a comment among the torch pins kitbench replaces": (
         '[project]\nname = "team"\ndependencies = [\n    # ML\n    "torch>=2",\n    "numpy",\n    # end\n]\n',
-        ["    # ML\n", '    "numpy",\n    # end\n]\n']),
+        ["    # ML\n", '    "numpy",\n    # end\n]\n'],
+    ),
     "an inline array of indexes": (
         '[project]\nname = "team"\n\n[tool.uv]\nindex = [{ name = "internal", url = "https://x/simple" }]\n',
-        ['index = [{ name = "internal", url = "https://x/simple" }, ']),
-    "dotted keys in [tool]": ('[project]\nname = "team"\n\n[tool]\nuv.package = false  # an app\n',
-                              ["[tool]\nuv.package = false  # an app\n"]),
+        ['index = [{ name = "internal", url = "https://x/simple" }, '],
+    ),
+    "dotted keys in [tool]": (
+        '[project]\nname = "team"\n\n[tool]\nuv.package = false  # an app\n',
+        ["[tool]\nuv.package = false  # an app\n"],
+    ),
     "[[tool.uv.index]] tables apart": (
         '[[tool.uv.index]]\nname = "a"\nurl = "https://a/simple"\n\n[tool.mine]\nx = 1\n\n[[tool.uv.index]]\n'
         'name = "b"\nurl = "https://b/simple"\n\n[project]\nname = "team"\n',
-        ['[[tool.uv.index]]\nname = "a"\nurl = "https://a/simple"\n', '[tool.mine]\nx = 1\n\n[[tool.uv.index]]\n'
-         'name = "b"\nurl = "https://b/simple"\n']),
-    "a UTF-8 byte order mark and CRLF": ('\ufeff[project]\r\nname = "team"\r\n',
-                                         ['\ufeff[project]\r\nname = "team"\r\n']),
+        [
+            '[[tool.uv.index]]\nname = "a"\nurl = "https://a/simple"\n',
+            '[tool.mine]\nx = 1\n\n[[tool.uv.index]]\nname = "b"\nurl = "https://b/simple"\n',
+        ],
+    ),
+    "a UTF-8 byte order mark and CRLF": (
+        '\ufeff[project]\r\nname = "team"\r\n',
+        ['\ufeff[project]\r\nname = "team"\r\n'],
+    ),
     "a person's own conflicts, a line each": (
         '[project]\nname = "team"\n\n[tool.uv]\nconflicts = [\n    [{ group = "a" }, { group = "b" }],  # ours\n]\n',
-        ['conflicts = [\n', '    [{ group = "a" }, { group = "b" }],  # ours\n]\n']),
+        ["conflicts = [\n", '    [{ group = "a" }, { group = "b" }],  # ours\n]\n'],
+    ),
     "project tables apart, inline extras and sources": (
         '[project]\nname = "team"\noptional-dependencies = { dev = ["pytest"] }\n\n[tool.uv]\n'
         'sources = { mylib = { path = "../mylib" } }\n\n[project.urls]\nhome = "https://x"\n',
-        ['optional-dependencies = { dev = ["pytest"]', 'sources = { mylib = { path = "../mylib" }',
-         '[project.urls]\nhome = "https://x"\n']),
-    "CRLF line ends": ('[project]\r\nname = "team"\r\ndependencies = [\r\n    "rich",  # ours\r\n]\r\n\r\n'
-                       '[tool.mine]\r\nx = 1\r\n', ['    "rich",  # ours\r\n', "[tool.mine]\r\nx = 1\r\n"]),
+        [
+            'optional-dependencies = { dev = ["pytest"]',
+            'sources = { mylib = { path = "../mylib" }',
+            '[project.urls]\nhome = "https://x"\n',
+        ],
+    ),
+    "CRLF line ends": (
+        '[project]\r\nname = "team"\r\ndependencies = [\r\n    "rich",  # ours\r\n]\r\n\r\n[tool.mine]\r\nx = 1\r\n',
+        ['    "rich",  # ours\r\n', "[tool.mine]\r\nx = 1\r\n"],
+    ),
 }
 
 
@@ -286,10 +336,15 @@ def _theirs(data: dict[str, object], before: dict[str, object]) -> object:
     if isinstance(before, dict) and isinstance(data, dict):
         return {k: _theirs(data.get(k), v) for k, v in before.items() if k not in project_files_family()}
     if isinstance(before, list) and isinstance(data, list):
-        return [d for d in data if not (isinstance(d, list) and any(isinstance(g, dict) and "extra" in g for g in d))
-                and not ((isinstance(d, str) and d.split("=")[0].split(">")[0] in
-                                        project_files_family())
-                                        or (isinstance(d, dict) and str(d.get("name")).startswith("pytorch-")))]
+        return [
+            d
+            for d in data
+            if not (isinstance(d, list) and any(isinstance(g, dict) and "extra" in g for g in d))
+            and not (
+                (isinstance(d, str) and d.split("=")[0].split(">")[0] in project_files_family())
+                or (isinstance(d, dict) and str(d.get("name")).startswith("pytorch-"))
+            )
+        ]
     return data
 
 
@@ -298,16 +353,21 @@ def project_files_family() -> tuple[str, ...]:
 
 
 def test_a_person_s_pixi_toml_keeps_its_comments_and_its_own_environments(tmp_path: Path) -> None:
-    own = ('# our workspace\n[workspace]\nname = "team"  # short\nchannels = ["conda-forge"]\n'
-           'platforms = ["linux-64"]  # where we run\n\n[dependencies]\npython = ">=3.11"  # ours\n'
-           'numpy = "*"\n\n[feature.docs.dependencies]\nmkdocs = "*"\n\n[environments]\n# for the docs\n'
-           'docs = ["docs"]  # built in CI\n')
+    own = (
+        '# our workspace\n[workspace]\nname = "team"  # short\nchannels = ["conda-forge"]\n'
+        'platforms = ["linux-64"]  # where we run\n\n[dependencies]\npython = ">=3.11"  # ours\n'
+        'numpy = "*"\n\n[feature.docs.dependencies]\nmkdocs = "*"\n\n[environments]\n# for the docs\n'
+        'docs = ["docs"]  # built in CI\n'
+    )
     (tmp_path / "pixi.toml").write_text(own)
     _team(tmp_path, with_pixi=True)
     text = (tmp_path / "pixi.toml").read_text()
-    for part in ('# our workspace\n[workspace]\nname = "team"  # short\nchannels = ["conda-forge"]\n',
-                 'python = ">=3.11"  # ours\nnumpy = "*"\n', '[feature.docs.dependencies]\nmkdocs = "*"\n',
-                 '[environments]\n# for the docs\ndocs = ["docs"]  # built in CI\n'):
+    for part in (
+        '# our workspace\n[workspace]\nname = "team"  # short\nchannels = ["conda-forge"]\n',
+        'python = ">=3.11"  # ours\nnumpy = "*"\n',
+        '[feature.docs.dependencies]\nmkdocs = "*"\n',
+        '[environments]\n# for the docs\ndocs = ["docs"]  # built in CI\n',
+    ):
         assert part in text, text
     data = tomllib.loads(text)
     assert data["environments"] == {"docs": ["docs"], "h100": ["h100"], "ci": ["ci"]}
@@ -319,18 +379,24 @@ def test_a_pixi_toml_of_project_not_workspace_gets_the_platforms_added_after_its
     (tmp_path / "pixi.toml").write_text(own)
     _team(tmp_path, with_pixi=True)
     text = (tmp_path / "pixi.toml").read_text()
-    assert text.startswith('# ws\n[project]\nname = "team"\nchannels = ["conda-forge"]\n'
-                           'platforms = ["osx-arm64", "linux-64"]\n\n[tasks]\nt = "x"\n')
+    assert text.startswith(
+        '# ws\n[project]\nname = "team"\nchannels = ["conda-forge"]\n'
+        'platforms = ["osx-arm64", "linux-64"]\n\n[tasks]\nt = "x"\n'
+    )
     assert "workspace" not in tomllib.loads(text)
 
 
 def test_a_person_s_own_keys_in_a_machine_s_pixi_feature_are_kept_and_kitbench_s_follow_the_machine(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     _team(tmp_path, with_pixi=True)
     pixi = tmp_path / "pixi.toml"
-    pixi.write_text(pixi.read_text().replace("[feature.h100.pypi-dependencies]\n",
-                                             '[feature.h100.pypi-dependencies]\nflash-attn = "*"  # ours\n')
-                    + '\n[feature.h100.tasks]\ntrain = "python train.py"\n')
+    pixi.write_text(
+        pixi.read_text().replace(
+            "[feature.h100.pypi-dependencies]\n", '[feature.h100.pypi-dependencies]\nflash-attn = "*"  # ours\n'
+        )
+        + '\n[feature.h100.tasks]\ntrain = "python train.py"\n'
+    )
     # The H100's driver too old for any CUDA build now: a CPU build, no CUDA requirement.
     _write(tmp_path, ("h100", override(H100, driver="390.157")))
     data = tomllib.loads(pixi.read_text())["feature"]["h100"]
@@ -374,8 +440,7 @@ def test_a_comment_above_a_machine_s_tables_goes_with_the_machine_and_only_then(
     assert not any("rack 4" in (tmp_path / n).read_text() for n in ("pyproject.toml", "pixi.toml"))
 
 
-def test_a_failed_write_of_pixi_toml_puts_pyproject_toml_back(tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_write_of_pixi_toml_puts_pyproject_toml_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from kitbench import _files
     from kitbench.errors import RecordError
 
@@ -398,8 +463,10 @@ def test_a_failed_write_of_pixi_toml_puts_pyproject_toml_back(tmp_path: Path,
     assert not list(tmp_path.iterdir())
 
 
-@pytest.mark.parametrize(("folder", "name"), [("My Project", "my-project"), ("über", "uber"), ("-dash", "dash"),
-                                              ("a..b__c", "a-b-c"), ("Team_2", "team-2")])
+@pytest.mark.parametrize(
+    ("folder", "name"),
+    [("My Project", "my-project"), ("über", "uber"), ("-dash", "dash"), ("a..b__c", "a-b-c"), ("Team_2", "team-2")],
+)
 def test_the_project_is_named_after_its_folder_as_a_valid_name(tmp_path: Path, folder: str, name: str) -> None:
     (tmp_path / folder).mkdir()
     _team(tmp_path / folder, with_pixi=True)
@@ -426,9 +493,16 @@ def test_a_name_given_is_not_put_over_a_person_s_own(tmp_path: Path) -> None:
     assert 'name = "ours"' in _team(tmp_path, name="ours")
 
 
-@pytest.mark.parametrize("index", ["https://m/{compute}?private_token=abc", "https://m/{compute}#token=abc",
-                                   "https://user@m/{compute}", "https://:pass@m/{compute}",
-                                   "https://m/{compute}?"])
+@pytest.mark.parametrize(
+    "index",
+    [
+        "https://m/{compute}?private_token=abc",
+        "https://m/{compute}#token=abc",
+        "https://user@m/{compute}",
+        "https://:pass@m/{compute}",
+        "https://m/{compute}?",
+    ],
+)
 def test_a_token_anywhere_in_the_mirror_s_url_is_refused(tmp_path: Path, index: str) -> None:
     with pytest.raises(UsageError, match="--index") as refused:
         _team(tmp_path, index=index)
@@ -449,8 +523,10 @@ def test_a_person_s_requires_python_older_than_the_team_s_is_kept_and_a_note_say
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "team"\nrequires-python = ">=3.9"\n')
     team, _ = project_files.write(tmp_path, [("ci", CI)])
     assert 'requires-python = ">=3.9"' in (tmp_path / "pyproject.toml").read_text()
-    assert any(note.startswith("requires-python '>=3.9' is yours and admits Python 3.9, older than the team's "
-                               "oldest (3.11)") for note in team.notes), team.notes
+    assert any(
+        note.startswith("requires-python '>=3.9' is yours and admits Python 3.9, older than the team's oldest (3.11)")
+        for note in team.notes
+    ), team.notes
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "team"\nrequires-python = ">=3.11"\n')
     assert not any("requires-python" in n for n in project_files.write(tmp_path, [("ci", CI)])[0].notes)
 
@@ -510,8 +586,10 @@ def _without_kitbench(text: str, original: dict[str, Any], original_text: str) -
     for package in project_files_family():
         uv.get("sources", {}).pop(package, None)
     prune(("tool", "uv", "sources"))
-    for key, kitbench_s in (("conflicts", lambda g: any(x.get("extra") in extras for x in g)),
-                            ("index", lambda i: i.get("name") in indexes)):
+    for key, kitbench_s in (
+        ("conflicts", lambda g: any(x.get("extra") in extras for x in g)),
+        ("index", lambda i: i.get("name") in indexes),
+    ):
         entries = uv.get(key, [])
         for i in reversed(range(len(entries))):
             if kitbench_s(entries[i]):
@@ -524,7 +602,7 @@ def _without_kitbench(text: str, original: dict[str, Any], original_text: str) -
     for table, comments, _, cleared in above:
         if id(table) in left:
             table.trivia.indent = comments + table.trivia.indent
-        else:       # above a table of kitbench's, taken out: the end of the person's table before, as written
+        else:  # above a table of kitbench's, taken out: the end of the person's table before, as written
             for body, i, item in cleared:
                 body[i] = item
     theirs = doc.as_string()
@@ -583,8 +661,15 @@ def _lock(name: str, folder: Path, torch_index: str, pypi: str) -> tuple[str, st
         _team(folder, index=torch_index.replace("/simple", "/whl/{compute}"))
     except KitbenchError as refused:
         return "refused by kitbench", refused.message
-    done = subprocess.run([UV, "lock", "--default-index", pypi], cwd=folder, capture_output=True, text=True,
-                          timeout=600, env={**_clean_env(), "UV_PYTHON_DOWNLOADS": "never"}, check=False)
+    done = subprocess.run(
+        [UV, "lock", "--default-index", pypi],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**_clean_env(), "UV_PYTHON_DOWNLOADS": "never"},
+        check=False,
+    )
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     return ("locked", "") if done.returncode == 0 else ("uv lock failed", lines[-1] if lines else "")
 
@@ -677,12 +762,16 @@ def _record_corpus() -> None:
             raise SystemExit(f"ERROR: {sdist['filename']} is not the file PyPI's digest names")
         if sdist["filename"].endswith(".zip"):
             archive = zipfile.ZipFile(io.BytesIO(data))
-            found = next(archive.read(n) for n in archive.namelist() if n.count("/") == 1
-                         and n.endswith("/pyproject.toml"))
+            found = next(
+                archive.read(n) for n in archive.namelist() if n.count("/") == 1 and n.endswith("/pyproject.toml")
+            )
         else:
             with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-                member = next(m for m in tar.getmembers() if m.name.count("/") == 1
-                              and m.name.endswith("/pyproject.toml") and m.isfile())
+                member = next(
+                    m
+                    for m in tar.getmembers()
+                    if m.name.count("/") == 1 and m.name.endswith("/pyproject.toml") and m.isfile()
+                )
                 found = tar.extractfile(member).read()  # type: ignore[union-attr]
         (CORPUS / f"{name}.toml").write_bytes(found)
         rows.append("\t".join([name, release["info"]["version"], sdist["filename"], sdist["digests"]["sha256"]]))

@@ -16,8 +16,20 @@ from kitbench.machine import probe
 from kitbench.machine.probe import Gpu, Probe
 
 RESOURCES = Path(__file__).resolve().parent.parent / "resources" / "published"
-LINUX = Probe(os="linux", os_version="6.1", arch="x86_64", python_arch="x86_64", python_version="3.11.7",
-              rosetta=False, wsl=False, container=False, driver=None, gpus=(), rocm=None, sources={})
+LINUX = Probe(
+    os="linux",
+    os_version="6.1",
+    arch="x86_64",
+    python_arch="x86_64",
+    python_version="3.11.7",
+    rosetta=False,
+    wsl=False,
+    container=False,
+    driver=None,
+    gpus=(),
+    rocm=None,
+    sources={},
+)
 MAC = LINUX._replace(os="macos", os_version="14.5", arch="arm64", python_arch="arm64")
 
 
@@ -65,8 +77,9 @@ def test_every_release_checked_against_pytorch_org_has_golden_data() -> None:
 
 def test_unchecked_releases_say_so() -> None:
     chosen = selector.select(LINUX, release_spec="2.14.1", compute="cu130")
-    assert chosen.command == ("pip install torch==2.14.1 torchvision==0.29.1 "
-                              "--index-url https://download.pytorch.org/whl/cu130")
+    assert chosen.command == (
+        "pip install torch==2.14.1 torchvision==0.29.1 --index-url https://download.pytorch.org/whl/cu130"
+    )
     assert not chosen.verified
     assert chosen.notes[0].startswith("torch 2.14.1, pinned form unverified: no copy of pytorch.org's 2.14 commands")
     assert selector.select(LINUX, release_spec="2.11.0").verified
@@ -77,11 +90,14 @@ def test_unchecked_releases_say_so() -> None:
 def test_no_torchaudio_after_2_11() -> None:
     # PyPI's last torchaudio is 2.11.0; the Start Locally page dropped it from 2.8 on.
     assert selector.select(LINUX, release_spec="2.12.1", compute="cpu").command == (
-        "pip install torch==2.12.1 torchvision==0.27.1 --index-url https://download.pytorch.org/whl/cpu")
+        "pip install torch==2.12.1 torchvision==0.27.1 --index-url https://download.pytorch.org/whl/cpu"
+    )
     assert selector.select(LINUX, release_spec="2.13.0", compute="cu130", fmt="selector").command == (
-        "pip3 install torch torchvision")
+        "pip3 install torch torchvision"
+    )
     assert selector.select(LINUX, release_spec="2.7.1", compute="cu126", fmt="selector").command == (
-        "pip3 install torch torchvision torchaudio")
+        "pip3 install torch torchvision torchaudio"
+    )
 
 
 PYPI = _rows("pypi-builds.tsv")[1:]
@@ -126,8 +142,10 @@ def test_the_generator_table_covers_2_0_to_2_13() -> None:
 
 def test_uv_variant() -> None:
     chosen = selector.select(LINUX, release_spec="2.7.1", package="uv", compute="cu118")
-    assert chosen.command == ("uv pip install torch==2.7.1 torchvision==0.22.1 torchaudio==2.7.1 "
-                              "--index-url https://download.pytorch.org/whl/cu118")
+    assert chosen.command == (
+        "uv pip install torch==2.7.1 torchvision==0.22.1 torchaudio==2.7.1 "
+        "--index-url https://download.pytorch.org/whl/cu118"
+    )
 
 
 def _box(driver: str | None, *caps: str) -> Probe:
@@ -165,8 +183,13 @@ def test_no_gpu_is_the_reason_when_asked_for_even_in_a_container() -> None:
     assert (chosen.compute, chosen.reasons) == ("cpu", ["cpu: no GPU, as --no-gpu says"])
 
 
-@pytest.mark.parametrize(("where", "words"), [({"container": True}, "inside a container started without GPUs"),
-                                              ({"wsl": True}, "install it on Windows, never inside WSL")])
+@pytest.mark.parametrize(
+    ("where", "words"),
+    [
+        ({"container": True}, "inside a container started without GPUs"),
+        ({"wsl": True}, "install it on Windows, never inside WSL"),
+    ],
+)
 def test_auto_without_driver_says_where_the_driver_went(where: dict[str, bool], words: str) -> None:
     chosen = selector.select(_box(None)._replace(**where), release_spec="2.9.1")  # type: ignore[arg-type]
     assert chosen.compute == "cpu"
@@ -194,13 +217,16 @@ def test_auto_rocm() -> None:
     assert chosen.compute == "rocm6.4"
 
 
-@pytest.mark.parametrize(("kwargs", "words"), [
-    ({"compute": "cu118", "machine": MAC}, "no cu118 builds for macOS"),
-    ({"compute": "rocm6.4", "machine": LINUX._replace(os="windows")}, "ROCm builds exist only for Linux"),
-    ({"package": "conda", "release_spec": "2.6.0"}, "no conda packages: PyTorch published them up to 2.5.1"),
-    ({"compute": "cu118", "release_spec": "2.8.0"}, "has no cu118 build"),
-    ({"release_spec": "1.13.1"}, "unknown release '1.13.1'"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"compute": "cu118", "machine": MAC}, "no cu118 builds for macOS"),
+        ({"compute": "rocm6.4", "machine": LINUX._replace(os="windows")}, "ROCm builds exist only for Linux"),
+        ({"package": "conda", "release_spec": "2.6.0"}, "no conda packages: PyTorch published them up to 2.5.1"),
+        ({"compute": "cu118", "release_spec": "2.8.0"}, "has no cu118 build"),
+        ({"release_spec": "1.13.1"}, "unknown release '1.13.1'"),
+    ],
+)
 def test_combinations_that_do_not_exist(kwargs: dict, words: str) -> None:
     machine = kwargs.pop("machine", LINUX)
     with pytest.raises(SelectionError, match=words):
@@ -216,16 +242,20 @@ def test_bad_choices() -> None:
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     # torch made unimportable: install-cmd must never need it.
-    code = ("import sys, runpy; sys.modules['torch'] = None; sys.argv = ['kitbench', *sys.argv[1:]]; "
-            "runpy.run_module('kitbench', run_name='__main__')")
+    code = (
+        "import sys, runpy; sys.modules['torch'] = None; sys.argv = ['kitbench', *sys.argv[1:]]; "
+        "runpy.run_module('kitbench', run_name='__main__')"
+    )
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=False)
 
 
 def test_cli_stdout_is_only_the_command_and_runs_without_torch() -> None:
     done = _cli("install-cmd", "--release", "2.4.0", "--driver", "550.54.14", "--gpu-cc", "8.9", "--explain")
     assert done.returncode == 0, done.stderr
-    assert done.stdout == ("pip install torch==2.4.0 torchvision==0.19.0 torchaudio==2.4.0 "
-                           "--index-url https://download.pytorch.org/whl/cu124\n")
+    assert done.stdout == (
+        "pip install torch==2.4.0 torchvision==0.19.0 torchaudio==2.4.0 "
+        "--index-url https://download.pytorch.org/whl/cu124\n"
+    )
     assert "# driver: 550.54.14  [--driver]" in done.stderr
 
 
@@ -238,17 +268,23 @@ def test_cli_json_has_the_promised_fields() -> None:
 
 def test_cli_notes_an_unchecked_release_on_stderr_only() -> None:
     done = _cli("install-cmd", "--release", "2.15.0", "--no-gpu", "--os", "linux", "--arch", "x86_64")
-    assert done.stdout == "pip install torch==2.15.0 torchvision==0.29.2 --index-url https://download.pytorch.org/whl/cpu\n"
+    assert (
+        done.stdout
+        == "pip install torch==2.15.0 torchvision==0.29.2 --index-url https://download.pytorch.org/whl/cpu\n"
+    )
     assert "# torch 2.15.0, pinned form unverified: " in done.stderr
 
 
-@pytest.mark.parametrize(("args", "words"), [
-    (["--os", "beos"], "unknown --os 'beos'"),
-    (["--compute", "cu999"], "has no cu999 build"),
-    (["--driver", "five"], "malformed NVIDIA driver version"),
-    (["--gpu-cc", "x.y"], "malformed compute capability"),
-    (["--release", "9.9.9"], "unknown release"),
-])
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--os", "beos"], "unknown --os 'beos'"),
+        (["--compute", "cu999"], "has no cu999 build"),
+        (["--driver", "five"], "malformed NVIDIA driver version"),
+        (["--gpu-cc", "x.y"], "malformed compute capability"),
+        (["--release", "9.9.9"], "unknown release"),
+    ],
+)
 def test_cli_bad_input(args: list[str], words: str) -> None:
     done = _cli("install-cmd", *args)
     assert done.returncode == 2
@@ -261,9 +297,15 @@ def test_manifest_errors_reach_the_cli_with_file_and_line(envs_copy: Path) -> No
 
     path = envs_copy / "releases" / "2.9.yaml"
     path.write_text(path.read_text().replace("macos_x86_64: false", "macos_x86_64: false\nwindows_arm: true"))
+
     def install_cmd(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "kitbench", "install-cmd", *args], capture_output=True,
-                              text=True, env={**os.environ, "KITBENCH_ENVS": str(envs_copy)}, check=False)
+        return subprocess.run(
+            [sys.executable, "-m", "kitbench", "install-cmd", *args],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "KITBENCH_ENVS": str(envs_copy)},
+            check=False,
+        )
 
     done = install_cmd("--release", "2.9.1")
     assert done.returncode == 1
@@ -295,16 +337,23 @@ def test_recorded_h100_machine(resources: Path) -> None:
     h100 = LINUX._replace(driver=driver, gpus=gpus)
     chosen = selector.select(h100, release_spec="2.11.0")
     assert chosen.compute == "cu130"
-    assert chosen.reasons == ["cu130: the newest CUDA build of 2.11.0 that driver 580.159.04 runs "
-                              "(floor 580); kernels for sm_90"]
+    assert chosen.reasons == [
+        "cu130: the newest CUDA build of 2.11.0 that driver 580.159.04 runs (floor 580); kernels for sm_90"
+    ]
     # 2.0.1's only recorded list (the CUDA 11.7 wheel's) stops at sm_86.
     passed = selector._cuda_rejection(releases.release("2.0.1"), h100, "cu117")
     assert passed == Rejection("cu117", "no kernels", arches=("sm_90",))
     assert wording.because(passed) == "no kernels for sm_90"
 
 
-NIGHTLY = [("linux", "cu132"), ("linux", "rocm7.2"), ("linux", "cpu"), ("windows", "cu126"), ("windows", "cpu"),
-           ("macos", "mps")]
+NIGHTLY = [
+    ("linux", "cu132"),
+    ("linux", "rocm7.2"),
+    ("linux", "cpu"),
+    ("windows", "cu126"),
+    ("windows", "cpu"),
+    ("macos", "mps"),
+]
 
 
 @pytest.mark.parametrize(("os", "compute"), NIGHTLY)
@@ -312,8 +361,9 @@ def test_nightly_is_the_dated_start_locally_form(os: str, compute: str) -> None:
     # As pytorch/test-infra@61a77570's generator prints it (envs/pytorch.yaml).
     wheel = "cpu" if compute == "mps" else compute
     chosen = selector.select(_machine(os), release_spec="nightly", compute=compute)
-    assert chosen.command == ("pip3 install --pre torch torchvision "
-                              f"--index-url https://download.pytorch.org/whl/nightly/{wheel}")
+    assert chosen.command == (
+        f"pip3 install --pre torch torchvision --index-url https://download.pytorch.org/whl/nightly/{wheel}"
+    )
     assert (chosen.format, chosen.verified) == ("selector", False)
     assert chosen.notes[0] == "nightly has no pinned command; this is the Start Locally form"
     assert "as of 2026-08-21" in chosen.notes[1]
@@ -325,13 +375,15 @@ def test_nightly_refuses_what_it_lacks() -> None:
     with pytest.raises(SelectionError, match="no conda packages"):
         selector.select(LINUX, release_spec="nightly", package="conda")
     auto = selector.select(_box("580.65.06", "9.0"), release_spec="nightly", package="uv")
-    assert auto.command == "uv pip install --pre torch torchvision --index-url https://download.pytorch.org/whl/nightly/cu132"
+    assert (
+        auto.command
+        == "uv pip install --pre torch torchvision --index-url https://download.pytorch.org/whl/nightly/cu132"
+    )
 
 
 OSX = [row for row in PINNED if row[2] == "osx"]
 # A Linux host with a GPU and a driver, inside a container: nothing of it may leak into advice for a Mac.
-GPU_HOST = LINUX._replace(driver="580.95.05", container=True,
-                          gpus=(Gpu(0, "NVIDIA H100", "9.0", "PCIe 5 x16"),))
+GPU_HOST = LINUX._replace(driver="580.95.05", container=True, gpus=(Gpu(0, "NVIDIA H100", "9.0", "PCIe 5 x16"),))
 
 
 @pytest.mark.parametrize("row", OSX, ids=[f"{r[0]}-{r[1]}" for r in OSX])
@@ -366,38 +418,52 @@ def test_explain_labels_each_fact_by_its_true_source(capsys: pytest.CaptureFixtu
     assert "# python_arch: aarch64  [--arch]" in err and "# driver: none  [--no-gpu]" in err
 
 
-@pytest.mark.parametrize(("args", "words"), [
-    (["--no-gpu", "--driver", "550.54.14"], "--no-gpu contradicts --driver"),
-    (["--no-gpu", "--gpu-cc", "8.0"], "--no-gpu contradicts --gpu-cc"),
-    # Impossible machines: capabilities no GPU has, Pythons that cannot run there.
-    (["--gpu-cc", "99.0", "--driver", "580.65.06"], "no NVIDIA GPU has compute capability 99.0"),
-    (["--gpu-cc", "4.0"], "no NVIDIA GPU has compute capability 4.0"),
-    (["--gpu-cc", "8.6", "--gpu-cc", "sm_88"], "no NVIDIA GPU has compute capability 8.8"),
-    (["--python-arch", "aarch64"], "an aarch64 Python cannot run on linux x86_64"),
-    (["--os", "linux", "--arch", "aarch64", "--python-arch", "x86_64"], "an x86_64 Python cannot run on linux aarch64"),
-    (["--os", "macos", "--arch", "x86_64", "--python-arch", "arm64"], "an arm64 Python cannot run on macos x86_64"),
-    (["--os", "windows", "--python-arch", "arm64"], "an aarch64 Python cannot run on windows x86_64"),
-])
-def test_conflicting_machine_flags_are_refused(args: list[str], words: str,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--no-gpu", "--driver", "550.54.14"], "--no-gpu contradicts --driver"),
+        (["--no-gpu", "--gpu-cc", "8.0"], "--no-gpu contradicts --gpu-cc"),
+        # Impossible machines: capabilities no GPU has, Pythons that cannot run there.
+        (["--gpu-cc", "99.0", "--driver", "580.65.06"], "no NVIDIA GPU has compute capability 99.0"),
+        (["--gpu-cc", "4.0"], "no NVIDIA GPU has compute capability 4.0"),
+        (["--gpu-cc", "8.6", "--gpu-cc", "sm_88"], "no NVIDIA GPU has compute capability 8.8"),
+        (["--python-arch", "aarch64"], "an aarch64 Python cannot run on linux x86_64"),
+        (
+            ["--os", "linux", "--arch", "aarch64", "--python-arch", "x86_64"],
+            "an x86_64 Python cannot run on linux aarch64",
+        ),
+        (["--os", "macos", "--arch", "x86_64", "--python-arch", "arm64"], "an arm64 Python cannot run on macos x86_64"),
+        (["--os", "windows", "--python-arch", "arm64"], "an aarch64 Python cannot run on windows x86_64"),
+    ],
+)
+def test_conflicting_machine_flags_are_refused(args: list[str], words: str, capsys: pytest.CaptureFixture[str]) -> None:
     from kitbench._cli import main
 
     assert main(["install-cmd", *args]) == 2
     assert capsys.readouterr().err.startswith(f"ERROR: {words}")
 
 
-@pytest.mark.parametrize(("compute", "error", "hint"), [
-    ("cu128", "torch 2.15.0 has no cu128 build for pip on linux x86_64", "; torch 2.11.0 has cu128: --release 2.11.0"),
-    ("rocm6.4", "torch 2.15.0 has no rocm6.4 build", "; torch 2.9.1 has rocm6.4: --release 2.9.1"),
-    ("CU126", "unknown --compute 'CU126'", "torch 2.15.0 has: rocm7.14, rocm10.0, cu130, cu132, cpu, xpu"),
-    ("", "unknown --compute ''", "auto, cpu, mps, xpu, cuXYZ (cu126) or rocmX.Y (rocm6.4);"),
-])
-def test_a_compute_the_release_lacks_names_the_release_that_has_it(compute: str, error: str, hint: str,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("compute", "error", "hint"),
+    [
+        (
+            "cu128",
+            "torch 2.15.0 has no cu128 build for pip on linux x86_64",
+            "; torch 2.11.0 has cu128: --release 2.11.0",
+        ),
+        ("rocm6.4", "torch 2.15.0 has no rocm6.4 build", "; torch 2.9.1 has rocm6.4: --release 2.9.1"),
+        ("CU126", "unknown --compute 'CU126'", "torch 2.15.0 has: rocm7.14, rocm10.0, cu130, cu132, cpu, xpu"),
+        ("", "unknown --compute ''", "auto, cpu, mps, xpu, cuXYZ (cu126) or rocmX.Y (rocm6.4);"),
+    ],
+)
+def test_a_compute_the_release_lacks_names_the_release_that_has_it(
+    compute: str, error: str, hint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     from kitbench._cli import main
 
-    assert main(["install-cmd", "--os", "linux", "--python-version", "3.12", "--glibc", "2.35",
-                 "--compute", compute]) == 2
+    assert (
+        main(["install-cmd", "--os", "linux", "--python-version", "3.12", "--glibc", "2.35", "--compute", compute]) == 2
+    )
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith(f"ERROR: {error}") and hint in err[1] and len(err) == 2
 
@@ -416,13 +482,12 @@ def test_the_interpreters_arch_picks_the_wheel_where_the_os_emulates_it(capsys: 
     native = json.loads(capsys.readouterr().out)
     assert native["arch"] == "aarch64" and "torchvision" not in native["command"]
     assert main(["install-cmd", "--os", "windows", "--arch", "arm64", "--python-version", "3.14"]) == 2
-    assert capsys.readouterr().err.endswith("an x86_64 Python runs on this machine under emulation: "
-                                            "--python-arch x86_64\n")
+    assert capsys.readouterr().err.endswith(
+        "an x86_64 Python runs on this machine under emulation: --python-arch x86_64\n"
+    )
 
 
-
-WOA = LINUX._replace(os="windows", os_version="10", arch="aarch64", python_arch="aarch64",
-                          python_version="3.12.10")
+WOA = LINUX._replace(os="windows", os_version="10", arch="aarch64", python_arch="aarch64", python_version="3.12.10")
 
 
 def test_windows_on_arm_gets_the_pinned_cpu_command_of_pytorchs_index_naming_what_it_has() -> None:
@@ -431,34 +496,43 @@ def test_windows_on_arm_gets_the_pinned_cpu_command_of_pytorchs_index_naming_wha
     chosen = selector.select(WOA)
     assert (chosen.release, chosen.compute, chosen.format) == ("2.13.0", "cpu", "pinned") and not chosen.verified
     assert chosen.command == "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
-    assert chosen.notes[0].startswith("torch only: no Windows arm64 wheel of torchvision 0.28.0 for Python 3.12 is on "
-                                      "record (envs/index_tags.yaml); one may be unrecorded, inferred from ")
-    assert "; torch 2.10.0 comes with torchvision here: --release 2.10.0; an x86_64 Python under emulation gets " \
-           "torchvision too: --python-arch x86_64" in chosen.notes[0]
+    assert chosen.notes[0].startswith(
+        "torch only: no Windows arm64 wheel of torchvision 0.28.0 for Python 3.12 is on "
+        "record (envs/index_tags.yaml); one may be unrecorded, inferred from "
+    )
+    assert (
+        "; torch 2.10.0 comes with torchvision here: --release 2.10.0; an x86_64 Python under emulation gets "
+        "torchvision too: --python-arch x86_64" in chosen.notes[0]
+    )
     assert any(n.startswith("pytorch.org has no Windows arm64 command") for n in chosen.notes)
-    assert not any("pinned form unverified" in n for n in chosen.notes)     # pytorch.org's text is not this one
+    assert not any("pinned form unverified" in n for n in chosen.notes)  # pytorch.org's text is not this one
     assert chosen.facts["wheels"]["kind"] == "published" and "asanderson/llm-redact" in chosen.facts["wheels"]["source"]
     assert selector.select(WOA, package="uv").command == (
-        "uv pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu")
+        "uv pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+    )
     assert selector.select(WOA, fmt="selector").command == chosen.command
     both = selector.select(WOA, release_spec="2.10.0")
-    assert both.command == ("pip install torch==2.10.0 torchvision==0.25.0 "
-                            "--index-url https://download.pytorch.org/whl/cpu")
+    assert both.command == (
+        "pip install torch==2.10.0 torchvision==0.25.0 --index-url https://download.pytorch.org/whl/cpu"
+    )
     assert both.notes[0].startswith("torch and torchvision only: no Windows arm64 wheel of torchaudio 2.10.0")
     # Known only by inference: answered when asked by name, with one line on what would confirm it.
     inferred = selector.select(WOA, release_spec="2.9.1")
     assert inferred.command == "pip install torch==2.9.1 --index-url https://download.pytorch.org/whl/cpu"
-    assert any(n.startswith("unconfirmed: torch 2.9.1's Windows arm64 wheels for Python 3.12 rest on an inference "
-                            "alone (")
-               and "; confirmed by torch-2.9.1+cpu-cp312-cp312-win_arm64.whl" in n for n in inferred.notes)
+    assert any(
+        n.startswith("unconfirmed: torch 2.9.1's Windows arm64 wheels for Python 3.12 rest on an inference alone (")
+        and "; confirmed by torch-2.9.1+cpu-cp312-cp312-win_arm64.whl" in n
+        for n in inferred.notes
+    )
     assert inferred.facts["wheels"]["kind"] == "inferred"
     with pytest.raises(SelectionError) as caught:
         selector.select(WOA, release_spec="2.15.0")
     assert caught.value.hint == "the newest release that installs here is 2.13.0: --release 2.13.0"
     # An x86_64 Python on the same machine: PyPI's win_amd64 wheels, as before.
     emulated = selector.select(WOA._replace(python_arch="x86_64"))
-    assert emulated.command == ("pip install torch==2.15.0 torchvision==0.29.2 "
-                                "--index-url https://download.pytorch.org/whl/cpu")
+    assert emulated.command == (
+        "pip install torch==2.15.0 torchvision==0.29.2 --index-url https://download.pytorch.org/whl/cpu"
+    )
 
 
 def test_a_platform_with_no_gpu_build_says_so_not_that_no_gpu_was_given() -> None:
@@ -468,8 +542,12 @@ def test_a_platform_with_no_gpu_build_says_so_not_that_no_gpu_was_given() -> Non
     assert given.compute == "cpu"
     assert given.reasons[-1] == "cpu: torch 2.13.0 has no CUDA build for Windows arm64, so the NVIDIA GPU goes unused"
     assert selector.select(WOA).reasons[-1] == "cpu: the only build torch 2.13.0 has for Windows arm64"
-    old = selector.select(LINUX._replace(arch="aarch64", python_arch="aarch64", driver="580.65.06",
-                                              gpus=(Gpu(0, "NVIDIA H100", "9.0", None),)), release_spec="2.5.1")
+    old = selector.select(
+        LINUX._replace(
+            arch="aarch64", python_arch="aarch64", driver="580.65.06", gpus=(Gpu(0, "NVIDIA H100", "9.0", None),)
+        ),
+        release_spec="2.5.1",
+    )
     assert old.reasons[-1] == "cpu: torch 2.5.1 has no CUDA build for Linux aarch64, so the NVIDIA GPU goes unused"
 
 
@@ -487,8 +565,7 @@ def test_an_explicit_cuda_build_too_new_for_the_driver_is_warned_about(capsys: p
 
     assert main(["install-cmd", "--release", "2.9.1", "--compute", "cu128", "--driver", "470.82.01"]) == 0
     err = capsys.readouterr().err
-    assert "# warning: cu128 will not run on this machine: driver 470.82.01 < 525.60.13 (CUDA 12 family floor)" \
-        in err
+    assert "# warning: cu128 will not run on this machine: driver 470.82.01 < 525.60.13 (CUDA 12 family floor)" in err
     assert main(["install-cmd", "--release", "2.9.1", "--compute", "cu128", "--driver", "570.86.10"]) == 0
     assert "warning" not in capsys.readouterr().err
 
@@ -513,28 +590,52 @@ def test_pascal_on_2_12_gets_a_cuda_12_build_not_cuda_13() -> None:
     machine = probe.override(LINUX, driver="580.95.05", gpu_capabilities=["6.1"])
     chosen = selector.select(machine, release_spec="2.12.0")
     assert chosen.compute == "cu126"
-    assert any(line.startswith("cu132: no kernels for sm_61: CUDA 13.2 compiles for sm_75 to sm_121 only")
-               for line in chosen.rejected)
+    assert any(
+        line.startswith("cu132: no kernels for sm_61: CUDA 13.2 compiles for sm_75 to sm_121 only")
+        for line in chosen.rejected
+    )
 
 
-@pytest.mark.parametrize(("args", "words", "hint"), [
-    # No PyTorch build drives an NVIDIA, AMD or Intel GPU on macOS: the answer would be mps or cpu
-    # with the GPU ignored in silence, so the machine is refused as the impossible ones are.
-    (["--driver", "550.54", "--gpu-cc", "9.0"], "--driver answers for a Linux or Windows machine: PyTorch has no "
-     "CUDA build for macOS", "drop --driver and --gpu-cc, or answer for --os linux"),
-    (["--gpu-cc", "8.6"], "--gpu-cc answers for a Linux or Windows machine: PyTorch has no CUDA build for macOS",
-     "drop --gpu-cc,"),
-    (["--gpu-gfx", "gfx942"], "--gpu-gfx answers for a Linux machine: PyTorch has no ROCm build for macOS",
-     "PyTorch's ROCm builds are for Linux only"),
-    (["--arch", "x86_64", "--gpu-gfx", "gfx1012", "--release", "2.2.2"], "--gpu-gfx answers for a Linux machine",
-     "drop --gpu-gfx,"),        # an Intel Mac's Radeon: real, and still no ROCm build
-    (["--intel-gpu"], "--intel-gpu answers for a Linux or Windows machine: PyTorch has no XPU build for macOS",
-     "a Mac gets mps (Apple silicon) or cpu"),
-    (["--arch", "x86_64", "--intel-gpu", "--compute", "cpu", "--package", "conda", "--release", "2.2.2"],
-     "--intel-gpu answers", "drop --intel-gpu,"),
-])
-def test_a_gpu_pytorch_has_no_macos_build_for_is_refused(args: list[str], words: str, hint: str,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("args", "words", "hint"),
+    [
+        # No PyTorch build drives an NVIDIA, AMD or Intel GPU on macOS: the answer would be mps or cpu
+        # with the GPU ignored in silence, so the machine is refused as the impossible ones are.
+        (
+            ["--driver", "550.54", "--gpu-cc", "9.0"],
+            "--driver answers for a Linux or Windows machine: PyTorch has no CUDA build for macOS",
+            "drop --driver and --gpu-cc, or answer for --os linux",
+        ),
+        (
+            ["--gpu-cc", "8.6"],
+            "--gpu-cc answers for a Linux or Windows machine: PyTorch has no CUDA build for macOS",
+            "drop --gpu-cc,",
+        ),
+        (
+            ["--gpu-gfx", "gfx942"],
+            "--gpu-gfx answers for a Linux machine: PyTorch has no ROCm build for macOS",
+            "PyTorch's ROCm builds are for Linux only",
+        ),
+        (
+            ["--arch", "x86_64", "--gpu-gfx", "gfx1012", "--release", "2.2.2"],
+            "--gpu-gfx answers for a Linux machine",
+            "drop --gpu-gfx,",
+        ),  # an Intel Mac's Radeon: real, and still no ROCm build
+        (
+            ["--intel-gpu"],
+            "--intel-gpu answers for a Linux or Windows machine: PyTorch has no XPU build for macOS",
+            "a Mac gets mps (Apple silicon) or cpu",
+        ),
+        (
+            ["--arch", "x86_64", "--intel-gpu", "--compute", "cpu", "--package", "conda", "--release", "2.2.2"],
+            "--intel-gpu answers",
+            "drop --intel-gpu,",
+        ),
+    ],
+)
+def test_a_gpu_pytorch_has_no_macos_build_for_is_refused(
+    args: list[str], words: str, hint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     from kitbench._cli import main
 
     for form in ([], ["--json"], ["--explain"], ["--format", "selector"]):
@@ -561,8 +662,7 @@ def test_an_amd_gpu_on_windows_gets_the_cpu_build_and_says_why(capsys: pytest.Ca
     assert capsys.readouterr().err.startswith("ERROR: ROCm builds exist only for Linux")
 
 
-def test_an_unknown_macos_version_is_answered_with_the_one_the_answer_needs(
-        capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unknown_macos_version_is_answered_with_the_one_the_answer_needs(capsys: pytest.CaptureFixture[str]) -> None:
     from kitbench._cli import main
     from kitbench.advice import wheels
 
@@ -571,8 +671,10 @@ def test_an_unknown_macos_version_is_answered_with_the_one_the_answer_needs(
     assert main(["install-cmd", "--os", "macos", "--explain"]) == 0
     captured = capsys.readouterr()
     assert captured.out.startswith(f"pip install torch=={stable} ")
-    assert (f"note: the macOS version was not given: torch {stable}'s macOS arm64 wheels need macOS 14.0 or newer; "
-            f"on macOS 13 the newest release that installs is {older}: --os-version 13\n") in captured.err
+    assert (
+        f"note: the macOS version was not given: torch {stable}'s macOS arm64 wheels need macOS 14.0 or newer; "
+        f"on macOS 13 the newest release that installs is {older}: --os-version 13\n"
+    ) in captured.err
     # What the note says to do answers for that Mac, and says nothing more about its version.
     assert main(["install-cmd", "--os", "macos", "--os-version", "13", "--json"]) == 0
     answer = json.loads(capsys.readouterr().out)
@@ -588,8 +690,9 @@ def test_an_unknown_macos_version_is_answered_with_the_one_the_answer_needs(
 
 
 @pytest.mark.parametrize("release", ["stable", "2.11.0", "2.9.1"])
-def test_an_xpu_answer_is_unverified_and_its_notes_agree_with_it(release: str,
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_xpu_answer_is_unverified_and_its_notes_agree_with_it(
+    release: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The builds a release's commands are recorded for never include xpu (pytorch.org has no XPU
     command); an xpu answer says so, and is never "verified", whatever the release's own status."""
     from kitbench._cli import main
@@ -601,11 +704,13 @@ def test_an_xpu_answer_is_unverified_and_its_notes_agree_with_it(release: str,
     rel = releases.release(chosen["release"])
     assert chosen["compute"] == "xpu" and chosen["command"].endswith("/whl/xpu") and chosen["verified"] is False
     xpu = [n for n in chosen["notes"] if n.startswith("xpu command unverified: ")]
-    assert xpu == [f"xpu command unverified: it is none of the builds torch {rel.version}'s commands are recorded "
-                   f"for ({', '.join(rel.wheels)}): it is the XPU index form, for the XPU wheels PyTorch's build "
-                   f"matrix has for linux from 2.5.0 (envs/vendors.yaml); that torch {rel.version} has them: "
-                   f"{rel.provenance('xpu').kind} ({rel.provenance('xpu').source})"]
-    assert rel.answerable("xpu", "linux-x86_64")      # a default answer: never one resting on docs or inferred
+    assert xpu == [
+        f"xpu command unverified: it is none of the builds torch {rel.version}'s commands are recorded "
+        f"for ({', '.join(rel.wheels)}): it is the XPU index form, for the XPU wheels PyTorch's build "
+        f"matrix has for linux from 2.5.0 (envs/vendors.yaml); that torch {rel.version} has them: "
+        f"{rel.provenance('xpu').kind} ({rel.provenance('xpu').source})"
+    ]
+    assert rel.answerable("xpu", "linux-x86_64")  # a default answer: never one resting on docs or inferred
     # The release's own note, where it has one, stays, and the xpu note comes after what it qualifies.
     own = [n for n in chosen["notes"] if n.startswith(f"torch {rel.version}, pinned form unverified")]
     assert len(own) == (1 if "pinned" in rel.unverified else 0)
@@ -626,8 +731,10 @@ def test_stable_on_a_gpu_box_is_the_newest_release_that_runs_on_the_gpu(capsys: 
     assert chosen.compute.startswith("cu") and cuda.startswith("12"), chosen.compute
     assert releases.releases()[chosen.release].key >= (2, 14, 1)
     if chosen.release != newest.version:
-        assert chosen.notes[0].startswith(f"torch {chosen.release}, not the newest release ({newest.version}): "
-                                          f"no build of {newest.version} runs on this GPU (")
+        assert chosen.notes[0].startswith(
+            f"torch {chosen.release}, not the newest release ({newest.version}): "
+            f"no build of {newest.version} runs on this GPU ("
+        )
         assert f"update the driver to at least 580 for torch {newest.version}'s CUDA builds" in chosen.notes[0]
     # The same machine asked about the newest release by name, or for the CPU, gets just that.
     assert selector.select(h100, release_spec=newest.version).release == newest.version
@@ -669,20 +776,29 @@ def test_every_release_has_the_builds_of_its_build_matrix(row: list[str]) -> Non
     hidden = set(row[6].split()) if len(row) > 6 else set()
     found = [r for r in releases.releases().values() if r.series == series]
     assert found
-    expected = {f"cu{c.replace('.', '')}" for c in cudas.split() if c not in hidden} | {f"rocm{v}" for v in
-                                                                                           rocms.split()}
+    expected = {f"cu{c.replace('.', '')}" for c in cudas.split() if c not in hidden} | {
+        f"rocm{v}" for v in rocms.split()
+    }
     for rel in found:
         # Builds pytorch.org's pages never showed (cu129 of 2.9 to 2.13) are in a release branch's test channel,
         # not in this release channel: their own rows cite that branch.
         shown = {c for c in rel.wheels if c != "cpu" and rel.provenance(c).selector}
-        assert all("release/" in rel.provenance(c).source + rel.provenance(c).also
-                   for c in rel.wheels if not rel.provenance(c).selector), rel.version
+        assert all(
+            "release/" in rel.provenance(c).source + rel.provenance(c).also
+            for c in rel.wheels
+            if not rel.provenance(c).selector
+        ), rel.version
         if channel == "nightly":
             # A nightly matrix moves after it is read (2.15's ROCm 7.2 became 10.0): what it does not hold, or holds
             # alone, is no default answer's.
             assert all(not rel.answerable(c) for c in shown - expected), rel.version
-            assert all(rel.answerable(c) or commit in rel.provenance(c).source or not rel.provenance(c).selector
-                       or c not in expected for c in shown), rel.version
+            assert all(
+                rel.answerable(c)
+                or commit in rel.provenance(c).source
+                or not rel.provenance(c).selector
+                or c not in expected
+                for c in shown
+            ), rel.version
             continue
         assert shown == expected, rel.version
         if channel != "release":
@@ -695,8 +811,9 @@ def test_a_gpu_newer_than_every_build_of_a_release_is_told_which_release_first_h
     chosen = selector.select(blackwell, release_spec="2.6.0")
     assert chosen.compute == "cpu"
     assert "cu126: no kernels for sm_120: CUDA 12.6 compiles for sm_50 to sm_90 only" in chosen.rejected
-    assert ("this GPU is newer than every build of torch 2.6.0: torch 2.7.0 (cu128) is the first release with its "
-            "kernels") in chosen.notes
+    assert (
+        "this GPU is newer than every build of torch 2.6.0: torch 2.7.0 (cu128) is the first release with its kernels"
+    ) in chosen.notes
     # A cubin runs on later minors of its major: CUDA 12.8's sm_120 serves a GB10 (12.1), and 12.6's sm_90 an H100.
     gb10, h100 = (probe.override(blackwell, gpu_capabilities=[cc]) for cc in ("12.1", "9.0"))
     assert selector.select(gb10, release_spec="2.7.0").compute == "cu128"
@@ -707,8 +824,9 @@ def test_a_gpu_newer_than_every_build_of_a_release_is_told_which_release_first_h
 def test_the_release_named_for_a_gpu_is_told_with_the_build_its_own_answer_picks() -> None:
     """The note after an explicit release's CPU answer names the build ``--release`` of that release would
     give: its newest CUDA that runs here (cu132, not cu130), and one whose index tags install here."""
-    blackwell = probe.override(LINUX, driver="580.65.06", gpu_capabilities=["12.0"], python_version="3.12",
-                               glibc="2.35")
+    blackwell = probe.override(
+        LINUX, driver="580.65.06", gpu_capabilities=["12.0"], python_version="3.12", glibc="2.35"
+    )
     chosen = selector.select(blackwell, release_spec="2.6.0")
     named = next(n for n in chosen.notes if n.startswith("no build of torch 2.6.0 runs on this GPU"))
     newest = named.rsplit("--release ", 1)[1].rstrip(")")
@@ -720,15 +838,17 @@ def test_the_release_named_for_a_gpu_is_told_with_the_build_its_own_answer_picks
     assert selector.select(old, release_spec="2.6.0").compute == "cu124"
 
 
-def test_a_rocm_build_whose_recorded_index_tags_refuse_the_host_is_passed_over(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_rocm_build_whose_recorded_index_tags_refuse_the_host_is_passed_over(monkeypatch: pytest.MonkeyPatch) -> None:
     """Recorded index tags decide a ROCm build as they do a CUDA one, in the release's own choice and so in
     the accelerator-first fallback that reuses it."""
     card = probe.override(LINUX, gpu_gfx=["gfx1100"], python_version="3.12", glibc="2.35")
     assert selector.select(card).compute == "rocm7.14"
     refusing = {("2.14.1", "rocm7.14"), ("2.14.1", "rocm7.2")}
-    monkeypatch.setattr(selector.wheels, "build_refusal", lambda version, compute, host: "needs glibc 2.99 (test)"
-                        if (version, compute) in refusing else None)
+    monkeypatch.setattr(
+        selector.wheels,
+        "build_refusal",
+        lambda version, compute, host: "needs glibc 2.99 (test)" if (version, compute) in refusing else None,
+    )
     chosen = selector.select(card, release_spec="2.14.1")
     assert chosen.compute == "cpu" and "rocm7.14: needs glibc 2.99 (test)" in chosen.rejected
     stable = selector.select(card)
@@ -750,9 +870,11 @@ def test_a_driver_given_as_a_bare_branch_is_told_what_its_full_version_would_cha
     chosen = selector.select(h100)
     assert chosen.compute == "cu118"
     said = [n for n in chosen.notes if n.startswith("driver 525 is read as 525.0.0")]
-    assert said == ["driver 525 is read as 525.0.0, below CUDA 12's floor 525.60.13, so the CUDA 12 builds were "
-                    "passed over; a released 525 driver is 525.60.13 or newer: give its full version "
-                    "(nvidia-smi's driver_version)"]
+    assert said == [
+        "driver 525 is read as 525.0.0, below CUDA 12's floor 525.60.13, so the CUDA 12 builds were "
+        "passed over; a released 525 driver is 525.60.13 or newer: give its full version "
+        "(nvidia-smi's driver_version)"
+    ]
     full = selector.select(probe.override(h100, driver="525.60.13"))
     assert full.compute == "cu126" and not any(n.startswith("driver 525") for n in full.notes)
     # A floor that is the branch itself (CUDA 13's 580, NVIDIA's Table 2) needs no such note.
@@ -766,10 +888,13 @@ def test_a_start_locally_command_of_an_older_release_says_it_names_no_version() 
     accelerator-first fallback's (an RTX 5090 on driver 570 gets 2.11.0), is told so; today's is not."""
     old = selector.select(LINUX, release_spec="2.6.0", compute="cu124", fmt="selector")
     assert old.command == "pip3 install torch torchvision torchaudio"
-    assert any(n.startswith("the Start Locally form names no version") and "--format pinned installs 2.6.0" in n
-               for n in old.notes)
-    blackwell = probe.override(LINUX, driver="570.86.10", gpu_capabilities=["12.0"], python_version="3.12",
-                               glibc="2.35")
+    assert any(
+        n.startswith("the Start Locally form names no version") and "--format pinned installs 2.6.0" in n
+        for n in old.notes
+    )
+    blackwell = probe.override(
+        LINUX, driver="570.86.10", gpu_capabilities=["12.0"], python_version="3.12", glibc="2.35"
+    )
     fallback = selector.select(blackwell, fmt="selector")
     assert fallback.release != releases.release("stable").version
     assert any(n.startswith("the Start Locally form names no version") for n in fallback.notes)
@@ -785,7 +910,8 @@ def test_a_build_without_a_kernel_list_lacks_what_its_cuda_had_already_dropped()
     rel = releases.release("2.11.0")
     unrecorded = rel._replace(kernels={c: a for c, a in rel.kernels.items() if c != "cu128"})
     assert selector._cuda_rejection(unrecorded, pascal, "cu128") == Rejection(
-        "cu128", "dropped before", arches=("sm_61",), earlier="2.10.0", release="2.11.0")
+        "cu128", "dropped before", arches=("sm_61",), earlier="2.10.0", release="2.11.0"
+    )
     # What was not dropped before runs there: Blackwell keeps cu128.
     assert selector._cuda_rejection(unrecorded, probe.override(pascal, gpu_capabilities=["12.0"]), "cu128") is None
 
@@ -803,7 +929,7 @@ def test_eight_gpus_of_one_kind_are_named_once() -> None:
     """--gpu-cc once per GPU: an 8-GPU box (or a hostile 10,000) names sm_90 once, and keeps its GPU count."""
     box = probe.override(LINUX, driver="580.65.06", gpu_capabilities=["9.0"] * 8 + ["8.6"] * 2)
     assert box.capabilities == ("9.0", "8.6")
-    chosen = selector.select(box, release_spec="2.15.0")       # its cu132's kernel list is recorded
+    chosen = selector.select(box, release_spec="2.15.0")  # its cu132's kernel list is recorded
     assert chosen.reasons[-1].endswith("; kernels for sm_90, sm_86")
     assert chosen.facts["gpu_capabilities"] == ["9.0"] * 8 + ["8.6"] * 2
 
@@ -828,7 +954,8 @@ def test_a_capability_no_gpu_has_is_one_error_line(given: str, capsys: pytest.Ca
 
 
 def test_an_x86_64_python_on_apple_silicon_is_told_so_and_given_the_arm64_command(
-        capsys: pytest.CaptureFixture[str]) -> None:
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     from kitbench._cli import main
 
     newest = releases.release("stable").version
@@ -837,15 +964,17 @@ def test_an_x86_64_python_on_apple_silicon_is_told_so_and_given_the_arm64_comman
     assert main(["install-cmd", "--os", "macos", "--arch", "arm64", "--python-arch", "x86_64"]) == 0
     captured = capsys.readouterr()
     assert captured.out.startswith("pip install torch==2.2.2 ")
-    assert f"# {what}; {arm64}" in captured.err        # not only under --explain
-    assert main(["install-cmd", "--os", "macos", "--arch", "arm64", "--python-arch", "x86_64",
-                 "--release", newest]) == 2
+    assert f"# {what}; {arm64}" in captured.err  # not only under --explain
+    assert (
+        main(["install-cmd", "--os", "macos", "--arch", "arm64", "--python-arch", "x86_64", "--release", newest]) == 2
+    )
     error, hint = capsys.readouterr().err.splitlines()
     assert error.startswith("ERROR: ") and error.endswith(what) and hint.startswith(f"hint: {arm64}")
 
 
-def test_answers_for_another_machine_say_nothing_of_this_host(monkeypatch: pytest.MonkeyPatch,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_answers_for_another_machine_say_nothing_of_this_host(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """CentOS 7 asked from a container without GPUs is not told to start the container with --gpus all."""
     from kitbench._cli import main
 
@@ -854,7 +983,7 @@ def test_answers_for_another_machine_say_nothing_of_this_host(monkeypatch: pytes
     assert main(["install-cmd", "--os", "linux", "--glibc", "2.17", "--python-version", "3.9"]) == 0
     err = capsys.readouterr().err
     assert "container" not in err and "# cpu: no GPU was given" in err
-    assert main(["install-cmd"]) == 0       # this host itself: its container is the point
+    assert main(["install-cmd"]) == 0  # this host itself: its container is the point
     assert "docker run --gpus all" in capsys.readouterr().err
 
 

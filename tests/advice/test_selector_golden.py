@@ -20,10 +20,29 @@ from kitbench.machine.probe import Probe
 
 GOLDEN = yaml.safe_load((Path(__file__).resolve().parent.parent / "resources" / "golden" / "machines.yaml").read_text())
 # A host with nothing of its own: every fact of a case comes from its arguments.
-BARE = Probe(os="linux", os_version="6.8", arch="x86_64", python_arch="x86_64", python_version="3.12.3",
-             rosetta=False, wsl=False, container=False, driver=None, gpus=(), rocm=None, sources={})
-FLAGS = {"--os": "os", "--arch": "arch", "--python-arch": "python_arch", "--driver": "driver",
-         "--python-version": "python_version", "--glibc": "glibc", "--os-version": "os_version"}
+BARE = Probe(
+    os="linux",
+    os_version="6.8",
+    arch="x86_64",
+    python_arch="x86_64",
+    python_version="3.12.3",
+    rosetta=False,
+    wsl=False,
+    container=False,
+    driver=None,
+    gpus=(),
+    rocm=None,
+    sources={},
+)
+FLAGS = {
+    "--os": "os",
+    "--arch": "arch",
+    "--python-arch": "python_arch",
+    "--driver": "driver",
+    "--python-version": "python_version",
+    "--glibc": "glibc",
+    "--os-version": "os_version",
+}
 
 
 def _machine(args: str) -> Probe:
@@ -43,11 +62,16 @@ def _machine(args: str) -> Probe:
 
 def _cases() -> list[tuple[str, str, str, str | None, str]]:
     grid = GOLDEN["nvidia"]
-    cases = [(f"{gpu}, driver {driver}", f"{grid['base']} --driver {driver} --gpu-cc {cc}", answer, None, "stable")
-             for driver, answers in grid["answers"].items()
-             for (gpu, cc), answer in zip(grid["gpus"].items(), answers, strict=True)]
-    return cases + [(m["name"], m["args"], m["answer"], m.get("because"), m.get("release", "stable"))
-                    for m in GOLDEN["machines"] if "answer" in m]
+    cases = [
+        (f"{gpu}, driver {driver}", f"{grid['base']} --driver {driver} --gpu-cc {cc}", answer, None, "stable")
+        for driver, answers in grid["answers"].items()
+        for (gpu, cc), answer in zip(grid["gpus"].items(), answers, strict=True)
+    ]
+    return cases + [
+        (m["name"], m["args"], m["answer"], m.get("because"), m.get("release", "stable"))
+        for m in GOLDEN["machines"]
+        if "answer" in m
+    ]
 
 
 REFUSED = [(m["name"], m["args"], m["refused"]) for m in GOLDEN["machines"] if "refused" in m]
@@ -62,8 +86,9 @@ def test_every_expected_answer_names_its_source() -> None:
     assert {a for answers in grid["answers"].values() for a in answers} == set(grid["sources"])
     assert all(m.get("source") and ("answer" in m) != ("refused" in m) for m in GOLDEN["machines"])
     cited = [*grid["sources"].values(), *(m["source"] for m in GOLDEN["machines"] if "answer" in m)]
-    assert all("envs/" in text or "tests/resources/published/" in text for text in cited), \
-        [text for text in cited if "envs/" not in text and "tests/resources/published/" not in text]
+    assert all("envs/" in text or "tests/resources/published/" in text for text in cited), [
+        text for text in cited if "envs/" not in text and "tests/resources/published/" not in text
+    ]
 
 
 @pytest.mark.parametrize(("name", "args", "refused"), REFUSED, ids=[c[0] for c in REFUSED])
@@ -89,14 +114,12 @@ def test_the_answer_on_a_real_machine(name: str, args: str, answer: str, because
         kernels = _kernels(chosen.release, chosen.compute)
         for cc in machine.capabilities:
             major, minor = (int(part) for part in cc.split("."))
-            assert kernels is None or any(int(k[3:-1]) == major and int(k[-1]) <= minor for k in kernels), \
-                (cc, kernels)
+            assert kernels is None or any(int(k[3:-1]) == major and int(k[-1]) <= minor for k in kernels), (cc, kernels)
     elif chosen.compute.startswith("rocm"):
         assert set(machine.gfx) <= set(vendors.load().rocm_arches(chosen.compute) or ())
     elif spec == "stable" and (machine.driver or machine.gfx):
         # The CPU build on a GPU machine: no release that installs here runs on it, and the answer says so.
-        assert any(n.startswith("the CPU build: no release that installs here runs on this GPU")
-                   for n in chosen.notes)
+        assert any(n.startswith("the CPU build: no release that installs here runs on this GPU") for n in chosen.notes)
         host = wheels.host_of(machine, arch)
         assert all(wheels.refusal(r.version, host) for r in releases.newest_first() if r.key > rel.key)
     newest = releases.release("stable").version
@@ -118,8 +141,13 @@ def _kernels(release: str, compute: str, platform: str = "x86_64") -> set[str] |
     none is recorded."""
     series = ".".join(release.split(".")[:2])
     data = yaml.safe_load((Path(__file__).resolve().parents[2] / "envs" / "releases" / f"{series}.yaml").read_text())
-    rows = [row for row in data.get("kernels", ()) if row["compute"] == compute
-            and release in row.get("releases", [release]) and row.get("platform", "x86_64") == platform]
+    rows = [
+        row
+        for row in data.get("kernels", ())
+        if row["compute"] == compute
+        and release in row.get("releases", [release])
+        and row.get("platform", "x86_64") == platform
+    ]
     return {arch for row in rows for arch in row["arches"]} if rows else None
 
 
@@ -134,14 +162,19 @@ def _unanswerable_in_the_manifests() -> set[tuple[str, str, str]]:
     for path in (ENVS / "releases").glob("*.yaml"):
         data = yaml.safe_load(path.read_text())
         for entry in data["releases"]:
-            rows = [row for row in data.get("provenance", ()) if entry["version"] in row.get("releases",
-                                                                                         [entry["version"]])]
+            rows = [
+                row for row in data.get("provenance", ()) if entry["version"] in row.get("releases", [entry["version"]])
+            ]
             for build in [*entry["wheels"], "xpu"]:
                 mine = [row for row in rows if build in row["builds"]]
                 if not mine and build != "xpu":
                     found.add((entry["version"], build, ""))
-                found |= {(entry["version"], build, platform) for row in mine if row["kind"] not in ANSWERABLE
-                          for platform in row.get("platforms", [""])}
+                found |= {
+                    (entry["version"], build, platform)
+                    for row in mine
+                    if row["kind"] not in ANSWERABLE
+                    for platform in row.get("platforms", [""])
+                }
     return found
 
 
@@ -162,11 +195,17 @@ def _grid() -> list[str]:
     found = []
     for python in ("3.10", "3.13"):
         base = f"--python-version {python}"
-        found += [f"--os linux --arch {arch} --glibc 2.35 {base} --driver {d} --gpu-cc {cc}"
-                  for arch in ("x86_64", "aarch64") for d in drivers for cc in nvidia]
+        found += [
+            f"--os linux --arch {arch} --glibc 2.35 {base} --driver {d} --gpu-cc {cc}"
+            for arch in ("x86_64", "aarch64")
+            for d in drivers
+            for cc in nvidia
+        ]
         found += [f"--os windows {base} --driver {d.split('.')[0]}.0 --gpu-cc {cc}" for d in drivers for cc in nvidia]
-        found += [f"--os linux --glibc 2.35 {base} --gpu-gfx {gfx}"
-                  for gfx in ("gfx906", "gfx90a", "gfx942", "gfx1100", "gfx1151", "gfx1201")]
+        found += [
+            f"--os linux --glibc 2.35 {base} --gpu-gfx {gfx}"
+            for gfx in ("gfx906", "gfx90a", "gfx942", "gfx1100", "gfx1151", "gfx1201")
+        ]
         found += [f"--os {os} {base}" for os in ("linux --glibc 2.35", "windows")]
         # Windows on Arm's native Pythons: what PyTorch's index is recorded serving (3.10 has no win_arm64 CPython).
         found += [f"--os windows --arch aarch64 --python-arch aarch64 {base}"] if python != "3.10" else []
@@ -193,7 +232,7 @@ def test_no_default_answer_rests_on_docs_or_an_inference() -> None:
         assert not {(chosen.release, build, ""), (chosen.release, build, platform)} & unanswerable, args
         if chosen.compute == "mps":
             floors = [macos for since, macos, _ in _mps_floors() if since <= _key(chosen.release)]
-            assert _key(machine.os_version) >= floors[0], args          # the newest row, whatever its kind
+            assert _key(machine.os_version) >= floors[0], args  # the newest row, whatever its kind
         # A CUDA answer whose build's kernel list is not in the YAML was checked against its toolkit's range only:
         # an inference, which the short answer says in one line.
         if "--gpu-cc" in args and build.startswith("cu"):
@@ -203,8 +242,8 @@ def test_no_default_answer_rests_on_docs_or_an_inference() -> None:
             assert bool(said) == (kernels is None), (args, chosen.notes)
             unchecked.add(kernels is None)
         seen.add(chosen.compute)
-    assert {"cu126", "cu129", "cu132", "rocm7.14", "xpu", "cpu", "mps"} <= seen   # every kind of answer
-    assert unchecked == {True, False}                                          # and CUDA answers of both kinds
+    assert {"cu126", "cu129", "cu132", "rocm7.14", "xpu", "cpu", "mps"} <= seen  # every kind of answer
+    assert unchecked == {True, False}  # and CUDA answers of both kinds
 
 
 def test_an_inferred_build_is_answered_when_named_with_one_line_on_what_would_confirm_it() -> None:

@@ -19,19 +19,44 @@ from kitbench.suite import devices
 RESOURCES = Path(__file__).resolve().parent.parent / "resources"
 KFD = RESOURCES / "kfd"
 PCI = RESOURCES / "pci"
-LINUX = Probe(os="linux", os_version="6.1", arch="x86_64", python_arch="x86_64", python_version="3.11.7",
-              rosetta=False, wsl=False, container=False, driver=None, gpus=(), rocm=None, sources={})
+LINUX = Probe(
+    os="linux",
+    os_version="6.1",
+    arch="x86_64",
+    python_arch="x86_64",
+    python_version="3.11.7",
+    rosetta=False,
+    wsl=False,
+    container=False,
+    driver=None,
+    gpus=(),
+    rocm=None,
+    sources={},
+)
 
 
-@pytest.mark.parametrize(("value", "gfx"), [(90402, "gfx942"), (90010, "gfx90a"), (110000, "gfx1100"),
-                                            (110501, "gfx1151"), (120001, "gfx1201"), (100300, "gfx1030"),
-                                            (90008, "gfx908"), (0, None), (110099, None)])
+@pytest.mark.parametrize(
+    ("value", "gfx"),
+    [
+        (90402, "gfx942"),
+        (90010, "gfx90a"),
+        (110000, "gfx1100"),
+        (110501, "gfx1151"),
+        (120001, "gfx1201"),
+        (100300, "gfx1030"),
+        (90008, "gfx908"),
+        (0, None),
+        (110099, None),
+    ],
+)
 def test_gfx_target_version_is_decimal_major_then_one_hex_digit_each(value: int, gfx: str | None) -> None:
     assert amd.gfx_of_target_version(value) == gfx
 
 
-@pytest.mark.parametrize(("tree", "gfx", "device", "cus"), [
-    ("mi325x", "gfx942", "0x74a0", 76), ("rx7900xtx", "gfx1100", "0x744c", 96), ("gfx90a", "gfx90a", None, None)])
+@pytest.mark.parametrize(
+    ("tree", "gfx", "device", "cus"),
+    [("mi325x", "gfx942", "0x74a0", 76), ("rx7900xtx", "gfx1100", "0x744c", 96), ("gfx90a", "gfx90a", None, None)],
+)
 def test_kfd_trees_recorded_from_real_gpus(tree: str, gfx: str, device: str | None, cus: int | None) -> None:
     gpus = amd.read_kfd(KFD / tree)
     # The CPU node, and the NVIDIA node KFD lists beside the gfx90a, are no AMD GPUs.
@@ -45,10 +70,12 @@ def test_kfd_missing_falls_back_to_rocm_agent_enumerator_then_drm(tmp_path: Path
     gpus, where = amd.detect(tmp_path, env={}, run=lambda argv: out if argv == ["rocm_agent_enumerator"] else None)
     assert [g.gfx for g in gpus] == ["gfx1100", "gfx1100"] and where == "rocm_agent_enumerator"
     # rocminfo's agent blocks (its layout): the CPU agent, then a GPU whose ISA line must not count twice.
-    info = ("Agent 1\n  Name:                    AMD EPYC 7763 64-Core Processor\n"
-            "  Marketing Name:          AMD EPYC 7763 64-Core Processor\nAgent 2\n  Name:                    gfx90a\n"
-            "  Marketing Name:          AMD Instinct MI210\n  ISA Info:\n    ISA 1\n"
-            "      Name:                    amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-\n")
+    info = (
+        "Agent 1\n  Name:                    AMD EPYC 7763 64-Core Processor\n"
+        "  Marketing Name:          AMD EPYC 7763 64-Core Processor\nAgent 2\n  Name:                    gfx90a\n"
+        "  Marketing Name:          AMD Instinct MI210\n  ISA Info:\n    ISA 1\n"
+        "      Name:                    amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-\n"
+    )
     gpus, where = amd.detect(tmp_path, env={}, run=lambda argv: info if argv == ["rocminfo"] else None)
     assert [g.gfx for g in gpus] == ["gfx90a"] and where == "rocminfo"
     card = tmp_path / "sys/class/drm/card1/device"
@@ -79,9 +106,16 @@ def test_pci_trees_recorded_from_real_intel_gpus() -> None:
 WINDOWS = RESOURCES / "windows"
 
 
-@pytest.mark.parametrize(("listed", "ids"), [
-    ("arc-a770.txt", ["0x56a0"]), ("core-ultra-165h.txt", ["0x7d55"]), ("core-ultra-rtx3000ada.txt", ["0x7d55"]),
-    ("iris-xe-tgl.txt", ["0x9a49"]), ("uhd770-a770-rx7900xtx.txt", ["0x56a0", "0x4680"])])
+@pytest.mark.parametrize(
+    ("listed", "ids"),
+    [
+        ("arc-a770.txt", ["0x56a0"]),
+        ("core-ultra-165h.txt", ["0x7d55"]),
+        ("core-ultra-rtx3000ada.txt", ["0x7d55"]),
+        ("iris-xe-tgl.txt", ["0x9a49"]),
+        ("uhd770-a770-rx7900xtx.txt", ["0x56a0", "0x4680"]),
+    ],
+)
 def test_windows_display_adapters_recorded_from_real_machines(listed: str, ids: list[str]) -> None:
     text = (WINDOWS / listed).read_text()
     gpus, where = intel.detect_windows(text)
@@ -122,26 +156,29 @@ def test_windows_is_asked_as_uv_asks_it(monkeypatch: pytest.MonkeyPatch) -> None
 def test_windows_without_an_intel_adapter_and_elsewhere() -> None:
     assert intel.detect_windows("PCI\\VEN_10DE&DEV_2838&SUBSYS_232D17AA&REV_A1\\4&1EBFE625&0&0008\r\n") == ((), None)
     assert intel.detect_windows("ROOT\\DISPLAY\\0000\0\0") == ((), None)
-    assert intel.read_windows() == ""           # not Windows: nothing is asked
+    assert intel.read_windows() == ""  # not Windows: nothing is asked
 
 
 def _intel(device: str | bool = True, os: str = "linux") -> Probe:
     return probe.override(LINUX, os=os, intel_gpu=device)
 
 
-@pytest.mark.parametrize(("device", "os", "compute"), [
-    ("56a0", "linux", "xpu"),         # Arc A770
-    ("e20b", "windows", "xpu"),       # Arc B580
-    ("0bd5", "linux", "xpu"),         # Data Center GPU Max 1550
-    ("56c0", "linux", "xpu"),         # Data Center GPU Flex 170
-    ("7d55", "windows", "xpu"),       # Core Ultra 7 165H (Meteor Lake-H) Arc graphics
-    ("7d51", "linux", "xpu"),         # Core Ultra 200H (Arrow Lake-H)
-    ("64a0", "windows", "xpu"),       # Core Ultra 200V (Lunar Lake)
-    ("9a49", "linux", "cpu"),         # Tiger Lake Iris Xe
-    ("a7a0", "windows", "cpu"),       # Raptor Lake-P Iris Xe
-    ("4680", "linux", "cpu"),         # Alder Lake-S UHD 770
-    ("3e92", "windows", "cpu"),       # Coffee Lake UHD 630
-])
+@pytest.mark.parametrize(
+    ("device", "os", "compute"),
+    [
+        ("56a0", "linux", "xpu"),  # Arc A770
+        ("e20b", "windows", "xpu"),  # Arc B580
+        ("0bd5", "linux", "xpu"),  # Data Center GPU Max 1550
+        ("56c0", "linux", "xpu"),  # Data Center GPU Flex 170
+        ("7d55", "windows", "xpu"),  # Core Ultra 7 165H (Meteor Lake-H) Arc graphics
+        ("7d51", "linux", "xpu"),  # Core Ultra 200H (Arrow Lake-H)
+        ("64a0", "windows", "xpu"),  # Core Ultra 200V (Lunar Lake)
+        ("9a49", "linux", "cpu"),  # Tiger Lake Iris Xe
+        ("a7a0", "windows", "cpu"),  # Raptor Lake-P Iris Xe
+        ("4680", "linux", "cpu"),  # Alder Lake-S UHD 770
+        ("3e92", "windows", "cpu"),  # Coffee Lake UHD 630
+    ],
+)
 def test_xpu_only_for_the_gpus_the_xpu_builds_support(device: str, os: str, compute: str) -> None:
     chosen = selector.select(_intel(device, os), release_spec="2.9.1")
     assert chosen.compute == compute
@@ -149,8 +186,9 @@ def test_xpu_only_for_the_gpus_the_xpu_builds_support(device: str, os: str, comp
         assert chosen.reasons[-1].startswith(f"xpu: Intel GPU 0x{device} (Intel ")
         assert "not checked" not in chosen.reasons[-1]
     else:
-        assert chosen.reasons[-1].startswith(f"cpu: Intel GPU 0x{device} [--intel-gpu] is none of the GPUs "
-                                             "PyTorch's XPU builds support")
+        assert chosen.reasons[-1].startswith(
+            f"cpu: Intel GPU 0x{device} [--intel-gpu] is none of the GPUs PyTorch's XPU builds support"
+        )
         assert "UHD, Iris Xe and older Intel graphics run the CPU build" in chosen.reasons[-1]
         assert chosen.command.endswith("/whl/cpu")
 
@@ -183,21 +221,24 @@ def test_the_recorded_pci_trees_get_xpu() -> None:
 
 
 def test_intel_gpu_list_loads_validated_and_its_script_reads_the_kernel_table(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import importlib.util
 
     facts = vendors.intel_gpus()
     assert facts.family("0x56A0") is not None and facts.family("0x9a49") is None
     assert {f.name for f in facts.families.values() if not f.validated} == {
-        "Intel Data Center GPU Flex (ATS-M, DG2 silicon)"}
+        "Intel Data Center GPU Flex (ATS-M, DG2 silicon)"
+    }
     spec = importlib.util.spec_from_file_location(
-        "intel_gpus_from_linux", Path(__file__).resolve().parents[2] / "envs/scripts/intel_gpus_from_linux.py")
+        "intel_gpus_from_linux", Path(__file__).resolve().parents[2] / "envs/scripts/intel_gpus_from_linux.py"
+    )
     assert spec is not None and spec.loader is not None
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     macros = script.expand((RESOURCES / "linux" / "pciids-mtl-lnl.h").read_text())
     assert macros["INTEL_MTL_IDS"] == ["0x7d40", "0x7d45", "0x7d55", "0x7d60", "0x7dd5"]
-    assert all(facts.family(i) for ids in macros.values() for i in ids)    # the data agrees with the excerpt
+    assert all(facts.family(i) for ids in macros.values() for i in ids)  # the data agrees with the excerpt
     text = (Path(__file__).resolve().parents[2] / "envs" / "intel_gpus.yaml").read_text()
     (tmp_path / "intel_gpus.yaml").write_text(text.replace('"0x7d40"', '"0x56a0"'))
     monkeypatch.setenv("KITBENCH_ENVS", str(tmp_path))
@@ -235,13 +276,19 @@ def test_vendor_facts_load_and_answer() -> None:
 
 def _recorded_arch_list(name: str) -> list[str]:
     text = (RESOURCES / "rocm" / name).read_text()
-    listed = text[text.index("[", text.index("arch list") if "arch list" in text else text.index("get_arch_list")
-                               + len("get_arch_list()")):]
-    return [part.strip(" '\n") for part in listed[1:listed.index("]")].split(",")]
+    listed = text[
+        text.index(
+            "[",
+            text.index("arch list") if "arch list" in text else text.index("get_arch_list") + len("get_arch_list()"),
+        ) :
+    ]
+    return [part.strip(" '\n") for part in listed[1 : listed.index("]")].split(",")]
 
 
-@pytest.mark.parametrize(("name", "compute"), [("torch-2.9.1+rocm6.4-radeon-8060s.txt", "rocm6.4"),
-                                               ("torch-2.13.0+rocm7.2-radeon-8060s.txt", "rocm7.2")])
+@pytest.mark.parametrize(
+    ("name", "compute"),
+    [("torch-2.9.1+rocm6.4-radeon-8060s.txt", "rocm6.4"), ("torch-2.13.0+rocm7.2-radeon-8060s.txt", "rocm7.2")],
+)
 def test_recorded_arch_lists_match_the_data(name: str, compute: str) -> None:
     assert sorted(_recorded_arch_list(name)) == sorted(vendors.load().rocm_arches(compute) or ())
 
@@ -250,16 +297,19 @@ def _amd(*gfx: str) -> Probe:
     return probe.override(LINUX, gpu_gfx=list(gfx))
 
 
-@pytest.mark.parametrize(("release", "gfx", "compute"), [
-    ("2.9.1", ("gfx942",), "rocm6.4"),
-    ("2.9.1", ("gfx90a", "gfx1100"), "rocm6.4"),
-    ("2.10.0", ("gfx950",), "rocm7.1"),
-    ("2.6.0", ("gfx1200",), "rocm6.2.4"),      # the newest, rocm6.2.4, carries RDNA4; rocm6.1 never did
-    ("2.5.1", ("gfx1101",), "rocm6.1"),        # rocm6.2 lacks gfx1101: rocm6.1 (which has it) is chosen
-    ("2.13.0", ("gfx1151",), "rocm7.2"),
-    ("2.9.1", ("gfx1151",), "cpu"),            # no 2.9 ROCm build carries Strix Halo kernels
-    ("2.9.1", ("gfx1031",), "cpu"),            # an RX 6700 XT: no build has gfx1031
-])
+@pytest.mark.parametrize(
+    ("release", "gfx", "compute"),
+    [
+        ("2.9.1", ("gfx942",), "rocm6.4"),
+        ("2.9.1", ("gfx90a", "gfx1100"), "rocm6.4"),
+        ("2.10.0", ("gfx950",), "rocm7.1"),
+        ("2.6.0", ("gfx1200",), "rocm6.2.4"),  # the newest, rocm6.2.4, carries RDNA4; rocm6.1 never did
+        ("2.5.1", ("gfx1101",), "rocm6.1"),  # rocm6.2 lacks gfx1101: rocm6.1 (which has it) is chosen
+        ("2.13.0", ("gfx1151",), "rocm7.2"),
+        ("2.9.1", ("gfx1151",), "cpu"),  # no 2.9 ROCm build carries Strix Halo kernels
+        ("2.9.1", ("gfx1031",), "cpu"),  # an RX 6700 XT: no build has gfx1031
+    ],
+)
 def test_amd_advice_per_release_and_architecture(release: str, gfx: tuple[str, ...], compute: str) -> None:
     chosen = selector.select(_amd(*gfx), release_spec=release)
     assert chosen.compute == compute
@@ -276,8 +326,10 @@ def test_rejected_rocm_builds_name_the_missing_gfx_and_rdna_gets_a_hint_only() -
     assert any(r.startswith("rocm6.2: no kernels for gfx1101") for r in chosen.rejected)
     rx6700 = selector.select(_amd("gfx1031"), release_spec="2.9.1")
     assert rx6700.compute == "cpu"
-    assert rx6700.notes == ["hint: HSA_OVERRIDE_GFX_VERSION=10.3.0 makes gfx1031 run gfx1030's kernels; "
-                            "AMD does not support it, results are yours to check"]
+    assert rx6700.notes == [
+        "hint: HSA_OVERRIDE_GFX_VERSION=10.3.0 makes gfx1031 run gfx1030's kernels; "
+        "AMD does not support it, results are yours to check"
+    ]
 
 
 def test_amd_off_linux_or_unrecorded_or_unknown_gfx() -> None:
@@ -285,8 +337,9 @@ def test_amd_off_linux_or_unrecorded_or_unknown_gfx() -> None:
     assert windows.compute == "cpu" and "ROCm builds exist only for Linux" in windows.reasons[-1]
     old = selector.select(_amd("gfx90a"), release_spec="2.1.2")
     assert old.compute == "rocm5.6" and "gfx list is not recorded, so it was not checked" in old.reasons[-1]
-    drm_only = LINUX._replace(amd_gpus=(amd.AmdGpu(0, None, "0x744c"),),
-                              sources={"amd_gpus": "/sys/class/drm/card*/device/vendor"})
+    drm_only = LINUX._replace(
+        amd_gpus=(amd.AmdGpu(0, None, "0x744c"),), sources={"amd_gpus": "/sys/class/drm/card*/device/vendor"}
+    )
     chosen = selector.select(drm_only, release_spec="2.9.1")
     assert chosen.compute == "rocm6.4" and "were not checked" in chosen.reasons[-1]
 
@@ -297,8 +350,12 @@ def test_kfd_lists_a_ryzen_igpu_beside_the_discrete_card() -> None:
     alone = amd.read_kfd(KFD / "granite-ridge-igpu")
     assert [(g.gfx, g.device_id, g.compute_units) for g in alone] == [("gfx1036", "0x13c0", None)]
     facts = vendors.load()
-    assert {"gfx1036", "gfx1103", "gfx1150", "gfx1151"} <= facts.integrated and "llvm/llvm-project" in \
-        facts.integrated_source
+    assert {
+        "gfx1036",
+        "gfx1103",
+        "gfx1150",
+        "gfx1151",
+    } <= facts.integrated and "llvm/llvm-project" in facts.integrated_source
     # No gfx of a discrete card is taken for an integrated one.
     assert not facts.integrated & {"gfx1030", "gfx1032", "gfx1100", "gfx1102", "gfx942", "gfx1200"}
 
@@ -307,7 +364,8 @@ def test_the_integrated_list_is_llvms_apu_column() -> None:
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
-        "apu_gfx_from_llvm", Path(__file__).resolve().parents[2] / "envs/scripts/apu_gfx_from_llvm.py")
+        "apu_gfx_from_llvm", Path(__file__).resolve().parents[2] / "envs/scripts/apu_gfx_from_llvm.py"
+    )
     assert spec is not None and spec.loader is not None
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
@@ -321,15 +379,19 @@ def _kfd(tree: str) -> Probe:
     return LINUX._replace(amd_gpus=gpus, sources={"amd_gpus": f"{tree}/*/properties"})
 
 
-@pytest.mark.parametrize(("release", "gfx", "compute", "hidden"), [
-    ("2.9.1", ("gfx1036", "gfx1100"), "rocm6.4", "1"),          # Raphael iGPU + RX 7900 XTX
-    ("2.9.1", ("gfx1103", "gfx1100"), "rocm6.4", "1"),          # Phoenix (Ryzen 7040) + RX 7900 XTX
-    ("2.9.1", ("gfx1100", "gfx1035"), "rocm6.4", "0"),          # Rembrandt iGPU listed second
-    ("2.9.1", ("gfx1150", "gfx1201"), "rocm6.4", "1"),          # Strix Point + RX 9070 XT
-    ("2.13.0", ("gfx1103", "gfx1100"), "rocm7.2", None),        # rocm7.2 serves gfx1103 too: nothing left out
-])
+@pytest.mark.parametrize(
+    ("release", "gfx", "compute", "hidden"),
+    [
+        ("2.9.1", ("gfx1036", "gfx1100"), "rocm6.4", "1"),  # Raphael iGPU + RX 7900 XTX
+        ("2.9.1", ("gfx1103", "gfx1100"), "rocm6.4", "1"),  # Phoenix (Ryzen 7040) + RX 7900 XTX
+        ("2.9.1", ("gfx1100", "gfx1035"), "rocm6.4", "0"),  # Rembrandt iGPU listed second
+        ("2.9.1", ("gfx1150", "gfx1201"), "rocm6.4", "1"),  # Strix Point + RX 9070 XT
+        ("2.13.0", ("gfx1103", "gfx1100"), "rocm7.2", None),  # rocm7.2 serves gfx1103 too: nothing left out
+    ],
+)
 def test_an_integrated_gpu_no_build_serves_leaves_the_choice_to_the_discrete_one(
-        release: str, gfx: tuple[str, ...], compute: str, hidden: str | None) -> None:
+    release: str, gfx: tuple[str, ...], compute: str, hidden: str | None
+) -> None:
     chosen = selector.select(_amd(*gfx), release_spec=release)
     assert chosen.compute == compute
     igpu = next(g for g in gfx if g in vendors.load().integrated)
@@ -337,8 +399,9 @@ def test_an_integrated_gpu_no_build_serves_leaves_the_choice_to_the_discrete_one
     if hidden is None:
         assert notes == []
     else:
-        assert len(notes) == 1 and notes[0].startswith(f"{igpu} (HIP device {1 - int(hidden)}): an integrated GPU "
-                                                        f"that {compute} has no kernels for, left out")
+        assert len(notes) == 1 and notes[0].startswith(
+            f"{igpu} (HIP device {1 - int(hidden)}): an integrated GPU that {compute} has no kernels for, left out"
+        )
         assert f"HIP_VISIBLE_DEVICES={hidden} " in notes[0]
     assert not any("HSA_OVERRIDE_GFX_VERSION" in n for n in chosen.notes)
     served = [g for g in gfx if hidden is None or g != igpu]
@@ -350,15 +413,17 @@ def test_the_recorded_raphael_box_gets_a_hint_for_its_card_never_for_its_igpu() 
     chosen = selector.select(_kfd("raphael-rx6600"), release_spec="2.9.1")
     assert chosen.compute == "cpu" and "gfx1032" in chosen.reasons[-1]
     hints = [n for n in chosen.notes if n.startswith("hint:")]
-    assert hints == ["hint: HSA_OVERRIDE_GFX_VERSION=10.3.0 makes gfx1032 run gfx1030's kernels; "
-                     "AMD does not support it, results are yours to check"]
+    assert hints == [
+        "hint: HSA_OVERRIDE_GFX_VERSION=10.3.0 makes gfx1032 run gfx1030's kernels; "
+        "AMD does not support it, results are yours to check"
+    ]
 
 
 def test_an_integrated_gpu_alone_decides_and_gets_no_override_hint() -> None:
     chosen = selector.select(_kfd("granite-ridge-igpu"), release_spec="2.9.1")
     assert chosen.compute == "cpu" and "gfx1036" in chosen.reasons[-1]
     assert not any("HSA_OVERRIDE" in n or "HIP_VISIBLE_DEVICES" in n for n in chosen.notes)
-    strix_halo = selector.select(_amd("gfx1151"), release_spec="2.13.0")    # an APU some build serves
+    strix_halo = selector.select(_amd("gfx1151"), release_spec="2.13.0")  # an APU some build serves
     assert strix_halo.compute == "rocm7.2"
 
 
@@ -367,9 +432,17 @@ def test_nvidia_comes_before_an_amd_igpu() -> None:
     assert selector.select(laptop, release_spec="2.9.1").compute == "cu128"
 
 
-@pytest.mark.parametrize(("release", "os", "compute"), [
-    ("2.9.1", "linux", "xpu"), ("2.5.1", "linux", "xpu"), ("2.5.1", "windows", "cpu"), ("2.6.0", "windows", "xpu"),
-    ("2.4.1", "linux", "cpu"), ("nightly", "linux", "xpu")])
+@pytest.mark.parametrize(
+    ("release", "os", "compute"),
+    [
+        ("2.9.1", "linux", "xpu"),
+        ("2.5.1", "linux", "xpu"),
+        ("2.5.1", "windows", "cpu"),
+        ("2.6.0", "windows", "xpu"),
+        ("2.4.1", "linux", "cpu"),
+        ("nightly", "linux", "xpu"),
+    ],
+)
 def test_intel_advice_per_release(release: str, os: str, compute: str) -> None:
     chosen = selector.select(probe.override(LINUX, os=os, intel_gpu=True), release_spec=release)
     assert chosen.compute == compute
@@ -380,25 +453,34 @@ def test_intel_advice_per_release(release: str, os: str, compute: str) -> None:
 
 
 def test_compute_xpu_and_rocm_in_every_format() -> None:
-    assert (selector.select(LINUX, release_spec="2.9.1", compute="xpu").command ==
-            "pip install torch==2.9.1 torchvision==0.24.1 torchaudio==2.9.1 "
-            "--index-url https://download.pytorch.org/whl/xpu")
-    assert (selector.select(LINUX, release_spec="2.9.1", compute="xpu", fmt="selector").command ==
-            "pip3 install torch torchvision --index-url https://download.pytorch.org/whl/xpu")  # no torchaudio from 2.8
-    assert (selector.select(LINUX, release_spec="2.9.1", compute="xpu", package="uv").command ==
-            "uv pip install torch==2.9.1 torchvision==0.24.1 torchaudio==2.9.1 "
-            "--index-url https://download.pytorch.org/whl/xpu")
+    assert (
+        selector.select(LINUX, release_spec="2.9.1", compute="xpu").command
+        == "pip install torch==2.9.1 torchvision==0.24.1 torchaudio==2.9.1 "
+        "--index-url https://download.pytorch.org/whl/xpu"
+    )
+    assert (
+        selector.select(LINUX, release_spec="2.9.1", compute="xpu", fmt="selector").command
+        == "pip3 install torch torchvision --index-url https://download.pytorch.org/whl/xpu"
+    )  # no torchaudio from 2.8
+    assert (
+        selector.select(LINUX, release_spec="2.9.1", compute="xpu", package="uv").command
+        == "uv pip install torch==2.9.1 torchvision==0.24.1 torchaudio==2.9.1 "
+        "--index-url https://download.pytorch.org/whl/xpu"
+    )
     assert selector.select(LINUX, release_spec="2.9.1", compute="rocm6.4", package="uv").command.endswith(
-        "/whl/rocm6.4")
+        "/whl/rocm6.4"
+    )
     warned = selector.select(_amd("gfx1151"), release_spec="2.9.1", compute="rocm6.4")
     assert warned.notes == ["warning: rocm6.4 will not run on this machine: no kernels for gfx1151"]
-    for release, os, package, match in [("2.4.1", "linux", "pip", "no xpu build for linux x86_64"),
-                                        ("2.9.1", "macos", "pip", "no xpu builds for macOS"),
-                                        ("2.3.1", "linux", "conda", "no xpu build for conda")]:
+    for release, os, package, match in [
+        ("2.4.1", "linux", "pip", "no xpu build for linux x86_64"),
+        ("2.9.1", "macos", "pip", "no xpu builds for macOS"),
+        ("2.3.1", "linux", "conda", "no xpu build for conda"),
+    ]:
         machine = probe.override(LINUX, os=os)
         with pytest.raises(SelectionError, match=match):
             selector.select(machine, release_spec=release, package=package, compute="xpu")
-    with pytest.raises(SelectionError) as unknown:      # the builds it names include xpu, which Start Locally lacks
+    with pytest.raises(SelectionError) as unknown:  # the builds it names include xpu, which Start Locally lacks
         selector.select(LINUX, release_spec="2.9.1", compute="rocm9.9")
     assert unknown.value.hint is not None and unknown.value.hint.endswith("cpu, xpu")
 
@@ -417,20 +499,36 @@ def test_cli_explain_shows_each_vendor_fact_and_source(capsys: pytest.CaptureFix
 
 # --- the suite's device layer on a HIP or XPU torch: the real code paths, torch's answers faked ----------------
 
-HIP = devices.CudaFacts(torch_version="2.9.1+rocm6.4", built_cuda=None, built_hip="6.4.43484-123eb5128",
-                        visible_devices=None, driver=None, os="linux", in_container=False, wsl=False,
-                        available=False, device_count=0, init_warning=None)
-XPU = devices.XpuFacts(torch_version="2.9.1+xpu", built=True, available=False, device_count=0, names=(),
-                       intel_gpus=1, affinity_mask=None)
+HIP = devices.CudaFacts(
+    torch_version="2.9.1+rocm6.4",
+    built_cuda=None,
+    built_hip="6.4.43484-123eb5128",
+    visible_devices=None,
+    driver=None,
+    os="linux",
+    in_container=False,
+    wsl=False,
+    available=False,
+    device_count=0,
+    init_warning=None,
+)
+XPU = devices.XpuFacts(
+    torch_version="2.9.1+xpu", built=True, available=False, device_count=0, names=(), intel_gpus=1, affinity_mask=None
+)
 
 
-@pytest.mark.parametrize(("changes", "expected"), [
-    ({"hip_visible_devices": "-1"}, "hidden by HIP_VISIBLE_DEVICES='-1'"),
-    ({"rocr_visible_devices": ""}, "hidden by ROCR_VISIBLE_DEVICES=''"),
-    ({"kfd_problem": "no permission on /dev/kfd: add this user to the render and video groups"},
-     "no permission on /dev/kfd"),
-    ({"torch_version": "2.9.1+xpu", "built_hip": None}, "is an XPU (Intel GPU) build (2.9.1+xpu)"),
-])
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({"hip_visible_devices": "-1"}, "hidden by HIP_VISIBLE_DEVICES='-1'"),
+        ({"rocr_visible_devices": ""}, "hidden by ROCR_VISIBLE_DEVICES=''"),
+        (
+            {"kfd_problem": "no permission on /dev/kfd: add this user to the render and video groups"},
+            "no permission on /dev/kfd",
+        ),
+        ({"torch_version": "2.9.1+xpu", "built_hip": None}, "is an XPU (Intel GPU) build (2.9.1+xpu)"),
+    ],
+)
 def test_hip_reasons(changes: dict[str, object], expected: str) -> None:
     reason = devices.cuda_unavailable_reason(dataclasses.replace(HIP, **changes))  # type: ignore[arg-type]
     assert reason is not None and expected in reason
@@ -449,13 +547,16 @@ def test_kfd_problem_names_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert devices.kfd_problem(str(kfd)) is None
 
 
-@pytest.mark.parametrize(("changes", "expected"), [
-    ({"built": False, "torch_version": "2.9.1+cu126"}, "no XPU support (2.9.1+cu126)"),
-    ({"affinity_mask": ""}, "hidden by ZE_AFFINITY_MASK=''"),
-    ({"intel_gpus": 0}, "no Intel GPU found"),
-    ({}, "Level Zero runtime is missing"),
-    ({"available": True, "device_count": 1}, None),
-])
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({"built": False, "torch_version": "2.9.1+cu126"}, "no XPU support (2.9.1+cu126)"),
+        ({"affinity_mask": ""}, "hidden by ZE_AFFINITY_MASK=''"),
+        ({"intel_gpus": 0}, "no Intel GPU found"),
+        ({}, "Level Zero runtime is missing"),
+        ({"available": True, "device_count": 1}, None),
+    ],
+)
 def test_xpu_reasons(changes: dict[str, object], expected: str | None) -> None:
     reason = devices.xpu_unavailable_reason(dataclasses.replace(XPU, **changes))  # type: ignore[arg-type]
     assert reason == expected if expected is None else expected in (reason or "")
@@ -466,14 +567,15 @@ def test_xpu_reasons(changes: dict[str, object], expected: str | None) -> None:
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 if HAS_TORCH:
     import torch
-needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="fakes a HIP or XPU build's answers on a real torch, "
-                                                      "and torch is not installed")
+needs_torch = pytest.mark.skipif(
+    not HAS_TORCH, reason="fakes a HIP or XPU build's answers on a real torch, and torch is not installed"
+)
 
 
 @dataclasses.dataclass
 class _Props:
     name: str
-    gcnArchName: str          # torch's attribute name
+    gcnArchName: str  # torch's attribute name
     major: int = 9
     minor: int = 4
     total_memory: int = 192 * 2**30
@@ -497,14 +599,16 @@ def _availability(machine: Probe) -> Any:
     from kitbench.suite.checks import availability
     from kitbench.suite.checks.base import Context, NoProgress, Options
 
-    return availability.run(Context(device=torch.device("cpu"), machine=machine, options=Options(device="auto"),
-                                    progress=NoProgress()))
+    return availability.run(
+        Context(device=torch.device("cpu"), machine=machine, options=Options(device="auto"), progress=NoProgress())
+    )
 
 
 @needs_torch
 def test_hip_build_on_a_gpu_it_carries_is_usable(monkeypatch: pytest.MonkeyPatch) -> None:
-    _fake_hip(monkeypatch, _Props("AMD Instinct MI300X", "gfx942:sramecc+:xnack-"),
-              "torch-2.9.1+rocm6.4-radeon-8060s.txt")
+    _fake_hip(
+        monkeypatch, _Props("AMD Instinct MI300X", "gfx942:sramecc+:xnack-"), "torch-2.9.1+rocm6.4-radeon-8060s.txt"
+    )
     result = _availability(probe.override(LINUX, gpu_gfx=["gfx942"]))
     # Before: every AMD GPU failed with "no kernels for sm_94" read off an empty CUDA arch list.
     assert result.status == "ok" and result.cuda_available and result.fix is None
@@ -514,7 +618,8 @@ def test_hip_build_on_a_gpu_it_carries_is_usable(monkeypatch: pytest.MonkeyPatch
 
 @needs_torch
 def test_hip_build_without_kernels_for_the_gpu_says_which_and_what_install_cmd_answers(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     _fake_hip(monkeypatch, _Props("AMD Radeon 8060S", "gfx1151"), "torch-2.9.1+rocm6.4-radeon-8060s.txt")
     machine = probe.override(LINUX, gpu_gfx=["gfx1151"])
     result = _availability(machine)
@@ -581,12 +686,11 @@ def test_ddp_joins_intel_gpus_over_xccl_where_the_build_has_it(monkeypatch: pyte
     assert ddp._xccl_gpus() == 0
 
 
-def test_rocm_and_xpu_targets_load_and_preflight_refuses_them_without_the_gpu(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rocm_and_xpu_targets_load_and_preflight_refuses_them_without_the_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     from kitbench.environments import preflight, targets
     from kitbench.errors import PreflightError
 
-    monkeypatch.delenv("KITBENCH_GPUS", raising=False)      # =none would run them without their GPU
+    monkeypatch.delenv("KITBENCH_GPUS", raising=False)  # =none would run them without their GPU
 
     rocm, xpu = targets.get("rocm"), targets.get("xpu")
     assert rocm.index["linux"].endswith("/whl/rocm7.2") and xpu.index["windows"].endswith("/whl/xpu")
@@ -607,12 +711,13 @@ def test_a_gpu_this_release_cannot_serve_is_pointed_at_a_release_that_can() -> N
     strix = selector.select(_amd("gfx1151"), release_spec="2.9.1")
     # 2.15's ROCm builds are inferred (a nightly matrix): the pointer names 2.14.1's, published on Start Locally.
     assert "torch 2.14.1 has rocm7.14 with kernels for gfx1151: --release 2.14.1" in strix.notes
-    nightly = selector.select(_amd("gfx1031"), release_spec="nightly")    # no release serves it: no pointer
+    nightly = selector.select(_amd("gfx1031"), release_spec="nightly")  # no release serves it: no pointer
     assert nightly.compute == "cpu" and not any("--release" in note for note in nightly.notes)
 
 
-def test_cli_probe_shows_the_amd_gpus_and_their_source(monkeypatch: pytest.MonkeyPatch,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_probe_shows_the_amd_gpus_and_their_source(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("UV_AMD_GPU_ARCHITECTURE", "gfx942,gfx942")
     assert _cli.main(["probe"]) == 0
     assert "amd_gpus        0: gfx942, 1: gfx942  [UV_AMD_GPU_ARCHITECTURE]" in capsys.readouterr().out
@@ -630,21 +735,42 @@ def test_every_accelerator_synchronizes_through_torch_accelerator(monkeypatch: p
 
 
 def test_an_arc_card_beside_a_uhd_igpu_is_described_with_two_intel_gpu_flags(
-        capsys: pytest.CaptureFixture[str]) -> None:
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """--intel-gpu once per GPU, as --gpu-cc and --gpu-gfx: the Arc decides, the UHD is named as left out."""
     from kitbench._cli import main
 
-    assert main(["install-cmd", "--os", "linux", "--python-version", "3.12", "--glibc", "2.35",
-                 "--intel-gpu", "4680", "--intel-gpu", "56a0", "--explain"]) == 0
+    assert (
+        main(
+            [
+                "install-cmd",
+                "--os",
+                "linux",
+                "--python-version",
+                "3.12",
+                "--glibc",
+                "2.35",
+                "--intel-gpu",
+                "4680",
+                "--intel-gpu",
+                "56a0",
+                "--explain",
+            ]
+        )
+        == 0
+    )
     out, err = capsys.readouterr()
     assert out.rstrip().endswith("/whl/xpu")
     assert "Intel GPU 0x4680: none of the GPUs the XPU builds support, left out" in err
-    assert main(["install-cmd", "--os", "linux", "--python-version", "3.12", "--glibc", "2.35",
-                 "--intel-gpu", "4680"]) == 0
+    assert (
+        main(["install-cmd", "--os", "linux", "--python-version", "3.12", "--glibc", "2.35", "--intel-gpu", "4680"])
+        == 0
+    )
     assert capsys.readouterr().out.rstrip().endswith("/whl/cpu")
 
 
 # --- the scripts that read these facts from a git checkout: data written, bad input one line ------------------------
+
 
 def _repo(tmp_path: Path, files: dict[str, str]) -> tuple[str, str]:
     """A git repository holding ``files`` in one commit: its git dir and the commit's id."""
@@ -656,8 +782,12 @@ def _repo(tmp_path: Path, files: dict[str, str]) -> tuple[str, str]:
         (work / name).write_text(text)
 
     def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-                              check=True, capture_output=True, text=True).stdout
+        return subprocess.run(
+            ["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
 
     git("init", "-q")
     git("add", ".")
@@ -681,16 +811,21 @@ _FAMILIES = ("DG2", "ATS_M", "PVC", "BMG", "MTL", "ARL", "LNL", "PTL")
 
 def _pciids(*extra: str) -> str:
     """pciids.h with one id per family of intel_gpus_from_linux.FAMILIES (DG2's through a nested macro)."""
-    lines = ["#define INTEL_DG2_G10_IDS(MACRO__, ...) \\\n\tMACRO__(0x56A0, ## __VA_ARGS__)\n",
-             "#define INTEL_DG2_IDS(MACRO__, ...) \\\n\tINTEL_DG2_G10_IDS(MACRO__, ## __VA_ARGS__), \\\n"
-             "\tMACRO__(0x5690, ## __VA_ARGS__)\n"]
-    lines += [f"#define INTEL_{f}_IDS(MACRO__, ...) \\\n\tMACRO__(0x{0xe000 + i:04X}, ## __VA_ARGS__)\n"
-              for i, f in enumerate(_FAMILIES[1:])]
+    lines = [
+        "#define INTEL_DG2_G10_IDS(MACRO__, ...) \\\n\tMACRO__(0x56A0, ## __VA_ARGS__)\n",
+        "#define INTEL_DG2_IDS(MACRO__, ...) \\\n\tINTEL_DG2_G10_IDS(MACRO__, ## __VA_ARGS__), \\\n"
+        "\tMACRO__(0x5690, ## __VA_ARGS__)\n",
+    ]
+    lines += [
+        f"#define INTEL_{f}_IDS(MACRO__, ...) \\\n\tMACRO__(0x{0xE000 + i:04X}, ## __VA_ARGS__)\n"
+        for i, f in enumerate(_FAMILIES[1:])
+    ]
     return "\n".join([*lines, *extra])
 
 
 def test_the_intel_script_writes_the_file_as_data_and_refuses_in_one_line(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from kitbench.records import manifest
 
     header = "include/drm/intel/pciids.h"
@@ -702,10 +837,13 @@ def test_the_intel_script_writes_the_file_as_data_and_refuses_in_one_line(
     assert out.read_text().startswith("# The Intel GPUs PyTorch's XPU builds support")
     written = out.read_bytes()
     for files, said in (
-            ({header: _pciids().replace("INTEL_PTL_IDS", "INTEL_PTL_X_IDS")}, "defines no INTEL_PTL_IDS"),
-            ({header: _pciids().replace("MACRO__(0x5690", "INTEL_DG2_IDS(MACRO__")}, "INTEL_DG2_IDS is defined in "
-             "pciids.h through itself"),
-            ({"README": "no header"}, "failed: fatal: ")):
+        ({header: _pciids().replace("INTEL_PTL_IDS", "INTEL_PTL_X_IDS")}, "defines no INTEL_PTL_IDS"),
+        (
+            {header: _pciids().replace("MACRO__(0x5690", "INTEL_DG2_IDS(MACRO__")},
+            "INTEL_DG2_IDS is defined in pciids.h through itself",
+        ),
+        ({"README": "no header"}, "failed: fatal: "),
+    ):
         repo = _repo(tmp_path / said[:8].replace(" ", "_"), files)
         code, _, err = _script("intel_gpus_from_linux", capsys, *repo, out)
         assert code == 1 and len(err.splitlines()) == 2 and said in err, err
@@ -715,13 +853,16 @@ def test_the_intel_script_writes_the_file_as_data_and_refuses_in_one_line(
 
 
 def test_the_amd_scripts_print_entries_the_schema_takes_and_refuse_in_one_line(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import yaml
 
-    backend = ('#[serde(rename = "rocm6.4")]\n#[value(name = "rocm6.4")]\nRocm64,\n'
-               "static LINUX_AMD_GPU_DRIVERS: LazyLock<...> = LazyLock::new(|| {\n"
-               "    (TorchBackend::Rocm64, AmdGpuArchitecture::Gfx1100),\n"
-               "    (TorchBackend::Rocm64, AmdGpuArchitecture::Gfx942),\n});\n")
+    backend = (
+        '#[serde(rename = "rocm6.4")]\n#[value(name = "rocm6.4")]\nRocm64,\n'
+        "static LINUX_AMD_GPU_DRIVERS: LazyLock<...> = LazyLock::new(|| {\n"
+        "    (TorchBackend::Rocm64, AmdGpuArchitecture::Gfx1100),\n"
+        "    (TorchBackend::Rocm64, AmdGpuArchitecture::Gfx942),\n});\n"
+    )
     uv = _repo(tmp_path / "uv", {"crates/uv-torch/src/backend.rs": backend})
     code, out, _ = _script("rocm_arches_from_uv", capsys, *uv)
     assert code == 0
@@ -729,8 +870,10 @@ def test_the_amd_scripts_print_entries_the_schema_takes_and_refuse_in_one_line(
     moved = _repo(tmp_path / "moved", {"crates/uv-torch/src/backend.rs": backend.replace("LINUX_AMD", "AMD")})
     code, _, err = _script("rocm_arches_from_uv", capsys, *moved)
     assert code == 1 and "has no LINUX_AMD_GPU_DRIVERS table" in err
-    llvm = _repo(tmp_path / "llvm", {"llvm/docs/AMDGPUUsage.rst": (
-        RESOURCES / "llvm" / "AMDGPUUsage-processors-excerpt.rst").read_text()})
+    llvm = _repo(
+        tmp_path / "llvm",
+        {"llvm/docs/AMDGPUUsage.rst": (RESOURCES / "llvm" / "AMDGPUUsage-processors-excerpt.rst").read_text()},
+    )
     code, out, _ = _script("apu_gfx_from_llvm", capsys, *llvm)
     assert code == 0 and yaml.safe_load(out)["integrated"]["gfx"] == ["gfx1033", "gfx1035", "gfx1036", "gfx1103"]
     empty = _repo(tmp_path / "empty", {"llvm/docs/AMDGPUUsage.rst": "no table\n"})

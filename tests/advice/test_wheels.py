@@ -22,9 +22,22 @@ from kitbench.records import manifest
 
 RESOURCES = Path(__file__).resolve().parent.parent / "resources" / "published"
 RAW = yaml.safe_load((Path(__file__).resolve().parents[2] / "envs" / "wheels.yaml").read_text())
-BASE = Probe(os="linux", os_version="6.1", arch="x86_64", python_arch="x86_64", python_version="3.11",
-             rosetta=False, wsl=False, container=False, driver=None, gpus=(), rocm=None, sources={},
-             libc="glibc", libc_version="2.35")
+BASE = Probe(
+    os="linux",
+    os_version="6.1",
+    arch="x86_64",
+    python_arch="x86_64",
+    python_version="3.11",
+    rosetta=False,
+    wsl=False,
+    container=False,
+    driver=None,
+    gpus=(),
+    rocm=None,
+    sources={},
+    libc="glibc",
+    libc_version="2.35",
+)
 # The issue's platforms: name -> what the probe says there (the oracle below reads the name).
 PLATFORMS: dict[str, dict[str, str | None]] = {
     "manylinux-glibc2.17": {"libc": "glibc", "libc_version": "2.17"},
@@ -38,9 +51,16 @@ PLATFORMS: dict[str, dict[str, str | None]] = {
 }
 # The free-threaded builds (3.13t from 3.13) take cpXYt wheels only.
 PYTHONS = [f"3.{minor}" for minor in range(8, 16)] + ["3.13t", "3.14t", "3.15t"]
-REASON = {"manylinux-glibc2.17": ("glibc", "Python"), "manylinux-glibc2.28": ("Python",), "musl": ("musl",),
-          "macos11-arm64": ("macOS 14.0", "Python"), "macos13-arm64": ("macOS 14.0", "Python"),
-          "macos14-arm64": ("Python",), "macos13-x86_64": ("macOS x86_64", "Python"), "windows-x86_64": ("Python",)}
+REASON = {
+    "manylinux-glibc2.17": ("glibc", "Python"),
+    "manylinux-glibc2.28": ("Python",),
+    "musl": ("musl",),
+    "macos11-arm64": ("macOS 14.0", "Python"),
+    "macos13-arm64": ("macOS 14.0", "Python"),
+    "macos14-arm64": ("Python",),
+    "macos13-x86_64": ("macOS x86_64", "Python"),
+    "windows-x86_64": ("Python",),
+}
 
 
 def _machine(platform: str, python: str) -> Probe:
@@ -73,7 +93,7 @@ def _python_fits(tags: str, requires: str, python: str) -> bool:
 
 def _installs(version: str, platform: str, python: str) -> bool:
     entry = next(e for e in RAW["releases"] if e["torch"] == version)
-    for package in entry["wheels"]:         # torch, torchvision, and torchaudio where the release had one
+    for package in entry["wheels"]:  # torch, torchvision, and torchaudio where the release had one
         found = dict(entry["wheels"][package])
         requires = found.pop("requires_python")
         if not any(_tag_fits(t, platform) and _python_fits(p, requires, python) for t, p in found.items()):
@@ -140,28 +160,35 @@ def test_golden_grid_stable_is_the_newest_release_that_installs(platform: str) -
         # mps-macos-floor.md), and 2.15's docs say 15.0, which no answer goes below.
         if machine.arch == "arm64" and machine.os == "macos":
             floors = {(2, 15): (15, 0), (2, 9): (14, 0), (2, 5): (13, 0), (0,): (12, 3)}
-            mps = [v for v in fits if _key(machine.os_version or "0") >= next(
-                floor for since, floor in floors.items() if _key(v) >= since)]
+            mps = [
+                v
+                for v in fits
+                if _key(machine.os_version or "0") >= next(floor for since, floor in floors.items() if _key(v) >= since)
+            ]
             fits = mps or fits
         for package in ("pip", "uv"):
             chosen = selector.select(machine, package=package)
             assert _version_of(chosen.command) == chosen.release == fits[-1], (python, package)
             stable = list(releases.releases())[-1]
             if not mps_held(chosen):
-                assert (f"{fits[-1]} is the newest release that installs here" in " ".join(chosen.notes)) == \
-                    (fits[-1] != stable)
+                assert (f"{fits[-1]} is the newest release that installs here" in " ".join(chosen.notes)) == (
+                    fits[-1] != stable
+                )
 
 
-@pytest.mark.parametrize(("changes", "newest"), [
-    ({"python_version": "3.10", "libc_version": "2.35"}, "2.14.1"),   # Ubuntu 22.04
-    ({"python_version": "3.9"}, "2.8.0"),
-    ({"python_version": "3.8"}, "2.4.1"),
-    ({"libc_version": "2.17"}, "2.6.0"),                               # CentOS 7 / RHEL 7, x86_64
-    ({"libc_version": "2.27"}, "2.6.0"),                               # Ubuntu 18.04
-    ({"libc_version": "2.17", "arch": "aarch64", "python_arch": "aarch64"}, "2.5.1"),   # aarch64 moved at 2.6.0
-    # 2.11.0 is the newest that installs on macOS 13.6; MPS checks for macOS 14.0 from 2.9, 13.0 in 2.8.0's wheel.
-    ({"os": "macos", "os_version": "13.6", "arch": "arm64", "python_arch": "arm64"}, "2.8.0"),
-])
+@pytest.mark.parametrize(
+    ("changes", "newest"),
+    [
+        ({"python_version": "3.10", "libc_version": "2.35"}, "2.14.1"),  # Ubuntu 22.04
+        ({"python_version": "3.9"}, "2.8.0"),
+        ({"python_version": "3.8"}, "2.4.1"),
+        ({"libc_version": "2.17"}, "2.6.0"),  # CentOS 7 / RHEL 7, x86_64
+        ({"libc_version": "2.27"}, "2.6.0"),  # Ubuntu 18.04
+        ({"libc_version": "2.17", "arch": "aarch64", "python_arch": "aarch64"}, "2.5.1"),  # aarch64 moved at 2.6.0
+        # 2.11.0 is the newest that installs on macOS 13.6; MPS checks for macOS 14.0 from 2.9, 13.0 in 2.8.0's wheel.
+        ({"os": "macos", "os_version": "13.6", "arch": "arm64", "python_arch": "arm64"}, "2.8.0"),
+    ],
+)
 def test_the_issues_examples_checked_against_the_facts(changes: dict[str, str], newest: str) -> None:
     assert selector.select(BASE._replace(**changes)).release == newest  # type: ignore[arg-type]
 
@@ -210,8 +237,9 @@ def test_an_old_gpu_on_stable_names_the_newest_release_whose_build_runs_on_it() 
     chosen = selector.select(pascal)
     newest = releases.release("stable").version
     assert (chosen.release, chosen.compute) == ("2.7.1", "cu118")
-    assert chosen.notes[0].startswith(f"torch 2.7.1, not the newest release ({newest}): no build of {newest} runs "
-                                      "on this GPU (")
+    assert chosen.notes[0].startswith(
+        f"torch 2.7.1, not the newest release ({newest}): no build of {newest} runs on this GPU ("
+    )
     # An explicit release keeps its own best build, and names the newest release that would use the GPU.
     pinned = selector.select(pascal, release_spec=newest)
     assert pinned.compute == "cpu"
@@ -229,15 +257,22 @@ def test_torchaudio_wheels_are_recorded_and_checked_like_torchvisions() -> None:
     audio = facts.releases["2.9.1"]["torchaudio"]
     trimmed = audio._replace(tags={p: t for p, t in audio.tags.items() if p.os != "windows"})
     assert wheels._refusal(trimmed, "torchaudio", wheels.Host("windows", "x86_64", (3, 12))) == (
-        "torchaudio 2.9.1 has no Windows x86_64 wheels: the last is torchaudio 2.11.0")
+        "torchaudio 2.9.1 has no Windows x86_64 wheels: the last is torchaudio 2.11.0"
+    )
 
 
-@pytest.mark.parametrize(("tags", "python", "free", "fits"), [
-    ("cp313 cp313t", (3, 13), True, True), ("cp313 cp314 cp314t", (3, 13), True, False),
-    ("cp313t", (3, 13), False, False), ("py3", (3, 13), True, True),
-    ("cp39-abi3", (3, 12), False, True), ("cp39-abi3", (3, 8), False, False),
-    ("cp39-abi3", (3, 13), True, False),       # the stable ABI is the default build's
-])
+@pytest.mark.parametrize(
+    ("tags", "python", "free", "fits"),
+    [
+        ("cp313 cp313t", (3, 13), True, True),
+        ("cp313 cp314 cp314t", (3, 13), True, False),
+        ("cp313t", (3, 13), False, False),
+        ("py3", (3, 13), True, True),
+        ("cp39-abi3", (3, 12), False, True),
+        ("cp39-abi3", (3, 8), False, False),
+        ("cp39-abi3", (3, 13), True, False),  # the stable ABI is the default build's
+    ],
+)
 def test_free_threaded_and_abi3_tags(tags: str, python: tuple[int, int], free: bool, fits: bool) -> None:
     assert wheels._python_ok(tuple(tags.split()), ">=3.8", python, free) is fits
 
@@ -248,8 +283,7 @@ def test_free_threaded_pythons_are_told_apart() -> None:
     # cp313t wheels stop at 2.12.0: stable for a 3.13t Python is 2.12.0, with why 2.12.1 does not install.
     chosen = selector.select(ft)
     assert chosen.release == "2.12.0"
-    assert any("has no wheel for a free-threaded Python 3.13t (it has free-threaded 3.14" in n
-               for n in chosen.notes)
+    assert any("has no wheel for a free-threaded Python 3.13t (it has free-threaded 3.14" in n for n in chosen.notes)
     assert selector.select(BASE._replace(python_version="3.14t")).release == list(releases.releases())[-1]
     with pytest.raises(SelectionError, match=r"no wheel for a free-threaded Python 3.13t \(it has free-threaded"):
         selector.select(ft, release_spec="2.13.0")
@@ -284,12 +318,12 @@ def test_windows_on_arm_has_one_architecture_name() -> None:
     assert "no Windows arm64 wheels on record" in str(caught.value)
     assert "; one does on Python 3.11 to 3.13; " in (caught.value.hint or "")
     assert "--python-arch x86_64" in (caught.value.hint or "")
-    emulated = selector.select(probe.override(BASE, os="windows", arch="arm64", python_arch="x86_64",
-                                              python_version="3.12"))
+    emulated = selector.select(
+        probe.override(BASE, os="windows", arch="arm64", python_arch="x86_64", python_version="3.12")
+    )
     assert emulated.arch == "x86_64" and emulated.compute == "cpu" and emulated.release == list(releases.releases())[-1]
     free = selector.select(probe.override(BASE, os="windows", python_version="3.14t"))
-    assert free.release == list(releases.releases())[-1]       # cp314t wheels on win_amd64
-
+    assert free.release == list(releases.releases())[-1]  # cp314t wheels on win_amd64
 
 
 ARM = wheels.Host("windows", "aarch64", (3, 12))
@@ -300,10 +334,11 @@ def test_windows_on_arm_installs_what_pytorchs_index_is_recorded_serving() -> No
     companions are not recorded there; an inferred fact never makes the newest release."""
     assert wheels.index_only("2.13.0", ARM) and not wheels.index_only("2.13.0", wheels.Host("windows", "x86_64"))
     assert wheels.newest(ARM) == "2.13.0" and wheels.named("2.13.0", ARM) == ("torch",)
-    assert wheels.named("2.13.0", wheels.Host("windows", "x86_64", (3, 12))) is None     # PyPI's: every package
+    assert wheels.named("2.13.0", wheels.Host("windows", "x86_64", (3, 12))) is None  # PyPI's: every package
     assert wheels.refusal("2.15.0", ARM) == (
         "torch 2.15.0 has no Windows arm64 wheels on record: PyPI has none, and PyTorch's index is on record serving "
-        "torch 2.7.0, 2.8.0, 2.10.0, 2.12.0, 2.12.1, 2.13.0 (envs/index_tags.yaml)")
+        "torch 2.7.0, 2.8.0, 2.10.0, 2.12.0, 2.12.1, 2.13.0 (envs/index_tags.yaml)"
+    )
     # 2.10.0's torchvision 0.25.0 was installed from the index on 3.12 and 3.13, not (on record) on 3.11.
     assert wheels.named("2.10.0", ARM) == ("torch", "torchvision")
     assert wheels.named("2.10.0", ARM._replace(python=(3, 11))) == ("torch",)
@@ -313,9 +348,10 @@ def test_windows_on_arm_installs_what_pytorchs_index_is_recorded_serving() -> No
     row = wheels.source_of("2.9.1", ARM, "torch", inferred=True)
     assert row is not None and not row.published and "pytorch/test-infra#8224" in row.source and row.confirm
     assert wheels.refusal("2.13.0", ARM._replace(python=(3, 14))) == (
-        "torch 2.13.0 has no wheel for Python 3.14 (it has Python 3.11 to 3.13)")
+        "torch 2.13.0 has no wheel for Python 3.14 (it has Python 3.11 to 3.13)"
+    )
     assert wheels.other_pythons(ARM._replace(python=(3, 14))) == [(3, 11), (3, 12), (3, 13)]
-    assert wheels.other_pythons(wheels.Host("linux", "x86_64", (3, 12), libc="musl")) == []   # no Python helps
+    assert wheels.other_pythons(wheels.Host("linux", "x86_64", (3, 12), libc="musl")) == []  # no Python helps
 
 
 def test_a_release_s_windows_arm64_wheels_are_data(envs_copy: Path) -> None:
@@ -323,13 +359,19 @@ def test_a_release_s_windows_arm64_wheels_are_data(envs_copy: Path) -> None:
     answer moves to it, torchvision named, with no code changed; the schema refuses an inferred row without what
     would confirm it."""
     path = envs_copy / "index_tags.yaml"
-    row = ('  - {torch: "2.15.0", platform: win_arm64, kind: published, read: "2026-12-01", '
-           'pythons: {torch: "cp312", torchvision: "cp312"}, source: "a listing"}\n')
+    row = (
+        '  - {torch: "2.15.0", platform: win_arm64, kind: published, read: "2026-12-01", '
+        'pythons: {torch: "cp312", torchvision: "cp312"}, source: "a listing"}\n'
+    )
     path.write_text(path.read_text() + row)
-    chosen = selector.select(BASE._replace(os="windows", arch="aarch64", python_arch="aarch64",
-                                                 python_version="3.12", libc=None, libc_version=None))
-    assert chosen.command == ("pip install torch==2.15.0 torchvision==0.29.2 "
-                              "--index-url https://download.pytorch.org/whl/cpu")
+    chosen = selector.select(
+        BASE._replace(
+            os="windows", arch="aarch64", python_arch="aarch64", python_version="3.12", libc=None, libc_version=None
+        )
+    )
+    assert chosen.command == (
+        "pip install torch==2.15.0 torchvision==0.29.2 --index-url https://download.pytorch.org/whl/cpu"
+    )
     assert chosen.facts["wheels"]["source"] == "a listing (envs/index_tags.yaml)"
     path.write_text(path.read_text() + row.replace("published", "inferred"))
     with pytest.raises(ManifestError):
@@ -340,26 +382,31 @@ def test_pytorchs_manylinux1_wheels_need_glibc_2_17_whatever_the_tag_says() -> N
     old = BASE._replace(libc_version="2.12", python_version="3.10")
     with pytest.raises(SelectionError) as caught:
         selector.select(old, release_spec="2.6.0")
-    assert str(caught.value).startswith("torch 2.6.0's Linux x86_64 wheels need glibc 2.17 or newer "
-                                        "(manylinux1_x86_64, tagged for glibc 2.5: pytorch/pytorch#6607")
+    assert str(caught.value).startswith(
+        "torch 2.6.0's Linux x86_64 wheels need glibc 2.17 or newer "
+        "(manylinux1_x86_64, tagged for glibc 2.5: pytorch/pytorch#6607"
+    )
     with pytest.raises(SelectionError) as stable:
-        selector.select(old)                    # stable: no release installs on glibc 2.12
+        selector.select(old)  # stable: no release installs on glibc 2.12
     assert (stable.value.hint or "").startswith("no release from 2.0.0 to")
     assert wheels.platform("linux_x86_64") == wheels.Platform("linux_x86_64", "linux", ("x86_64",), None, None)
     assert wheels.index_tags().glibc["linux_x86_64"][0] == (2, 17)
 
 
 def _gpu_box(glibc: str) -> Probe:
-    return BASE._replace(libc_version=glibc, python_version="3.10", driver="570.86.10",
-                         gpus=(Gpu(0, "(given)", "8.6", None),))
+    return BASE._replace(
+        libc_version=glibc, python_version="3.10", driver="570.86.10", gpus=(Gpu(0, "(given)", "8.6", None),)
+    )
 
 
 def test_a_builds_recorded_index_tags_decide_over_pypis() -> None:
     # 2.6.0's cu126 wheels are manylinux_2_28 on PyTorch's index (its PyPI wheels say manylinux1).
     centos7 = selector.select(_gpu_box("2.17"), release_spec="2.6.0")
     assert centos7.compute == "cu124"
-    assert any(r.startswith("cu126: torch 2.6.0+cu126's Linux x86_64 wheels need glibc 2.28 or newer "
-                            "(manylinux_2_28_x86_64)") for r in centos7.rejected)
+    assert any(
+        r.startswith("cu126: torch 2.6.0+cu126's Linux x86_64 wheels need glibc 2.28 or newer (manylinux_2_28_x86_64)")
+        for r in centos7.rejected
+    )
     assert centos7.facts["wheels"]["assumed_from"] == "recorded index listing"
     rhel8 = selector.select(_gpu_box("2.28"), release_spec="2.6.0")
     assert rhel8.compute == "cu126" and rhel8.facts["wheels"]["assumed_from"] == "recorded index listing"
@@ -386,9 +433,11 @@ def test_a_build_assumed_to_carry_pypis_tags_says_so_when_that_decides_it() -> N
 
 # --- what torch pulls in on Linux (envs/runtime_tags.yaml) ------------------------------------------------------
 
+
 def _h200(glibc: str, python: str = "3.12") -> Probe:
-    return BASE._replace(libc_version=glibc, python_version=python, driver="580.159.04",
-                               gpus=(Gpu(0, "(given)", "9.0", None),))
+    return BASE._replace(
+        libc_version=glibc, python_version=python, driver="580.159.04", gpus=(Gpu(0, "(given)", "9.0", None),)
+    )
 
 
 def _plant(envs: Path, version: str, package: str, glibc: str, builds: tuple[dict[str, object], ...] = ()) -> None:
@@ -400,8 +449,11 @@ def _plant(envs: Path, version: str, package: str, glibc: str, builds: tuple[dic
         for requirement in row["requires"] if (row["torch"], row["arch"]) == (version, "x86_64") else ():
             if requirement["requirement"].startswith(package):
                 requirement["glibc"] = glibc
-                row["needs"] = max(row["needs"], glibc, key=lambda v: tuple(map(int, v.split(".")))) \
-                    if glibc != "no wheel" else row["needs"]
+                row["needs"] = (
+                    max(row["needs"], glibc, key=lambda v: tuple(map(int, v.split("."))))
+                    if glibc != "no wheel"
+                    else row["needs"]
+                )
     data["builds"] = list(builds) or data["builds"]
     path.write_text(yaml.safe_dump(data))
 
@@ -411,19 +463,23 @@ def test_the_reading_found_no_runtime_package_raising_the_glibc_torch_s_own_whee
     2.17, which torch's own binaries need already (envs/index_tags.yaml); from 2.7.0 all of it fits 2.28. So the
     dependencies changed no answer, and the golden grid stands as it was."""
     raw = yaml.safe_load((Path(__file__).resolve().parents[2] / "envs" / "runtime_tags.yaml").read_text())
-    for row in raw["releases"] + raw["builds"]:       # needs: the highest of torch's own and every package's
+    for row in raw["releases"] + raw["builds"]:  # needs: the highest of torch's own and every package's
         floors = [row["glibc"], *(r["glibc"] for r in row["requires"] if r["glibc"][0].isdigit())]
         assert row["needs"] == max(floors, key=wheels.parse_version)
     table = wheels.runtime_tags()
     for (version, arch), rows in table.releases.items():
-        own = [wheels._glibc_need(p)[0] or () for p in wheels.load().releases[version]["torch"].tags
-               if p.os == "linux" and arch in p.arches]
+        own = [
+            wheels._glibc_need(p)[0] or ()
+            for p in wheels.load().releases[version]["torch"].tags
+            if p.os == "linux" and arch in p.arches
+        ]
         assert all((floor or ()) <= min(own) for row in rows for _, _, floor in row.requires), (version, arch)
         assert all(floor is not None for row in rows for _, _, floor in row.requires)
     recorded = table.builds["2.11.0", "cu130", "x86_64"][0]
     assert recorded.pythons == ("cp312",) and "real install" in recorded.source
-    assert [r[0].split("=")[0] for r in recorded.requires[:7]] == \
-        [r[0].split("=")[0] for r in table.releases["2.11.0", "x86_64"][0].requires[:7]]
+    assert [r[0].split("=")[0] for r in recorded.requires[:7]] == [
+        r[0].split("=")[0] for r in table.releases["2.11.0", "x86_64"][0].requires[:7]
+    ]
 
 
 def test_a_runtime_package_needing_a_newer_glibc_than_torch_passes_its_build_over(envs_copy: Path) -> None:
@@ -433,23 +489,37 @@ def test_a_runtime_package_needing_a_newer_glibc_than_torch_passes_its_build_ove
     _plant(envs_copy, "2.15.0", "triton", "2.35")
     asked = selector.select(_h200("2.31"), release_spec="2.15.0")
     assert asked.compute == "cpu"
-    said = ("cu132: torch 2.15.0+cu132 pulls in triton~=3.9.0, whose Linux x86_64 wheels need glibc 2.35 or newer; "
-            "this machine has glibc 2.31 (envs/runtime_tags.yaml: PyPI's torch wheels' Requires-Dist, read ")
-    assert any(r.startswith(said) and r.endswith("no record of torch 2.15.0+cu132's own requirements, so they are "
-                                                 "taken to be its PyPI wheels')") for r in asked.rejected)
+    said = (
+        "cu132: torch 2.15.0+cu132 pulls in triton~=3.9.0, whose Linux x86_64 wheels need glibc 2.35 or newer; "
+        "this machine has glibc 2.31 (envs/runtime_tags.yaml: PyPI's torch wheels' Requires-Dist, read "
+    )
+    assert any(
+        r.startswith(said)
+        and r.endswith("no record of torch 2.15.0+cu132's own requirements, so they are taken to be its PyPI wheels')")
+        for r in asked.rejected
+    )
     stable = selector.select(_h200("2.31"))
     assert stable.release == "2.14.1" and stable.compute.startswith("cu")
     forced = selector.select(_h200("2.31"), release_spec="2.15.0", compute="cu130")
-    assert any(n.startswith("warning: cu130 will not install on this machine: torch 2.15.0+cu130 pulls in triton")
-               for n in forced.notes)
+    assert any(
+        n.startswith("warning: cu130 will not install on this machine: torch 2.15.0+cu130 pulls in triton")
+        for n in forced.notes
+    )
     # glibc 2.35 meets it: the answer is as without the plant.
     assert selector.select(_h200("2.35")).compute == "cu132"
 
 
 def test_a_build_s_own_record_decides_over_its_release_s_pypi_wheels(envs_copy: Path) -> None:
-    recorded = {"torch": "2.15.0", "compute": "cu130", "arch": "x86_64", "pythons": "cp312", "glibc": "2.28",
-                "needs": "2.28", "requires": [{"requirement": "triton==3.9.0", "glibc": "2.27"}],
-                "source": "a real install (test)"}
+    recorded = {
+        "torch": "2.15.0",
+        "compute": "cu130",
+        "arch": "x86_64",
+        "pythons": "cp312",
+        "glibc": "2.28",
+        "needs": "2.28",
+        "requires": [{"requirement": "triton==3.9.0", "glibc": "2.27"}],
+        "source": "a real install (test)",
+    }
     _plant(envs_copy, "2.15.0", "triton", "2.35", (recorded,))
     chosen = selector.select(_h200("2.31"), release_spec="2.15.0")
     assert chosen.compute == "cu130" and chosen.rejected[0].startswith("cu132: torch 2.15.0+cu132 pulls in triton")
@@ -458,16 +528,23 @@ def test_a_build_s_own_record_decides_over_its_release_s_pypi_wheels(envs_copy: 
     recorded["requires"] = [{"requirement": "triton==3.9.0", "glibc": "2.33"}]
     _plant(envs_copy, "2.15.0", "triton", "2.35", (recorded,))
     refused = wheels.build_refusal("2.15.0", "cu130", wheels.host_of(_h200("2.31")))
-    assert refused == ("torch 2.15.0+cu130 pulls in triton==3.9.0, whose Linux x86_64 wheels need glibc 2.33 or "
-                       "newer; this machine has glibc 2.31 (a real install (test))")
+    assert refused == (
+        "torch 2.15.0+cu130 pulls in triton==3.9.0, whose Linux x86_64 wheels need glibc 2.33 or "
+        "newer; this machine has glibc 2.31 (a real install (test))"
+    )
 
 
 def test_a_runtime_package_with_no_wheel_for_the_python_passes_the_build_over(envs_copy: Path) -> None:
     _plant(envs_copy, "2.15.0", "nvidia-cudnn-cu13", "no wheel")
     chosen = selector.select(_h200("2.39"), release_spec="2.15.0")
     assert chosen.compute == "cpu"
-    assert any(r.startswith("cu132: torch 2.15.0+cu132 pulls in nvidia-cudnn-cu13==9.26.0.51, which has no Linux "
-                            "x86_64 wheel for Python 3.12 (") for r in chosen.rejected)
+    assert any(
+        r.startswith(
+            "cu132: torch 2.15.0+cu132 pulls in nvidia-cudnn-cu13==9.26.0.51, which has no Linux "
+            "x86_64 wheel for Python 3.12 ("
+        )
+        for r in chosen.rejected
+    )
 
 
 def test_an_unknown_python_is_refused_only_where_every_python_s_row_refuses(envs_copy: Path) -> None:
@@ -489,7 +566,7 @@ def test_the_runtime_table_is_read_only_for_a_linux_answer_with_a_known_glibc(mo
     monkeypatch.setattr(wheels, "runtime_tags", unread)
     selector.select(_h200("2.35")._replace(libc=None, libc_version=None))
     selector.select(_h200("2.35")._replace(os="windows", os_version="10", libc=None, libc_version=None))
-    selector.select(BASE._replace(driver=None))         # no GPU: the CPU build, nothing pulled in
+    selector.select(BASE._replace(driver=None))  # no GPU: the CPU build, nothing pulled in
     with pytest.raises(AssertionError):
         selector.select(_h200("2.35"))
 
@@ -501,18 +578,21 @@ def test_requires_python_clauses() -> None:
     assert not wheels.python_allowed("<3.12", (3, 12))
 
 
-@pytest.mark.parametrize(("spec", "python", "allowed"), [
-    (">=3.10,!=3.14.*", (3, 14), False),      # a whole minor excluded (the hand reader skipped the clause)
-    (">=3.10,!=3.14.*", (3, 13), True),
-    ("~=3.9", (4, 0), False),                 # compatible release: 3.9 and later 3.x only
-    ("~=3.9", (3, 13), True),
-    ("~=3.9.2", (3, 10), False),
-    ("==3.11.*", (3, 11), True),
-    ("==3.11.*", (3, 12), False),
-    (">3.10", (3, 10), False),
-    ("", (3, 8), True),
-    (">=3.", (3, 8), True),                   # not PEP 440: constrains nothing, as pip ignores it
-])
+@pytest.mark.parametrize(
+    ("spec", "python", "allowed"),
+    [
+        (">=3.10,!=3.14.*", (3, 14), False),  # a whole minor excluded (the hand reader skipped the clause)
+        (">=3.10,!=3.14.*", (3, 13), True),
+        ("~=3.9", (4, 0), False),  # compatible release: 3.9 and later 3.x only
+        ("~=3.9", (3, 13), True),
+        ("~=3.9.2", (3, 10), False),
+        ("==3.11.*", (3, 11), True),
+        ("==3.11.*", (3, 12), False),
+        (">3.10", (3, 10), False),
+        ("", (3, 8), True),
+        (">=3.", (3, 8), True),  # not PEP 440: constrains nothing, as pip ignores it
+    ],
+)
 def test_requires_python_as_packaging_reads_it(spec: str, python: tuple[int, int], allowed: bool) -> None:
     assert wheels.python_allowed(spec, python) is allowed
 
@@ -526,14 +606,17 @@ def test_platform_tags() -> None:
 
 def test_the_facts_are_validated_on_load(tmp_path: Path) -> None:
     bad = tmp_path / "wheels.yaml"
-    bad.write_text('source: x\nread: "2026-11-24"\nreleases:\n  - {torch: "2.0.0", torchvision: "0.15.1", '
-                   'wheels: {torch: {requires_python: "", linux_x86_64: cp311}, torchvision: {}}}\n')
+    bad.write_text(
+        'source: x\nread: "2026-11-24"\nreleases:\n  - {torch: "2.0.0", torchvision: "0.15.1", '
+        'wheels: {torch: {requires_python: "", linux_x86_64: cp311}, torchvision: {}}}\n'
+    )
     with pytest.raises(ManifestError):
         manifest.load(bad, "wheels")
 
 
 def test_cli_explicit_release_that_cannot_install_exits_2_with_one_error_line(
-        capsys: pytest.CaptureFixture[str]) -> None:
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert main(["install-cmd", "--release", "2.15.0", "--os", "linux", "--python-version", "3.10"]) == 2
     out, err = capsys.readouterr()
     assert out == ""
@@ -542,8 +625,10 @@ def test_cli_explicit_release_that_cannot_install_exits_2_with_one_error_line(
 
 
 def test_cli_ubuntu_22_04_worked_example(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["install-cmd", "--os", "linux", "--python-version", "3.10", "--glibc", "2.35", "--no-gpu",
-                 "--explain"]) == 0
+    assert (
+        main(["install-cmd", "--os", "linux", "--python-version", "3.10", "--glibc", "2.35", "--no-gpu", "--explain"])
+        == 0
+    )
     out, err = capsys.readouterr()
     assert out.startswith("pip install torch==2.14.1 torchvision==0.29.1")
     assert "# python_version: 3.10  [--python-version]" in err
@@ -556,8 +641,7 @@ def test_the_availability_fix_never_names_a_wheel_that_cannot_install() -> None:
     pytest.importorskip("torch", reason="the availability check imports torch")
     from kitbench.suite.checks.availability import install_fix
 
-    ubuntu = BASE._replace(python_version="3.10.12", driver="580.65.06",
-                           gpus=(Gpu(0, "(given)", "8.6", None),))
+    ubuntu = BASE._replace(python_version="3.10.12", driver="580.65.06", gpus=(Gpu(0, "(given)", "8.6", None),))
     assert install_fix(ubuntu, "2.15.0+cu132").startswith("pip install torch==2.14.1 ")
 
 
@@ -565,8 +649,9 @@ def test_the_availability_fix_on_a_machine_no_wheel_installs_on_says_so() -> Non
     pytest.importorskip("torch", reason="the availability check imports torch")
     from kitbench.suite.checks.availability import install_fix
 
-    alpine = BASE._replace(libc="musl", libc_version="1.2.4", driver="580.65.06",
-                           gpus=(Gpu(0, "(given)", "8.6", None),))
+    alpine = BASE._replace(
+        libc="musl", libc_version="1.2.4", driver="580.65.06", gpus=(Gpu(0, "(given)", "8.6", None),)
+    )
     assert install_fix(alpine, "2.15.0").startswith("no release's wheel installs on this machine: ")
     assert "musl" in install_fix(alpine, "2.15.0")
 
@@ -585,5 +670,6 @@ def test_a_release_named_in_a_hint_or_note_installs_here_too() -> None:
     rdna4 = BASE._replace(python_version="3.8", amd_gpus=(AmdGpu(0, "gfx1201", None),))
     assert not any("--release" in n for n in selector.select(rdna4).notes)
     # 2.5.1's ROCm 6.1 and 6.2 builds lack it too: the note names a newer release, one that installs here.
-    assert any("--release" in n for n in selector.select(rdna4._replace(python_version="3.12"),
-                                                                         release_spec="2.5.1").notes)
+    assert any(
+        "--release" in n for n in selector.select(rdna4._replace(python_version="3.12"), release_spec="2.5.1").notes
+    )

@@ -7,19 +7,32 @@ import pytest
 from kitbench._cli import main
 from kitbench.advice.wording import summary
 
-H100_570 = ["install-cmd", "--os", "linux", "--python-version", "3.12", "--glibc", "2.35", "--driver", "570.86.10",
-            "--gpu-cc", "9.0"]
+H100_570 = [
+    "install-cmd",
+    "--os",
+    "linux",
+    "--python-version",
+    "3.12",
+    "--glibc",
+    "2.35",
+    "--driver",
+    "570.86.10",
+    "--gpu-cc",
+    "9.0",
+]
 
 
 def test_the_default_answer_is_the_command_and_at_most_two_short_lines_of_why(
-        capsys: pytest.CaptureFixture[str]) -> None:
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert main(H100_570) == 0
     out, err = capsys.readouterr()
     assert out == "pip install torch==2.14.1 torchvision==0.29.1 --index-url https://download.pytorch.org/whl/cu126\n"
     assert err.splitlines() == [
         "# cu126: the newest CUDA build of 2.14.1 that driver 570.86.10 runs (floor 525.60.13)",
         "# torch 2.14.1, not the newest release (2.15.0): update the driver to at least 580 for torch 2.15.0's "
-        "CUDA builds"]
+        "CUDA builds",
+    ]
     assert main([*H100_570, "--explain"]) == 0
     explained = capsys.readouterr().err
     assert "# rejected cu132, cu130: driver 570.86.10 < 580 (CUDA 13 family floor)" in explained
@@ -27,27 +40,35 @@ def test_the_default_answer_is_the_command_and_at_most_two_short_lines_of_why(
 
 
 def test_a_line_of_details_is_cut_before_its_parenthesis_and_a_warning_kept_whole() -> None:
-    long = ("torch 2.14.1, not the newest release (2.15.0): no build of 2.15.0 runs on this GPU (cu132: no kernels "
-            "for sm_61; cu130: no kernels for sm_61)")
+    long = (
+        "torch 2.14.1, not the newest release (2.15.0): no build of 2.15.0 runs on this GPU (cu132: no kernels "
+        "for sm_61; cu130: no kernels for sm_61)"
+    )
     assert summary(["cu126: the build; more"], [long, "another note"]) == [
-        "cu126: the build", "torch 2.14.1, not the newest release (2.15.0): no build of 2.15.0 runs on this GPU"]
+        "cu126: the build",
+        "torch 2.14.1, not the newest release (2.15.0): no build of 2.15.0 runs on this GPU",
+    ]
     warning = "warning: cu128 will not run on this machine: driver 470.82.01 < 525.60.13 (CUDA 12 family floor); x"
     assert summary(["cu128: asked for with --compute"], [long, warning]) == ["cu128: asked for with --compute", warning]
     assert summary([], []) == []
 
 
 def test_an_unconfirmed_line_of_the_default_answer_is_short_its_source_left_to_explain() -> None:
-    inferred = ("unconfirmed: torch 2.9.1's Windows arm64 wheels for Python 3.12 rest on an inference alone "
-                "(a maintainer's word, pytorch/test-infra#8224); confirmed by "
-                "torch-2.9.1+cpu-cp312-cp312-win_arm64.whl in the listing")
+    inferred = (
+        "unconfirmed: torch 2.9.1's Windows arm64 wheels for Python 3.12 rest on an inference alone "
+        "(a maintainer's word, pytorch/test-infra#8224); confirmed by "
+        "torch-2.9.1+cpu-cp312-cp312-win_arm64.whl in the listing"
+    )
     assert summary(["cpu: the only build"], ["torch only: x", inferred]) == [
         "cpu: the only build",
         "unconfirmed: torch 2.9.1's Windows arm64 wheels for Python 3.12 rest on an inference alone, not seen in "
-        "an artifact (--explain: from what)"]
+        "an artifact (--explain: from what)",
+    ]
 
 
 def test_explain_for_another_machine_shows_none_of_this_host_s_kernel_wsl_or_container(
-        capsys: pytest.CaptureFixture[str]) -> None:
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert main([*H100_570, "--explain"]) == 0
     err = capsys.readouterr().err
     assert "# os: linux  [--os]" in err
@@ -55,16 +76,46 @@ def test_explain_for_another_machine_shows_none_of_this_host_s_kernel_wsl_or_con
 
 
 def test_an_amd_gpu_is_told_once_that_the_cuda_builds_need_an_nvidia_driver(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["install-cmd", "--os", "linux", "--python-version", "3.12", "--glibc", "2.35", "--gpu-gfx",
-                 "gfx1100", "--explain"]) == 0
+    assert (
+        main(
+            [
+                "install-cmd",
+                "--os",
+                "linux",
+                "--python-version",
+                "3.12",
+                "--glibc",
+                "2.35",
+                "--gpu-gfx",
+                "gfx1100",
+                "--explain",
+            ]
+        )
+        == 0
+    )
     rejected = [line for line in capsys.readouterr().err.splitlines() if line.startswith("# rejected")]
     assert rejected == ["# rejected cu132, cu130, cu126: no NVIDIA driver"]
 
 
 def test_windows_cuda_13_floor_is_the_branch_nvidia_names(capsys: pytest.CaptureFixture[str]) -> None:
     """NVIDIA's Table 2 gives Windows' CUDA 13.x minimum as the 580 branch: printed as 580, not 580.0.0."""
-    assert main(["install-cmd", "--os", "windows", "--python-version", "3.12", "--driver", "566.36", "--gpu-cc", "8.9",
-                 "--explain"]) == 0
+    assert (
+        main(
+            [
+                "install-cmd",
+                "--os",
+                "windows",
+                "--python-version",
+                "3.12",
+                "--driver",
+                "566.36",
+                "--gpu-cc",
+                "8.9",
+                "--explain",
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     assert "# rejected cu132, cu130: driver 566.36 < 580 (CUDA 13 family floor)" in err and "580.0.0" not in err
 
@@ -73,23 +124,28 @@ WOA = ["install-cmd", "--os", "windows", "--arch", "aarch64", "--python-arch", "
 
 
 def test_windows_on_arm_s_answer_says_what_it_leaves_out_and_where_its_wheels_are_on_record(
-        capsys: pytest.CaptureFixture[str]) -> None:
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert main([*WOA, "--python-version", "3.12"]) == 0
     out, err = capsys.readouterr()
     assert out == "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu\n"
     assert err.splitlines() == [
         "# cpu: the only build torch 2.13.0 has for Windows arm64",
         "# torch only: no Windows arm64 wheel of torchvision 0.28.0 for Python 3.12 is on record "
-        "(envs/index_tags.yaml)"]
+        "(envs/index_tags.yaml)",
+    ]
     assert main([*WOA, "--python-version", "3.12", "--explain"]) == 0
     explained = capsys.readouterr().err
     assert "# wheels: download.pytorch.org/whl/cpu/torch/ as listed on 2026-10-06: " in explained
     assert "(asanderson/llm-redact, scripts/cpu_torch.py) (envs/index_tags.yaml), read 2026-11-27\n" in explained
-    assert "note: pytorch.org has no Windows arm64 command: this pinned one names the wheels PyTorch's index is " \
-           "recorded serving there (envs/index_tags.yaml)\n" in explained
+    assert (
+        "note: pytorch.org has no Windows arm64 command: this pinned one names the wheels PyTorch's index is "
+        "recorded serving there (envs/index_tags.yaml)\n" in explained
+    )
     assert main([*WOA, "--python-version", "3.14"]) == 2
     assert capsys.readouterr().err.splitlines() == [
         "ERROR: torch 2.15.0 has no Windows arm64 wheels on record: PyPI has none, and PyTorch's index is on record "
         "serving torch 2.7.0, 2.8.0, 2.10.0, 2.12.0, 2.12.1, 2.13.0 (envs/index_tags.yaml)",
         "hint: no release from 2.0.0 to 2.15.0 installs here; one does on Python 3.11 to 3.13; an x86_64 Python runs "
-        "on this machine under emulation: --python-arch x86_64"]
+        "on this machine under emulation: --python-arch x86_64",
+    ]

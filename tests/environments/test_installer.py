@@ -34,10 +34,27 @@ def _compile(folder: Path, args: list[str], env: dict[str, str], pypi: str) -> d
     """What uv resolves for an install's arguments (``uv pip compile`` of the same input): name -> index."""
     assert UV is not None
     source = args[args.index("-r") + 1]
-    done = subprocess.run([UV, "pip", "compile", "--quiet", "--no-header", "--emit-index-annotation", "--no-config",
-                           "--python-version", "3.11", "--python-platform", "x86_64-unknown-linux-gnu", source],
-                          capture_output=True, text=True, cwd=folder, timeout=120,
-                          env={**os.environ, "UV_DEFAULT_INDEX": pypi, **env})
+    done = subprocess.run(
+        [
+            UV,
+            "pip",
+            "compile",
+            "--quiet",
+            "--no-header",
+            "--emit-index-annotation",
+            "--no-config",
+            "--python-version",
+            "3.11",
+            "--python-platform",
+            "x86_64-unknown-linux-gnu",
+            source,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=folder,
+        timeout=120,
+        env={**os.environ, "UV_DEFAULT_INDEX": pypi, **env},
+    )
     assert done.returncode == 0, done.stderr
     found: dict[str, str] = {}
     current = ""
@@ -52,7 +69,8 @@ def _compile(folder: Path, args: list[str], env: dict[str, str], pypi: str) -> d
 @needs_uv
 @pytest.mark.usefixtures("plain")
 def test_uv_takes_the_family_from_pytorchs_index_and_the_rest_from_pypi_whatever_it_mirrors(
-        tmp_path: Path, envs_copy: Path) -> None:
+    tmp_path: Path, envs_copy: Path
+) -> None:
     for lock in (envs_copy / "locks").glob("*.toml"):
         lock.unlink()
     with serving(partial(), in_family) as torch_index, serving(recorded(), everything) as pypi:
@@ -68,9 +86,26 @@ def test_uv_takes_the_family_from_pytorchs_index_and_the_rest_from_pypi_whatever
         assert resolved["numpy==2.4.6"] == pypi and resolved["rich==15.0.0"] == pypi
         assert all(index == pypi for pin, index in resolved.items() if pin.split("==")[0] in MIRRORED)
         # uv's first-index strategy with the PyTorch index as an ordinary one (round 4) meets the old numpy.
-        done = subprocess.run([str(UV), "pip", "compile", "--quiet", "--no-config", "--python-version", "3.11",
-                               "--index", f"{mirror}/cpu", "--default-index", pypi, "-"], input="numpy==2.4.6\n",
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [
+                str(UV),
+                "pip",
+                "compile",
+                "--quiet",
+                "--no-config",
+                "--python-version",
+                "3.11",
+                "--index",
+                f"{mirror}/cpu",
+                "--default-index",
+                pypi,
+                "-",
+            ],
+            input="numpy==2.4.6\n",
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode != 0 and "there is no version of numpy==2.4.6" in done.stderr
 
 
@@ -94,13 +129,14 @@ def test_a_build_whose_runtime_only_pytorch_serves_names_it_from_there(envs_copy
     plan = installer.suite(rocm, "linux-x86_64-py3.11", "linux")
     text = plan.files("uv")["pyproject.toml"]
     assert '"pytorch-triton-rocm",' in text and 'pytorch-triton-rocm = { index = "pytorch" }' in text
-    assert 'numpy = {' not in text and 'url = "https://download.pytorch.org/whl/rocm7.2"' in text
+    assert "numpy = {" not in text and 'url = "https://download.pytorch.org/whl/rocm7.2"' in text
     assert locks.companions(CPU) == () and locks.companions(None) == ()
 
 
 @pytest.mark.usefixtures("plain")
-def test_a_lock_installs_as_its_installer_reads_it(write_lock: Callable[..., Path], tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_lock_installs_as_its_installer_reads_it(
+    write_lock: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cpu = targets.get("cpu")
     path = write_lock("cpu", "2.14.1+cpu")
     plan = installer.suite(cpu, "linux-x86_64-py3.11", "linux")
@@ -108,7 +144,11 @@ def test_a_lock_installs_as_its_installer_reads_it(write_lock: Callable[..., Pat
     # uv reads the PEP 751 file itself; pip gets it as hash-pinned lines, nothing resolved.
     assert plan.write(tmp_path / "uv", "uv") == ["-r", str(path)] and plan.env("uv") == {}
     assert plan.write(tmp_path / "pip", "pip") == [
-        "--no-deps", "--require-hashes", "-r", f"{tmp_path}/pip/requirements.txt"]
+        "--no-deps",
+        "--require-hashes",
+        "-r",
+        f"{tmp_path}/pip/requirements.txt",
+    ]
     assert all(" --hash=sha256:" in line for line in (tmp_path / "pip" / "requirements.txt").read_text().splitlines())
     # Where the files must come from a mirror of PyTorch's index, uv gets the hash-pinned lines too.
     monkeypatch.setenv("KITBENCH_PYTORCH_INDEX", "http://127.0.0.1:1/whl")
@@ -119,7 +159,8 @@ def test_a_lock_installs_as_its_installer_reads_it(write_lock: Callable[..., Pat
 
 @pytest.mark.usefixtures("plain")
 def test_the_override_is_said_once_marked_in_the_record_and_its_token_stays_out_of_logs(
-        monkeypatch: pytest.MonkeyPatch, envs_copy: Path, tmp_path: Path) -> None:
+    monkeypatch: pytest.MonkeyPatch, envs_copy: Path, tmp_path: Path
+) -> None:
     for lock in (envs_copy / "locks").glob("*.toml"):
         lock.unlink()
     cpu = targets.get("cpu")
@@ -144,8 +185,10 @@ def test_the_override_is_said_once_marked_in_the_record_and_its_token_stays_out_
 def test_a_lock_of_another_build_is_refused_in_one_line(write_lock: Callable[..., Path]) -> None:
     from kitbench.errors import UsageError
 
-    for target, torch, why in (("cpu", "2.14.1", "not the +cpu build"),
-                               ("rocm", "2.14.1+rocm7.2", "CUDA packages (cuda-bindings, cuda-pathfinder")):
+    for target, torch, why in (
+        ("cpu", "2.14.1", "not the +cpu build"),
+        ("rocm", "2.14.1+rocm7.2", "CUDA packages (cuda-bindings, cuda-pathfinder"),
+    ):
         path = write_lock(target, torch, cuda=True)
         with pytest.raises(UsageError) as refused:
             installer.suite(targets.get(target), "linux-x86_64-py3.11", "linux")
@@ -160,13 +203,19 @@ def test_uv_reads_a_kitbench_lock_as_pep_751(tmp_path: Path) -> None:
     """The lock file as kitbench writes it (its name, its [tool.kitbench] table, each package's index) is one
     uv installs as it is: every package it pins, nothing resolved."""
     assert UV is not None
-    plan = installer.Install(installer.requirements(STAND_IN_LOCK), True, installer.Sources(CPU, None), {}, "",
-                             lock=STAND_IN_LOCK)
+    plan = installer.Install(
+        installer.requirements(STAND_IN_LOCK), True, installer.Sources(CPU, None), {}, "", lock=STAND_IN_LOCK
+    )
     args = plan.write(tmp_path, "uv")
     assert args == ["-r", str(STAND_IN_LOCK)]
     subprocess.run([UV, "venv", "--quiet", "--python", "3.11", str(tmp_path / "venv")], check=True, timeout=120)
-    done = subprocess.run([UV, "pip", "install", "--dry-run", "--python", str(tmp_path / "venv" / "bin" / "python"),
-                           *args], capture_output=True, text=True, timeout=120, env={**os.environ, **plan.env("uv")})
+    done = subprocess.run(
+        [UV, "pip", "install", "--dry-run", "--python", str(tmp_path / "venv" / "bin" / "python"), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **plan.env("uv")},
+    )
     assert done.returncode == 0, done.stderr
     planned = {line.strip().removeprefix("+ ") for line in done.stderr.splitlines() if line.strip().startswith("+ ")}
     assert planned == {f"{name}=={version}" for name, version in locks.read(STAND_IN_LOCK).hashes}

@@ -6,8 +6,20 @@ from kitbench.environments import preflight, targets
 from kitbench.errors import PreflightError
 from kitbench.machine.probe import Gpu, Probe
 
-LINUX = Probe(os="linux", os_version="6.1", arch="x86_64", python_arch="x86_64", python_version="3.11.7",
-              rosetta=False, wsl=False, container=False, driver=None, gpus=(), rocm=None, sources={})
+LINUX = Probe(
+    os="linux",
+    os_version="6.1",
+    arch="x86_64",
+    python_arch="x86_64",
+    python_version="3.11.7",
+    rosetta=False,
+    wsl=False,
+    container=False,
+    driver=None,
+    gpus=(),
+    rocm=None,
+    sources={},
+)
 MAC = LINUX._replace(os="macos", os_version="14.5", arch="arm64", python_arch="arm64")
 
 
@@ -37,7 +49,8 @@ def test_mps_needs_conda_an_arm64_python_and_the_macos_its_wheel_needs() -> None
     # MPS runs from macOS 12.3, but torch 2.14.1's only macOS wheel is macosx_14_0_arm64 (envs/wheels.yaml).
     old = MAC._replace(os_version="13.6")
     assert preflight.host_reasons(mps, old, which=lambda t: t) == [
-        "torch 2.14.1's macOS arm64 wheels need macOS 14.0 or newer (macosx_14_0_arm64); this machine has macOS 13.6"]
+        "torch 2.14.1's macOS arm64 wheels need macOS 14.0 or newer (macosx_14_0_arm64); this machine has macOS 13.6"
+    ]
 
 
 def test_cuda118_without_driver(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -69,17 +82,19 @@ def test_gpus_none_builds_every_accelerator_target_without_its_gpu(monkeypatch: 
     accelerated = [t for t in targets.load_all().values() if t.compute not in ("cpu", "mps")]
     assert {"rocm", "xpu", "rocm64", "cuda126"} <= {t.name for t in accelerated}
     monkeypatch.delenv("KITBENCH_GPUS", raising=False)
-    assert all(preflight.host_reasons(t, LINUX) for t in accelerated)       # no GPU of any vendor here
+    assert all(preflight.host_reasons(t, LINUX) for t in accelerated)  # no GPU of any vendor here
     monkeypatch.setenv("KITBENCH_GPUS", "none")
     assert {t.name: preflight.host_reasons(t, LINUX) for t in accelerated} == {t.name: [] for t in accelerated}
     assert preflight.host_reasons(targets.get("rocm"), MAC) == ["it is made for linux, this host runs macos"]
     old_glibc = LINUX._replace(libc="glibc", libc_version="2.17")
     assert preflight.host_reasons(targets.get("xpu"), old_glibc) == [
         "torch 2.14.1's Linux x86_64 wheels need glibc 2.28 or newer (manylinux_2_28_x86_64); "
-        "this machine has glibc 2.17"]
+        "this machine has glibc 2.17"
+    ]
     arm = LINUX._replace(arch="aarch64", python_arch="aarch64")
     assert preflight.host_reasons(targets.get("rocm64"), arm) == [
-        "it is made for x86_64 on linux, this host is aarch64"]
+        "it is made for x86_64 on linux, this host is aarch64"
+    ]
 
 
 def test_rocm_is_not_refused_for_a_ryzen_igpu_beside_the_card() -> None:
@@ -97,7 +112,9 @@ def test_rocm_is_not_refused_for_a_ryzen_igpu_beside_the_card() -> None:
     assert preflight.check(targets.get("rocm64"), box("gfx1100")) == []
     assert preflight.host_reasons(targets.get("rocm64"), box("gfx1036", "gfx1032")) == [
         "its rocm6.4 build has no kernels for gfx1032 (gfx1036, HIP device 0, an integrated GPU it has no "
-        "kernels for either, was left out: it does not decide)"]
+        "kernels for either, was left out: it does not decide)"
+    ]
     # An integrated GPU alone is what there is: it decides.
     assert preflight.host_reasons(targets.get("rocm64"), box("gfx1036")) == [
-        "its rocm6.4 build has no kernels for gfx1036"]
+        "its rocm6.4 build has no kernels for gfx1036"
+    ]

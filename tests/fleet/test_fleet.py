@@ -23,7 +23,7 @@ from kitbench._cli import main
 from kitbench.errors import SlurmError
 from kitbench.fleet import slurm
 
-pytestmark = pytest.mark.integration     # a real Slurm cluster (tests/slurm_local.py)
+pytestmark = pytest.mark.integration  # a real Slurm cluster (tests/slurm_local.py)
 NODES = ["n1", "n2", "n3"]
 
 
@@ -40,6 +40,7 @@ def _json(capsys: pytest.CaptureFixture[str]) -> dict:
 
 # --- against the real cluster ---
 
+
 def test_fleet_probe_gathers_every_node(slurm_cluster: Path, results: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["fleet", "probe", "--json"]) == 0
     out = _json(capsys)
@@ -54,10 +55,14 @@ def test_fleet_probe_gathers_every_node(slurm_cluster: Path, results: Path, caps
     assert "#SBATCH --array=0-2" in script.read_text()
 
 
-def test_fleet_probe_table_and_gather_later(slurm_cluster: Path, results: Path, tmp_path: Path,
-                                            capsys: pytest.CaptureFixture[str],
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    assert main(["fleet", "probe", "--per", "gres"]) == 0       # every node has the same (no) GRES: one task
+def test_fleet_probe_table_and_gather_later(
+    slurm_cluster: Path,
+    results: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert main(["fleet", "probe", "--per", "gres"]) == 0  # every node has the same (no) GRES: one task
     captured = capsys.readouterr()
     assert "kitbench fleet probe (job" in captured.out and "ok: 1 of 1 task(s) ok" in captured.out
     assert "task 0 on n1: pending" in captured.err and "task 0 on n1: completed, exit 0" in captured.err
@@ -69,16 +74,31 @@ def test_fleet_probe_table_and_gather_later(slurm_cluster: Path, results: Path, 
     monkeypatch.setenv("PATH", str(tmp_path))
     assert main(["fleet", "gather", job, "--json"]) == 0
     captured = capsys.readouterr()
-    task, = json.loads(captured.out)["tasks"]
+    (task,) = json.loads(captured.out)["tasks"]
     assert (task["node"], task["state"], task["exit_code"]) == ("n1", "COMPLETED", 0)
     assert captured.err.startswith("note: Slurm did not answer (scontrol is not on PATH")
-    assert main(["fleet", "gather", "999999"]) == 2             # an unknown job, said before Slurm is asked
+    assert main(["fleet", "gather", "999999"]) == 2  # an unknown job, said before Slurm is asked
     assert capsys.readouterr().err.startswith("ERROR: no fleet job 999999 under")
 
 
 def test_fleet_run_cpu_on_three_nodes(slurm_cluster: Path, results: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["fleet", "run", "cpu", "--venv", sys.prefix, "--verify", "--json", "--",
-                 "--quick", "--check", "availability", "--check", "moves"])
+    code = main(
+        [
+            "fleet",
+            "run",
+            "cpu",
+            "--venv",
+            sys.prefix,
+            "--verify",
+            "--json",
+            "--",
+            "--quick",
+            "--check",
+            "availability",
+            "--check",
+            "moves",
+        ]
+    )
     out = _json(capsys)
     assert code == 0, out
     assert [t["node"] for t in out["tasks"]] == NODES
@@ -88,18 +108,36 @@ def test_fleet_run_cpu_on_three_nodes(slurm_cluster: Path, results: Path, capsys
         assert task["record"]["environment"]["target"] == "cpu"
         assert Path(task["record_path"]) == results / out["job"] / f"{task['node']}.json"
     assert [t["verdict"] for t in out["tasks"]] == ["reference", *["n/a: no MNIST run to compare"] * 2]
-    page = (results / out["job"] / "report.html").read_text()     # the job's report, beside its records
+    page = (results / out["job"] / "report.html").read_text()  # the job's report, beside its records
     assert all(f"{node}.json" in page for node in NODES) and '<section id="transfers">' in page
 
 
-def test_a_task_that_exits_1_is_a_row_with_its_stderr(slurm_cluster: Path, results: Path,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_task_that_exits_1_is_a_row_with_its_stderr(
+    slurm_cluster: Path, results: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("CUDA works here, so --device cuda does not fail")
-    assert main(["fleet", "run", "cpu", "--venv", sys.prefix, "--per", "gres", "--",
-                 "--check", "availability", "--device", "cuda"]) == 1
+    assert (
+        main(
+            [
+                "fleet",
+                "run",
+                "cpu",
+                "--venv",
+                sys.prefix,
+                "--per",
+                "gres",
+                "--",
+                "--check",
+                "availability",
+                "--device",
+                "cuda",
+            ]
+        )
+        == 1
+    )
     out = capsys.readouterr().out
     assert "failed (exit 1)" in out and "NOT ok: 0 of 1 task(s) ok" in out
     assert "n1 (task 0) stderr, last lines:" in out and "ERROR: device 'cuda' is not usable here" in out
@@ -119,15 +157,37 @@ def _running(results: Path, count: int) -> str:
 
 
 @pytest.fixture
-def long_run(results: Path, mnist_root: Path, spawn: Callable[..., subprocess.Popen[str]],
-             ) -> Iterator[Callable[..., subprocess.Popen[str]]]:
+def long_run(
+    results: Path,
+    mnist_root: Path,
+    spawn: Callable[..., subprocess.Popen[str]],
+) -> Iterator[Callable[..., subprocess.Popen[str]]]:
     """A fleet run whose tasks train for minutes (time enough to cancel them); whatever the
     test does, its Slurm jobs are cancelled at the end, and ``spawn`` stops the client."""
 
     def start(*extra: str) -> subprocess.Popen[str]:
-        return spawn([sys.executable, "-m", "kitbench", "fleet", "run", "cpu", "--venv", sys.prefix, *extra,
-                      "--", "--check", "mnist", "--epochs", "50", "--offline", "--data", str(mnist_root)],
-                     env={**os.environ, "KITBENCH_RESULTS": str(results.parent)})
+        return spawn(
+            [
+                sys.executable,
+                "-m",
+                "kitbench",
+                "fleet",
+                "run",
+                "cpu",
+                "--venv",
+                sys.prefix,
+                *extra,
+                "--",
+                "--check",
+                "mnist",
+                "--epochs",
+                "50",
+                "--offline",
+                "--data",
+                str(mnist_root),
+            ],
+            env={**os.environ, "KITBENCH_RESULTS": str(results.parent)},
+        )
 
     yield start
     for plan in results.glob("*/fleet.json"):
@@ -135,25 +195,27 @@ def long_run(results: Path, mnist_root: Path, spawn: Callable[..., subprocess.Po
             slurm.cancel(plan.parent.name)
 
 
-def test_a_cancelled_job_is_a_row_saying_so(slurm_cluster: Path, results: Path,
-                                            long_run: Callable[..., subprocess.Popen[str]]) -> None:
+def test_a_cancelled_job_is_a_row_saying_so(
+    slurm_cluster: Path, results: Path, long_run: Callable[..., subprocess.Popen[str]]
+) -> None:
     proc = long_run("--per", "gres")
     job = _running(results, 1)
     record = results / job / "n1.json"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not (record.exists() and record.stat().st_size):
-        time.sleep(0.1)      # kitbench writes the record before it imports torch
+        time.sleep(0.1)  # kitbench writes the record before it imports torch
     slurm.cancel(job)
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 1, stderr
     assert "task 0 on n1: cancelled" in stderr
     assert "cancelled" in stdout and "NOT ok: 0 of 1 task(s) ok" in stdout
     written = json.loads(record.read_text())
-    assert written["status"] == "interrupted"        # scancel sends SIGTERM: the record says so
+    assert written["status"] == "interrupted"  # scancel sends SIGTERM: the record says so
 
 
-def test_ctrl_c_cancels_the_array(slurm_cluster: Path, results: Path,
-                                  long_run: Callable[..., subprocess.Popen[str]]) -> None:
+def test_ctrl_c_cancels_the_array(
+    slurm_cluster: Path, results: Path, long_run: Callable[..., subprocess.Popen[str]]
+) -> None:
     proc = long_run("--per", "gres")
     job = _running(results, 1)
     proc.send_signal(signal.SIGINT)
@@ -166,40 +228,72 @@ def test_ctrl_c_cancels_the_array(slurm_cluster: Path, results: Path,
     assert {t.state for t in slurm.tasks(job)} == {"CANCELLED"}
 
 
-def test_a_missing_partition_is_slurms_refusal_translated(slurm_cluster: Path, results: Path,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_missing_partition_is_slurms_refusal_translated(
+    slurm_cluster: Path, results: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["fleet", "probe", "--partition", "nosuch"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("ERROR: Slurm refused the partition 'nosuch'") and "hint: " in err
 
 
-def test_an_unknown_constraint_is_slurms_refusal_translated(slurm_cluster: Path, results: Path,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unknown_constraint_is_slurms_refusal_translated(
+    slurm_cluster: Path, results: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["fleet", "probe", "--constraint", "nosuchfeature"]) == 1
     assert capsys.readouterr().err.startswith("ERROR: Slurm refused the constraint")
     assert not list(results.glob("*/fleet.json"))
 
 
-def test_dry_run_prints_the_script_and_submits_nothing(slurm_cluster: Path, results: Path,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["fleet", "run", "cpu", "--venv", sys.prefix, "--dry-run", "--partition", "debug",
-                 "--time", "10", "--sbatch-arg=--mem=100M", "--", "--quick"]) == 0
+def test_dry_run_prints_the_script_and_submits_nothing(
+    slurm_cluster: Path, results: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(
+            [
+                "fleet",
+                "run",
+                "cpu",
+                "--venv",
+                sys.prefix,
+                "--dry-run",
+                "--partition",
+                "debug",
+                "--time",
+                "10",
+                "--sbatch-arg=--mem=100M",
+                "--",
+                "--quick",
+            ]
+        )
+        == 0
+    )
     script = capsys.readouterr().out
     assert script.startswith("#!/bin/bash\n")
-    for line in ("#SBATCH --array=0-2", "#SBATCH --partition=debug", "#SBATCH --time=10", "#SBATCH --mem=100M",
-                 "export KITBENCH_TARGET=cpu", "-m kitbench run --force --out \"$out/$node.json\" --quick"):
+    for line in (
+        "#SBATCH --array=0-2",
+        "#SBATCH --partition=debug",
+        "#SBATCH --time=10",
+        "#SBATCH --mem=100M",
+        "export KITBENCH_TARGET=cpu",
+        '-m kitbench run --force --out "$out/$node.json" --quick',
+    ):
         assert line in script
     assert not results.exists() or not list(results.glob("*/fleet.json"))
 
 
-def test_dry_run_builds_nothing(slurm_cluster: Path, results: Path, tmp_path: Path,
-                                capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dry_run_builds_nothing(
+    slurm_cluster: Path,
+    results: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Neither the venv a run would build with nox, nor the image, nor its OCI bundle."""
     from kitbench.records import manifest
 
     checkout = tmp_path / "checkout"
     (checkout / "envs").mkdir(parents=True)
-    monkeypatch.setenv("KITBENCH_ENVS", str(manifest.envs_dir()))     # the kit's targets, read from wherever
+    monkeypatch.setenv("KITBENCH_ENVS", str(manifest.envs_dir()))  # the kit's targets, read from wherever
     monkeypatch.setattr("kitbench.records.manifest.checkout_root", lambda: checkout)
     assert main(["fleet", "run", "cpu", "--dry-run"]) == 0
     captured = capsys.readouterr()
@@ -216,8 +310,9 @@ def test_dry_run_builds_nothing(slurm_cluster: Path, results: Path, tmp_path: Pa
     assert not results.exists() or not list(results.iterdir())
 
 
-def test_no_controller_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_controller_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SLURM_CONF", str(tmp_path / "absent.conf"))
     assert main(["fleet", "probe"]) == 1
     assert capsys.readouterr().err.startswith(f"ERROR: SLURM_CONF={tmp_path / 'absent.conf'} does not exist")
@@ -228,9 +323,9 @@ def test_no_controller_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture
 
 
 @pytest.mark.docker
-def test_a_docker_target_runs_for_real_through_slurms_oci_support(slurm_cluster: Path, results: Path,
-                                                                   capsys: pytest.CaptureFixture[str],
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_docker_target_runs_for_real_through_slurms_oci_support(
+    slurm_cluster: Path, results: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     docker = pytest.importorskip("docker")
     # The image .ci/run built: the same base and network, so the build here is all cache.
     base = os.environ.get("KITBENCH_TEST_BASE_IMAGE", "kitbench-ci/debian:bookworm")
@@ -240,36 +335,74 @@ def test_a_docker_target_runs_for_real_through_slurms_oci_support(slurm_cluster:
     from kitbench.rebuild import images
 
     # Both, as the sibling docker tests ask: the build (all cache) starts from the base image.
-    for image, why in ((base, "the build starts from it (.ci/run makes it with debootstrap)"),
-                       (images.image_tag(targets.get("cuda126")), "a bundle is exported from it")):
+    for image, why in (
+        (base, "the build starts from it (.ci/run makes it with debootstrap)"),
+        (images.image_tag(targets.get("cuda126")), "a bundle is exported from it"),
+    ):
         try:
             docker.from_env().images.get(image)
         except Exception as exc:
             pytest.skip(f"image {image} is not here ({type(exc).__name__}): {why}")
     if not (slurm_cluster / "oci.conf").is_file():
         pytest.skip("runc is not installed, so the local cluster has no oci.conf")
-    code = main(["fleet", "run", "cuda126", "--containers", "oci", "--per", "gres", "--json", "--",
-                 "--quick", "--check", "availability", "--check", "moves"])
+    code = main(
+        [
+            "fleet",
+            "run",
+            "cuda126",
+            "--containers",
+            "oci",
+            "--per",
+            "gres",
+            "--json",
+            "--",
+            "--quick",
+            "--check",
+            "availability",
+            "--check",
+            "moves",
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     assert code == 0, out
     (task,) = out["tasks"]
     record = task["record"]
     assert record["status"] == "ok" and record["environment"]["target"] == "cuda126"
     assert record["environment"]["image_id"].startswith("sha256:")
-    assert record["environment"]["base_image_id"].startswith("sha256:")     # the base it was built from, too
+    assert record["environment"]["base_image_id"].startswith("sha256:")  # the base it was built from, too
     assert (results / "bundles").is_dir()
 
 
-def test_ddp_spans_the_job_s_nodes(slurm_cluster: Path, results: Path, mnist_root: Path,
-                                   capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["fleet", "run", "cpu", "--venv", sys.prefix, "--json", "--", "--check", "ddp", "--quick",
-                 "--nproc", "1", "--offline", "--data", str(mnist_root), "--limit", "2000"])
+def test_ddp_spans_the_job_s_nodes(
+    slurm_cluster: Path, results: Path, mnist_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "fleet",
+            "run",
+            "cpu",
+            "--venv",
+            sys.prefix,
+            "--json",
+            "--",
+            "--check",
+            "ddp",
+            "--quick",
+            "--nproc",
+            "1",
+            "--offline",
+            "--data",
+            str(mnist_root),
+            "--limit",
+            "2000",
+        ]
+    )
     out = _json(capsys)
     assert code == 0, out
     assert out["plan"]["span"] is True
     for task in out["tasks"]:
         (gloo,) = task["record"]["checks"]["ddp"]["runs"]
-        assert (gloo["nodes"], gloo["world_sizes"]) == (3, [1])        # 1 process on each of 3 nodes
+        assert (gloo["nodes"], gloo["world_sizes"]) == (3, [1])  # 1 process on each of 3 nodes
         (row,) = gloo["scaling"]
         assert row["world_size"] == 3 and row["identical"]
     script = Path(json.loads((results / out["job"] / "fleet.json").read_text())["script"]).read_text()

@@ -18,23 +18,24 @@ PLAN = {"job": "7", "action": "run", "per": "node", "target": "cpu", "nodes": ["
 @pytest.fixture
 def job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path))
-    monkeypatch.setenv("PATH", str(tmp_path / "no-slurm"))     # no controller: the job's files say the rest
+    monkeypatch.setenv("PATH", str(tmp_path / "no-slurm"))  # no controller: the job's files say the rest
     folder = tmp_path / "fleet" / "7"
     folder.mkdir(parents=True)
     return folder
 
 
 @pytest.mark.parametrize("plan", ["fifo", "/dev/zero", "big", "not a plan", "a node is a path"])
-def test_a_plan_that_is_no_plan_is_one_error_line_at_once(plan: str, job: Path,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_plan_that_is_no_plan_is_one_error_line_at_once(
+    plan: str, job: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = job / "fleet.json"
     if plan == "fifo":
-        os.mkfifo(path)             # nothing ever writes it: a reader that opens it blocking waits forever
+        os.mkfifo(path)  # nothing ever writes it: a reader that opens it blocking waits forever
     elif plan == "/dev/zero":
         path.symlink_to("/dev/zero")
     elif plan == "big":
         with path.open("wb") as handle:
-            handle.truncate(64 * 2**20)     # sparse: no disk used
+            handle.truncate(64 * 2**20)  # sparse: no disk used
     elif plan == "not a plan":
         path.write_text("[1, 2, 3]")
     else:

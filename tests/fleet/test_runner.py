@@ -9,8 +9,10 @@ from kitbench.fleet import runner, slurm
 
 
 def _states(*states: str, limit: float | None = None) -> list[slurm.TaskState]:
-    return [slurm.TaskState(i, state, 0 if state == "COMPLETED" else None, None, None, None, limit)
-            for i, state in enumerate(states)]
+    return [
+        slurm.TaskState(i, state, 0 if state == "COMPLETED" else None, None, None, None, limit)
+        for i, state in enumerate(states)
+    ]
 
 
 def test_wait_backs_off_and_resets_on_a_change(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -39,8 +41,9 @@ def test_wait_is_bounded_by_the_job_time_limit_or_timeout(monkeypatch: pytest.Mo
     with pytest.raises(SlurmError) as caught:
         runner.wait("5", 1, lambda t: None, clock=lambda: now[0], sleep=sleep)
     assert now[0] == 60 + runner.WAIT_GRACE_S
-    assert caught.value.message == ("job 5 has not finished after 660 s (its time limit and a margin); "
-                                    "it is left running")
+    assert caught.value.message == (
+        "job 5 has not finished after 660 s (its time limit and a margin); it is left running"
+    )
     assert caught.value.hint == "kitbench fleet gather 5 once it ends; scancel 5 stops it"
     now[0] = 0.0
     with pytest.raises(SlurmError, match=r"after 45 s \(--timeout\)"):

@@ -9,17 +9,20 @@ from hypothesis import strategies as st
 from kitbench.machine.builds import Build, build, newest_first
 
 
-@pytest.mark.parametrize(("tag", "kind", "version", "needs"), [
-    ("cpu", "cpu", (), "nothing"),
-    ("cu126", "cuda", (12, 6), "an NVIDIA driver"),
-    ("cu118", "cuda", (11, 8), "an NVIDIA driver"),
-    ("cu132", "cuda", (13, 2), "an NVIDIA driver"),
-    ("rocm6.4", "rocm", (6, 4), "an AMD GPU"),
-    ("rocm7.14", "rocm", (7, 14), "an AMD GPU"),
-    ("rocm5.4.2", "rocm", (5, 4, 2), "an AMD GPU"),
-    ("xpu", "xpu", (), "an Intel GPU"),
-    ("mps", "mps", (), "an Apple Silicon Mac"),
-])
+@pytest.mark.parametrize(
+    ("tag", "kind", "version", "needs"),
+    [
+        ("cpu", "cpu", (), "nothing"),
+        ("cu126", "cuda", (12, 6), "an NVIDIA driver"),
+        ("cu118", "cuda", (11, 8), "an NVIDIA driver"),
+        ("cu132", "cuda", (13, 2), "an NVIDIA driver"),
+        ("rocm6.4", "rocm", (6, 4), "an AMD GPU"),
+        ("rocm7.14", "rocm", (7, 14), "an AMD GPU"),
+        ("rocm5.4.2", "rocm", (5, 4, 2), "an AMD GPU"),
+        ("xpu", "xpu", (), "an Intel GPU"),
+        ("mps", "mps", (), "an Apple Silicon Mac"),
+    ],
+)
 def test_a_tag_is_parsed_into_its_build(tag: str, kind: str, version: tuple[int, ...], needs: str) -> None:
     found = build(tag)
     assert found == Build(tag, kind, version, needs, known=True)
@@ -28,8 +31,10 @@ def test_a_tag_is_parsed_into_its_build(tag: str, kind: str, version: tuple[int,
     assert found.gpu == (kind in ("cuda", "rocm", "xpu"))
 
 
-@pytest.mark.parametrize(("tag", "kind"), [("cuda", "cuda"), ("cu12", "cuda"), ("rocm", "rocm"), ("xpu2", "xpu"),
-                                           ("tpu", "unknown"), ("", "unknown")])
+@pytest.mark.parametrize(
+    ("tag", "kind"),
+    [("cuda", "cuda"), ("cu12", "cuda"), ("rocm", "rocm"), ("xpu2", "xpu"), ("tpu", "unknown"), ("", "unknown")],
+)
 def test_a_tag_out_of_its_kinds_form_is_of_that_kind_but_not_known(tag: str, kind: str) -> None:
     # The kind is the prefix's (a --compute of cuda on macOS is told there are no CUDA builds there).
     assert (build(tag).kind, build(tag).known) == (kind, False)

@@ -15,13 +15,16 @@ from kitbench.machine import cpus
 CGROUP = Path(__file__).resolve().parent.parent / "resources" / "cgroup"
 
 
-@pytest.mark.parametrize(("root", "quota", "usable"), [
-    ("v1-this-vm", None, 2),            # no quota: the affinity mask decides
-    ("v1-docker-half", 0.5, 1),         # half a CPU still runs one thread
-    ("v2-docker-1.5", 1.5, 2),          # 1.5 CPUs: two threads, each throttled
-    ("v2-slurm-nested", 4.0, 4),        # the job's limit, two levels up, binds the unlimited step
-    ("v2-unlimited", None, 8),
-])
+@pytest.mark.parametrize(
+    ("root", "quota", "usable"),
+    [
+        ("v1-this-vm", None, 2),  # no quota: the affinity mask decides
+        ("v1-docker-half", 0.5, 1),  # half a CPU still runs one thread
+        ("v2-docker-1.5", 1.5, 2),  # 1.5 CPUs: two threads, each throttled
+        ("v2-slurm-nested", 4.0, 4),  # the job's limit, two levels up, binds the unlimited step
+        ("v2-unlimited", None, 8),
+    ],
+)
 def test_usable_cores_are_the_smaller_of_affinity_and_quota(root: str, quota: float | None, usable: int) -> None:
     found = cpus.cores(CGROUP / root, affinity=set(range(8 if root != "v1-this-vm" else 2)))
     assert found.cgroup_cpus == quota
@@ -38,11 +41,14 @@ def test_a_root_without_cgroup_files_has_no_quota(tmp_path: Path) -> None:
     assert cpus.cores(tmp_path, affinity={0, 1, 2}).usable == 3
 
 
-@pytest.mark.parametrize(("root", "available"), [
-    ("v1-this-vm", 22756232 * 1024),                # no memory limit (2**63 rounded to a page): MemAvailable
-    ("v1-docker-1g", 1073741824 - 1540096),         # docker run --memory=1g: the container's limit binds
-    ("v2-docker-1.5", None),                        # no memory files at all: unknown
-])
+@pytest.mark.parametrize(
+    ("root", "available"),
+    [
+        ("v1-this-vm", 22756232 * 1024),  # no memory limit (2**63 rounded to a page): MemAvailable
+        ("v1-docker-1g", 1073741824 - 1540096),  # docker run --memory=1g: the container's limit binds
+        ("v2-docker-1.5", None),  # no memory files at all: unknown
+    ],
+)
 def test_available_memory_is_the_smaller_of_the_kernels_and_the_cgroups(root: str, available: int | None) -> None:
     assert cpus.memory_available(CGROUP / root) == available
 
@@ -64,10 +70,17 @@ def test_this_process_uses_its_affinity_not_cpu_count(count: int) -> None:
         pytest.skip(f"this process may use {len(mine)} CPU(s), fewer than {count}")
     if count > 1 and _quota_here():
         pytest.skip("a cgroup CPU quota here may bind below the affinity mask")
-    code = (f"import os; os.sched_setaffinity(0, {mine[:count]!r}); from kitbench.machine import cpus; "
-            "print(cpus.usable_cores())")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                          cwd=Path(__file__).resolve().parents[2])
+    code = (
+        f"import os; os.sched_setaffinity(0, {mine[:count]!r}); from kitbench.machine import cpus; "
+        "print(cpus.usable_cores())"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert done.stdout.strip() == str(count)
 
 
@@ -96,7 +109,8 @@ def _fake(bin_dir: Path, name: str, script: str) -> None:
 
 
 def test_lscpu_and_sysctl_are_run_bounded_and_a_failure_reads_as_nothing(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # lscpu is asked in the C locale (its field names are English there); a program that fails says nothing.
     _fake(tmp_path / "bin", "lscpu", 'echo "Vendor ID: ARM"; echo "Locale: $LC_ALL"; printf "Model name:\\377\\n"\n')
     _fake(tmp_path / "bin", "sysctl", 'echo "  Apple M2  "\n')

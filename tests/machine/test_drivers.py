@@ -14,8 +14,20 @@ from kitbench.machine import drivers, probe
 from kitbench.machine.probe import Probe
 from kitbench.machine.versions import parse_capability, parse_cuda
 
-BARE = Probe(os="linux", os_version="6.8", arch="x86_64", python_arch="x86_64", python_version="3.12.3",
-             rosetta=False, wsl=False, container=False, driver=None, gpus=(), rocm=None, sources={})
+BARE = Probe(
+    os="linux",
+    os_version="6.8",
+    arch="x86_64",
+    python_arch="x86_64",
+    python_version="3.12.3",
+    rosetta=False,
+    wsl=False,
+    container=False,
+    driver=None,
+    gpus=(),
+    rocm=None,
+    sources={},
+)
 
 
 def test_each_generation_s_first_driver_is_its_first_toolkit_s() -> None:
@@ -28,8 +40,11 @@ def test_each_generation_s_first_driver_is_its_first_toolkit_s() -> None:
         first = parse_cuda(row["toolkit"])
         for cc in row["capabilities"]:
             capability = parse_capability(cc)
-            reaches = [t for t in toolkits if (found := table.arch_range(f"{t[0]}.{t[1]}"))
-                       and found[0] <= capability <= found[1]]
+            reaches = [
+                t
+                for t in toolkits
+                if (found := table.arch_range(f"{t[0]}.{t[1]}")) and found[0] <= capability <= found[1]
+            ]
             # The ranges are numeric, Blackwell's numbers are not: sm_103 came with 12.9 though 12.8 reaches sm_120,
             # and Thor's 11.0 is 12.8's and 12.9's 10.1 renamed by 13.0.
             assert reaches[0] == first or cc in ("10.3", "11.0"), (cc, reaches[:1], first)
@@ -41,7 +56,7 @@ def test_each_generation_s_first_driver_is_its_first_toolkit_s() -> None:
     assert hopper is not None and hopper.floor("linux") == "520.61.05" and hopper.floor("windows") == "520.06"
     assert b200 is not None and b200.floor("linux") == "570.26" and b200 is rtx5090
     assert not hopper.allows("470.256.02", "linux") and hopper.allows("520.61.05", "linux")
-    assert table.generation("7.5") is None        # older than the toolkits on record: no floor applied
+    assert table.generation("7.5") is None  # older than the toolkits on record: no floor applied
 
 
 def test_a_b200_on_an_r570_driver_gets_a_cuda_build() -> None:
@@ -56,14 +71,17 @@ def test_a_floor_resting_on_docs_or_an_inference_is_said_and_never_decides(envs_
     data = path.read_text().replace(
         '  - {name: Blackwell, capabilities: ["10.0", "10.1", "12.0"], toolkit: "12.8", kind: release-notes,',
         '  - {name: Blackwell, capabilities: ["10.0", "10.1", "12.0"], toolkit: "12.9", kind: inferred, '
-        'confirm: "a release note",')
+        'confirm: "a release note",',
+    )
     assert data != path.read_text()
     path.write_text(data)
     machine = probe.override(BARE, driver="570.124.06", gpu_capabilities=["12.0"], glibc="2.35")
     chosen = selector.select(machine)
-    assert chosen.compute.startswith("cu")     # the inferred 575.51.03 floor does not take the CUDA build away
-    assert any(n.startswith("Blackwell GPUs (compute capability 12.0) may need driver >= 575.51.03")
-               and "inferred" in n for n in chosen.notes), chosen.notes
+    assert chosen.compute.startswith("cu")  # the inferred 575.51.03 floor does not take the CUDA build away
+    assert any(
+        n.startswith("Blackwell GPUs (compute capability 12.0) may need driver >= 575.51.03") and "inferred" in n
+        for n in chosen.notes
+    ), chosen.notes
 
 
 def test_a_gpu_its_driver_cannot_drive_gets_the_cpu_build_and_the_driver_to_update_to() -> None:
@@ -72,5 +90,7 @@ def test_a_gpu_its_driver_cannot_drive_gets_the_cpu_build_and_the_driver_to_upda
     assert chosen.compute == "cpu"
     assert any("cannot drive sm_90 (Hopper): update the driver to at least 520.61.05" in n for n in chosen.notes)
     asked = selector.select(h100, release_spec="2.7.1", compute="cu118")
-    assert any(n.startswith("warning: cu118 will not run on this machine: driver 470.256.02 cannot drive sm_90")
-               for n in asked.notes)
+    assert any(
+        n.startswith("warning: cu118 will not run on this machine: driver 470.256.02 cannot drive sm_90")
+        for n in asked.notes
+    )

@@ -29,10 +29,15 @@ def test_nvidia_smi_failure_text_gives_nothing(resources: Path) -> None:
     assert probe.parse_nvidia_smi((resources / "nvidia-smi/failed.txt").read_text())[:2] == (None, ())
 
 
-@pytest.mark.parametrize(("name", "expected"), [("nvidia-version-proprietary.txt", "535.104.05"),
-                                                ("nvidia-version-open.txt", "550.54.14"),
-                                                ("nvidia-version-aarch64.txt", "580.65.06"),
-                                                ("nvidia-version-h100.txt", "580.159.04")])
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("nvidia-version-proprietary.txt", "535.104.05"),
+        ("nvidia-version-open.txt", "550.54.14"),
+        ("nvidia-version-aarch64.txt", "580.65.06"),
+        ("nvidia-version-h100.txt", "580.159.04"),
+    ],
+)
 def test_proc_driver_version(resources: Path, name: str, expected: str) -> None:
     assert probe.parse_proc_driver((resources / "proc" / name).read_text()) == expected
 
@@ -48,9 +53,10 @@ def test_sys_module_driver_version(resources: Path) -> None:
     assert probe.parse_sys_driver("580.159.04 extra") is None
 
 
-@pytest.mark.parametrize(("name", "arm64", "translated"), [("m2-native.txt", "1", "0"),
-                                                           ("m2-rosetta.txt", "1", "1"),
-                                                           ("intel-mac.txt", "0", None)])
+@pytest.mark.parametrize(
+    ("name", "arm64", "translated"),
+    [("m2-native.txt", "1", "0"), ("m2-rosetta.txt", "1", "1"), ("intel-mac.txt", "0", None)],
+)
 def test_sysctl(resources: Path, name: str, arm64: str, translated: str | None) -> None:
     facts = probe.parse_sysctl((resources / "sysctl" / name).read_text())
     assert facts["hw.optional.arm64"] == arm64
@@ -63,7 +69,6 @@ def test_arch_names_follow_the_os() -> None:
     assert probe.normalize_arch("aarch64", "macos") == "arm64"
 
 
-
 def test_a_windows_on_arm_machine_probed_with_its_native_python_is_answered(monkeypatch: pytest.MonkeyPatch) -> None:
     """platform.machine() says ARM64 there: the probe reads aarch64 for the machine and its Python, and nothing
     downstream refuses it (its answer is the win_arm64 wheels PyTorch's index is recorded serving)."""
@@ -72,7 +77,7 @@ def test_a_windows_on_arm_machine_probed_with_its_native_python_is_answered(monk
     from kitbench.advice import selector
 
     monkeypatch.setattr(probe, "_os_name", lambda: "windows")
-    monkeypatch.delattr(os, "uname")                # Windows has none: the probe asks platform there
+    monkeypatch.delattr(os, "uname")  # Windows has none: the probe asks platform there
     monkeypatch.setattr(platform, "machine", lambda: "ARM64")
     monkeypatch.setattr(platform, "version", lambda: "10.0.26100")
     monkeypatch.delenv("PROCESSOR_ARCHITEW6432", raising=False)
@@ -91,16 +96,30 @@ def test_probe_here_is_fast_and_torch_free() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, time; t = time.perf_counter(); from kitbench.machine.probe import probe; p = probe(); "
-            "assert 'torch' not in sys.modules; print(p.os, time.perf_counter() - t)")
+    code = (
+        "import sys, time; t = time.perf_counter(); from kitbench.machine.probe import probe; p = probe(); "
+        "assert 'torch' not in sys.modules; print(p.os, time.perf_counter() - t)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split()[0] in ("linux", "macos", "windows")
     assert float(out.split()[1]) < 1.0
 
 
 def _base() -> probe.Probe:
-    return probe.Probe(os="linux", os_version="6.1", arch="x86_64", python_arch="x86_64", python_version="3.11.7",
-                       rosetta=False, wsl=False, container=False, driver=None, gpus=(), rocm=None, sources={})
+    return probe.Probe(
+        os="linux",
+        os_version="6.1",
+        arch="x86_64",
+        python_arch="x86_64",
+        python_version="3.11.7",
+        rosetta=False,
+        wsl=False,
+        container=False,
+        driver=None,
+        gpus=(),
+        rocm=None,
+        sources={},
+    )
 
 
 def test_override_answers_for_a_rosetta_mac() -> None:
@@ -158,8 +177,9 @@ def _driverless(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, proc_version: s
     monkeypatch.setenv("PATH", str(tmp_path / "empty-path"))
 
 
-def test_probe_reads_the_driver_from_sysfs_when_procfs_hides_it(resources: Path, tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_probe_reads_the_driver_from_sysfs_when_procfs_hides_it(
+    resources: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _driverless(monkeypatch, tmp_path, "Linux version 6.1.0")
     monkeypatch.setattr(probe, "_SYS_DRIVER", resources / "sys" / "nvidia-module-version.txt")
     found = probe.probe()
@@ -205,7 +225,8 @@ def test_recorded_h100(resources: Path) -> None:
     driver, gpus = probe.parse_nvidia_smi((resources / "nvidia-smi/h100-sxm.csv").read_text())[:2]
     assert driver == "580.159.04"
     assert [(g.name, g.capability, g.memory_mib, g.pcie_gen, g.pcie_width) for g in gpus] == [
-        ("NVIDIA H100 80GB HBM3", "9.0", 81559, 5, 16)]
+        ("NVIDIA H100 80GB HBM3", "9.0", 81559, 5, 16)
+    ]
 
 
 def test_musl_loader_banner(resources: Path) -> None:
@@ -255,13 +276,17 @@ def test_another_interpreter_is_asked_in_a_subprocess() -> None:
         probe.python.interpreter(shutil.which("true") or "/bin/true")
 
 
-@pytest.mark.parametrize(("script", "said"), [
-    ("echo garbage; echo '{{{'", "did not answer as a Python interpreter"),
-    ("head -c 10000000 /dev/zero", "did not answer as a Python interpreter"),
-    ("exec sleep 60", "did not answer within 0.5 s"),
-])
-def test_a_python_that_is_none_is_refused_in_words(script: str, said: str, tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("script", "said"),
+    [
+        ("echo garbage; echo '{{{'", "did not answer as a Python interpreter"),
+        ("head -c 10000000 /dev/zero", "did not answer as a Python interpreter"),
+        ("exec sleep 60", "did not answer within 0.5 s"),
+    ],
+)
+def test_a_python_that_is_none_is_refused_in_words(
+    script: str, said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Its garbage is not taken for a version and an arch; a hang ends at the timeout, in one line."""
     fake = tmp_path / "python"
     fake.write_text(f"#!/bin/sh\n{script}\n")
@@ -317,27 +342,36 @@ def test_python_glibc_and_macos_version_overrides() -> None:
         probe.override(base, python_path="python3", python_version="3.10")
 
 
-@pytest.mark.parametrize(("flags", "fact"), [
-    ({"os": "macos", "os_version": "13"}, ("os_version", "13.0")),      # macOS is named by its major version
-    ({"os": "macos", "os_version": "14.5"}, ("os_version", "14.5")),
-    ({"python_version": "3.10.4"}, ("python_version", "3.10.4")),
-    ({"python_version": "3.13t"}, ("python_version", "3.13t")),       # a free-threaded build
-])
+@pytest.mark.parametrize(
+    ("flags", "fact"),
+    [
+        ({"os": "macos", "os_version": "13"}, ("os_version", "13.0")),  # macOS is named by its major version
+        ({"os": "macos", "os_version": "14.5"}, ("os_version", "14.5")),
+        ({"python_version": "3.10.4"}, ("python_version", "3.10.4")),
+        ({"python_version": "3.13t"}, ("python_version", "3.13t")),  # a free-threaded build
+    ],
+)
 def test_versions_are_taken_as_people_write_them(flags: dict[str, str], fact: tuple[str, str]) -> None:
     assert getattr(probe.override(probe.probe(), **flags), fact[0]) == fact[1]
 
 
-@pytest.mark.parametrize(("flags", "example"), [
-    ({"glibc": "abc"}, "--glibc 2.35"), ({"os": "macos", "os_version": "x"}, "--os-version 14.5"),
-    ({"python_version": "3"}, "--python-version 3.12")])
+@pytest.mark.parametrize(
+    ("flags", "example"),
+    [
+        ({"glibc": "abc"}, "--glibc 2.35"),
+        ({"os": "macos", "os_version": "x"}, "--os-version 14.5"),
+        ({"python_version": "3"}, "--python-version 3.12"),
+    ],
+)
 def test_a_version_that_is_none_gets_an_example_of_its_own_kind(flags: dict[str, str], example: str) -> None:
     with pytest.raises(UsageError) as refused:
         probe.override(probe.probe(), **flags)
     assert refused.value.hint == f"e.g. {example}"
 
 
-def test_a_hung_nvidia_smi_is_ended_where_there_are_no_process_groups(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_hung_nvidia_smi_is_ended_where_there_are_no_process_groups(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Windows has no os.killpg: a program that never answers is still ended at the timeout, and the
     probe goes on without it (its stand-in execs sleep, so ending the program ends all it started)."""
     import os
@@ -355,23 +389,44 @@ def test_a_hung_nvidia_smi_is_ended_where_there_are_no_process_groups(tmp_path: 
 GOOD_SMI = "0, NVIDIA H100 80GB HBM3, 9.0, 81559, 580.159.04, 5, 16"
 
 
-@pytest.mark.parametrize(("lines", "code", "capabilities", "doubt"), [
-    # Garbage beside a good line: the line is kept, the garbage said (it was dropped in silence).
-    ([GOOD_SMI, "garbage here", "1, bogus, abc, 1, zzz", "\x1b[31mred"], 0, ["9.0"],
-     "3 line(s) of nvidia-smi's answer are no GPU's, e.g. 'garbage here'; 1 GPU line(s) kept"),
-    # A GPU lost beside a good one: nvidia-smi exits non-zero and still lists the other (it gave "none").
-    ([GOOD_SMI, "Unable to determine the device handle for GPU 0000:41:00.0: Unknown Error"], 15, ["9.0"],
-     "nvidia-smi exited 15: 'Unable to determine the device handle for GPU 0000:41:00.0: Unknown Error'; "
-     "1 GPU line(s) kept"),
-    # Nothing sound at all: none, with the reason.
-    (["0, x, y", "lots of noise"], 0, [], "2 line(s) of nvidia-smi's answer are no GPU's, e.g. '0, x, y'; "
-                                          "no GPU line in it"),
-    ([], 0, [], "nvidia-smi listed no GPU"),
-    ([GOOD_SMI, "1, NVIDIA RTX A4000, 8.6, 16376, 580.159.04, 4, 8"], 0, ["9.0", "8.6"], None),
-])
+@pytest.mark.parametrize(
+    ("lines", "code", "capabilities", "doubt"),
+    [
+        # Garbage beside a good line: the line is kept, the garbage said (it was dropped in silence).
+        (
+            [GOOD_SMI, "garbage here", "1, bogus, abc, 1, zzz", "\x1b[31mred"],
+            0,
+            ["9.0"],
+            "3 line(s) of nvidia-smi's answer are no GPU's, e.g. 'garbage here'; 1 GPU line(s) kept",
+        ),
+        # A GPU lost beside a good one: nvidia-smi exits non-zero and still lists the other (it gave "none").
+        (
+            [GOOD_SMI, "Unable to determine the device handle for GPU 0000:41:00.0: Unknown Error"],
+            15,
+            ["9.0"],
+            "nvidia-smi exited 15: 'Unable to determine the device handle for GPU 0000:41:00.0: Unknown Error'; "
+            "1 GPU line(s) kept",
+        ),
+        # Nothing sound at all: none, with the reason.
+        (
+            ["0, x, y", "lots of noise"],
+            0,
+            [],
+            "2 line(s) of nvidia-smi's answer are no GPU's, e.g. '0, x, y'; no GPU line in it",
+        ),
+        ([], 0, [], "nvidia-smi listed no GPU"),
+        ([GOOD_SMI, "1, NVIDIA RTX A4000, 8.6, 16376, 580.159.04, 4, 8"], 0, ["9.0", "8.6"], None),
+    ],
+)
 def test_a_fake_nvidia_smi_answer_is_kept_where_sound_and_its_faults_said(
-        lines: list[str], code: int, capabilities: list[str], doubt: str | None, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    lines: list[str],
+    code: int,
+    capabilities: list[str],
+    doubt: str | None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     import json
 
     from kitbench._cli import main
@@ -389,9 +444,14 @@ def test_a_fake_nvidia_smi_answer_is_kept_where_sound_and_its_faults_said(
     chosen = json.loads(capsys.readouterr().out)
     assert chosen["facts"]["gpu_capabilities"] == capabilities
     unconfirmed = [n for n in chosen["notes"] if n.startswith("the GPU list is unconfirmed")]
-    assert unconfirmed == ([f"the GPU list is unconfirmed ({doubt}): this answer is for the GPUs listed; "
-                            "--driver and --gpu-cc (once per GPU) answer for the machine as you know it"]
-                           if doubt else [])
+    assert unconfirmed == (
+        [
+            f"the GPU list is unconfirmed ({doubt}): this answer is for the GPUs listed; "
+            "--driver and --gpu-cc (once per GPU) answer for the machine as you know it"
+        ]
+        if doubt
+        else []
+    )
     if capabilities:
         assert chosen["facts"]["driver"] == "580.159.04" and chosen["compute"].startswith("cu")
     # GPUs given by hand answer for the machine as its owner knows it: no doubt is left to say.
@@ -409,14 +469,19 @@ def test_the_parser_names_every_line_that_is_no_gpu(resources: Path) -> None:
     assert probe.parse_nvidia_smi("1, bogus, abc, 1, 550.54.15\n")[1:] == ((), ("1, bogus, abc, 1, 550.54.15",))
 
 
-@pytest.mark.parametrize(("body", "words"), [
-    ("echo abc; echo x86_64; echo", "did not answer as a Python interpreter"),          # not a version
-    ("yes 3.11.0", "did not answer as a Python interpreter"),                           # endless: cut at 4 KB
-    ("printf '3.11.0\\377\\nx86_64\\n\\n'", "did not answer as a Python interpreter"),   # not UTF-8
-    ("printf '3.11.0\\nx86_64\\n\\033[2J 1\\n'", "did not answer as a Python interpreter"),
-], ids=["abc", "yes", "not-utf8", "escape"])
-def test_install_cmd_python_takes_only_a_python_s_answer(body: str, words: str, tmp_path: Path,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ("echo abc; echo x86_64; echo", "did not answer as a Python interpreter"),  # not a version
+        ("yes 3.11.0", "did not answer as a Python interpreter"),  # endless: cut at 4 KB
+        ("printf '3.11.0\\377\\nx86_64\\n\\n'", "did not answer as a Python interpreter"),  # not UTF-8
+        ("printf '3.11.0\\nx86_64\\n\\033[2J 1\\n'", "did not answer as a Python interpreter"),
+    ],
+    ids=["abc", "yes", "not-utf8", "escape"],
+)
+def test_install_cmd_python_takes_only_a_python_s_answer(
+    body: str, words: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import time
 
     from kitbench._cli import main

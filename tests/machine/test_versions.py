@@ -10,8 +10,10 @@ from kitbench.errors import UsageError
 from kitbench.machine.versions import capability_supported, parse_capability, parse_cuda, parse_driver
 
 
-@pytest.mark.parametrize(("text", "expected"), [("535.104.05", (535, 104, 5)), ("580", (580, 0, 0)),
-                                                ("450.80.02", (450, 80, 2)), (" 525.60.13 ", (525, 60, 13))])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("535.104.05", (535, 104, 5)), ("580", (580, 0, 0)), ("450.80.02", (450, 80, 2)), (" 525.60.13 ", (525, 60, 13))],
+)
 def test_parse_driver(text: str, expected: tuple[int, int, int]) -> None:
     assert parse_driver(text) == expected
 
@@ -22,11 +24,26 @@ def test_parse_driver_refuses(text: str) -> None:
         parse_driver(text)
 
 
-@pytest.mark.parametrize(("text", "expected"), [("8.6", (8, 6)), ("sm_86", (8, 6)), ("86", (8, 6)),
-                                                ("12.0", (12, 0)), ("120", (12, 0)), ("7", (7, 0)),
-                                                ("10", (10, 0)), ("12", (12, 0)), ("sm_100", (10, 0)),
-                                                ("100", (10, 0)), ("sm_90", (9, 0)), ("90", (9, 0)),
-                                                ("sm_120", (12, 0)), ("sm_10", (1, 0)), ("35", (3, 5))])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("8.6", (8, 6)),
+        ("sm_86", (8, 6)),
+        ("86", (8, 6)),
+        ("12.0", (12, 0)),
+        ("120", (12, 0)),
+        ("7", (7, 0)),
+        ("10", (10, 0)),
+        ("12", (12, 0)),
+        ("sm_100", (10, 0)),
+        ("100", (10, 0)),
+        ("sm_90", (9, 0)),
+        ("90", (9, 0)),
+        ("sm_120", (12, 0)),
+        ("sm_10", (1, 0)),
+        ("35", (3, 5)),
+    ],
+)
 def test_parse_capability(text: str, expected: tuple[int, int]) -> None:
     assert parse_capability(text) == expected
 
@@ -44,8 +61,8 @@ def test_parse_cuda() -> None:
 
 def test_capability_supported_follows_cubin_and_ptx_rules() -> None:
     cu126 = ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"]
-    assert capability_supported((8, 9), cu126)          # sm_86 cubin runs on 8.9
-    assert not capability_supported((12, 0), cu126)     # Blackwell: the sm_120 trap
+    assert capability_supported((8, 9), cu126)  # sm_86 cubin runs on 8.9
+    assert not capability_supported((12, 0), cu126)  # Blackwell: the sm_120 trap
     assert capability_supported((12, 0), ["sm_90", "compute_120"])
     assert not capability_supported((6, 1), ["sm_70", "sm_80"])
 
@@ -73,7 +90,7 @@ def test_a_cuda_version_parses_from_either_spelling(major: int, minor: int, tag:
 @given(st.integers(1, 99), st.integers(0, 9))
 def test_a_capability_parses_from_its_dotted_form_and_from_sm(major: int, minor: int) -> None:
     assert parse_capability(f"{major}.{minor}") == (major, minor)
-    if major >= 2:       # sm_10 to sm_13 read as sm_1x; see test_parse_capability for the short forms
+    if major >= 2:  # sm_10 to sm_13 read as sm_1x; see test_parse_capability for the short forms
         assert parse_capability(f"sm_{major}{minor}") == (major, minor)
 
 

@@ -25,12 +25,13 @@ def test_rows_and_environment_diff(runs: dict[str, Path]) -> None:
 
 
 @pytest.mark.integration
-def test_the_baseline_is_the_first_ok_record(runs: dict[str, Path], tmp_path: Path,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_baseline_is_the_first_ok_record(
+    runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A failed run's environment may be half known (torch None): it is never what the others are measured from."""
     failed = json.loads(runs["a"].read_text())
     failed["status"], failed["environment"]["torch"] = "failed", None
-    failed["run_id"] = records.new_run_id()         # another run, not a copy of the same one
+    failed["run_id"] = records.new_run_id()  # another run, not a copy of the same one
     (tmp_path / "0-failed.json").write_text(json.dumps(failed))
     shutil.copy(runs["a"], tmp_path / "1-ok.json")
     table = compare.rows(inputs.load([str(tmp_path / "0-failed.json"), str(tmp_path / "1-ok.json")]))
@@ -54,7 +55,7 @@ def test_the_differences_from_the_baseline_are_grouped() -> None:
     assert found.baseline == str(DOCS_RECORDS / "cpu-bench-cnn.json") and found.compared == 12
     torch = [g for g in found.groups if g.quantity == "torch"]
     assert [(g.before, g.after, len(g.paths)) for g in torch] == [("2.14.1+cu130", "2.11.0+cu130", 9)]
-    gpus = {tuple(g.after) for g in found.groups if g.quantity == "gpus"}       # type: ignore[arg-type]
+    gpus = {tuple(g.after) for g in found.groups if g.quantity == "gpus"}  # type: ignore[arg-type]
     assert gpus == {("NVIDIA H100 80GB HBM3",), ("NVIDIA H200",)}
     # Every record's every difference is in exactly one group.
     assert sum(len(g.paths) for g in found.groups) == sum(len(r.differs) for r in table)
@@ -62,12 +63,13 @@ def test_the_differences_from_the_baseline_are_grouped() -> None:
 
 @pytest.mark.parametrize("rich", [True, False])
 def test_compare_of_the_docs_records_fits_160_columns_with_a_record_column(
-        rich: bool, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    rich: bool, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The issue's complaint: 433 characters wide, H200 rows that read alike, 99 "differs" lines."""
     from kitbench import _ui
     from kitbench._cli import main
 
-    if not rich:        # the plain table a Python without rich gets
+    if not rich:  # the plain table a Python without rich gets
         monkeypatch.setattr(_ui, "_rich_console", lambda stderr=False: None)
 
     assert main(["compare", str(DOCS_RECORDS)]) == 0
@@ -75,7 +77,7 @@ def test_compare_of_the_docs_records_fits_160_columns_with_a_record_column(
     lines = out.splitlines()
     assert max(len(line) for line in lines) <= 160, max(lines, key=len)
     names = sorted(p.name for p in DOCS_RECORDS.glob("*.json"))
-    for name in names:      # in both tables, at the start of a row
+    for name in names:  # in both tables, at the start of a row
         assert sum(line.startswith(name + " ") for line in lines) == 2, name
     assert "differs from the baseline" not in out
     groups = [line for line in lines if line.startswith("  ") and " of 12: " in line]
@@ -85,12 +87,15 @@ def test_compare_of_the_docs_records_fits_160_columns_with_a_record_column(
 
 
 def test_records_named_alike_at_length_still_fit_and_end_apart(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from kitbench._cli import main
 
     for end in ("one", "two"):
-        shutil.copy(DOCS_RECORDS / ("h200-det-1.json" if end == "one" else "h200-det-2.json"),
-                    tmp_path / f"{'a-very-long-shared-beginning-' * 4}{end}.json")
+        shutil.copy(
+            DOCS_RECORDS / ("h200-det-1.json" if end == "one" else "h200-det-2.json"),
+            tmp_path / f"{'a-very-long-shared-beginning-' * 4}{end}.json",
+        )
     shutil.copy(DOCS_RECORDS / "h100-cnn.json", tmp_path / "b.json")
     assert main(["compare", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -124,8 +129,12 @@ def test_one_bad_file_among_good_ones_is_a_row(runs: dict[str, Path], tmp_path: 
 @pytest.mark.integration
 @pytest.mark.parametrize("fmt", ["table", "markdown", "csv", "json"])
 def test_compare_cli_formats(runs: dict[str, Path], fmt: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "kitbench", "compare", str(runs["a"]), str(runs["seed"]),
-                           "--format", fmt], capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "kitbench", "compare", str(runs["a"]), str(runs["seed"]), "--format", fmt],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     if fmt == "json":
         assert [r["status"] for r in json.loads(done.stdout)] == ["ok", "ok"]
@@ -138,15 +147,20 @@ def test_compare_cli_formats(runs: dict[str, Path], fmt: str) -> None:
 @pytest.mark.integration
 def test_plot_is_written(runs: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "compare.png"
-    done = subprocess.run([sys.executable, "-m", "kitbench", "compare", str(runs["a"]), str(runs["b"]),
-                           "--plot", str(out)], capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "kitbench", "compare", str(runs["a"]), str(runs["b"]), "--plot", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert out.stat().st_size > 20_000
 
 
-def test_plot_labels_name_every_record_and_never_run_into_each_other(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plot_labels_name_every_record_and_never_run_into_each_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A record made outside a target (the H100's) is named by its file, not "?"; four bars per record
     carry upright labels, which horizontal ones overlapped ("1.571.56")."""
     pytest.importorskip("matplotlib")
@@ -169,8 +183,7 @@ def test_plot_labels_name_every_record_and_never_run_into_each_other(tmp_path: P
     assert "h100-fnn" in [t.get_text() for t in epochs.get_xticklabels()]
 
 
-def test_a_plot_of_records_without_mnist_draws_no_empty_legend(tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_plot_of_records_without_mnist_draws_no_empty_legend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """matplotlib warns (on stderr, for a user) of a legend with nothing labelled in it."""
     pytest.importorskip("matplotlib")
     import warnings
@@ -196,8 +209,11 @@ def test_a_plot_of_records_without_mnist_draws_no_empty_legend(tmp_path: Path,
 
 @pytest.mark.integration
 def test_a_plot_of_more_records_than_it_can_hold_is_refused_before_any_output(
-        runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
-        another_run: typing.Callable[[Path, Path], Path]) -> None:
+    runs: dict[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    another_run: typing.Callable[[Path, Path], Path],
+) -> None:
     from kitbench._cli import main
     from kitbench.reading import plots
 
@@ -209,13 +225,18 @@ def test_a_plot_of_more_records_than_it_can_hold_is_refused_before_any_output(
     assert main(["compare", str(folder), "--plot", str(out)]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and not out.exists()
-    assert captured.err.startswith("ERROR: --plot draws at most 100 records, and 101 were given\n"
-                                   "hint: kitbench report draws any number")
+    assert captured.err.startswith(
+        "ERROR: --plot draws at most 100 records, and 101 were given\nhint: kitbench report draws any number"
+    )
 
 
 def test_compare_cli_errors(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "kitbench", "compare", str(tmp_path / "nope*.json")],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "kitbench", "compare", str(tmp_path / "nope*.json")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 1
     assert done.stderr.startswith("ERROR: no such record, directory or match")
     assert "Traceback" not in done.stderr
@@ -224,8 +245,10 @@ def test_compare_cli_errors(tmp_path: Path) -> None:
 def test_reference_bands_warn_below_70_percent_of_the_link() -> None:
     assert compare.link_warnings("PCIe 4 x16", 25.0, 26.0) == []
     slow = compare.link_warnings("PCIe 4 x16", 9.1, 24.0)
-    assert slow == ["H2D pinned 9.1 GB/s is 29% of PCIe 4 x16's 31.5 GB/s peak (expected 70%-90%): "
-                    "check the slot's link width and NUMA placement"]
+    assert slow == [
+        "H2D pinned 9.1 GB/s is 29% of PCIe 4 x16's 31.5 GB/s peak (expected 70%-90%): "
+        "check the slot's link width and NUMA placement"
+    ]
     assert compare.link_warnings(None, 1.0, 1.0) == []
 
 
@@ -234,12 +257,21 @@ def test_compare_cli_shows_the_link_warning(runs: dict[str, Path], tmp_path: Pat
     record = records.read(runs["a"])
     record["environment"]["gpu_links"] = ["PCIe 3 x16"]
     record["checks"]["moves"]["transfers"].append(
-        {"direction": "h2d", "memory": "pinned", "bytes": 2**26, "gb_per_s": 5.0, "gb_per_s_q1": 4.9,
-         "gb_per_s_q3": 5.1, "samples": 7})
+        {
+            "direction": "h2d",
+            "memory": "pinned",
+            "bytes": 2**26,
+            "gb_per_s": 5.0,
+            "gb_per_s_q1": 4.9,
+            "gb_per_s_q3": 5.1,
+            "samples": 7,
+        }
+    )
     path = tmp_path / "gpu.json"
     records.write_atomic(path, record)
-    done = subprocess.run([sys.executable, "-m", "kitbench", "compare", str(path)], capture_output=True, text=True,
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "kitbench", "compare", str(path)], capture_output=True, text=True, check=False
+    )
     assert "WARNING" in done.stdout
     assert "32% of PCIe 3 x16's 15.8 GB/s peak" in done.stdout
 

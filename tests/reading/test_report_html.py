@@ -30,14 +30,25 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 def test_a_real_browser_renders_the_page_without_errors(tmp_path: Path) -> None:
     assert CHROMIUM is not None
     page = tmp_path / "report.html"
-    built = report.build([str(KEPT)])     # its sections and charts: test_report checks them against the records
+    built = report.build([str(KEPT)])  # its sections and charts: test_report checks them against the records
     assert built.sections and "<svg" in built.text
     report.write(page, built.text)
-    common = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
-              f"--user-data-dir={tmp_path / 'profile'}"]
+    common = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--enable-logging=stderr",
+        "--v=0",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]
     shot = tmp_path / "report.png"
-    done = subprocess.run([*common, f"--screenshot={shot}", "--window-size=1200,2400", page.as_uri()],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [*common, f"--screenshot={shot}", "--window-size=1200,2400", page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert not re.search(r"Uncaught|ERR_|Failed to load|CONSOLE", done.stderr), done.stderr[-2000:]
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
@@ -46,8 +57,12 @@ def test_a_real_browser_renders_the_page_without_errors(tmp_path: Path) -> None:
     for section in built.sections:
         assert f'<section id="{section}">' in dom.stdout
     assert dom.stdout.count("<svg") == built.text.count("<svg")
-    pdf = tmp_path / "report.pdf"          # printable: the print stylesheet gives a PDF of several pages
-    printed = subprocess.run([*common, "--no-pdf-header-footer", f"--print-to-pdf={pdf}", page.as_uri()],
-                             capture_output=True, text=True, timeout=120)
+    pdf = tmp_path / "report.pdf"  # printable: the print stylesheet gives a PDF of several pages
+    printed = subprocess.run(
+        [*common, "--no-pdf-header-footer", f"--print-to-pdf={pdf}", page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert printed.returncode == 0 and pdf.read_bytes()[:5] == b"%PDF-"
     assert len(re.findall(rb"/Type\s*/Page\b", pdf.read_bytes())) > 2

@@ -22,7 +22,6 @@ def test_markdown_has_the_same_tables_and_no_plots() -> None:
     assert "chart(s) in the HTML report" in md
 
 
-
 def test_markdown_escapes_its_own_syntax_in_record_text(tmp_path: Path) -> None:
     record = json.loads((KEPT / "h100-fnn.json").read_text())
     record["environment"]["cpu"] = "@octocat see http://evil.example/x and www.evil.example $e^x$ ~~gone~~ | ![i](u)"

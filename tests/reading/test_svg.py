@@ -12,10 +12,18 @@ NS = "{http://www.w3.org/2000/svg}"
 
 
 def test_a_chart_is_well_formed_xml_with_every_label_escaped() -> None:
-    chart = svg.line_chart("<b>t</b> & co", [svg.Series("a<script>", [(1, 2), (10, 20)], [(1, 1, 3), (10, 15, 25)]),
-                                             svg.Series("b", [(1, 5), (10, 4)], dashed=True)],
-                           "size & <x>", "GB/s", log_x=True, markers=[svg.Marker(3, "<here>")])
-    root = ET.fromstring(chart)             # raises on any unescaped text
+    chart = svg.line_chart(
+        "<b>t</b> & co",
+        [
+            svg.Series("a<script>", [(1, 2), (10, 20)], [(1, 1, 3), (10, 15, 25)]),
+            svg.Series("b", [(1, 5), (10, 4)], dashed=True),
+        ],
+        "size & <x>",
+        "GB/s",
+        log_x=True,
+        markers=[svg.Marker(3, "<here>")],
+    )
+    root = ET.fromstring(chart)  # raises on any unescaped text
     assert root.tag == f"{NS}svg" and root.findtext(f"{NS}title") == "<b>t</b> & co"
     assert len(root.findall(f".//{NS}polyline")) == 2 and len(root.findall(f".//{NS}polygon")) == 1
     texts = [t.text for t in root.iter(f"{NS}text")]
@@ -24,8 +32,9 @@ def test_a_chart_is_well_formed_xml_with_every_label_escaped() -> None:
 
 
 def test_points_a_log_axis_cannot_place_are_left_out() -> None:
-    chart = svg.line_chart("t", [svg.Series("s", [(0, 1), (-1, 2), (1, math.nan), (1, 1), (100, 4)])], "x", "y",
-                           log_x=True, log_y=True)
+    chart = svg.line_chart(
+        "t", [svg.Series("s", [(0, 1), (-1, 2), (1, math.nan), (1, 1), (100, 4)])], "x", "y", log_x=True, log_y=True
+    )
     line = ET.fromstring(chart).find(f".//{NS}polyline")
     assert line is not None and len(line.attrib["points"].split()) == 2
 
@@ -43,7 +52,7 @@ def test_a_line_of_a_million_points_is_drawn_with_at_most_max_points() -> None:
     drawn = chart.split('points="')[1].split('"')[0].split()
     assert len(drawn) <= svg.MAX_POINTS + 1 and len(chart) < 60_000
     ends = svg.line_chart("loss", [svg.Series("run", [curve[0], curve[-1]])], "step", "loss")
-    assert [drawn[0], drawn[-1]] == ends.split('points="')[1].split('"')[0].split()     # first and last kept
+    assert [drawn[0], drawn[-1]] == ends.split('points="')[1].split('"')[0].split()  # first and last kept
 
 
 def test_twelve_series_are_drawn_twelve_ways() -> None:

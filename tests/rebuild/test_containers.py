@@ -37,8 +37,9 @@ def test_real_engine_unknown_base_image(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("KITBENCH_BASE_IMAGE", "kitbench-test/no-such-image:0")
     with pytest.raises(ContainerError) as caught:
         images.build(targets.get("cuda126"), log=lambda line: None)
-    assert caught.value.message == ("base image kitbench-test/no-such-image:0 is not on this machine "
-                                    "and cannot be pulled")
+    assert caught.value.message == (
+        "base image kitbench-test/no-such-image:0 is not on this machine and cannot be pulled"
+    )
 
 
 @pytest.mark.docker
@@ -47,7 +48,7 @@ def test_real_engine_failing_build_step_names_step_and_log(monkeypatch: pytest.M
     if not _has_image(BASE):
         pytest.skip(f"base image {BASE} not built here (.ci/run makes it with debootstrap)")
     monkeypatch.setenv("KITBENCH_BASE_IMAGE", BASE)
-    monkeypatch.setenv("KITBENCH_INDEX_URL", "http://127.0.0.1:9/simple")   # nothing listens: pip fails
+    monkeypatch.setenv("KITBENCH_INDEX_URL", "http://127.0.0.1:9/simple")  # nothing listens: pip fails
     monkeypatch.setenv("KITBENCH_DOCKER_NETWORK", "host")
     with pytest.raises(ContainerError) as caught:
         images.build(targets.get("cuda126"), log=lambda line: None)
@@ -57,8 +58,9 @@ def test_real_engine_failing_build_step_names_step_and_log(monkeypatch: pytest.M
 
 
 @pytest.mark.docker
-def test_real_engine_without_gpu_runtime_says_so_and_leaves_nothing(monkeypatch: pytest.MonkeyPatch,
-                                                                    tmp_path: Path) -> None:
+def test_real_engine_without_gpu_runtime_says_so_and_leaves_nothing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     _engine()
     import docker
 
@@ -105,7 +107,7 @@ def test_real_engine_build_without_name_resolution_names_the_network_setting(mon
         pytest.skip(f"base image {BASE} not built here (.ci/run makes it with debootstrap)")
     monkeypatch.setenv("KITBENCH_BASE_IMAGE", BASE)
     monkeypatch.setenv("KITBENCH_INDEX_URL", "https://pypi.org/simple")
-    monkeypatch.setenv("KITBENCH_DOCKER_NETWORK", "none")      # no DNS inside the build
+    monkeypatch.setenv("KITBENCH_DOCKER_NETWORK", "none")  # no DNS inside the build
     with pytest.raises(ContainerError) as caught:
         images.build(targets.get("cuda126"), log=lambda line: None)
     assert caught.value.message.startswith("a build step could not reach the network (name resolution failed)")
@@ -127,12 +129,22 @@ def test_real_engine_base_that_already_has_uid_1000_builds() -> None:
     dockerfile = f"FROM {BASE}\nRUN useradd --create-home --uid 1000 ubuntu\n".encode()
     client.images.build(fileobj=io.BytesIO(dockerfile), tag=taken, network_mode="none", rm=True)
     try:
-        chunks = client.api.build(fileobj=images.context_tar(), custom_context=True,
-                                  dockerfile="docker/Dockerfile", target="runtime", buildargs={"BASE_IMAGE": taken},
-                                  network_mode="none", decode=True, rm=True, forcerm=True, tag="kitbench-test/rt:1")
+        chunks = client.api.build(
+            fileobj=images.context_tar(),
+            custom_context=True,
+            dockerfile="docker/Dockerfile",
+            target="runtime",
+            buildargs={"BASE_IMAGE": taken},
+            network_mode="none",
+            decode=True,
+            rm=True,
+            forcerm=True,
+            tag="kitbench-test/rt:1",
+        )
         image_id = images.follow_build(chunks, lambda line: None, target=targets.get("cuda126"), base=taken)
-        users = client.containers.run(image_id, ["getent", "passwd", "1000"], entrypoint=[], remove=True,
-                                      network_mode="none")
+        users = client.containers.run(
+            image_id, ["getent", "passwd", "1000"], entrypoint=[], remove=True, network_mode="none"
+        )
         assert users.decode().startswith("ubuntu:")
     finally:
         for tag in ("kitbench-test/rt:1", taken):
@@ -150,7 +162,7 @@ class _FakeContainer:
         pass
 
     def logs(self, stream: bool, follow: bool) -> list[bytes]:
-        return [self.output[:7], self.output[7:]]      # a line split across chunks, as the engine sends it
+        return [self.output[:7], self.output[7:]]  # a line split across chunks, as the engine sends it
 
     def wait(self) -> dict[str, int]:
         return {"StatusCode": 0}
@@ -178,9 +190,14 @@ class _FakeEngine:
         return self.container
 
 
-def _fake_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, run_args: list[str],
-              output: bytes = b"status: ok; record: /results/cuda126/2026-01-01T000000Z-ab12.json\n",
-              target: str = "cuda126", gpus: str = "none") -> tuple[_FakeEngine, list[str]]:
+def _fake_run(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    run_args: list[str],
+    output: bytes = b"status: ok; record: /results/cuda126/2026-01-01T000000Z-ab12.json\n",
+    target: str = "cuda126",
+    gpus: str = "none",
+) -> tuple[_FakeEngine, list[str]]:
     fake = _FakeEngine(output)
     monkeypatch.setattr(engine, "client", lambda: fake)
     monkeypatch.setenv("KITBENCH_RESULTS", str(tmp_path / "results"))
@@ -197,7 +214,8 @@ def _mounts(fake: _FakeEngine) -> dict[str, tuple[str, bool]]:
 
 
 def test_first_run_without_mnist_mounts_a_writable_host_folder_and_prints_host_paths(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     fresh = tmp_path / "cache" / "kitbench" / "data"
     monkeypatch.setenv("KITBENCH_DATA", str(fresh))
     fake, lines = _fake_run(monkeypatch, tmp_path, ["--quick"])
@@ -210,7 +228,8 @@ def test_first_run_without_mnist_mounts_a_writable_host_folder_and_prints_host_p
 
 
 def test_gpus_nvidia_by_device_request_amd_by_device_nodes_none_without(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tiny_mnist: Path) -> None:
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tiny_mnist: Path
+) -> None:
     from docker.types import DeviceRequest
 
     monkeypatch.setenv("KITBENCH_DATA", str(tiny_mnist))
@@ -222,32 +241,32 @@ def test_gpus_nvidia_by_device_request_amd_by_device_nodes_none_without(
     fake, _ = _fake_run(monkeypatch, tmp_path, ["--quick"], target="rocm64", gpus="all")
     assert fake.created["devices"] == ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"]
     assert "group_add" in fake.created and "device_requests" not in fake.created
-    assert fake.created["command"] == ["run", "--device", "cuda", "--quick"]    # HIP's GPUs are cuda devices
+    assert fake.created["command"] == ["run", "--device", "cuda", "--quick"]  # HIP's GPUs are cuda devices
     for target in ("rocm64", "cuda126"):
         fake, _ = _fake_run(monkeypatch, tmp_path, ["--quick"], target=target)
         assert not {"devices", "group_add", "device_requests"} & set(fake.created)
         assert fake.created["command"] == ["run", "--quick"]
 
 
-def test_amd_groups_are_the_ids_owning_the_hosts_device_nodes(monkeypatch: pytest.MonkeyPatch,
-                                                               tmp_path: Path) -> None:
+def test_amd_groups_are_the_ids_owning_the_hosts_device_nodes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The container runs as the host user: it needs the groups of /dev/kfd and the render nodes
     by id (render's id differs between distributions); "video" where no node is there to ask."""
     monkeypatch.setenv("KITBENCH_GPUS", "all")
     rocm = targets.get("rocm64")
     assert containers.gpu_options(rocm, dict, dev=tmp_path)["group_add"] == ["video"]
-    (tmp_path / "dri" / "by-path").mkdir(parents=True)      # a folder: not a device, its group is not asked
+    (tmp_path / "dri" / "by-path").mkdir(parents=True)  # a folder: not a device, its group is not asked
     for node in ("kfd", "dri/renderD128", "dri/card0"):
-        (tmp_path / node).symlink_to(os.devnull)              # a character device, owned by root's group
+        (tmp_path / node).symlink_to(os.devnull)  # a character device, owned by root's group
     assert containers.gpu_options(rocm, dict, dev=tmp_path)["group_add"] == [str(os.stat(os.devnull).st_gid)]
 
 
 def test_data_after_the_separator_is_the_host_folder_mounted_read_only(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tiny_mnist: Path) -> None:
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tiny_mnist: Path
+) -> None:
     monkeypatch.setenv("KITBENCH_DATA", str(tmp_path / "elsewhere"))
     fake, _ = _fake_run(monkeypatch, tmp_path, ["--data", str(tiny_mnist / "MNIST" / "raw"), "--offline"])
     assert _mounts(fake)["/data"] == (str(tiny_mnist.resolve()), True)
-    assert fake.created["command"] == ["run", "--offline"]      # inside, KITBENCH_DATA names the mount
+    assert fake.created["command"] == ["run", "--offline"]  # inside, KITBENCH_DATA names the mount
     assert not (tmp_path / "elsewhere").exists()
 
 
@@ -270,8 +289,9 @@ def test_host_paths_replace_mount_points_only() -> None:
     assert containers.host_paths("see /srv/results/x and /database", mounts) == "see /srv/results/x and /database"
 
 
-def test_a_container_run_where_there_are_no_uids(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                 tiny_mnist: Path) -> None:
+def test_a_container_run_where_there_are_no_uids(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tiny_mnist: Path
+) -> None:
     """Docker Desktop on Windows: no os.getuid/getgid/chown, and no user to map."""
     for name in ("getuid", "getgid", "chown"):
         monkeypatch.delattr(os, name, raising=False)
@@ -294,8 +314,9 @@ def test_a_container_run_as_root_changes_no_owner(monkeypatch: pytest.MonkeyPatc
     assert chowned == []
 
 
-def test_offline_without_mnist_is_refused_before_the_build(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_offline_without_mnist_is_refused_before_the_build(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from kitbench._cli import main
 
     def no_build(*args: object, **options: object) -> None:

@@ -21,11 +21,14 @@ def test_no_gpu_runtime(resources: Path) -> None:
     assert error.hint and "nvidia-ctk runtime configure" in error.hint and "KITBENCH_GPUS=none" in error.hint
 
 
-@pytest.mark.parametrize(("name", "words"), [
-    ("require-cuda.txt", "too old for this image's CUDA 12.6"),
-    ("error-803.txt", "CUDA error 803"),
-    ("error-804.txt", "CUDA error 804"),
-])
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("require-cuda.txt", "too old for this image's CUDA 12.6"),
+        ("error-803.txt", "CUDA error 803"),
+        ("error-804.txt", "CUDA error 804"),
+    ],
+)
 def test_driver_too_old_names_the_target_that_fits(resources: Path, name: str, words: str) -> None:
     error = engine.translate(_message(resources, name), target=targets.get("cuda126"))
     assert words in error.message
@@ -49,14 +52,17 @@ def test_unknown_text_passes_through_as_one_line() -> None:
 
 
 def test_amd_device_missing_on_the_host() -> None:
-    error = engine.translate('Error response from daemon: error gathering device information while adding '
-                             'custom device "/dev/kfd": no such file or directory')
+    error = engine.translate(
+        "Error response from daemon: error gathering device information while adding "
+        'custom device "/dev/kfd": no such file or directory'
+    )
     assert error.message.startswith("this host has no /dev/kfd: the amdgpu kernel driver is not loaded")
     assert error.hint and "KITBENCH_GPUS=none" in error.hint
 
 
-def test_the_checkouts_docker_folder_is_not_taken_for_the_sdk(monkeypatch: pytest.MonkeyPatch,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_checkouts_docker_folder_is_not_taken_for_the_sdk(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Without the SDK, `import docker` from the checkout root finds docker/ as a namespace package."""
     import importlib
     import sys

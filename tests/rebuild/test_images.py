@@ -44,8 +44,12 @@ def test_full_disk_refused_by_the_daemon(resources: Path) -> None:
 
 
 def test_build_stream_without_error_gives_the_image_id() -> None:
-    chunks = [{"stream": "Step 1/1 : FROM t/base:1"}, {"stream": "\n ---> 10cc57a23fe8\n"},
-              {"aux": {"ID": "sha256:10cc57a23fe8"}}, {"stream": "Successfully built 10cc57a23fe8"}]
+    chunks = [
+        {"stream": "Step 1/1 : FROM t/base:1"},
+        {"stream": "\n ---> 10cc57a23fe8\n"},
+        {"aux": {"ID": "sha256:10cc57a23fe8"}},
+        {"stream": "Successfully built 10cc57a23fe8"},
+    ]
     lines: list[str] = []
     assert images.follow_build(chunks, lines.append) == "sha256:10cc57a23fe8"
     assert lines == ["Step 1/1 : FROM t/base:1", " ---> 10cc57a23fe8", "Successfully built 10cc57a23fe8"]
@@ -58,7 +62,7 @@ def test_build_args_come_from_the_manifest(monkeypatch: pytest.MonkeyPatch) -> N
     target = targets.get("cuda118")
     args = images.build_args(target)
     assert args["BASE_IMAGE"] == target.base_image
-    assert "by tag" in str(images.base_image(target)[1])         # no digest declared: said
+    assert "by tag" in str(images.base_image(target)[1])  # no digest declared: said
     assert args["TORCH"] == target.torch and args["MANIFEST_SHA256"] == target.sha256
     # Without a lock, the pins (numpy 2.2.6 for its Python 3.10: envs/suite.yaml's python table); no index
     # in the arguments (a build argument stays in history): PyTorch's beside PyPI in extra/pip.conf.
@@ -87,8 +91,9 @@ def test_the_base_image_is_pulled_by_digest_where_the_target_declares_one(monkey
     assert images.build_args(target)["BASE_IMAGE"].endswith(f"@{digest}")
 
 
-def test_an_image_with_a_lock_installs_it_hash_checked(monkeypatch: pytest.MonkeyPatch,
-                                                        write_lock: Callable[..., Path]) -> None:
+def test_an_image_with_a_lock_installs_it_hash_checked(
+    monkeypatch: pytest.MonkeyPatch, write_lock: Callable[..., Path]
+) -> None:
     monkeypatch.setenv("KITBENCH_INDEX_URL", "default")
     monkeypatch.setattr("platform.machine", lambda: "x86_64")
     write_lock("cuda126", "2.9.1+cu126", cuda=True, python="3.10")
@@ -96,7 +101,8 @@ def test_an_image_with_a_lock_installs_it_hash_checked(monkeypatch: pytest.Monke
     install = images.image_install(target)
     assert install.hashed and all(" --hash=sha256:" in line for line in install.requirements)
     assert images.build_args(target, install)["PIP_ARGS"] == (
-        "--no-deps --require-hashes -r /build/extra/requirements.txt")
+        "--no-deps --require-hashes -r /build/extra/requirements.txt"
+    )
     members = _members(images.context_tar(install))
     assert members["extra/requirements.txt"].decode().splitlines() == install.requirements
 
@@ -109,10 +115,15 @@ def _members(buffer: io.BytesIO) -> dict[str, bytes]:
 def test_context_holds_only_what_the_image_needs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("KITBENCH_CA_BUNDLE", raising=False)
     members = _members(images.context_tar())
-    assert {"docker/Dockerfile", "app/pyproject.toml", "app/envs/targets/cuda126.yaml",
-            "app/kitbench/__main__.py"} <= set(members)
-    assert not any(name.startswith(("app/tests", "app/.git", "app/results", "app/.nox", "app/docker"))
-                   for name in members)
+    assert {
+        "docker/Dockerfile",
+        "app/pyproject.toml",
+        "app/envs/targets/cuda126.yaml",
+        "app/kitbench/__main__.py",
+    } <= set(members)
+    assert not any(
+        name.startswith(("app/tests", "app/.git", "app/results", "app/.nox", "app/docker")) for name in members
+    )
     assert members["extra/ca-bundle.crt"] == b""
     bundle = tmp_path / "ca.pem"
     bundle.write_bytes(b"-----BEGIN CERTIFICATE-----\n")
@@ -150,21 +161,22 @@ def test_a_silent_build_step_still_logs_a_line(monkeypatch: pytest.MonkeyPatch) 
     class Api:
         def build(self, **options: object) -> object:
             yield {"stream": "Step 10/23 : RUN pip install torch\n"}
-            time.sleep(0.5)         # pip downloading 900 MB, silently
+            time.sleep(0.5)  # pip downloading 900 MB, silently
             yield {"aux": {"ID": "sha256:10cc"}}
 
     fake = type("Engine", (), {"images": Images(), "api": Api()})()
     monkeypatch.setattr(engine, "client", lambda: fake)
     monkeypatch.setattr(heartbeat, "EVERY_S", 0.15)
     monkeypatch.setenv("KITBENCH_BASE_IMAGE", "t/base:1")
-    monkeypatch.delenv("KITBENCH_INDEX_URL", raising=False)     # CI's override adds its warning first
+    monkeypatch.delenv("KITBENCH_INDEX_URL", raising=False)  # CI's override adds its warning first
     lines: list[str] = []
     result = images.build(targets.get("cuda126"), lines.append)
     assert (result.image_id, result.arch) == ("sha256:10cc", "amd64")
-    said = lines.pop(0)             # what the image installs, first
+    said = lines.pop(0)  # what the image installs, first
     # The fake engine runs no container to ask the base's Python: the target's 3.10, and its pins (no lock).
     assert said.startswith("cuda126: no usable lock (no lock for cuda126 on linux-") and "resolving the pins" in said
     assert lines[0] == "Step 10/23 : RUN pip install torch"
     assert len(lines) >= 2 and all(
         line.startswith(f"... building {result.tag}: still at Step 10/23 : RUN pip install torch after ")
-        for line in lines[1:])
+        for line in lines[1:]
+    )

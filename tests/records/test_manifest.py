@@ -87,8 +87,9 @@ def test_wrong_type_is_refused_with_its_line(tmp_path: Path) -> None:
         _load(tmp_path, GOOD.replace('python: "3.11"', "python: 3.11"))
     assert caught.value.line == 4
     assert "python" in caught.value.message and "float" in caught.value.message
-    assert caught.value.hint == ("fix it to match target's schema (kitbench/records/schemas/target.schema.json), "
-                                 "or restore the file as shipped")
+    assert caught.value.hint == (
+        "fix it to match target's schema (kitbench/records/schemas/target.schema.json), or restore the file as shipped"
+    )
 
 
 def test_broken_yaml_names_line(tmp_path: Path) -> None:
@@ -111,7 +112,7 @@ def test_top_level_list_is_refused(tmp_path: Path) -> None:
 
 
 def test_docker_kind_needs_image(tmp_path: Path) -> None:
-    text = GOOD.replace("kind: venv", "kind: docker").replace("compute: cpu", "compute: cpu\ncuda: \"12.6\"")
+    text = GOOD.replace("kind: venv", "kind: docker").replace("compute: cpu", 'compute: cpu\ncuda: "12.6"')
     with pytest.raises(ManifestError, match="missing key 'image'"):
         _load(tmp_path, text)
 
@@ -139,10 +140,15 @@ def test_arbitrary_text_is_refused_never_crashes(tmp_path_factory: pytest.TempPa
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.dictionaries(st.sampled_from(["description", "kind", "compute", "python", "torch", "hosts", "x"]),
-                       st.one_of(st.none(), st.integers(), st.text(max_size=10), st.lists(st.integers()))))
-def test_arbitrary_mappings_are_refused_never_crash(tmp_path_factory: pytest.TempPathFactory,
-                                                    data: dict[str, object]) -> None:
+@given(
+    st.dictionaries(
+        st.sampled_from(["description", "kind", "compute", "python", "torch", "hosts", "x"]),
+        st.one_of(st.none(), st.integers(), st.text(max_size=10), st.lists(st.integers())),
+    )
+)
+def test_arbitrary_mappings_are_refused_never_crash(
+    tmp_path_factory: pytest.TempPathFactory, data: dict[str, object]
+) -> None:
     import yaml
 
     path = tmp_path_factory.mktemp("fuzz") / "t.yaml"
@@ -152,7 +158,8 @@ def test_arbitrary_mappings_are_refused_never_crash(tmp_path_factory: pytest.Tem
 
 
 def test_validators_are_compiled_once_into_the_cache_and_work_without_one(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import fastjsonschema
 
     from kitbench.records import schemas
@@ -170,7 +177,8 @@ def test_validators_are_compiled_once_into_the_cache_and_work_without_one(
 
 
 def test_a_manifest_read_once_is_read_back_from_the_cache_until_it_changes(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """install-cmd's start-up: the YAML parser and the validators are not even imported for a manifest kept."""
     from kitbench.records import schemas
 
@@ -199,14 +207,18 @@ def test_a_manifest_read_once_is_read_back_from_the_cache_until_it_changes(
     assert manifest.load(dated, "mnist").data["read"].year == 2026
 
 
-@pytest.mark.parametrize("text", [
-    "schema: 1\nloop: &a [*a]\n",                                            # refers to itself: every walk loops
-    "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
-    "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
-    "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
-    "g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]\nh: [*g, *g, *g, *g, *g, *g, *g, *g, *g]\n",   # "billion laughs"
-    "base: &b {x: 1}\nother:\n  <<: *b\n",                                   # a merge key is an alias too
-], ids=["recursive", "billion-laughs", "merge-key"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "schema: 1\nloop: &a [*a]\n",  # refers to itself: every walk loops
+        "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+        "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+        "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
+        "g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]\nh: [*g, *g, *g, *g, *g, *g, *g, *g, *g]\n",  # "billion laughs"
+        "base: &b {x: 1}\nother:\n  <<: *b\n",  # a merge key is an alias too
+    ],
+    ids=["recursive", "billion-laughs", "merge-key"],
+)
 def test_yaml_aliases_are_refused_at_once(tmp_path: Path, text: str) -> None:
     import time
 
@@ -234,8 +246,10 @@ def test_an_inferred_build_must_say_what_would_confirm_it_and_a_published_one_mu
     path.write_text(release)
     assert manifest.load(path, "release").data["provenance"]
     unconfirmed = re.sub(r',\n +confirm: "[^"]*"', "", release)
-    confirmed = release.replace('kind: artifact, read: "2026-11-22", source: "PyPI',
-                                'kind: artifact, confirm: "x", read: "2026-11-22", source: "PyPI')
+    confirmed = release.replace(
+        'kind: artifact, read: "2026-11-22", source: "PyPI',
+        'kind: artifact, confirm: "x", read: "2026-11-22", source: "PyPI',
+    )
     published = release.replace("kind: artifact, read", "kind: published, read")
     for broken in (unconfirmed, confirmed, published):
         assert broken != release

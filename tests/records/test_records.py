@@ -24,7 +24,7 @@ from kitbench.records import types as _types
 
 REPO = Path(__file__).resolve().parents[2]
 KEPT = sorted((REPO / "docs" / "records").glob("*.json"))
-FULL = REPO / "docs" / "records" / "h100-fnn.json"    # all three checks, on a real H100
+FULL = REPO / "docs" / "records" / "h100-fnn.json"  # all three checks, on a real H100
 
 
 def _record(status: str = "ok") -> dict[str, typing.Any]:
@@ -40,7 +40,7 @@ def test_write_atomic_leaves_no_temporary_files(tmp_path: Path) -> None:
     records.write_atomic(path, _record("failed"))
     assert records.read(path)["status"] == "failed"
     assert [p.name for p in path.parent.iterdir()] == ["r.json"]
-    assert path.stat().st_mode & 0o044 == 0o044       # group and others may read it
+    assert path.stat().st_mode & 0o044 == 0o044  # group and others may read it
 
 
 def test_failed_write_keeps_the_previous_record(tmp_path: Path) -> None:
@@ -55,8 +55,9 @@ def test_failed_write_keeps_the_previous_record(tmp_path: Path) -> None:
 def test_non_finite_numbers_are_null_and_named(tmp_path: Path) -> None:
     record = _record()
     record["device_init_s"] = math.inf
-    record["checks"] = {"mnist": {"status": "failed", "summary": "diverged", "runs": [],
-                                  "curve": [1.0, math.nan, -math.inf]}}
+    record["checks"] = {
+        "mnist": {"status": "failed", "summary": "diverged", "runs": [], "curve": [1.0, math.nan, -math.inf]}
+    }
     text = records.to_json(record)
     assert "NaN" not in text and "Infinity" not in text
     data = json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} token written"))
@@ -92,13 +93,16 @@ def _fifo(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("make", "words"), [
-    (lambda p: p.mkdir() or p, "is a directory"),
-    (lambda p: (p.symlink_to(p.parent / "elsewhere.json"), p)[1], "is a symlink"),
-    (lambda p: Path("/dev/null"), "not a regular file"),
-    (lambda p: _fifo(p.parent), "not a regular file"),
-    (lambda p: (p.write_text("my thesis"), p)[1], "is not a kitbench record"),
-])
+@pytest.mark.parametrize(
+    ("make", "words"),
+    [
+        (lambda p: p.mkdir() or p, "is a directory"),
+        (lambda p: (p.symlink_to(p.parent / "elsewhere.json"), p)[1], "is a symlink"),
+        (lambda p: Path("/dev/null"), "not a regular file"),
+        (lambda p: _fifo(p.parent), "not a regular file"),
+        (lambda p: (p.write_text("my thesis"), p)[1], "is not a kitbench record"),
+    ],
+)
 def test_out_never_replaces_what_is_not_a_record(tmp_path: Path, make: typing.Any, words: str) -> None:
     target = make(tmp_path / "out.json")
     before = sorted(tmp_path.iterdir())
@@ -122,15 +126,18 @@ def test_over_long_names_are_one_line_errors(tmp_path: Path) -> None:
         records.claim(tmp_path / ("x" * 300 + ".json"))
 
 
-@pytest.mark.parametrize(("text", "words"), [
-    ('{"schema": "kitbench.run/1", "status": "ok", "chec', "not a complete JSON record"),
-    ('{"schema": "kitbench.run/9", "status": "ok"}', "has schema 'kitbench.run/9'"),
-    ('{"status": "ok"}', "not a kitbench run record"),
-    ("[1, 2]", "not a kitbench run record"),
-    ('{"schema": "kitbench.run/1", "x": NaN}', "not strict JSON"),
-    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
-    ('{"schema": "kitbench.run/1"}', "field (top level)"),
-])
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ('{"schema": "kitbench.run/1", "status": "ok", "chec', "not a complete JSON record"),
+        ('{"schema": "kitbench.run/9", "status": "ok"}', "has schema 'kitbench.run/9'"),
+        ('{"status": "ok"}', "not a kitbench run record"),
+        ("[1, 2]", "not a kitbench run record"),
+        ('{"schema": "kitbench.run/1", "x": NaN}', "not strict JSON"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        ('{"schema": "kitbench.run/1"}', "field (top level)"),
+    ],
+)
 def test_bad_records_are_one_line_errors(tmp_path: Path, text: str, words: str) -> None:
     path = tmp_path / "r.json"
     path.write_text(text)
@@ -138,14 +145,17 @@ def test_bad_records_are_one_line_errors(tmp_path: Path, text: str, words: str) 
         records.read(path)
 
 
-@pytest.mark.parametrize(("change", "field"), [
-    (lambda r: r.update(status="great"), "status"),
-    (lambda r: r.update(environment=None), "environment"),
-    (lambda r: r["checks"].update(mnist=None), "checks/mnist"),
-    (lambda r: r["checks"]["mnist"]["runs"][0].update(epoch_s="fast"), "checks/mnist/runs/0/epoch_s"),
-    (lambda r: r["checks"]["moves"].update(transfers={"a": 1}), "checks/moves/transfers"),
-    (lambda r: r["options"].pop("seed"), "options"),
-])
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (lambda r: r.update(status="great"), "status"),
+        (lambda r: r.update(environment=None), "environment"),
+        (lambda r: r["checks"].update(mnist=None), "checks/mnist"),
+        (lambda r: r["checks"]["mnist"]["runs"][0].update(epoch_s="fast"), "checks/mnist/runs/0/epoch_s"),
+        (lambda r: r["checks"]["moves"].update(transfers={"a": 1}), "checks/moves/transfers"),
+        (lambda r: r["options"].pop("seed"), "options"),
+    ],
+)
 def test_malformed_sections_name_the_field(tmp_path: Path, change: typing.Any, field: str) -> None:
     record = json.loads(FULL.read_text())
     change(record)
@@ -171,7 +181,7 @@ def test_only_bounded_regular_files_are_read(tmp_path: Path, monkeypatch: pytest
     assert done and isinstance(done[0], RecordReadError), "reading a FIFO blocked or did not refuse"
     with pytest.raises(RecordReadError, match="not a regular file"):
         records.read(Path("/dev/zero"))
-    with pytest.raises(RecordReadError, match="not a regular file"):      # a glob in compare may match one
+    with pytest.raises(RecordReadError, match="not a regular file"):  # a glob in compare may match one
         records.read(tmp_path)
     big = tmp_path / "big.json"
     big.write_bytes(b" " * (records.MAX_BYTES + 1))
@@ -191,7 +201,8 @@ def _schema() -> dict[str, typing.Any]:
 
 
 _TYPED = [
-    (_types.RunRecord, ()), (_types.RunOptions, ("properties", "options")),
+    (_types.RunRecord, ()),
+    (_types.RunOptions, ("properties", "options")),
     (_types.Failure, ("properties", "failure")),
     (_types.Environment, ("$defs", "environment")),
     (_types.MnistRun, ("$defs", "mnist_run")),
@@ -235,8 +246,9 @@ def _json_types(annotation: typing.Any) -> set[str]:
     if origin in (typing.Union, __import__("types").UnionType):
         return set().union(*(_json_types(arg) for arg in typing.get_args(annotation)))
     if origin is typing.Literal:
-        return {"null" if v is None else "string" if isinstance(v, str) else "integer"
-                for v in typing.get_args(annotation)}
+        return {
+            "null" if v is None else "string" if isinstance(v, str) else "integer" for v in typing.get_args(annotation)
+        }
     if annotation is type(None):
         return {"null"}
     simple = {str: "string", bool: "boolean", int: "integer", float: "number", list: "array", dict: "object"}
@@ -263,19 +275,37 @@ def test_typed_records_match_the_schema_field_by_field(typed: typing.Any, where:
             continue
         declared = _schema_types(node["properties"][name])
         written = _json_types(annotation)
-        if declared == {"number"} or "number" in declared:     # JSON numbers hold integers too
+        if declared == {"number"} or "number" in declared:  # JSON numbers hold integers too
             written = {"number" if t == "integer" else t for t in written}
             declared = {"number" if t == "integer" else t for t in declared}
-        if not declared:        # an untyped schema entry (a nested object described by its own def)
+        if not declared:  # an untyped schema entry (a nested object described by its own def)
             continue
         assert written == declared, f"{typed.__name__}.{name}: {written} written, {declared} declared"
 
 
-_json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
-                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
-                                                                                   max_size=4), max_leaves=30)
-_keys = st.sampled_from(["schema", "status", "checks", "environment", "options", "runs", "mnist", "moves",
-                         "device", "transfers", "loss_curve", "epoch_s", "model", "loop"])
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=30,
+)
+_keys = st.sampled_from(
+    [
+        "schema",
+        "status",
+        "checks",
+        "environment",
+        "options",
+        "runs",
+        "mnist",
+        "moves",
+        "device",
+        "transfers",
+        "loss_curve",
+        "epoch_s",
+        "model",
+        "loop",
+    ]
+)
 
 
 def _near_record(value: typing.Any) -> dict[str, typing.Any]:
@@ -307,25 +337,37 @@ def test_the_environment_and_options_written_are_the_typed_ones() -> None:
 
     written = fingerprint.collect(probe.probe())
     assert set(written) <= set(typing.get_type_hints(_types.Environment)), sorted(
-        set(written) - set(typing.get_type_hints(_types.Environment)))
+        set(written) - set(typing.get_type_hints(_types.Environment))
+    )
     assert set(suite.options_record(Options())) == set(typing.get_type_hints(_types.RunOptions))
     # The interpreter beyond X.Y.Z, as this one says it otherwise: a free-threaded build's ABI flags carry a "t"
     # (PEP 703; Windows' Pythons have ABI flags from 3.14), its build line is sys.version.
     free_threaded = "t" in getattr(sys, "abiflags", "")
-    assert written["python_build"] == {"implementation": sys.implementation.name, "version": sys.version,
-                                       "free_threaded": free_threaded}
-    records.validate({**json.loads(FULL.read_text()), "environment": {
-        **json.loads(FULL.read_text())["environment"], "python_build": written["python_build"]}})
+    assert written["python_build"] == {
+        "implementation": sys.implementation.name,
+        "version": sys.version,
+        "free_threaded": free_threaded,
+    }
+    records.validate(
+        {
+            **json.loads(FULL.read_text()),
+            "environment": {**json.loads(FULL.read_text())["environment"], "python_build": written["python_build"]},
+        }
+    )
 
 
-@pytest.mark.parametrize(("edit", "words"), [
-    (lambda t: t.replace('"status": "ok"', '"status": "failed", "status": "ok"', 1), "'status' appears twice"),
-    (lambda t: t.replace('"checks": {}', '"checks": {"a": 1, "a": 2}', 1), "'a' appears twice"),
-    (lambda t: t.replace('"status": "ok"', '"status": "ok", "x": 1e999', 1), "overflows to infinity"),
-    (lambda t: t.replace('"status": "ok"', '"status": "ok", "x": -1E+400', 1), "overflows to infinity"),
-])
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        (lambda t: t.replace('"status": "ok"', '"status": "failed", "status": "ok"', 1), "'status' appears twice"),
+        (lambda t: t.replace('"checks": {}', '"checks": {"a": 1, "a": 2}', 1), "'a' appears twice"),
+        (lambda t: t.replace('"status": "ok"', '"status": "ok", "x": 1e999', 1), "overflows to infinity"),
+        (lambda t: t.replace('"status": "ok"', '"status": "ok", "x": -1E+400', 1), "overflows to infinity"),
+    ],
+)
 def test_reader_refuses_duplicate_keys_and_overflowing_numbers(
-        tmp_path: Path, edit: typing.Callable[[str], str], words: str, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, edit: typing.Callable[[str], str], words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     from kitbench._cli import main
 
     path = tmp_path / "r.json"
@@ -340,30 +382,50 @@ def test_reader_refuses_duplicate_keys_and_overflowing_numbers(
 def _run_edit(**changes: object) -> typing.Callable[[dict[str, typing.Any]], None]:
     def edit(data: dict[str, typing.Any]) -> None:
         data["checks"]["mnist"]["runs"][0].update(changes)
+
     return edit
 
 
-@pytest.mark.parametrize(("edit", "field"), [
-    (_run_edit(epoch_s=-0.21), "checks/mnist/runs/0/epoch_s"),
-    (_run_edit(epoch_s_all=[1.0, -1.0]), "checks/mnist/runs/0/epoch_s_all/1"),
-    (_run_edit(warmup_s=-1e-9), "checks/mnist/runs/0/warmup_s"),
-    (_run_edit(epochs=int("9" * 4000)), "checks/mnist/runs/0/epochs"),
-    (_run_edit(steps=-1), "checks/mnist/runs/0/steps"),
-    (_run_edit(steps=2**53 + 1), "checks/mnist/runs/0/steps"),
-    (_run_edit(lr=-0.01), "checks/mnist/runs/0/lr"),
-    (_run_edit(epoch_test_acc=[1.5]), "checks/mnist/runs/0/epoch_test_acc/0"),
-    (_run_edit(diverged_at_step=-3), "checks/mnist/runs/0/diverged_at_step"),
-    (lambda r: r["options"].update(seed=2**63), "options/seed"),
-    (lambda r: r["options"].update(epochs=-1), "options/epochs"),
-    (lambda r: r.update(device_init_s=-0.5), "device_init_s"),
-    (lambda r: r["environment"].update(ram_bytes=10**30), "environment/ram_bytes"),
-    (lambda r: r["checks"]["moves"]["transfers"][0].update(gb_per_s=-3.0), "checks/moves/transfers/0/gb_per_s"),
-    (lambda r: r["checks"]["mnist"]["sha256"].update(x="not a digest"), "checks/mnist/sha256/x"),
-], ids=["epoch_s", "epoch_s_all", "warmup_s", "epochs-4000-digits", "steps-negative", "steps-2**53+1", "lr",
-        "accuracy", "diverged_at_step", "seed", "options-epochs", "device_init_s", "ram_bytes", "gb_per_s",
-        "data-sha256"])
-def test_times_and_counts_are_bounded(edit: typing.Any, field: str, tmp_path: Path,
-                                      capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (_run_edit(epoch_s=-0.21), "checks/mnist/runs/0/epoch_s"),
+        (_run_edit(epoch_s_all=[1.0, -1.0]), "checks/mnist/runs/0/epoch_s_all/1"),
+        (_run_edit(warmup_s=-1e-9), "checks/mnist/runs/0/warmup_s"),
+        (_run_edit(epochs=int("9" * 4000)), "checks/mnist/runs/0/epochs"),
+        (_run_edit(steps=-1), "checks/mnist/runs/0/steps"),
+        (_run_edit(steps=2**53 + 1), "checks/mnist/runs/0/steps"),
+        (_run_edit(lr=-0.01), "checks/mnist/runs/0/lr"),
+        (_run_edit(epoch_test_acc=[1.5]), "checks/mnist/runs/0/epoch_test_acc/0"),
+        (_run_edit(diverged_at_step=-3), "checks/mnist/runs/0/diverged_at_step"),
+        (lambda r: r["options"].update(seed=2**63), "options/seed"),
+        (lambda r: r["options"].update(epochs=-1), "options/epochs"),
+        (lambda r: r.update(device_init_s=-0.5), "device_init_s"),
+        (lambda r: r["environment"].update(ram_bytes=10**30), "environment/ram_bytes"),
+        (lambda r: r["checks"]["moves"]["transfers"][0].update(gb_per_s=-3.0), "checks/moves/transfers/0/gb_per_s"),
+        (lambda r: r["checks"]["mnist"]["sha256"].update(x="not a digest"), "checks/mnist/sha256/x"),
+    ],
+    ids=[
+        "epoch_s",
+        "epoch_s_all",
+        "warmup_s",
+        "epochs-4000-digits",
+        "steps-negative",
+        "steps-2**53+1",
+        "lr",
+        "accuracy",
+        "diverged_at_step",
+        "seed",
+        "options-epochs",
+        "device_init_s",
+        "ram_bytes",
+        "gb_per_s",
+        "data-sha256",
+    ],
+)
+def test_times_and_counts_are_bounded(
+    edit: typing.Any, field: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """No negative time, count or rate, no integer past 2**53 (a seed past torch's 64 bits): the reader
     refuses them, naming the field, so that compare never shows an epoch of -0.21 s."""
     from kitbench._cli import main
@@ -381,13 +443,12 @@ def test_times_and_counts_are_bounded(edit: typing.Any, field: str, tmp_path: Pa
 
 def test_the_bounds_keep_what_kitbench_writes() -> None:
     record = json.loads(FULL.read_text())
-    record["options"]["seed"] = 2**63 - 2           # the largest seed `kitbench run` takes
+    record["options"]["seed"] = 2**63 - 2  # the largest seed `kitbench run` takes
     record["checks"]["mnist"]["runs"][0].update(epoch_s=0.0, diverged_at_step=0, steps=2**53)
     records.validate(record)
 
 
-def test_the_validator_cache_is_keyed_by_the_schemas_content(tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_validator_cache_is_keyed_by_the_schemas_content(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An edited schema (a new bound) compiles a new validator: the cached one is named by the schema's
     text, never by its name alone."""
     import hashlib
@@ -398,7 +459,7 @@ def test_the_validator_cache_is_keyed_by_the_schemas_content(tmp_path: Path,
 
     monkeypatch.setenv(_files.CACHE_VARIABLE, str(tmp_path))
     text = (REPO / "kitbench" / "records" / "schemas" / "run.schema.json").read_text()
-    validate = schemas.validator("run")     # this cache folder is new: compiled here, not reused
+    validate = schemas.validator("run")  # this cache folder is new: compiled here, not reused
     key = hashlib.sha256(f"{fastjsonschema.VERSION}\0{text}".encode()).hexdigest()[:16]
     assert [p.name for p in (tmp_path / "validators").glob("*.py")] == [f"kitbench_validator_run_{key}.py"]
     record = json.loads(FULL.read_text())
@@ -407,20 +468,24 @@ def test_the_validator_cache_is_keyed_by_the_schemas_content(tmp_path: Path,
         validate(record)
 
 
-@pytest.mark.parametrize(("content", "words", "hint"), [
-    (b"", "is empty (0 bytes)", "a kitbench run killed before its first write leaves its claimed record empty"),
-    (b"\0" * 4096, "holds only NUL bytes (4,096)", "never reached the disk"),
-    (b"\0" * 4097, "holds only NUL bytes (4,097)", "never reached the disk"),
-    (b'{"schema": "kitbench.run/2"\0}', "holds NUL bytes (the first at byte 27)", "not a kitbench record"),
-    ('{"schema": "kitbench.run/2"}'.encode("utf-16"), "holds NUL bytes (the first at byte 3)",
-     "UTF-16 or binary"),
-    (b'{"schema": "\xff"}', "is not UTF-8 text (byte 12 is 0xff)", "not a kitbench record"),
-    (b" \n\t ", "holds only whitespace, no JSON", "not a kitbench record"),
-    (b'{"schema": "kitbench.run/2", "sta', "is not a complete JSON record", "cut it short"),
-    (b" not json", "is not JSON (line 1: Expecting value)", "not a kitbench record, which is a JSON file"),
-], ids=["empty", "nul-4096", "nul-4097", "nul-inside", "utf-16", "latin-1", "whitespace", "cut", "not-json"])
-def test_unreadable_files_are_named_for_what_they_are(content: bytes, words: str, hint: str, tmp_path: Path,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("content", "words", "hint"),
+    [
+        (b"", "is empty (0 bytes)", "a kitbench run killed before its first write leaves its claimed record empty"),
+        (b"\0" * 4096, "holds only NUL bytes (4,096)", "never reached the disk"),
+        (b"\0" * 4097, "holds only NUL bytes (4,097)", "never reached the disk"),
+        (b'{"schema": "kitbench.run/2"\0}', "holds NUL bytes (the first at byte 27)", "not a kitbench record"),
+        ('{"schema": "kitbench.run/2"}'.encode("utf-16"), "holds NUL bytes (the first at byte 3)", "UTF-16 or binary"),
+        (b'{"schema": "\xff"}', "is not UTF-8 text (byte 12 is 0xff)", "not a kitbench record"),
+        (b" \n\t ", "holds only whitespace, no JSON", "not a kitbench record"),
+        (b'{"schema": "kitbench.run/2", "sta', "is not a complete JSON record", "cut it short"),
+        (b" not json", "is not JSON (line 1: Expecting value)", "not a kitbench record, which is a JSON file"),
+    ],
+    ids=["empty", "nul-4096", "nul-4097", "nul-inside", "utf-16", "latin-1", "whitespace", "cut", "not-json"],
+)
+def test_unreadable_files_are_named_for_what_they_are(
+    content: bytes, words: str, hint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from kitbench._cli import main
 
     path = tmp_path / "r.json"
@@ -433,20 +498,25 @@ def test_unreadable_files_are_named_for_what_they_are(content: bytes, words: str
 
 def test_an_empty_out_is_named_as_such(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
-    out.touch()         # what a run killed between claiming its record and writing it leaves
+    out.touch()  # what a run killed between claiming its record and writing it leaves
     with pytest.raises(RecordError, match="is an empty file"):
         records.claim(out)
     assert records.claim(out, force=True) == out
 
 
-@pytest.mark.parametrize(("edit", "words"), [
-    (lambda r: r["checks"]["mnist"]["runs"][0].update(epoch_s=10**400), "is beyond 2**63"),
-    (lambda r: r["checks"]["mnist"]["runs"][0].update(loss_curve=[1e308, 1e308]), "is beyond 1e+100"),
-    (lambda r: r["environment"].update(cpu="x\ud800"), "a lone surrogate, which is not text"),
-    (lambda r: r["environment"].update({"\udfff": 1}), "a lone surrogate, which is not text"),
-], ids=["epoch_s-10**400", "curve-1e308", "surrogate-value", "surrogate-key"])
-def test_numbers_and_text_no_encoder_can_take_are_refused_on_read(edit: typing.Any, words: str, tmp_path: Path,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        (lambda r: r["checks"]["mnist"]["runs"][0].update(epoch_s=10**400), "is beyond 2**63"),
+        (lambda r: r["checks"]["mnist"]["runs"][0].update(loss_curve=[1e308, 1e308]), "is beyond 1e+100"),
+        (lambda r: r["environment"].update(cpu="x\ud800"), "a lone surrogate, which is not text"),
+        (lambda r: r["environment"].update({"\udfff": 1}), "a lone surrogate, which is not text"),
+    ],
+    ids=["epoch_s-10**400", "curve-1e308", "surrogate-value", "surrogate-key"],
+)
+def test_numbers_and_text_no_encoder_can_take_are_refused_on_read(
+    edit: typing.Any, words: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Each was a traceback in report, compare or verify (OverflowError, UnicodeEncodeError): now the record
     is refused where it is read, one ERROR line naming the field, by every command."""
     from kitbench._cli import main
@@ -454,11 +524,15 @@ def test_numbers_and_text_no_encoder_can_take_are_refused_on_read(edit: typing.A
     record = json.loads(FULL.read_text())
     edit(record)
     path = tmp_path / "r.json"
-    path.write_text(json.dumps(record))     # ensure_ascii: "\ud800" as JSON writes it
+    path.write_text(json.dumps(record))  # ensure_ascii: "\ud800" as JSON writes it
     other = tmp_path / "other.json"
     other.write_text(FULL.read_text())
-    for command in (["compare", str(path)], ["compare", "--format", "markdown", str(path)],
-                    ["verify", str(other), str(path)], ["report", str(path), "-o", str(tmp_path / "p.html")]):
+    for command in (
+        ["compare", str(path)],
+        ["compare", "--format", "markdown", str(path)],
+        ["verify", str(other), str(path)],
+        ["report", str(path), "-o", str(tmp_path / "p.html")],
+    ):
         assert main(command) in (1, 2)
         out, err = capsys.readouterr()
         assert out == "" and err.startswith(f"ERROR: {path}: field ") and words in err, err
@@ -495,7 +569,8 @@ def test_of_two_runs_writing_one_out_only_one_claims_it(tmp_path: Path) -> None:
 
 
 def test_run_out_ending_in_a_separator_is_refused_never_a_file_of_that_name(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from kitbench._cli import main
 
     assert main(["run", "--check", "availability", "--out", str(tmp_path / "folder") + "/"]) == 2
@@ -510,10 +585,20 @@ def test_two_runs_given_one_out_with_force_one_writes_and_the_other_is_refused(t
 
     out = tmp_path / "same.json"
     out.write_text(FULL.read_text())
-    command = [sys.executable, "-m", "kitbench", "run", "--check", "availability", "--device", "cpu",
-               "--out", str(out), "--force"]
-    started = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-               for _ in range(2)]
+    command = [
+        sys.executable,
+        "-m",
+        "kitbench",
+        "run",
+        "--check",
+        "availability",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+        "--force",
+    ]
+    started = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     done = [(p.wait(timeout=300), *p.communicate()) for p in started]
     codes = sorted(code for code, _, _ in done)
     refused = [err for code, _, err in done if code != 0]
@@ -528,10 +613,19 @@ def test_a_claim_ends_with_its_run_even_one_killed_with_sigkill(tmp_path: Path) 
     import subprocess
 
     out = tmp_path / "r.json"
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
-                               "from kitbench.records import record as records; "
-                               "records.claim(Path(sys.argv[1])); print('held', "
-                               "flush=True); time.sleep(120)", str(out)], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; "
+            "from kitbench.records import record as records; "
+            "records.claim(Path(sys.argv[1])); print('held', "
+            "flush=True); time.sleep(120)",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         with pytest.raises(RecordError, match="is being written by another run"):
@@ -539,5 +633,5 @@ def test_a_claim_ends_with_its_run_even_one_killed_with_sigkill(tmp_path: Path) 
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait()
-    assert records.claim(out, force=True) == out        # the kernel gave the lock back with the process
+    assert records.claim(out, force=True) == out  # the kernel gave the lock back with the process
     records.release(out)

@@ -66,13 +66,17 @@ def _mismatch(written: typing.Any, read: typing.Any, where: str) -> str | None:
         if typing.is_typeddict(read):
             return None if _READER_OF.get(written) is read else f"{where}: {written.__name__} read as {read.__name__}"
         if typing.get_origin(read) is dict and typing.get_args(read)[1] is typing.Any:
-            return None     # an object the reader leaves untyped (the schema too)
+            return None  # an object the reader leaves untyped (the schema too)
         return f"{where}: {written.__name__} read as {read}"
-    if _has_float(written) and read == written | None:       # non-finite floats are written as null
+    if _has_float(written) and read == written | None:  # non-finite floats are written as null
         return None
     written_args, read_args = _union(written), _union(read)
-    if (written_args is not None and read_args is not None and len(written_args) == len(read_args)
-            and all(_mismatch(w, r, where) is None for w, r in zip(written_args, read_args, strict=True))):
+    if (
+        written_args is not None
+        and read_args is not None
+        and len(written_args) == len(read_args)
+        and all(_mismatch(w, r, where) is None for w, r in zip(written_args, read_args, strict=True))
+    ):
         return None
     origin = typing.get_origin(written)
     if origin is not None and origin is typing.get_origin(read) and origin in (list, dict):
@@ -89,12 +93,18 @@ def test_the_writer_is_the_reader_field_by_field(writer: type[typing.Any], reade
     read = typing.get_type_hints(reader)
     if exact:
         assert set(written) == set(read), (sorted(set(written) - set(read)), sorted(set(read) - set(written)))
-    else:       # what the reader requires, the writer writes
-        required = {k for k, v in typing.get_type_hints(reader, include_extras=True).items()
-                    if typing.get_origin(v) is not typing.NotRequired}
+    else:  # what the reader requires, the writer writes
+        required = {
+            k
+            for k, v in typing.get_type_hints(reader, include_extras=True).items()
+            if typing.get_origin(v) is not typing.NotRequired
+        }
         assert required <= set(written), sorted(required - set(written))
-    problems = [why for name in sorted(set(written) & set(read))
-                if (why := _mismatch(written[name], read[name], f"{writer.__name__}.{name}")) is not None]
+    problems = [
+        why
+        for name in sorted(set(written) & set(read))
+        if (why := _mismatch(written[name], read[name], f"{writer.__name__}.{name}")) is not None
+    ]
     assert not problems, problems
 
 
@@ -105,8 +115,11 @@ def test_the_options_written_are_the_options_field_by_field() -> None:
     read = typing.get_type_hints(_types.RunOptions)
     assert set(written) == set(read), (sorted(set(written) - set(read)), sorted(set(read) - set(written)))
     json_side = {tuple[str, ...]: list[str], tuple[int, ...]: list[int], Path | None: str | None}
-    problems = [why for name in sorted(written)
-                if (why := _mismatch(json_side.get(written[name], written[name]), read[name], name)) is not None]
+    problems = [
+        why
+        for name in sorted(written)
+        if (why := _mismatch(json_side.get(written[name], written[name]), read[name], name)) is not None
+    ]
     assert not problems, problems
     assert list(suite.options_record(base.Options())) == [f.name for f in dataclasses.fields(base.Options)]
 

@@ -78,7 +78,8 @@ def test_a_cpu_build_beside_a_gpu_fails_when_nothing_asked_for_the_cpu() -> None
 @pytest.mark.usefixtures("cpu_only_build")
 @pytest.mark.parametrize("how", ["--device cpu", "the cpu target"])
 def test_a_cpu_build_beside_a_gpu_is_a_note_when_the_cpu_was_asked_for(
-        how: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     machine = probe.override(probe.probe(), driver="570.86.10", gpu_capabilities=["8.6"])
     if how == "the cpu target":
         monkeypatch.setenv("KITBENCH_TARGET", "cpu")

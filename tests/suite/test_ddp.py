@@ -50,10 +50,11 @@ def _pids(env: dict[str, str], pattern: str) -> list[int]:
         if not proc.name.isascii() or not proc.name.isdigit():
             continue
         try:
-            if marker in (proc / "environ").read_bytes().split(b"\0") and \
-                    pattern.encode() in (proc / "cmdline").read_bytes().replace(b"\0", b" "):
+            if marker in (proc / "environ").read_bytes().split(b"\0") and pattern.encode() in (
+                proc / "cmdline"
+            ).read_bytes().replace(b"\0", b" "):
                 found.append(int(proc.name))
-        except OSError:         # gone meanwhile, or another user's
+        except OSError:  # gone meanwhile, or another user's
             continue
     return found
 
@@ -70,8 +71,9 @@ def _anything_left(env: dict[str, str]) -> list[int]:
 @pytest.fixture(scope="module")
 def ddp_record(mnist_root: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     out = tmp_path_factory.mktemp("ddp") / "r.json"
-    options = Options(checks=("ddp",), device="cpu", data=mnist_root, offline=True, quick=True, train_limit=2000,
-                      nproc=2)
+    options = Options(
+        checks=("ddp",), device="cpu", data=mnist_root, offline=True, quick=True, train_limit=2000, nproc=2
+    )
     return dict(suite.run(options, out).record)
 
 
@@ -85,7 +87,7 @@ def test_gloo_with_one_and_two_processes(ddp_record: dict) -> None:
     assert rows[1]["efficiency"] == 1.0
     assert rows[2]["efficiency"] == pytest.approx(rows[2]["samples_per_s"] / (2 * rows[1]["samples_per_s"]))
     assert rows[2]["global_batch"] == 2 * rows[2]["per_rank_batch"] == 128
-    assert rows[2]["lr"] == 2 * rows[1]["lr"]             # the linear scaling rule
+    assert rows[2]["lr"] == 2 * rows[1]["lr"]  # the linear scaling rule
     assert all(r["identical"] for r in gloo["scaling"])
     # Each replica's digest (digests.parameters, as the MNIST runs record theirs): two equal ones at world size 2.
     assert [len(r["params_sha256"]) for r in gloo["scaling"]] == [1, 2]
@@ -93,8 +95,9 @@ def test_gloo_with_one_and_two_processes(ddp_record: dict) -> None:
     assert all(0.0 < r["test_acc"] <= 1.0 for r in gloo["scaling"])
     # Interleaved repeats (1, 2, 1, 2): medians; above 100 % is flagged as noise, never reported as a result.
     assert all(len(r["samples_per_s_all"]) == 2 for r in gloo["scaling"])
-    assert rows[2]["samples_per_s"] == pytest.approx(sorted(rows[2]["samples_per_s_all"])[0] / 2
-                                                     + sorted(rows[2]["samples_per_s_all"])[1] / 2)
+    assert rows[2]["samples_per_s"] == pytest.approx(
+        sorted(rows[2]["samples_per_s_all"])[0] / 2 + sorted(rows[2]["samples_per_s_all"])[1] / 2
+    )
     assert rows[2]["efficiency_noise"] == (rows[2]["efficiency"] > 1.0)
     assert ("noise between repeats" in ddp["summary"]) == rows[2]["efficiency_noise"]
 
@@ -103,7 +106,7 @@ def test_gloo_with_one_and_two_processes(ddp_record: dict) -> None:
 def test_all_reduce_bus_bandwidth_follows_nccl_tests(ddp_record: dict) -> None:
     (gloo,) = ddp_record["checks"]["ddp"]["runs"]
     sizes = [b["bytes"] for b in gloo["allreduce"]]
-    assert sizes == [1024 * 4**i for i in range(8)]        # 1 KiB .. 16 MiB with --quick
+    assert sizes == [1024 * 4**i for i in range(8)]  # 1 KiB .. 16 MiB with --quick
     for row in gloo["allreduce"]:
         assert row["world_size"] == 2
         assert row["algbw_gb_s"] == pytest.approx(row["bytes"] / row["time_s"] / 1e9)
@@ -122,31 +125,62 @@ def test_without_gpus_the_multi_gpu_part_says_why(ddp_record: dict) -> None:
 
 
 def _ddp_cli(*args: str, data: Path, out: Path) -> list[str]:
-    return [sys.executable, "-m", "kitbench", "run", "--check", "ddp", "--device", "cpu", "--quick", "--offline",
-            "--data", str(data), "--limit", "2000", "--out", str(out), *args]
+    return [
+        sys.executable,
+        "-m",
+        "kitbench",
+        "run",
+        "--check",
+        "ddp",
+        "--device",
+        "cpu",
+        "--quick",
+        "--offline",
+        "--data",
+        str(data),
+        "--limit",
+        "2000",
+        "--out",
+        str(out),
+        *args,
+    ]
 
 
 @pytest.mark.integration
-def test_two_nodes_over_loopback(mnist_root: Path, tmp_path: Path,
-                                spawn: Callable[..., subprocess.Popen[str]]) -> None:
+def test_two_nodes_over_loopback(mnist_root: Path, tmp_path: Path, spawn: Callable[..., subprocess.Popen[str]]) -> None:
     endpoint = f"127.0.0.1:{_free_port()}"
-    nodes = [spawn(_ddp_cli("--nnodes", "2", "--rdzv-endpoint", endpoint, "--nproc", "1",
-                            "--ddp-timeout", "120", data=mnist_root, out=tmp_path / f"node{i}.json"))
-             for i in range(2)]
+    nodes = [
+        spawn(
+            _ddp_cli(
+                "--nnodes",
+                "2",
+                "--rdzv-endpoint",
+                endpoint,
+                "--nproc",
+                "1",
+                "--ddp-timeout",
+                "120",
+                data=mnist_root,
+                out=tmp_path / f"node{i}.json",
+            )
+        )
+        for i in range(2)
+    ]
     outputs = [node.communicate(timeout=300) for node in nodes]
     assert [node.returncode for node in nodes] == [0, 0], outputs
     for i in range(2):
         ddp = json.loads((tmp_path / f"node{i}.json").read_text())["checks"]["ddp"]
         (gloo,) = ddp["runs"]
-        assert (gloo["nodes"], gloo["world_sizes"]) == (2, [1])     # 1 process on each of 2 nodes
+        assert (gloo["nodes"], gloo["world_sizes"]) == (2, [1])  # 1 process on each of 2 nodes
         (row,) = gloo["scaling"]
         assert row["world_size"] == 2 and row["identical"]
         assert [b["world_size"] for b in gloo["allreduce"]] == [2] * 8
 
 
 @pytest.mark.integration
-def test_a_crashed_rank_fails_the_check_and_leaves_no_process(mnist_root: Path, tmp_path: Path, tree: dict[str, str],
-                                                              spawn: Callable[..., subprocess.Popen[str]]) -> None:
+def test_a_crashed_rank_fails_the_check_and_leaves_no_process(
+    mnist_root: Path, tmp_path: Path, tree: dict[str, str], spawn: Callable[..., subprocess.Popen[str]]
+) -> None:
     out = tmp_path / "r.json"
     # The full training set: world size 2 trains for seconds, time to kill one of its ranks. A rendezvous
     # endpoint launches world size 2 alone, with no world size 1 to wait through first.
@@ -173,9 +207,25 @@ def test_a_port_held_by_another_program_is_one_line(mnist_root: Path, tmp_path: 
         squatter.listen()
         endpoint = f"127.0.0.1:{squatter.getsockname()[1]}"
         out = tmp_path / "r.json"
-        done = subprocess.run(_ddp_cli("--nnodes", "1", "--rdzv-endpoint", endpoint, "--nproc", "1",
-                                       "--ddp-timeout", "5", data=mnist_root, out=out),
-                              capture_output=True, text=True, timeout=180, check=False, env=tree)
+        done = subprocess.run(
+            _ddp_cli(
+                "--nnodes",
+                "1",
+                "--rdzv-endpoint",
+                endpoint,
+                "--nproc",
+                "1",
+                "--ddp-timeout",
+                "5",
+                data=mnist_root,
+                out=out,
+            ),
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+            env=tree,
+        )
     assert done.returncode == 1
     ddp = json.loads(out.read_text())["checks"]["ddp"]
     assert ddp["status"] == "failed"
@@ -202,18 +252,38 @@ def test_the_launcher_is_stopped_where_there_are_no_process_groups(monkeypatch: 
 
 def _full(data: Path, out: Path, *args: str) -> list[str]:
     """Two processes on the full training set (unless --limit): seconds of training, time to act on it."""
-    return [sys.executable, "-m", "kitbench", "run", "--check", "ddp", "--device", "cpu", "--quick", "--offline",
-            "--data", str(data), "--nproc", "2", "--out", str(out), *args]
+    return [
+        sys.executable,
+        "-m",
+        "kitbench",
+        "run",
+        "--check",
+        "ddp",
+        "--device",
+        "cpu",
+        "--quick",
+        "--offline",
+        "--data",
+        str(data),
+        "--nproc",
+        "2",
+        "--out",
+        str(out),
+        *args,
+    ]
 
 
 @pytest.mark.integration
-def test_sigterm_during_ddp_leaves_no_rank_and_nothing_in_tmp(mnist_root: Path, tmp_path: Path, tree: dict[str, str],
-                                                               spawn: Callable[..., subprocess.Popen[str]]) -> None:
+def test_sigterm_during_ddp_leaves_no_rank_and_nothing_in_tmp(
+    mnist_root: Path, tmp_path: Path, tree: dict[str, str], spawn: Callable[..., subprocess.Popen[str]]
+) -> None:
     out, scratch = tmp_path / "r.json", tmp_path / "tmp"
     scratch.mkdir()
     # Through spawn: a failed assertion before the SIGTERM must not leave the training run behind.
-    proc = spawn(_full(mnist_root, out, "--nnodes", "1", "--rdzv-endpoint", f"127.0.0.1:{_free_port()}"),
-                 env={**tree, "TMPDIR": str(scratch)})
+    proc = spawn(
+        _full(mnist_root, out, "--nnodes", "1", "--rdzv-endpoint", f"127.0.0.1:{_free_port()}"),
+        env={**tree, "TMPDIR": str(scratch)},
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(_workers(tree)) < 2:
         time.sleep(0.1)
@@ -230,17 +300,24 @@ def test_sigterm_during_ddp_leaves_no_rank_and_nothing_in_tmp(mnist_root: Path, 
 
 # One rank (one launch, not the four of --nproc 2 --quick): what is judged is each rank's own training, and
 # world size 2 is the crash and SIGTERM tests' (two minutes more on CI's 2 cores, no more coverage).
-@pytest.mark.parametrize(("args", "words"), [
-    (("--lr", "1e30", "--limit", "2000", "--nproc", "1"), "gloo: fnn at world size 1 diverged: the training loss "
-                                                           "is not finite"),
-    (("--limit", "64", "--batch-size", "64", "--nproc", "1"), "gloo: fnn at world size 1 timed nothing"),
-])
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (
+            ("--lr", "1e30", "--limit", "2000", "--nproc", "1"),
+            "gloo: fnn at world size 1 diverged: the training loss is not finite",
+        ),
+        (("--limit", "64", "--batch-size", "64", "--nproc", "1"), "gloo: fnn at world size 1 timed nothing"),
+    ],
+)
 @pytest.mark.integration
-def test_a_ddp_run_that_measured_nothing_sound_is_not_ok(mnist_root: Path, tmp_path: Path, tree: dict[str, str],
-                                                          args: tuple[str, ...], words: str) -> None:
+def test_a_ddp_run_that_measured_nothing_sound_is_not_ok(
+    mnist_root: Path, tmp_path: Path, tree: dict[str, str], args: tuple[str, ...], words: str
+) -> None:
     out = tmp_path / "r.json"
-    done = subprocess.run(_full(mnist_root, out, *args), capture_output=True, text=True, timeout=300, check=False,
-                          env=tree)
+    done = subprocess.run(
+        _full(mnist_root, out, *args), capture_output=True, text=True, timeout=300, check=False, env=tree
+    )
     assert done.returncode == 1, done.stderr
     ddp = json.loads(out.read_text())["checks"]["ddp"]
     assert ddp["status"] == "failed"
@@ -248,8 +325,9 @@ def test_a_ddp_run_that_measured_nothing_sound_is_not_ok(mnist_root: Path, tmp_p
     assert _anything_left(tree) == []
 
 
-def test_deterministic_mode_reaches_every_rank(mnist_root: Path, tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_deterministic_mode_reaches_every_rank(
+    mnist_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each rank is a process of its own: --deterministic is passed to it and set there, before CUDA could start."""
     import torch
 
@@ -257,7 +335,7 @@ def test_deterministic_mode_reaches_every_rank(mnist_root: Path, tmp_path: Path,
     from kitbench.suite.checks import ddp
 
     commands: list[list[str]] = []
-    others = ddp._proc.run          # the record's own programs (git) run as they do
+    others = ddp._proc.run  # the record's own programs (git) run as they do
 
     def launch(command: list[str], limit: float, **kwargs: Any) -> object:
         if "torch.distributed.run" not in command:
@@ -266,8 +344,19 @@ def test_deterministic_mode_reaches_every_rank(mnist_root: Path, tmp_path: Path,
         return subprocess.CompletedProcess(command, 1, stdout="")
 
     monkeypatch.setattr(ddp._proc, "run", launch)
-    suite.run(Options(checks=("ddp",), device="cpu", data=mnist_root, offline=True, quick=True, train_limit=2000,
-                      nproc=1, deterministic=True), tmp_path / "r.json")
+    suite.run(
+        Options(
+            checks=("ddp",),
+            device="cpu",
+            data=mnist_root,
+            offline=True,
+            quick=True,
+            train_limit=2000,
+            nproc=1,
+            deterministic=True,
+        ),
+        tmp_path / "r.json",
+    )
     assert commands and all(c[-1] == "--deterministic" for c in commands)
     seen: list[bool] = []
     monkeypatch.setattr(ddp_worker, "_main", lambda args: seen.append(torch.are_deterministic_algorithms_enabled()))

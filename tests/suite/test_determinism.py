@@ -17,18 +17,31 @@ torch = pytest.importorskip("torch")
 
 # torch's own message (aten/src/ATen/Context.cpp, alertNotDeterministic) for an operation that has none, as a
 # CUDA build raises it; no CPU operation in this torch raises it, so the check below raises it itself.
-_TORCH_MESSAGE = ("index_add_cuda_ does not have a deterministic implementation, but you set "
-                  "'torch.use_deterministic_algorithms(True)'. You can turn off determinism just for this operation, "
-                  "or you can use the 'warn_only=True' option, if that's acceptable for your application.")
+_TORCH_MESSAGE = (
+    "index_add_cuda_ does not have a deterministic implementation, but you set "
+    "'torch.use_deterministic_algorithms(True)'. You can turn off determinism just for this operation, "
+    "or you can use the 'warn_only=True' option, if that's acceptable for your application."
+)
 
 
 def test_settings_use_torch_names_and_the_mode_puts_them_back(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
     before = determinism.settings()
-    assert {"deterministic_algorithms", "cudnn_benchmark", "cudnn_deterministic", "matmul_allow_tf32",
-            "cudnn_allow_tf32", "float32_matmul_precision", "CUBLAS_WORKSPACE_CONFIG", "OMP_NUM_THREADS",
-            "MKL_NUM_THREADS", "PYTORCH_ENABLE_MPS_FALLBACK", "CUDA_VISIBLE_DEVICES", "num_threads",
-            "num_interop_threads"} <= set(before)
+    assert {
+        "deterministic_algorithms",
+        "cudnn_benchmark",
+        "cudnn_deterministic",
+        "matmul_allow_tf32",
+        "cudnn_allow_tf32",
+        "float32_matmul_precision",
+        "CUBLAS_WORKSPACE_CONFIG",
+        "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "PYTORCH_ENABLE_MPS_FALLBACK",
+        "CUDA_VISIBLE_DEVICES",
+        "num_threads",
+        "num_interop_threads",
+    } <= set(before)
     with determinism.mode(True, threads=1):
         inside = determinism.settings()
         assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
@@ -42,12 +55,15 @@ def test_settings_use_torch_names_and_the_mode_puts_them_back(monkeypatch: pytes
 
 
 def test_settings_name_what_else_changes_the_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HSA_OVERRIDE_GFX_VERSION", "10.3.0")      # what kitbench advises for an unlisted gfx
+    monkeypatch.setenv("HSA_OVERRIDE_GFX_VERSION", "10.3.0")  # what kitbench advises for an unlisted gfx
     monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")
     monkeypatch.delenv("NVIDIA_TF32_OVERRIDE", raising=False)
     found = determinism.settings()
     assert (found["HSA_OVERRIDE_GFX_VERSION"], found["MKL_CBWR"], found["NVIDIA_TF32_OVERRIDE"]) == (
-        "10.3.0", "COMPATIBLE", None)
+        "10.3.0",
+        "COMPATIBLE",
+        None,
+    )
     assert {"ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS"} <= set(found)
     assert isinstance(found["allow_fp16_reduced_precision_reduction"], bool)
     assert isinstance(found["allow_bf16_reduced_precision_reduction"], bool)
@@ -61,8 +77,9 @@ def test_a_users_deterministic_cublas_setting_is_kept(monkeypatch: pytest.Monkey
     assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"
 
 
-def test_an_operation_without_a_deterministic_implementation_is_named(tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_operation_without_a_deterministic_implementation_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def check(ctx: Context) -> None:
         assert torch.are_deterministic_algorithms_enabled()
         raise RuntimeError(_TORCH_MESSAGE)
@@ -76,5 +93,5 @@ def test_an_operation_without_a_deterministic_implementation_is_named(tmp_path: 
     assert found["nondeterministic_op"] == "index_add_cuda_"
     assert found["summary"].startswith("index_add_cuda_ has no deterministic implementation on cpu")
     assert record["environment"]["settings"]["deterministic_algorithms"] is True
-    assert not torch.are_deterministic_algorithms_enabled()       # put back after the run
+    assert not torch.are_deterministic_algorithms_enabled()  # put back after the run
     assert determinism.nondeterministic_op(RuntimeError("something else")) is None

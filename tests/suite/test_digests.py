@@ -32,5 +32,5 @@ def test_shape_and_dtype_are_part_of_the_digest() -> None:
     square.w = torch.nn.Parameter(torch.zeros(2, 2))
     assert digests.parameters(flat).sha256 != digests.parameters(square).sha256
     half = torch.nn.Module()
-    half.w = torch.nn.Parameter(torch.zeros(4, dtype=torch.bfloat16))     # numpy has no bfloat16: still hashed
+    half.w = torch.nn.Parameter(torch.zeros(4, dtype=torch.bfloat16))  # numpy has no bfloat16: still hashed
     assert digests.parameters(half).sha256 != digests.parameters(flat).sha256

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 torch = pytest.importorskip("torch")
-pytestmark = pytest.mark.integration     # torch.compile builds and runs the training step
+pytestmark = pytest.mark.integration  # torch.compile builds and runs the training step
 
 from kitbench.suite import models  # noqa: E402
 from kitbench.suite.checks import steps  # noqa: E402
@@ -46,7 +46,7 @@ def test_profile_counts_what_a_step_dispatches() -> None:
     batches = [(torch.randn(64, 1, 28, 28), torch.randint(0, 10, (64,))) for _ in range(3)]
     found = steps.profile(steps.eager(model, opt), batches, torch.device("cpu"))
     assert found.steps == 3 and found.ops_per_step >= 5 and found.wall_s_per_step > 0
-    assert found.kernels_per_step is None and found.host_overhead_s_per_step is None     # no GPU timeline on a CPU
+    assert found.kernels_per_step is None and found.host_overhead_s_per_step is None  # no GPU timeline on a CPU
 
 
 class _FakeMpsRng:
@@ -68,7 +68,7 @@ def test_mps_trainers_get_their_own_random_stream(monkeypatch: pytest.MonkeyPatc
     mps = torch.device("mps")
     assert steps.device_rng_state(torch.device("cpu")) is None
     with steps.fork_rng(mps):
-        steps.set_device_rng_state(mps, torch.tensor([7], dtype=torch.uint8))       # a trainer's own stream
+        steps.set_device_rng_state(mps, torch.tensor([7], dtype=torch.uint8))  # a trainer's own stream
         inner = steps.device_rng_state(mps)
     assert inner is not None and inner.tolist() == [7]
-    assert fake.state.tolist() == [1]           # put back for the next trainer, as on CUDA
+    assert fake.state.tolist() == [1]  # put back for the next trainer, as on CUDA

@@ -64,8 +64,10 @@ def test_moves_runs_cpu_parts_and_skips_device_rows(quick_record: dict) -> None:
 @pytest.mark.integration
 def test_mnist_runs_both_loops_with_separate_one_time_costs(quick_record: dict) -> None:
     runs = quick_record["checks"]["mnist"]["runs"]
-    assert [(r["model"], r["loop"], r["device"]) for r in runs] == [("fnn", "resident", "cpu"),
-                                                                    ("fnn", "tutorial", "cpu")]
+    assert [(r["model"], r["loop"], r["device"]) for r in runs] == [
+        ("fnn", "resident", "cpu"),
+        ("fnn", "tutorial", "cpu"),
+    ]
     for run in runs:
         assert run["train_samples"] == 2000
         assert run["samples_per_s"] == pytest.approx(2000 / run["epoch_s"])
@@ -73,7 +75,7 @@ def test_mnist_runs_both_loops_with_separate_one_time_costs(quick_record: dict) 
         # The floor: the run's full batches at its own step's best tight-loop time (no timing asserted).
         assert run["compute_floor_s"] > 0
         assert run["floor_fraction"] == pytest.approx(run["compute_floor_s"] / run["epoch_s"])
-        assert run["test_acc"] > 0.2          # well above chance (0.1) after 32 SGD steps
+        assert run["test_acc"] > 0.2  # well above chance (0.1) after 32 SGD steps
         assert len(run["loss_curve"]) == 20
     ratio = quick_record["checks"]["mnist"]["loop_ratios"][0]
     assert ratio["resident_speedup"] == pytest.approx(runs[1]["epoch_s"] / runs[0]["epoch_s"])
@@ -96,8 +98,7 @@ def test_same_seed_same_result_on_cpu(runs: dict[str, Path]) -> None:
 @pytest.mark.integration
 def test_tiny_idx_partial_and_oversized_batches(tiny_mnist: Path, tmp_path: Path) -> None:
     for batch, steps in ((128, 3), (1000, 1)):
-        options = Options(checks=("mnist",), device="cpu", data=tiny_mnist, offline=True, batch_size=batch,
-                          quick=True)
+        options = Options(checks=("mnist",), device="cpu", data=tiny_mnist, offline=True, batch_size=batch, quick=True)
         runs = suite.run(options, tmp_path / f"{batch}.json").record["checks"]["mnist"]["runs"]
         for run in runs:
             assert run["train_samples"] == 300
@@ -107,7 +108,7 @@ def test_tiny_idx_partial_and_oversized_batches(tiny_mnist: Path, tmp_path: Path
 
 def test_tiny_idx_checksum_mismatch_is_refused(tiny_mnist: Path, tmp_path: Path) -> None:
     labels = tiny_mnist / "MNIST" / "raw" / "train-labels-idx1-ubyte"
-    labels.write_bytes(labels.read_bytes()[:-1] + b"\x00")   # the last label is 9
+    labels.write_bytes(labels.read_bytes()[:-1] + b"\x00")  # the last label is 9
     with pytest.raises(DataError, match="fails its SHA-256 check"):
         suite.run(Options(checks=("mnist",), device="cpu", data=tiny_mnist, offline=True), tmp_path / "r.json")
 
@@ -115,8 +116,7 @@ def test_tiny_idx_checksum_mismatch_is_refused(tiny_mnist: Path, tmp_path: Path)
 def test_missing_data_offline_is_refused(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(DataError, match="--offline forbids a download"):
-        suite.run(Options(checks=("mnist",), device="cpu", data=tmp_path / "empty", offline=True),
-                  tmp_path / "r.json")
+        suite.run(Options(checks=("mnist",), device="cpu", data=tmp_path / "empty", offline=True), tmp_path / "r.json")
 
 
 class _StopAt:
@@ -147,8 +147,9 @@ def test_interrupted_run_keeps_what_finished(mnist_root: Path, tmp_path: Path) -
     assert record["ended_at"] is not None
 
 
-def test_a_crashing_check_is_recorded_and_the_suite_goes_on(monkeypatch: pytest.MonkeyPatch,
-                                                            mnist_root: Path, tmp_path: Path) -> None:
+def test_a_crashing_check_is_recorded_and_the_suite_goes_on(
+    monkeypatch: pytest.MonkeyPatch, mnist_root: Path, tmp_path: Path
+) -> None:
     from kitbench.suite.checks import moves
 
     def broken(ctx: object) -> None:
@@ -167,8 +168,7 @@ def test_accelerator_suite_measures_both_directions(mnist_root: Path, tmp_path: 
 
     if not (torch.cuda.is_available() or torch.backends.mps.is_available()):
         pytest.skip("no CUDA or MPS device here: the accelerator rows cannot be measured")
-    record = suite.run(Options(**{**QUICK.__dict__, "device": "auto", "data": mnist_root}),
-                       tmp_path / "r.json").record
+    record = suite.run(Options(**{**QUICK.__dict__, "device": "auto", "data": mnist_root}), tmp_path / "r.json").record
     moves = record["checks"]["moves"]
     assert {"h2d", "d2h"} <= {t["direction"] for t in moves["transfers"]}
     assert moves["mismatch_error"]
@@ -186,7 +186,8 @@ def session_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_without_mnist_the_other_checks_run_and_the_record_says_what_failed(
-        tmp_path: Path, session_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, session_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No MNIST (KITBENCH_DATA an empty folder) and --offline: availability and moves still run, torch is
     imported and the environment recorded (its packages, the index override, whether torch is the target's
     build); the record says what failed as data, the error names the record, and it reads back under the schema."""
@@ -196,23 +197,33 @@ def test_without_mnist_the_other_checks_run_and_the_record_says_what_failed(
     with pytest.raises(DataError, match="--offline forbids a download") as caught:
         suite.run(Options(device="cpu", quick=True, offline=True), out)
     assert caught.value.hint is not None and caught.value.hint.endswith(
-        f"the record {out} holds the checks that ran (availability, moves) and this machine's environment")
+        f"the record {out} holds the checks that ran (availability, moves) and this machine's environment"
+    )
     record = records.read(out)
     assert record["schema"] == "kitbench.run/3" and record["status"] == "failed"
     assert {name: check["status"] for name, check in record["checks"].items()} == {
-        "availability": "ok", "moves": "ok", "mnist": "failed"}
+        "availability": "ok",
+        "moves": "ok",
+        "mnist": "failed",
+    }
     assert record["checks"]["mnist"]["summary"].startswith(f"not run: no MNIST at {tmp_path / 'empty'}")
     env = record["environment"]
     assert env["torch"] and env["index_override"] == "https://pypi.org/simple" and env["target"] == "cpu"
     assert isinstance(env.get("build_matches_target"), bool) and env.get("lock_why")
     assert any(p["name"] == "torch" for p in env.get("packages", []))
-    assert record.get("failure") == {"stage": "data", "error": "DataError", "message": record["error"],
-                                     "hint": "point --data (or KITBENCH_DATA) at a directory holding MNIST/raw, "
-                                             "or drop --offline", "host": None, "not_run": ["mnist"]}
+    assert record.get("failure") == {
+        "stage": "data",
+        "error": "DataError",
+        "message": record["error"],
+        "hint": "point --data (or KITBENCH_DATA) at a directory holding MNIST/raw, or drop --offline",
+        "host": None,
+        "not_run": ["mnist"],
+    }
 
 
 def test_an_mnist_download_that_reaches_no_host_names_it_in_the_record(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """torchvision's download host out of reach (its own words): the record's failure names the host, and
     `kitbench report` shows it in its Failures section."""
     import sys
@@ -222,8 +233,10 @@ def test_an_mnist_download_that_reaches_no_host_names_it_in_the_record(
     from kitbench._cli import main
 
     def unreachable(root: str, train: bool, download: bool) -> None:
-        raise RuntimeError("Error downloading train-images-idx3-ubyte.gz:\nTried https://mnist.invalid/mnist/, "
-                           f"got:\n{urllib.error.URLError('[Errno -2] Name or service not known')}\n")
+        raise RuntimeError(
+            "Error downloading train-images-idx3-ubyte.gz:\nTried https://mnist.invalid/mnist/, "
+            f"got:\n{urllib.error.URLError('[Errno -2] Name or service not known')}\n"
+        )
 
     fake = types.ModuleType("torchvision.datasets")
     fake.MNIST = unreachable  # type: ignore[attr-defined]
@@ -239,7 +252,8 @@ def test_an_mnist_download_that_reaches_no_host_names_it_in_the_record(
 
 
 def test_a_device_that_is_not_here_fails_the_set_up_and_the_record_keeps_the_environment(
-        tmp_path: Path, session_env: None) -> None:
+    tmp_path: Path, session_env: None
+) -> None:
     """A set-up failure after torch is imported (a GPU asked for where there is none) is kept as data too,
     with torch's part of the environment, and every asked check named as not run."""
     import torch

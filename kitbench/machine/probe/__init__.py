@@ -31,17 +31,23 @@ _SYS_DRIVER = Path("/sys/module/nvidia/version")
 _WSL_SMI = "/usr/lib/wsl/lib/nvidia-smi"
 # A pattern, compiled by re when first searched: only a machine with NVIDIA's kernel module has the file it reads.
 _NVRM = r"NVRM version:.*?Kernel Module(?:\s+for\s+\S+)?\s+([0-9]+\.[0-9]+(?:\.[0-9]+)?)\s"
-_ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "i386": "x86", "i686": "x86", "arm64": "arm64",
-                 "aarch64": "aarch64"}
+_ARCH_ALIASES = {
+    "amd64": "x86_64",
+    "x64": "x86_64",
+    "i386": "x86",
+    "i686": "x86",
+    "arm64": "arm64",
+    "aarch64": "aarch64",
+}
 _SMI_FIELDS = "index,name,compute_cap,memory.total,driver_version,pcie.link.gen.max,pcie.link.width.max"
 
 
-class Gpu(NamedTuple):          # not a dataclass: see Probe
-    index: int                 # type: ignore[assignment]  # tuple.index: never asked of a GPU
+class Gpu(NamedTuple):  # not a dataclass: see Probe
+    index: int  # type: ignore[assignment]  # tuple.index: never asked of a GPU
     name: str
-    capability: str | None   # "8.6"; None when the driver cannot say (pre-510 nvidia-smi)
+    capability: str | None  # "8.6"; None when the driver cannot say (pre-510 nvidia-smi)
     memory_mib: int | None
-    pcie_gen: int | None = None      # the link's maximum, not its idle (down-clocked) state
+    pcie_gen: int | None = None  # the link's maximum, not its idle (down-clocked) state
     pcie_width: int | None = None
 
     @property
@@ -53,10 +59,10 @@ class Probe(NamedTuple):
     """The machine facts; ``sources`` maps a field name to where it was read (a named tuple, as its GPUs are:
     "Start-up" in docs/architecture.md)."""
 
-    os: str                      # linux | macos | windows
+    os: str  # linux | macos | windows
     os_version: str
-    arch: str                    # the machine's: x86_64 | aarch64 | arm64
-    python_arch: str             # the interpreter's (differs under Rosetta)
+    arch: str  # the machine's: x86_64 | aarch64 | arm64
+    python_arch: str  # the interpreter's (differs under Rosetta)
     python_version: str
     rosetta: bool
     wsl: bool
@@ -67,7 +73,7 @@ class Probe(NamedTuple):
     sources: dict[str, str]
     amd_gpus: tuple[AmdGpu, ...] = ()
     intel_gpus: tuple[IntelGpu, ...] = ()
-    libc: str | None = None           # glibc | musl (Linux); None where unknown
+    libc: str | None = None  # glibc | musl (Linux); None where unknown
     libc_version: str | None = None
 
     @property
@@ -83,9 +89,13 @@ class Probe(NamedTuple):
 
 def as_dict(machine: Probe) -> dict[str, Any]:
     """The facts as `kitbench probe --json` writes them: each GPU an object of its own fields."""
-    return {**machine._asdict(), "gpus": [g._asdict() for g in machine.gpus], "sources": dict(machine.sources),
-            "amd_gpus": [g._asdict() for g in machine.amd_gpus],
-            "intel_gpus": [g._asdict() for g in machine.intel_gpus]}
+    return {
+        **machine._asdict(),
+        "gpus": [g._asdict() for g in machine.gpus],
+        "sources": dict(machine.sources),
+        "amd_gpus": [g._asdict() for g in machine.amd_gpus],
+        "intel_gpus": [g._asdict() for g in machine.intel_gpus],
+    }
 
 
 def normalize_arch(name: str, os_name: str) -> str:
@@ -114,8 +124,10 @@ def no_driver_reason(*, container: bool, wsl: bool) -> str:
     if container:
         return "no NVIDIA driver found (inside a container started without GPUs: docker run --gpus all)"
     if wsl:
-        return ("no NVIDIA driver found (WSL 2 uses the Windows NVIDIA driver: install it on Windows, "
-                f"never inside WSL; its nvidia-smi is {_WSL_SMI})")
+        return (
+            "no NVIDIA driver found (WSL 2 uses the Windows NVIDIA driver: install it on Windows, "
+            f"never inside WSL; its nvidia-smi is {_WSL_SMI})"
+        )
     return "no NVIDIA driver found"
 
 
@@ -141,8 +153,12 @@ def parse_nvidia_smi(text: str) -> tuple[str | None, tuple[Gpu, ...], tuple[str,
 
 def _smi_gpu(parts: list[str]) -> Gpu | None:
     index, name, cap, memory, drv = parts[:5]
-    if not is_whole(index) or not name or not re.fullmatch(r"[0-9]+(\.[0-9]+)*", drv) or not (
-            is_whole(memory) or memory.startswith("[")):
+    if (
+        not is_whole(index)
+        or not name
+        or not re.fullmatch(r"[0-9]+(\.[0-9]+)*", drv)
+        or not (is_whole(memory) or memory.startswith("["))
+    ):
         return None
     capability = None
     if not cap.startswith("["):
@@ -160,16 +176,23 @@ UNCONFIRMED = "; unconfirmed: "
 
 def _smi_doubt(returncode: int, stderr: str, gpus: tuple[Gpu, ...], strange: tuple[str, ...]) -> str | None:
     """Why nvidia-smi's GPU list cannot be taken as the whole truth, or None when it can."""
+
     def shown(line: str) -> str:
         return repr(line[:80] + ("..." if len(line) > 80 else ""))
+
     said = next((line.strip() for line in stderr.splitlines() if line.strip()), None) or (
-        strange[0] if strange else None)
+        strange[0] if strange else None
+    )
     if returncode != 0:
-        return f"nvidia-smi exited {returncode}" + (f": {shown(said)}" if said else "") + (
-            f"; {len(gpus)} GPU line(s) kept" if gpus else "")
+        return (
+            f"nvidia-smi exited {returncode}"
+            + (f": {shown(said)}" if said else "")
+            + (f"; {len(gpus)} GPU line(s) kept" if gpus else "")
+        )
     if strange:
-        return (f"{len(strange)} line(s) of nvidia-smi's answer are no GPU's, e.g. {shown(strange[0])}"
-                + (f"; {len(gpus)} GPU line(s) kept" if gpus else "; no GPU line in it"))
+        return f"{len(strange)} line(s) of nvidia-smi's answer are no GPU's, e.g. {shown(strange[0])}" + (
+            f"; {len(gpus)} GPU line(s) kept" if gpus else "; no GPU line in it"
+        )
     return None if gpus else "nvidia-smi listed no GPU"
 
 
@@ -217,7 +240,6 @@ def _run_any(argv: Sequence[str], timeout: float = 5.0) -> tuple[int, str, str] 
     return done.returncode, done.stdout, done.stderr
 
 
-
 def _os_name() -> str:
     return {"darwin": "macos", "win32": "windows"}.get(sys.platform, "linux")
 
@@ -241,8 +263,11 @@ CUDA_DRIVER_VARIABLE = "UV_CUDA_DRIVER_VERSION"
 def probe() -> Probe:
     """Read this machine. Fast: no torch, and ``nvidia-smi`` only when a driver is loaded."""
     os_name = _os_name()
-    sources: dict[str, str] = {"os": "sys.platform", "arch": "platform.machine()",
-                               "python_arch": "sysconfig platform of the interpreter"}
+    sources: dict[str, str] = {
+        "os": "sys.platform",
+        "arch": "platform.machine()",
+        "python_arch": "sysconfig platform of the interpreter",
+    }
     if hasattr(os, "uname"):
         # What platform.machine() and platform.release() return here, without platform's import (it compiles
         # a dozen patterns), which install-cmd's start-up would pay. Windows has no uname.
@@ -274,7 +299,7 @@ def probe() -> Probe:
     driver = None
     for path, parse in ((_PROC_DRIVER, parse_proc_driver), (_SYS_DRIVER, parse_sys_driver)):
         text = read_small(path)
-        driver = parse(text) if text else None      # most machines have neither file: no pattern to compile
+        driver = parse(text) if text else None  # most machines have neither file: no pattern to compile
         if driver:
             sources["driver"] = str(path)
             break
@@ -292,7 +317,7 @@ def probe() -> Probe:
         sources["gpus"] = "nvidia-smi --query-gpu" + (UNCONFIRMED + why if why else "")
     driver_override = os.environ.get(CUDA_DRIVER_VARIABLE, "").strip()
     if driver_override:
-        parse_driver(driver_override, CUDA_DRIVER_VARIABLE)       # a malformed value is refused, not ignored
+        parse_driver(driver_override, CUDA_DRIVER_VARIABLE)  # a malformed value is refused, not ignored
         driver = driver_override
         sources["driver"] = CUDA_DRIVER_VARIABLE
     # The host's ROCm install only; a ROCm-in-wheel (torch's bundled HIP runtime) is no host fact.
@@ -318,10 +343,24 @@ def probe() -> Probe:
         intel_gpus, where = intel.detect_windows()
         if where:
             sources["intel_gpus"] = where
-    return Probe(os=os_name, os_version=os_version, arch=arch, python_arch=python_arch,
-                 python_version=python.running(), rosetta=rosetta, wsl=wsl,
-                 container=_in_container(), driver=driver, gpus=gpus, rocm=rocm, sources=sources,
-                 amd_gpus=amd_gpus, intel_gpus=intel_gpus, libc=libc, libc_version=libc_version)
+    return Probe(
+        os=os_name,
+        os_version=os_version,
+        arch=arch,
+        python_arch=python_arch,
+        python_version=python.running(),
+        rosetta=rosetta,
+        wsl=wsl,
+        container=_in_container(),
+        driver=driver,
+        gpus=gpus,
+        rocm=rocm,
+        sources=sources,
+        amd_gpus=amd_gpus,
+        intel_gpus=intel_gpus,
+        libc=libc,
+        libc_version=libc_version,
+    )
 
 
 # What a machine is taken to have when the question names another OS than this host's
@@ -337,9 +376,12 @@ EMULATES = {("macos", "arm64"): "x86_64", ("windows", "aarch64"): "x86_64"}
 # build macOS lacks, why). Sources: NVIDIA's CUDA 10.2 release notes (its last macOS release);
 # envs/vendors.yaml (ROCm: Linux only; XPU: Linux and Windows).
 _NVIDIA_ON_MAC = ("Linux or Windows", "CUDA", "NVIDIA's drivers for macOS ended with CUDA 10.2 (macOS 10.13)")
-_GPU_OSES = {"--driver": _NVIDIA_ON_MAC, "--gpu-cc": _NVIDIA_ON_MAC,
-             "--gpu-gfx": ("Linux", "ROCm", "PyTorch's ROCm builds are for Linux only"),
-             "--intel-gpu": ("Linux or Windows", "XPU", "PyTorch's XPU builds are for Linux and Windows only")}
+_GPU_OSES = {
+    "--driver": _NVIDIA_ON_MAC,
+    "--gpu-cc": _NVIDIA_ON_MAC,
+    "--gpu-gfx": ("Linux", "ROCm", "PyTorch's ROCm builds are for Linux only"),
+    "--intel-gpu": ("Linux or Windows", "XPU", "PyTorch's XPU builds are for Linux and Windows only"),
+}
 
 
 def _shipped(capability: tuple[int, int]) -> tuple[int, int]:
@@ -349,10 +391,12 @@ def _shipped(capability: tuple[int, int]) -> tuple[int, int]:
     known = drivers.load().capabilities
     if capability not in known:
         near = [format_capability(c) for c in known if c[0] == capability[0]]
-        raise UsageError(f"no NVIDIA GPU has compute capability {format_capability(capability)}",
-                         hint=(f"those of {capability[0]}.x are {', '.join(near)}; " if near else "")
-                         + "nvidia-smi --query-gpu=name,compute_cap shows a GPU's (NVIDIA's list: "
-                           "https://developer.nvidia.com/cuda-gpus)")
+        raise UsageError(
+            f"no NVIDIA GPU has compute capability {format_capability(capability)}",
+            hint=(f"those of {capability[0]}.x are {', '.join(near)}; " if near else "")
+            + "nvidia-smi --query-gpu=name,compute_cap shows a GPU's (NVIDIA's list: "
+            "https://developer.nvidia.com/cuda-gpus)",
+        )
     return capability
 
 
@@ -370,17 +414,32 @@ def assumed_from_here(machine: Probe) -> dict[str, str]:
     found = {}
     if not machine.sources.get("python_version", "").startswith("--"):
         found["Python"] = machine.python_version
-    if machine.os == "linux" and machine.libc and machine.libc_version \
-            and not machine.sources.get("libc", "").startswith("--"):
+    if (
+        machine.os == "linux"
+        and machine.libc
+        and machine.libc_version
+        and not machine.sources.get("libc", "").startswith("--")
+    ):
         found[machine.libc] = machine.libc_version
     return found
 
 
-def override(base: Probe, *, os: str | None = None, arch: str | None = None,
-             python_arch: str | None = None, driver: str | None = None,
-             gpu_capabilities: Sequence[str] = (), no_gpu: bool = False, gpu_gfx: Sequence[str] = (),
-             intel_gpu: bool | str | Sequence[bool | str] = False, python_path: str | None = None,
-             python_version: str | None = None, glibc: str | None = None, os_version: str | None = None) -> Probe:
+def override(
+    base: Probe,
+    *,
+    os: str | None = None,
+    arch: str | None = None,
+    python_arch: str | None = None,
+    driver: str | None = None,
+    gpu_capabilities: Sequence[str] = (),
+    no_gpu: bool = False,
+    gpu_gfx: Sequence[str] = (),
+    intel_gpu: bool | str | Sequence[bool | str] = False,
+    python_path: str | None = None,
+    python_version: str | None = None,
+    glibc: str | None = None,
+    os_version: str | None = None,
+) -> Probe:
     """Answer for another machine: replace probed facts with given ones.
 
     Naming another OS than the host's answers for another machine altogether: none
@@ -389,18 +448,27 @@ def override(base: Probe, *, os: str | None = None, arch: str | None = None,
     """
     # --intel-gpu once per GPU: True for one whose device id is not known, else its id.
     intels = [g for g in ([intel_gpu] if isinstance(intel_gpu, (bool, str)) else intel_gpu) if g is not False]
-    flags = [flag for flag, value in (("--driver", driver is not None), ("--gpu-cc", gpu_capabilities),
-                                      ("--gpu-gfx", gpu_gfx), ("--intel-gpu", intels)) if value]
+    flags = [
+        flag
+        for flag, value in (
+            ("--driver", driver is not None),
+            ("--gpu-cc", gpu_capabilities),
+            ("--gpu-gfx", gpu_gfx),
+            ("--intel-gpu", intels),
+        )
+        if value
+    ]
     given = flags[0] if flags else None
     if no_gpu and given:
-        raise UsageError("--no-gpu contradicts " + given,
-                         hint="give either --no-gpu or the GPU's facts, not both")
+        raise UsageError("--no-gpu contradicts " + given, hint="give either --no-gpu or the GPU's facts, not both")
     if (os or base.os) == "macos" and given:
         # A machine PyTorch builds nothing for: its answer would be mps or cpu with the GPU ignored in silence.
         oses, build, why = _GPU_OSES[given]
-        raise UsageError(f"{given} answers for a {oses} machine: PyTorch has no {build} build for macOS",
-                         hint=f"{why}; a Mac gets mps (Apple silicon) or cpu: drop {' and '.join(flags)}, or answer "
-                              f"for --os {oses.split()[0].lower()}")
+        raise UsageError(
+            f"{given} answers for a {oses} machine: PyTorch has no {build} build for macOS",
+            hint=f"{why}; a Mac gets mps (Apple silicon) or cpu: drop {' and '.join(flags)}, or answer "
+            f"for --os {oses.split()[0].lower()}",
+        )
     sources = dict(base.sources)
     changes: dict[str, object] = {}
     target_os = os or base.os
@@ -409,14 +477,41 @@ def override(base: Probe, *, os: str | None = None, arch: str | None = None,
         sources["os"] = "--os"
         if os != base.os:
             default = f"default for {os} (not this host)"
-            changes.update(os_version="", arch=DEFAULT_ARCH[os], python_arch=DEFAULT_ARCH[os], driver=None,
-                           gpus=(), rocm=None, wsl=False, container=False, amd_gpus=(), intel_gpus=())
-            sources.update({key: default for key in ("os_version", "arch", "python_arch", "driver", "gpus",
-                                                     "rocm", "wsl", "container", "amd_gpus", "intel_gpus")})
+            changes.update(
+                os_version="",
+                arch=DEFAULT_ARCH[os],
+                python_arch=DEFAULT_ARCH[os],
+                driver=None,
+                gpus=(),
+                rocm=None,
+                wsl=False,
+                container=False,
+                amd_gpus=(),
+                intel_gpus=(),
+            )
+            sources.update(
+                {
+                    key: default
+                    for key in (
+                        "os_version",
+                        "arch",
+                        "python_arch",
+                        "driver",
+                        "gpus",
+                        "rocm",
+                        "wsl",
+                        "container",
+                        "amd_gpus",
+                        "intel_gpus",
+                    )
+                }
+            )
             # That machine's Python and C library are unknown: they constrain nothing unless given.
             changes.update(python_version="", libc=None, libc_version=None)
-            sources.update(python_version="unknown for that machine (give --python-version)",
-                           libc="unknown for that machine (give --glibc)")
+            sources.update(
+                python_version="unknown for that machine (give --python-version)",
+                libc="unknown for that machine (give --glibc)",
+            )
     if arch is not None:
         changes["arch"] = normalize_arch(arch, target_os)
         sources["arch"] = "--arch"
@@ -430,10 +525,12 @@ def override(base: Probe, *, os: str | None = None, arch: str | None = None,
         final_arch = str(changes.get("arch", base.arch))
         final_py = str(changes.get("python_arch", base.python_arch))
         if final_py != final_arch and EMULATES.get((target_os, final_arch)) != final_py:
-            raise UsageError(f"an {final_py} Python cannot run on {target_os} {final_arch}",
-                             hint="the only foreign Pythons that run are x86_64 ones on arm64 macOS (Rosetta 2) "
-                                  "and on arm64 Windows (its x64 emulation); leave --python-arch out for a "
-                                  "native one")
+            raise UsageError(
+                f"an {final_py} Python cannot run on {target_os} {final_arch}",
+                hint="the only foreign Pythons that run are x86_64 ones on arm64 macOS (Rosetta 2) "
+                "and on arm64 Windows (its x64 emulation); leave --python-arch out for a "
+                "native one",
+            )
         changes["rosetta"] = target_os == "macos" and final_arch == "arm64" and final_py == "x86_64"
     if no_gpu:
         changes.update(driver=None, gpus=(), rocm=None, amd_gpus=(), intel_gpus=())
@@ -449,25 +546,43 @@ def override(base: Probe, *, os: str | None = None, arch: str | None = None,
         sources["gpus"] = "--gpu-cc"
         if changes.get("driver", base.driver) is None:
             # Which CUDA builds run is the driver's to say: without one the answer could only be the CPU build.
-            raise UsageError("--gpu-cc describes an NVIDIA GPU, but no NVIDIA driver was "
-                             + ("found here" if "driver" not in sources else "given"),
-                             hint="add that machine's driver as nvidia-smi shows it, e.g. --driver 570.86.10")
+            raise UsageError(
+                "--gpu-cc describes an NVIDIA GPU, but no NVIDIA driver was "
+                + ("found here" if "driver" not in sources else "given"),
+                hint="add that machine's driver as nvidia-smi shows it, e.g. --driver 570.86.10",
+            )
     if gpu_gfx:
         names = [name for given in gpu_gfx for name in amd.parse_gfx_list(given, "--gpu-gfx")]
         changes["amd_gpus"] = tuple(AmdGpu(i, name, None) for i, name in enumerate(names))
         sources["amd_gpus"] = "--gpu-gfx"
     if intels:
         # --intel-gpu alone: an Intel GPU whose device id is not known; with an id, that GPU.
-        changes["intel_gpus"] = tuple(IntelGpu("(given)", intel.parse_device_id(g) if isinstance(g, str) and g
-                                               else None) for g in intels)
+        changes["intel_gpus"] = tuple(
+            IntelGpu("(given)", intel.parse_device_id(g) if isinstance(g, str) and g else None) for g in intels
+        )
         sources["intel_gpus"] = "--intel-gpu"
-    _interpreter(changes, sources, target_os, python_path=python_path, python_version=python_version,
-                 glibc=glibc, os_version=os_version)
+    _interpreter(
+        changes,
+        sources,
+        target_os,
+        python_path=python_path,
+        python_version=python_version,
+        glibc=glibc,
+        os_version=os_version,
+    )
     return base._replace(sources=sources, **changes)  # type: ignore[arg-type]
 
 
-def _interpreter(changes: dict[str, object], sources: dict[str, str], target_os: str, *, python_path: str | None,
-                 python_version: str | None, glibc: str | None, os_version: str | None) -> None:
+def _interpreter(
+    changes: dict[str, object],
+    sources: dict[str, str],
+    target_os: str,
+    *,
+    python_path: str | None,
+    python_version: str | None,
+    glibc: str | None,
+    os_version: str | None,
+) -> None:
     """The Python, C library and macOS version overrides of ``override``."""
     if python_path is not None and python_version is not None:
         raise UsageError("--python contradicts --python-version", hint="give the interpreter or its version")
@@ -481,9 +596,10 @@ def _interpreter(changes: dict[str, object], sources: dict[str, str], target_os:
             sources["libc"] = f"--python {python_path} (platform.libc_ver())"
     # macOS is named by its major version alone ("macOS 14"); Python and glibc by major.minor.
     for flag, value, pattern, example in (
-            ("--python-version", python_version, r"[0-9]+\.[0-9]+(\.[0-9]+)?t?", "3.12"),
-            ("--glibc", glibc, r"[0-9]+\.[0-9]+(\.[0-9]+)?", "2.35"),
-            ("--os-version", os_version, r"[0-9]+(\.[0-9]+){0,2}", "14.5")):
+        ("--python-version", python_version, r"[0-9]+\.[0-9]+(\.[0-9]+)?t?", "3.12"),
+        ("--glibc", glibc, r"[0-9]+\.[0-9]+(\.[0-9]+)?", "2.35"),
+        ("--os-version", os_version, r"[0-9]+(\.[0-9]+){0,2}", "14.5"),
+    ):
         if value is not None and not re.fullmatch(pattern, value):
             raise UsageError(f"{flag} {value!r} is not a version", hint=f"e.g. {flag} {example}")
     if os_version is not None and "." not in os_version:

@@ -30,10 +30,10 @@ GFX_VARIABLE = "UV_AMD_GPU_ARCHITECTURE"
 _GFX = r"gfx([6-9]|1[0-2])[0-9a-f]{2}"
 
 
-class AmdGpu(NamedTuple):      # not a dataclass: see Probe
-    index: int                 # type: ignore[assignment]  # tuple.index: never asked of a GPU
-    gfx: str | None            # "gfx942"; None where only DRM saw the card
-    device_id: str | None      # PCI device id, "0x74a1"
+class AmdGpu(NamedTuple):  # not a dataclass: see Probe
+    index: int  # type: ignore[assignment]  # tuple.index: never asked of a GPU
+    gfx: str | None  # "gfx942"; None where only DRM saw the card
+    device_id: str | None  # PCI device id, "0x74a1"
     compute_units: int | None = None
 
 
@@ -65,20 +65,21 @@ def gpu_of_properties(index: int, properties: dict[str, int]) -> AmdGpu | None:
         return None
     simds, per_cu = properties.get("simd_count"), properties.get("simd_per_cu")
     device = properties.get("device_id")
-    return AmdGpu(index, gfx, f"0x{device:04x}" if device else None,
-                  simds // per_cu if simds and per_cu else None)
+    return AmdGpu(index, gfx, f"0x{device:04x}" if device else None, simds // per_cu if simds and per_cu else None)
 
 
 def parse_agent_enumerator(text: str) -> tuple[str, ...]:
     """``rocm_agent_enumerator`` output: one ISA per line; gfx000 is the CPU agent."""
-    return tuple(line.strip() for line in text.splitlines() if re.fullmatch(_GFX, line.strip())
-                 and line.strip() != "gfx000")
+    return tuple(
+        line.strip() for line in text.splitlines() if re.fullmatch(_GFX, line.strip()) and line.strip() != "gfx000"
+    )
 
 
 def parse_rocminfo(text: str) -> tuple[str, ...]:
     """``rocminfo`` output: each GPU agent's ``Name:  gfx1100`` line (CPU agents and ISA names are no gfx)."""
-    values = (line.strip().removeprefix("Name:").strip() for line in text.splitlines()
-              if line.strip().startswith("Name:"))
+    values = (
+        line.strip().removeprefix("Name:").strip() for line in text.splitlines() if line.strip().startswith("Name:")
+    )
     return tuple(value for value in values if re.fullmatch(_GFX, value))
 
 
@@ -87,10 +88,11 @@ def parse_gfx_list(text: str, where: str) -> tuple[str, ...]:
     names = tuple(part.strip().lower() for part in text.split(",") if part.strip())
     bad = [n for n in names if not re.fullmatch(_GFX, n)] or ([] if names else [text])
     if bad:
-        raise UsageError(f"{where}: {bad[0]!r} is not an AMD GPU architecture",
-                         hint="give a gfx name as rocminfo prints it, e.g. gfx942, gfx90a or gfx1100")
+        raise UsageError(
+            f"{where}: {bad[0]!r} is not an AMD GPU architecture",
+            hint="give a gfx name as rocminfo prints it, e.g. gfx942, gfx90a or gfx1100",
+        )
     return names
-
 
 
 def read_kfd(root: Path = Path("/")) -> tuple[AmdGpu, ...]:
@@ -124,8 +126,9 @@ def read_drm(root: Path = Path("/")) -> tuple[AmdGpu, ...]:
     return tuple(gpus)
 
 
-def detect(root: Path = Path("/"), env: dict[str, str] | None = None,
-           run: Callable[[list[str]], str | None] | None = None) -> tuple[tuple[AmdGpu, ...], str | None]:
+def detect(
+    root: Path = Path("/"), env: dict[str, str] | None = None, run: Callable[[list[str]], str | None] | None = None
+) -> tuple[tuple[AmdGpu, ...], str | None]:
     """The AMD GPUs here and where they were read: the override, KFD, rocm_agent_enumerator, rocminfo, DRM."""
     override = (env or {}).get(GFX_VARIABLE)
     if override:

@@ -31,9 +31,9 @@ _DISPLAY_CLASS_GUID = "{4d36e968-e325-11ce-bfc1-08002be10318}"
 _CM_GETIDLIST_FILTER_PRESENT, _CM_GETIDLIST_FILTER_CLASS = 0x100, 0x200
 
 
-class IntelGpu(NamedTuple):    # not a dataclass: see Probe
-    address: str            # PCI address, "0000:03:00.0"; "(given)" for --intel-gpu
-    device_id: str | None   # "0x56a0"; None where not known
+class IntelGpu(NamedTuple):  # not a dataclass: see Probe
+    address: str  # PCI address, "0000:03:00.0"; "(given)" for --intel-gpu
+    device_id: str | None  # "0x56a0"; None where not known
 
     @property
     def label(self) -> str:
@@ -51,7 +51,6 @@ def is_intel_gpu(vendor: str | None, pci_class: str | None) -> bool:
     """The sysfs ``vendor`` and ``class`` texts ("0x8086", "0x030000") of an Intel GPU."""
     klass = _hex(pci_class)
     return _hex(vendor) == INTEL_VENDOR and klass is not None and klass >> 16 == _DISPLAY_CLASS
-
 
 
 def read_pci(root: Path = Path("/")) -> tuple[IntelGpu, ...]:
@@ -74,9 +73,11 @@ def parse_device_id(text: str) -> str:
     """A PCI device id as given by hand ("0x56a0", "56A0", "8086:56a0") in kitbench's form, "0x56a0"."""
     match = re.fullmatch(r"(?:(?:0x)?8086:)?(?:0x)?([0-9a-f]{4})", text.strip().lower())
     if match is None:
-        raise UsageError(f"--intel-gpu {text!r} is not a PCI device id",
-                         hint="give the GPU's device id as lspci -nn shows it after 8086:, e.g. --intel-gpu 56a0 "
-                              "(an Arc A770), or --intel-gpu alone")
+        raise UsageError(
+            f"--intel-gpu {text!r} is not a PCI device id",
+            hint="give the GPU's device id as lspci -nn shows it after 8086:, e.g. --intel-gpu 56a0 "
+            "(an Arc A770), or --intel-gpu alone",
+        )
     return f"0x{match.group(1)}"
 
 
@@ -107,9 +108,9 @@ def read_windows() -> str:
         buffer = ctypes.create_unicode_buffer(size.value)
         if cfgmgr.CM_Get_Device_ID_ListW(_DISPLAY_CLASS_GUID, buffer, size.value, flags) != 0:
             return ""
-    except (OSError, AttributeError):       # no Configuration Manager (Wine, a trimmed Windows): no answer
+    except (OSError, AttributeError):  # no Configuration Manager (Wine, a trimmed Windows): no answer
         return ""
-    return buffer[:size.value]
+    return buffer[: size.value]
 
 
 def detect(root: Path = Path("/")) -> tuple[tuple[IntelGpu, ...], str | None]:

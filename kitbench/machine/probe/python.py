@@ -14,7 +14,7 @@ import sys
 
 from kitbench.errors import UsageError
 
-ASK_TIMEOUT_S = 20.0    # a cold interpreter on a slow network file system, with room to spare
+ASK_TIMEOUT_S = 20.0  # a cold interpreter on a slow network file system, with room to spare
 
 # What the answer must look like, line by line: anything else did not come from platform's functions
 # ("t" after the version: a free-threaded build, Py_GIL_DISABLED). Patterns, compiled by re when first matched:
@@ -23,8 +23,10 @@ _VERSION = r"[0-9]{1,2}\.[0-9]{1,3}\.[0-9]{1,3}([a-z]{1,2}[0-9]{0,3}\+?)?t?"
 _WORD = r"[A-Za-z0-9_.-]{1,32}"
 # Printed by the target interpreter: its version ("t" appended for a free-threaded build), its machine,
 # and its C library as it sees it.
-_ASK = ("import platform, sysconfig; print(platform.python_version() + ('t' if sysconfig.get_config_var("
-        "'Py_GIL_DISABLED') else '')); print(platform.machine()); print(*platform.libc_ver())")
+_ASK = (
+    "import platform, sysconfig; print(platform.python_version() + ('t' if sysconfig.get_config_var("
+    "'Py_GIL_DISABLED') else '')); print(platform.machine()); print(*platform.libc_ver())"
+)
 
 
 def interpreter(path: str) -> tuple[str, str, tuple[str, str]]:
@@ -34,32 +36,46 @@ def interpreter(path: str) -> tuple[str, str, tuple[str, str]]:
     if not path:
         raise UsageError("--python is empty", hint="give the path of a Python interpreter, e.g. .venv/bin/python")
     if os.path.isdir(path):
-        found = [p for p in (os.path.join(path, "bin", "python"), os.path.join(path, "Scripts", "python.exe"))
-                 if os.path.isfile(p)]
+        found = [
+            p
+            for p in (os.path.join(path, "bin", "python"), os.path.join(path, "Scripts", "python.exe"))
+            if os.path.isfile(p)
+        ]
         if not found:
-            raise UsageError(f"--python {path} is a directory with no bin/python (or Scripts/python.exe)",
-                             hint="give a virtual environment's directory or an interpreter, e.g. .venv/bin/python")
+            raise UsageError(
+                f"--python {path} is a directory with no bin/python (or Scripts/python.exe)",
+                hint="give a virtual environment's directory or an interpreter, e.g. .venv/bin/python",
+            )
         path = found[0]
     # Imported here: only --python and musl run a program, and install-cmd's start-up is spared both.
     import subprocess
 
     from kitbench import _proc
 
-    try:        # bounded: a hung program is stopped with all it started, a talkative one cut at 4 KB
+    try:  # bounded: a hung program is stopped with all it started, a talkative one cut at 4 KB
         done = _proc.run([path, "-I", "-c", _ASK], ASK_TIMEOUT_S, max_bytes=4096, cut=True)
     except subprocess.TimeoutExpired:
-        raise UsageError(f"--python {path} did not answer within {ASK_TIMEOUT_S:g} s and was stopped",
-                         hint="give the path of a Python 3 interpreter, e.g. .venv/bin/python") from None
+        raise UsageError(
+            f"--python {path} did not answer within {ASK_TIMEOUT_S:g} s and was stopped",
+            hint="give the path of a Python 3 interpreter, e.g. .venv/bin/python",
+        ) from None
     except OSError as exc:
-        raise UsageError(f"cannot run --python {path}: {exc.strerror or exc}",
-                         hint="give the path of a Python interpreter") from None
+        raise UsageError(
+            f"cannot run --python {path}: {exc.strerror or exc}", hint="give the path of a Python interpreter"
+        ) from None
     lines = [*done.stdout.splitlines(), "", "", ""][:3]
     name, _, version = lines[2].partition(" ")
-    if done.returncode != 0 or done.truncated or not re.fullmatch(_VERSION, lines[0]) \
-            or not re.fullmatch(_WORD, lines[1]) \
-            or not all(re.fullmatch(_WORD, word) or not word for word in (name, version)):
-        raise UsageError(f"--python {path} did not answer as a Python interpreter",
-                         hint="give the path of a Python 3 interpreter, e.g. .venv/bin/python")
+    if (
+        done.returncode != 0
+        or done.truncated
+        or not re.fullmatch(_VERSION, lines[0])
+        or not re.fullmatch(_WORD, lines[1])
+        or not all(re.fullmatch(_WORD, word) or not word for word in (name, version))
+    ):
+        raise UsageError(
+            f"--python {path} did not answer as a Python interpreter",
+            hint="give the path of a Python 3 interpreter, e.g. .venv/bin/python",
+        )
     return lines[0], lines[1], (name, version)
 
 

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from kitbench.suite.checks.base import CheckResult, Context
 
 CHECKS = ("availability", "moves", "mnist", "ddp")
-DEFAULT_CHECKS = ("availability", "moves", "mnist")     # ddp launches processes: asked for by name
+DEFAULT_CHECKS = ("availability", "moves", "mnist")  # ddp launches processes: asked for by name
 
 
 def get(name: str) -> Callable[[Context], CheckResult]:

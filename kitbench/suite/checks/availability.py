@@ -14,15 +14,15 @@ from kitbench.suite import devices
 from kitbench.suite.checks.base import CheckResult, Context
 from kitbench.suite.timing import timed
 
-_KERNEL_TOLERANCE = 1e-4   # relative L2 error vs float64; TF32 (off by default) would exceed it
+_KERNEL_TOLERANCE = 1e-4  # relative L2 error vs float64; TF32 (off by default) would exceed it
 
 
 @dataclass
 class DeviceInfo:
     index: int
     name: str
-    capability: str                 # "8.6"; on a HIP build the GPU's gfx ("gfx942")
-    kernels_in_wheel: bool          # capability covered by torch.cuda.get_arch_list()
+    capability: str  # "8.6"; on a HIP build the GPU's gfx ("gfx942")
+    kernels_in_wheel: bool  # capability covered by torch.cuda.get_arch_list()
     total_memory_mib: int
     free_memory_mib: int | None
     multiprocessors: int
@@ -56,8 +56,8 @@ class AvailabilityResult(CheckResult):
     selected_device: str
     devices: list[DeviceInfo] = field(default_factory=list)
     kernel: KernelCheck | None = None
-    fix: str | None = None          # the install command that gives this machine a working GPU build
-    note: str | None = None         # the GPU a CPU build leaves unused, where a CPU build was asked for
+    fix: str | None = None  # the install command that gives this machine a working GPU build
+    note: str | None = None  # the GPU a CPU build leaves unused, where a CPU build was asked for
     hip_visible_devices: str | None = None
     rocr_visible_devices: str | None = None
     xpu_built: bool = False
@@ -78,7 +78,7 @@ def install_fix(machine: Probe, torch_version: str) -> str:
     except KitbenchError:
         try:
             chosen = selector.select(machine)
-        except KitbenchError as exc:    # musl, a Python no release has a wheel for: no command installs here
+        except KitbenchError as exc:  # musl, a Python no release has a wheel for: no command installs here
             return f"no release's wheel installs on this machine: {exc}"
     if chosen.compute == "cpu":
         return f"no build of torch {chosen.release} runs on this GPU and driver: {chosen.reasons[-1]}"
@@ -98,7 +98,7 @@ def cpu_asked_for(options_device: str, target: str | None = None) -> bool:
 
     try:
         return targets.get(name).compute == "cpu"
-    except KitbenchError:       # not a target of envs/ (e.g. "bench"): nothing was asked of the build
+    except KitbenchError:  # not a target of envs/ (e.g. "bench"): nothing was asked of the build
         return False
 
 
@@ -129,14 +129,20 @@ def _cuda_devices(arch_list: list[str], hip: bool) -> list[DeviceInfo]:
             capability, covered = gfx, gfx in arch_list
         else:
             capability, covered = f"{cc[0]}.{cc[1]}", capability_supported(cc, arch_list)
-        found.append(DeviceInfo(index, props.name, capability, covered, props.total_memory // 2**20, free,
-                                props.multi_processor_count))
+        found.append(
+            DeviceInfo(
+                index, props.name, capability, covered, props.total_memory // 2**20, free, props.multi_processor_count
+            )
+        )
     return found
 
 
 def _missing_kernels(device: DeviceInfo) -> str:
-    arch = device.capability if device.capability.startswith("gfx") else arch_of_capability(
-        parse_capability(device.capability))
+    arch = (
+        device.capability
+        if device.capability.startswith("gfx")
+        else arch_of_capability(parse_capability(device.capability))
+    )
     return f"no kernels for {arch} ({device.name}) in this wheel's arch list"
 
 
@@ -155,8 +161,11 @@ def run(ctx: Context) -> AvailabilityResult:
     # The build, not the machine, stands between it and its GPU: a CPU wheel beside a driver,
     # a wheel whose CUDA the driver cannot run, a wheel without kernels for the GPU, a build
     # for another vendor than the AMD or Intel GPU found.
-    build_at_fault = problems or (ctx.machine.driver is not None and cuda_reason is not None and (
-        (cuda.built_cuda is None and cuda.built_hip is None) or "is too old for this wheel's CUDA" in cuda_reason))
+    build_at_fault = problems or (
+        ctx.machine.driver is not None
+        and cuda_reason is not None
+        and ((cuda.built_cuda is None and cuda.built_hip is None) or "is too old for this wheel's CUDA" in cuda_reason)
+    )
     amd_unserved = bool(ctx.machine.amd_gpus) and cuda.built_hip is None and cuda_reason is not None
     intel_unserved = bool(ctx.machine.intel_gpus) and not xpu.built and cuda_reason is not None
     build_at_fault = build_at_fault or amd_unserved or intel_unserved

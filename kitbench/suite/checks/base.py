@@ -15,8 +15,8 @@ if TYPE_CHECKING:
 
 MODELS = ("fnn", "cnn")
 LOOPS = ("tutorial", "resident", "graphed")
-DEFAULT_LOOPS = ("tutorial", "resident")       # graphed compiles or captures: asked for by name
-SWEEP = (16, 64, 256, 1024)                     # --sweep: the batch sizes where a small model's crossover lies
+DEFAULT_LOOPS = ("tutorial", "resident")  # graphed compiles or captures: asked for by name
+SWEEP = (16, 64, 256, 1024)  # --sweep: the batch sizes where a small model's crossover lies
 # Ten balanced classes: guessing scores 0.10. A run of at least FLOOR_STEPS optimizer steps that ends
 # below twice that has not learned (a rate too high, a broken build), whatever its clock says: the
 # check fails. (32 SGD steps at the recipe's rate already reach 0.2; a few steps may not.)
@@ -24,15 +24,18 @@ CHANCE_FLOOR = 0.2
 FLOOR_STEPS = 50
 
 
-def training_problem(label: str, *, diverged_at_step: int | None, test_acc: float, steps: int, timed_s: float,
-                     lr: float) -> str | None:
+def training_problem(
+    label: str, *, diverged_at_step: int | None, test_acc: float, steps: int, timed_s: float, lr: float
+) -> str | None:
     """Why a training run's figures cannot be vouched for, or None: the one rule of every check that trains
     (MNIST, DDP). A diverged loss, a run that timed nothing, or one that ended at chance is never "ok"."""
     if diverged_at_step is not None:
         return f"{label} diverged: the training loss is not finite from step {diverged_at_step} (lr {lr})"
     if steps < 1 or not timed_s > 0:
-        return (f"{label} timed nothing: {steps} optimizer step(s) in {timed_s:.3g} s "
-                "(fewer training images than one batch?)")
+        return (
+            f"{label} timed nothing: {steps} optimizer step(s) in {timed_s:.3g} s "
+            "(fewer training images than one batch?)"
+        )
     if not test_acc >= CHANCE_FLOOR and steps >= FLOOR_STEPS:
         return f"{label} did not learn: test accuracy {test_acc:.4f} is below {CHANCE_FLOOR} (chance is 0.10)"
     return None
@@ -72,16 +75,16 @@ class Options:
     loops: tuple[str, ...] = ("resident", "tutorial")
     epochs: int = 1
     batch_size: int = 64
-    sweep: tuple[int, ...] = ()      # batch sizes to run in turn (empty: batch_size alone)
+    sweep: tuple[int, ...] = ()  # batch sizes to run in turn (empty: batch_size alone)
     seed: int = 0
     threads: int | None = None
-    train_limit: int | None = None   # train on the first N samples (tests, --quick)
-    lr: float | None = None          # None: each model's recipe rate
-    nproc: int | None = None         # ddp: CPU processes (gloo); None: up to 2, as cores allow
-    nnodes: int | None = None        # ddp: nodes joining over c10d rendezvous
+    train_limit: int | None = None  # train on the first N samples (tests, --quick)
+    lr: float | None = None  # None: each model's recipe rate
+    nproc: int | None = None  # ddp: CPU processes (gloo); None: up to 2, as cores allow
+    nnodes: int | None = None  # ddp: nodes joining over c10d rendezvous
     rdzv_endpoint: str | None = None  # ddp: host:port of that rendezvous
-    ddp_timeout: float = 300.0       # ddp: seconds a collective may wait before the ranks give up
-    deterministic: bool = False      # determinism.mode: deterministic kernels, no TF32, fixed threads
+    ddp_timeout: float = 300.0  # ddp: seconds a collective may wait before the ranks give up
+    deterministic: bool = False  # determinism.mode: deterministic kernels, no TF32, fixed threads
 
 
 @dataclass
@@ -97,4 +100,4 @@ class Context:
 @dataclass
 class CheckResult:
     status: CheckStatus
-    summary: str    # one line for the table
+    summary: str  # one line for the table

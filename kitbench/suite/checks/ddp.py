@@ -43,8 +43,8 @@ _QUICK_BYTES = 16 * 2**20
 _FULL_BYTES = 256 * 2**20
 _TAIL = 6
 _MARKER = "KITBENCH_DDP_LAUNCH"
-_GRACE_S = 5.0                      # for torchrun to stop its ranks on SIGTERM before they are killed
-_REPEATS, _QUICK_REPEATS = 3, 2     # launches per world size, interleaved
+_GRACE_S = 5.0  # for torchrun to stop its ranks on SIGTERM before they are killed
+_REPEATS, _QUICK_REPEATS = 3, 2  # launches per world size, interleaved
 
 
 @dataclass
@@ -56,13 +56,13 @@ class ScalingRow:
     lr: float
     epoch_s: float
     samples_per_s: float
-    efficiency: float | None        # samples/s at N over N x samples/s at 1 (medians of interleaved repeats)
+    efficiency: float | None  # samples/s at N over N x samples/s at 1 (medians of interleaved repeats)
     test_acc: float
     identical: bool
-    params_sha256: list[str] = field(default_factory=list)     # each replica's (rank order): digests.parameters
+    params_sha256: list[str] = field(default_factory=list)  # each replica's (rank order): digests.parameters
     timed_steps: int = 0
     diverged_at_step: int | None = None
-    samples_per_s_all: list[float] = field(default_factory=list)   # one per repeat, in launch order
+    samples_per_s_all: list[float] = field(default_factory=list)  # one per repeat, in launch order
     # Above 100 %: N ranks cannot beat N times one rank on the same cores; the spread between repeats did.
     efficiency_noise: bool = False
 
@@ -78,14 +78,14 @@ class BusRow:
 
 @dataclass
 class BackendRun:
-    backend: str                    # gloo | nccl | xccl
-    device: str                     # cpu | cuda
+    backend: str  # gloo | nccl | xccl
+    device: str  # cpu | cuda
     world_sizes: list[int]
     nodes: int
     threads_per_rank: int | None
     scaling: list[ScalingRow] = field(default_factory=list)
     allreduce: list[BusRow] = field(default_factory=list)
-    reference: str | None = None    # the link's band, where one is known
+    reference: str | None = None  # the link's band, where one is known
 
 
 @dataclass
@@ -103,25 +103,60 @@ class LaunchFailed(Exception):
 def _launch(world: int, ctx: Context, out: Path, backend: str, max_bytes: int) -> dict[str, Any]:
     opts = ctx.options
     nnodes = opts.nnodes or 1
-    rendezvous = (["--nnodes", str(nnodes), "--rdzv-backend", "c10d", "--rdzv-endpoint", opts.rdzv_endpoint,
-                   "--rdzv-conf", f"join_timeout={int(opts.ddp_timeout)}"]
-                  if opts.rdzv_endpoint else ["--standalone"])
+    rendezvous = (
+        [
+            "--nnodes",
+            str(nnodes),
+            "--rdzv-backend",
+            "c10d",
+            "--rdzv-endpoint",
+            opts.rdzv_endpoint,
+            "--rdzv-conf",
+            f"join_timeout={int(opts.ddp_timeout)}",
+        ]
+        if opts.rdzv_endpoint
+        else ["--standalone"]
+    )
     assert ctx.data_root is not None
-    command = [sys.executable, "-m", "torch.distributed.run", *rendezvous, f"--nproc-per-node={world}",
-               "-m", "kitbench.suite.ddp_worker", "--out", str(out), "--data", str(ctx.data_root),
-               "--models", ",".join(opts.models), "--batch-size", str(opts.batch_size), "--seed", str(opts.seed),
-               "--max-bytes", str(max_bytes), "--timeout", str(opts.ddp_timeout)]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        *rendezvous,
+        f"--nproc-per-node={world}",
+        "-m",
+        "kitbench.suite.ddp_worker",
+        "--out",
+        str(out),
+        "--data",
+        str(ctx.data_root),
+        "--models",
+        ",".join(opts.models),
+        "--batch-size",
+        str(opts.batch_size),
+        "--seed",
+        str(opts.seed),
+        "--max-bytes",
+        str(max_bytes),
+        "--timeout",
+        str(opts.ddp_timeout),
+    ]
     if opts.train_limit is not None:
         command += ["--limit", str(opts.train_limit)]
     if opts.lr is not None:
         command += ["--lr", str(opts.lr)]
-    if opts.deterministic:     # each rank is a process of its own: the mode must be set there too
+    if opts.deterministic:  # each rank is a process of its own: the mode must be set there too
         command.append("--deterministic")
     # The marker finds every rank later (torchrun starts each in a session of its own, out of reach of
     # the launcher's group); TMPDIR keeps torchrun's files in this launch's folder, removed with it.
     marker = f"{os.getpid()}-{secrets.token_hex(8)}"
-    env = {**os.environ, "KITBENCH_DDP_BACKEND": backend, "OMP_NUM_THREADS": "1", _MARKER: marker,
-           "TMPDIR": str(out.parent)}
+    env = {
+        **os.environ,
+        "KITBENCH_DDP_BACKEND": backend,
+        "OMP_NUM_THREADS": "1",
+        _MARKER: marker,
+        "TMPDIR": str(out.parent),
+    }
     ctx.progress.start(f"ddp: {backend}, {nnodes} node(s) x {world} process(es)")
     # A session of its own, output bounded (kitbench._proc); on a crash, a hang or an interruption every
     # rank is stopped with the launcher (_stop).
@@ -130,18 +165,23 @@ def _launch(world: int, ctx: Context, out: Path, backend: str, max_bytes: int) -
         done = _proc.run(command, limit, env=env, merge=True, stop=lambda proc: _stop(proc, marker))
     except subprocess.TimeoutExpired:
         if opts.rdzv_endpoint and _answers(opts.rdzv_endpoint):
-            raise LaunchFailed(f"no run within {limit:.0f} s at rendezvous {opts.rdzv_endpoint}: the port answers "
-                               "but no rendezvous completed there: it is in use by another program, or a node never "
-                               "joined; every rank was killed") from None
+            raise LaunchFailed(
+                f"no run within {limit:.0f} s at rendezvous {opts.rdzv_endpoint}: the port answers "
+                "but no rendezvous completed there: it is in use by another program, or a node never "
+                "joined; every rank was killed"
+            ) from None
         if opts.rdzv_endpoint:
-            raise LaunchFailed(f"no rendezvous within {limit:.0f} s: nothing answers at {opts.rdzv_endpoint} (the "
-                               f"node that hosts it never started, or a firewall is between); every rank was "
-                               "killed") from None
-        raise LaunchFailed(f"world size {world}: a rank hung; no result within {limit:.0f} s, "
-                           "every rank was killed") from None
+            raise LaunchFailed(
+                f"no rendezvous within {limit:.0f} s: nothing answers at {opts.rdzv_endpoint} (the "
+                f"node that hosts it never started, or a firewall is between); every rank was "
+                "killed"
+            ) from None
+        raise LaunchFailed(
+            f"world size {world}: a rank hung; no result within {limit:.0f} s, every rank was killed"
+        ) from None
     except OSError as exc:
         raise LaunchFailed(f"world size {world}: cannot start torchrun: {exc.strerror or exc}") from None
-    _reap(marker)               # nothing of the launch may outlive it
+    _reap(marker)  # nothing of the launch may outlive it
     if done.returncode != 0 or not out.is_file():
         raise LaunchFailed(f"world size {world}: {_why(done.stdout, done.returncode)}")
     found: dict[str, Any] = json.loads(out.read_text())
@@ -183,7 +223,7 @@ def _stop(proc: subprocess.Popen[bytes], marker: str) -> None:
 
 def _reap(marker: str) -> None:
     """Kill every process still carrying this launch's marker."""
-    for _ in range(3):                  # a rank may have been forking when it was listed
+    for _ in range(3):  # a rank may have been forking when it was listed
         left = _marked(marker)
         if not left:
             return
@@ -205,7 +245,7 @@ def _marked(marker: str) -> list[int]:
                 with open(f"/proc/{entry.name}/environ", "rb") as handle:
                     if needle in handle.read(1 << 20).split(b"\0"):
                         found.append(int(entry.name))
-            except OSError:         # gone meanwhile, or another user's
+            except OSError:  # gone meanwhile, or another user's
                 continue
     return found
 
@@ -213,15 +253,18 @@ def _marked(marker: str) -> list[int]:
 def _why(output: str, code: int) -> str:
     """The launcher's failure in one line: a port in use, a dead rank, a missing backend."""
     text = output or ""
-    port = re.search(r"(?:port|:)\s*([0-9]{2,5})\D[^\n]*(?:already in use|EADDRINUSE)|"
-                     r"(?:already in use|EADDRINUSE)[^\n]*?([0-9]{2,5})", text)
+    port = re.search(
+        r"(?:port|:)\s*([0-9]{2,5})\D[^\n]*(?:already in use|EADDRINUSE)|"
+        r"(?:already in use|EADDRINUSE)[^\n]*?([0-9]{2,5})",
+        text,
+    )
     if "EADDRINUSE" in text or "already in use" in text:
         number = next((g for g in (port.groups() if port else ()) if g), None)
         return f"the rendezvous port{' ' + number if number else ''} is already in use"
     if "NCCL" in text and ("not available" in text or "not built" in text):
         return "NCCL is not available in this torch build"
     # torchrun lists the ranks it stopped first, and the one that failed first under "Root Cause".
-    cause = text[text.find("Root Cause"):] if "Root Cause" in text else text
+    cause = text[text.find("Root Cause") :] if "Root Cause" in text else text
     rank = re.search(r"rank\s*:\s*([0-9]+)[^\n]*\n[^\n]*exitcode\s*:\s*(-?[0-9]+)", cause)
     if rank:
         code_text = rank.group(2)
@@ -239,8 +282,9 @@ def _sweep(ctx: Context, backend: str, sizes: list[int], tmp: Path, max_bytes: i
     for repeat in range(repeats):
         for n in sizes:
             # The bus bandwidth is measured by the first round only: the scaling is what needs repeats.
-            launches[n].append(_launch(n, ctx, tmp / f"{backend}-{n}-{repeat}.json", backend,
-                                       max_bytes if repeat == 0 else 0))
+            launches[n].append(
+                _launch(n, ctx, tmp / f"{backend}-{n}-{repeat}.json", backend, max_bytes if repeat == 0 else 0)
+            )
     first = launches[sizes[0]][0]
     run = BackendRun(backend, first["device"], sizes, first["nodes"], first.get("threads_per_rank"))
     per: dict[tuple[int, str], list[dict[str, Any]]] = {}
@@ -248,19 +292,35 @@ def _sweep(ctx: Context, backend: str, sizes: list[int], tmp: Path, max_bytes: i
         for result in launches[n]:
             for r in result["runs"]:
                 per.setdefault((n, r["model"]), []).append(r)
-    base = {model: statistics.median(r["samples_per_s"] for r in rows)
-            for (n, model), rows in per.items() if n == 1 and first["world_size"] == 1}
+    base = {
+        model: statistics.median(r["samples_per_s"] for r in rows)
+        for (n, model), rows in per.items()
+        if n == 1 and first["world_size"] == 1
+    }
     for (n, model), rows in per.items():
         rate = statistics.median(r["samples_per_s"] for r in rows)
         one = base.get(model)
         efficiency = rate / (n * one) if one else None
         mid = min(rows, key=lambda r: abs(r["samples_per_s"] - rate))
-        run.scaling.append(ScalingRow(
-            model, mid["world_size"], mid["per_rank_batch"], mid["global_batch"], mid["lr"],
-            statistics.median(r["epoch_s"] for r in rows), rate, efficiency, min(r["test_acc"] for r in rows),
-            all(r["identical"] for r in rows), mid["checksums"], min(r.get("timed_steps", 0) for r in rows),
-            next((r["diverged_at_step"] for r in rows if r.get("diverged_at_step") is not None), None),
-            [r["samples_per_s"] for r in rows], efficiency is not None and n > 1 and efficiency > 1.0))
+        run.scaling.append(
+            ScalingRow(
+                model,
+                mid["world_size"],
+                mid["per_rank_batch"],
+                mid["global_batch"],
+                mid["lr"],
+                statistics.median(r["epoch_s"] for r in rows),
+                rate,
+                efficiency,
+                min(r["test_acc"] for r in rows),
+                all(r["identical"] for r in rows),
+                mid["checksums"],
+                min(r.get("timed_steps", 0) for r in rows),
+                next((r["diverged_at_step"] for r in rows if r.get("diverged_at_step") is not None), None),
+                [r["samples_per_s"] for r in rows],
+                efficiency is not None and n > 1 and efficiency > 1.0,
+            )
+        )
     for n in sizes:
         run.allreduce += [BusRow(launches[n][0]["world_size"], **row) for row in launches[n][0]["allreduce"]]
     return run
@@ -309,11 +369,18 @@ def _dataparallel(ctx: Context, count: int) -> list[dict[str, Any]]:
         devices.synchronize(torch.device("cuda", 0))
         start = time.perf_counter()
         for i in range(full):
-            step(x[i * batch:(i + 1) * batch], y[i * batch:(i + 1) * batch])
+            step(x[i * batch : (i + 1) * batch], y[i * batch : (i + 1) * batch])
         devices.synchronize(torch.device("cuda", 0))
         seconds = time.perf_counter() - start
-        rows.append({"model": name, "gpus": count, "global_batch": batch, "epoch_s": seconds,
-                     "samples_per_s": full * batch / seconds})
+        rows.append(
+            {
+                "model": name,
+                "gpus": count,
+                "global_batch": batch,
+                "epoch_s": seconds,
+                "samples_per_s": full * batch / seconds,
+            }
+        )
     return rows
 
 
@@ -348,13 +415,21 @@ def run(ctx: Context) -> DdpResult:
             run.reference = "none: gloo between processes on one host goes through shared memory"
         for row in run.scaling:
             label = f"{run.backend}: {row.model} at world size {row.world_size}"
-            why = training_problem(label, diverged_at_step=row.diverged_at_step, test_acc=row.test_acc,
-                                   steps=row.timed_steps, timed_s=row.epoch_s, lr=row.lr)
+            why = training_problem(
+                label,
+                diverged_at_step=row.diverged_at_step,
+                test_acc=row.test_acc,
+                steps=row.timed_steps,
+                timed_s=row.epoch_s,
+                lr=row.lr,
+            )
             if why:
                 result.problems.append(why)
             elif not row.identical:
-                result.problems.append(f"{run.backend}: {row.model} at world size {row.world_size}: the replicas "
-                                       "differ after training (a rank diverged)")
+                result.problems.append(
+                    f"{run.backend}: {row.model} at world size {row.world_size}: the replicas "
+                    "differ after training (a rank diverged)"
+                )
     result.status = "failed" if result.problems else "ok"
     result.summary = "; ".join(result.problems) if result.problems else _summary(result)
     return result
@@ -367,8 +442,11 @@ def _summary(result: DdpResult) -> str:
         for row in last:
             eff = f", efficiency {row.efficiency:.0%}" if row.efficiency is not None else ""
             if row.efficiency_noise:
-                eff = (f", efficiency above 100 % ({row.efficiency:.0%}): noise between repeats, not a result"
-                       if row.efficiency is not None else "")
+                eff = (
+                    f", efficiency above 100 % ({row.efficiency:.0%}): noise between repeats, not a result"
+                    if row.efficiency is not None
+                    else ""
+                )
             parts.append(f"{run.backend} {row.model} x{row.world_size}: {row.samples_per_s:,.0f} samples/s{eff}")
         if run.allreduce:
             peak = max(run.allreduce, key=lambda b: b.busbw_gb_s)

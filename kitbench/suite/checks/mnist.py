@@ -64,8 +64,20 @@ def _graph_ratio(run_r: MnistRun, run_g: MnistRun) -> GraphRatio:
     total = sum(abs(v) for v in a[:n])
     gap = sum(abs(p - q) for p, q in zip(a[:n], b[:n], strict=True)) / total if total else float("nan")
     median, per_epoch = _ratios(run_r, run_g)
-    return GraphRatio(run_g.device, run_g.model, run_g.batch_size, run_r.epoch_s, run_g.epoch_s, median, per_epoch,
-                      run_g.capture or "", run_g.capture_s or 0.0, gap, CURVE_RTOL, gap <= CURVE_RTOL)
+    return GraphRatio(
+        run_g.device,
+        run_g.model,
+        run_g.batch_size,
+        run_r.epoch_s,
+        run_g.epoch_s,
+        median,
+        per_epoch,
+        run_g.capture or "",
+        run_g.capture_s or 0.0,
+        gap,
+        CURVE_RTOL,
+        gap <= CURVE_RTOL,
+    )
 
 
 def _crossover(model: str, loop: str, rows: list[SweepRow]) -> Crossover:
@@ -77,8 +89,9 @@ def _crossover(model: str, loop: str, rows: list[SweepRow]) -> Crossover:
     if first is None:
         return Crossover(model, loop, None, f"the accelerator never wins, up to batch {measured[-1].batch_size}")
     batch = measured[first].batch_size
-    return Crossover(model, loop, batch, f"the accelerator wins from batch {batch}" +
-                     ("" if first else ", the smallest measured"))
+    return Crossover(
+        model, loop, batch, f"the accelerator wins from batch {batch}" + ("" if first else ", the smallest measured")
+    )
 
 
 def run(ctx: Context) -> MnistResult:
@@ -134,20 +147,56 @@ def run(ctx: Context) -> MnistResult:
                         continue
                     accel = on_dev if devices.is_accelerator(device) else None
                     either = on_cpu or on_dev
-                    rows.append(SweepRow(m, loop, b, either.lr if either else 0.0,
-                                         on_cpu.step_s if on_cpu else None, accel.step_s if accel else None,
-                                         on_cpu.step_s / accel.step_s if on_cpu and accel else None,
-                                         on_cpu.test_acc if on_cpu else None, accel.test_acc if accel else None))
+                    rows.append(
+                        SweepRow(
+                            m,
+                            loop,
+                            b,
+                            either.lr if either else 0.0,
+                            on_cpu.step_s if on_cpu else None,
+                            accel.step_s if accel else None,
+                            on_cpu.step_s / accel.step_s if on_cpu and accel else None,
+                            on_cpu.test_acc if on_cpu else None,
+                            accel.test_acc if accel else None,
+                        )
+                    )
                 sweep += rows
                 if rows:
                     crossovers.append(_crossover(m, loop, rows))
-    problems = [p for r in runs if (p := training_problem(
-        f"{r.model}/{r.loop} on {r.device}", diverged_at_step=r.diverged_at_step, test_acc=r.test_acc,
-        steps=r.steps * r.epochs, timed_s=r.epoch_s, lr=r.lr))]
-    problems += [f"{g.model}/graphed on {g.device}: its first-epoch loss curve differs from the resident loop's by "
-                 f"{g.curve_gap:.1%} (tolerance {g.curve_rtol:.0%})" for g in graph_ratios if not g.curve_matches]
-    result = MnistResult("failed" if problems else "ok", "", str(ctx.data_root), ctx.data_digests, rates, runs,
-                         speedups, ratios, sweep, crossovers, skipped, graph_ratios)
+    problems = [
+        p
+        for r in runs
+        if (
+            p := training_problem(
+                f"{r.model}/{r.loop} on {r.device}",
+                diverged_at_step=r.diverged_at_step,
+                test_acc=r.test_acc,
+                steps=r.steps * r.epochs,
+                timed_s=r.epoch_s,
+                lr=r.lr,
+            )
+        )
+    ]
+    problems += [
+        f"{g.model}/graphed on {g.device}: its first-epoch loss curve differs from the resident loop's by "
+        f"{g.curve_gap:.1%} (tolerance {g.curve_rtol:.0%})"
+        for g in graph_ratios
+        if not g.curve_matches
+    ]
+    result = MnistResult(
+        "failed" if problems else "ok",
+        "",
+        str(ctx.data_root),
+        ctx.data_digests,
+        rates,
+        runs,
+        speedups,
+        ratios,
+        sweep,
+        crossovers,
+        skipped,
+        graph_ratios,
+    )
     result.summary = "; ".join(problems) if problems else _summary(result)
     return result
 
@@ -156,21 +205,26 @@ def _summary(result: MnistResult) -> str:
     if not result.runs:
         return "; ".join(result.skipped) or "no run"
     best = min(result.runs, key=lambda r: r.epoch_s)
-    summary = (f"fastest: {best.model}/{best.loop} on {best.device} (batch {best.batch_size}) {best.epoch_s:.2f} "
-               f"s/epoch, test acc {best.test_acc:.4f}")
+    summary = (
+        f"fastest: {best.model}/{best.loop} on {best.device} (batch {best.batch_size}) {best.epoch_s:.2f} "
+        f"s/epoch, test acc {best.test_acc:.4f}"
+    )
     if result.sweep:
         # A sweep repeats each model/loop once per batch size: without the batch the list cannot be read.
         summary += "; speedup vs CPU per step " + ", ".join(
-            f"{r.model}/{r.loop} batch {r.batch_size} {r.speedup:.1f}x" for r in result.sweep if r.speedup)
+            f"{r.model}/{r.loop} batch {r.batch_size} {r.speedup:.1f}x" for r in result.sweep if r.speedup
+        )
     elif result.speedups:
         summary += "; speedup vs CPU " + ", ".join(f"{s.model}/{s.loop} {s.speedup:.1f}x" for s in result.speedups)
     if result.loop_ratios:
         summary += "; resident vs tutorial " + ", ".join(
-            f"{q.model} on {q.device} {q.resident_speedup:.1f}x" for q in result.loop_ratios)
+            f"{q.model} on {q.device} {q.resident_speedup:.1f}x" for q in result.loop_ratios
+        )
     if result.graph_ratios:
         summary += "; graphed vs resident " + ", ".join(
             f"{g.model} on {g.device} {g.graphed_speedup:.2f}x (capture {once(g.capture_s)})"
-            for g in result.graph_ratios)
+            for g in result.graph_ratios
+        )
     if result.crossovers:
         summary += "; crossover " + ", ".join(f"{c.model}/{c.loop} {c.text}" for c in result.crossovers)
     return summary

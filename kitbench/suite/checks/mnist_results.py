@@ -19,30 +19,30 @@ class MnistRun:
     batch_size: int
     epochs: int
     train_samples: int
-    epoch_s: float                  # median over epochs, steady state
+    epoch_s: float  # median over epochs, steady state
     epoch_s_all: list[float]
     samples_per_s: float
-    data_s: float                   # host time spent waiting for batches (median epoch)
-    final_loss: float               # mean training loss of the last epoch
+    data_s: float  # host time spent waiting for batches (median epoch)
+    final_loss: float  # mean training loss of the last epoch
     epoch_losses: list[float]
     loss_curve: list[float]
-    test_acc: float                 # after the last epoch
+    test_acc: float  # after the last epoch
     test_loss: float
-    epoch_test_acc: list[float]     # after each epoch (evaluation is not part of epoch_s)
-    dataset_load_s: float           # one-time: reading and preparing the data
-    warmup_s: float                 # one-time: a few untimed steps on a throwaway model
+    epoch_test_acc: list[float]  # after each epoch (evaluation is not part of epoch_s)
+    dataset_load_s: float  # one-time: reading and preparing the data
+    warmup_s: float  # one-time: a few untimed steps on a throwaway model
     eval_s: float
-    compute_floor_s: float          # the epoch's full batches at the fastest step of the same math in a tight loop
-    floor_fraction: float           # compute_floor_s / epoch_s: 1.0, the loop costs nothing beyond its steps
-    diverged_at_step: int | None = None     # the first training step whose loss was not finite
-    lr: float = 0.0                 # the rate it trained with (scaled with the batch: see SweepRow)
-    steps: int = 0                  # optimizer steps per epoch
-    step_s: float = 0.0             # epoch_s / steps
-    capture: str | None = None      # graphed: what captured the step
+    compute_floor_s: float  # the epoch's full batches at the fastest step of the same math in a tight loop
+    floor_fraction: float  # compute_floor_s / epoch_s: 1.0, the loop costs nothing beyond its steps
+    diverged_at_step: int | None = None  # the first training step whose loss was not finite
+    lr: float = 0.0  # the rate it trained with (scaled with the batch: see SweepRow)
+    steps: int = 0  # optimizer steps per epoch
+    step_s: float = 0.0  # epoch_s / steps
+    capture: str | None = None  # graphed: what captured the step
     capture_s: float | None = None  # graphed: one-time compile or capture cost, apart from warm-up
     profile: StepProfile | None = None
-    params_sha256: str | None = None        # the final parameters (digests.parameters): bitwise identity
-    tensor_sha256: dict[str, str] = field(default_factory=dict)    # per parameter, shortened: which one differs
+    params_sha256: str | None = None  # the final parameters (digests.parameters): bitwise identity
+    tensor_sha256: dict[str, str] = field(default_factory=dict)  # per parameter, shortened: which one differs
 
 
 @dataclass
@@ -51,7 +51,7 @@ class Speedup:
     loop: str
     cpu_epoch_s: float
     device_epoch_s: float
-    speedup: float                  # median of the epoch-by-epoch ratios
+    speedup: float  # median of the epoch-by-epoch ratios
     per_epoch: list[float]
 
 
@@ -61,8 +61,8 @@ class LoopRatio:
     model: str
     tutorial_epoch_s: float
     resident_epoch_s: float
-    resident_speedup: float         # how many times faster the resident loop's epoch is (median of epochs)
-    per_epoch: list[float]          # each epoch pair was trained back to back
+    resident_speedup: float  # how many times faster the resident loop's epoch is (median of epochs)
+    per_epoch: list[float]  # each epoch pair was trained back to back
 
 
 @dataclass
@@ -70,10 +70,10 @@ class SweepRow:
     model: str
     loop: str
     batch_size: int
-    lr: float                       # the linear scaling rule for SGD: recipe rate x batch / 64
+    lr: float  # the linear scaling rule for SGD: recipe rate x batch / 64
     cpu_step_s: float | None
     device_step_s: float | None
-    speedup: float | None           # cpu_step_s / device_step_s
+    speedup: float | None  # cpu_step_s / device_step_s
     cpu_test_acc: float | None
     device_test_acc: float | None
 
@@ -82,7 +82,7 @@ class SweepRow:
 class Crossover:
     model: str
     loop: str
-    batch_size: int | None          # the smallest batch from which the accelerator wins at every larger one
+    batch_size: int | None  # the smallest batch from which the accelerator wins at every larger one
     text: str
 
 
@@ -93,11 +93,11 @@ class GraphRatio:
     batch_size: int
     resident_epoch_s: float
     graphed_epoch_s: float
-    graphed_speedup: float          # resident epoch / graphed epoch, median of back-to-back epoch pairs
+    graphed_speedup: float  # resident epoch / graphed epoch, median of back-to-back epoch pairs
     per_epoch: list[float]
     capture: str
-    capture_s: float                # one-time, apart from every epoch
-    curve_gap: float                # mean |loss curve difference| / mean loss, first epoch
+    capture_s: float  # one-time, apart from every epoch
+    curve_gap: float  # mean |loss curve difference| / mean loss, first epoch
     curve_rtol: float
     curve_matches: bool
 

@@ -29,7 +29,7 @@ from kitbench.suite.data import MEAN, STD
 from kitbench.suite.stats import Summary
 from kitbench.suite.timing import timed
 
-CURVE_POINTS = 20           # the loss curve keeps this many means per epoch
+CURVE_POINTS = 20  # the loss curve keeps this many means per epoch
 _EVAL_BATCH = 1000
 _Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -49,26 +49,32 @@ def _tutorial_dataset(root: Path, limit: int | None) -> Dataset[_Batch]:
     return Subset(ds, range(limit)) if limit is not None else ds
 
 
-def _tutorial_batches(ds: Dataset[_Batch], batch: int, gen: torch.Generator,
-                      device: torch.device) -> Iterator[_Batch]:
+def _tutorial_batches(ds: Dataset[_Batch], batch: int, gen: torch.Generator, device: torch.device) -> Iterator[_Batch]:
     pin = devices.pinning_supported(device)
     loader = DataLoader(ds, batch_size=batch, shuffle=True, generator=gen, num_workers=0, pin_memory=pin)
     for x, y in loader:
         yield x.to(device, non_blocking=pin), y.to(device, non_blocking=pin)
 
 
-def _resident_batches(x: torch.Tensor, y: torch.Tensor, batch: int, gen: torch.Generator,
-                      drop_last: bool = False) -> Iterator[_Batch]:
+def _resident_batches(
+    x: torch.Tensor, y: torch.Tensor, batch: int, gen: torch.Generator, drop_last: bool = False
+) -> Iterator[_Batch]:
     # The same permutation RandomSampler draws from the same generator.
     order = torch.randperm(len(x), generator=gen).to(x.device)
     end = len(x) - len(x) % batch if drop_last and len(x) >= batch else len(x)
     for start in range(0, end, batch):
-        index = order[start:start + batch]
+        index = order[start : start + batch]
         yield x[index], y[index]
 
 
-def _epoch(step: Step, model: nn.Module, batches: Iterable[_Batch], device: torch.device,
-           ctx: Context, max_steps: int | None = None) -> tuple[float, float, torch.Tensor]:
+def _epoch(
+    step: Step,
+    model: nn.Module,
+    batches: Iterable[_Batch],
+    device: torch.device,
+    ctx: Context,
+    max_steps: int | None = None,
+) -> tuple[float, float, torch.Tensor]:
     """Train one pass; return (seconds, seconds waiting for data, per-step losses)."""
     model.train()
     losses: list[torch.Tensor] = []
@@ -94,8 +100,8 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[float,
     model.eval()
     correct, loss = 0, 0.0
     for start in range(0, len(x), _EVAL_BATCH):
-        logits = model(x[start:start + _EVAL_BATCH])
-        target = y[start:start + _EVAL_BATCH]
+        logits = model(x[start : start + _EVAL_BATCH])
+        target = y[start : start + _EVAL_BATCH]
         loss += float(F.cross_entropy(logits, target, reduction="sum"))
         correct += int((logits.argmax(1) == target).sum())
     return correct / len(x), loss / len(x)
@@ -106,10 +112,10 @@ def _curve(losses: torch.Tensor) -> list[float]:
     return [round(float(c.mean()), 6) for c in chunks]
 
 
-def _load(root: Path, loop: str, device: torch.device,
-          limit: int | None) -> tuple[Dataset[_Batch] | _Batch, _Batch]:
-    train: Dataset[_Batch] | _Batch = (_tutorial_dataset(root, limit) if loop == "tutorial"
-                                       else resident_tensors(root, True, device, limit))
+def _load(root: Path, loop: str, device: torch.device, limit: int | None) -> tuple[Dataset[_Batch] | _Batch, _Batch]:
+    train: Dataset[_Batch] | _Batch = (
+        _tutorial_dataset(root, limit) if loop == "tutorial" else resident_tensors(root, True, device, limit)
+    )
     return train, resident_tensors(root, False, device, None)
 
 
@@ -125,15 +131,17 @@ class Trainer:
     Each trainer keeps its own random stream (init, dropout, shuffling), so
     taking turns changes no result: same seed, same numbers as alone."""
 
-    def __init__(self, ctx: Context, device: torch.device, model_name: str, loop: str, batch_size: int,
-                 lr: float) -> None:
+    def __init__(
+        self, ctx: Context, device: torch.device, model_name: str, loop: str, batch_size: int, lr: float
+    ) -> None:
         opts = ctx.options
         self.batch_size, self.lr = batch_size, lr
         assert ctx.data_root is not None
         root = ctx.data_root
         self.ctx, self.device, self.model_name, self.loop = ctx, device, model_name, loop
         (self.train_data, (self.test_x, self.test_y)), self.dataset_load_s = timed(
-            lambda: _load(root, loop, device, opts.train_limit), device)
+            lambda: _load(root, loop, device, opts.train_limit), device
+        )
         data = self.train_data
         self.samples = len(data[0]) if isinstance(data, tuple) else len(data)  # type: ignore[arg-type]
         self.label = f"{model_name}/{loop} on {device}"
@@ -141,9 +149,14 @@ class Trainer:
         ctx.progress.start(f"{self.label}: warm-up", total=warm_steps)
         throwaway = models.build(model_name).to(device)
         warm_opt = models.optimizer(model_name, list(throwaway.parameters()))
-        self.warmup_s, _, _ = _epoch(steps.eager(throwaway, warm_opt), throwaway,
-                                     self._batches(torch.Generator().manual_seed(opts.seed + 1)), device, ctx,
-                                     max_steps=warm_steps)
+        self.warmup_s, _, _ = _epoch(
+            steps.eager(throwaway, warm_opt),
+            throwaway,
+            self._batches(torch.Generator().manual_seed(opts.seed + 1)),
+            device,
+            ctx,
+            max_steps=warm_steps,
+        )
         del throwaway, warm_opt
         torch.manual_seed(opts.seed)
         self.model = models.build(model_name).to(device)
@@ -153,7 +166,7 @@ class Trainer:
         if loop == "graphed":
             ctx.progress.start(f"{self.label}: compiling or capturing the step (a one-time cost)")
             x, y = next(iter(self._batches(torch.Generator().manual_seed(opts.seed + 1))))
-            self.capture = steps.capture(self.model, self.opt, device, x, y)     # CaptureImpossible: skipped
+            self.capture = steps.capture(self.model, self.opt, device, x, y)  # CaptureImpossible: skipped
             self.step = self.capture.step
         self.rng = torch.random.get_rng_state()
         self.device_rng = steps.device_rng_state(device)
@@ -244,15 +257,34 @@ class Trainer:
         # Full batches only: a last, partial batch costs something, so leaving it out keeps a lower bound.
         floor = self.tight_step_s() * min(self.epoch_steps, self.samples // self.batch_size)
         return MnistRun(
-            device=str(self.device), model=self.model_name, loop=self.loop, batch_size=self.batch_size,
-            epochs=opts.epochs, train_samples=self.samples, epoch_s=epoch_s, epoch_s_all=self.times,
-            samples_per_s=self.samples / epoch_s, data_s=Summary.of(self.data_times).median,
-            final_loss=self.epoch_losses[-1], epoch_losses=self.epoch_losses, loss_curve=self.curve,
-            test_acc=self.accuracies[-1], test_loss=round(self.test_loss, 6), epoch_test_acc=self.accuracies,
-            dataset_load_s=self.dataset_load_s, warmup_s=self.warmup_s, eval_s=Summary.of(self.eval_times).median,
-            compute_floor_s=floor, floor_fraction=floor / epoch_s, diverged_at_step=self.diverged_at,
-            lr=self.lr, steps=self.epoch_steps, step_s=epoch_s / max(1, self.epoch_steps),
+            device=str(self.device),
+            model=self.model_name,
+            loop=self.loop,
+            batch_size=self.batch_size,
+            epochs=opts.epochs,
+            train_samples=self.samples,
+            epoch_s=epoch_s,
+            epoch_s_all=self.times,
+            samples_per_s=self.samples / epoch_s,
+            data_s=Summary.of(self.data_times).median,
+            final_loss=self.epoch_losses[-1],
+            epoch_losses=self.epoch_losses,
+            loss_curve=self.curve,
+            test_acc=self.accuracies[-1],
+            test_loss=round(self.test_loss, 6),
+            epoch_test_acc=self.accuracies,
+            dataset_load_s=self.dataset_load_s,
+            warmup_s=self.warmup_s,
+            eval_s=Summary.of(self.eval_times).median,
+            compute_floor_s=floor,
+            floor_fraction=floor / epoch_s,
+            diverged_at_step=self.diverged_at,
+            lr=self.lr,
+            steps=self.epoch_steps,
+            step_s=epoch_s / max(1, self.epoch_steps),
             capture=self.capture.how if self.capture else None,
-            capture_s=self.capture.capture_s if self.capture else None, profile=self.profiled(),
-            params_sha256=final.sha256, tensor_sha256=final.tensors,
+            capture_s=self.capture.capture_s if self.capture else None,
+            profile=self.profiled(),
+            params_sha256=final.sha256,
+            tensor_sha256=final.tensors,
         )

@@ -22,9 +22,9 @@ from kitbench.suite.checks.base import CheckResult, Context
 from kitbench.suite.timing import measure
 
 _KIB = 1024
-_FULL_SIZES = tuple(_KIB * 4**i for i in range(10))     # 1 KiB .. 256 MiB
-_QUICK_SIZES = _FULL_SIZES[:8]                            # .. 16 MiB
-_BYTES_PER_SAMPLE = 8 * 2**20   # small copies are repeated until a sample moves this much
+_FULL_SIZES = tuple(_KIB * 4**i for i in range(10))  # 1 KiB .. 256 MiB
+_QUICK_SIZES = _FULL_SIZES[:8]  # .. 16 MiB
+_BYTES_PER_SAMPLE = 8 * 2**20  # small copies are repeated until a sample moves this much
 _MATMUL = 200
 
 
@@ -33,7 +33,7 @@ class Transfer:
     direction: Direction
     memory: Memory
     bytes: int
-    gb_per_s: float         # median of samples
+    gb_per_s: float  # median of samples
     gb_per_s_q1: float
     gb_per_s_q3: float
     samples: int
@@ -45,9 +45,9 @@ class RoundTrip:
     device: str
     numpy_s: float
     device_s: float
-    device_vs_numpy: float                  # > 1: torch on the device beats NumPy
-    device_with_copies_s: float | None      # None without an accelerator: there is nothing to copy
-    copies_overhead: float | None           # how many times slower the round trip makes it
+    device_vs_numpy: float  # > 1: torch on the device beats NumPy
+    device_with_copies_s: float | None  # None without an accelerator: there is nothing to copy
+    copies_overhead: float | None  # how many times slower the round trip makes it
 
 
 @dataclass
@@ -59,8 +59,15 @@ class MovesResult(CheckResult):
     mismatch_error: str | None = None
 
 
-def _sweep(src_device: torch.device, dst_device: torch.device, pinned: bool, sizes: tuple[int, ...],
-           repeats: int, ctx: Context, direction: Direction) -> list[Transfer]:
+def _sweep(
+    src_device: torch.device,
+    dst_device: torch.device,
+    pinned: bool,
+    sizes: tuple[int, ...],
+    repeats: int,
+    ctx: Context,
+    direction: Direction,
+) -> list[Transfer]:
     clock_device = dst_device if devices.is_accelerator(dst_device) else src_device
     rows = []
     for size in sizes:
@@ -74,11 +81,21 @@ def _sweep(src_device: torch.device, dst_device: torch.device, pinned: bool, siz
             else:
                 dst = dst.pin_memory()
         inner = max(1, _BYTES_PER_SAMPLE // size)
-        seconds = measure(partial(dst.copy_, src, non_blocking=pinned), clock_device,
-                          repeats=repeats, warmup=1, inner=inner)
+        seconds = measure(
+            partial(dst.copy_, src, non_blocking=pinned), clock_device, repeats=repeats, warmup=1, inner=inner
+        )
         # The slower quartile of times is the lower quartile of rates.
-        rows.append(Transfer(direction, "pinned" if pinned else "pageable", size, size / seconds.median / 1e9,
-                             size / seconds.q3 / 1e9, size / seconds.q1 / 1e9, seconds.n))
+        rows.append(
+            Transfer(
+                direction,
+                "pinned" if pinned else "pageable",
+                size,
+                size / seconds.median / 1e9,
+                size / seconds.q3 / 1e9,
+                size / seconds.q1 / 1e9,
+                seconds.n,
+            )
+        )
         ctx.progress.advance()
     return rows
 
@@ -93,8 +110,12 @@ def round_trip(device: torch.device, repeats: int) -> RoundTrip:
     device_s = measure(lambda: ta @ tb, device, repeats=repeats, inner=20).median
     if not devices.is_accelerator(device):
         return RoundTrip(_MATMUL, str(device), numpy_s, device_s, numpy_s / device_s, None, None)
-    copies_s = measure(lambda: (torch.from_numpy(a).to(device) @ torch.from_numpy(b).to(device)).cpu().numpy(),
-                       device, repeats=repeats, inner=20).median
+    copies_s = measure(
+        lambda: (torch.from_numpy(a).to(device) @ torch.from_numpy(b).to(device)).cpu().numpy(),
+        device,
+        repeats=repeats,
+        inner=20,
+    ).median
     return RoundTrip(_MATMUL, str(device), numpy_s, device_s, numpy_s / device_s, copies_s, copies_s / device_s)
 
 
@@ -130,8 +151,9 @@ def run(ctx: Context) -> MovesResult:
     lesson = round_trip(device, repeats)
     mismatch = mismatch_error(device) if devices.is_accelerator(device) else None
     if mismatch is None and devices.is_accelerator(device):
-        return MovesResult("failed", f"mixing {device} and cpu tensors did not raise", str(device),
-                           transfers, skipped, lesson, None)
+        return MovesResult(
+            "failed", f"mixing {device} and cpu tensors did not raise", str(device), transfers, skipped, lesson, None
+        )
     peak = max(transfers, key=lambda t: t.gb_per_s)
     summary = f"peak {peak.direction} {peak.memory} {peak.gb_per_s:.1f} GB/s at {peak.bytes // _KIB} KiB; "
     if lesson.copies_overhead is None:

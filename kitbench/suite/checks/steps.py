@@ -63,16 +63,17 @@ def set_device_rng_state(device: torch.device, state: torch.Tensor) -> None:
 @dataclass
 class Captured:
     step: Step
-    how: str                # what captured it
-    capture_s: float        # one-time: compiling or capturing, with its warm-up calls
+    how: str  # what captured it
+    capture_s: float  # one-time: compiling or capturing, with its warm-up calls
 
 
 class CaptureImpossible(Exception):
     """The step cannot be captured here; the message says why in one line."""
 
 
-def capture(model: nn.Module, opt: torch.optim.Optimizer, device: torch.device, x: torch.Tensor,
-            y: torch.Tensor) -> Captured:
+def capture(
+    model: nn.Module, opt: torch.optim.Optimizer, device: torch.device, x: torch.Tensor, y: torch.Tensor
+) -> Captured:
     saved = _snapshot(model, opt)
     # The random stream too: capturing's warm steps draw dropout masks the loop must draw itself.
     try:
@@ -80,15 +81,16 @@ def capture(model: nn.Module, opt: torch.optim.Optimizer, device: torch.device, 
             if device.type == "cuda":
                 return _cuda_graph(model, opt, device, x, y)
             return _compiled(model, opt, device, x, y)
-    except Exception as exc:   # the backends fail in many ways; each is a reason, not a crash
+    except Exception as exc:  # the backends fail in many ways; each is a reason, not a crash
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise CaptureImpossible(f"{type(exc).__name__}: {text}"[:300]) from None
     finally:
         _restore(saved, model, opt)
 
 
-def _compiled(model: nn.Module, opt: torch.optim.Optimizer, device: torch.device, x: torch.Tensor,
-              y: torch.Tensor) -> Captured:
+def _compiled(
+    model: nn.Module, opt: torch.optim.Optimizer, device: torch.device, x: torch.Tensor, y: torch.Tensor
+) -> Captured:
     import torch._inductor.config as inductor
 
     step = torch.compile(eager(model, opt))
@@ -96,16 +98,17 @@ def _compiled(model: nn.Module, opt: torch.optim.Optimizer, device: torch.device
     # Random numbers from eager's generator, not inductor's own: the cnn's dropout masks are then the
     # resident loop's, and the two loops' losses can be compared step by step.
     with inductor.patch(fallback_random=True):
-        for _ in range(3):      # the first call compiles; the next settle the optimizer's recompile
+        for _ in range(3):  # the first call compiles; the next settle the optimizer's recompile
             step(x, y)
     devices.synchronize(device)
     return Captured(step, "torch.compile (inductor)", time.perf_counter() - start)
 
 
-def _cuda_graph(model: nn.Module, opt: torch.optim.Optimizer, device: torch.device, x: torch.Tensor,
-                y: torch.Tensor) -> Captured:
+def _cuda_graph(
+    model: nn.Module, opt: torch.optim.Optimizer, device: torch.device, x: torch.Tensor, y: torch.Tensor
+) -> Captured:
     for group in opt.param_groups:
-        if "capturable" in group:       # step counters on the device, where a graph can advance them
+        if "capturable" in group:  # step counters on the device, where a graph can advance them
             group["capturable"] = True
     static_x, static_y = x.clone(), y.clone()
     start = time.perf_counter()
@@ -117,7 +120,7 @@ def _cuda_graph(model: nn.Module, opt: torch.optim.Optimizer, device: torch.devi
             warm(static_x, static_y)
     torch.cuda.current_stream(device).wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    opt.zero_grad(set_to_none=True)     # the gradients are then allocated, and rewritten, inside the graph
+    opt.zero_grad(set_to_none=True)  # the gradients are then allocated, and rewritten, inside the graph
     with torch.cuda.graph(graph):
         static_loss = F.cross_entropy(model(static_x), static_y)
         static_loss.backward()  # type: ignore[no-untyped-call]
@@ -135,9 +138,12 @@ def _cuda_graph(model: nn.Module, opt: torch.optim.Optimizer, device: torch.devi
 
 
 def _snapshot(model: nn.Module, opt: torch.optim.Optimizer) -> dict[str, Any]:
-    return {"params": [p.detach().clone() for p in model.parameters()],
-            "state": {id(p): {k: (v.clone() if torch.is_tensor(v) else v) for k, v in s.items()}
-                      for p, s in opt.state.items()}}
+    return {
+        "params": [p.detach().clone() for p in model.parameters()],
+        "state": {
+            id(p): {k: (v.clone() if torch.is_tensor(v) else v) for k, v in s.items()} for p, s in opt.state.items()
+        },
+    }
 
 
 def _restore(saved: dict[str, Any], model: nn.Module, opt: torch.optim.Optimizer) -> None:
@@ -163,10 +169,10 @@ def _restore(saved: dict[str, Any], model: nn.Module, opt: torch.optim.Optimizer
 class StepProfile:
     steps: int
     wall_s_per_step: float
-    ops_per_step: float                 # operators dispatched on the host (aten::*, top level)
-    kernels_per_step: float | None      # device kernels launched (CUDA only)
+    ops_per_step: float  # operators dispatched on the host (aten::*, top level)
+    kernels_per_step: float | None  # device kernels launched (CUDA only)
     device_busy_s_per_step: float | None
-    host_overhead_s_per_step: float | None   # wall time the device sat idle: launches, Python, the loop
+    host_overhead_s_per_step: float | None  # wall time the device sat idle: launches, Python, the loop
 
 
 def profile(step: Step, batches: list[tuple[torch.Tensor, torch.Tensor]], device: torch.device) -> StepProfile:
