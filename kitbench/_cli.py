@@ -288,7 +288,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
     if args.json:
         import json
 
-        print(json.dumps(chosen._asdict(), indent=2))
+        print(json.dumps(chosen.as_dict(), indent=2))
         return 0
     if args.explain:
         from kitbench.advice import facts
@@ -346,7 +346,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
     else:
         from kitbench.advice.wording import summary
 
-        for line in summary(chosen.reasons, chosen.notes):
+        for line in summary(chosen.because, chosen.noted):
             print(f"# {clean(line)}", file=sys.stderr)
     print(chosen.command)
     return 0
@@ -732,27 +732,15 @@ def _cmd_project(args: argparse.Namespace) -> int:
 
 def _this_machines_torch() -> tuple[list[str], str | None] | None:
     """install-cmd's answer for this machine as the packages and index it installs, or None where there is
-    none (no probe, no build) or it is not a plain pip command."""
-    import shlex
-
+    none (no probe, no build) or it pins nothing (nightly: only pip's own words carry --pre)."""
     from kitbench.advice import selector
     from kitbench.machine.probe import probe
 
     try:
-        words = shlex.split(selector.select(probe()).command)
-    except (KitbenchError, ValueError):
+        chosen = selector.select(probe())
+    except KitbenchError:
         return None
-    if words[:2] != ["pip", "install"]:
-        return None
-    packages, index, rest = [], None, iter(words[2:])
-    for word in rest:
-        if word == "--index-url":
-            index = next(rest, None)
-        elif word.startswith("-"):
-            return None  # an option only pip's own words carry (--pre): the hint names the command instead
-        else:
-            packages.append(word)
-    return packages, index
+    return ([f"{name}=={version}" for name, version in chosen.pins], chosen.index) if chosen.pins else None
 
 
 _COMMANDS: dict[str, Any] = {

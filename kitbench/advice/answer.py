@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kitbench.advice import facts, wheels
+from kitbench.advice.rejections import note
 from kitbench.advice.selector import Selection, select
 from kitbench.errors import KitbenchError
 from kitbench.machine import probe
@@ -45,8 +46,8 @@ def answer(
         chosen.facts["derived_from"] = {"index": origin["index"], "read": origin["read"]}
         chosen.facts["wheels"].update(source=f"{origin['wheels_from']} (the fact cache)", read=origin["wheels_read"])
     # A cache partly unreadable changes which facts answered: said whole, even in the short answer.
-    chosen.notes.extend(f"warning: {note}" for note in facts.notes())
+    chosen.noted.extend(note("cache_warning", text=text) for text in facts.notes())
     stale = facts.stale_note(wheels.load().read)
     if stale:
-        chosen.notes.append(stale)
+        chosen.noted.append(note("stale", text=stale))
     return chosen

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kitbench.advice import releases
-from kitbench.advice.selector import Selection, select
+from kitbench.advice.selector import HELD_BACK, Selection, select
+from kitbench.advice.wording import words
 from kitbench.errors import SelectionError, UsageError
 from kitbench.machine.builds import build
 from kitbench.machine.probe import Probe
@@ -32,8 +33,6 @@ PLATFORMS: dict[tuple[str, str], tuple[str, str]] = {
 }
 # pixi's environment names are the strictest of the names a machine's name becomes.
 _NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
-_PIN = re.compile(r"(torch|torchvision|torchaudio)==(\S+)")
-_INDEX = re.compile(r"--(?:extra-)?index-url (\S+)")
 
 
 @dataclass(frozen=True)
@@ -103,19 +102,14 @@ def check_name(name: str) -> str:
 
 
 def wheels(chosen: Selection) -> Wheels:
-    """What ``chosen``'s command installs, read from the command itself."""
-    pins = tuple((m[1], m[2]) for m in _PIN.finditer(chosen.command))
-    if (chosen.os, chosen.arch) not in PLATFORMS or not any(name == "torch" for name, _ in pins):
+    """What ``chosen``'s command installs: the pins and index it was made from."""
+    if (chosen.os, chosen.arch) not in PLATFORMS or not any(name == "torch" for name, _ in chosen.pins):
         raise SelectionError(
             f"no project form for {chosen.os} {chosen.arch}'s answer: {chosen.command}",
             hint="answer that machine with `kitbench install-cmd` and install it by hand",
         )
-    index = _INDEX.search(chosen.command)
     return Wheels(
-        (chosen.os, chosen.arch),
-        pins,
-        index[1] if index else None,
-        "cpu" if chosen.compute == "mps" else chosen.compute,
+        (chosen.os, chosen.arch), chosen.pins, chosen.index, "cpu" if chosen.compute == "mps" else chosen.compute
     )
 
 
@@ -208,8 +202,9 @@ def _common(own: list[tuple[str, Probe, Selection]]) -> tuple[list[Selection] | 
         for (name, machine, chosen), answer in zip(own, at_oldest, strict=True)
         if answer is None
     )
-    # The selector's note on why its answer is not the newest release, else the reason for its build.
-    why = next((n for n in held.notes if "newest" in n), held.reasons[0] if held.reasons else held.command)
+    # The selector's note on why its answer is not the newest release, else the reason for its build (every
+    # answer has one).
+    why = words(next((n for n in held.noted if n.kind in HELD_BACK), held.because[0]))
     return None, (
         f"no single release serves every machine: {holder} holds the team back at {held.release} ({why}), "
         f"and {lacking}; each machine gets its own release, pinned for its platform"

@@ -1,11 +1,14 @@
-"""Why auto mode passed over a build, as facts: the decision (``selector``) records them, ``wording`` words them.
+"""install-cmd's decision as values: why auto mode passed over a build (``Rejection``), and each reason and
+note of the answer (``Note``). The decision (``selector``) records them, ``wording`` words them, once, at the
+end; whatever reads the answer (``project``, the availability check's fix, ``--json``, the short answer)
+reads these, never the sentences.
 
-Kept apart from both so that neither imports the other's job: a rule asks ``cause`` (a machine without
-an NVIDIA driver is not told that its CUDA builds need one), never the words a user reads.
+Kept apart from both so that neither imports the other's job: a rule asks ``cause`` or ``kind`` (a machine
+without an NVIDIA driver is not told that its CUDA builds need one), never the words a user reads.
 """
 
 # Annotations evaluated, not kept as strings: see "Start-up" in docs/architecture.md.
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 Cause = Literal[
     "no driver",  # a CUDA build on a machine without an NVIDIA driver
@@ -33,3 +36,16 @@ class Rejection(NamedTuple):
     earlier: str = ""  # the older release whose recorded list had dropped them, and this one
     release: str = ""
     detail: str = ""  # the install refusal's own words, or where a ROCm gfx list was read
+    listing: str = ""  # the recorded listing of the build's index tags that refuses it, where one does
+
+
+class Note(NamedTuple):
+    """One reason or note of an answer, as decided: ``kind`` names what it says (and the ``wording`` function
+    that words it), ``figures`` the values it says it of (releases, builds, driver floors, rejections)."""
+
+    kind: str
+    figures: dict[str, Any]
+
+
+def note(kind: str, **figures: Any) -> Note:
+    return Note(kind, figures)

@@ -417,17 +417,29 @@ def _pypi_compute(rel: Release, os: str) -> str:
     return rel.pypi_linux if os == "linux" else "cpu"
 
 
-def command(rel: Release, os: str, package: str, compute: str, fmt: str, only: tuple[str, ...] = ()) -> str:
+class Command(NamedTuple):
+    """An install command: its text, the packages it pins ((name, version); none in the selector's form or
+    conda's) and the index it installs them from (None: PyPI, or conda's channels)."""
+
+    text: str
+    pins: tuple[tuple[str, str], ...]
+    index_url: str | None
+
+
+def command(rel: Release, os: str, package: str, compute: str, fmt: str, only: tuple[str, ...] = ()) -> Command:
     """The published command for one cell of the selector (or previous-versions page). ``only``: the packages a
     platform only PyTorch's index serves has wheels of (Windows on Arm), which pytorch.org has no cell for: their
     pinned form, from that index."""
-    cuda = build(compute).cuda
     if package == "conda":
-        return _conda(rel, os, compute, fmt, cuda)
+        return Command(_conda(rel, os, compute, fmt, build(compute).cuda), (), None)
     installer = {"pip": "pip3 install" if fmt == "selector" else "pip install", "uv": "uv pip install"}[package]
-    names = _names(rel, fmt, only)
+    pins = _pins(rel, fmt, only)
+    names = " ".join(f"{name}=={version}" for name, version in pins) or (
+        "torch torchvision torchaudio" if rel.selector_torchaudio else "torch torchvision"
+    )
+    index = _index(rel, compute)
     if only:
-        return f"{installer} {names} --index-url {_index(rel, compute)}"
+        return Command(f"{installer} {names} --index-url {index}", pins, index)
     if rel.nightly:
         # Nightly wheels live only on their own index, as pre-releases.
         installer += " --pre"
@@ -437,23 +449,23 @@ def command(rel: Release, os: str, package: str, compute: str, fmt: str, only: t
     else:
         # The previous-versions page shares one block between Linux and Windows.
         plain = os == "macos" or (rel.pinned_pypi_without_index and compute == rel.pypi_linux)
-    text = f"{installer} {names}" + ("" if plain else f" --index-url {_index(rel, compute)}")
+    text = f"{installer} {names}" + ("" if plain else f" --index-url {index}")
     if fmt == "selector" and plain and os == "linux" and package == "pip" and rel.selector_aarch64_cell:
         # Verbatim, markup included: plain PyPI serves this CUDA build on x86_64 only.
-        return (
-            f"For Linux x86 use:<br />{text}<br /><br />For Linux Aarch64:<br />{text} "
-            f"--index-url {_index(rel, compute)}"
+        return Command(
+            f"For Linux x86 use:<br />{text}<br /><br />For Linux Aarch64:<br />{text} --index-url {index}", pins, None
         )
     if fmt == "pinned" and package == "pip":
-        return rel.quirks.get(("pip", _MAC if os == "macos" else compute), text)
-    return text
+        text = rel.quirks.get(("pip", _MAC if os == "macos" else compute), text)
+    return Command(text, pins, None if plain else index)
 
 
-def _names(rel: Release, fmt: str, only: tuple[str, ...] = ()) -> str:
+def _pins(rel: Release, fmt: str, only: tuple[str, ...] = ()) -> tuple[tuple[str, str], ...]:
+    """The packages the command pins: none in the selector's form (it names no version)."""
     if fmt == "selector" and not only:
-        return "torch torchvision torchaudio" if rel.selector_torchaudio else "torch torchvision"
+        return ()
     pins = {"torch": rel.version, "torchvision": rel.torchvision, "torchaudio": rel.torchaudio}
-    return " ".join(f"{name}=={pins[name]}" for name in only or pins if pins[name])
+    return tuple((name, version) for name in only or pins for version in [pins[name]] if version)
 
 
 def _conda(rel: Release, os: str, compute: str, fmt: str, cuda: tuple[int, int] | None) -> str:

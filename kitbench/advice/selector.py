@@ -8,10 +8,10 @@ Nothing here imports torch.
 # Annotations evaluated, not kept as strings: see "Start-up" in docs/architecture.md.
 import re
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 from kitbench.advice import facts, vendors, wheels
-from kitbench.advice.rejections import Rejection
+from kitbench.advice.rejections import Note, Rejection, note
 from kitbench.advice.releases import (
     Release,
     answerable,
@@ -22,67 +22,22 @@ from kitbench.advice.releases import (
     mps_macos,
     newest_first,
     release,
+    releases,
     unrecorded,
     xpu_builds,
 )
 from kitbench.advice.wording import (
-    asked_reason,
-    assumed_host,
-    assumed_tags,
-    branch_floor,
-    cpu_fallback,
-    cpu_reason,
-    cuda_reason,
-    first_gpu_release,
-    index_command,
-    inferred_build,
-    inferred_gpu_floor,
-    inferred_wheels,
-    intel_left_out,
-    intel_unsupported,
-    left_out,
-    mac_reason,
     machine_facts,
-    mps_default,
-    mps_too_old,
-    newer_gpu_release,
     nightly_refusal,
-    nightly_unpinned,
-    no_build_here,
-    no_cuda_build,
-    no_gpu_build,
-    no_rocm_build,
-    no_rocm_kernels,
     no_uv_selector,
-    no_xpu_build,
     not_installable,
-    older_mac_release,
-    older_release,
-    other_rocm_release,
     rejected,
-    rocm_hints,
-    rocm_reason,
-    rosetta_line,
-    rosetta_note,
-    rosetta_reason,
     rosetta_refusal,
-    skipped_unrecorded,
-    stable_moved,
     unavailable,
-    unconfirmed_gpus,
     unknown_choice,
-    unknown_macos,
-    unnamed_build,
-    unpinned_release,
-    unrecorded_kernels,
-    unverified,
+    value,
     wheel_facts,
-    will_not_install,
-    will_not_run,
-    xpu_note,
-    xpu_reason,
-    xpu_unconfirmed,
-    xpu_will_not_run,
+    words,
 )
 from kitbench.errors import SelectionError
 from kitbench.machine import builds, drivers
@@ -103,22 +58,74 @@ PACKAGES = ("pip", "conda", "uv")
 FORMATS = ("selector", "pinned")
 
 
-class Selection(NamedTuple):
-    """install-cmd's answer. A named tuple, not a dataclass: far cheaper to define, which install-cmd's start-up
-    pays; its lists and facts are filled in place while it is decided, its other fields replaced."""
+class Selection:
+    """install-cmd's answer as decided: the command (its text, and the pins and index it installs from), the
+    release and build, and why, as values: ``because`` (the build's reasons), ``noted`` (the notes) and
+    ``passed`` (the builds passed over). ``reasons``, ``notes`` and ``rejected`` are their words, made by
+    ``wording`` when read. A plain class with slots, filled in while it is decided ("Start-up" in
+    docs/architecture.md: no dataclass on this path)."""
 
-    command: str
-    compute: str
-    release: str
-    os: str
-    arch: str
-    package: str
-    format: str
-    verified: bool
-    reasons: list[str]
-    rejected: list[str]
-    notes: list[str]
-    facts: dict[str, Any]
+    __slots__ = (
+        "arch",
+        "because",
+        "command",
+        "compute",
+        "facts",
+        "format",
+        "index",
+        "noted",
+        "os",
+        "package",
+        "passed",
+        "pins",
+        "release",
+        "verified",
+    )
+
+    def __init__(self, release: str, os: str, arch: str, package: str, fmt: str, facts: dict[str, Any]) -> None:
+        self.release, self.os, self.arch, self.package, self.format = release, os, arch, package, fmt
+        self.command, self.compute, self.verified = "", "cpu", True
+        self.pins: tuple[tuple[str, str], ...] = ()  # (package, version) as the command pins them
+        self.index: str | None = None  # the index it installs from; None: PyPI, or conda's channels
+        self.because: list[Note] = []
+        self.noted: list[Note] = []
+        self.passed: list[Rejection] = []
+        self.facts = facts
+
+    @property
+    def reasons(self) -> list[str]:
+        return [words(n) for n in self.because]
+
+    @property
+    def notes(self) -> list[str]:
+        return [words(n) for n in self.noted]
+
+    @property
+    def rejected(self) -> list[str]:
+        return [rejected(r) for r in self.passed]
+
+    def as_dict(self) -> dict[str, Any]:
+        """What ``--json`` prints: the answer's fields and words, and the decision as values."""
+        return {
+            **{name: getattr(self, name) for name in ("command", "compute", "release", "os", "arch", "package")},
+            "format": self.format,
+            "verified": self.verified,
+            "reasons": self.reasons,
+            "rejected": self.rejected,
+            "notes": self.notes,
+            "facts": self.facts,
+            "decision": {
+                "pins": dict(self.pins),
+                "index": self.index,
+                "reasons": value(self.because),
+                "notes": value(self.noted),
+                "rejected": value(self.passed),
+            },
+        }
+
+
+# The notes that say why an answer is not the newest release: what holds a team back (``project``).
+HELD_BACK = ("stable_moved", "no_build_here", "older_release", "older_mac_release", "newer_gpu_release")
 
 
 def check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
@@ -129,121 +136,161 @@ def check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
 def select(
     machine: Probe, *, release_spec: str = "stable", package: str = "pip", compute: str = "auto", fmt: str = "pinned"
 ) -> Selection:
-    """The command for ``machine``; with ``compute='auto'`` the best platform it can run, explained."""
-    for name, value, choices in (
+    """The command for ``machine``; with ``compute='auto'`` the best platform it can run, explained. The steps a
+    person would take: the release whose wheels install here, moved back where no build of it runs on the GPU;
+    the form of its command; the build (auto mode's pick, or the one asked for, checked); then what the answer
+    rests on."""
+    for name, given, choices in (
         ("OS", machine.os, OSES),
         ("architecture", machine.arch, ARCHES),
         ("package", package, PACKAGES),
         ("format", fmt, FORMATS),
     ):
-        check_choice(name, value, choices)
-    rel = release(release_spec)
+        check_choice(name, given, choices)
     if fmt == "selector" and package == "uv":
         raise no_uv_selector()
     arch = machine.python_arch  # the interpreter's arch picks the wheel (Rosetta 2, Windows' x64 emulation)
     host = wheels.host_of(machine, arch)
-    notes: list[str] = []
-    asked = rel
-    rosetta = rosetta_note(machine, arch, package, fmt)
+    noted: list[Note] = []
+    rel, moved = _release(machine, arch, release_spec, package, compute, fmt, host, noted)
+    chosen = Selection(rel.version, machine.os, arch, package, fmt, machine_facts(machine))
+    chosen.noted = noted
+    only = _form(chosen, rel, host)
+    if compute == "auto":
+        chosen.compute = _auto(rel, machine, arch, package, chosen)
+    else:
+        _asked(chosen, rel, machine, compute, host)
+    _gpu_notes(chosen, rel, machine, compute, host)
+    wheel_compute = "cpu" if chosen.compute == "mps" else chosen.compute
+    chosen.command, chosen.pins, chosen.index = command(
+        rel, machine.os, package, wheel_compute, chosen.format, only or ()
+    )
+    _sources(chosen, rel, machine, wheel_compute, host, moved)
+    return chosen
+
+
+def _release(
+    machine: Probe,
+    arch: str,
+    spec: str,
+    package: str,
+    compute: str,
+    fmt: str,
+    host: wheels.Host,
+    noted: list[Note],
+) -> tuple[Release, bool]:
+    """The release to answer with, and whether the wheel facts (Python, C library, OS) moved it: the one asked
+    for, or for ``stable`` the newest that installs here and, in auto mode, runs on the GPU."""
+    asked = release(spec)
+    rosetta = _rosetta(machine, arch, package, fmt)
     try:
-        rel = _installable(rel, release_spec, host, notes)
+        rel = _installable(asked, spec, host, noted)
     except SelectionError as error:
         if rosetta is None:
             raise
-        raise rosetta_refusal(error, rosetta) from None
-    moved = rel is not asked  # by the wheel facts (Python, C library, OS), not by the GPU below
+        raise rosetta_refusal(error, *rosetta) from None
+    moved = rel is not asked  # by the wheel facts, not by the GPU below
     if rosetta is not None:
-        notes.append(rosetta_line(rosetta))
-    if release_spec == "stable" and compute == "auto":
-        rel = _with_a_build(rel, machine, arch, package, host, notes)
-    if release_spec == "stable" and compute == "auto" and _gpu_picks_release(machine):
-        rel = _accelerated_release(rel, machine, arch, package, host, notes)
-    chosen = Selection(
-        command="",
-        compute="",
-        release=rel.version,
-        os=machine.os,
-        arch=arch,
-        package=package,
-        format=fmt,
-        verified=True,
-        reasons=[],
-        rejected=[],
-        notes=notes,
-        facts=machine_facts(machine),
-    )
+        noted.append(note("rosetta_line", native=rosetta[0], command=rosetta[1]))
+    if spec == "stable" and compute == "auto":
+        rel = _with_a_build(rel, machine, arch, package, host, noted)
+        if _gpu_picks_release(machine):
+            rel = _accelerated_release(rel, machine, arch, package, host, noted)
+    return rel, moved
+
+
+def _form(chosen: Selection, rel: Release, host: wheels.Host) -> tuple[str, ...] | None:
+    """The command's form, and whether it is verified against pytorch.org's text: the packages a platform only
+    PyTorch's index serves has wheels of (None: pytorch.org has a command for it)."""
     only = None if rel.nightly else wheels.named(rel.version, host)
     if only is not None:
         # pytorch.org has no command for a platform only PyTorch's index serves: its pinned form, from that index.
-        chosen = chosen._replace(format="pinned", verified=False)
-        chosen.notes.append(index_command(host))
+        chosen.format, chosen.verified = "pinned", False
+        chosen.noted.append(note("index_command", host=host))
         missing = [p for p in wheels.load().releases[rel.version] if p not in only]
         if missing:
             # First: what the command leaves out is what its user most needs to know.
             inferred = [row for p in missing for row in [wheels.source_of(rel.version, host, p, inferred=True)] if row]
-            chosen.notes.insert(
+            chosen.noted.insert(
                 0,
-                left_out(
-                    rel,
-                    host,
-                    only,
-                    missing,
-                    inferred,
-                    wheels.newest(host, tuple(missing)),
-                    EMULATES.get((host.os, host.arch)),
+                note(
+                    "left_out",
+                    rel=rel,
+                    host=host,
+                    named=only,
+                    missing=missing,
+                    inferred=inferred,
+                    having=wheels.newest(host, tuple(missing)),
+                    foreign=EMULATES.get((host.os, host.arch)),
                 ),
             )
-    if rel.nightly and fmt == "pinned":
+    if rel.nightly and chosen.format == "pinned":
         # A nightly has no pinned form: its version changes every day.
-        chosen = chosen._replace(format="selector")
-        chosen.notes.append(nightly_unpinned())
+        chosen.format = "selector"
+        chosen.noted.append(note("nightly_unpinned"))
     if chosen.format == "selector" and not rel.nightly and rel.key != release("stable").key:
         # Start Locally's command names no version: run today it installs today's release, not this one.
-        chosen.notes.append(unpinned_release(rel))
-    why = unverified(rel, chosen.format, machine.os) if only is None else None  # pytorch.org's text: not this one
+        chosen.noted.append(note("unpinned_release", rel=rel))
+    why = rel.unverified.get(chosen.format) if only is None else None  # pytorch.org's text: not this one
     if why:
-        chosen = chosen._replace(verified=False)
-        chosen.notes.append(why)
-    if compute == "auto":
-        passed: list[Rejection] = []
-        picked = _auto(rel, machine, arch, package, chosen, passed)  # fills passed
-        chosen = chosen._replace(compute=picked, rejected=[rejected(r) for r in passed])
-    else:
-        if compute not in computes(rel, machine.os, arch, package) and compute not in xpu_builds(
-            rel, machine.os, arch, package
-        ):
-            raise unavailable(rel, machine.os, arch, package, compute, host)
-        chosen = chosen._replace(compute=compute)
-        chosen.reasons.append(asked_reason(compute))
-        evidence = rel.provenance(compute, f"{machine.os}-{arch}")
-        if evidence.kind not in manifest.ANSWERABLE:
-            chosen.notes.append(inferred_build(rel, evidence))
-        if compute in dict(rel.unnamed):
-            chosen.notes.append(unnamed_build(rel, compute, evidence.source, not unrecorded(rel, compute)))
-        if build(compute).kind == "cuda" and machine.driver is not None:
-            runs = _cuda_rejection(rel, machine, compute)
-            if runs:
-                chosen.notes.append(will_not_run(compute, runs))
-        installs = wheels.build_refusal(rel.version, compute, host)
-        if installs:
-            chosen.notes.append(will_not_install(compute, installs))
-        if build(compute).kind == "xpu" and machine.intel_gpus and not _intel_served(machine)[0]:
-            chosen.notes.append(xpu_will_not_run(machine.intel_gpus))
-        missing = _rocm_missing(machine, compute) if build(compute).kind == "rocm" else []
-        if missing:
-            chosen.notes.append(will_not_run(compute, Rejection(compute, "no kernels", arches=tuple(missing))))
-    if machine.os == "macos" and chosen.compute == "cpu" and arch == "arm64" and compute != "auto":
-        chosen.notes.append(mps_default())
+        if chosen.os == "macos" and not rel.nightly:
+            why = why.split(";")[0]  # a release's note goes on about its Linux and Windows builds
+        chosen.verified = False
+        chosen.noted.append(note("unverified", rel=rel, fmt=chosen.format, why=why))
+    return only
+
+
+def _asked(chosen: Selection, rel: Release, machine: Probe, compute: str, host: wheels.Host) -> None:
+    """The build asked for with --compute: refused where ``rel`` has none here, else taken, with a warning
+    where it will not install or run."""
+    arch = chosen.arch
+    if compute not in computes(rel, machine.os, arch, chosen.package) and compute not in xpu_builds(
+        rel, machine.os, arch, chosen.package
+    ):
+        raise _unavailable(rel, machine.os, arch, chosen.package, compute, host)
+    chosen.compute = compute
+    chosen.because.append(note("asked_reason", compute=compute))
+    evidence = rel.provenance(compute, f"{machine.os}-{arch}")
+    if evidence.kind not in manifest.ANSWERABLE:
+        chosen.noted.append(note("inferred_build", rel=rel, evidence=evidence))
+    if compute in dict(rel.unnamed):
+        chosen.noted.append(
+            note(
+                "unnamed_build", rel=rel, compute=compute, source=evidence.source, recorded=not unrecorded(rel, compute)
+            )
+        )
+    if build(compute).kind == "cuda" and machine.driver is not None:
+        runs = _cuda_rejection(rel, machine, compute)
+        if runs:
+            chosen.noted.append(note("will_not_run", compute=compute, why=runs))
+    installs = wheels.build_refusal(rel.version, compute, host)
+    if installs:
+        chosen.noted.append(note("will_not_install", compute=compute, why=installs[0], listing=installs[1]))
+    if build(compute).kind == "xpu" and machine.intel_gpus and not _intel_served(machine)[0]:
+        chosen.noted.append(note("xpu_will_not_run", gpus=machine.intel_gpus))
+    missing = _rocm_missing(machine, compute) if build(compute).kind == "rocm" else []
+    if missing:
+        chosen.noted.append(
+            note("will_not_run", compute=compute, why=Rejection(compute, "no kernels", arches=tuple(missing)))
+        )
+    if machine.os == "macos" and compute == "cpu" and arch == "arm64":
+        chosen.noted.append(note("mps_default"))
+
+
+def _gpu_notes(chosen: Selection, rel: Release, machine: Probe, compute: str, host: wheels.Host) -> None:
+    """What the answer says of the GPUs beyond its build: the release whose build would run on an NVIDIA GPU a
+    CPU answer leaves unused, an unverified XPU command, driver floors that are only inferred, kernel lists not
+    on record, and a GPU list the probe could not confirm."""
     if (
         compute == "auto"
         and chosen.compute == "cpu"
         and machine.driver
-        and any(build(c).kind == "cuda" for c in computes(rel, machine.os, arch, package))
+        and _cudas(computes(rel, machine.os, chosen.arch, chosen.package))
     ):
-        found = _gpu_releases(machine, arch, package, host)
+        found = _gpu_releases(machine, chosen.arch, chosen.package, host)
         gpu = next(found, None)
         if gpu:
-            chosen.notes.append(newer_gpu_release(rel, *gpu))
+            chosen.noted.append(note("newer_gpu_release", rel=rel, newest=gpu[0], compute=gpu[1]))
             # The oldest such release, where all of them are newer than this one (read no further back).
             first: tuple[Release, str] | None = gpu
             for older in found:
@@ -251,10 +298,10 @@ def select(
                 if first is None:
                     break
             if first is not None and first[0].key > rel.key:
-                chosen.notes.append(first_gpu_release(rel, *first))
+                chosen.noted.append(note("first_gpu_release", rel=rel, first=first[0], compute=first[1]))
     if build(chosen.compute).kind == "xpu":
-        chosen = chosen._replace(verified=False)  # no command kitbench checked against pytorch.org's text names xpu
-        chosen.notes.append(xpu_note(rel, machine.os))
+        chosen.verified = False  # no command kitbench checked against pytorch.org's text names xpu
+        chosen.noted.append(note("xpu_note", rel=rel, os=machine.os))
     if machine.driver is not None:
         for cc in machine.capabilities:
             generation = drivers.load().generation(cc)
@@ -263,35 +310,124 @@ def select(
                 and not generation.published
                 and not generation.allows(machine.driver, machine.os)
             ):
-                chosen.notes.append(inferred_gpu_floor(generation, cc, machine.driver, machine.os))
+                chosen.noted.append(
+                    note(
+                        "inferred_gpu_floor", generation=generation, capability=cc, driver=machine.driver, os=machine.os
+                    )
+                )
     if build(chosen.compute).kind == "cuda" and machine.capabilities and kernels(rel, machine, chosen.compute) is None:
-        chosen.notes.append(unrecorded_kernels(chosen.compute, machine.capabilities))
+        chosen.noted.append(note("unrecorded_kernels", compute=chosen.compute, capabilities=machine.capabilities))
     unsure = doubt(machine)
     if unsure:
-        chosen.notes.append(unconfirmed_gpus(unsure))
-    macos = unknown_macos(rel, host)
+        chosen.noted.append(note("unconfirmed_gpus", unsure=unsure))
+    macos = _unknown_macos(rel, host)
     if macos:
-        chosen.notes.append(macos)
-    wheel_compute = "cpu" if chosen.compute == "mps" else chosen.compute
-    chosen = chosen._replace(command=command(rel, machine.os, package, wheel_compute, chosen.format, only or ()))
+        chosen.noted.append(macos)
+
+
+def _sources(
+    chosen: Selection, rel: Release, machine: Probe, wheel_compute: str, host: wheels.Host, moved: bool
+) -> None:
+    """Where the answer's facts came from: the wheels and the build (its source's kind), the index tags it
+    assumed, and what it took from this host for another machine."""
     chosen.facts["wheels"] = wheel_facts(rel, chosen.command, host, wheel_compute)
-    evidence = rel.provenance(wheel_compute, f"{machine.os}-{arch}")
+    evidence = rel.provenance(wheel_compute, f"{machine.os}-{chosen.arch}")
     chosen.facts["build"] = {
         "kind": evidence.kind,
         "source": evidence.source,
         **({"confirm": evidence.confirm} if evidence.confirm else {}),
     }
-    assumed = assumed_tags(rel, wheel_compute, chosen.command, host, moved=moved)
-    if assumed:
-        chosen.notes.append(assumed)
+    if _assumes_tags(rel, wheel_compute, chosen.index, host, moved):
+        chosen.noted.append(note("assumed_tags", rel=rel, compute=wheel_compute))
     here = assumed_from_here(machine)
     if here:
-        chosen.notes.append(assumed_host(here, machine.os))
-    return chosen
+        chosen.noted.append(note("assumed_host", found=here, os=machine.os))
+
+
+def _unavailable(rel: Release, os: str, arch: str, package: str, compute: str, host: wheels.Host) -> SelectionError:
+    """The refusal of ``compute`` for ``rel`` here, with the releases its hint names: the last with conda
+    packages and the newest of them that installs here (Python 3.14 has no 2.5.1 wheel), the last with macOS
+    x86_64 wheels, and the newest other release with that build that installs here (what someone asking for
+    cu128 wants)."""
+    every = releases().values()
+    conda = [r for r in every if r.conda]
+    fits = [r for r in conda if wheels.refusal(r.version, host) is None]
+    elsewhere = (
+        next(
+            (
+                r.version
+                for r in newest_first()
+                if r.version != rel.version
+                and compute in computes(r, os, arch, package) + xpu_builds(r, os, arch, package)
+                and wheels.refusal(r.version, host) is None
+            ),
+            None,
+        )
+        if not rel.nightly and build(compute).known
+        else None
+    )
+    return unavailable(
+        rel,
+        os,
+        arch,
+        package,
+        compute,
+        computes(rel, os, arch, package) + xpu_builds(rel, os, arch, package),
+        (max(conda, key=lambda r: r.key).version, max(fits, key=lambda r: r.key).version if fits else None),
+        max((r for r in every if r.macos_x86_64), key=lambda r: r.key).version,
+        elsewhere,
+    )
+
+
+def _rosetta(machine: Probe, arch: str, package: str, fmt: str) -> tuple[str | None, str] | None:
+    """For an x86_64 Python on an Apple Silicon Mac: the release an arm64 Python gets (None: none installs), and
+    its command; None elsewhere."""
+    if machine.os != "macos" or arch != "x86_64" or not (machine.rosetta or machine.arch == "arm64"):
+        return None
+    native = wheels.newest(wheels.host_of(machine, arch)._replace(arch="arm64"))
+    if native is None:
+        return None, ""
+    form = "selector" if fmt == "selector" and package != "uv" else "pinned"
+    return native, command(release(native), "macos", package, "cpu", form).text
+
+
+def _unknown_macos(rel: Release, host: wheels.Host) -> Note | None:
+    """Which macOS the answer needs, where the question left the Mac's version unknown (``--os macos`` from
+    another machine): an unknown fact constrains nothing, so the answer may need a newer macOS than the Mac has.
+    None where no Mac of this arch that any release installs on is older than that."""
+    if host.os != "macos" or host.macos is not None:
+        return None
+    facts = wheels.load()
+    checked = list(facts.releases)[-1] if rel.nightly else rel.version
+    lowest = [
+        min(floors)
+        for wheels_ in facts.releases.get(checked, {}).values()
+        for floors in [[p.floor for p in wheels_.tags if p.os == "macos" and host.arch in p.arches and p.floor]]
+        if floors
+    ]
+    if not lowest:
+        return None
+    need = max(lowest)  # torch's and torchvision's wheels must both install
+    older = (need[0] - 1, 0) if need[0] > 11 else (need[0], need[1] - 1) if need[1] else None
+    fits = wheels.newest(host._replace(macos=older)) if older else None
+    if older is None or fits is None:
+        return None
+    return note("unknown_macos", checked=checked, arch=host.arch, need=need, older=older, fits=fits)
+
+
+def _assumes_tags(rel: Release, compute: str, index: str | None, host: wheels.Host, moved: bool) -> bool:
+    """Whether the answer rests on a build of PyTorch's index carrying its PyPI wheels' tags and that decided it:
+    the wheel facts moved the release, or this Linux's glibc is older than the newest floor a recorded index
+    build has (where an index build's own tag may well differ from PyPI's)."""
+    if host.os != "linux" or index is None or rel.nightly or wheels.recorded(rel.version, compute):
+        return False
+    floors = [wheels.platform(tag).floor or () for tag, _ in wheels.index_tags().builds.values()]
+    older = host.libc_version is not None and bool(floors) and host.libc_version < max(floors)
+    return moved or older
 
 
 def _with_a_build(
-    newest: Release, machine: Probe, arch: str, package: str, host: wheels.Host, notes: list[str]
+    newest: Release, machine: Probe, arch: str, package: str, host: wheels.Host, notes: list[Note]
 ) -> Release:
     """For ``stable``: ``newest`` where auto mode finds a build of it for this machine; where PyTorch's index
     lists none of its builds for it, the newest release that installs here and has one, as for any release
@@ -310,12 +446,14 @@ def _with_a_build(
                 _accelerated(rel, machine, arch, package)
             except SelectionError:
                 continue
-            notes.append(no_build_here(newest, rel, package, host, facts.listing().where))
+            notes.append(
+                note("no_build_here", newest=newest, rel=rel, package=package, host=host, listing=facts.listing().where)
+            )
             return rel
         raise
 
 
-def _installable(rel: Release, spec: str, host: wheels.Host, notes: list[str]) -> Release:
+def _installable(rel: Release, spec: str, host: wheels.Host, notes: list[Note]) -> Release:
     """``rel`` if its wheels install on ``host``; for ``stable``, the newest release whose wheels do."""
     facts = wheels.load()
     # Nightly's wheels live on download.pytorch.org only: the newest PyPI release's stand in for them.
@@ -330,13 +468,13 @@ def _installable(rel: Release, spec: str, host: wheels.Host, notes: list[str]) -
     )
     if inferred is not None:
         # Asked by name, a release whose wheels here are known only by inference is answered, and says so.
-        notes.append(inferred_wheels(rel, host, inferred))
+        notes.append(note("inferred_wheels", rel=rel, host=host, row=inferred))
         return rel
     newest = wheels.newest(host)
     if rel.nightly:
         why = nightly_refusal(checked, why)
     if spec == "stable" and newest is not None:
-        notes.append(stable_moved(why, newest))
+        notes.append(note("stable_moved", why=why, newest=newest))
         return release(newest)
     raise not_installable(
         why,
@@ -366,43 +504,30 @@ def _gpu_picks_release(machine: Probe) -> bool:
     )
 
 
-def _accelerated(rel: Release, machine: Probe, arch: str, package: str) -> tuple[Selection, list[Rejection]]:
+def _accelerated(rel: Release, machine: Probe, arch: str, package: str) -> Selection:
     """What auto mode makes of ``rel`` on ``machine``, worked out aside: its compute and reasons, and the
     builds it passed over."""
-    trial = Selection(
-        command="",
-        compute="cpu",
-        release=rel.version,
-        os=machine.os,
-        arch=arch,
-        package=package,
-        format="pinned",
-        verified=True,
-        reasons=[],
-        rejected=[],
-        notes=[],
-        facts={},
-    )
-    passed: list[Rejection] = []
-    return trial._replace(compute=_auto(rel, machine, arch, package, trial, passed)), passed
+    trial = Selection(rel.version, machine.os, arch, package, "pinned", {})
+    trial.compute = _auto(rel, machine, arch, package, trial)
+    return trial
 
 
 def _accelerated_release(
-    newest: Release, machine: Probe, arch: str, package: str, host: wheels.Host, notes: list[str]
+    newest: Release, machine: Probe, arch: str, package: str, host: wheels.Host, notes: list[Note]
 ) -> Release:
     """For ``stable``: the newest release that installs here and runs on the machine's GPU; where none
     does, ``newest`` (its CPU build), with a note saying why. Walks back only as far as it must."""
-    first, passed = _accelerated(newest, machine, arch, package)
+    first = _accelerated(newest, machine, arch, package)
     if first.compute != "cpu":
         return newest
-    why = no_gpu_build(passed, first.reasons[-1])
+    why = {"passed": first.passed, "reason": first.because[-1]}  # why no build of ``newest`` runs on the GPU
     need = _driver_need(newest, machine, arch, package)
-    skipped: list[str] = []  # builds on the way back that would have been tried, were their kernels on record
+    skipped: list[Note] = []  # builds on the way back that would have been tried, were their kernels on record
     for rel in newest_first():
         if rel.key >= newest.key or wheels.refusal(rel.version, host) is not None:
             continue
         try:
-            trial, tried = _accelerated(rel, machine, arch, package)
+            trial = _accelerated(rel, machine, arch, package)
         except SelectionError:
             continue  # nothing of this release for this package here (no conda packages, say)
         # Falling back is worth it only for a build known to run: ROCm builds without a recorded gfx list are not.
@@ -410,14 +535,20 @@ def _accelerated_release(
             build(trial.compute).kind == "rocm" and machine.gfx and vendors.load().rocm_arches(trial.compute) is None
         ):
             notes.append(
-                older_mac_release(rel, newest, why) if machine.os == "macos" else older_release(rel, newest, why, need)
+                note("older_mac_release", rel=rel, newest=newest, **why)
+                if machine.os == "macos"
+                else note("older_release", rel=rel, newest=newest, floor=need, **why)
             )
             notes.extend(skipped)
             return rel
-        skipped += [skipped_unrecorded(rel, r.build, r.detail) for r in tried if r.cause == "unrecorded"]
+        skipped += [
+            note("skipped_unrecorded", rel=rel, compute=r.build, source=r.detail)
+            for r in trial.passed
+            if r.cause == "unrecorded"
+        ]
     kernel_less = _kernel_less(machine, arch, package, host)
     unserved = [g for g in machine.gfx if not any(g in a for a in vendors.load().rocm.values())]
-    notes.append(cpu_fallback(newest, why, need, kernel_less, unserved))
+    notes.append(note("cpu_fallback", newest=newest, floor=need, kernel_less=kernel_less, unserved=unserved, **why))
     notes.extend(skipped)
     return newest
 
@@ -455,82 +586,98 @@ def _driver_need(rel: Release, machine: Probe, arch: str, package: str) -> str |
 
 
 def _gpu_releases(machine: Probe, arch: str, package: str, host: wheels.Host) -> Iterator[tuple[Release, str]]:
-    """Each release that installs here and has a CUDA build this GPU and driver run (with that build),
-    newest first, each series read only when reached."""
+    """Each release that installs here and has a CUDA build this GPU and driver run (with the build its own
+    answer would name), newest first, each series read only when reached."""
     for rel in newest_first():
         if wheels.refusal(rel.version, host) is not None:
             continue
-        # The build that release's own answer would name: its newest CUDA that runs here and whose index
-        # tags (where recorded) install here.
-        compute = next(
-            (
-                c
-                for c in _cudas(answerable(rel, computes(rel, machine.os, arch, package), machine.os, arch))
-                if _cuda_rejection(rel, machine, c) is None and wheels.build_refusal(rel.version, c, host) is None
-            ),
-            None,
-        )
+        compute = _cuda_pick(
+            rel, machine, answerable(rel, computes(rel, machine.os, arch, package), machine.os, arch), host
+        )[0]
         if compute is not None:
             yield rel, compute
 
 
-def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection, passed: list[Rejection]) -> str:
-    """The build auto mode picks, its reason in ``out``; the builds passed over on the way in ``passed``.
-    Only published builds: a build known by inference is answered only when asked for."""
+def _cuda_pick(
+    rel: Release, machine: Probe, available: list[str], host: wheels.Host
+) -> tuple[str | None, list[Rejection]]:
+    """The CUDA build auto mode picks among ``available``: the newest CUDA that runs on the machine's GPU and
+    driver and whose index tags (where recorded: 2.6.0's cu126 needs glibc 2.28) install here; None where none
+    does. And the builds passed over on the way."""
+    passed: list[Rejection] = []
+    for candidate in _cudas(available):
+        why = _cuda_rejection(rel, machine, candidate) or _install_rejection(rel, candidate, host)
+        if why is None:
+            return candidate, passed
+        passed.append(why)
+    return None, passed
+
+
+def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection) -> str:
+    """The build auto mode picks, its reason in ``out``, and the builds passed over on the way. Only published
+    builds: a build known by inference is answered only when asked for."""
     every = computes(rel, machine.os, arch, package)
     available = answerable(rel, every, machine.os, arch)
+    host = wheels.host_of(machine, arch)
     if machine.driver:  # a listed build left out of the default answer only for want of its kernel list
-        passed.extend(
+        out.passed.extend(
             Rejection(c, "unrecorded", release=rel.version, detail=rel.provenance(c).source)
             for c in _cudas(every)
             if unrecorded(rel, c) and _cuda_rejection(rel, machine, c) is None
         )
     if machine.os == "macos":
         if machine.rosetta or (machine.arch == "arm64" and machine.python_arch == "x86_64"):
-            out.reasons.append(rosetta_reason())
+            out.because.append(note("rosetta_reason"))
         if not available:
-            raise unavailable(rel, machine.os, arch, package, "cpu", wheels.host_of(machine, arch))
+            raise _unavailable(rel, machine.os, arch, package, "cpu", host)
         need = mps_macos(rel) if available[0] == "mps" else None
         if need and machine.os_version and version_tuple(machine.os_version) < version_tuple(need.macos):
-            out.reasons.append(mps_too_old(rel, need, machine.os_version))
+            out.because.append(note("mps_too_old", rel=rel, need=need, has=machine.os_version))
             return "cpu"
-        out.reasons.append(mac_reason(available[0]))
+        out.because.append(note("mac_reason", compute=available[0]))
         return available[0]
-    cudas = _cudas(available)
-    for candidate in cudas:
-        # A build whose index tags are recorded is checked against them (2.6.0's cu126 needs glibc 2.28).
-        why = _cuda_rejection(rel, machine, candidate) or _install_rejection(
-            rel, candidate, wheels.host_of(machine, arch)
-        )
-        if why:
-            passed.append(why)
-            branch = branch_floor(machine, candidate)
-            if branch and branch not in out.notes:
-                out.notes.append(branch)
-            continue
-        out.reasons.append(cuda_reason(rel, machine, candidate))
-        return candidate
-    vendor = _vendor_auto(rel, machine, arch, package, available, out, passed)
-    if vendor is not None and build(vendor).kind in ("rocm", "xpu"):
+    cuda, passed = _cuda_pick(rel, machine, available, host)
+    out.passed.extend(passed)
+    for why in passed:
+        branch = _branch_floor(machine, why.build)
+        if branch and branch not in out.noted:
+            out.noted.append(branch)
+    if cuda is not None:
+        out.because.append(note("cuda_reason", rel=rel, machine=machine, compute=cuda))
+        return cuda
+    vendor = _vendor_auto(rel, machine, arch, package, available, out)
+    if isinstance(vendor, str):
         return vendor
     if "cpu" not in available:
-        raise unavailable(rel, machine.os, arch, package, "cpu", wheels.host_of(machine, arch))
+        raise _unavailable(rel, machine.os, arch, package, "cpu", host)
     if vendor is not None:
-        out.reasons.append(vendor)
-    elif cudas and machine.driver:
-        out.reasons.append(cpu_reason("no cuda fits", machine))
+        out.because.append(vendor)
+    elif _cudas(available) and machine.driver:
+        out.because.append(note("cpu_reason", why="no cuda fits", machine=machine))
     elif machine.driver or (available == ["cpu"] and machine.sources.get("driver") != "--no-gpu"):
         # This release has no GPU build here at all (Windows on Arm, Linux aarch64 before 2.6): no driver or GPU
         # given would change the answer, and one given goes unused.
-        out.reasons.append(no_cuda_build(rel, wheels.place(wheels.host_of(machine, arch)), bool(machine.driver)))
+        out.because.append(note("no_cuda_build", rel=rel, where=wheels.place(host), gpu=bool(machine.driver)))
     elif machine.sources.get("driver") == "--no-gpu":
-        out.reasons.append(cpu_reason("no gpu", machine))
+        out.because.append(note("cpu_reason", why="no gpu", machine=machine))
     elif another_machine(machine):
         # The probe's findings (a container without GPUs, WSL) are this host's, not the machine asked about.
-        out.reasons.append(cpu_reason("not given", machine))
+        out.because.append(note("cpu_reason", why="not given", machine=machine))
     else:
-        out.reasons.append(cpu_reason("no driver", machine))
+        out.because.append(note("cpu_reason", why="no driver", machine=machine))
     return "cpu"
+
+
+def _branch_floor(machine: Probe, compute: str) -> Note | None:
+    """Where a driver given as a bare branch ("580", read 580.0.0) misses a floor inside that branch
+    (580.65.06) that every driver of the branch released meets: what the full version would change."""
+    cuda = build(compute).cuda
+    if machine.driver is None or "." in machine.driver or cuda is None:
+        return None
+    floor = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os).floor
+    if floor is None or floor.split(".")[0] != machine.driver or not any(version_tuple(floor)[1:]):
+        return None
+    return note("branch_floor", driver=machine.driver, cuda=cuda[0], floor=floor)
 
 
 def _cudas(available: list[str]) -> list[str]:
@@ -540,7 +687,7 @@ def _cudas(available: list[str]) -> list[str]:
 
 def _install_rejection(rel: Release, compute: str, host: wheels.Host) -> Rejection | None:
     why = wheels.build_refusal(rel.version, compute, host)
-    return Rejection(compute, "install", detail=why) if why else None
+    return Rejection(compute, "install", detail=why[0], listing=why[1]) if why else None
 
 
 def _sm(capabilities: list[str]) -> tuple[str, ...]:
@@ -614,9 +761,10 @@ def _rocm_missing(machine: Probe, compute: str) -> list[str]:
 
 
 def _vendor_auto(
-    rel: Release, machine: Probe, arch: str, package: str, available: list[str], out: Selection, passed: list[Rejection]
-) -> str | None:
-    """An AMD or Intel GPU's build (its compute), or why it gets none (a "cpu: ..." reason), or None."""
+    rel: Release, machine: Probe, arch: str, package: str, available: list[str], out: Selection
+) -> str | Note | None:
+    """An AMD or Intel GPU's build (its compute), or why it gets none (the cpu reason), or None where the
+    machine has neither."""
     facts = vendors.load()
     if machine.amd_gpus or machine.rocm:
         where = machine.sources.get("amd_gpus", "/opt/rocm/.info/version")
@@ -624,39 +772,44 @@ def _vendor_auto(
         if machine.os != "linux" or package == "conda" or not rocms:
             if machine.os == "linux":
                 _other_rocm_release(rel, machine, arch, out)
-            return no_rocm_build(rel, machine, arch, package, where)
+            return note("no_rocm_build", rel=rel, machine=machine, arch=arch, package=package, where=where)
         for candidate in rocms:
             missing = _rocm_missing(machine, candidate)
             if missing:
-                passed.append(
+                out.passed.append(
                     Rejection(candidate, "no kernels", arches=tuple(missing), detail=facts.rocm_sources[candidate])
                 )
                 continue
             # As for CUDA: a build whose index tags are recorded is checked against them.
             installs = _install_rejection(rel, candidate, wheels.host_of(machine, arch))
             if installs:
-                passed.append(installs)
+                out.passed.append(installs)
                 continue
             left = facts.rocm_missing(machine.amd_gpus, candidate)[1]
             if left:
-                out.notes.append(facts.hidden_note(machine.amd_gpus, left, candidate))
-            out.reasons.append(rocm_reason(rel, machine, candidate, where, left))
+                out.noted.append(note("hidden_gpus", gpus=machine.amd_gpus, left=left, compute=candidate))
+            out.because.append(note("rocm_reason", rel=rel, machine=machine, compute=candidate, where=where, left=left))
             return candidate
         _other_rocm_release(rel, machine, arch, out)
-        out.notes.extend(rocm_hints(machine, rocms[0]))
-        return no_rocm_kernels(rel, machine, where)
+        arches = facts.rocm_arches(rocms[0]) or ()
+        out.noted.extend(
+            note("rocm_hint", hint=hint) for g in machine.gfx for hint in [facts.override_hint(g, arches)] if hint
+        )
+        return note("no_rocm_kernels", rel=rel, machine=machine, where=where)
     if machine.intel_gpus:
         where = machine.sources.get("intel_gpus", "probe")
         served, unserved = _intel_served(machine)
         if not served:
-            return intel_unsupported(unserved, where)
+            return note("intel_unsupported", unserved=unserved, where=where)
         if unserved:
-            out.notes.append(intel_left_out(unserved, served))
+            out.noted.append(note("intel_left_out", unserved=unserved, served=served))
         if not xpu_builds(rel, machine.os, arch, package):
-            return no_xpu_build(rel, machine, arch, package, served, where)
+            return note(
+                "no_xpu_build", rel=rel, machine=machine, arch=arch, package=package, served=served, where=where
+            )
         if not rel.answerable("xpu", f"{machine.os}-{arch}"):
-            return xpu_unconfirmed(rel, served, where)
-        out.reasons.append(xpu_reason(rel, machine, arch, served, where))
+            return note("xpu_unconfirmed", rel=rel, served=served, where=where)
+        out.because.append(note("xpu_reason", rel=rel, machine=machine, arch=arch, served=served, where=where))
         return "xpu"
     return None
 
@@ -684,4 +837,4 @@ def _other_rocm_release(rel: Release, machine: Probe, arch: str, out: Selection)
         None,
     )
     if found:
-        out.notes.append(other_rocm_release(*found, machine))
+        out.noted.append(note("other_rocm_release", version=found[0], compute=found[1], machine=machine))

@@ -255,15 +255,16 @@ def build(version: str, compute: str) -> Wheels | None:
     return Wheels(f"{version}+{compute}", torch.requires_python, {**tags, platform(found[0]): pythons})
 
 
-def build_refusal(version: str, compute: str, host: Host) -> str | None:
-    """Why ``compute``'s build of torch ``version`` does not install on ``host``: its recorded index tags, then what
-    it pulls in on Linux (``runtime_refusal``); None where both install, or where nothing of it is recorded (its
-    own tags are then PyPI's, checked already)."""
+def build_refusal(version: str, compute: str, host: Host) -> tuple[str, str] | None:
+    """Why ``compute``'s build of torch ``version`` does not install on ``host``, and the recorded listing that says
+    so ("" where none does): its recorded index tags, then what it pulls in on Linux (``runtime_refusal``); None
+    where both install, or where nothing of it is recorded (its own tags are then PyPI's, checked already)."""
     wheels = build(version, compute) if host.os == "linux" and host.arch == "x86_64" else None
     why = _refusal(wheels, "torch", host) if wheels is not None else None
     if why:
-        return f"{why} (as recorded: {index_tags().builds[version, compute][1]})"
-    return runtime_refusal(version, compute, host)
+        return why, index_tags().builds[version, compute][1]
+    pulled = runtime_refusal(version, compute, host)
+    return (pulled, "") if pulled else None
 
 
 def runtime_refusal(version: str, compute: str, host: Host) -> str | None:

@@ -7,36 +7,39 @@ deciding again. Nothing here imports torch.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from kitbench.advice import releases, vendors, wheels
-from kitbench.advice.rejections import Rejection
+from kitbench.advice.rejections import Note, Rejection
 from kitbench.errors import SelectionError, UsageError
 from kitbench.machine import builds, drivers
 from kitbench.machine.builds import build
 from kitbench.machine.probe import Probe, another_machine, no_driver_reason
 from kitbench.machine.probe.amd import AmdGpu
 from kitbench.machine.probe.intel import IntelGpu
-from kitbench.machine.versions import arch_of_capability, parse_capability, serving_arch, version_tuple
+from kitbench.machine.versions import arch_of_capability, parse_capability, serving_arch
 from kitbench.records import manifest
 
 
 def unavailable(
-    rel: releases.Release, os: str, arch: str, package: str, compute: str, host: wheels.Host | None = None
+    rel: releases.Release,
+    os: str,
+    arch: str,
+    package: str,
+    compute: str,
+    available: Sequence[str],
+    conda: tuple[str, str | None],
+    mac_x86_64: str,
+    elsewhere: str | None,
 ) -> SelectionError:
-    available = releases.computes(rel, os, arch, package) + releases.xpu_builds(rel, os, arch, package)
+    """The refusal of ``compute`` for ``rel`` here (``available``: the builds it has), from what the selector
+    found: the last release with conda packages and the newest of them that installs here (``conda``), the
+    last with macOS x86_64 wheels, and the newest other release with ``compute`` that installs here."""
     if package == "conda" and not rel.conda:
-        last = max((r for r in releases.releases().values() if r.conda), key=lambda r: r.key)
-        # The release the hint names must install here too (Python 3.14 has no 2.5.1 wheel).
-        fits = [
-            r
-            for r in releases.releases().values()
-            if r.conda and (host is None or wheels.refusal(r.version, host) is None)
-        ]
-        other = f" (or --release {max(fits, key=lambda r: r.key).version})" if fits else ""
+        other = f" (or --release {conda[1]})" if conda[1] else ""
         return SelectionError(
-            f"torch {rel.version} has no conda packages: PyTorch published them up to {last.version}",
+            f"torch {rel.version} has no conda packages: PyTorch published them up to {conda[0]}",
             hint=f"use --package pip or uv{other}",
         )
     if build(compute).kind == "xpu" and build(compute).known and package != "conda" and os != "macos":
@@ -50,10 +53,9 @@ def unavailable(
             hint="macOS gets cpu (Intel, up to 2.2.2) or mps (Apple Silicon)",
         )
     if os == "macos" and arch == "x86_64" and not available:
-        last = max((r for r in releases.releases().values() if r.macos_x86_64), key=lambda r: r.key)
         return SelectionError(
-            f"torch {rel.version} has no macOS x86_64 wheels: the last is {last.version}",
-            hint="use an arm64 Python on Apple Silicon, or --release " + last.version,
+            f"torch {rel.version} has no macOS x86_64 wheels: the last is {mac_x86_64}",
+            hint="use an arm64 Python on Apple Silicon, or --release " + mac_x86_64,
         )
     if os == "windows" and build(compute).kind == "rocm":
         return SelectionError("ROCm builds exist only for Linux", hint=f"Windows gets: {', '.join(available)}")
@@ -63,25 +65,10 @@ def unavailable(
             hint="auto, cpu, mps, xpu, cuXYZ (cu126) or rocmX.Y "
             f"(rocm6.4); torch {rel.version} has: {', '.join(available) or 'nothing'}",
         )
-    # The newest other release with that build, which installs here: what someone asking for cu128 wants.
-    elsewhere = (
-        next(
-            (
-                r
-                for r in releases.newest_first()
-                if r.version != rel.version
-                and compute in releases.computes(r, os, arch, package) + releases.xpu_builds(r, os, arch, package)
-                and (host is None or wheels.refusal(r.version, host) is None)
-            ),
-            None,
-        )
-        if not rel.nightly
-        else None
-    )
     return SelectionError(
         f"torch {rel.version} has no {compute} build for {package} on {os} {arch}",
         hint=f"it has: {', '.join(available) or 'nothing'}"
-        + (f"; torch {elsewhere.version} has {compute}: --release {elsewhere.version}" if elsewhere else ""),
+        + (f"; torch {elsewhere} has {compute}: --release {elsewhere}" if elsewhere else ""),
     )
 
 
@@ -103,44 +90,19 @@ def xpu_note(rel: releases.Release, os: str) -> str:
     )
 
 
-def unknown_macos(rel: releases.Release, host: wheels.Host) -> str | None:
-    """Which macOS the answer needs, where the question left the Mac's version unknown (``--os macos``
-    from another machine): an unknown fact constrains nothing, so the answer may need a newer macOS."""
-    if host.os != "macos" or host.macos is not None:
-        return None
-    facts = wheels.load()
-    checked = list(facts.releases)[-1] if rel.nightly else rel.version
-    lowest = [
-        min(floors)
-        for wheels_ in facts.releases.get(checked, {}).values()
-        for floors in [[p.floor for p in wheels_.tags if p.os == "macos" and host.arch in p.arches and p.floor]]
-        if floors
-    ]
-    if not lowest:
-        return None
-    need = max(lowest)  # torch's and torchvision's wheels must both install
-    text = (
-        f"the macOS version was not given: torch {checked}'s macOS {host.arch} wheels need macOS "
-        f"{'.'.join(map(str, need))} or newer"
-    )
-    older = (need[0] - 1, 0) if need[0] > 11 else (need[0], need[1] - 1) if need[1] else None
-    fits = wheels.newest(host._replace(macos=older)) if older else None
-    if older is None or fits is None:
-        return None  # no Mac of this arch that any release installs on is older than that
+def unknown_macos(checked: str, arch: str, need: tuple[int, ...], older: tuple[int, ...], fits: str) -> str:
+    """Which macOS the answer needs where the question left the Mac's version unknown: torch ``checked``'s wheels
+    need ``need``; on ``older`` the newest release that installs is ``fits``."""
     shown = str(older[0]) if older[0] > 10 else ".".join(map(str, older))
-    return text + f"; on macOS {shown} the newest release that installs is {fits}: --os-version {shown}"
+    return (
+        f"the macOS version was not given: torch {checked}'s macOS {arch} wheels need macOS "
+        f"{'.'.join(map(str, need))} or newer; on macOS {shown} the newest release that installs is {fits}: "
+        f"--os-version {shown}"
+    )
 
 
-def assumed_tags(rel: releases.Release, compute: str, text: str, host: wheels.Host, moved: bool) -> str | None:
-    """Say so where the answer rests on a build of PyTorch's index carrying its PyPI wheels' tags and that
-    decided it: the wheel facts moved the release, or this Linux's glibc is older than the newest floor a
-    recorded index build has (where an index build's own tag may well differ from PyPI's)."""
-    if host.os != "linux" or "--index-url" not in text or rel.nightly or wheels.recorded(rel.version, compute):
-        return None
-    floors = [wheels.platform(tag).floor or () for tag, _ in wheels.index_tags().builds.values()]
-    older = host.libc_version is not None and bool(floors) and host.libc_version < max(floors)
-    if not (moved or older):
-        return None
+def assumed_tags(rel: releases.Release, compute: str) -> str:
+    """The line on an answer that rests on a build of PyTorch's index carrying its PyPI wheels' tags."""
     return (
         f"torch {rel.version}+{compute}'s Linux wheels are not on PyPI and no listing of them from PyTorch's "
         f"index is recorded (envs/index_tags.yaml): they are taken to carry torch {rel.version}'s PyPI tags, and "
@@ -148,18 +110,11 @@ def assumed_tags(rel: releases.Release, compute: str, text: str, host: wheels.Ho
     )
 
 
-def branch_floor(machine: Probe, compute: str) -> str | None:
-    """Where a driver given as a bare branch ("580", read 580.0.0) misses a floor inside that branch
-    (580.65.06) that every driver of the branch released meets, what the full version would change."""
-    cuda = build(compute).cuda
-    if machine.driver is None or "." in machine.driver or cuda is None:
-        return None
-    floor = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os).floor
-    if floor is None or floor.split(".")[0] != machine.driver or not any(version_tuple(floor)[1:]):
-        return None
+def branch_floor(driver: str, cuda: int, floor: str) -> str:
+    """Where a driver given as a bare branch misses a floor inside that branch: what the full version changes."""
     return (
-        f"driver {machine.driver} is read as {machine.driver}.0.0, below CUDA {cuda[0]}'s floor {floor}, so "
-        f"the CUDA {cuda[0]} builds were passed over; a released {machine.driver} driver is {floor} or newer: "
+        f"driver {driver} is read as {driver}.0.0, below CUDA {cuda}'s floor {floor}, so "
+        f"the CUDA {cuda} builds were passed over; a released {driver} driver is {floor} or newer: "
         "give its full version (nvidia-smi's driver_version)"
     )
 
@@ -220,19 +175,6 @@ def intel_source() -> str:
     return f"envs/intel_gpus.yaml, {facts.source}, read {facts.read}"
 
 
-def rosetta_note(machine: Probe, arch: str, package: str, fmt: str) -> tuple[str, str] | None:
-    """What an x86_64 Python on an Apple Silicon Mac is told, and the arm64 Python's command; None elsewhere."""
-    if machine.os != "macos" or arch != "x86_64" or not (machine.rosetta or machine.arch == "arm64"):
-        return None
-    what = "this is an Apple Silicon Mac running an x86_64 Python (Rosetta 2), which gets no MPS"
-    native = wheels.newest(wheels.host_of(machine, arch)._replace(arch="arm64"))
-    if native is None:
-        return what, "an arm64 Python gets the current release with MPS: kitbench install-cmd --python-arch arm64"
-    form = "selector" if fmt == "selector" and package != "uv" else "pinned"
-    text = releases.command(releases.release(native), "macos", package, "cpu", form)
-    return what, f"an arm64 Python gets torch {native} with MPS: {text}"
-
-
 def because(why: Rejection) -> str:
     """Why a build was passed over, in the words the answer's ``rejected`` lines and warnings use."""
     arches = ", ".join(why.arches)
@@ -253,7 +195,7 @@ def because(why: Rejection) -> str:
             f"torch {why.release}'s is not)"
         )
     if why.cause == "install":
-        return why.detail
+        return why.detail + (f" (as recorded: {why.listing})" if why.listing else "")
     if why.cause == "unrecorded":
         return (
             f"listed ({why.detail}) but not in envs/releases/; its kernel list is not on record, so it is "
@@ -262,8 +204,18 @@ def because(why: Rejection) -> str:
     return f"no kernels for {arches}" + (f" ({why.detail})" if why.detail else "")
 
 
-_UPDATE = "update the driver to at least "
 _SHORT = 110  # characters: a line a terminal shows whole
+# The notes that change what the user should run: first in the short answer.
+_URGENT = (
+    "cache_warning",
+    "will_not_run",
+    "will_not_install",
+    "xpu_will_not_run",
+    "inferred_build",
+    "inferred_wheels",
+    "unrecorded_kernels",
+    "rosetta_line",
+)
 
 
 def _clause(text: str) -> str:
@@ -275,30 +227,43 @@ def _clause(text: str) -> str:
     return first[:cut] if cut > _SHORT // 3 else first[: _SHORT - 3].rstrip(" ,(:") + "..."
 
 
-def summary(reasons: list[str], notes: list[str]) -> list[str]:
+def summary(reasons: Sequence[Note], notes: Sequence[Note]) -> list[str]:
     """At most two short lines of why, for the default answer: the build's reason, then the note that matters
     most, where a driver update is the remedy that remedy. A warning, an unconfirmed build and the arm64
     command of a Mac running an x86_64 Python come first: each changes what the user should run; all but an
-    unconfirmed build's whole (its source and what would confirm it are --explain's)."""
-    lines = [_clause(reasons[-1])] if reasons else []
-    urgent = [n for n in notes if n.startswith(("warning: ", "unconfirmed: ")) or "(Rosetta 2)" in n]
-    note = (urgent or notes or [""])[0]
-    if urgent and note.startswith("unconfirmed: ") and " alone (" in note:
-        # Whole, it cites its source and what would confirm it: hundreds of characters. --explain has them.
-        lines.append(note[: note.index(" alone (")] + " alone, not seen in an artifact (--explain: from what)")
-    elif urgent and " (as recorded: " in note:
-        # The listing it cites (file names, digests, search ids) is --explain's: the warning itself is the news.
-        lines.append(note[: note.index(" (as recorded: ")] + " (--explain: the listing)")
-    elif urgent:
-        lines.append(note)
-    elif _UPDATE in note:
-        remedy = note[note.rindex(_UPDATE) :].split(";")[0].rstrip(")")
-        lines.append(f"{note.split(':')[0]}: {remedy}")
-    elif note:
-        lines.append(_clause(note))
-    # What the answer took from this host for another machine changes what it means: always said, last.
-    lines += [n for n in notes if n.startswith(_ASSUMED) and n not in lines]
-    return lines
+    unconfirmed build's whole (its source and what would confirm it are --explain's). Last, what the answer
+    took from this host for another machine: it changes what the answer means."""
+    lines = [_clause(words(reasons[-1]))] if reasons else []
+    urgent = [n for n in notes if n.kind in _URGENT]
+    if urgent:
+        lines.append(_short(urgent[0]))
+    elif notes:
+        lines.append(_update(notes[0]) or _clause(words(notes[0])))
+    return lines + [words(n) for n in notes if n.kind == "assumed_host"]
+
+
+def _short(urgent: Note) -> str:
+    """An urgent note as the short answer says it: its sources (a listing's file names and digests, the page a
+    build rests on) are --explain's."""
+    if urgent.kind == "inferred_build":
+        return _inferred_build_head(**urgent.figures) + " alone, not seen in an artifact (--explain: from what)"
+    if urgent.kind == "inferred_wheels":
+        return _inferred_wheels_head(**urgent.figures) + " alone, not seen in an artifact (--explain: from what)"
+    if urgent.kind == "will_not_install" and urgent.figures["listing"]:
+        return will_not_install(urgent.figures["compute"], urgent.figures["why"], "") + " (--explain: the listing)"
+    return words(urgent)
+
+
+def _update(held: Note) -> str | None:
+    """Where the answer is held back from the newest release for want of a newer driver: that remedy, after
+    what it holds back (``torch 2.9.1, not the newest release (2.14.1): update the driver to at least 580 ...``)."""
+    if held.kind not in ("older_release", "cpu_fallback"):
+        return None
+    head = "the CPU build" if held.kind == "cpu_fallback" else _held_back(held.figures["rel"], held.figures["newest"])
+    if held.figures["floor"]:
+        return f"{head}: {_remedy(held.figures['newest'], held.figures['floor'])}"
+    floors = [r.floor for r in held.figures["passed"] if r.cause == "gpu floor"]
+    return f"{head}: update the driver to at least {floors[-1]}" if floors else None
 
 
 def grouped(lines: list[str]) -> list[str]:
@@ -376,25 +341,32 @@ def machine_facts(machine: Probe) -> dict[str, Any]:
     }
 
 
-_ASSUMED = "assumed: "
-
-
 def assumed_host(found: dict[str, str], os: str) -> str:
     """The line on another machine's answer that rests on this host's Python (and C library) because they were
     not given."""
     given = "--python-version" + (" and --glibc" if os == "linux" else "")
     said = " and ".join(f"{name} {version}" for name, version in found.items())
-    return f"{_ASSUMED}{said}, this host's, as none was given for that machine ({given} give its own)"
+    return f"assumed: {said}, this host's, as none was given for that machine ({given} give its own)"
 
 
-def rosetta_line(note: tuple[str, str]) -> str:
+_ROSETTA = "this is an Apple Silicon Mac running an x86_64 Python (Rosetta 2), which gets no MPS"
+
+
+def _native(native: str | None, command: str) -> str:
+    """What an arm64 Python gets on the Mac: torch ``native`` (None: no release installs) and its ``command``."""
+    if native is None:
+        return "an arm64 Python gets the current release with MPS: kitbench install-cmd --python-arch arm64"
+    return f"an arm64 Python gets torch {native} with MPS: {command}"
+
+
+def rosetta_line(native: str | None, command: str) -> str:
     """The note an x86_64 Python on Apple Silicon gets: what it is, then the arm64 Python's command."""
-    return f"{note[0]}; {note[1]}"
+    return f"{_ROSETTA}; {_native(native, command)}"
 
 
-def rosetta_refusal(error: SelectionError, note: tuple[str, str]) -> SelectionError:
+def rosetta_refusal(error: SelectionError, native: str | None, command: str) -> SelectionError:
     """A refusal for an x86_64 Python on Apple Silicon: why, what it is, and the arm64 Python's command."""
-    return SelectionError(f"{error.message}; {note[0]}", hint=note[1])
+    return SelectionError(f"{error.message}; {_ROSETTA}", hint=_native(native, command))
 
 
 def nightly_unpinned() -> str:
@@ -410,12 +382,9 @@ def unpinned_release(rel: releases.Release) -> str:
     )
 
 
-def unverified(rel: releases.Release, fmt: str, os: str) -> str | None:
-    """Why ``rel``'s command in ``fmt`` is unverified (its manifest's note); None where it is verified."""
-    why = rel.unverified.get(fmt)
-    if why and os == "macos" and not rel.nightly:
-        why = why.split(";")[0]  # a release's note goes on about its Linux and Windows builds
-    return f"torch {rel.version}, {fmt} form unverified: {why}" if why else None
+def unverified(rel: releases.Release, fmt: str, why: str) -> str:
+    """Why ``rel``'s command in ``fmt`` is unverified (``why``: its manifest's note)."""
+    return f"torch {rel.version}, {fmt} form unverified: {why}"
 
 
 _KIND_WORDS = {"docs": "a page describing it", "inferred": "an inference"}
@@ -423,10 +392,11 @@ _KIND_WORDS = {"docs": "a page describing it", "inferred": "an inference"}
 
 def inferred_build(rel: releases.Release, evidence: releases.Evidence) -> str:
     """The one line on a build asked for that rests on docs or an inference alone (never a default answer's)."""
-    return (
-        f"unconfirmed: torch {rel.version} {evidence.build} rests on {_KIND_WORDS[evidence.kind]} alone "
-        f"({evidence.source}); confirmed by {evidence.confirm}"
-    )
+    return f"{_inferred_build_head(rel, evidence)} alone ({evidence.source}); confirmed by {evidence.confirm}"
+
+
+def _inferred_build_head(rel: releases.Release, evidence: releases.Evidence) -> str:
+    return f"unconfirmed: torch {rel.version} {evidence.build} rests on {_KIND_WORDS[evidence.kind]}"
 
 
 def unrecorded_kernels(compute: str, capabilities: Sequence[str]) -> str:
@@ -458,9 +428,12 @@ def will_not_run(compute: str, why: Rejection) -> str:
     return f"warning: {compute} will not run on this machine: {because(why)}"
 
 
-def will_not_install(compute: str, why: str) -> str:
-    """The warning for a build asked for with --compute whose wheels do not install here (``why``: wheels' words)."""
-    return f"warning: {compute} will not install on this machine: {why}"
+def will_not_install(compute: str, why: str, listing: str) -> str:
+    """The warning for a build asked for with --compute whose wheels do not install here (``why``: wheels' words),
+    and the recorded ``listing`` that says so, where one does."""
+    return f"warning: {compute} will not install on this machine: {why}" + (
+        f" (as recorded: {listing})" if listing else ""
+    )
 
 
 def xpu_will_not_run(gpus: Sequence[IntelGpu]) -> str:
@@ -541,9 +514,13 @@ def index_command(host: wheels.Host) -> str:
 
 def inferred_wheels(rel: releases.Release, host: wheels.Host, row: wheels.IndexWheels) -> str:
     """The one line on a release asked for whose wheels here are known only by inference."""
+    return f"{_inferred_wheels_head(rel, host, row)} alone ({row.source}); confirmed by {row.confirm}"
+
+
+def _inferred_wheels_head(rel: releases.Release, host: wheels.Host, row: wheels.IndexWheels) -> str:
     return (
         f"unconfirmed: torch {rel.version}'s {wheels.place(host)} wheels for Python "
-        f"{wheels.show(host.python or ())} rest on an inference alone ({row.source}); confirmed by {row.confirm}"
+        f"{wheels.show(host.python or ())} rest on an inference"
     )
 
 
@@ -574,22 +551,33 @@ def left_out(
     return text
 
 
-def no_gpu_build(passed: list[Rejection], reason: str) -> str:
+def no_gpu_build(passed: Sequence[Rejection], reason: Note) -> str:
     """Why a release runs only on the CPU here: the builds passed over, else its CPU reason line (``reason``).
     A machine without an NVIDIA driver is not told that its CUDA builds need one."""
-    return "; ".join(rejected(r) for r in passed if r.cause != "no driver") or reason.removeprefix("cpu: ")
+    return "; ".join(rejected(r) for r in passed if r.cause != "no driver") or words(reason).removeprefix("cpu: ")
+
+
+def _remedy(newest: releases.Release, floor: str) -> str:
+    return f"update the driver to at least {floor} for torch {newest.version}'s CUDA builds"
 
 
 def _driver_floor(newest: releases.Release, floor: str | None) -> str:
-    return f"; update the driver to at least {floor} for torch {newest.version}'s CUDA builds" if floor else ""
+    return f"; {_remedy(newest, floor)}" if floor else ""
 
 
-def older_release(rel: releases.Release, newest: releases.Release, why: str, floor: str | None) -> str:
-    """Why the answer is ``rel``, not ``newest``: no build of ``newest`` runs on the GPU (``why``, from
-    ``no_gpu_build``), and the driver its CUDA builds need where that is all that keeps them off (``floor``)."""
+def _held_back(rel: releases.Release, newest: releases.Release) -> str:
+    return f"torch {rel.version}, not the newest release ({newest.version})"
+
+
+def older_release(
+    rel: releases.Release, newest: releases.Release, passed: Sequence[Rejection], reason: Note, floor: str | None
+) -> str:
+    """Why the answer is ``rel``, not ``newest``: no build of ``newest`` runs on the GPU (the builds ``passed``
+    over, else its cpu ``reason``), and the driver its CUDA builds need where that is all that keeps them off
+    (``floor``)."""
     return (
-        f"torch {rel.version}, not the newest release ({newest.version}): no build of "
-        f"{newest.version} runs on this GPU ({why})" + _driver_floor(newest, floor)
+        f"{_held_back(rel, newest)}: no build of {newest.version} runs on this GPU "
+        f"({no_gpu_build(passed, reason)})" + _driver_floor(newest, floor)
     )
 
 
@@ -599,8 +587,8 @@ def no_build_here(
     """Why the answer is ``rel``, not ``newest``: PyTorch's index (``listing``: where and when it was read) lists
     no build of ``newest`` that auto mode could name for this machine."""
     return (
-        f"torch {rel.version}, not the newest release ({newest.version}): PyTorch's index lists no "
-        f"{newest.version} build for {package} on {wheels.place(host)} ({listing})"
+        f"{_held_back(rel, newest)}: PyTorch's index lists no {newest.version} build for {package} on "
+        f"{wheels.place(host)} ({listing})"
     )
 
 
@@ -623,19 +611,27 @@ def skipped_unrecorded(rel: releases.Release, compute: str, source: str) -> str:
     )
 
 
-def older_mac_release(rel: releases.Release, newest: releases.Release, why: str) -> str:
-    """Why a Mac's answer is ``rel``, not ``newest``: ``newest``'s MPS needs a newer macOS (``why``), said first
-    so that the short answer keeps it."""
-    return f"torch {rel.version}, not the newest release ({newest.version}): {why}"
+def older_mac_release(
+    rel: releases.Release, newest: releases.Release, passed: Sequence[Rejection], reason: Note
+) -> str:
+    """Why a Mac's answer is ``rel``, not ``newest``: ``newest``'s MPS needs a newer macOS (its ``reason``), said
+    first so that the short answer keeps it."""
+    return f"{_held_back(rel, newest)}: {no_gpu_build(passed, reason)}"
 
 
 def cpu_fallback(
-    newest: releases.Release, why: str, floor: str | None, kernel_less: list[str], unserved: list[str]
+    newest: releases.Release,
+    passed: Sequence[Rejection],
+    reason: Note,
+    floor: str | None,
+    kernel_less: list[str],
+    unserved: list[str],
 ) -> str:
     """Why the answer is ``newest``'s CPU build: as ``older_release``, and the NVIDIA architectures
     (``kernel_less``) and AMD gfx (``unserved``) that no release that installs here has kernels for."""
     return (
-        f"the CPU build: no release that installs here runs on this GPU (torch {newest.version}: {why})"
+        "the CPU build: no release that installs here runs on this GPU "
+        f"(torch {newest.version}: {no_gpu_build(passed, reason)})"
         + _driver_floor(newest, floor)
         + (f"; no release that installs here has kernels for {', '.join(kernel_less)}" if kernel_less else "")
         + (
@@ -740,10 +736,24 @@ def no_rocm_kernels(rel: releases.Release, machine: Probe, where: str) -> str:
     return f"cpu: no ROCm build of torch {rel.version} carries kernels for {amd_seen(machine)} [{where}]"
 
 
-def rocm_hints(machine: Probe, compute: str) -> list[str]:
-    """The override each AMD GPU without kernels in ``compute`` may run it with (``vendors``' words)."""
-    facts = vendors.load()
-    return [f"hint: {h}" for g in machine.gfx for h in [facts.override_hint(g, facts.rocm_arches(compute) or ())] if h]
+def rocm_hint(hint: str) -> str:
+    """The override an AMD GPU without kernels in a build may run it with (``vendors``' words)."""
+    return f"hint: {hint}"
+
+
+def hidden_gpus(gpus: Sequence[AmdGpu], left: Sequence[AmdGpu], compute: str) -> str:
+    """The integrated GPUs ``left`` out of choosing ``compute``, and how to hide them (``vendors``' words)."""
+    return vendors.load().hidden_note(gpus, left, compute)
+
+
+def cache_warning(text: str) -> str:
+    """A fact cache partly unreadable (``facts``' words): which facts answered changes."""
+    return f"warning: {text}"
+
+
+def stale(text: str) -> str:
+    """The wheel facts are old (``facts``' words)."""
+    return text
 
 
 def other_rocm_release(version: str, compute: str, machine: Probe) -> str:
@@ -812,3 +822,83 @@ def no_uv_selector() -> UsageError:
         "--format selector reproduces pytorch.org, which has no uv command",
         hint="use --format pinned with --package uv",
     )
+
+
+_WORDS: dict[str, Callable[..., str]] = {
+    f.__name__: f
+    for f in (
+        # reasons: why the build
+        asked_reason,
+        cpu_reason,
+        cuda_reason,
+        intel_unsupported,
+        mac_reason,
+        mps_too_old,
+        no_cuda_build,
+        no_rocm_build,
+        no_rocm_kernels,
+        no_xpu_build,
+        rocm_reason,
+        rosetta_reason,
+        xpu_reason,
+        xpu_unconfirmed,
+        # notes
+        assumed_host,
+        assumed_tags,
+        branch_floor,
+        cache_warning,
+        cpu_fallback,
+        first_gpu_release,
+        hidden_gpus,
+        index_command,
+        inferred_build,
+        inferred_gpu_floor,
+        inferred_wheels,
+        intel_left_out,
+        left_out,
+        mps_default,
+        newer_gpu_release,
+        nightly_unpinned,
+        no_build_here,
+        older_mac_release,
+        older_release,
+        other_rocm_release,
+        rocm_hint,
+        rosetta_line,
+        skipped_unrecorded,
+        stable_moved,
+        stale,
+        unconfirmed_gpus,
+        unknown_macos,
+        unnamed_build,
+        unpinned_release,
+        unrecorded_kernels,
+        unverified,
+        will_not_install,
+        will_not_run,
+        xpu_note,
+        xpu_will_not_run,
+    )
+}
+
+
+def words(said: Note) -> str:
+    """The sentence a reason or note is read as: made here, from its figures, and never read back."""
+    return _WORDS[said.kind](**said.figures)
+
+
+def value(figure: Any) -> Any:
+    """A decision's value as ``--json`` gives it: a reason or note as its kind and figures, a release by its
+    version, a named tuple (a rejection, a GPU, a host) by its fields less the empty ones; a machine's facts are
+    the answer's own ``facts``, not repeated in each note."""
+    if isinstance(figure, Note):
+        return {"kind": figure.kind, **{k: value(v) for k, v in figure.figures.items() if not isinstance(v, Probe)}}
+    if isinstance(figure, releases.Release):
+        return figure.version
+    if hasattr(figure, "_asdict"):
+        return {k: value(v) for k, v in figure._asdict().items() if v not in ("", (), (0, 0), ("", ""))}
+    if isinstance(figure, (list, tuple)):
+        return [value(v) for v in figure]
+    if isinstance(figure, dict):
+        return {str(k): value(v) for k, v in figure.items()}
+    return figure

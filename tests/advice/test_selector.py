@@ -847,7 +847,7 @@ def test_a_rocm_build_whose_recorded_index_tags_refuse_the_host_is_passed_over(m
     monkeypatch.setattr(
         selector.wheels,
         "build_refusal",
-        lambda version, compute, host: "needs glibc 2.99 (test)" if (version, compute) in refusing else None,
+        lambda version, compute, host: ("needs glibc 2.99 (test)", "") if (version, compute) in refusing else None,
     )
     chosen = selector.select(card, release_spec="2.14.1")
     assert chosen.compute == "cpu" and "rocm7.14: needs glibc 2.99 (test)" in chosen.rejected
@@ -1001,3 +1001,52 @@ def test_a_gpu_machine_asking_conda_of_stable_is_refused_as_any_machine_is() -> 
     with pytest.raises(SelectionError) as caught:
         selector.select(h100, package="conda")
     assert caught.value.hint == "use --package pip or uv (or --release 2.5.1)"
+
+
+def test_the_decision_is_values_and_its_words_are_made_from_them() -> None:
+    h100 = probe.override(LINUX, python_version="3.12", glibc="2.35", driver="570.86.10", gpu_capabilities=["9.0"])
+    chosen = selector.select(h100)
+    assert (chosen.release, chosen.compute, chosen.pins, chosen.index) == (
+        "2.14.1",
+        "cu126",
+        (("torch", "2.14.1"), ("torchvision", "0.29.1")),
+        "https://download.pytorch.org/whl/cu126",
+    )
+    assert chosen.command == f"pip install torch==2.14.1 torchvision==0.29.1 --index-url {chosen.index}"
+    assert [(r.build, r.cause, r.floor) for r in chosen.passed] == [
+        ("cu132", "driver floor", "580"),
+        ("cu130", "driver floor", "580"),
+    ]
+    assert [n.kind for n in chosen.because] == ["cuda_reason"]
+    held = next(n for n in chosen.noted if n.kind in selector.HELD_BACK)
+    assert (held.kind, held.figures["newest"].version, held.figures["floor"]) == ("older_release", "2.15.0", "580")
+    assert chosen.notes == [wording.words(n) for n in chosen.noted]
+    decided = chosen.as_dict()["decision"]
+    assert decided["notes"][0]["kind"] == "older_release" and decided["notes"][0]["newest"] == "2.15.0"
+    assert decided["rejected"][0] == {
+        "build": "cu132",
+        "cause": "driver floor",
+        "driver": "570.86.10",
+        "floor": "580",
+        "cuda": [13, 2],
+    }
+
+
+def test_nightly_pins_nothing_and_a_conda_command_names_no_index() -> None:
+    nightly = selector.select(LINUX, release_spec="nightly")
+    assert nightly.pins == () and nightly.format == "selector"
+    assert [n.kind for n in nightly.noted][:1] == ["nightly_unpinned"]
+    conda = selector.select(LINUX, release_spec="2.0.0", package="conda", compute="cpu")
+    assert conda.index is None and conda.command.startswith("conda install pytorch==2.0.0")
+
+
+@pytest.mark.parametrize(("driver", "cc"), [("570.86.10", "9.0"), ("535.104.05", "8.6"), ("470.82.01", "6.1")])
+def test_one_cuda_pick_names_a_release_s_build_for_its_own_answer_and_for_the_newer_release_note(
+    driver: str, cc: str
+) -> None:
+    machine = probe.override(LINUX, python_version="3.12", glibc="2.35", driver=driver, gpu_capabilities=[cc])
+    host = selector.wheels.host_of(machine, machine.python_arch)
+    found = list(selector._gpu_releases(machine, machine.python_arch, "pip", host))
+    assert found, "each of these GPUs has a release that runs on it"
+    for rel, compute in found[:4]:
+        assert selector.select(machine, release_spec=rel.version).compute == compute

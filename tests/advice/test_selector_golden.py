@@ -238,7 +238,7 @@ def test_no_default_answer_rests_on_docs_or_an_inference() -> None:
         if "--gpu-cc" in args and build.startswith("cu"):
             kernels = _kernels(chosen.release, build, "aarch64" if "--arch aarch64" in args else "x86_64")
             assert kernels is not None or releases.release(chosen.release).provenance(build, platform).selector
-            said = [n for n in summary(chosen.reasons, chosen.notes) if "kernel list is not on record" in n]
+            said = [n for n in summary(chosen.because, chosen.noted) if "kernel list is not on record" in n]
             assert bool(said) == (kernels is None), (args, chosen.notes)
             unchecked.add(kernels is None)
         seen.add(chosen.compute)

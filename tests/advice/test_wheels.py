@@ -414,7 +414,7 @@ def test_a_builds_recorded_index_tags_decide_over_pypis() -> None:
     warned = "warning: cu126 will not install on this machine: torch 2.6.0+cu126's"
     assert any(n.startswith(warned) and "(as recorded: download.pytorch.org/whl/cu126/" in n for n in forced.notes)
     # The short answer keeps the warning and leaves the listing it cites to --explain.
-    short = summary(forced.reasons, forced.notes)
+    short = summary(forced.because, forced.noted)
     assert short[-1].startswith(warned) and short[-1].endswith("this machine has glibc 2.17 (--explain: the listing)")
 
 
@@ -530,7 +530,8 @@ def test_a_build_s_own_record_decides_over_its_release_s_pypi_wheels(envs_copy: 
     refused = wheels.build_refusal("2.15.0", "cu130", wheels.host_of(_h200("2.31")))
     assert refused == (
         "torch 2.15.0+cu130 pulls in triton==3.9.0, whose Linux x86_64 wheels need glibc 2.33 or "
-        "newer; this machine has glibc 2.31 (a real install (test))"
+        "newer; this machine has glibc 2.31 (a real install (test))",
+        "",  # no listing of its index tags: what it pulls in refuses it
     )
 
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from kitbench._cli import main
-from kitbench.advice.wording import summary
+from kitbench.advice import wording
+from kitbench.advice.rejections import Rejection, note
+from kitbench.advice.releases import Evidence, release
+from kitbench.advice.wording import summary, words
 
 H100_570 = [
     "install-cmd",
@@ -40,30 +43,83 @@ def test_the_default_answer_is_the_command_and_at_most_two_short_lines_of_why(
 
 
 def test_a_line_of_details_is_cut_before_its_parenthesis_and_a_warning_kept_whole() -> None:
-    long = (
+    sm_61 = [Rejection(build, "no kernels", arches=("sm_61",)) for build in ("cu132", "cu130")]
+    held = note(
+        "older_release",
+        rel=release("2.14.1"),
+        newest=release("2.15.0"),
+        passed=sm_61,
+        reason=note("cpu_reason", why="no cuda fits", machine=None),
+        floor=None,
+    )
+    assert words(held) == (
         "torch 2.14.1, not the newest release (2.15.0): no build of 2.15.0 runs on this GPU (cu132: no kernels "
         "for sm_61; cu130: no kernels for sm_61)"
     )
-    assert summary(["cu126: the build; more"], [long, "another note"]) == [
-        "cu126: the build",
+    asked = note("asked_reason", compute="cu128")
+    assert summary([asked], [held, note("mps_default")]) == [
+        "cu128: asked for with --compute",
         "torch 2.14.1, not the newest release (2.15.0): no build of 2.15.0 runs on this GPU",
     ]
-    warning = "warning: cu128 will not run on this machine: driver 470.82.01 < 525.60.13 (CUDA 12 family floor); x"
-    assert summary(["cu128: asked for with --compute"], [long, warning]) == ["cu128: asked for with --compute", warning]
+    floor = Rejection("cu128", "driver floor", driver="470.82.01", floor="525.60.13", cuda=(12, 8))
+    warning = note("will_not_run", compute="cu128", why=floor)
+    assert summary([asked], [held, warning]) == [
+        "cu128: asked for with --compute",
+        "warning: cu128 will not run on this machine: driver 470.82.01 < 525.60.13 (CUDA 12 family floor)",
+    ]
     assert summary([], []) == []
 
 
-def test_an_unconfirmed_line_of_the_default_answer_is_short_its_source_left_to_explain() -> None:
-    inferred = (
-        "unconfirmed: torch 2.9.1's Windows arm64 wheels for Python 3.12 rest on an inference alone "
-        "(a maintainer's word, pytorch/test-infra#8224); confirmed by "
-        "torch-2.9.1+cpu-cp312-cp312-win_arm64.whl in the listing"
+def test_a_driver_update_that_would_lift_the_answer_is_the_short_line() -> None:
+    sm_100 = Rejection("cu126", "gpu floor", arches=("sm_100",), driver="560.35", floor="570.26", detail="Blackwell")
+    held = note(
+        "older_release",
+        rel=release("2.6.0"),
+        newest=release("2.15.0"),
+        passed=[sm_100],
+        reason=note("cpu_reason", why="no cuda fits", machine=None),
+        floor=None,
     )
-    assert summary(["cpu: the only build"], ["torch only: x", inferred]) == [
-        "cpu: the only build",
-        "unconfirmed: torch 2.9.1's Windows arm64 wheels for Python 3.12 rest on an inference alone, not seen in "
-        "an artifact (--explain: from what)",
+    assert summary([], [held]) == ["torch 2.6.0, not the newest release (2.15.0): update the driver to at least 570.26"]
+    lifted = held._replace(figures={**held.figures, "floor": "580"})
+    assert summary([], [lifted]) == [
+        "torch 2.6.0, not the newest release (2.15.0): update the driver to at least 580 for torch 2.15.0's CUDA builds"
     ]
+
+
+def test_an_unconfirmed_line_of_the_default_answer_is_short_its_source_left_to_explain() -> None:
+    evidence = Evidence("rocm10.0", "inferred", "the nightly build matrix", confirm="a wheel on PyTorch's index")
+    inferred = note("inferred_build", rel=release("2.15.0"), evidence=evidence)
+    assert words(inferred) == (
+        "unconfirmed: torch 2.15.0 rocm10.0 rests on an inference alone (the nightly build matrix); confirmed by "
+        "a wheel on PyTorch's index"
+    )
+    assert summary([note("asked_reason", compute="rocm10.0")], [note("mps_default"), inferred]) == [
+        "rocm10.0: asked for with --compute",
+        "unconfirmed: torch 2.15.0 rocm10.0 rests on an inference alone, not seen in an artifact (--explain: from "
+        "what)",
+    ]
+
+
+def test_the_selector_takes_no_sentence_but_its_refusals_from_wording() -> None:
+    # Its reasons and notes are values, worded when read: what it imports from wording is the words of the errors
+    # it raises, the facts it reports, and the one door every note is worded through.
+    from kitbench.advice import selector
+
+    taken = {name for name, f in vars(selector).items() if getattr(f, "__module__", "") == wording.__name__}
+    assert taken == {
+        "machine_facts",
+        "nightly_refusal",
+        "no_uv_selector",
+        "not_installable",
+        "rejected",
+        "rosetta_refusal",
+        "unavailable",
+        "unknown_choice",
+        "value",
+        "wheel_facts",
+        "words",
+    }
 
 
 def test_explain_for_another_machine_shows_none_of_this_host_s_kernel_wsl_or_container(

@@ -70,6 +70,7 @@ def install_fix(machine: Probe, torch_version: str) -> str:
     """What ``kitbench install-cmd`` answers for this machine and this torch release (the
     newest release where this one is not in the manifests): one source for the advice."""
     from kitbench.advice import selector
+    from kitbench.advice.wording import words
     from kitbench.errors import KitbenchError
 
     release = torch_version.partition("+")[0]
@@ -81,7 +82,7 @@ def install_fix(machine: Probe, torch_version: str) -> str:
         except KitbenchError as exc:  # musl, a Python no release has a wheel for: no command installs here
             return f"no release's wheel installs on this machine: {exc}"
     if chosen.compute == "cpu":
-        return f"no build of torch {chosen.release} runs on this GPU and driver: {chosen.reasons[-1]}"
+        return f"no build of torch {chosen.release} runs on this GPU and driver: {words(chosen.because[-1])}"
     return chosen.command
 
 
