@@ -356,10 +356,9 @@ def _unavailable(rel: Release, os: str, arch: str, package: str, compute: str, h
         next(
             (
                 r.version
-                for r in newest_first()
+                for r in _installing(host)
                 if r.version != rel.version
                 and compute in computes(r, os, arch, package) + xpu_builds(r, os, arch, package)
-                and wheels.refusal(r.version, host) is None
             ),
             None,
         )
@@ -439,9 +438,7 @@ def _with_a_build(
         _accelerated(newest, machine, arch, package)
         return newest
     except SelectionError:
-        for rel in newest_first():
-            if rel.key >= newest.key or wheels.refusal(rel.version, host) is not None:
-                continue
+        for rel in _installing(host, below=newest):
             try:
                 _accelerated(rel, machine, arch, package)
             except SelectionError:
@@ -486,6 +483,15 @@ def _installable(rel: Release, spec: str, host: wheels.Host, notes: list[Note]) 
     )
 
 
+def _installing(host: wheels.Host, below: Release | None = None) -> Iterator[Release]:
+    """The one release search: the releases whose wheels install on ``host`` (older than ``below``, where given),
+    newest first, each series read only when reached. Every walk for another release goes through it: stable's
+    fallbacks, the newer-release note, the other ROCm release, the release a refusal's hint names."""
+    for rel in newest_first():
+        if (below is None or rel.key < below.key) and wheels.refusal(rel.version, host) is None:
+            yield rel
+
+
 def _gpu_picks_release(machine: Probe) -> bool:
     """Whether an older release may run on this machine's GPU where the newest does not: an NVIDIA GPU
     (driver floors and kernels differ by release), an AMD one on Linux (gfx lists do), an Intel one (the newest
@@ -523,9 +529,7 @@ def _accelerated_release(
     why = {"passed": first.passed, "reason": first.because[-1]}  # why no build of ``newest`` runs on the GPU
     need = _driver_need(newest, machine, arch, package)
     skipped: list[Note] = []  # builds on the way back that would have been tried, were their kernels on record
-    for rel in newest_first():
-        if rel.key >= newest.key or wheels.refusal(rel.version, host) is not None:
-            continue
+    for rel in _installing(host, below=newest):
         try:
             trial = _accelerated(rel, machine, arch, package)
         except SelectionError:
@@ -561,8 +565,7 @@ def _kernel_less(machine: Probe, arch: str, package: str, host: wheels.Host) -> 
         alone = machine._replace(driver="9999", gpus=tuple(g for g in machine.gpus if g.capability == cc))
         if not any(
             build(compute).kind == "cuda" and _cuda_rejection(rel, alone, compute) is None
-            for rel in newest_first()
-            if wheels.refusal(rel.version, host) is None
+            for rel in _installing(host)
             for compute in answerable(rel, computes(rel, machine.os, arch, package), machine.os, arch)
         ):
             found.append(arch_of_capability(parse_capability(cc)))
@@ -588,9 +591,7 @@ def _driver_need(rel: Release, machine: Probe, arch: str, package: str) -> str |
 def _gpu_releases(machine: Probe, arch: str, package: str, host: wheels.Host) -> Iterator[tuple[Release, str]]:
     """Each release that installs here and has a CUDA build this GPU and driver run (with the build its own
     answer would name), newest first, each series read only when reached."""
-    for rel in newest_first():
-        if wheels.refusal(rel.version, host) is not None:
-            continue
+    for rel in _installing(host):
         compute = _cuda_pick(
             rel, machine, answerable(rel, computes(rel, machine.os, arch, package), machine.os, arch), host
         )[0]
@@ -828,9 +829,8 @@ def _other_rocm_release(rel: Release, machine: Probe, arch: str, out: Selection)
     found = next(
         (
             (r.version, c)
-            for r in newest_first()
+            for r in _installing(host)  # one that installs here, not just any
             if r.version != rel.version
-            and wheels.refusal(r.version, host) is None  # one that installs here, not just any
             for c in reversed(answerable(r, computes(r, machine.os, arch, "pip"), machine.os, arch))
             if build(c).kind == "rocm" and facts.rocm_arches(c) is not None and not _rocm_missing(machine, c)
         ),
