@@ -9,8 +9,10 @@ from typing import Any
 
 from kitbench import _files, _installed
 from kitbench.errors import MissingDependency, RecordError, UsageError
+from kitbench.reading import charts
 from kitbench.reading.compare import Row
 from kitbench.reading.inputs import Loaded
+from kitbench.reading.svg import Series
 
 
 def _pyplot() -> Any:
@@ -92,6 +94,20 @@ def _legend(axes: Any, size: int) -> None:
         axes.legend(fontsize=size)
 
 
+def _panel(axes: Any, lines: Sequence[tuple[Row, Series]], title: str, x_label: str, y_label: str) -> None:
+    """The series the report draws one chart per record of, on one panel for all records: each line named
+    by its record too."""
+    for row, line in lines:
+        xs, ys = zip(*line.points, strict=True)
+        axes.plot(xs, ys, "--" if line.dashed else "-", marker="o", markersize=3, label=f"{_name(row)}: {line.name}")
+    axes.set_xscale("log", base=2)
+    axes.set_xlabel(x_label)
+    axes.set_ylabel(y_label)
+    axes.set_title(title)
+    axes.grid(True, which="major", alpha=0.3)
+    _legend(axes, 7)
+
+
 def comparison(loaded: Sequence[Loaded], table: Sequence[Row], out: Path, force: bool = False) -> None:
     check_count(len(loaded))
     plt = _pyplot()
@@ -99,54 +115,32 @@ def comparison(loaded: Sequence[Loaded], table: Sequence[Row], out: Path, force:
     good = [(item, row) for item, row in zip(loaded, table, strict=True) if item.record is not None]
     labels = [f"{row.target}\n{Path(row.path).stem}" if row.target else Path(row.path).stem for _, row in good]
     buses = [
-        (row, run)
+        (row, line)
         for item, row in good
         if item.record
         for run in item.record["checks"].get("ddp", {}).get("runs", [])
-        if run["allreduce"]
+        for line in charts.allreduce(run)
     ]
     swept = [
-        (row, item.record["checks"].get("mnist", {}).get("runs", []))
+        (row, line)
         for item, row in good
-        if item.record and len({r["batch_size"] for r in item.record["checks"].get("mnist", {}).get("runs", [])}) > 1
+        if item.record and charts.is_sweep(item.record)
+        for line in charts.step_times(item.record)
     ]
     panels = 2 + bool(buses) + bool(swept)
     fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 5), constrained_layout=True)
     epochs, bandwidth = axes[0], axes[1]
     if swept:
-        ax = axes[-1]
-        for row, runs in swept:
-            for config in sorted({(r["model"], r["loop"], r["device"]) for r in runs}):
-                # Records from before step_s: an epoch over its number of batches.
-                points = sorted(
-                    (
-                        r["batch_size"],
-                        1e3 * (r.get("step_s") or r["epoch_s"] / -(-r["train_samples"] // r["batch_size"])),
-                    )
-                    for r in runs
-                    if (r["model"], r["loop"], r["device"]) == config
-                )
-                xs, ys = zip(*points, strict=True)
-                ax.plot(xs, ys, marker="o", markersize=3, label=f"{_name(row)}: {'/'.join(config)}")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("batch size")
-        ax.set_ylabel("time per training step (ms, lower is better)")
-        ax.set_title("step time against batch size")
-        ax.grid(True, which="major", alpha=0.3)
-        _legend(ax, 7)
+        _panel(
+            axes[-1],
+            swept,
+            "step time against batch size",
+            "batch size",
+            "time per training step (ms, lower is better)",
+        )
+        axes[-1].set_yscale("log")
     if buses:
-        for row, run in buses:
-            for world in sorted({b["world_size"] for b in run["allreduce"]}):
-                points = sorted((b["bytes"], b["busbw_gb_s"]) for b in run["allreduce"] if b["world_size"] == world)
-                xs, ys = zip(*points, strict=True)
-                axes[2].plot(xs, ys, marker="o", markersize=3, label=f"{_name(row)}: {run['backend']} x{world}")
-        axes[2].set_xscale("log", base=2)
-        axes[2].set_xlabel("message size (bytes)")
-        axes[2].set_ylabel("all-reduce busbw (GB/s; algbw x 2(n-1)/n)")
-        axes[2].set_title("DDP all-reduce")
-        axes[2].grid(True, which="major", alpha=0.3)
-        _legend(axes[2], 7)
+        _panel(axes[2], buses, "DDP all-reduce", "message size (KiB)", "all-reduce busbw (GB/s; algbw x 2(n-1)/n)")
     # One bar per MNIST run (model, loop, device) and environment.
     configs = sorted(
         {
@@ -180,20 +174,8 @@ def comparison(loaded: Sequence[Loaded], table: Sequence[Row], out: Path, force:
     epochs.set_ylabel("steady-state epoch time (s, lower is better)")
     epochs.set_title("MNIST epoch by environment")
     _legend(epochs, 8)
-    for item, row in good:
-        assert item.record is not None
-        series: dict[tuple[str, str], list[tuple[int, float]]] = {}
-        for t in item.record["checks"].get("moves", {}).get("transfers", []):
-            series.setdefault((t["direction"], t["memory"]), []).append((t["bytes"], t["gb_per_s"]))
-        for (direction, memory), points in series.items():
-            xs, ys = zip(*sorted(points), strict=True)
-            bandwidth.plot(xs, ys, marker="o", markersize=3, label=f"{_name(row)}: {direction} {memory}")
-    bandwidth.set_xscale("log", base=2)
-    bandwidth.set_xlabel("transfer size (bytes)")
-    bandwidth.set_ylabel("bandwidth (GB/s, median)")
-    bandwidth.set_title("tensor moves")
-    bandwidth.grid(True, which="major", alpha=0.3)
-    _legend(bandwidth, 7)
+    moves = [(row, line) for item, row in good if item.record for line in charts.transfers(item.record)]
+    _panel(bandwidth, moves, "tensor moves", "transfer size (KiB)", "bandwidth (GB/s, median)")
     image = io.BytesIO()
     try:
         fig.savefig(image, dpi=110, format=out.suffix.lower().lstrip("."))

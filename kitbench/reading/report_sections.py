@@ -16,7 +16,7 @@ from typing import Any
 
 from kitbench.environments.locks import normalize
 from kitbench.errors import UsageError
-from kitbench.reading import svg
+from kitbench.reading import charts, svg
 from kitbench.reading.compare import Row, allreduce_peaks, transfer_peaks
 from kitbench.reading.verify import verify
 from kitbench.records.types import RunRecord
@@ -315,17 +315,9 @@ def _transfers(items: list[Item]) -> Section | None:
     )
     for item in _chart_items(items, has, "transfers", section.notes):
         assert item.record is not None
-        series: dict[tuple[str, str], svg.Series] = {}
-        for t in item.record["checks"]["moves"].get("transfers", []):
-            s = series.setdefault(
-                (t["direction"], t["memory"]),
-                svg.Series(f"{t['direction']} {t['memory']}", [], [], dashed=t["memory"] == "pageable"),
-            )
-            s.points.append((t["bytes"] / 1024, t["gb_per_s"]))
-            s.band.append((t["bytes"] / 1024, t["gb_per_s_q1"], t["gb_per_s_q3"]))
         section.charts.append(
             svg.line_chart(
-                f"transfers: {item.label}", list(series.values()), "size (KiB)", "GB/s", log_x=True, log_y=True
+                f"transfers: {item.label}", charts.transfers(item.record), "size (KiB)", "GB/s", log_x=True, log_y=True
             )
         )
     return section
@@ -336,13 +328,9 @@ def _holding(items: list[Item], has: Callable[[RunRecord], bool]) -> list[tuple[
     return [(item, item.record) for item in items if item.record is not None and has(item.record)]
 
 
-def _is_sweep(rec: RunRecord) -> bool:
-    return len({r["batch_size"] for r in rec["checks"].get("mnist", {}).get("runs", [])}) > 1
-
-
 def _mnist(items: list[Item]) -> Section | None:
     def has(rec: RunRecord) -> bool:
-        return bool(rec["checks"].get("mnist", {}).get("runs")) and not _is_sweep(rec)
+        return bool(rec["checks"].get("mnist", {}).get("runs")) and not charts.is_sweep(rec)
 
     held = _holding(items, has)
     if not held:
@@ -409,10 +397,7 @@ def _mnist(items: list[Item]) -> Section | None:
 
 
 def _sweep(items: list[Item]) -> Section | None:
-    def has(rec: RunRecord) -> bool:
-        return _is_sweep(rec)
-
-    held = _holding(items, has)
+    held = _holding(items, charts.is_sweep)
     if not held:
         return None
     section = Section(
@@ -478,27 +463,17 @@ def _sweep(items: list[Item]) -> Section | None:
                 "where the accelerator wins",
             )
         )
-    for item in _chart_items(items, has, "sweep", section.notes):
+    for item in _chart_items(items, charts.is_sweep, "sweep", section.notes):
         assert item.record is not None
-        mnist = item.record["checks"]["mnist"]
-        series: dict[tuple[str, str, str], svg.Series] = {}
-        for r in mnist.get("runs", []):
-            step = r.get("step_s")
-            if step is None:
-                continue
-            key = (r["model"], r["loop"], r["device"])
-            series.setdefault(key, svg.Series(" ".join(key), [], dashed=r["device"] == "cpu")).points.append(
-                (float(r["batch_size"]), step * 1e3)
-            )
         markers = [
             svg.Marker(float(c["batch_size"]), f"{c['model']}/{c['loop']}")
-            for c in mnist.get("crossovers", [])
+            for c in item.record["checks"]["mnist"].get("crossovers", [])
             if c["batch_size"] is not None
         ]
         section.charts.append(
             svg.line_chart(
                 f"step time: {item.label}",
-                list(series.values()),
+                charts.step_times(item.record),
                 "batch size",
                 "ms per step",
                 log_x=True,
@@ -599,16 +574,12 @@ def _ddp(items: list[Item]) -> Section | None:
                         x_ticks=[float(n) for n in run["world_sizes"]],
                     )
                 )
-            series: dict[int, svg.Series] = {}
-            for b in run["allreduce"]:
-                series.setdefault(
-                    b["world_size"], svg.Series(f"{run['backend']} x{b['world_size']}", [])
-                ).points.append((b["bytes"] / 1024, b["busbw_gb_s"]))
+            series = charts.allreduce(run)
             if series:
                 section.charts.append(
                     svg.line_chart(
                         f"all-reduce: {item.label}",
-                        list(series.values()),
+                        series,
                         "message size (KiB)",
                         "bus GB/s",
                         log_x=True,
