@@ -155,7 +155,10 @@ def _box(driver: str | None, *caps: str) -> Probe:
 def test_auto_takes_the_newest_cuda_the_driver_runs() -> None:
     chosen = selector.select(_box("535.104.05", "8.6"), release_spec="2.9.1")
     assert chosen.compute == "cu128"
-    assert chosen.rejected == ["cu130: driver 535.104.05 < 580 (CUDA 13 family floor)"]
+    assert [(r.build, r.cause, r.driver, r.floor) for r in chosen.passed] == [
+        ("cu130", "driver floor", "535.104.05", "580")
+    ]
+    assert chosen.rejected == ["cu130: driver 535.104.05 < 580 (CUDA 13 family floor)"]  # the words, once
     assert "below CUDA 12.8's own driver 570.26" in chosen.reasons[0]
     assert chosen.command.endswith("/whl/cu128")
 
@@ -163,24 +166,28 @@ def test_auto_takes_the_newest_cuda_the_driver_runs() -> None:
 def test_auto_skips_builds_without_kernels_for_the_gpu() -> None:
     chosen = selector.select(_box("580.65.06", "6.1"), release_spec="2.9.1")
     assert chosen.compute == "cu126"
-    assert chosen.rejected == ["cu130: no kernels for sm_61", "cu128: no kernels for sm_61"]
+    assert [(r.build, r.cause, r.arches) for r in chosen.passed] == [
+        ("cu130", "no kernels", ("sm_61",)),
+        ("cu128", "no kernels", ("sm_61",)),
+    ]
 
 
 def test_auto_blackwell_needs_a_build_with_sm_120() -> None:
     chosen = selector.select(_box("575.64.03", "12.0"), release_spec="2.9.1")
     assert chosen.compute == "cu128"
-    assert "cu130: driver 575.64.03 < 580 (CUDA 13 family floor)" in chosen.rejected
+    assert ("cu130", "driver floor", "580") in [(r.build, r.cause, r.floor) for r in chosen.passed]
 
 
 def test_auto_without_driver_is_cpu() -> None:
     chosen = selector.select(_box(None), release_spec="2.9.1")
     assert (chosen.compute, chosen.reasons) == ("cpu", ["cpu: no NVIDIA driver found"])
+    assert [(n.kind, n.figures["why"]) for n in chosen.because] == [("cpu_reason", "no driver")]
 
 
 def test_no_gpu_is_the_reason_when_asked_for_even_in_a_container() -> None:
     asked = probe.override(_box("580.65.06", "9.0")._replace(container=True), no_gpu=True)
     chosen = selector.select(asked, release_spec="2.9.1")
-    assert (chosen.compute, chosen.reasons) == ("cpu", ["cpu: no GPU, as --no-gpu says"])
+    assert [(n.kind, n.figures["why"]) for n in chosen.because] == [("cpu_reason", "no gpu")]
 
 
 @pytest.mark.parametrize(
@@ -810,7 +817,11 @@ def test_a_gpu_newer_than_every_build_of_a_release_is_told_which_release_first_h
     blackwell = probe.override(LINUX, driver="575.57.08", gpu_capabilities=["12.0"])
     chosen = selector.select(blackwell, release_spec="2.6.0")
     assert chosen.compute == "cpu"
-    assert "cu126: no kernels for sm_120: CUDA 12.6 compiles for sm_50 to sm_90 only" in chosen.rejected
+    assert ("cu126", "toolkit range", ("sm_120",), ("sm_50", "sm_90")) in [
+        (r.build, r.cause, r.arches, r.span) for r in chosen.passed
+    ]
+    first = next(n for n in chosen.noted if n.kind == "first_gpu_release")
+    assert (first.figures["first"].version, first.figures["compute"]) == ("2.7.0", "cu128")
     assert (
         "this GPU is newer than every build of torch 2.6.0: torch 2.7.0 (cu128) is the first release with its kernels"
     ) in chosen.notes
@@ -828,9 +839,9 @@ def test_the_release_named_for_a_gpu_is_told_with_the_build_its_own_answer_picks
         LINUX, driver="580.65.06", gpu_capabilities=["12.0"], python_version="3.12", glibc="2.35"
     )
     chosen = selector.select(blackwell, release_spec="2.6.0")
-    named = next(n for n in chosen.notes if n.startswith("no build of torch 2.6.0 runs on this GPU"))
-    newest = named.rsplit("--release ", 1)[1].rstrip(")")
-    assert named.endswith(f"with {selector.select(blackwell, release_spec=newest).compute} (--release {newest})")
+    named = next(n for n in chosen.noted if n.kind == "newer_gpu_release")
+    newest = named.figures["newest"].version
+    assert named.figures["compute"] == selector.select(blackwell, release_spec=newest).compute
     # glibc 2.17: 2.6.0's cu126 wheels are manylinux_2_28 (envs/index_tags.yaml), its cu124 ones install.
     old = probe.override(LINUX, driver="570.86.10", gpu_capabilities=["9.0"], python_version="3.12", glibc="2.17")
     host = selector.wheels.host_of(old, "x86_64")
