@@ -42,7 +42,7 @@ from kitbench.advice.wording import (
 from kitbench.errors import SelectionError
 from kitbench.machine import builds, drivers
 from kitbench.machine.builds import build
-from kitbench.machine.probe import EMULATES, Probe, another_machine, assumed_from_here, doubt
+from kitbench.machine.probe import EMULATES, Probe, another_machine, assumed_from_here, doubt, said_no_gpu
 from kitbench.machine.probe.intel import IntelGpu
 from kitbench.machine.versions import (
     arch_of_capability,
@@ -655,11 +655,11 @@ def _auto(rel: Release, machine: Probe, arch: str, package: str, out: Selection)
         out.because.append(vendor)
     elif _cudas(available) and machine.driver:
         out.because.append(note("cpu_reason", why="no cuda fits", machine=machine))
-    elif machine.driver or (available == ["cpu"] and machine.sources.get("driver") != "--no-gpu"):
+    elif machine.driver or (available == ["cpu"] and not said_no_gpu(machine)):
         # This release has no GPU build here at all (Windows on Arm, Linux aarch64 before 2.6): no driver or GPU
         # given would change the answer, and one given goes unused.
         out.because.append(note("no_cuda_build", rel=rel, where=wheels.place(host), gpu=bool(machine.driver)))
-    elif machine.sources.get("driver") == "--no-gpu":
+    elif said_no_gpu(machine):
         out.because.append(note("cpu_reason", why="no gpu", machine=machine))
     elif another_machine(machine):
         # The probe's findings (a container without GPUs, WSL) are this host's, not the machine asked about.

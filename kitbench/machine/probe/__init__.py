@@ -172,6 +172,7 @@ def _smi_gpu(parts: list[str]) -> Gpu | None:
 
 # What a GPU list's source says when nvidia-smi's answer was not all sound; install-cmd repeats it as a note.
 UNCONFIRMED = "; unconfirmed: "
+_NO_GPU = "--no-gpu"  # the source of every GPU fact where the question said there is none
 
 
 def _smi_doubt(returncode: int, stderr: str, gpus: tuple[Gpu, ...], strange: tuple[str, ...]) -> str | None:
@@ -406,6 +407,11 @@ def another_machine(machine: Probe) -> bool:
     return any(where in ("--os", "--glibc", "--arch", "--os-version") for where in machine.sources.values())
 
 
+def said_no_gpu(machine: Probe) -> bool:
+    """Whether the question said the machine has no GPU (``--no-gpu``), rather than none being found or given."""
+    return machine.sources.get("driver") == _NO_GPU
+
+
 def assumed_from_here(machine: Probe) -> dict[str, str]:
     """For another machine, what was taken from this host because it was not given: its Python's version and
     (Linux) its C library, as ``{fact: value}``; empty for this host itself."""
@@ -534,7 +540,7 @@ def override(
         changes["rosetta"] = target_os == "macos" and final_arch == "arm64" and final_py == "x86_64"
     if no_gpu:
         changes.update(driver=None, gpus=(), rocm=None, amd_gpus=(), intel_gpus=())
-        sources["driver"] = sources["gpus"] = sources["amd_gpus"] = sources["intel_gpus"] = "--no-gpu"
+        sources["driver"] = sources["gpus"] = sources["amd_gpus"] = sources["intel_gpus"] = _NO_GPU
     if driver is not None:
         driver = driver.strip()
         parse_driver(driver, "--driver")
