@@ -182,20 +182,24 @@ def _intel(device: str | bool = True, os: str = "linux") -> Probe:
 def test_xpu_only_for_the_gpus_the_xpu_builds_support(device: str, os: str, compute: str) -> None:
     chosen = selector.select(_intel(device, os), release_spec="2.9.1")
     assert chosen.compute == compute
+    said = chosen.because[-1]
     if compute == "xpu":
-        assert chosen.reasons[-1].startswith(f"xpu: Intel GPU 0x{device} (Intel ")
-        assert "not checked" not in chosen.reasons[-1]
+        # Checked against the families the XPU builds support, and found in one.
+        assert (said.kind, [g.device_id for g in said.figures["served"]]) == ("xpu_reason", [f"0x{device}"])
+        assert vendors.intel_gpus().family(f"0x{device}") is not None
     else:
-        assert chosen.reasons[-1].startswith(
-            f"cpu: Intel GPU 0x{device} [--intel-gpu] is none of the GPUs PyTorch's XPU builds support"
+        assert (said.kind, [g.device_id for g in said.figures["unserved"]], said.figures["where"]) == (
+            "intel_unsupported",
+            [f"0x{device}"],
+            "--intel-gpu",
         )
-        assert "UHD, Iris Xe and older Intel graphics run the CPU build" in chosen.reasons[-1]
         assert chosen.command.endswith("/whl/cpu")
 
 
 def test_intel_gpu_alone_keeps_its_meaning_and_says_it_was_not_checked() -> None:
     chosen = selector.select(_intel(True), release_spec="2.9.1")
-    assert chosen.compute == "xpu" and "device id is not known, so it was not checked" in chosen.reasons[-1]
+    assert chosen.compute == "xpu" and chosen.because[-1].kind == "xpu_reason"
+    assert [g.device_id for g in chosen.because[-1].figures["served"]] == [None]  # not known, so not checked
     assert _intel("8086:56A0").intel_gpus[0].device_id == "0x56a0"
     assert _intel("0x56a0").intel_gpus[0].device_id == "0x56a0"
     with pytest.raises(UsageError, match="--intel-gpu 'arc' is not a PCI device id"):
@@ -206,11 +210,16 @@ def test_a_desktop_uhd_beside_an_arc_card_is_left_out() -> None:
     gpus, where = intel.detect_windows((WINDOWS / "uhd770-a770-rx7900xtx.txt").read_text())
     box = LINUX._replace(os="windows", intel_gpus=gpus, sources={"intel_gpus": str(where)})
     chosen = selector.select(box, release_spec="2.9.1")
-    assert chosen.compute == "xpu" and "Intel GPU 0x56a0 (Intel Arc A-Series" in chosen.reasons[-1]
-    left = "Intel GPU 0x4680: none of the GPUs the XPU builds support, left out"
-    assert any(n.startswith(left) for n in chosen.notes)
+    assert chosen.compute == "xpu" and chosen.because[-1].kind == "xpu_reason"
+    assert [g.device_id for g in chosen.because[-1].figures["served"]] == ["0x56a0"]
+    assert "Intel GPU 0x56a0 (Intel Arc A-Series" in chosen.reasons[-1]  # the words: the family that serves it
+    left = [n for n in chosen.noted if n.kind == "intel_left_out"]
+    assert [
+        ([g.device_id for g in n.figures["unserved"]], [g.device_id for g in n.figures["served"]]) for n in left
+    ] == [(["0x4680"], ["0x56a0"])]
     forced = selector.select(_intel("9a49"), release_spec="2.9.1", compute="xpu")
-    assert "warning: xpu will not run on this machine: Intel GPU 0x9a49 is none of the GPUs it supports" in forced.notes
+    warned = [n for n in forced.noted if n.kind == "xpu_will_not_run"]
+    assert [[g.device_id for g in n.figures["gpus"]] for n in warned] == [["0x9a49"]]
 
 
 def test_the_recorded_pci_trees_get_xpu() -> None:
@@ -313,35 +322,48 @@ def _amd(*gfx: str) -> Probe:
 def test_amd_advice_per_release_and_architecture(release: str, gfx: tuple[str, ...], compute: str) -> None:
     chosen = selector.select(_amd(*gfx), release_spec=release)
     assert chosen.compute == compute
+    said = chosen.because[-1]
+    assert (said.figures["machine"].gfx, said.figures["where"]) == (gfx, "--gpu-gfx")
     if compute == "cpu":
-        assert f"carries kernels for {', '.join(gfx)}" in chosen.reasons[-1]
+        assert said.kind == "no_rocm_kernels"
         assert chosen.command.endswith("/whl/cpu")
     else:
         assert chosen.command.endswith(f"--index-url https://download.pytorch.org/whl/{compute}")
-        assert f"kernels for {', '.join(gfx)} [--gpu-gfx]" in chosen.reasons[-1]
+        # Checked against its recorded gfx list, every GPU deciding.
+        assert (said.kind, said.figures["compute"], said.figures["left"]) == ("rocm_reason", compute, [])
+        assert vendors.load().rocm_arches(compute) is not None
 
 
 def test_rejected_rocm_builds_name_the_missing_gfx_and_rdna_gets_a_hint_only() -> None:
     chosen = selector.select(_amd("gfx1101"), release_spec="2.5.1")
-    assert any(r.startswith("rocm6.2: no kernels for gfx1101") for r in chosen.rejected)
+    assert ("rocm6.2", "no kernels", ("gfx1101",)) in [(r.build, r.cause, r.arches) for r in chosen.passed]
     rx6700 = selector.select(_amd("gfx1031"), release_spec="2.9.1")
     assert rx6700.compute == "cpu"
-    assert rx6700.notes == [
-        "hint: HSA_OVERRIDE_GFX_VERSION=10.3.0 makes gfx1031 run gfx1030's kernels; "
-        "AMD does not support it, results are yours to check"
+    assert [(n.kind, n.figures["hint"]) for n in rx6700.noted] == [
+        (
+            "rocm_hint",
+            "HSA_OVERRIDE_GFX_VERSION=10.3.0 makes gfx1031 run gfx1030's kernels; "
+            "AMD does not support it, results are yours to check",
+        )
     ]
 
 
 def test_amd_off_linux_or_unrecorded_or_unknown_gfx() -> None:
     windows = selector.select(probe.override(LINUX, os="windows", gpu_gfx=["gfx1100"]), release_spec="2.9.1")
-    assert windows.compute == "cpu" and "ROCm builds exist only for Linux" in windows.reasons[-1]
+    assert windows.compute == "cpu"
+    assert (windows.because[-1].kind, windows.because[-1].figures["machine"].os) == ("no_rocm_build", "windows")
+    assert "ROCm builds exist only for Linux" in windows.reasons[-1]  # the words, once
     old = selector.select(_amd("gfx90a"), release_spec="2.1.2")
-    assert old.compute == "rocm5.6" and "gfx list is not recorded, so it was not checked" in old.reasons[-1]
+    assert old.compute == "rocm5.6"
+    assert (old.because[-1].kind, old.because[-1].figures["compute"]) == ("rocm_reason", "rocm5.6")
+    assert vendors.load().rocm_arches("rocm5.6") is None  # not recorded, so not checked: none passed over
+    assert [r.build for r in old.passed if r.cause != "no driver"] == []
     drm_only = LINUX._replace(
         amd_gpus=(amd.AmdGpu(0, None, "0x744c"),), sources={"amd_gpus": "/sys/class/drm/card*/device/vendor"}
     )
     chosen = selector.select(drm_only, release_spec="2.9.1")
-    assert chosen.compute == "rocm6.4" and "were not checked" in chosen.reasons[-1]
+    assert chosen.compute == "rocm6.4" and chosen.because[-1].kind == "rocm_reason"
+    assert chosen.because[-1].figures["machine"].gfx == ()  # no gfx named: nothing to check
 
 
 def test_kfd_lists_a_ryzen_igpu_beside_the_discrete_card() -> None:
@@ -395,23 +417,27 @@ def test_an_integrated_gpu_no_build_serves_leaves_the_choice_to_the_discrete_one
     chosen = selector.select(_amd(*gfx), release_spec=release)
     assert chosen.compute == compute
     igpu = next(g for g in gfx if g in vendors.load().integrated)
-    notes = [n for n in chosen.notes if "HIP_VISIBLE_DEVICES" in n]
+    notes = [n for n in chosen.noted if n.kind == "hidden_gpus"]
     if hidden is None:
         assert notes == []
     else:
-        assert len(notes) == 1 and notes[0].startswith(
-            f"{igpu} (HIP device {1 - int(hidden)}): an integrated GPU that {compute} has no kernels for, left out"
-        )
-        assert f"HIP_VISIBLE_DEVICES={hidden} " in notes[0]
-    assert not any("HSA_OVERRIDE_GFX_VERSION" in n for n in chosen.notes)
+        # The integrated GPU left out (its HIP device), and the one HIP_VISIBLE_DEVICES keeps.
+        figures = notes[0].figures
+        assert len(notes) == 1 and figures["compute"] == compute
+        assert [(g.index, g.gfx) for g in figures["left"]] == [(1 - int(hidden), igpu)]
+        assert [g.index for g in figures["gpus"] if g not in figures["left"]] == [int(hidden)]
+    assert "rocm_hint" not in [n.kind for n in chosen.noted]
     served = [g for g in gfx if hidden is None or g != igpu]
-    assert f"with kernels for {', '.join(served)} [--gpu-gfx]" in chosen.reasons[-1]
+    said = chosen.because[-1]
+    assert (said.kind, said.figures["compute"], said.figures["where"]) == ("rocm_reason", compute, "--gpu-gfx")
+    assert [g.gfx for g in said.figures["machine"].amd_gpus if g not in said.figures["left"]] == served
 
 
 def test_the_recorded_raphael_box_gets_a_hint_for_its_card_never_for_its_igpu() -> None:
     # gfx1032 (RX 6600) is in no build: the CPU build, the override hint aimed at the card alone.
     chosen = selector.select(_kfd("raphael-rx6600"), release_spec="2.9.1")
-    assert chosen.compute == "cpu" and "gfx1032" in chosen.reasons[-1]
+    assert chosen.compute == "cpu" and chosen.because[-1].kind == "no_rocm_kernels"
+    assert {r.arches for r in chosen.passed if r.cause == "no kernels"} == {("gfx1032",)}  # the card, not the iGPU
     hints = [n for n in chosen.notes if n.startswith("hint:")]
     assert hints == [
         "hint: HSA_OVERRIDE_GFX_VERSION=10.3.0 makes gfx1032 run gfx1030's kernels; "
@@ -421,8 +447,10 @@ def test_the_recorded_raphael_box_gets_a_hint_for_its_card_never_for_its_igpu() 
 
 def test_an_integrated_gpu_alone_decides_and_gets_no_override_hint() -> None:
     chosen = selector.select(_kfd("granite-ridge-igpu"), release_spec="2.9.1")
-    assert chosen.compute == "cpu" and "gfx1036" in chosen.reasons[-1]
-    assert not any("HSA_OVERRIDE" in n or "HIP_VISIBLE_DEVICES" in n for n in chosen.notes)
+    assert chosen.compute == "cpu" and chosen.because[-1].kind == "no_rocm_kernels"
+    assert chosen.because[-1].figures["machine"].gfx == ("gfx1036",)
+    assert {r.arches for r in chosen.passed if r.cause == "no kernels"} == {("gfx1036",)}
+    assert not {"rocm_hint", "hidden_gpus"} & {n.kind for n in chosen.noted}
     strix_halo = selector.select(_amd("gfx1151"), release_spec="2.13.0")  # an APU some build serves
     assert strix_halo.compute == "rocm7.2"
 
@@ -446,10 +474,12 @@ def test_nvidia_comes_before_an_amd_igpu() -> None:
 def test_intel_advice_per_release(release: str, os: str, compute: str) -> None:
     chosen = selector.select(probe.override(LINUX, os=os, intel_gpu=True), release_spec=release)
     assert chosen.compute == compute
+    said = chosen.because[-1]
+    assert ([g.device_id for g in said.figures["served"]], said.figures["where"]) == ([None], "--intel-gpu")
     if compute == "xpu":
-        assert chosen.command.endswith("/xpu") and chosen.reasons[-1].startswith("xpu: an Intel GPU [--intel-gpu]")
+        assert chosen.command.endswith("/xpu") and said.kind == "xpu_reason"
     else:
-        assert "has no XPU build" in chosen.reasons[-1]
+        assert said.kind == "no_xpu_build"
 
 
 def test_compute_xpu_and_rocm_in_every_format() -> None:
@@ -710,9 +740,12 @@ def test_rocm_and_xpu_targets_load_and_preflight_refuses_them_without_the_gpu(mo
 def test_a_gpu_this_release_cannot_serve_is_pointed_at_a_release_that_can() -> None:
     strix = selector.select(_amd("gfx1151"), release_spec="2.9.1")
     # 2.15's ROCm builds are inferred (a nightly matrix): the pointer names 2.14.1's, published on Start Locally.
-    assert "torch 2.14.1 has rocm7.14 with kernels for gfx1151: --release 2.14.1" in strix.notes
+    pointed = [n for n in strix.noted if n.kind == "other_rocm_release"]
+    assert [(n.figures["version"], n.figures["compute"]) for n in pointed] == [("2.14.1", "rocm7.14")]
+    assert "torch 2.14.1 has rocm7.14 with kernels for gfx1151: --release 2.14.1" in strix.notes  # the words, once
     nightly = selector.select(_amd("gfx1031"), release_spec="nightly")  # no release serves it: no pointer
-    assert nightly.compute == "cpu" and not any("--release" in note for note in nightly.notes)
+    assert nightly.compute == "cpu"
+    assert [n.kind for n in nightly.noted] == ["nightly_unpinned", "unverified", "rocm_hint"]
 
 
 def test_cli_probe_shows_the_amd_gpus_and_their_source(
