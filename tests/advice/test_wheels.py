@@ -143,7 +143,8 @@ def _key(version: str) -> tuple[int, ...]:
 
 def mps_held(chosen: selector.Selection) -> bool:
     """Whether the answer is an older release for MPS's sake, not for its wheels'."""
-    return chosen.compute == "mps" and any("not the newest release" in note for note in chosen.notes)
+    held = {"older_release", "older_mac_release", "no_build_here"}  # the notes on a release not the newest
+    return chosen.compute == "mps" and any(n.kind in held for n in chosen.noted)
 
 
 @pytest.mark.parametrize("platform", list(PLATFORMS))
@@ -171,9 +172,8 @@ def test_golden_grid_stable_is_the_newest_release_that_installs(platform: str) -
             assert _version_of(chosen.command) == chosen.release == fits[-1], (python, package)
             stable = list(releases.releases())[-1]
             if not mps_held(chosen):
-                assert (f"{fits[-1]} is the newest release that installs here" in " ".join(chosen.notes)) == (
-                    fits[-1] != stable
-                )
+                moved = [n.figures["newest"] for n in chosen.noted if n.kind == "stable_moved"]
+                assert moved == ([fits[-1]] if fits[-1] != stable else []), (python, package)
 
 
 @pytest.mark.parametrize(
@@ -222,7 +222,7 @@ def test_macos_cpu_gives_pytorch_orgs_published_command_verbatim(row: tuple[str,
             continue
         chosen = selector.select(machine, release_spec=version, package=package, compute="cpu", fmt=fmt)
         assert chosen.command == published
-        assert any("also carries MPS" in n for n in chosen.notes) == (machine.arch == "arm64")
+        assert ("mps_default" in [n.kind for n in chosen.noted]) == (machine.arch == "arm64")
 
 
 def test_builds_from_pytorchs_own_index_are_marked_as_assumed_from_pypi() -> None:
@@ -237,15 +237,21 @@ def test_an_old_gpu_on_stable_names_the_newest_release_whose_build_runs_on_it() 
     chosen = selector.select(pascal)
     newest = releases.release("stable").version
     assert (chosen.release, chosen.compute) == ("2.7.1", "cu118")
-    assert chosen.notes[0].startswith(
-        f"torch 2.7.1, not the newest release ({newest}): no build of {newest} runs on this GPU ("
+    held = chosen.noted[0]
+    assert (held.kind, held.figures["rel"].version, held.figures["newest"].version) == (
+        "older_release",
+        "2.7.1",
+        newest,
     )
+    assert [(r.build, r.cause) for r in held.figures["passed"]] == [("cu132", "no kernels"), ("cu130", "no kernels")]
     # An explicit release keeps its own best build, and names the newest release that would use the GPU.
     pinned = selector.select(pascal, release_spec=newest)
     assert pinned.compute == "cpu"
-    assert "the newest that does is torch 2.7.1 with cu118 (--release 2.7.1)" in " ".join(pinned.notes)
+    named = [(n.figures["newest"].version, n.figures["compute"]) for n in pinned.noted if n.kind == "newer_gpu_release"]
+    assert named == [("2.7.1", "cu118")]
     # Asked for the CPU build, the GPU's builds are no concern of the answer.
-    assert not any("runs on this GPU" in n for n in selector.select(pascal, compute="cpu").notes)
+    on_the_gpu = {"older_release", "newer_gpu_release", "first_gpu_release", "cpu_fallback"}
+    assert on_the_gpu.isdisjoint(n.kind for n in selector.select(pascal, compute="cpu").noted)
 
 
 def test_torchaudio_wheels_are_recorded_and_checked_like_torchvisions() -> None:
@@ -283,7 +289,9 @@ def test_free_threaded_pythons_are_told_apart() -> None:
     # cp313t wheels stop at 2.12.0: stable for a 3.13t Python is 2.12.0, with why 2.12.1 does not install.
     chosen = selector.select(ft)
     assert chosen.release == "2.12.0"
-    assert any("has no wheel for a free-threaded Python 3.13t (it has free-threaded 3.14" in n for n in chosen.notes)
+    moved = [n.figures for n in chosen.noted if n.kind == "stable_moved"]
+    assert [f["newest"] for f in moved] == ["2.12.0"]
+    assert "has no wheel for a free-threaded Python 3.13t (it has free-threaded 3.14" in moved[0]["why"]
     assert selector.select(BASE._replace(python_version="3.14t")).release == list(releases.releases())[-1]
     with pytest.raises(SelectionError, match=r"no wheel for a free-threaded Python 3.13t \(it has free-threaded"):
         selector.select(ft, release_spec="2.13.0")
@@ -403,32 +411,39 @@ def test_a_builds_recorded_index_tags_decide_over_pypis() -> None:
     # 2.6.0's cu126 wheels are manylinux_2_28 on PyTorch's index (its PyPI wheels say manylinux1).
     centos7 = selector.select(_gpu_box("2.17"), release_spec="2.6.0")
     assert centos7.compute == "cu124"
-    assert any(
-        r.startswith("cu126: torch 2.6.0+cu126's Linux x86_64 wheels need glibc 2.28 or newer (manylinux_2_28_x86_64)")
-        for r in centos7.rejected
+    refused = [r for r in centos7.passed if r.build == "cu126"]
+    assert [r.cause for r in refused] == ["install"]
+    assert refused[0].detail.startswith(
+        "torch 2.6.0+cu126's Linux x86_64 wheels need glibc 2.28 or newer (manylinux_2_28_x86_64)"
     )
+    assert refused[0].listing.startswith("download.pytorch.org/whl/cu126/")  # the recorded listing decided
     assert centos7.facts["wheels"]["assumed_from"] == "recorded index listing"
     rhel8 = selector.select(_gpu_box("2.28"), release_spec="2.6.0")
     assert rhel8.compute == "cu126" and rhel8.facts["wheels"]["assumed_from"] == "recorded index listing"
     forced = selector.select(_gpu_box("2.17"), release_spec="2.6.0", compute="cu126")
-    warned = "warning: cu126 will not install on this machine: torch 2.6.0+cu126's"
-    assert any(n.startswith(warned) and "(as recorded: download.pytorch.org/whl/cu126/" in n for n in forced.notes)
+    warnings = [n.figures for n in forced.noted if n.kind == "will_not_install"]
+    assert [w["compute"] for w in warnings] == ["cu126"]
+    assert warnings[0]["why"].startswith("torch 2.6.0+cu126's")
+    assert warnings[0]["listing"].startswith("download.pytorch.org/whl/cu126/")
     # The short answer keeps the warning and leaves the listing it cites to --explain.
+    warned = "warning: cu126 will not install on this machine: torch 2.6.0+cu126's"
     short = summary(forced.because, forced.noted)
     assert short[-1].startswith(warned) and short[-1].endswith("this machine has glibc 2.17 (--explain: the listing)")
 
 
 def test_a_build_assumed_to_carry_pypis_tags_says_so_when_that_decides_it() -> None:
-    said = "Linux wheels are not on PyPI and no listing of them from PyTorch's index is recorded"
+    def assumed(chosen: selector.Selection) -> list[tuple[str, str]]:
+        return [(n.figures["rel"].version, n.figures["compute"]) for n in chosen.noted if n.kind == "assumed_tags"]
+
     # glibc 2.17: older than 2.28, where an index build's own tag may differ from its PyPI wheels'.
     old = selector.select(_gpu_box("2.17"), release_spec="2.5.1")
-    assert old.compute.startswith("cu") and any(said in n for n in old.notes)
+    assert old.compute.startswith("cu") and assumed(old) == [("2.5.1", old.compute)]
     assert old.facts["wheels"]["assumed_from"] == "pypi"
     # A new glibc, the release asked for installs: the assumption decided nothing.
-    assert not any(said in n for n in selector.select(_gpu_box("2.35"), release_spec="2.5.1").notes)
+    assert assumed(selector.select(_gpu_box("2.35"), release_spec="2.5.1")) == []
     # Stable moved by the wheel facts (Python 3.10 has no 2.15.0 wheel): it decided the release.
     moved = selector.select(_gpu_box("2.35"))
-    assert moved.release != list(releases.releases())[-1] and any(said in n for n in moved.notes)
+    assert moved.release != list(releases.releases())[-1] and assumed(moved) == [(moved.release, moved.compute)]
 
 
 # --- what torch pulls in on Linux (envs/runtime_tags.yaml) ------------------------------------------------------
@@ -490,21 +505,21 @@ def test_a_runtime_package_needing_a_newer_glibc_than_torch_passes_its_build_ove
     asked = selector.select(_h200("2.31"), release_spec="2.15.0")
     assert asked.compute == "cpu"
     said = (
-        "cu132: torch 2.15.0+cu132 pulls in triton~=3.9.0, whose Linux x86_64 wheels need glibc 2.35 or newer; "
+        "torch 2.15.0+cu132 pulls in triton~=3.9.0, whose Linux x86_64 wheels need glibc 2.35 or newer; "
         "this machine has glibc 2.31 (envs/runtime_tags.yaml: PyPI's torch wheels' Requires-Dist, read "
     )
-    assert any(
-        r.startswith(said)
-        and r.endswith("no record of torch 2.15.0+cu132's own requirements, so they are taken to be its PyPI wheels')")
-        for r in asked.rejected
+    refused = [r for r in asked.passed if r.build == "cu132"]
+    assert [(r.cause, r.listing) for r in refused] == [("install", "")]  # what it pulls in, no listing, refuses it
+    assert refused[0].detail.startswith(said)
+    assert refused[0].detail.endswith(
+        "no record of torch 2.15.0+cu132's own requirements, so they are taken to be its PyPI wheels')"
     )
     stable = selector.select(_h200("2.31"))
     assert stable.release == "2.14.1" and stable.compute.startswith("cu")
     forced = selector.select(_h200("2.31"), release_spec="2.15.0", compute="cu130")
-    assert any(
-        n.startswith("warning: cu130 will not install on this machine: torch 2.15.0+cu130 pulls in triton")
-        for n in forced.notes
-    )
+    warnings = [n.figures for n in forced.noted if n.kind == "will_not_install"]
+    assert [w["compute"] for w in warnings] == ["cu130"]
+    assert warnings[0]["why"].startswith("torch 2.15.0+cu130 pulls in triton")
     # glibc 2.35 meets it: the answer is as without the plant.
     assert selector.select(_h200("2.35")).compute == "cu132"
 
@@ -522,7 +537,9 @@ def test_a_build_s_own_record_decides_over_its_release_s_pypi_wheels(envs_copy: 
     }
     _plant(envs_copy, "2.15.0", "triton", "2.35", (recorded,))
     chosen = selector.select(_h200("2.31"), release_spec="2.15.0")
-    assert chosen.compute == "cu130" and chosen.rejected[0].startswith("cu132: torch 2.15.0+cu132 pulls in triton")
+    assert chosen.compute == "cu130"
+    assert (chosen.passed[0].build, chosen.passed[0].cause) == ("cu132", "install")
+    assert chosen.passed[0].detail.startswith("torch 2.15.0+cu132 pulls in triton")
     # Recorded for Python 3.12 only: on 3.13 the PyPI wheels' pins are taken, and refuse it.
     assert selector.select(_h200("2.31", "3.13"), release_spec="2.15.0").compute == "cpu"
     recorded["requires"] = [{"requirement": "triton==3.9.0", "glibc": "2.33"}]
@@ -539,12 +556,10 @@ def test_a_runtime_package_with_no_wheel_for_the_python_passes_the_build_over(en
     _plant(envs_copy, "2.15.0", "nvidia-cudnn-cu13", "no wheel")
     chosen = selector.select(_h200("2.39"), release_spec="2.15.0")
     assert chosen.compute == "cpu"
-    assert any(
-        r.startswith(
-            "cu132: torch 2.15.0+cu132 pulls in nvidia-cudnn-cu13==9.26.0.51, which has no Linux "
-            "x86_64 wheel for Python 3.12 ("
-        )
-        for r in chosen.rejected
+    refused = [r for r in chosen.passed if r.build == "cu132"]
+    assert [r.cause for r in refused] == ["install"]
+    assert refused[0].detail.startswith(
+        "torch 2.15.0+cu132 pulls in nvidia-cudnn-cu13==9.26.0.51, which has no Linux x86_64 wheel for Python 3.12 ("
     )
 
 
@@ -669,8 +684,10 @@ def test_a_release_named_in_a_hint_or_note_installs_here_too() -> None:
     from kitbench.machine.probe.amd import AmdGpu
 
     rdna4 = BASE._replace(python_version="3.8", amd_gpus=(AmdGpu(0, "gfx1201", None),))
-    assert not any("--release" in n for n in selector.select(rdna4).notes)
+    old = selector.select(rdna4)
+    assert [n.kind for n in old.noted] == ["stable_moved", "cpu_fallback", "assumed_tags"]  # no other_rocm_release
     # 2.5.1's ROCm 6.1 and 6.2 builds lack it too: the note names a newer release, one that installs here.
-    assert any(
-        "--release" in n for n in selector.select(rdna4._replace(python_version="3.12"), release_spec="2.5.1").notes
-    )
+    py312 = rdna4._replace(python_version="3.12")
+    named = [n.figures for n in selector.select(py312, release_spec="2.5.1").noted if n.kind == "other_rocm_release"]
+    assert [(f["version"], f["compute"]) for f in named] == [("2.14.1", "rocm7.14")]
+    assert wheels.refusal(named[0]["version"], wheels.host_of(py312)) is None
