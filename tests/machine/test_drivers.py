@@ -78,19 +78,26 @@ def test_a_floor_resting_on_docs_or_an_inference_is_said_and_never_decides(envs_
     machine = probe.override(BARE, driver="570.124.06", gpu_capabilities=["12.0"], glibc="2.35")
     chosen = selector.select(machine)
     assert chosen.compute.startswith("cu")  # the inferred 575.51.03 floor does not take the CUDA build away
-    assert any(
-        n.startswith("Blackwell GPUs (compute capability 12.0) may need driver >= 575.51.03") and "inferred" in n
-        for n in chosen.notes
-    ), chosen.notes
+    said = [n.figures for n in chosen.noted if n.kind == "inferred_gpu_floor"]
+    assert [(f["generation"].name, f["capability"], f["driver"], f["os"]) for f in said] == [
+        ("Blackwell", "12.0", "570.124.06", "linux")
+    ], chosen.noted
+    assert said[0]["generation"].floor("linux") == "575.51.03" and not said[0]["generation"].published
 
 
 def test_a_gpu_its_driver_cannot_drive_gets_the_cpu_build_and_the_driver_to_update_to() -> None:
     h100 = probe.override(BARE, driver="470.256.02", gpu_capabilities=["9.0"], glibc="2.35")
     chosen = selector.select(h100)
     assert chosen.compute == "cpu"
-    assert any("cannot drive sm_90 (Hopper): update the driver to at least 520.61.05" in n for n in chosen.notes)
+    fallback = next(n for n in chosen.noted if n.kind == "cpu_fallback")
+    assert fallback.figures["passed"] == chosen.passed
+    assert {(r.cause, r.arches, r.detail, r.driver, r.floor) for r in chosen.passed} == {
+        ("gpu floor", ("sm_90",), "Hopper", "470.256.02", "520.61.05")
+    }
     asked = selector.select(h100, release_spec="2.7.1", compute="cu118")
+    warned = [n.figures for n in asked.noted if n.kind == "will_not_run"]
+    assert [(w["compute"], w["why"].cause, w["why"].floor) for w in warned] == [("cu118", "gpu floor", "520.61.05")]
     assert any(
         n.startswith("warning: cu118 will not run on this machine: driver 470.256.02 cannot drive sm_90")
         for n in asked.notes
-    )
+    )  # the words, once
