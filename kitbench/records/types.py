@@ -1,12 +1,20 @@
 """Types shared across modules: the run record as readers see it, and as it is written.
 
-These mirror ``kitbench/records/schemas/run.schema.json`` field for field (a test
-keeps them in step). ``records.read`` validates a file against the schema
-before it hands one of these out, so code that reads a record can index the
-required fields without checking them again. The writer builds the record,
-its options and its environment as these types (mypy checks them); the checks'
-result dataclasses use the same field types, ``float`` where a non-finite value
-reads back as None (tests/test_types.py holds each to its type here).
+These mirror ``kitbench/records/schemas/run.schema.json`` field for field. ``records.read``
+validates a file against the schema before it hands one of these out, so code that reads a
+record can index the required fields without checking them again. The writer builds the record,
+its options and its environment as these types (mypy checks them); the checks' result dataclasses
+use the same field types, ``float`` where a non-finite value reads back as None.
+
+So a check's record (``MnistRun``, say) is declared three times: its result dataclass, its type
+here, its part of the schema. None is derived from another because each holds what the others
+cannot: the dataclass, what the check has in hand (a loss is a float, NaN included; a profile is a
+``StepProfile``); this type, what a record read back may hold (a non-finite float read as None, a
+field that /1 and /2 records lack NotRequired), which mypy needs spelled out as a class; the schema,
+the bounds and patterns a file must meet, as JSON that fastjsonschema compiles and editors read.
+Tests hold them together instead, so a field added to one and not the others fails:
+tests/records/test_records.py holds these types to the schema (names, JSON types, which are
+required) and tests/records/test_types.py each result dataclass to its type here.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ RANK_BYTES = 512 * 2**20
 MAX_SEED = 2**63 - 2  # torch seeds are 64-bit; the warm-up uses seed + 1
 MAX_EPOCHS = 1000
 MAX_BATCH = 2**20
-# records.SCHEMA as the Literal that RunRecord's "schema" takes (tests/test_types.py keeps the two equal).
+# records.SCHEMA as the Literal that RunRecord's "schema" takes (tests/records/test_types.py keeps the two equal).
 SCHEMA: Final = "kitbench.run/3"
 DATA_CHECKS = ("mnist", "ddp")  # the checks that train on MNIST: the others run without it
 
@@ -140,7 +140,7 @@ def _bound_world(nproc: int) -> None:
 
 def options_record(options: Options) -> RunOptions:
     """The options as JSON has them (lists, strings), so a record reads back equal; field by field in
-    the dataclass's order, so that mypy checks each against the reader's type (tests/test_types.py
+    the dataclass's order, so that mypy checks each against the reader's type (tests/records/test_types.py
     checks that none is left out)."""
     return {
         "checks": list(options.checks),
@@ -307,7 +307,7 @@ def _run_checks_torch(
     )
     records.write_atomic(path, record)
     # A check's result is its dataclass through asdict (or a failure's summary), filed under a name known
-    # only at run time: mypy cannot hold that to ``Checks``, so tests/test_types.py holds every result
+    # only at run time: mypy cannot hold that to ``Checks``, so tests/records/test_types.py holds every result
     # dataclass to its reader type, field by field.
     written = cast("dict[str, dict[str, Any]]", record["checks"])
     for name in options.checks:
