@@ -106,14 +106,9 @@ class Selection:
 
     def as_dict(self) -> dict[str, Any]:
         """What ``--json`` prints: the answer's fields and words, and the decision as values."""
+        shown = ("command", "compute", "release", "os", "arch", "package", "format", "verified")
         return {
-            **{name: getattr(self, name) for name in ("command", "compute", "release", "os", "arch", "package")},
-            "format": self.format,
-            "verified": self.verified,
-            "reasons": self.reasons,
-            "rejected": self.rejected,
-            "notes": self.notes,
-            "facts": self.facts,
+            **{name: getattr(self, name) for name in (*shown, "reasons", "rejected", "notes", "facts")},
             "decision": {
                 "pins": dict(self.pins),
                 "index": self.index,

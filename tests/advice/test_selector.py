@@ -567,21 +567,9 @@ def test_a_platform_with_no_gpu_build_says_so_not_that_no_gpu_was_given() -> Non
     machine given without one is not told that a GPU would change the answer."""
     given = selector.select(WOA._replace(driver="580.65.06", gpus=(Gpu(0, "NVIDIA H100", "9.0", None),)))
     assert given.compute == "cpu"
-    said = given.because[-1]
-    assert (said.kind, said.figures["rel"].version, said.figures["where"], said.figures["gpu"]) == (
-        "no_cuda_build",
-        "2.13.0",
-        "Windows arm64",
-        True,
-    )
+    assert _no_cuda_build(given) == ("no_cuda_build", "2.13.0", "Windows arm64", True)
     assert given.reasons[-1] == "cpu: torch 2.13.0 has no CUDA build for Windows arm64, so the NVIDIA GPU goes unused"
-    alone = selector.select(WOA).because[-1]
-    assert (alone.kind, alone.figures["rel"].version, alone.figures["where"], alone.figures["gpu"]) == (
-        "no_cuda_build",
-        "2.13.0",
-        "Windows arm64",
-        False,
-    )
+    assert _no_cuda_build(selector.select(WOA)) == ("no_cuda_build", "2.13.0", "Windows arm64", False)
     assert selector.select(WOA).reasons[-1] == "cpu: the only build torch 2.13.0 has for Windows arm64"
     old = selector.select(
         LINUX._replace(
@@ -589,13 +577,13 @@ def test_a_platform_with_no_gpu_build_says_so_not_that_no_gpu_was_given() -> Non
         ),
         release_spec="2.5.1",
     )
-    said = old.because[-1]
-    assert (said.kind, said.figures["rel"].version, said.figures["where"], said.figures["gpu"]) == (
-        "no_cuda_build",
-        "2.5.1",
-        "Linux aarch64",
-        True,
-    )
+    assert _no_cuda_build(old) == ("no_cuda_build", "2.5.1", "Linux aarch64", True)
+
+
+def _no_cuda_build(chosen: selector.Selection) -> tuple[str, str, str, bool]:
+    """The reason's kind and figures: which release, where, and whether an NVIDIA GPU goes unused."""
+    said = chosen.because[-1]
+    return said.kind, said.figures["rel"].version, said.figures["where"], said.figures["gpu"]
 
 
 def test_every_capability_a_gpu_has_is_accepted() -> None:
