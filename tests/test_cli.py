@@ -1224,6 +1224,26 @@ def test_another_machine_s_answer_says_what_it_took_from_this_host(capsys: pytes
     assert mine["facts"]["container"] == here.container and not any(n.startswith("assumed:") for n in mine["notes"])
 
 
+@pytest.mark.parametrize("os", ["windows", "macos"])
+def test_another_os_takes_nothing_from_this_host(os: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Another OS's Python is unknown and constrains nothing: no "assumed" note (it said "assumed: Python ,
+    this host's" with nothing after "Python"), and the facts say the Python is unknown."""
+    assert main(["install-cmd", "--os", os, "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert "assumed_host" not in [n["kind"] for n in answer["decision"]["notes"]]
+    assert answer["facts"]["python_version"] == ""
+    assert main(["install-cmd", "--os", os, "--python-version", "3.12", "--json"]) == 0
+    assert "assumed_host" not in [n["kind"] for n in json.loads(capsys.readouterr().out)["decision"]["notes"]]
+
+
+def test_the_assumed_note_names_what_gives_that_machine_its_own() -> None:
+    from kitbench.advice.wording import assumed_host
+
+    on_linux = assumed_host({"Python": "3.11.7", "glibc": "2.36"}, "linux")
+    assert on_linux.endswith("(--python-version and --glibc give their own)")
+    assert assumed_host({"Python": "3.11.7"}, "macos").endswith("(--python-version gives its own)")
+
+
 def test_a_gpu_no_build_has_kernels_for_is_told_so_not_told_to_update_its_driver(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -344,9 +344,9 @@ def machine_facts(machine: Probe) -> dict[str, Any]:
 def assumed_host(found: dict[str, str], os: str) -> str:
     """The line on another machine's answer that rests on this host's Python (and C library) because they were
     not given."""
-    given = "--python-version" + (" and --glibc" if os == "linux" else "")
+    given = "--python-version and --glibc give their own" if os == "linux" else "--python-version gives its own"
     said = " and ".join(f"{name} {version}" for name, version in found.items())
-    return f"assumed: {said}, this host's, as none was given for that machine ({given} give its own)"
+    return f"assumed: {said}, this host's, as none was given for that machine ({given})"
 
 
 _ROSETTA = "this is an Apple Silicon Mac running an x86_64 Python (Rosetta 2), which gets no MPS"

@@ -414,11 +414,12 @@ def said_no_gpu(machine: Probe) -> bool:
 
 def assumed_from_here(machine: Probe) -> dict[str, str]:
     """For another machine, what was taken from this host because it was not given: its Python's version and
-    (Linux) its C library, as ``{fact: value}``; empty for this host itself."""
+    (Linux) its C library, as ``{fact: value}``; empty for this host itself. Another OS takes neither: its
+    Python is unknown (empty) and constrains nothing, so nothing of this host's is assumed for it."""
     if not another_machine(machine):
         return {}
     found = {}
-    if not machine.sources.get("python_version", "").startswith("--"):
+    if machine.python_version and not machine.sources.get("python_version", "").startswith("--"):
         found["Python"] = machine.python_version
     if (
         machine.os == "linux"
