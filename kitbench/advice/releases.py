@@ -40,6 +40,9 @@ class Evidence(NamedTuple):
     also: str = ""  # a second source, or one that disagrees
 
 
+_AHEAD = 1 << 31  # above every release's major version, for nightly's key
+
+
 class Release(NamedTuple):
     """One release as install-cmd answers it. A named tuple, not a dataclass: as immutable, and much cheaper
     to define, which install-cmd's start-up pays on every run."""
@@ -103,7 +106,12 @@ class Release(NamedTuple):
 
     @property
     def key(self) -> tuple[int, ...]:
+        """The release's place in time: nightly builds are ahead of every release (their versions are the next
+        release's ``.dev`` ones), which is where pip and uv order them too."""
+        if self.nightly:
+            return (_AHEAD,)
         return tuple(int(p) for p in self.version.split("."))
+
 
 
 def _pytorch() -> _files.Stamp:
@@ -499,6 +507,6 @@ def kernels(rel: Release, machine: Probe, compute: str) -> tuple[str, ...] | Non
 def earlier_kernels(version: str, compute: str) -> tuple[str, tuple[str, ...]] | None:
     """The recorded kernel list of ``compute`` in the newest release older than ``version`` that has one."""
     for older in newest_first(derived=False):
-        if (version == "nightly" or older.key < release(version).key) and compute in older.kernels:
+        if older.key < release(version).key and compute in older.kernels:
             return older.version, older.kernels[compute]
     return None

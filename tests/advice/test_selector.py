@@ -387,6 +387,16 @@ def test_nightly_is_the_dated_start_locally_form(os: str, compute: str) -> None:
     assert chosen.noted[1].kind == "unverified" and "as of 2026-08-21" in chosen.noted[1].figures["why"]
 
 
+def test_nightly_is_ahead_of_every_release_in_time() -> None:
+    """Release.key raised ValueError on nightly ("nightly" is no dotted number): nightly sorts after every
+    release, as pip orders its .dev versions, so "the newest release before nightly with a kernel list" is the
+    newest release with one."""
+    every = list(releases.releases().values())
+    assert max([*every, releases.nightly()], key=lambda r: r.key).nightly
+    listed = max((r for r in every if "cu126" in r.kernels), key=lambda r: r.key)
+    assert releases.earlier_kernels("nightly", "cu126") == (listed.version, listed.kernels["cu126"])
+
+
 def test_nightly_refuses_what_it_lacks() -> None:
     with pytest.raises(SelectionError, match="nightly has no cu118 build"):
         selector.select(LINUX, release_spec="nightly", compute="cu118")
