@@ -700,21 +700,22 @@ def _cuda_rejection(rel: Release, machine: Probe, compute: str) -> Rejection | N
     kernel_less = _kernel_rejection(rel, machine, compute, cuda)
     if kernel_less is not None:
         return kernel_less
+    need = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os)
+    toolkit = None
+    if not need.allows(machine.driver):
+        toolkit = Rejection(compute, "driver floor", driver=machine.driver, floor=str(need.floor), cuda=cuda)
     for cc in machine.capabilities:
         generation = drivers.load().generation(cc)
         if generation is not None and generation.published and not generation.allows(machine.driver, machine.os):
+            gpu_floor = str(generation.floor(machine.os))
+            # The higher floor is the one to name: the toolkit's drives the GPU too (an H100 on 470 needs 580
+            # for CUDA 13, not Hopper's 520.61.05, after which cu130 would still not run).
+            if toolkit is not None and need.floor is not None and version_tuple(need.floor) >= version_tuple(gpu_floor):
+                return toolkit
             return Rejection(
-                compute,
-                "gpu floor",
-                arches=_sm([cc]),
-                driver=machine.driver,
-                floor=str(generation.floor(machine.os)),
-                detail=generation.name,
+                compute, "gpu floor", arches=_sm([cc]), driver=machine.driver, floor=gpu_floor, detail=generation.name
             )
-    need = drivers.load().requirement(f"{cuda[0]}.{cuda[1]}", machine.os)
-    if not need.allows(machine.driver):
-        return Rejection(compute, "driver floor", driver=machine.driver, floor=str(need.floor), cuda=cuda)
-    return None
+    return toolkit
 
 
 def _kernel_rejection(rel: Release, machine: Probe, compute: str, cuda: tuple[int, int]) -> Rejection | None:
