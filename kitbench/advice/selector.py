@@ -554,17 +554,20 @@ def _accelerated_release(
 
 def _kernel_less(machine: Probe, arch: str, package: str, host: wheels.Host) -> list[str]:
     """The NVIDIA GPUs' architectures that no CUDA build of a release that installs here has kernels
-    for, whatever the driver."""
+    for, whatever the driver; none where no such release has a CUDA build here at all (Windows on Arm), which
+    is the reason then, not the kernels."""
+    def cuda() -> Iterator[tuple[Release, str]]:
+        for rel in _installing(host):
+            for compute in answerable(rel, computes(rel, machine.os, arch, package), machine.os, arch):
+                if build(compute).kind == "cuda":
+                    yield rel, compute
+
     found = []
     for cc in machine.capabilities:
         alone = machine._replace(driver="9999", gpus=tuple(g for g in machine.gpus if g.capability == cc))
-        if not any(
-            build(compute).kind == "cuda" and _cuda_rejection(rel, alone, compute) is None
-            for rel in _installing(host)
-            for compute in answerable(rel, computes(rel, machine.os, arch, package), machine.os, arch)
-        ):
+        if not any(_cuda_rejection(rel, alone, compute) is None for rel, compute in cuda()):
             found.append(arch_of_capability(parse_capability(cc)))
-    return found
+    return found if found and any(cuda()) else []
 
 
 def _driver_need(rel: Release, machine: Probe, arch: str, package: str) -> str | None:

@@ -579,6 +579,9 @@ def test_a_platform_with_no_gpu_build_says_so_not_that_no_gpu_was_given() -> Non
     assert given.compute == "cpu"
     assert _no_cuda_build(given) == ("no_cuda_build", "2.13.0", "Windows arm64", True)
     assert given.reasons[-1] == "cpu: torch 2.13.0 has no CUDA build for Windows arm64, so the NVIDIA GPU goes unused"
+    # No kernels are missing where no build exists: the fallback named sm_90 as kernel-less, which it is not.
+    fallback = next(n for n in given.noted if n.kind == "cpu_fallback")
+    assert fallback.figures["kernel_less"] == []
     assert _no_cuda_build(selector.select(WOA)) == ("no_cuda_build", "2.13.0", "Windows arm64", False)
     assert selector.select(WOA).reasons[-1] == "cpu: the only build torch 2.13.0 has for Windows arm64"
     old = selector.select(
