@@ -233,7 +233,9 @@ def tests(session: nox.Session) -> None:
     """Run the test suite against the cpu target's pinned torch."""
     _install_suite(session, targets.get("cpu"))
     session.install(*_dev_requirements("dev"))
-    session.run("pytest", *session.posargs)
+    # On every core, a module (or the modules sharing a session fixture) whole on one worker: tests/conftest.py.
+    # What is given after -- comes last, so -n 0 there runs them in one process.
+    session.run("pytest", "--numprocesses=auto", "--dist=loadgroup", *session.posargs)
 
 
 @nox.session(python=_CPU_PYTHON, venv_backend=_VENV_BACKEND)

@@ -150,10 +150,25 @@ def _guarded_get(name: str) -> Any:
     return found
 
 
+# nox -s tests runs the tests in parallel (pytest-xdist, --dist loadgroup): a group runs whole on one worker.
+# A module is one group, so that its module-scoped fixtures (a DDP launch, an MNIST sweep, a built wheel) are
+# made once; the modules that ask for one of these session-wide fixtures are that fixture's group instead, so
+# the real Slurm cluster (fixed ports: one per host) starts on one worker only, and the shared runs train once.
+_SHARED = ("slurm_cluster", "runs")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    group: dict[str, str] = {}
     for item in items:
+        module = item.nodeid.split("::", 1)[0]
         if any(item.get_closest_marker(name) for name in _INTEGRATION_MARKERS):
             item.add_marker(pytest.mark.integration)
+        for name in _SHARED:
+            if name in getattr(item, "fixturenames", ()):
+                group.setdefault(module, name)
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group.get(module, module)))
 
 
 @pytest.hookimpl(hookwrapper=True)
