@@ -113,7 +113,6 @@ class Release(NamedTuple):
         return tuple(int(p) for p in self.version.split("."))
 
 
-
 def _pytorch() -> _files.Stamp:
     return _files.stamp(manifest.envs_dir() / "pytorch.yaml")
 

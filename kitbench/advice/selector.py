@@ -556,6 +556,7 @@ def _kernel_less(machine: Probe, arch: str, package: str, host: wheels.Host) -> 
     """The NVIDIA GPUs' architectures that no CUDA build of a release that installs here has kernels
     for, whatever the driver; none where no such release has a CUDA build here at all (Windows on Arm), which
     is the reason then, not the kernels."""
+
     def cuda() -> Iterator[tuple[Release, str]]:
         for rel in _installing(host):
             for compute in answerable(rel, computes(rel, machine.os, arch, package), machine.os, arch):

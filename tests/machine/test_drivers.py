@@ -93,7 +93,9 @@ def test_a_gpu_its_driver_cannot_drive_gets_the_cpu_build_and_the_driver_to_upda
     assert fallback.figures["passed"] == chosen.passed
     # Hopper's own floor (520.61.05) is below CUDA 13's (580): each build names the floor that makes it run,
     # and the answer one driver to update to (it told both, 520.61.05 under each build, then 580).
-    assert {(r.cause, r.arches, r.driver, r.floor) for r in chosen.passed} == {("driver floor", (), "470.256.02", "580")}
+    assert {(r.cause, r.arches, r.driver, r.floor) for r in chosen.passed} == {
+        ("driver floor", (), "470.256.02", "580")
+    }
     assert fallback.figures["floor"] == "580"
     asked = selector.select(h100, release_spec="2.7.1", compute="cu118")
     warned = [n.figures for n in asked.noted if n.kind == "will_not_run"]
