@@ -238,6 +238,7 @@ class Crossover(TypedDict):
 
 
 class MnistCheck(Check):
+    sha256: NotRequired[dict[str, str]]  # each raw file the runs read
     runs: NotRequired[list[MnistRun]]
     crossovers: NotRequired[list[Crossover]]
 
