@@ -12,9 +12,11 @@ cannot: the dataclass, what the check has in hand (a loss is a float, NaN includ
 ``StepProfile``); this type, what a record read back may hold (a non-finite float read as None, a
 field that /1 and /2 records lack NotRequired), which mypy needs spelled out as a class; the schema,
 the bounds and patterns a file must meet, as JSON that fastjsonschema compiles and editors read.
-Tests hold them together instead, so a field added to one and not the others fails:
-tests/records/test_records.py holds these types to the schema (names, JSON types, which are
-required) and tests/records/test_types.py each result dataclass to its type here.
+Tests hold them together instead, each comparing whole declarations (no test lists fields), so a
+field added to one and not the others fails, named by its path: tests/records/test_records.py walks
+the schema from ``RunRecord`` down against these types (names, which are required, JSON types,
+through list items, map values and nested objects), and tests/records/test_types.py holds each
+result dataclass to its type here.
 """
 
 from __future__ import annotations
@@ -238,6 +240,7 @@ class Crossover(TypedDict):
 
 
 class MnistCheck(Check):
+    sha256: NotRequired[dict[str, str]]  # each raw file the runs read
     runs: NotRequired[list[MnistRun]]
     crossovers: NotRequired[list[Crossover]]
 
