@@ -122,6 +122,9 @@ def requirements(lock: Path) -> list[str]:
     ]
 
 
+_UV_AS_PIP = ["--compile-bytecode"]  # what pip install does unasked
+
+
 @dataclass(frozen=True)
 class Install:
     """One install of a target's suite: requirement lines (a lock's, hash-pinned; else the pins, resolved
@@ -146,12 +149,15 @@ class Install:
     def args(self, tool: str, folder: str) -> list[str]:
         """The arguments after ``uv pip install`` or ``pip install``, the files of :meth:`files` in ``folder``
         (a path where the installer runs). No URL: the indexes are in :meth:`env` (a URL may carry a token,
-        and nox logs every command it runs)."""
+        and nox logs every command it runs). uv compiles the bytecode as pip does by default: without it, every
+        process of the environment compiles torch and torchvision's modules again where nothing may write them
+        (PYTHONDONTWRITEBYTECODE, a read-only environment); docs/design.md has the figures."""
         if tool == "uv" and self.lock is not None and self._reads_lock():
-            return ["-r", str(self.lock)]
+            return [*_UV_AS_PIP, "-r", str(self.lock)]
         if tool == "uv" and not self.hashed and self.sources.torch:
-            return ["-r", f"{folder}/pyproject.toml"]
-        return [*(["--no-deps", "--require-hashes"] if self.hashed else []), "-r", f"{folder}/requirements.txt"]
+            return [*_UV_AS_PIP, "-r", f"{folder}/pyproject.toml"]
+        hashed = ["--no-deps", "--require-hashes"] if self.hashed else []
+        return [*(_UV_AS_PIP if tool == "uv" else []), *hashed, "-r", f"{folder}/requirements.txt"]
 
     def env(self, tool: str) -> dict[str, str]:
         """The indexes, as the installer's own environment variables: the default (the override's) and, for a
