@@ -76,14 +76,15 @@ def _platform(python: str) -> str:
     return f"{machine.os}-{machine.arch}-py{python}"
 
 
-def _install_suite(session: nox.Session, target: Target) -> dict[str, str]:
+def _install_suite(session: nox.Session, target: Target, *, compiled: bool = False) -> dict[str, str]:
     """The target's environment as kitbench.environments.installer plans it (its lock, hash-checked; else its pins
-    resolved), then kitbench itself. Returns what the record says about it (the lock, or why none)."""
+    resolved), then kitbench itself, its bytecode compiled where the session starts many torch processes
+    (``compiled``). Returns what the record says about it (the lock, or why none)."""
     os_name = _machine().os
     targets.check_index(target, os_name)
     plan = _plan(session, target, os_name)
     tool = "uv" if session.venv_backend == "uv" else "pip"
-    session.install(*plan.write(Path(session.create_tmp()) / target.name, tool), env=plan.env(tool))
+    session.install(*plan.write(Path(session.create_tmp()) / target.name, tool, compiled=compiled), env=plan.env(tool))
     session.install("--no-deps", "-e", str(ROOT))
     _check_build(session, target)
     return plan.record
@@ -231,7 +232,7 @@ except KitbenchError as _error:
 @_kit_errors
 def tests(session: nox.Session) -> None:
     """Run the test suite against the cpu target's pinned torch."""
-    _install_suite(session, targets.get("cpu"))
+    _install_suite(session, targets.get("cpu"), compiled=True)
     session.install(*_dev_requirements("dev"))
     # On every core, a module (or the modules sharing a session fixture) whole on one worker: tests/conftest.py.
     # What is given after -- comes last, so -n 0 there runs them in one process.
@@ -276,7 +277,7 @@ def bench(session: nox.Session) -> None:
     The three loops side by side (fnn over 3 epochs, cnn for one), the batch-size sweep and its
     crossover, and DDP's scaling."""
     target = targets.get("cpu")
-    lock = _install_suite(session, target)
+    lock = _install_suite(session, target, compiled=True)
     env = {**_suite_env(target, lock), "KITBENCH_TARGET": "bench"}
     common = ["python", "-m", "kitbench", "run", "--check", "mnist"]
     loops = ["--loop", "tutorial", "--loop", "resident", "--loop", "graphed"]

@@ -122,9 +122,6 @@ def requirements(lock: Path) -> list[str]:
     ]
 
 
-_UV_AS_PIP = ["--compile-bytecode"]  # what pip install does unasked
-
-
 @dataclass(frozen=True)
 class Install:
     """One install of a target's suite: requirement lines (a lock's, hash-pinned; else the pins, resolved
@@ -146,18 +143,20 @@ class Install:
             return {"pyproject.toml": self._pyproject()}
         return {"requirements.txt": "".join(f"{line}\n" for line in self.requirements)}
 
-    def args(self, tool: str, folder: str) -> list[str]:
+    def args(self, tool: str, folder: str, *, compiled: bool = False) -> list[str]:
         """The arguments after ``uv pip install`` or ``pip install``, the files of :meth:`files` in ``folder``
         (a path where the installer runs). No URL: the indexes are in :meth:`env` (a URL may carry a token,
-        and nox logs every command it runs). uv compiles the bytecode as pip does by default: without it, every
-        process of the environment compiles torch and torchvision's modules again where nothing may write them
-        (PYTHONDONTWRITEBYTECODE, a read-only environment); docs/design.md has the figures."""
+        and nox logs every command it runs). ``compiled``: uv compiles the bytecode at install, as pip does
+        unasked, for an environment that starts many processes: where nothing may write bytecode
+        (PYTHONDONTWRITEBYTECODE, a read-only environment) each of them compiles torch and torchvision's modules
+        again; the figures are in docs/design.md."""
+        first = ["--compile-bytecode"] if compiled and tool == "uv" else []
         if tool == "uv" and self.lock is not None and self._reads_lock():
-            return [*_UV_AS_PIP, "-r", str(self.lock)]
+            return [*first, "-r", str(self.lock)]
         if tool == "uv" and not self.hashed and self.sources.torch:
-            return [*_UV_AS_PIP, "-r", f"{folder}/pyproject.toml"]
+            return [*first, "-r", f"{folder}/pyproject.toml"]
         hashed = ["--no-deps", "--require-hashes"] if self.hashed else []
-        return [*(_UV_AS_PIP if tool == "uv" else []), *hashed, "-r", f"{folder}/requirements.txt"]
+        return [*first, *hashed, "-r", f"{folder}/requirements.txt"]
 
     def env(self, tool: str) -> dict[str, str]:
         """The indexes, as the installer's own environment variables: the default (the override's) and, for a
@@ -180,12 +179,12 @@ class Install:
         found = self.env("pip")
         return "[global]\n" + "".join(f"{keys[k]} = {v}\n" for k, v in found.items()) if found else ""
 
-    def write(self, folder: Path, tool: str) -> list[str]:
+    def write(self, folder: Path, tool: str, *, compiled: bool = False) -> list[str]:
         """Write :meth:`files` into ``folder`` and answer :meth:`args` for it."""
         folder.mkdir(parents=True, exist_ok=True)
         for name, text in self.files(tool).items():
             (folder / name).write_text(text)
-        return self.args(tool, str(folder))
+        return self.args(tool, str(folder), compiled=compiled)
 
     def _reads_lock(self) -> bool:
         """uv installs the lock's files from the URLs it names: not where another index must serve them."""

@@ -79,7 +79,7 @@ def test_uv_takes_the_family_from_pytorchs_index_and_the_rest_from_pypi_whatever
         plan = installer.suite(cpu, "linux-x86_64-py3.11", "linux")
         assert not plan.hashed and "no lock for cpu on linux-x86_64-py3.11" in plan.record[locks.LOCK_WHY_VARIABLE]
         args = plan.write(tmp_path / "uv", "uv")
-        assert args == ["--compile-bytecode", "-r", f"{tmp_path}/uv/pyproject.toml"] and plan.env("uv") == {}
+        assert args == ["-r", f"{tmp_path}/uv/pyproject.toml"] and plan.env("uv") == {}
         resolved = _compile(tmp_path, args, plan.env("uv"), pypi)
         # The stand-in has numpy (2.1.2 only), sympy and the rest: still PyPI's, at the pinned versions.
         assert resolved["torch==2.14.1"] == resolved["torchvision==0.29.1"] == f"{mirror}/cpu"
@@ -142,7 +142,7 @@ def test_a_lock_installs_as_its_installer_reads_it(
     plan = installer.suite(cpu, "linux-x86_64-py3.11", "linux")
     assert plan.hashed and plan.record == {locks.LOCK_VARIABLE: str(path)}
     # uv reads the PEP 751 file itself; pip gets it as hash-pinned lines, nothing resolved.
-    assert plan.write(tmp_path / "uv", "uv") == ["--compile-bytecode", "-r", str(path)] and plan.env("uv") == {}
+    assert plan.write(tmp_path / "uv", "uv") == ["-r", str(path)] and plan.env("uv") == {}
     assert plan.write(tmp_path / "pip", "pip") == [
         "--no-deps",
         "--require-hashes",
@@ -153,8 +153,23 @@ def test_a_lock_installs_as_its_installer_reads_it(
     # Where the files must come from a mirror of PyTorch's index, uv gets the hash-pinned lines too.
     monkeypatch.setenv("KITBENCH_PYTORCH_INDEX", "http://127.0.0.1:1/whl")
     plan = installer.suite(cpu, "linux-x86_64-py3.11", "linux")
-    assert plan.write(tmp_path / "mirror", "uv")[:3] == ["--compile-bytecode", "--no-deps", "--require-hashes"]
+    assert plan.write(tmp_path / "mirror", "uv")[:2] == ["--no-deps", "--require-hashes"]
     assert plan.env("uv") == {"UV_INDEX": "http://127.0.0.1:1/whl/cpu", "UV_INDEX_STRATEGY": "unsafe-best-match"}
+
+
+def test_an_environment_of_many_processes_is_compiled_by_uv_as_pip_compiles_unasked(
+    write_lock: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nox -s tests and bench start hundreds of torch processes: their uv install compiles the bytecode (pip
+    does unasked), every other install (a replay, lint) leaves it to the first import."""
+    cpu = targets.get("cpu")
+    path = write_lock("cpu", "2.14.1+cpu")
+    plan = installer.suite(cpu, "linux-x86_64-py3.11", "linux")
+    assert plan.write(tmp_path / "uv", "uv", compiled=True) == ["--compile-bytecode", "-r", str(path)]
+    assert plan.write(tmp_path / "pip", "pip", compiled=True)[:2] == ["--no-deps", "--require-hashes"]
+    monkeypatch.setenv("KITBENCH_PYTORCH_INDEX", "http://127.0.0.1:1/whl")
+    mirrored = installer.suite(cpu, "linux-x86_64-py3.11", "linux").write(tmp_path / "mirror", "uv", compiled=True)
+    assert mirrored[:3] == ["--compile-bytecode", "--no-deps", "--require-hashes"]
 
 
 @pytest.mark.usefixtures("plain")
@@ -207,7 +222,7 @@ def test_uv_reads_a_kitbench_lock_as_pep_751(tmp_path: Path) -> None:
         installer.requirements(STAND_IN_LOCK), True, installer.Sources(CPU, None), {}, "", lock=STAND_IN_LOCK
     )
     args = plan.write(tmp_path, "uv")
-    assert args == ["--compile-bytecode", "-r", str(STAND_IN_LOCK)]
+    assert args == ["-r", str(STAND_IN_LOCK)]
     subprocess.run([UV, "venv", "--quiet", "--python", "3.11", str(tmp_path / "venv")], check=True, timeout=120)
     done = subprocess.run(
         [UV, "pip", "install", "--dry-run", "--python", str(tmp_path / "venv" / "bin" / "python"), *args],
