@@ -158,17 +158,24 @@ _SHARED = ("slurm_cluster", "runs")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    group: dict[str, str] = {}
+    shared: dict[str, str] = {}  # module -> the session fixture whose group it is in
     for item in items:
-        module = item.nodeid.split("::", 1)[0]
         if any(item.get_closest_marker(name) for name in _INTEGRATION_MARKERS):
             item.add_marker(pytest.mark.integration)
         for name in _SHARED:
             if name in getattr(item, "fixturenames", ()):
-                group.setdefault(module, name)
+                shared.setdefault(_module(item), name)
+    groups = {item: shared.get(_module(item), _module(item)) for item in items}
+    slow = {groups[item] for item in items if item.get_closest_marker("integration")}
     for item in items:
-        module = item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group(group.get(module, module)))
+        item.add_marker(pytest.mark.xdist_group(groups[item]))
+    # The groups with integration tests first (a worker takes the groups in this order): the fast ones fill in
+    # behind them, where a DDP module started last would leave one worker running it alone at the end.
+    items.sort(key=lambda item: groups[item] not in slow)
+
+
+def _module(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
 
 
 @pytest.hookimpl(hookwrapper=True)

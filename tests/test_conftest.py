@@ -96,3 +96,49 @@ def test_an_integration_test_may_launch(tmp_path: Path) -> None:
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
+
+
+class _Item:
+    """What the grouping reads of a collected test: its id, its fixtures and its markers."""
+
+    def __init__(self, nodeid: str, *fixtures: str, integration: bool = False) -> None:
+        self.nodeid, self.fixturenames = nodeid, list(fixtures)
+        self.marks = [pytest.mark.integration.mark] if integration else []
+
+    def get_closest_marker(self, name: str) -> pytest.Mark | None:
+        return next((m for m in self.marks if m.name == name), None)
+
+    def add_marker(self, marker: pytest.MarkDecorator) -> None:
+        self.marks.append(marker.mark)
+
+    def group(self) -> str:
+        found = self.get_closest_marker("xdist_group")
+        assert found is not None
+        return str(found.args[0])
+
+
+def test_a_module_is_one_worker_s_and_the_slow_modules_go_first() -> None:
+    """pytest-xdist's groups: a module whole (its module fixtures made once), the modules sharing the Slurm
+    cluster or the shared runs as one group (one cluster on the host's fixed ports), integration groups first."""
+    from conftest import pytest_collection_modifyitems
+
+    items = [
+        fast := _Item("tests/a/test_fast.py::test_one"),
+        verify := _Item("tests/reading/test_verify.py::test_x", "runs"),
+        verify_alone := _Item("tests/reading/test_verify.py::test_y", "tmp_path"),
+        compare := _Item("tests/reading/test_compare.py::test_z", "runs"),
+        fleet := _Item("tests/fleet/test_fleet.py::test_f", "slurm_cluster", integration=True),
+        ddp := _Item("tests/suite/test_ddp.py::test_d", integration=True),
+        ddp_fast := _Item("tests/suite/test_ddp.py::test_e"),
+    ]
+    pytest_collection_modifyitems(items)  # type: ignore[arg-type]
+    assert [i.group() for i in (fast, verify, verify_alone, compare, fleet, ddp, ddp_fast)] == [
+        "tests/a/test_fast.py",
+        "runs",
+        "runs",
+        "runs",
+        "slurm_cluster",
+        "tests/suite/test_ddp.py",
+        "tests/suite/test_ddp.py",
+    ]
+    assert items == [fleet, ddp, ddp_fast, fast, verify, verify_alone, compare]
