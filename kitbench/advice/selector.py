@@ -42,7 +42,7 @@ from kitbench.advice.wording import (
 from kitbench.errors import SelectionError
 from kitbench.machine import builds, drivers
 from kitbench.machine.builds import build
-from kitbench.machine.probe import EMULATES, Probe, another_machine, assumed_from_here, doubt, said_no_gpu
+from kitbench.machine.probe import EMULATES, Probe, another_machine, assumed_from_here, said_no_gpu
 from kitbench.machine.probe.intel import IntelGpu
 from kitbench.machine.versions import (
     arch_of_capability,
@@ -312,9 +312,8 @@ def _gpu_notes(chosen: Selection, rel: Release, machine: Probe, compute: str, ho
                 )
     if build(chosen.compute).kind == "cuda" and machine.capabilities and kernels(rel, machine, chosen.compute) is None:
         chosen.noted.append(note("unrecorded_kernels", compute=chosen.compute, capabilities=machine.capabilities))
-    unsure = doubt(machine)
-    if unsure:
-        chosen.noted.append(note("unconfirmed_gpus", unsure=unsure))
+    if machine.gpu_doubt:
+        chosen.noted.append(note("unconfirmed_gpus", unsure=machine.gpu_doubt))
     macos = _unknown_macos(rel, host)
     if macos:
         chosen.noted.append(macos)

@@ -16,7 +16,7 @@ from kitbench._cli import main
 from kitbench.advice import selector
 from kitbench.errors import KitbenchError, UsageError
 from kitbench.machine import drivers
-from kitbench.machine.probe import as_dict, saved
+from kitbench.machine.probe import as_dict, override, saved
 from kitbench.machine.versions import parse_capability
 
 CI = Path(__file__).resolve().parents[1] / "resources" / "project" / "ci-linux-x86_64.probe.json"
@@ -26,9 +26,25 @@ def test_the_file_reads_back_as_the_probe_that_wrote_it() -> None:
     written = json.loads(CI.read_text())
     machine = saved.load(CI)
     facts = json.loads(json.dumps(as_dict(machine)))
+    assert (facts["gpu_doubt"], "gpu_doubt" in written) == (None, False)  # the file predates that field
+    facts.pop("gpu_doubt")
     assert {k: v for k, v in facts.items() if k != "sources"} == {k: v for k, v in written.items() if k != "sources"}
     # Each fact says it came from that file, and where that machine read it.
     assert machine.sources["libc"] == f"{CI}: os.confstr(CS_GNU_LIBC_VERSION)"
+
+
+def test_a_gpu_list_in_doubt_reads_back_in_doubt_from_a_file_old_or_new() -> None:
+    """Why nvidia-smi's list is unconfirmed is a value of its own (gpu_doubt); a file written before it was one
+    says it in its GPU list's source only, and reads back with the same doubt."""
+    why = "nvidia-smi exited 15: 'Unable to determine the device handle for GPU0000:41:00.0'; 1 GPU line(s) kept"
+    gpus = [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "capability": "9.0", "memory_mib": 81559}]
+    base = {**json.loads(CI.read_text()), "driver": "570.86.10", "gpus": gpus}
+    old = {**base, "sources": {"gpus": f"nvidia-smi --query-gpu; unconfirmed: {why}"}}
+    new = {**base, "gpu_doubt": why, "sources": {"gpus": "nvidia-smi --query-gpu"}}
+    assert saved.from_json(old, "old.json").gpu_doubt == why == saved.from_json(new, "new.json").gpu_doubt
+    assert saved.from_json({**new, "gpu_doubt": None}, "sure.json").gpu_doubt is None
+    # The GPUs given in its place are no longer in doubt.
+    assert override(saved.from_json(new, "new.json"), gpu_capabilities=["9.0"]).gpu_doubt is None
 
 
 def test_gpus_read_back_with_their_capability() -> None:

@@ -75,6 +75,7 @@ class Probe(NamedTuple):
     intel_gpus: tuple[IntelGpu, ...] = ()
     libc: str | None = None  # glibc | musl (Linux); None where unknown
     libc_version: str | None = None
+    gpu_doubt: str | None = None  # why the GPU list is unconfirmed (its source was not all sound), if it is
 
     @property
     def capabilities(self) -> tuple[str, ...]:
@@ -170,7 +171,7 @@ def _smi_gpu(parts: list[str]) -> Gpu | None:
     return Gpu(int(index), name, capability, int(memory) if is_whole(memory) else None, gen, width)
 
 
-# What a GPU list's source says when nvidia-smi's answer was not all sound; install-cmd repeats it as a note.
+# What a GPU list's source says when nvidia-smi's answer was not all sound (its words; the value is gpu_doubt).
 UNCONFIRMED = "; unconfirmed: "
 _NO_GPU = "--no-gpu"  # the source of every GPU fact where the question said there is none
 
@@ -195,12 +196,6 @@ def _smi_doubt(returncode: int, stderr: str, gpus: tuple[Gpu, ...], strange: tup
             f"; {len(gpus)} GPU line(s) kept" if gpus else "; no GPU line in it"
         )
     return None if gpus else "nvidia-smi listed no GPU"
-
-
-def doubt(machine: Probe) -> str | None:
-    """Why this machine's GPU list is unconfirmed (read from a source that was not all sound), if it is."""
-    where = machine.sources.get("gpus", "")
-    return where.split(UNCONFIRMED, 1)[1] if UNCONFIRMED in where else None
 
 
 def parse_sysctl(text: str) -> dict[str, str]:
@@ -305,6 +300,7 @@ def probe() -> Probe:
             sources["driver"] = str(path)
             break
     gpus: tuple[Gpu, ...] = ()
+    gpu_doubt = None
     smi_path = shutil.which("nvidia-smi") or (_WSL_SMI if wsl and Path(_WSL_SMI).is_file() else None)
     smi = _run_any([smi_path, f"--query-gpu={_SMI_FIELDS}", "--format=csv,noheader,nounits"]) if smi_path else None
     if smi is not None:
@@ -315,6 +311,7 @@ def probe() -> Probe:
             driver = smi_driver
             sources["driver"] = smi_path if smi_path == _WSL_SMI else "nvidia-smi"
         why = _smi_doubt(smi[0], smi[2], gpus, strange)
+        gpu_doubt = why
         sources["gpus"] = "nvidia-smi --query-gpu" + (UNCONFIRMED + why if why else "")
     driver_override = os.environ.get(CUDA_DRIVER_VARIABLE, "").strip()
     if driver_override:
@@ -361,6 +358,7 @@ def probe() -> Probe:
         intel_gpus=intel_gpus,
         libc=libc,
         libc_version=libc_version,
+        gpu_doubt=gpu_doubt,
     )
 
 
@@ -577,6 +575,8 @@ def override(
         glibc=glibc,
         os_version=os_version,
     )
+    if sources.get("gpus") != base.sources.get("gpus"):
+        changes["gpu_doubt"] = None  # the GPUs given (or none) replace the list the doubt was about
     return base._replace(sources=sources, **changes)  # type: ignore[arg-type]
 
 

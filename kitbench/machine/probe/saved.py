@@ -14,12 +14,12 @@ from typing import Any
 
 from kitbench._files import read_text
 from kitbench.errors import UsageError
-from kitbench.machine.probe import Gpu, Probe, normalize_arch, override
+from kitbench.machine.probe import UNCONFIRMED, Gpu, Probe, normalize_arch, override
 from kitbench.machine.probe.amd import AmdGpu
 from kitbench.machine.probe.intel import IntelGpu, parse_device_id
 
 _TEXT = ("os", "os_version", "arch", "python_arch", "python_version")
-_OPTIONAL_TEXT = ("driver", "rocm", "libc", "libc_version")
+_OPTIONAL_TEXT = ("driver", "rocm", "libc", "libc_version", "gpu_doubt")
 _FLAGS = ("rosetta", "wsl", "container")
 _HINT = "give the file `kitbench probe --json > FILE` wrote on that machine"
 # install-cmd's --os and --arch choices (kitbench.advice.selector's OSES and ARCHES, which tests keep in step).
@@ -76,6 +76,7 @@ def check(machine: Probe, where: str) -> Probe:
             raise _refused(where, f"{key} {value!r:.60} is not {machine.os}'s name for one of {', '.join(ARCHES)}")
     texts = [
         ("os_version", machine.os_version),
+        *([("gpu_doubt", machine.gpu_doubt)] if machine.gpu_doubt is not None else []),
         *(("sources", text) for item in machine.sources.items() for text in item),
     ]
     texts += [(f"GPU {g.index!r:.20}'s name", g.name) for g in machine.gpus]
@@ -174,6 +175,10 @@ def from_json(data: object, where: str) -> Probe:
         raise UsageError(
             f"{where}: a GPU entry lacks {bad}, as `kitbench probe --json` writes none", hint=_HINT
         ) from None
+    if optional["gpu_doubt"] is None and "gpu_doubt" not in data:
+        # A probe file from before the doubt was a field of its own keeps it in its GPU list's source alone.
+        listed = str(sources.get("gpus", ""))
+        optional["gpu_doubt"] = listed.split(UNCONFIRMED, 1)[1] if UNCONFIRMED in listed else None
     machine = Probe(**text, **flags, **optional, gpus=gpus, amd_gpus=amd, intel_gpus=intel, sources=sources)
     return check(machine, where)._replace(sources={str(k): f"{where}: {v}" for k, v in sources.items()})
 
