@@ -157,6 +157,7 @@ def test_a_lock_installs_as_its_installer_reads_it(
     assert plan.env("uv") == {"UV_INDEX": "http://127.0.0.1:1/whl/cpu", "UV_INDEX_STRATEGY": "unsafe-best-match"}
 
 
+@pytest.mark.usefixtures("plain")
 def test_an_environment_of_many_processes_is_compiled_by_uv_as_pip_compiles_unasked(
     write_lock: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
