@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kitbench.advice import releases
+from kitbench.advice.rejections import note
 from kitbench.advice.selector import HELD_BACK, Selection, select
 from kitbench.advice.wording import words
 from kitbench.errors import SelectionError, UsageError
@@ -128,16 +129,11 @@ def _answer(name: str, machine: Probe, release_spec: str) -> Selection:
     try:
         return select(machine, release_spec=release_spec)
     except SelectionError as refused:
-        # Which of the team's machines it is: the selector's words are for a machine alone, and its hint for
-        # install-cmd's flags on this host; a project's machine takes them inside its --machine, and the
-        # project's release is the project's own --release.
-        hint = (
-            (refused.hint or "")
-            .replace("this machine", name)
-            .replace("--python-arch x86_64", f"add --python-arch x86_64 to --machine {name}='...'")
-        )
-        hint = re.sub(r"--release( [0-9A-Za-z.]+)?", lambda m: f"kitbench project --release{m[1] or ''}", hint)
-        raise SelectionError(f"{name}: {refused.message}", hint=hint or None) from None
+        # Which of the team's machines it is: the selector's words are for a machine alone, and a hint that names a
+        # flag is worded for install-cmd on this host; a project words that fix for its machine.
+        fix = refused.fix
+        hint = words(note(fix.kind, **fix.figures, member=name)) if fix else refused.hint
+        raise SelectionError(f"{name}: {refused.message}", hint=hint) from None
 
 
 def _compute_at(machine: Probe, version: str) -> str:

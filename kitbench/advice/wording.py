@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from kitbench.advice import releases, vendors, wheels
-from kitbench.advice.rejections import Note, Rejection
+from kitbench.advice.rejections import Note, Rejection, note
 from kitbench.errors import SelectionError, UsageError
 from kitbench.machine import builds, drivers
 from kitbench.machine.builds import build
@@ -37,10 +37,9 @@ def unavailable(
     found: the last release with conda packages and the newest of them that installs here (``conda``), the
     last with macOS x86_64 wheels, and the newest other release with ``compute`` that installs here."""
     if package == "conda" and not rel.conda:
-        other = f" (or --release {conda[1]})" if conda[1] else ""
-        return SelectionError(
+        return _refusal(
             f"torch {rel.version} has no conda packages: PyTorch published them up to {conda[0]}",
-            hint=f"use --package pip or uv{other}",
+            note("conda_hint", newest=conda[1]),
         )
     if build(compute).kind == "xpu" and build(compute).known and package != "conda" and os != "macos":
         since = ", ".join(f"{o} from {v}" for o, v in vendors.load().xpu_since.items())
@@ -53,9 +52,9 @@ def unavailable(
             hint="macOS gets cpu (Intel, up to 2.2.2) or mps (Apple Silicon)",
         )
     if os == "macos" and arch == "x86_64" and not available:
-        return SelectionError(
+        return _refusal(
             f"torch {rel.version} has no macOS x86_64 wheels: the last is {mac_x86_64}",
-            hint="use an arm64 Python on Apple Silicon, or --release " + mac_x86_64,
+            note("mac_x86_64_hint", last=mac_x86_64),
         )
     if os == "windows" and build(compute).kind == "rocm":
         return SelectionError("ROCm builds exist only for Linux", hint=f"Windows gets: {', '.join(available)}")
@@ -65,10 +64,42 @@ def unavailable(
             hint="auto, cpu, mps, xpu, cuXYZ (cu126) or rocmX.Y "
             f"(rocm6.4); torch {rel.version} has: {', '.join(available) or 'nothing'}",
         )
-    return SelectionError(
+    return _refusal(
         f"torch {rel.version} has no {compute} build for {package} on {os} {arch}",
-        hint=f"it has: {', '.join(available) or 'nothing'}"
-        + (f"; torch {elsewhere} has {compute}: --release {elsewhere}" if elsewhere else ""),
+        note("builds_hint", available=available, compute=compute, elsewhere=elsewhere),
+    )
+
+
+def _refusal(message: str, fix: Note) -> SelectionError:
+    """A refusal whose hint names a flag to give: the hint as values (``fix``), and install-cmd's words of it."""
+    return SelectionError(message, hint=words(fix), fix=fix)
+
+
+def _give(flag: str, value: str, member: str | None) -> str:
+    """A flag a refusal's hint tells the asker to give, as install-cmd takes it on this host (``member`` None), else
+    as a project takes it for its machine ``member``: the release is the project's own, the rest are the machine's."""
+    if member is None:
+        return f"{flag} {value}"
+    if flag == "--release":
+        return f"kitbench project --release {value}"
+    return f"add {flag} {value} to --machine {member}='...'"
+
+
+def conda_hint(newest: str | None, member: str | None = None) -> str:
+    """Where a release has no conda packages: pip or uv, or the newest release with them that installs here."""
+    return "use --package pip or uv" + (f" (or {_give('--release', newest, member)})" if newest else "")
+
+
+def mac_x86_64_hint(last: str, member: str | None = None) -> str:
+    """Where a release has no macOS x86_64 wheels: an arm64 Python, or the ``last`` release that has them."""
+    return "use an arm64 Python on Apple Silicon, or " + _give("--release", last, member)
+
+
+def builds_hint(available: Sequence[str], compute: str, elsewhere: str | None, member: str | None = None) -> str:
+    """Where a release has no ``compute`` build here: those it has, and the newest other release with
+    ``compute`` that installs here (``elsewhere``)."""
+    return f"it has: {', '.join(available) or 'nothing'}" + (
+        f"; torch {elsewhere} has {compute}: {_give('--release', elsewhere, member)}" if elsewhere else ""
     )
 
 
@@ -487,16 +518,32 @@ def not_installable(
     """The refusal of a release that does not install here: the newest that does (``newest``), else the span of
     releases covered (``oldest`` to ``latest``), the Pythons some release installs on here (``pythons``) and the
     Python (``foreign`` arch) that runs here under emulation."""
+    return _refusal(
+        why, note("installs_hint", newest=newest, oldest=oldest, latest=latest, foreign=foreign, pythons=pythons)
+    )
+
+
+def installs_hint(
+    newest: str | None,
+    oldest: str,
+    latest: str,
+    foreign: str | None,
+    pythons: Sequence[wheels.Version],
+    member: str | None = None,
+) -> str:
+    """``not_installable``'s hint: the release that installs, else what might."""
     hint = (
-        f"the newest release that installs here is {newest}: --release {newest}"
+        f"the newest release that installs here is {newest}: {_give('--release', newest, member)}"
         if newest
         else f"no release from {oldest} to {latest} installs here"
     )
     if newest is None and pythons:
         hint += f"; one does on Python {_span(pythons)}"
     if newest is None and foreign is not None:
-        hint += f"; an {foreign} Python runs on this machine under emulation: --python-arch {foreign}"
-    return SelectionError(why, hint=hint)
+        hint += f"; an {foreign} Python runs on {member or 'this machine'} under emulation: " + _give(
+            "--python-arch", foreign, member
+        )
+    return hint
 
 
 def _span(versions: Sequence[wheels.Version]) -> str:
@@ -878,6 +925,11 @@ _WORDS: dict[str, Callable[..., str]] = {
         will_not_run,
         xpu_note,
         xpu_will_not_run,
+        # refusals' hints that name a flag to give
+        builds_hint,
+        conda_hint,
+        installs_hint,
+        mac_x86_64_hint,
     )
 }
 

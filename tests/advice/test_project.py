@@ -28,7 +28,7 @@ from pytorch_index import PYPI_JSON, everything, in_family, live, record, record
 from kitbench._cli import main
 from kitbench.advice import project
 from kitbench.advice.selector import select
-from kitbench.errors import UsageError
+from kitbench.errors import SelectionError, UsageError
 from kitbench.machine.probe import Probe, saved
 
 RESOURCES = Path(__file__).resolve().parents[1] / "resources" / "project"
@@ -260,6 +260,38 @@ def test_a_machine_named_twice_is_refused() -> None:
     ci = saved.load(CI_PROBE)
     with pytest.raises(UsageError, match="machine 'ci' is given twice"):
         project.plan([("ci", ci), ("ci", ci)])
+
+
+def test_a_refused_machine_is_told_the_project_s_fix_not_install_cmd_s() -> None:
+    """A refusal carries the fix its hint names as values (which flag, which value), and a project words it for its
+    machine: the project's own --release, the machine's own flags inside its --machine (it read install-cmd's hint
+    back and replaced words in it)."""
+    linux = _probe("box=--os linux --python-version 3.14")
+    with pytest.raises(SelectionError) as alone:
+        select(linux, release_spec="2.5.0")
+    assert alone.value.fix is not None and alone.value.fix.kind == "installs_hint"
+    newest = alone.value.fix.figures["newest"]
+    assert alone.value.hint == f"the newest release that installs here is {newest}: --release {newest}"
+    with pytest.raises(SelectionError) as refused:
+        project.plan([("box", linux)], release_spec="2.5.0")
+    assert (
+        refused.value.hint == f"the newest release that installs here is {newest}: kitbench project --release {newest}"
+    )
+    arm = _probe("arm=--os windows --arch aarch64 --python-version 3.14")
+    with pytest.raises(SelectionError) as alone:
+        select(arm)
+    assert alone.value.fix is not None
+    assert (alone.value.fix.figures["newest"], alone.value.fix.figures["foreign"]) == (None, "x86_64")
+    with pytest.raises(SelectionError) as refused:
+        project.plan([("arm", arm)])
+    said = "; an x86_64 Python runs on {} under emulation: "
+    assert alone.value.hint and alone.value.hint.endswith(said.format("this machine") + "--python-arch x86_64")
+    assert (
+        refused.value.hint
+        == alone.value.hint.removesuffix(said.format("this machine") + "--python-arch x86_64")
+        + said.format("arm")
+        + "add --python-arch x86_64 to --machine arm='...'"
+    )
 
 
 def _valid_pixi(path: Path) -> None:

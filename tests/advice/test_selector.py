@@ -565,6 +565,7 @@ def test_windows_on_arm_gets_the_pinned_cpu_command_of_pytorchs_index_naming_wha
     with pytest.raises(SelectionError) as caught:
         selector.select(WOA, release_spec="2.15.0")
     assert caught.value.hint == "the newest release that installs here is 2.13.0: --release 2.13.0"
+    assert caught.value.fix is not None and caught.value.fix.figures["newest"] == "2.13.0"
     # An x86_64 Python on the same machine: PyPI's win_amd64 wheels, as before.
     emulated = selector.select(WOA._replace(python_arch="x86_64"))
     assert emulated.command == (
