@@ -8,10 +8,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from kitbench.advice.rejections import Note
 
 # C0 and C1 controls, DEL, and the Unicode ones that move or reorder what a terminal shows (line and
 # paragraph separators, bidirectional overrides): text from a record or a node's log is data.
@@ -95,12 +91,6 @@ class SelectionError(KitbenchError):
     """No published PyTorch build matches the asked-for combination."""
 
     exit_code = 2
-
-    def __init__(self, message: str, hint: str | None = None, fix: Note | None = None) -> None:
-        super().__init__(message, hint)
-        # Where the hint names a flag to give: the hint as values. ``hint`` is install-cmd's words of it; a project
-        # words it again for its own machine (``kitbench.advice.wording``), from these, not from the words.
-        self.fix = fix
 
 
 class PreflightError(KitbenchError):

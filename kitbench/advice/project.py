@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kitbench.advice import releases
-from kitbench.advice.rejections import note
+from kitbench.advice.rejections import Refused, note
 from kitbench.advice.selector import HELD_BACK, Selection, select
 from kitbench.advice.wording import words
 from kitbench.errors import SelectionError, UsageError
@@ -131,8 +131,9 @@ def _answer(name: str, machine: Probe, release_spec: str) -> Selection:
     except SelectionError as refused:
         # Which of the team's machines it is: the selector's words are for a machine alone, and a hint that names a
         # flag is worded for install-cmd on this host; a project words that fix for its machine.
-        fix = refused.fix
-        hint = words(note(fix.kind, **fix.figures, member=name)) if fix else refused.hint
+        hint = refused.hint
+        if isinstance(refused, Refused):
+            hint = words(note(refused.fix.kind, **refused.fix.figures, member=name))
         raise SelectionError(f"{name}: {refused.message}", hint=hint) from None
 
 

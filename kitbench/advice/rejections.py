@@ -10,6 +10,8 @@ without an NVIDIA driver is not told that its CUDA builds need one), never the w
 # Annotations evaluated, not kept as strings: see "Start-up" in docs/architecture.md.
 from typing import Any, Literal, NamedTuple
 
+from kitbench.errors import SelectionError
+
 Cause = Literal[
     "no driver",  # a CUDA build on a machine without an NVIDIA driver
     "driver floor",  # the driver is older than the CUDA family's floor
@@ -49,3 +51,12 @@ class Note(NamedTuple):
 
 def note(kind: str, **figures: Any) -> Note:
     return Note(kind, figures)
+
+
+class Refused(SelectionError):
+    """A refusal whose hint names a flag to give, with that fix as values: ``hint`` is install-cmd's words of it
+    for this host, and a project words ``fix`` again for its own machine, never rewriting the words."""
+
+    def __init__(self, message: str, hint: str, fix: Note) -> None:
+        super().__init__(message, hint)
+        self.fix = fix

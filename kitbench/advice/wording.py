@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from kitbench.advice import releases, vendors, wheels
-from kitbench.advice.rejections import Note, Rejection, note
+from kitbench.advice.rejections import Note, Refused, Rejection, note
 from kitbench.errors import SelectionError, UsageError
 from kitbench.machine import builds, drivers
 from kitbench.machine.builds import build
@@ -70,9 +70,9 @@ def unavailable(
     )
 
 
-def _refusal(message: str, fix: Note) -> SelectionError:
+def _refusal(message: str, fix: Note) -> Refused:
     """A refusal whose hint names a flag to give: the hint as values (``fix``), and install-cmd's words of it."""
-    return SelectionError(message, hint=words(fix), fix=fix)
+    return Refused(message, words(fix), fix)
 
 
 def _give(flag: str, value: str, member: str | None) -> str:

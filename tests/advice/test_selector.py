@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kitbench.advice import releases, selector, wording
-from kitbench.advice.rejections import Note, Rejection
+from kitbench.advice.rejections import Note, Refused, Rejection
 from kitbench.errors import SelectionError, UsageError
 from kitbench.machine import probe
 from kitbench.machine.probe import Gpu, Probe
@@ -565,7 +565,7 @@ def test_windows_on_arm_gets_the_pinned_cpu_command_of_pytorchs_index_naming_wha
     with pytest.raises(SelectionError) as caught:
         selector.select(WOA, release_spec="2.15.0")
     assert caught.value.hint == "the newest release that installs here is 2.13.0: --release 2.13.0"
-    assert caught.value.fix is not None and caught.value.fix.figures["newest"] == "2.13.0"
+    assert isinstance(caught.value, Refused) and caught.value.fix.figures["newest"] == "2.13.0"
     # An x86_64 Python on the same machine: PyPI's win_amd64 wheels, as before.
     emulated = selector.select(WOA._replace(python_arch="x86_64"))
     assert emulated.command == (
