@@ -310,9 +310,8 @@ def probe() -> Probe:
         if smi_driver and not driver:
             driver = smi_driver
             sources["driver"] = smi_path if smi_path == _WSL_SMI else "nvidia-smi"
-        why = _smi_doubt(smi[0], smi[2], gpus, strange)
-        gpu_doubt = why
-        sources["gpus"] = "nvidia-smi --query-gpu" + (UNCONFIRMED + why if why else "")
+        gpu_doubt = _smi_doubt(smi[0], smi[2], gpus, strange)
+        sources["gpus"] = "nvidia-smi --query-gpu" + (UNCONFIRMED + gpu_doubt if gpu_doubt else "")
     driver_override = os.environ.get(CUDA_DRIVER_VARIABLE, "").strip()
     if driver_override:
         parse_driver(driver_override, CUDA_DRIVER_VARIABLE)  # a malformed value is refused, not ignored
