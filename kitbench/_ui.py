@@ -348,7 +348,9 @@ def comparison(rows: list[Any], fmt: str) -> None:
             cells = [
                 [name, *(_cell(r, a, s, short=True) for _, a, s in part)] for r, name in zip(rows, names, strict=True)
             ]
-            table(f"{title}: {part_title}", ["record", *(name for name, _, _ in part)], cells, width=COMPARE_WIDTH)
+            # The folder is the person's own path, whole: wrapped, where the record names are cut.
+            title_of = _within(f"{title}: {part_title}")
+            table(title_of, ["record", *(name for name, _, _ in part)], cells, width=COMPARE_WIDTH)
     by_path = dict(zip((r.path for r in rows), names, strict=True))
     for row in rows:
         if row.crossover:

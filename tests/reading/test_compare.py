@@ -91,15 +91,20 @@ def test_records_named_alike_at_length_still_fit_and_end_apart(
 ) -> None:
     from kitbench._cli import main
 
+    # A folder as deep as CI's tmp_path can be: the title names it whole, wrapped, and still fits.
+    folder = tmp_path / ("a-deep-folder-" * 5)
+    folder.mkdir()
     for end in ("one", "two"):
         shutil.copy(
             DOCS_RECORDS / ("h200-det-1.json" if end == "one" else "h200-det-2.json"),
-            tmp_path / f"{'a-very-long-shared-beginning-' * 4}{end}.json",
+            folder / f"{'a-very-long-shared-beginning-' * 4}{end}.json",
         )
-    shutil.copy(DOCS_RECORDS / "h100-cnn.json", tmp_path / "b.json")
-    assert main(["compare", str(tmp_path)]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    shutil.copy(DOCS_RECORDS / "h100-cnn.json", folder / "b.json")
+    assert main(["compare", str(folder)]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
     assert max(len(line) for line in lines) <= 160
+    assert str(folder) in out
     rows = [line.split()[0] for line in lines if line.startswith("a-very")]
     assert len(rows) == 4 and all("…" in r for r in rows)
     assert {r.rsplit("…", 1)[1][-8:] for r in rows} == {"one.json", "two.json"}
