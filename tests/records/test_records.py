@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import math
 import os
 import sys
 import threading
-import types
 import typing
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -195,130 +192,6 @@ def test_only_bounded_regular_files_are_read(tmp_path: Path, monkeypatch: pytest
 @pytest.mark.parametrize("path", KEPT, ids=lambda p: p.name)
 def test_the_kept_records_are_valid(path: Path) -> None:
     assert records.read(path)["status"] == "ok"
-
-
-SCHEMA = json.loads((REPO / "kitbench" / "records" / "schemas" / "run.schema.json").read_text())
-Node = dict[str, typing.Any]
-
-
-def _resolve(node: Node, schema: Node) -> Node:
-    """The node with its $ref followed and its allOf parts merged in: the object a value there must be."""
-    while "$ref" in node:
-        target = schema
-        for step in node["$ref"].removeprefix("#/").split("/"):
-            target = target[step]
-        node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
-    for part in (_resolve(p, schema) for p in node.get("allOf", [])):
-        node = {
-            **node,
-            "required": [*part.get("required", []), *node.get("required", [])],
-            "properties": {**part.get("properties", {}), **node.get("properties", {})},
-        }
-    return node
-
-
-def _schema_types(node: Node) -> set[str]:
-    if "enum" in node:
-        return {"null" if v is None else "string" if isinstance(v, str) else "integer" for v in node["enum"]}
-    found = node.get("type", "object" if "properties" in node else None)
-    return set(found) if isinstance(found, list) else {found} if found else set()
-
-
-def _members(annotation: typing.Any) -> tuple[typing.Any, ...]:
-    """A union's members, or the annotation alone."""
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        return typing.get_args(annotation)
-    return (annotation,)
-
-
-_SIMPLE = {str: "string", bool: "boolean", int: "integer", float: "number", list: "array", dict: "object"}
-
-
-def _json_types(annotation: typing.Any) -> set[str]:
-    """The JSON types a value of this annotation is written as."""
-    if len(members := _members(annotation)) > 1:
-        return set().union(*map(_json_types, members))
-    if typing.get_origin(annotation) is typing.Literal:
-        return _schema_types({"enum": typing.get_args(annotation)})
-    if annotation is type(None):
-        return {"null"}
-    if typing.is_typeddict(annotation):
-        return {"object"}
-    return {_SIMPLE[typing.get_origin(annotation) or annotation]}
-
-
-def _drift(annotation: typing.Any, node: Node, where: str, schema: Node = SCHEMA) -> Iterator[str]:
-    """Where the schema's node says other than the type: each drifted field, by its path."""
-    node = _resolve(node, schema)
-    if typing.get_origin(annotation) is typing.NotRequired:
-        annotation = typing.get_args(annotation)[0]
-    if annotation is typing.Any:
-        return
-    typed, declared = _json_types(annotation), _schema_types(node)
-    if "number" in declared:  # JSON numbers hold integers too
-        typed, declared = ({"number" if t == "integer" else t for t in found} for found in (typed, declared))
-    if typed != declared:
-        yield f"{where}: {sorted(typed)} typed, {sorted(declared)} in the schema"
-        return
-    annotation = next(a for a in _members(annotation) if a is not type(None))  # a record's unions are X | None
-    if typing.is_typeddict(annotation):
-        hints = typing.get_type_hints(annotation, include_extras=True)
-        # total=False and NotRequired both say optional; from __future__ annotations hides the
-        # latter from __required_keys__, so it is read off the hints.
-        required = {
-            k for k, v in hints.items() if annotation.__total__ and typing.get_origin(v) is not typing.NotRequired
-        }
-        properties = node.get("properties", {})
-        for name in sorted(set(hints) | set(properties)):
-            field = properties.get(name, node.get("additionalProperties"))
-            if field is None or name not in hints:
-                schema_has, type_has = ("not " if field is None else ""), ("" if name in hints else "not ")
-                yield f"{where}.{name}: {schema_has}in the schema, {type_has}in {annotation.__name__}"
-                continue
-            if (name in required) != (name in node.get("required", [])):
-                typed_as, schema_as = ("required", "optional") if name in required else ("optional", "required")
-                yield f"{where}.{name}: {typed_as} in {annotation.__name__}, {schema_as} in the schema"
-            yield from _drift(hints[name], field, f"{where}.{name}", schema)
-    elif typing.get_origin(annotation) is list:
-        yield from _drift(typing.get_args(annotation)[0], node.get("items", {}), f"{where}[]", schema)
-    elif typing.get_origin(annotation) is dict:
-        yield from _drift(typing.get_args(annotation)[1], node.get("additionalProperties", {}), f"{where}{{}}", schema)
-
-
-def test_the_types_are_the_schemas_shape() -> None:
-    assert list(_drift(_types.RunRecord, SCHEMA, "RunRecord")) == []
-
-
-def _mnist_run(schema: Node) -> Node:
-    node: Node = schema["$defs"]["mnist_run"]
-    return node
-
-
-@pytest.mark.parametrize(
-    ("edit", "named"),
-    [
-        (lambda s: _mnist_run(s)["properties"].pop("eval_s"), "mnist.runs[].eval_s: not in the schema, in MnistRun"),
-        (lambda s: _mnist_run(s)["properties"].update(new={}), "mnist.runs[].new: in the schema, not in MnistRun"),
-        (
-            lambda s: _mnist_run(s)["required"].append("lr"),
-            "mnist.runs[].lr: optional in MnistRun, required in the schema",
-        ),
-        (lambda s: _mnist_run(s)["required"].remove("device"), "mnist.runs[].device: required in MnistRun, optional"),
-        (
-            lambda s: _mnist_run(s)["properties"]["loss_curve"]["items"].update(type="number"),
-            "mnist.runs[].loss_curve[]: ['null', 'number'] typed, ['number'] in the schema",
-        ),
-        (
-            lambda s: _mnist_run(s)["properties"]["tensor_sha256"]["additionalProperties"].update(type="integer"),
-            "mnist.runs[].tensor_sha256{}: ['string'] typed, ['integer'] in the schema",
-        ),
-        (lambda s: s["$defs"]["check"]["properties"].pop("summary"), "checks.moves.summary: not in the schema"),
-    ],
-)
-def test_a_drifted_field_is_named_by_its_path(edit: typing.Callable[[Node], object], named: str) -> None:
-    schema = copy.deepcopy(SCHEMA)
-    edit(schema)
-    assert any(named in why for why in _drift(_types.RunRecord, schema, "RunRecord", schema)), named
 
 
 _json = st.recursive(

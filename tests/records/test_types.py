@@ -1,7 +1,7 @@
 """_types: the checks' result dataclasses (what is written) are the reader's types, field by field.
 
-The schema test in test_records holds the reader's TypedDicts to the schema; this one holds the
-writer to the reader, names and types, so that writer, reader and schema are one model. The one
+The schema is written from the reader's TypedDicts (test_run_schema fails when it is stale); this one
+holds the writer to the reader, names and types, so that writer, reader and schema are one model. The one
 difference allowed is the documented one: ``records.to_json`` writes a non-finite float as null,
 so a field the writer types ``float`` may read as ``float | None``.
 """

@@ -14,7 +14,8 @@ from kitbench.suite.checks.steps import StepProfile
 @dataclass
 class MnistRun:
     """Read back as ``records.types.MnistRun``, checked against ``$defs/mnist_run`` of run.schema.json: a field
-    added here goes in both (why three declarations: ``kitbench/records/types.py``)."""
+    added here goes there too, and the schema is written from that (why two declarations:
+    ``kitbench/records/types.py``)."""
 
     device: str
     model: str
