@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -229,8 +230,56 @@ def test_a_port_held_by_another_program_is_one_line(mnist_root: Path, tmp_path: 
     assert done.returncode == 1
     ddp = json.loads(out.read_text())["checks"]["ddp"]
     assert ddp["status"] == "failed"
-    assert f"at rendezvous {endpoint}: the port answers but no rendezvous completed" in ddp["summary"]
+    # Said before torchrun starts, which would join the squatter as a client and wait out the watchdog.
+    assert f"at rendezvous {endpoint}: the port is held by another program on this host" in ddp["summary"]
+    assert "no rank was started" in ddp["summary"]
     assert _anything_left(tree) == []
+
+
+def test_a_port_in_time_wait_or_of_another_host_is_not_held() -> None:
+    from kitbench.suite.checks import ddp
+
+    with socket.socket() as used:
+        used.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as torch's store binds
+        used.bind(("127.0.0.1", 0))
+        used.listen()
+        endpoint = f"127.0.0.1:{used.getsockname()[1]}"
+        assert ddp._held(endpoint)
+        with socket.create_connection(used.getsockname()), used.accept()[0]:
+            pass  # the server's side closes first: its port goes to TIME_WAIT
+    assert not ddp._held(endpoint)
+    assert not ddp._held("192.0.2.1:29500")  # TEST-NET-1: never an address of this host
+
+
+@pytest.mark.parametrize(
+    ("answers", "words"),
+    [
+        (True, "no run within 35 s at rendezvous 192.0.2.1:29500: the port answers but no rendezvous completed"),
+        (False, "no rendezvous within 35 s: nothing answers at 192.0.2.1:29500 (the node that hosts it"),
+    ],
+)
+def test_a_launch_past_its_watchdog_says_whether_the_rendezvous_answered(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, answers: bool, words: str
+) -> None:
+    """torchrun's c10d client waits on a rendezvous that answers and never completes, past join_timeout; the
+    watchdog's line says which of the two it was (a real squatter held this host's port, which is said at once)."""
+    import torch
+
+    from kitbench.machine import probe
+    from kitbench.suite.checks import ddp
+    from kitbench.suite.checks.base import Context, NoProgress
+
+    def hang(command: list[str], limit: float, **_: Any) -> None:
+        raise subprocess.TimeoutExpired(command, limit)
+
+    monkeypatch.setattr(ddp._proc, "run", hang)
+    monkeypatch.setattr(ddp, "_answers", lambda endpoint: answers)
+    options = Options(checks=("ddp",), nnodes=2, rdzv_endpoint="192.0.2.1:29500", ddp_timeout=5)
+    ctx = Context(
+        device=torch.device("cpu"), machine=probe.probe(), options=options, progress=NoProgress(), data_root=tmp_path
+    )
+    with pytest.raises(ddp.LaunchFailed, match=re.escape(words)):
+        ddp._launch(2, ctx, tmp_path / "r.json", "gloo", 0)
 
 
 def test_the_launcher_is_stopped_where_there_are_no_process_groups(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,6 +15,7 @@ rank down with it and leaves no process behind. Across nodes (``--nnodes``,
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -157,6 +158,13 @@ def _launch(world: int, ctx: Context, out: Path, backend: str, max_bytes: int) -
         _MARKER: marker,
         "TMPDIR": str(out.parent),
     }
+    if nnodes == 1 and opts.rdzv_endpoint and _held(opts.rdzv_endpoint):
+        # The one node hosts the rendezvous: torchrun, finding the port taken, would join whatever holds it
+        # as a client and wait out the watchdog there.
+        raise LaunchFailed(
+            f"at rendezvous {opts.rdzv_endpoint}: the port is held by another program on this host, where a "
+            "one-node run hosts its rendezvous; no rank was started"
+        )
     ctx.progress.start(f"ddp: {backend}, {nnodes} node(s) x {world} process(es)")
     # A session of its own, output bounded (kitbench._proc); on a crash, a hang or an interruption every
     # rank is stopped with the launcher (_stop).
@@ -186,6 +194,20 @@ def _launch(world: int, ctx: Context, out: Path, backend: str, max_bytes: int) -
         raise LaunchFailed(f"world size {world}: {_why(done.stdout, done.returncode)}")
     found: dict[str, Any] = json.loads(out.read_text())
     return found
+
+
+def _held(endpoint: str) -> bool:
+    """Whether the endpoint is an address of this host whose port another program holds (a port in TIME_WAIT
+    is free: torch's store binds with SO_REUSEADDR too; Windows' SO_REUSEADDR would take a held port)."""
+    host, _, port = endpoint.rpartition(":")
+    with socket.socket() as probe:
+        if os.name != "nt":
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, int(port)))
+        except OSError as exc:
+            return exc.errno in (errno.EADDRINUSE, getattr(errno, "WSAEADDRINUSE", errno.EADDRINUSE))
+    return False
 
 
 def _answers(endpoint: str) -> bool:
