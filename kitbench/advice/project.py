@@ -157,6 +157,7 @@ def plan(machines: Sequence[tuple[str, Probe]], release_spec: str = "stable") ->
     twice = next((n for n in names if names.count(n) > 1), None)
     if twice:
         raise UsageError(f"machine {twice!r} is given twice", hint="give each machine once, each by its own name")
+    releases.release(release_spec)  # the project's own: refused as such, not as the first machine's
     own = [(name, machine, _answer(name, machine, release_spec)) for name, machine in machines]
     team: list[Selection] | None = [chosen for _, _, chosen in own]
     notes: list[str] = []

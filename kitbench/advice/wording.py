@@ -383,21 +383,23 @@ def assumed_host(found: dict[str, str], os: str) -> str:
 _ROSETTA = "this is an Apple Silicon Mac running an x86_64 Python (Rosetta 2), which gets no MPS"
 
 
-def _native(native: str | None, command: str) -> str:
-    """What an arm64 Python gets on the Mac: torch ``native`` (None: no release installs) and its ``command``."""
-    if native is None:
-        return "an arm64 Python gets the current release with MPS: kitbench install-cmd --python-arch arm64"
-    return f"an arm64 Python gets torch {native} with MPS: {command}"
+def rosetta_hint(native: str | None, command: str, member: str | None = None) -> str:
+    """What an arm64 Python gets on the Mac: torch ``native`` (None: no release installs) and its ``command``; for
+    a project's machine ``member``, the flag that describes its arm64 Python."""
+    gets = "the current release" if native is None else f"torch {native}"
+    if member is not None:
+        return f"an arm64 Python gets {gets} with MPS: {_give('--python-arch', 'arm64', member)}"
+    return f"an arm64 Python gets {gets} with MPS: {command or 'kitbench install-cmd --python-arch arm64'}"
 
 
 def rosetta_line(native: str | None, command: str) -> str:
     """The note an x86_64 Python on Apple Silicon gets: what it is, then the arm64 Python's command."""
-    return f"{_ROSETTA}; {_native(native, command)}"
+    return f"{_ROSETTA}; {rosetta_hint(native, command)}"
 
 
-def rosetta_refusal(error: SelectionError, native: str | None, command: str) -> SelectionError:
+def rosetta_refusal(error: SelectionError, native: str | None, command: str) -> Refused:
     """A refusal for an x86_64 Python on Apple Silicon: why, what it is, and the arm64 Python's command."""
-    return SelectionError(f"{error.message}; {_ROSETTA}", hint=_native(native, command))
+    return _refusal(f"{error.message}; {_ROSETTA}", note("rosetta_hint", native=native, command=command))
 
 
 def nightly_unpinned() -> str:
@@ -930,6 +932,7 @@ _WORDS: dict[str, Callable[..., str]] = {
         conda_hint,
         installs_hint,
         mac_x86_64_hint,
+        rosetta_hint,
     )
 }
 

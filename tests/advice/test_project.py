@@ -294,6 +294,30 @@ def test_a_refused_machine_is_told_the_project_s_fix_not_install_cmd_s() -> None
     )
 
 
+def test_an_x86_64_python_on_apple_silicon_is_told_the_machine_s_flag_not_install_cmd_s_command() -> None:
+    mac = _probe("mac=--os macos --arch arm64 --python-arch x86_64 --python-version 3.13")
+    with pytest.raises(Refused) as alone:
+        select(mac)
+    assert alone.value.fix.kind == "rosetta_hint"
+    native = alone.value.fix.figures["native"]
+    assert alone.value.hint == f"an arm64 Python gets torch {native} with MPS: {alone.value.fix.figures['command']}"
+    assert alone.value.fix.figures["command"].startswith(f"pip install torch=={native} ")
+    with pytest.raises(SelectionError) as refused:
+        project.plan([("mac", mac)])
+    assert refused.value.message == f"mac: {alone.value.message}"
+    assert (
+        refused.value.hint
+        == f"an arm64 Python gets torch {native} with MPS: add --python-arch arm64 to --machine mac='...'"
+    )
+
+
+def test_an_unknown_release_is_the_project_s_not_its_first_machine_s() -> None:
+    with pytest.raises(SelectionError) as refused:
+        project.plan([("ci", saved.load(CI_PROBE))], release_spec="9.9.9")
+    assert refused.value.message == "unknown release '9.9.9'"
+    assert refused.value.hint and refused.value.hint.startswith("covered releases: ")
+
+
 def _valid_pixi(path: Path) -> None:
     schema = json.loads(PIXI_SCHEMA.read_text())
     fastjsonschema.compile(schema)(tomllib.loads(path.read_text()))
