@@ -2,7 +2,9 @@
 
 Debian's slurm-wlm is built with multiple-slurmd support, so three slurmd
 daemons on one host are three nodes of one partition. Everything lives in one
-directory (configuration, state, spool, logs, PID files); ``SLURM_CONF``
+directory (configuration, state, logs, PID files; the spool, where slurmd keeps
+its steps' sockets, is a short folder of its own under /tmp that ``spool``
+links to, as a socket's path is at most 108 bytes and a checkout can be deep); ``SLURM_CONF``
 points Slurm's daemons and commands at it, so nothing in /etc/slurm is
 touched. Started in about a second and stopped by the PIDs it recorded, as a
 pytest fixture (tests/conftest.py) or by hand:
@@ -25,6 +27,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,7 +60,7 @@ class Cluster:
         return {**os.environ, "SLURM_CONF": str(self.conf)}
 
 
-def _config(root: Path) -> str:
+def _config(root: Path, spool: Path) -> str:
     host = socket.gethostname().split(".")[0]
     nodes = "\n".join(
         f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={_PORTS[n]} CPUs=2 RealMemory=2000 State=UNKNOWN"
@@ -82,7 +85,7 @@ MinJobAge=600
 KillWait=5
 ReturnToService=2
 StateSaveLocation={root}/state
-SlurmdSpoolDir={root}/spool/%n
+SlurmdSpoolDir={spool}/%n
 SlurmctldPidFile={root}/slurmctld.pid
 SlurmdPidFile={root}/slurmd-%n.pid
 SlurmctldLogFile={root}/log/slurmctld.log
@@ -118,9 +121,12 @@ def _munge() -> None:
 
 def up(root: Path, oci: bool = False) -> Cluster:
     cluster = Cluster(root)
-    for sub in ("state", "spool", "log", "runc"):
+    for sub in ("state", "log", "runc"):
         (root / sub).mkdir(parents=True, exist_ok=True)
-    cluster.conf.write_text(_config(root))
+    link = root / "spool"
+    if not link.is_symlink():
+        link.symlink_to(tempfile.mkdtemp(prefix="kitlab-", dir="/tmp"))
+    cluster.conf.write_text(_config(root, link.readlink()))
     oci_conf = root / "oci.conf"
     if oci and shutil.which("runc"):
         oci_conf.write_text(_OCI.format(root=root))
@@ -163,6 +169,10 @@ def down(root: Path) -> None:
             except ProcessLookupError:
                 break
             time.sleep(0.1)
+    link = root / "spool"
+    if link.is_symlink():
+        shutil.rmtree(link.readlink(), ignore_errors=True)
+        link.unlink()
 
 
 if __name__ == "__main__":

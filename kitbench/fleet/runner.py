@@ -232,6 +232,12 @@ WAIT_GRACE_S = 600.0  # beyond the job's time limit: the queue, and the last fil
 POLL_MAX_S = 30.0
 
 
+def _launch_held(task: slurm.TaskState) -> bool:
+    """Whether Slurm put the task back in the queue held after slurmd could not launch it: it starts again only
+    when someone releases it, so waiting ends nothing (scontrol says launch_failed_requeued_held, squeue spaces)."""
+    return not task.done and (task.reason or "").replace(" ", "_").lower() == "launch_failed_requeued_held"
+
+
 def wait(
     job: str,
     count: int,
@@ -245,7 +251,8 @@ def wait(
 
     Polls back off from ``poll_s`` to ``POLL_MAX_S`` while nothing changes. The wait is
     bounded by ``timeout_s``, else by the job's own time limit plus ``WAIT_GRACE_S``; past
-    it the job is left running and ``SlurmError`` says how to gather it later. Ctrl-C or
+    it the job is left running and ``SlurmError`` says how to gather it later. A task Slurm holds after a failed
+    launch ends the wait once the rest have ended, as no wait would. Ctrl-C or
     SIGTERM cancels the array (scancel) and raises ``Interrupted``; the records that
     finished stay where they are."""
     seen: dict[int, str] = {}
@@ -264,6 +271,17 @@ def wait(
                 return states
             if not states and seen:
                 return states  # forgotten by the controller, no accounting: the files say the rest
+            held = [t for t in states if _launch_held(t)]
+            if held and len(states) >= count and all(t.done or t in held for t in states):
+                which = ", ".join(f"{t.index}{f' on {t.node}' if t.node else ''}" for t in held)
+                raise SlurmError(
+                    f"job {job} cannot end: Slurm held task{'s' if len(held) > 1 else ''} {which} after "
+                    f"{'their' if len(held) > 1 else 'its'} launch failed (launch_failed_requeued_held); "
+                    "it is left held",
+                    hint=f"slurmd's log on the node says why; once mended, scontrol release {job} and kitbench fleet "
+                    f"gather {job} (or scancel {job})",
+                    command="fleet run",
+                )
             limit = timeout_s
             if limit is None:
                 limit = next((t.time_limit_s + WAIT_GRACE_S for t in states if t.time_limit_s is not None), None)
