@@ -139,7 +139,7 @@ def table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]], wid
 
         # Fitted, the frame goes: its bars would take the columns' room.
         shown = Table(
-            title=title,
+            title=escape(title),  # a folder's name is no markup: "[/]" in it would stop the table
             title_justify="left",
             box=box.HEAVY_HEAD if width is None else box.SIMPLE_HEAD,
             pad_edge=width is None,
@@ -348,8 +348,9 @@ def comparison(rows: list[Any], fmt: str) -> None:
             cells = [
                 [name, *(_cell(r, a, s, short=True) for _, a, s in part)] for r, name in zip(rows, names, strict=True)
             ]
-            # The folder is the person's own path, whole: wrapped, where the record names are cut.
-            title_of = _within(f"{title}: {part_title}")
+            # The folder is the person's own path, whole: wrapped, where the record names are cut, and with
+            # every space it has kept (textwrap drops those it breaks at).
+            title_of = _within(f"{title}: {part_title}", keep_spaces=True)
             table(title_of, ["record", *(name for name, _, _ in part)], cells, width=COMPARE_WIDTH)
     by_path = dict(zip((r.path for r in rows), names, strict=True))
     for row in rows:
@@ -432,11 +433,12 @@ def record_names(paths: Sequence[str]) -> tuple[str, list[str]]:
     return clean(shared + os.sep), [clean(os.path.relpath(p, shared)) for p in paths]
 
 
-def _within(text: str, width: int = COMPARE_WIDTH) -> str:
-    """``text`` wrapped at ``width``, its later lines indented."""
+def _within(text: str, width: int = COMPARE_WIDTH, keep_spaces: bool = False) -> str:
+    """``text`` wrapped at ``width``, its later lines indented; with ``keep_spaces``, the spaces it breaks at stay
+    at the end of their line."""
     import textwrap
 
-    return textwrap.fill(text, width, subsequent_indent="    ", break_on_hyphens=False)
+    return textwrap.fill(text, width, subsequent_indent="    ", break_on_hyphens=False, drop_whitespace=not keep_spaces)
 
 
 def _value(value: object, width: int = 24) -> str:

@@ -110,6 +110,25 @@ def test_records_named_alike_at_length_still_fit_and_end_apart(
     assert {r.rsplit("…", 1)[1][-8:] for r in rows} == {"one.json", "two.json"}
 
 
+def test_a_folder_named_as_markup_with_runs_of_spaces_is_shown_as_it_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The title is the person's folder, literally: rich reads no markup in it (a "[/]" stopped the table with a
+    traceback), and wrapping it keeps the spaces it breaks at."""
+    from kitbench._cli import main
+
+    folder = tmp_path / f"[bold red]x[/bold red] and [/] [link=https:evil] {'a' * 110}   end"
+    folder.mkdir(parents=True)  # "[/" makes folders of its own
+    for name in ("h200-det-1.json", "h100-cnn.json"):
+        shutil.copy(DOCS_RECORDS / name, folder)
+    assert main(["compare", str(folder)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 160
+    first = lines.index(next(line for line in lines if line.startswith("kitbench compare: 2 records in ")))
+    title = lines[first] + "".join(line.removeprefix("    ") for line in lines[first + 1 : first + 3])
+    assert f"in {folder}/: " in title
+
+
 def test_a_long_difference_names_what_fits_and_counts_the_rest() -> None:
     from kitbench._ui import _difference
     from kitbench.reading.compare import Group
