@@ -6,6 +6,7 @@ and that the replicas are identical after training.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -236,8 +237,21 @@ def test_a_port_held_by_another_program_is_one_line(mnist_root: Path, tmp_path: 
     assert _anything_left(tree) == []
 
 
-def test_a_port_in_time_wait_or_of_another_host_is_not_held() -> None:
+def test_a_port_is_held_where_torch_s_store_could_not_listen_on_it() -> None:
+    """As torch's store binds (every address, SO_REUSEADDR): a port another program holds on another address of this
+    host is held too (torch's store failed there, and the run waited out its watchdog); one in TIME_WAIT, one held
+    on IPv6's loopback alone, and one of another host are not (torch 2.14's store started on the first two)."""
     from kitbench.suite.checks import ddp
+
+    with socket.socket() as elsewhere:
+        elsewhere.bind(("127.0.0.2", 0))  # Linux's loopback is all of 127/8
+        elsewhere.listen()
+        assert ddp._held(f"127.0.0.1:{elsewhere.getsockname()[1]}")
+    if socket.has_ipv6:
+        with contextlib.suppress(OSError), socket.socket(socket.AF_INET6) as six:
+            six.bind(("::1", 0))
+            six.listen()
+            assert not ddp._held(f"127.0.0.1:{six.getsockname()[1]}")
 
     with socket.socket() as used:
         used.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as torch's store binds

@@ -197,17 +197,35 @@ def _launch(world: int, ctx: Context, out: Path, backend: str, max_bytes: int) -
 
 
 def _held(endpoint: str) -> bool:
-    """Whether the endpoint is an address of this host whose port another program holds (a port in TIME_WAIT
-    is free: torch's store binds with SO_REUSEADDR too; Windows' SO_REUSEADDR would take a held port)."""
+    """Whether the endpoint is an address of this host and torch's store could not listen on its port, as another
+    program holds it on some address of this host. The store listens on every address, IPv4's (0.0.0.0) or IPv6's
+    ([::], IPv4 too), with SO_REUSEADDR: the port is held where neither binds so (a port in TIME_WAIT is free; a
+    listener on [::1] alone leaves IPv4's free, as torch 2.14's store found; on Windows SO_REUSEADDR would take a
+    held port, so it is not set there)."""
     host, _, port = endpoint.rpartition(":")
-    with socket.socket() as probe:
-        if os.name != "nt":
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        with socket.socket() as here:
+            here.bind((host, 0))
+    except OSError:
+        return False  # not this host's: the rendezvous is hosted elsewhere
+    refused = []
+    for family, everywhere in ((socket.AF_INET6, "::"), (socket.AF_INET, "")):
         try:
-            probe.bind((host, int(port)))
-        except OSError as exc:
-            return exc.errno in (errno.EADDRINUSE, getattr(errno, "WSAEADDRINUSE", errno.EADDRINUSE))
-    return False
+            probe = socket.socket(family)
+        except OSError:
+            continue  # no IPv6 on this host
+        with probe:
+            if os.name != "nt":
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            try:
+                probe.bind((everywhere, int(port)))
+            except OSError as exc:
+                refused.append(exc.errno)
+                continue
+        return False
+    return bool(refused) and all(e in (errno.EADDRINUSE, getattr(errno, "WSAEADDRINUSE", 0)) for e in refused)
 
 
 def _answers(endpoint: str) -> bool:
