@@ -23,6 +23,8 @@ from kitbench.machine import drivers
 from kitbench.machine.builds import build
 from kitbench.records import manifest
 
+import _shared
+
 # Where a wheel can install: (os, arch) as install-cmd's flags name them, and the census' name for it.
 PLATFORMS = (
     ("linux", "x86_64", "linux-x86_64"),
@@ -148,13 +150,12 @@ def render() -> str:
     return "\n".join(out) + "\n"
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: PYTHONPATH=. python envs/scripts/census_table.py docs/facts.md", file=sys.stderr)
-        return 2
-    _files.write(Path(argv[0]), render(), replace=True)
+def main(out: Path) -> int:
+    _files.write(out, render(), replace=True)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    if len(sys.argv) != 2 or sys.argv[1].startswith("-"):
+        sys.exit("usage: PYTHONPATH=. python envs/scripts/census_table.py docs/facts.md")
+    _shared.run(lambda: main(Path(sys.argv[1])))

@@ -24,6 +24,8 @@ else:  # a dependency on 3.10 only
 from kitbench import _files
 from kitbench.records import types as record
 
+import _shared
+
 TITLE = "kitbench.run/3 (and /2 and /1, which lack only optional fields): one run of the suite, as kitbench writes it"
 DESCRIPTION = (
     "Written from kitbench/records/types.py by envs/scripts/run_schema.py: edit the types, not this file. Every "
@@ -50,7 +52,7 @@ def schema() -> Node:
 def _node(annotation: Any, top: bool = False) -> Node:
     """The schema of a value of ``annotation``; ``top`` for a shared type's own definition (never a reference to
     itself)."""
-    if not top and (shared := _shared(annotation)) is not None:
+    if not top and (shared := _reference(annotation)) is not None:
         return shared
     if typing.get_origin(annotation) is typing.Annotated:
         base, *marks = typing.get_args(annotation)
@@ -98,7 +100,7 @@ def _object(cls: Any) -> Node:
     return {"type": "object", **({"required": required} if required else {}), "properties": properties}
 
 
-def _shared(annotation: Any) -> Node | None:
+def _reference(annotation: Any) -> Node | None:
     """A reference to the shared type ``annotation`` is, or begins as (a shared type with words added, which
     Python folds into one Annotated), or None."""
     for name, shared in record.SHARED.items():
@@ -107,7 +109,7 @@ def _shared(annotation: Any) -> Node | None:
     if typing.get_origin(annotation) is typing.Annotated:
         base, *marks = typing.get_args(annotation)
         for cut in range(len(marks) - 1, 0, -1):
-            if (head := _shared(typing.Annotated[tuple([base, *marks[:cut]])])) is not None:
+            if (head := _reference(typing.Annotated[tuple([base, *marks[:cut]])])) is not None:
                 return {**head, **_words(marks[cut:])}
     return None
 
@@ -132,13 +134,12 @@ def _members(annotation: Any) -> tuple[Any, ...]:
     return (annotation,)
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: PYTHONPATH=. python envs/scripts/run_schema.py kitbench/records/schemas/run.schema.json")
-        return 2
-    _files.write(Path(argv[0]), render(), replace=True)
+def main(out: Path) -> int:
+    _files.write(out, render(), replace=True)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    if len(sys.argv) != 2 or sys.argv[1].startswith("-"):
+        sys.exit("usage: PYTHONPATH=. python envs/scripts/run_schema.py kitbench/records/schemas/run.schema.json")
+    _shared.run(lambda: main(Path(sys.argv[1])))

@@ -4,7 +4,10 @@ types reaches the schema by the rule the script states."""
 from __future__ import annotations
 
 import json
+import os
 import runpy
+import subprocess
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
@@ -86,8 +89,14 @@ def test_the_schema_written_keeps_what_records_are_held_to() -> None:
             records.validate(bad)
 
 
-def test_the_script_writes_the_file_and_says_how_it_is_used(tmp_path: Path) -> None:
-    assert SCRIPT["main"]([]) == 2
+def test_the_script_writes_the_file_and_refuses_in_one_line(tmp_path: Path) -> None:
     out = tmp_path / "run.schema.json"
-    assert SCRIPT["main"]([str(out)]) == 0
+    script = [sys.executable, str(ROOT / "envs" / "scripts" / "run_schema.py")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    assert subprocess.run([*script, str(out)], env=env, check=False).returncode == 0
     assert out.read_text() == FILE.read_text()
+    for args in ([], ["--help"], [str(tmp_path)], [str(tmp_path / "missing" / "x.json")]):
+        done = subprocess.run([*script, *args], env=env, capture_output=True, text=True, check=False)
+        assert done.returncode != 0 and done.stdout == "", args
+        assert done.stderr.startswith(("usage: ", "ERROR: ")) and "Traceback" not in done.stderr, done.stderr
+    assert not (Path.cwd() / "--help").exists()
