@@ -82,7 +82,8 @@ def _give(flag: str, value: str, member: str | None) -> str:
         return f"{flag} {value}"
     if flag == "--release":
         return f"kitbench project --release {value}"
-    return f"add {flag} {value} to --machine {member}='...'"
+    # Only --python-arch reaches here; a machine given as a probe file has no flags to add to.
+    return f"add {flag} {value} to --machine {member}='...' (or probe it again from an {value} Python)"
 
 
 def conda_hint(newest: str | None, member: str | None = None) -> str:
@@ -386,9 +387,9 @@ _ROSETTA = "this is an Apple Silicon Mac running an x86_64 Python (Rosetta 2), w
 def rosetta_hint(native: str | None, command: str, member: str | None = None) -> str:
     """What an arm64 Python gets on the Mac: torch ``native`` (None: no release installs) and its ``command``; for
     a project's machine ``member``, the flag that describes its arm64 Python."""
+    if member is not None:  # the project's release is its own, not the newest that ``native`` names
+        return f"an arm64 Python gets MPS: {_give('--python-arch', 'arm64', member)}"
     gets = "the current release" if native is None else f"torch {native}"
-    if member is not None:
-        return f"an arm64 Python gets {gets} with MPS: {_give('--python-arch', 'arm64', member)}"
     return f"an arm64 Python gets {gets} with MPS: {command or 'kitbench install-cmd --python-arch arm64'}"
 
 
