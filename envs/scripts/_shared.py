@@ -136,6 +136,19 @@ def write(path: Path, text: str, schema: str) -> dict[str, Any]:
     return data
 
 
+def write_rendered(render: Callable[[], str], usage: str) -> NoReturn:
+    """The command line of a script that renders one file (its one argument): the file written whole, or a usage
+    line (an option included: ``--help`` is no file to write), or the refusal ``run`` words."""
+    if len(sys.argv) != 2 or sys.argv[1].startswith("-"):
+        sys.exit(f"usage: {usage}")
+
+    def main() -> int:
+        _files.write(Path(sys.argv[1]), render(), replace=True)
+        return 0
+
+    run(main)
+
+
 def run(main: Callable[[], int]) -> NoReturn:
     """Run a script's ``main`` and exit with its code; a KitbenchError is one ``ERROR:`` line, its hint, exit 1."""
     try:

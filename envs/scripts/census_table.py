@@ -13,11 +13,8 @@ so the table says what install-cmd answers from. The weekly facts workflow rewri
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
-from pathlib import Path
 
-from kitbench import _files
 from kitbench.advice import releases
 from kitbench.machine import drivers
 from kitbench.machine.builds import build
@@ -150,12 +147,5 @@ def render() -> str:
     return "\n".join(out) + "\n"
 
 
-def main(out: Path) -> int:
-    _files.write(out, render(), replace=True)
-    return 0
-
-
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or sys.argv[1].startswith("-"):
-        sys.exit("usage: PYTHONPATH=. python envs/scripts/census_table.py docs/facts.md")
-    _shared.run(lambda: main(Path(sys.argv[1])))
+    _shared.write_rendered(render, "PYTHONPATH=. python envs/scripts/census_table.py docs/facts.md")

@@ -13,7 +13,6 @@ import json
 import sys
 import types
 import typing
-from pathlib import Path
 from typing import Any
 
 if sys.version_info >= (3, 11):
@@ -21,7 +20,6 @@ if sys.version_info >= (3, 11):
 else:  # a dependency on 3.10 only
     from typing_extensions import NotRequired
 
-from kitbench import _files
 from kitbench.records import types as record
 
 import _shared
@@ -134,12 +132,7 @@ def _members(annotation: Any) -> tuple[Any, ...]:
     return (annotation,)
 
 
-def main(out: Path) -> int:
-    _files.write(out, render(), replace=True)
-    return 0
-
-
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or sys.argv[1].startswith("-"):
-        sys.exit("usage: PYTHONPATH=. python envs/scripts/run_schema.py kitbench/records/schemas/run.schema.json")
-    _shared.run(lambda: main(Path(sys.argv[1])))
+    _shared.write_rendered(
+        render, "PYTHONPATH=. python envs/scripts/run_schema.py kitbench/records/schemas/run.schema.json"
+    )
