@@ -1,5 +1,6 @@
 """SIGTERM raised as an exception where Ctrl-C would be, so one handler keeps a
-run's record for both (``docker stop``, nox and Slurm's scancel send SIGTERM)."""
+run's record for both (``docker stop``, nox and Slurm's scancel send SIGTERM); either
+one that Python drops is sent again."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 
 from kitbench.errors import Terminated
 
-# How long a SIGTERM whose exception Python dropped waits to be sent again: the finalizer it landed in has ended.
+# How long a signal whose exception Python dropped waits to be sent again: the finalizer it landed in has ended.
 _AGAIN_S = 0.1
 
 
@@ -24,10 +25,11 @@ def sigterm_raises() -> Iterator[None]:
 
     def dropped(unraisable: Any) -> None:
         # Python prints and drops an exception raised while a finalizer runs (a generator closed as it is
-        # dropped, a __del__): a SIGTERM handled there was lost, and the run went on as if none had come. It is
-        # sent again from a thread, a moment later, to land where the run can stop (seen once in CI's tests).
-        if isinstance(unraisable.exc_value, Terminated):
-            threading.Timer(_AGAIN_S, signal.raise_signal, (signal.SIGTERM,)).start()
+        # dropped, a __del__): a SIGTERM or Ctrl-C handled there was lost, and the run went on as if none had
+        # come. It is sent again from a thread, a moment later, to land where the run can stop.
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            again = signal.SIGTERM if isinstance(unraisable.exc_value, Terminated) else signal.SIGINT
+            threading.Timer(_AGAIN_S, signal.raise_signal, (again,)).start()
         else:
             hook(unraisable)
 

@@ -17,13 +17,13 @@ from kitbench.errors import Terminated
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGTERM is sent with os.kill, POSIX's")
 
 
-def _lands_in_a_finalizer() -> Iterator[int]:
+def _lands_in_a_finalizer(signum: int) -> Iterator[int]:
     try:
         yield 1
         yield 2
     finally:
-        # Closed as it is dropped: Python runs this as a finalizer, and the SIGTERM is handled inside it.
-        os.kill(os.getpid(), signal.SIGTERM)
+        # Closed as it is dropped: Python runs this as a finalizer, and the signal is handled inside it.
+        os.kill(os.getpid(), signum)
         sum(range(1000))
 
 
@@ -38,8 +38,8 @@ def _terminated() -> None:
     _running(5)
 
 
-def _terminated_in_a_finalizer() -> None:
-    generator = _lands_in_a_finalizer()
+def _stopped_in_a_finalizer(signum: int) -> None:
+    generator = _lands_in_a_finalizer(signum)
     next(generator)
     del generator
     _running(5)
@@ -50,13 +50,14 @@ def test_sigterm_raises_terminated_where_the_run_is() -> None:
         _terminated()
 
 
-def test_a_sigterm_that_lands_in_a_finalizer_is_raised_again_where_the_run_is(
-    capsys: pytest.CaptureFixture[str],
+@pytest.mark.parametrize(("signum", "raised"), [(signal.SIGTERM, Terminated), (signal.SIGINT, KeyboardInterrupt)])
+def test_a_signal_that_lands_in_a_finalizer_is_raised_again_where_the_run_is(
+    signum: int, raised: type[BaseException], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Seen once in CI: a run went on training for 60 s after SIGTERM, its exception dropped by a finalizer."""
     started = time.monotonic()
-    with sigterm_raises(), pytest.raises(Terminated):
-        _terminated_in_a_finalizer()
+    with sigterm_raises(), pytest.raises(raised):
+        _stopped_in_a_finalizer(signum)
     assert time.monotonic() - started < 4
     assert "Exception ignored" not in capsys.readouterr().err
 
