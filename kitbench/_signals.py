@@ -10,7 +10,6 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any
 
 from kitbench.errors import Terminated
 
@@ -23,7 +22,7 @@ def sigterm_raises() -> Iterator[None]:
     def handler(signum: int, frame: FrameType | None) -> None:
         raise Terminated
 
-    def dropped(unraisable: Any) -> None:
+    def dropped(unraisable: sys.UnraisableHookArgs) -> None:
         # Python prints and drops an exception raised while a finalizer runs (a generator closed as it is
         # dropped, a __del__): a SIGTERM or Ctrl-C handled there was lost, and the run went on as if none had
         # come. It is sent again from a thread, a moment later, to land where the run can stop.

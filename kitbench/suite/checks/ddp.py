@@ -208,7 +208,7 @@ def _held(endpoint: str) -> bool:
             here.bind((host, 0))
     except OSError:
         return False  # not this host's: the rendezvous is hosted elsewhere
-    refused = []
+    in_use = False
     for family, everywhere in ((socket.AF_INET6, "::"), (socket.AF_INET, "")):
         try:
             probe = socket.socket(family)
@@ -222,10 +222,12 @@ def _held(endpoint: str) -> bool:
             try:
                 probe.bind((everywhere, int(port)))
             except OSError as exc:
-                refused.append(exc.errno)
+                if exc.errno not in (errno.EADDRINUSE, getattr(errno, "WSAEADDRINUSE", 0)):
+                    return False  # refused for another reason, which says nothing of a holder
+                in_use = True
                 continue
-        return False
-    return bool(refused) and all(e in (errno.EADDRINUSE, getattr(errno, "WSAEADDRINUSE", 0)) for e in refused)
+        return False  # it binds: the store would listen there
+    return in_use
 
 
 def _answers(endpoint: str) -> bool:
